@@ -1,0 +1,52 @@
+//! The command line: one file per subcommand.
+
+pub mod bench;
+pub mod inspect;
+pub mod render;
+pub mod worker;
+
+use crate::telemetry::LogFormat;
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "lottie-render", version, about = "Render Lottie templates with typed modifications to MP4, WebM and GIF")]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "LOTTIE_RENDER_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render a template to MP4, WebM or GIF (in a sandboxed worker process).
+    Render(render::RenderArgs),
+    /// Print a JSON report of a template: size, timing, layers, slots, warnings.
+    Inspect(inspect::InspectArgs),
+    /// Run one render job read from stdin (the sandbox protocol; not for people).
+    #[command(hide = true)]
+    Worker,
+    /// Measure rendering, encoding and the whole pipeline on the benchmark templates.
+    Bench(bench::BenchArgs),
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Render(args) => render::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Worker => worker::run(),
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+/// Exit codes of the subcommands for people: the worker's, so scripts can tell a bad
+/// input (65) from a failure worth retrying (75) or a crash (70).
+pub mod exit {
+    pub use crate::sandbox::protocol::exit_code::{DETERMINISTIC, SUCCESS, TRANSIENT};
+    /// EX_SOFTWARE: the render crashed.
+    pub const CRASHED: u8 = 70;
+    /// EX_USAGE: the command line itself is wrong.
+    pub const USAGE: u8 = 64;
+}

@@ -1,0 +1,205 @@
+//! `lottie-render render TEMPLATE.json --format … -o OUT`: one render through the same
+//! worker-process sandbox the service uses, with a progress bar on a terminal and plain
+//! progress lines otherwise. The output appears only when complete (temp file + rename).
+
+use super::exit;
+use crate::error::ErrorClass;
+use crate::lottie::{timeline, Template};
+use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
+use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings};
+use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec, Rgba};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// The Lottie JSON template.
+    pub template: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Output frame rate (30 or 60).
+    #[arg(long, default_value_t = 30)]
+    pub fps: u32,
+    /// Output width in pixels (100..=1920); the animation is scaled to fit, centred.
+    #[arg(long, default_value_t = 1080)]
+    pub width: u32,
+    /// Output height in pixels (100..=1920).
+    #[arg(long, default_value_t = 1080)]
+    pub height: u32,
+    /// Colour slot value, `ID=#RRGGBB` or `ID=#RRGGBBAA` (alpha sets the fill's opacity). Repeatable.
+    #[arg(long = "color", value_name = "ID=#RRGGBB[AA]")]
+    pub colors: Vec<String>,
+    /// Text slot value, `ID=TEXT` (`\n` in TEXT starts a new line). Repeatable.
+    #[arg(long = "text", value_name = "ID=TEXT")]
+    pub texts: Vec<String>,
+    /// Background for MP4 (which has no alpha), `#RRGGBB`; white when unset.
+    #[arg(long, value_name = "#RRGGBB")]
+    pub background: Option<String>,
+    /// Where to write the output.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Render threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Wall-clock limit for the render, seconds (default: derived from frames and size).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Address-space limit of the worker process, MiB.
+    #[arg(long, default_value_t = sandbox::DEFAULT_WORKER_MEMORY_BYTES / (1024 * 1024))]
+    pub memory_limit_mb: u64,
+}
+
+pub fn run(args: RenderArgs) -> ExitCode {
+    match execute(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(exit::USAGE)
+        }
+    }
+}
+
+/// `Err` is a usage error; render failures are reported and turned into exit codes here.
+fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
+    let spec = OutputSpec {
+        format: args.format,
+        fps: Fps::try_from(args.fps).map_err(|e| e.to_string())?,
+        width: Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?,
+        height: Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?,
+        background: args.background.as_deref().map(Rgba::parse_hex).transpose().map_err(|e| format!("--background: {e}"))?,
+    };
+    let modifications = parse_modifications(&args.colors, &args.texts)?;
+    let template_path = std::fs::canonicalize(&args.template).map_err(|e| format!("{}: {e}", args.template.display()))?;
+    // Parsing here (our own code, bounded) fails fast on a bad template and gives the frame
+    // count for the deadline; the worker parses again and is what touches rlottie.
+    let bytes = std::fs::read(&template_path).map_err(|e| format!("{}: {e}", args.template.display()))?;
+    let template = match Template::parse(&bytes) {
+        Ok(template) => template,
+        Err(error) => {
+            eprintln!("error: {}: {error}", args.template.display());
+            return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
+        }
+    };
+    let frames = timeline::frame_count(template.duration_seconds(), spec.fps.get());
+    let deadline = args
+        .timeout
+        .map(Duration::from_secs)
+        .unwrap_or_else(|| sandbox::default_deadline(frames, spec.width.get(), spec.height.get()));
+    let settings = SandboxSettings {
+        executable: std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?,
+        memory_bytes: args.memory_limit_mb.saturating_mul(1024 * 1024),
+        deadline,
+    };
+    let output_dir = match args.output.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let partial = tempfile::Builder::new()
+        .prefix(".lottie-render-")
+        .suffix(".partial")
+        .tempfile_in(&output_dir)
+        .map_err(|e| format!("cannot write in {}: {e}", output_dir.display()))?;
+    let job = WorkerJob {
+        template_path,
+        modifications,
+        output: spec,
+        output_path: partial.path().to_path_buf(),
+        threads: args.threads,
+    };
+    let mut progress = Progress::new(frames);
+    let result = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |event| progress.update(event)).result;
+    progress.finish();
+    match result {
+        Ok(output) => {
+            partial
+                .persist(&args.output)
+                .map_err(|e| format!("cannot write {}: {}", args.output.display(), e.error))?;
+            eprintln!(
+                "wrote {} ({} bytes, {}×{}, {} frames at {} fps, {:.2} s)",
+                display(&args.output),
+                output.size_bytes,
+                output.width,
+                output.height,
+                output.frame_count,
+                output.fps,
+                output.duration_seconds
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(failure) => {
+            eprintln!("error: {}: {failure}", args.template.display());
+            let code = match (&failure.kind, failure.class) {
+                (FailureKind::Crashed { .. }, _) => exit::CRASHED,
+                (_, ErrorClass::Deterministic) => exit::DETERMINISTIC as u8,
+                (_, ErrorClass::Transient) => exit::TRANSIENT as u8,
+            };
+            Ok(ExitCode::from(code))
+        }
+    }
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// `ID=VALUE` pairs into modifications; `\n` in texts becomes a line break.
+pub fn parse_modifications(colors: &[String], texts: &[String]) -> Result<Modifications, String> {
+    let mut modifications = Modifications::default();
+    for pair in colors {
+        let (id, value) = pair.split_once('=').ok_or_else(|| format!("--color {pair}: expected ID=#RRGGBB"))?;
+        let color = Rgba::parse_hex(value).map_err(|e| format!("--color {id}: {e}"))?;
+        modifications.colors.insert(id.to_owned(), color);
+    }
+    for pair in texts {
+        let (id, value) = pair.split_once('=').ok_or_else(|| format!("--text {pair}: expected ID=TEXT"))?;
+        modifications.texts.insert(id.to_owned(), value.replace("\\n", "\n"));
+    }
+    Ok(modifications)
+}
+
+/// A progress bar on a terminal; otherwise a plain line every tenth of the frames.
+enum Progress {
+    Bar(ProgressBar),
+    Lines { total: u32, next_report: u32 },
+}
+
+impl Progress {
+    fn new(total: u32) -> Progress {
+        if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(u64::from(total));
+            if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} frames ({per_sec}, eta {eta})") {
+                bar.set_style(style);
+            }
+            Progress::Bar(bar)
+        } else {
+            Progress::Lines { total, next_report: 0 }
+        }
+    }
+
+    fn update(&mut self, event: &WorkerEvent) {
+        let WorkerEvent::Progress { frames_done, frames_total } = *event else { return };
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_length(u64::from(frames_total));
+                bar.set_position(u64::from(frames_done));
+            }
+            Progress::Lines { total, next_report } => {
+                *total = frames_total;
+                if frames_done >= *next_report {
+                    eprintln!("rendered {frames_done}/{frames_total} frames");
+                    *next_report = frames_done + (*total / 10).max(1);
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}

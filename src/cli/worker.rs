@@ -1,0 +1,87 @@
+//! `lottie-render worker`: runs one job from stdin under the sandbox protocol
+//! (see [`crate::sandbox::protocol`]). Nothing here trusts the job: a malformed one is a
+//! deterministic failure like any bad template.
+
+use crate::error::{Classified, ErrorClass};
+use crate::render::{self, RenderError};
+use crate::sandbox::protocol::{exit_code, WorkerEvent, WorkerJob};
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Largest job document read from stdin; a job is a few hundred bytes plus modifications.
+const MAX_JOB_BYTES: u64 = 1024 * 1024;
+/// Progress lines are written at most this often (plus the last frame).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+pub fn run() -> ExitCode {
+    let code = match read_job().and_then(|job| execute(&job)) {
+        Ok(output) => {
+            emit(&WorkerEvent::Succeeded { output });
+            exit_code::SUCCESS
+        }
+        Err(failure) => {
+            let class = failure.class;
+            emit(&WorkerEvent::Failed { class: failure.class, reason: failure.reason.into(), message: failure.message });
+            match class {
+                ErrorClass::Deterministic => exit_code::DETERMINISTIC,
+                ErrorClass::Transient => exit_code::TRANSIENT,
+            }
+        }
+    };
+    ExitCode::from(code as u8)
+}
+
+struct Failure {
+    class: ErrorClass,
+    reason: &'static str,
+    message: String,
+}
+
+impl From<RenderError> for Failure {
+    fn from(error: RenderError) -> Failure {
+        Failure { class: error.class(), reason: error.reason(), message: error.to_string() }
+    }
+}
+
+fn read_job() -> Result<WorkerJob, Failure> {
+    let mut input = Vec::new();
+    let invalid = |message: String| Failure { class: ErrorClass::Deterministic, reason: "JOB_INVALID", message };
+    std::io::stdin()
+        .take(MAX_JOB_BYTES + 1)
+        .read_to_end(&mut input)
+        .map_err(|error| invalid(format!("cannot read the job: {error}")))?;
+    if input.len() as u64 > MAX_JOB_BYTES {
+        return Err(invalid(format!("job is larger than {MAX_JOB_BYTES} bytes")));
+    }
+    serde_json::from_slice(&input).map_err(|error| invalid(format!("job is not valid: {error}")))
+}
+
+fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
+    let template = std::fs::read(&job.template_path).map_err(RenderError::ReadTemplate)?;
+    let resource_dir = render::resource_dir_of(&job.template_path);
+    let prepared = render::prepare(&template, &job.modifications, job.output, &resource_dir)?;
+    emit(&WorkerEvent::Started { frames_total: prepared.frame_count });
+    let threads = if job.threads == 0 {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        job.threads
+    };
+    let mut last_report = Instant::now();
+    let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {
+        if done == total || last_report.elapsed() >= PROGRESS_INTERVAL {
+            last_report = Instant::now();
+            emit(&WorkerEvent::Progress { frames_done: done, frames_total: total });
+        }
+    })?;
+    Ok(output)
+}
+
+/// One NDJSON line on stdout, flushed at once so the parent sees progress live.
+fn emit(event: &WorkerEvent) {
+    if let Ok(line) = serde_json::to_string(event) {
+        let mut stdout = std::io::stdout().lock();
+        // The parent went away: nothing useful can be done about it here.
+        let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+    }
+}

@@ -1,0 +1,105 @@
+//! One encoder interface over three formats: GIF through gifski ([`gif`]), H.264 MP4 and
+//! VP9 WebM through the system FFmpeg libraries ([`mp4`], [`webm`], sharing [`video`]).
+//! Encoders take frames in order, already in the pixel layout [`pixel_layout`] names.
+
+pub mod gif;
+pub mod mp4;
+pub mod video;
+pub mod webm;
+
+use crate::error::{Classified, ErrorClass};
+use crate::render::frames::Frame;
+use crate::render::pixels::PixelLayout;
+use crate::spec::{Format, OutputSpec, Rgba};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("the {codec} encoder is not available in this FFmpeg build")]
+    CodecMissing { codec: &'static str },
+    #[error("{context}: {source}")]
+    Ffmpeg {
+        context: &'static str,
+        source: ffmpeg_next::Error,
+    },
+    #[error("gif encoder: {0}")]
+    Gif(String),
+    #[error("writing the output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Classified for EncodeError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            // A missing codec is a broken installation; it will not fix itself on retry
+            // of the same request, but it is not the caller's fault either. The service
+            // reports it as transient so callers retry against a healthy instance.
+            EncodeError::CodecMissing { .. } => ErrorClass::Transient,
+            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) | EncodeError::Io(_) => ErrorClass::Transient,
+        }
+    }
+    fn reason(&self) -> &'static str {
+        match self {
+            EncodeError::CodecMissing { .. } => "ENCODER_UNAVAILABLE",
+            EncodeError::Io(_) => "OUTPUT_WRITE_FAILED",
+            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) => "ENCODER_FAILED",
+        }
+    }
+}
+
+/// A started encode: frames in order, then `finish` writes the trailer.
+pub trait Encoder {
+    fn encode(&mut self, frame: &Frame) -> Result<(), EncodeError>;
+    fn finish(self: Box<Self>) -> Result<(), EncodeError>;
+}
+
+/// Everything an encoder needs to know about the output.
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderSettings {
+    pub format: Format,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub background: Rgba,
+}
+
+impl EncoderSettings {
+    pub fn new(spec: &OutputSpec) -> EncoderSettings {
+        EncoderSettings {
+            format: spec.format,
+            width: spec.width.get(),
+            height: spec.height.get(),
+            fps: spec.fps.get(),
+            background: spec.background_or_default(),
+        }
+    }
+
+    /// The size of the encoded picture. H.264 in 4:2:0 cannot code odd sizes (even its
+    /// cropping works in 2-pixel steps), so MP4 pads odd sides by one pixel of background.
+    pub fn encoded_size(&self) -> (u32, u32) {
+        match self.format {
+            Format::Mp4 => (self.width.next_multiple_of(2), self.height.next_multiple_of(2)),
+            Format::Webm | Format::Gif => (self.width, self.height),
+        }
+    }
+}
+
+/// The layout the render threads should convert frames to for `format`.
+pub fn pixel_layout(format: Format, background: Rgba) -> PixelLayout {
+    match format {
+        Format::Mp4 => {
+            let [r, g, b, _] = background.to_rgba8();
+            PixelLayout::OpaqueBgraOver([r, g, b])
+        }
+        Format::Webm | Format::Gif => PixelLayout::StraightBgra,
+    }
+}
+
+/// Opens the encoder for `settings.format`, writing to `path`.
+pub fn open(settings: &EncoderSettings, path: &Path) -> Result<Box<dyn Encoder>, EncodeError> {
+    Ok(match settings.format {
+        Format::Gif => Box::new(gif::GifEncoder::open(settings, path)?),
+        Format::Mp4 => Box::new(mp4::open(settings, path)?),
+        Format::Webm => Box::new(webm::open(settings, path)?),
+    })
+}

@@ -1,0 +1,150 @@
+//! What MP4 and WebM share: an FFmpeg encoder feeding one video stream of a muxer, with
+//! swscale converting the render threads' BGRA to the codec's YUV layout. The codec-specific
+//! choices (codec, pixel format, options, padding) come from [`VideoCodec`].
+
+use super::{EncodeError, Encoder, EncoderSettings};
+use crate::render::frames::Frame;
+use ffmpeg_next as ffmpeg;
+use ffmpeg::format::Pixel;
+use ffmpeg::software::scaling;
+use ffmpeg::{codec, encoder, format, frame, Dictionary, Packet, Rational};
+use std::path::Path;
+
+/// Codec-specific settings, filled in by `mp4.rs` and `webm.rs`.
+pub struct VideoCodec {
+    /// FFmpeg encoder name (`libx264`, `libvpx-vp9`).
+    pub encoder_name: &'static str,
+    /// FFmpeg muxer name (`mp4`, `webm`).
+    pub muxer_name: &'static str,
+    pub pixel_format: Pixel,
+    pub encoder_options: Vec<(&'static str, String)>,
+    pub muxer_options: Vec<(&'static str, &'static str)>,
+    /// Tag the stream as BT.601 limited range, which is what swscale's default
+    /// RGB → YUV conversion produces (players then convert back with the same matrix).
+    pub tag_bt601: bool,
+}
+
+fn ffmpeg_error(context: &'static str) -> impl FnOnce(ffmpeg::Error) -> EncodeError {
+    move |source| EncodeError::Ffmpeg { context, source }
+}
+
+pub struct VideoEncoder {
+    output: format::context::Output,
+    encoder: encoder::Video,
+    scaler: scaling::Context,
+    /// BGRA staging frame at the encoded size (padding columns/rows hold the background).
+    staging: frame::Video,
+    converted: frame::Video,
+    encoder_time_base: Rational,
+    stream_time_base: Rational,
+}
+
+impl VideoEncoder {
+    pub fn open(settings: &EncoderSettings, path: &Path, codec: VideoCodec) -> Result<VideoEncoder, EncodeError> {
+        ffmpeg::init().map_err(ffmpeg_error("initialising FFmpeg"))?;
+        let (width, height) = settings.encoded_size();
+        let mut output = format::output_as(&path, codec.muxer_name).map_err(ffmpeg_error("opening the output"))?;
+        let global_header = output.format().flags().contains(format::Flags::GLOBAL_HEADER);
+        let ffmpeg_codec = encoder::find_by_name(codec.encoder_name)
+            .ok_or(EncodeError::CodecMissing { codec: codec.encoder_name })?;
+        let mut stream = output.add_stream(ffmpeg_codec).map_err(ffmpeg_error("adding the video stream"))?;
+        let stream_index = stream.index();
+        let mut context = codec::context::Context::new_with_codec(ffmpeg_codec)
+            .encoder()
+            .video()
+            .map_err(ffmpeg_error("creating the encoder"))?;
+        let encoder_time_base = Rational::new(1, settings.fps as i32);
+        context.set_width(width);
+        context.set_height(height);
+        context.set_format(codec.pixel_format);
+        context.set_time_base(encoder_time_base);
+        context.set_frame_rate(Some(Rational::new(settings.fps as i32, 1)));
+        if codec.tag_bt601 {
+            context.set_colorspace(ffmpeg::color::Space::SMPTE170M);
+            context.set_color_range(ffmpeg::color::Range::MPEG);
+        }
+        if global_header {
+            context.set_flags(codec::Flags::GLOBAL_HEADER);
+        }
+        let mut options = Dictionary::new();
+        for (key, value) in &codec.encoder_options {
+            options.set(key, value);
+        }
+        let encoder = context.open_with(options).map_err(ffmpeg_error("opening the encoder"))?;
+        stream.set_parameters(&encoder);
+        stream.set_time_base(encoder_time_base);
+        stream.set_avg_frame_rate(Rational::new(settings.fps as i32, 1));
+        let mut muxer_options = Dictionary::new();
+        for (key, value) in &codec.muxer_options {
+            muxer_options.set(key, value);
+        }
+        output.write_header_with(muxer_options).map_err(ffmpeg_error("writing the header"))?;
+        let stream_time_base = output
+            .stream(stream_index)
+            .map(|stream| stream.time_base())
+            .unwrap_or(encoder_time_base);
+        let scaler = scaling::Context::get(
+            Pixel::BGRA,
+            width,
+            height,
+            codec.pixel_format,
+            width,
+            height,
+            scaling::Flags::BILINEAR | scaling::Flags::ACCURATE_RND | scaling::Flags::FULL_CHR_H_INT,
+        )
+        .map_err(ffmpeg_error("creating the pixel converter"))?;
+        let mut staging = frame::Video::new(Pixel::BGRA, width, height);
+        fill_bgra(&mut staging, settings.background.to_rgba8());
+        let converted = frame::Video::new(codec.pixel_format, width, height);
+        Ok(VideoEncoder { output, encoder, scaler, staging, converted, encoder_time_base, stream_time_base })
+    }
+
+    fn write_ready_packets(&mut self) -> Result<(), EncodeError> {
+        let mut packet = Packet::empty();
+        while self.encoder.receive_packet(&mut packet).is_ok() {
+            packet.set_stream(0);
+            packet.rescale_ts(self.encoder_time_base, self.stream_time_base);
+            packet
+                .write_interleaved(&mut self.output)
+                .map_err(ffmpeg_error("writing a packet"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Fills a BGRA frame with one colour (the padding MP4 needs for odd sizes).
+fn fill_bgra(frame: &mut frame::Video, [r, g, b, a]: [u8; 4]) {
+    let stride = frame.stride(0);
+    let width = frame.width() as usize;
+    for row in frame.data_mut(0).chunks_mut(stride) {
+        for pixel in row[..width * 4].chunks_exact_mut(4) {
+            pixel.copy_from_slice(&[b, g, r, a]);
+        }
+    }
+}
+
+impl Encoder for VideoEncoder {
+    fn encode(&mut self, frame: &Frame) -> Result<(), EncodeError> {
+        let stride = self.staging.stride(0);
+        let row_bytes = frame.width * 4;
+        let source: &[u8] = rgb::bytemuck::cast_slice(frame.pixels.as_slice());
+        let destination = self.staging.data_mut(0);
+        for (row, source_row) in source.chunks_exact(row_bytes).take(frame.height).enumerate() {
+            destination[row * stride..row * stride + row_bytes].copy_from_slice(source_row);
+        }
+        self.scaler
+            .run(&self.staging, &mut self.converted)
+            .map_err(ffmpeg_error("converting pixels"))?;
+        self.converted.set_pts(Some(i64::from(frame.index)));
+        self.encoder
+            .send_frame(&self.converted)
+            .map_err(ffmpeg_error("encoding a frame"))?;
+        self.write_ready_packets()
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), EncodeError> {
+        self.encoder.send_eof().map_err(ffmpeg_error("flushing the encoder"))?;
+        self.write_ready_packets()?;
+        self.output.write_trailer().map_err(ffmpeg_error("writing the trailer"))
+    }
+}

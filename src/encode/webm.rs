@@ -1,0 +1,35 @@
+//! WebM: VP9 (libvpx-vp9) with an alpha channel (yuva420p; FFmpeg stores alpha as a second
+//! VP9 stream in the Matroska block additions, which browsers composite).
+
+use super::video::{VideoCodec, VideoEncoder};
+use super::{EncodeError, EncoderSettings};
+use ffmpeg_next::format::Pixel;
+use std::path::Path;
+
+/// VP9 constant quality (0..=63, lower is better): 31 is libvpx's recommended 1080p value.
+pub const WEBM_CRF: u32 = 31;
+/// libvpx speed for the realtime deadline (0..=8); 8 is the fastest.
+pub const WEBM_CPU_USED: u32 = 8;
+
+pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, EncodeError> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    VideoEncoder::open(
+        settings,
+        path,
+        VideoCodec {
+            encoder_name: "libvpx-vp9",
+            muxer_name: "webm",
+            pixel_format: Pixel::YUVA420P,
+            encoder_options: vec![
+                ("crf", WEBM_CRF.to_string()),
+                ("b", "0".to_owned()),
+                ("deadline", "realtime".to_owned()),
+                ("cpu-used", WEBM_CPU_USED.to_string()),
+                ("row-mt", "1".to_owned()),
+                ("threads", threads.to_string()),
+            ],
+            muxer_options: vec![],
+            tag_bt601: true,
+        },
+    )
+}

@@ -1,0 +1,24 @@
+//! lottie-render: renders Lottie (Bodymovin JSON) templates with typed modifications to
+//! MP4, WebM and GIF.
+//!
+//! - [`lottie`]: templates — parsing, the fence in front of rlottie, slots, modifications,
+//!   retiming, the inspect report.
+//! - [`spec`]: what a render asks for, as valid-by-construction domain types.
+//! - [`render`]: rlottie frames rendered in parallel, pixel conversion, the frame pipeline.
+//! - [`encode`]: the encoder interface; GIF (gifski), MP4 (H.264) and WebM (VP9, alpha).
+//! - [`sandbox`]: one render in a `worker` child process with resource limits, a deadline
+//!   and classified outcomes; the worker protocol.
+//! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
+//! - [`error`]: error classes (deterministic or transient) shared by every module.
+//! - [`cli`]: the subcommands (`render`, `inspect`, `worker`, `bench`).
+//! - [`telemetry`]: logging set-up.
+
+pub mod cli;
+pub mod encode;
+pub mod error;
+pub mod lottie;
+pub mod os;
+pub mod render;
+pub mod sandbox;
+pub mod spec;
+pub mod telemetry;

@@ -1,0 +1,13 @@
+//! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
+//! [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
+//! retiming to the output frame rate ([`timeline`]) and the `inspect` report ([`report`]).
+
+pub mod fence;
+pub mod model;
+pub mod modifications;
+pub mod report;
+pub mod slots;
+pub mod template;
+pub mod timeline;
+
+pub use template::{Template, TemplateError};

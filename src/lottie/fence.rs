@@ -1,0 +1,444 @@
+//! The fence in front of rlottie: semantic limits on a parsed template. Debian's rlottie
+//! trusts its input (see shared/corpus/MANIFEST.md): a huge or negative canvas crashes it,
+//! a repeater with 1e9 copies eats memory without bound, curve handles of ±3e10 take over a
+//! minute per frame. Everything recognisable is refused here with the JSON path at fault;
+//! what cannot be recognised is left to the worker process limits.
+
+use super::model::{layer_type, property_values, Animation, Layer, Shape};
+use super::template::TemplateError;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+
+/// Highest frame rate accepted: above every display and every real template (max 120).
+pub const MAX_FRAME_RATE: f64 = 240.0;
+/// Canvas side limit, pixels; rlottie allocates the canvas from these.
+pub const MAX_CANVAS_SIDE: i64 = 8192;
+/// Longest template timeline, seconds. Motion-graphics templates run seconds to a minute;
+/// ten minutes keeps frame counts (and thus render budgets) sane.
+pub const MAX_DURATION_SECONDS: f64 = 600.0;
+/// Layers in the whole document, precomps included. The heaviest real file we know has 332.
+pub const MAX_LAYERS_TOTAL: usize = 5000;
+/// Precomposition nesting depth. Real files nest a handful of levels; rlottie recurses per
+/// level on every frame.
+pub const MAX_PRECOMP_DEPTH: usize = 32;
+/// Copies made by one repeater. Real repeaters make tens; rlottie allocates every copy
+/// eagerly while loading.
+pub const MAX_REPEATER_COPIES: f64 = 1000.0;
+/// Copies made by repeaters nested inside each other (their product).
+pub const MAX_NESTED_REPEATER_COPIES: f64 = 10_000.0;
+/// Points of a star/polygon.
+pub const MAX_POLYSTAR_POINTS: f64 = 1000.0;
+/// Vertices of one path. rlottie silently drops paths of about 11,000 vertices or more.
+pub const MAX_PATH_VERTICES: usize = 10_000;
+/// Magnitude of a path vertex or tangent coordinate, pixels. rlottie's rasteriser time
+/// grows linearly with tangent length (±1e9 takes seconds per frame); real artwork stays
+/// within a few thousand pixels of its canvas.
+pub const MAX_PATH_COORDINATE: f64 = 1_000_000.0;
+/// Colour stops of one gradient.
+pub const MAX_GRADIENT_STOPS: i64 = 256;
+
+/// Checks every limit; answers the warnings for features that will not render as a
+/// designer expects.
+pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateError> {
+    check_root(model)?;
+    let layer_total = total_layer_count(model);
+    if layer_total > MAX_LAYERS_TOTAL {
+        return Err(TemplateError::invalid(
+            "$.layers",
+            format!("{layer_total} layers in total (precomps included), more than the {MAX_LAYERS_TOTAL} limit"),
+        ));
+    }
+    let assets = check_assets(model)?;
+    check_precomp_graph(model, &assets)?;
+    let mut warnings = Warnings::default();
+    check_composition(&model.layers, "$.layers", &assets, &mut warnings)?;
+    for (index, asset) in model.assets.iter().enumerate() {
+        if let Some(layers) = &asset.layers {
+            check_composition(
+                layers,
+                &format!("$.assets[{index}].layers"),
+                &assets,
+                &mut warnings,
+            )?;
+        } else if let Some(path) = &asset.p {
+            let embedded = path.starts_with("data:")
+                && json.pointer(&format!("/assets/{index}/e")).and_then(Value::as_i64) == Some(1);
+            if !embedded {
+                warnings.add(format!("image asset '{}' is not embedded (data URI with \"e\": 1) and will not be drawn", asset.id));
+            }
+        }
+    }
+    if count_expressions(json) > 0 {
+        warnings.add("expressions are present; they are not evaluated (each property shows its static value)".to_owned());
+    }
+    Ok(warnings.into_vec())
+}
+
+pub fn total_layer_count(model: &Animation) -> usize {
+    model.layers.len()
+        + model
+            .assets
+            .iter()
+            .filter_map(|asset| asset.layers.as_ref().map(Vec::len))
+            .sum::<usize>()
+}
+
+fn check_root(model: &Animation) -> Result<(), TemplateError> {
+    if !(model.fr.is_finite() && model.fr > 0.0 && model.fr <= MAX_FRAME_RATE) {
+        return Err(TemplateError::invalid(
+            "$.fr",
+            format!("frame rate must be above 0 and at most {MAX_FRAME_RATE}, got {}", model.fr),
+        ));
+    }
+    for (name, value) in [("ip", model.ip), ("op", model.op)] {
+        if !value.is_finite() {
+            return Err(TemplateError::invalid(format!("$.{name}"), "must be a finite number"));
+        }
+    }
+    if model.op <= model.ip {
+        return Err(TemplateError::invalid(
+            "$.op",
+            format!("out point {} must be after in point {}", model.op, model.ip),
+        ));
+    }
+    let duration = (model.op - model.ip) / model.fr;
+    if duration > MAX_DURATION_SECONDS {
+        return Err(TemplateError::invalid(
+            "$.op",
+            format!("timeline lasts {duration:.1} s, longer than the {MAX_DURATION_SECONDS} s limit"),
+        ));
+    }
+    for (name, value) in [("w", model.w), ("h", model.h)] {
+        if !(1..=MAX_CANVAS_SIDE).contains(&value) {
+            return Err(TemplateError::invalid(
+                format!("$.{name}"),
+                format!("canvas size must be 1..={MAX_CANVAS_SIDE} pixels, got {value}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum AssetKind {
+    Precomp,
+    Image,
+}
+
+fn check_assets(model: &Animation) -> Result<HashMap<&str, (usize, AssetKind)>, TemplateError> {
+    let mut assets = HashMap::new();
+    for (index, asset) in model.assets.iter().enumerate() {
+        let kind = if asset.is_precomp() { AssetKind::Precomp } else { AssetKind::Image };
+        if assets.insert(asset.id.as_str(), (index, kind)).is_some() {
+            return Err(TemplateError::invalid(
+                format!("$.assets[{index}].id"),
+                format!("asset id '{}' is used twice", asset.id),
+            ));
+        }
+    }
+    Ok(assets)
+}
+
+/// Precomp references form a graph; it must be acyclic and shallow.
+fn check_precomp_graph(
+    model: &Animation,
+    assets: &HashMap<&str, (usize, AssetKind)>,
+) -> Result<(), TemplateError> {
+    // Iterative depth-first search with an explicit stack, so hostile depth cannot overflow ours.
+    struct Frame<'a> {
+        layers: &'a [Layer],
+        path: String,
+        next: usize,
+    }
+    let mut stack = vec![Frame { layers: &model.layers, path: "$.layers".to_owned(), next: 0 }];
+    let mut on_path: Vec<&str> = Vec::new();
+    let mut finished: HashSet<&str> = HashSet::new();
+    while let Some(frame) = stack.last_mut() {
+        let Some(layer) = frame.layers.get(frame.next) else {
+            stack.pop();
+            if let Some(done) = on_path.pop() {
+                finished.insert(done);
+            }
+            continue;
+        };
+        let layer_path = format!("{}[{}]", frame.path, frame.next);
+        frame.next += 1;
+        if layer.ty != layer_type::PRECOMP {
+            continue;
+        }
+        let Some(ref_id) = layer.ref_id.as_deref() else {
+            return Err(TemplateError::invalid(layer_path, "precomp layer has no refId"));
+        };
+        let Some(&(index, kind)) = assets.get(ref_id) else {
+            return Err(TemplateError::invalid(
+                format!("{layer_path}.refId"),
+                format!("names asset '{ref_id}', which does not exist"),
+            ));
+        };
+        if kind != AssetKind::Precomp {
+            return Err(TemplateError::invalid(
+                format!("{layer_path}.refId"),
+                format!("precomp layer names asset '{ref_id}', which is an image, not a precomposition"),
+            ));
+        }
+        if on_path.contains(&ref_id) {
+            let mut cycle: Vec<&str> = on_path.iter().skip_while(|id| **id != ref_id).copied().collect();
+            cycle.push(ref_id);
+            return Err(TemplateError::invalid(
+                format!("{layer_path}.refId"),
+                format!("precomp reference cycle: {}", cycle.join(" → ")),
+            ));
+        }
+        if finished.contains(ref_id) {
+            continue;
+        }
+        if on_path.len() + 1 > MAX_PRECOMP_DEPTH {
+            return Err(TemplateError::invalid(
+                format!("{layer_path}.refId"),
+                format!("precomps nest deeper than {MAX_PRECOMP_DEPTH} levels"),
+            ));
+        }
+        on_path.push(ref_id);
+        let layers = model.assets[index].layers.as_deref().unwrap_or_default();
+        stack.push(Frame { layers, path: format!("$.assets[{index}].layers"), next: 0 });
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Warnings(Vec<String>);
+
+impl Warnings {
+    fn add(&mut self, warning: String) {
+        if !self.0.contains(&warning) {
+            self.0.push(warning);
+        }
+    }
+    fn into_vec(self) -> Vec<String> {
+        self.0
+    }
+}
+
+/// One composition (the root or a precomp): image references, parenting, shapes, masks.
+fn check_composition(
+    layers: &[Layer],
+    path: &str,
+    assets: &HashMap<&str, (usize, AssetKind)>,
+    warnings: &mut Warnings,
+) -> Result<(), TemplateError> {
+    let mut parents: HashMap<i64, Option<i64>> = HashMap::new();
+    for layer in layers {
+        if let Some(ind) = layer.ind {
+            parents.insert(ind, layer.parent);
+        }
+    }
+    for (index, layer) in layers.iter().enumerate() {
+        let layer_path = format!("{path}[{index}]");
+        if layer.ty == layer_type::IMAGE {
+            let ref_id = layer.ref_id.as_deref().unwrap_or_default();
+            match assets.get(ref_id) {
+                None => {
+                    return Err(TemplateError::invalid(
+                        format!("{layer_path}.refId"),
+                        format!("names asset '{ref_id}', which does not exist"),
+                    ))
+                }
+                Some((_, AssetKind::Precomp)) => {
+                    return Err(TemplateError::invalid(
+                        format!("{layer_path}.refId"),
+                        format!("image layer names asset '{ref_id}', which is a precomposition, not an image"),
+                    ))
+                }
+                Some((_, AssetKind::Image)) => {}
+            }
+        }
+        if !(layer_type::PRECOMP..=layer_type::TEXT).contains(&layer.ty) {
+            warnings.add(format!("layer type {} is not drawn", layer.ty));
+        }
+        if layer.ty == layer_type::TEXT {
+            warnings.add("text layers are not drawn by the renderer yet; text slots change no pixels".to_owned());
+        }
+        check_parent_chain(layer, &layer_path, &parents)?;
+        for (mask_index, mask) in layer.masks_properties.iter().enumerate() {
+            if let Some(points) = mask.get("pt") {
+                check_path_property(points, &format!("{layer_path}.masksProperties[{mask_index}].pt"))?;
+            }
+        }
+        check_shapes(&layer.shapes, &format!("{layer_path}.shapes"), 1.0, warnings)?;
+    }
+    Ok(())
+}
+
+fn check_parent_chain(
+    layer: &Layer,
+    layer_path: &str,
+    parents: &HashMap<i64, Option<i64>>,
+) -> Result<(), TemplateError> {
+    let Some(start) = layer.ind else { return Ok(()) };
+    let mut seen = vec![start];
+    let mut current = layer.parent;
+    while let Some(parent) = current {
+        if seen.contains(&parent) {
+            seen.push(parent);
+            let chain: Vec<String> = seen.iter().map(i64::to_string).collect();
+            return Err(TemplateError::invalid(
+                format!("{layer_path}.parent"),
+                format!("parent cycle between layers {}", chain.join(" → ")),
+            ));
+        }
+        seen.push(parent);
+        // A parent that names no layer is ignored by players; only cycles are fatal.
+        current = parents.get(&parent).copied().flatten();
+    }
+    Ok(())
+}
+
+fn check_shapes(
+    shapes: &[Shape],
+    path: &str,
+    outer_copies: f64,
+    warnings: &mut Warnings,
+) -> Result<(), TemplateError> {
+    // A repeater repeats the items before it in the same group, including nested repeaters.
+    let mut copies_here = outer_copies;
+    for (index, shape) in shapes.iter().enumerate() {
+        let shape_path = format!("{path}[{index}]");
+        match shape.ty.as_str() {
+            "gr" => check_shapes(&shape.it, &format!("{shape_path}.it"), copies_here, warnings)?,
+            "rp" => {
+                let copies = max_number(shape.properties.get("c"));
+                if !(copies <= MAX_REPEATER_COPIES) {
+                    return Err(TemplateError::invalid(
+                        format!("{shape_path}.c"),
+                        format!("repeater makes {copies} copies, more than the {MAX_REPEATER_COPIES} limit"),
+                    ));
+                }
+                copies_here *= copies.max(1.0);
+                if copies_here > MAX_NESTED_REPEATER_COPIES {
+                    return Err(TemplateError::invalid(
+                        format!("{shape_path}.c"),
+                        format!("nested repeaters make {copies_here} copies, more than the {MAX_NESTED_REPEATER_COPIES} limit"),
+                    ));
+                }
+            }
+            "sr" => {
+                let points = max_number(shape.properties.get("pt"));
+                if !(points <= MAX_POLYSTAR_POINTS) {
+                    return Err(TemplateError::invalid(
+                        format!("{shape_path}.pt"),
+                        format!("star/polygon has {points} points, more than the {MAX_POLYSTAR_POINTS} limit"),
+                    ));
+                }
+            }
+            "sh" => {
+                if let Some(path_property) = shape.properties.get("ks") {
+                    check_path_property(path_property, &format!("{shape_path}.ks"))?;
+                }
+            }
+            "gf" | "gs" => check_gradient(shape, &shape_path)?,
+            "mm" => warnings.add("merge paths are not supported by the renderer and are ignored".to_owned()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Largest number a scalar property takes (static or any keyframe); NaN when it holds none
+/// (so the callers' `!(x <= limit)` refuses it).
+fn max_number(property: Option<&Value>) -> f64 {
+    let Some(property) = property else { return 0.0 };
+    property_values(property)
+        .into_iter()
+        .filter_map(|value| match value {
+            Value::Array(items) => items.first().and_then(Value::as_f64),
+            other => other.as_f64(),
+        })
+        .fold(f64::NAN, f64::max)
+}
+
+/// A bezier path property (static or keyframed): vertex counts, matching arrays, coordinates.
+fn check_path_property(property: &Value, path: &str) -> Result<(), TemplateError> {
+    for value in property_values(property) {
+        // Keyframed paths hold their value in a one-element array.
+        let shapes: Vec<&Value> = match value {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        for shape in shapes {
+            let arrays: Vec<(&str, &Vec<Value>)> = ["v", "i", "o"]
+                .into_iter()
+                .filter_map(|key| shape.get(key).and_then(Value::as_array).map(|array| (key, array)))
+                .collect();
+            let Some((_, vertices)) = arrays.first() else { continue };
+            if vertices.len() > MAX_PATH_VERTICES {
+                return Err(TemplateError::invalid(
+                    format!("{path}.v"),
+                    format!("path has {} vertices, more than the {MAX_PATH_VERTICES} limit", vertices.len()),
+                ));
+            }
+            for (key, array) in &arrays {
+                if array.len() != vertices.len() {
+                    return Err(TemplateError::invalid(
+                        format!("{path}.{key}"),
+                        format!("path has {} vertices but {} entries in '{key}'", vertices.len(), array.len()),
+                    ));
+                }
+                let too_far = array
+                    .iter()
+                    .flat_map(|point| point.as_array().into_iter().flatten())
+                    .filter_map(Value::as_f64)
+                    .any(|coordinate| !(coordinate.abs() <= MAX_PATH_COORDINATE));
+                if too_far {
+                    return Err(TemplateError::invalid(
+                        format!("{path}.{key}"),
+                        format!("path coordinate beyond ±{MAX_PATH_COORDINATE} pixels"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_gradient(shape: &Shape, path: &str) -> Result<(), TemplateError> {
+    let Some(gradient) = shape.properties.get("g") else { return Ok(()) };
+    let Some(stops) = gradient.get("p") else { return Ok(()) };
+    let count = stops.as_i64().unwrap_or(-1);
+    if !(0..=MAX_GRADIENT_STOPS).contains(&count) {
+        return Err(TemplateError::invalid(
+            format!("{path}.g.p"),
+            format!("gradient stop count must be 0..={MAX_GRADIENT_STOPS}, got {stops}"),
+        ));
+    }
+    if let Some(data) = gradient.get("k") {
+        for value in property_values(data) {
+            let available = value.as_array().map_or(0, Vec::len);
+            if available < 4 * count as usize {
+                return Err(TemplateError::invalid(
+                    format!("{path}.g.k"),
+                    format!("gradient declares {count} stops but holds data for {}", available / 4),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Properties carrying an expression (`"x": "…"`).
+fn count_expressions(json: &Value) -> usize {
+    let mut count = 0;
+    let mut stack = vec![json];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("x").is_some_and(Value::is_string) && map.contains_key("k") {
+                    count += 1;
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    count
+}

@@ -1,0 +1,205 @@
+//! Writing a render's slot values into the template's JSON tree. Everything goes through
+//! serde_json (never string building), so any text is escaped correctly and integer fields
+//! stay integers.
+//!
+//! First every `sid` property takes its value from the root `slots` object (rlottie ignores
+//! slots), then the requested colours and texts replace what their slots bind.
+
+use super::slots::{slot_property, Slots};
+use crate::error::{Classified, ErrorClass};
+use crate::spec::{Modifications, Rgba};
+use serde_json::{json, Value};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModificationError {
+    #[error("colors[\"{id}\"]: the template has no colour slot '{id}'; valid colour slots: {valid}")]
+    UnknownColorSlot { id: String, valid: String },
+    #[error("texts[\"{id}\"]: the template has no text slot '{id}'; valid text slots: {valid}")]
+    UnknownTextSlot { id: String, valid: String },
+    #[error("texts[\"{id}\"]: control character U+{code:04X} is not allowed (only newline)")]
+    ControlCharacter { id: String, code: u32 },
+}
+
+impl Classified for ModificationError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Deterministic
+    }
+    fn reason(&self) -> &'static str {
+        match self {
+            ModificationError::UnknownColorSlot { .. } | ModificationError::UnknownTextSlot { .. } => {
+                "SLOT_UNKNOWN"
+            }
+            ModificationError::ControlCharacter { .. } => "TEXT_INVALID",
+        }
+    }
+}
+
+/// Checks every modification against the template's slots; all problems at once.
+pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationError> {
+    let list = |ids: Vec<&str>| if ids.is_empty() { "(none)".to_owned() } else { ids.join(", ") };
+    let mut errors = Vec::new();
+    for id in modifications.colors.keys() {
+        if slots.color(id).is_none() {
+            errors.push(ModificationError::UnknownColorSlot {
+                id: id.clone(),
+                valid: list(slots.colors.iter().map(|s| s.id.as_str()).collect()),
+            });
+        }
+    }
+    for (id, text) in &modifications.texts {
+        if slots.text(id).is_none() {
+            errors.push(ModificationError::UnknownTextSlot {
+                id: id.clone(),
+                valid: list(slots.texts.iter().map(|s| s.id.as_str()).collect()),
+            });
+        }
+        if let Some(control) = text.chars().find(|c| c.is_control() && *c != '\n') {
+            errors.push(ModificationError::ControlCharacter {
+                id: id.clone(),
+                code: u32::from(control),
+            });
+        }
+    }
+    errors
+}
+
+/// Resolves slots and applies the modifications to `json` (whose slots are `slots`).
+pub fn apply(
+    json: &mut Value,
+    slots: &Slots,
+    modifications: &Modifications,
+) -> Result<(), ModificationError> {
+    if let Some(first) = check(slots, modifications).into_iter().next() {
+        return Err(first);
+    }
+    resolve_slot_references(json);
+    for (id, color) in &modifications.colors {
+        let Some(slot) = slots.color(id) else { continue };
+        for pointer in &slot.bindings {
+            if let Some(item) = json.pointer_mut(pointer) {
+                set_color(item, color);
+            }
+        }
+    }
+    for (id, text) in &modifications.texts {
+        let Some(slot) = slots.text(id) else { continue };
+        let lottie_text = text.replace('\n', "\r");
+        for pointer in &slot.bindings {
+            if let Some(layer) = json.pointer_mut(pointer) {
+                set_text(layer, &lottie_text);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replaces every property carrying a `sid` with the root `slots` value for it, keeping the
+/// `sid` so slot discovery still sees it.
+fn resolve_slot_references(json: &mut Value) {
+    let Some(root_slots) = json.get("slots").cloned() else { return };
+    let mut stack: Vec<&mut Value> = vec![json];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                let replacement = map
+                    .get("sid")
+                    .and_then(Value::as_str)
+                    .and_then(|sid| slot_property(Some(&root_slots), sid))
+                    .and_then(Value::as_object);
+                if let Some(replacement) = replacement {
+                    let sid = map.get("sid").cloned();
+                    map.clear();
+                    map.extend(replacement.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    if let Some(sid) = sid {
+                        map.insert("sid".to_owned(), sid);
+                    }
+                    continue;
+                }
+                stack.extend(map.iter_mut().filter(|(key, _)| key.as_str() != "slots").map(|(_, v)| v));
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// A fill/stroke item takes a static colour; a given alpha sets the item's opacity.
+fn set_color(item: &mut Value, color: &Rgba) {
+    let Some(item) = item.as_object_mut() else { return };
+    let sid = item.get("c").and_then(|c| c.get("sid")).cloned();
+    let mut property = json!({"a": 0, "k": [color.r(), color.g(), color.b(), 1]});
+    if let (Some(sid), Some(map)) = (sid, property.as_object_mut()) {
+        map.insert("sid".to_owned(), sid);
+    }
+    item.insert("c".to_owned(), property);
+    if let Some(alpha) = color.a() {
+        item.insert("o".to_owned(), json!({"a": 0, "k": alpha * 100.0}));
+    }
+}
+
+/// Every keyframe of the layer's text document shows the new text.
+fn set_text(layer: &mut Value, text: &str) {
+    let Some(keyframes) = layer.pointer_mut("/t/d/k").and_then(Value::as_array_mut) else { return };
+    for keyframe in keyframes {
+        if let Some(document) = keyframe.get_mut("s").and_then(Value::as_object_mut) {
+            document.insert("t".to_owned(), Value::from(text));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lottie::slots::discover;
+
+    fn template() -> Value {
+        json!({
+            "slots": {"accent": {"p": {"a": 0, "k": [0, 0, 1]}}},
+            "layers": [
+                {"ty": 4, "nm": "a", "shapes": [
+                    {"ty": "gr", "it": [{"ty": "fl", "nm": "Fill", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100}}]},
+                    {"ty": "fl", "nm": "Fill", "c": {"a": 1, "k": [{"t": 0, "s": [0, 1, 0]}, {"t": 9, "s": [1, 1, 0]}]}},
+                    {"ty": "st", "nm": "Line", "c": {"a": 0, "k": [0, 0, 0], "sid": "accent"}}
+                ]},
+                {"ty": 5, "nm": "Title", "t": {"d": {"k": [{"s": {"t": "Hi", "f": "Sans"}, "t": 0}, {"s": {"t": "Bye", "f": "Sans"}, "t": 5}]}}}
+            ]
+        })
+    }
+
+    #[test]
+    fn duplicate_names_bind_every_property_and_sid_wins_over_name() {
+        let slots = discover(&template());
+        let ids: Vec<_> = slots.colors.iter().map(|s| (s.id.as_str(), s.binding_count)).collect();
+        assert_eq!(ids, [("Fill", 2), ("accent", 1)]);
+        assert_eq!(slots.color("accent").unwrap().default_color, Rgba::new(0.0, 0.0, 1.0, None).unwrap());
+        assert_eq!(slots.texts[0].id, "Title");
+        assert_eq!(slots.texts[0].default_text, "Hi");
+    }
+
+    #[test]
+    fn colours_and_texts_are_written_into_every_binding() {
+        let mut json = template();
+        let slots = discover(&json);
+        let mut modifications = Modifications::default();
+        modifications.colors.insert("Fill".into(), Rgba::new(0.5, 0.25, 1.0, Some(0.5)).unwrap());
+        modifications.texts.insert("Title".into(), "Line \"one\"\nLine two".into());
+        apply(&mut json, &slots, &modifications).unwrap();
+        assert_eq!(json.pointer("/layers/0/shapes/0/it/0/c/k"), Some(&json!([0.5, 0.25, 1.0, 1])));
+        assert_eq!(json.pointer("/layers/0/shapes/0/it/0/o/k"), Some(&json!(50.0)));
+        assert_eq!(json.pointer("/layers/0/shapes/1/c"), Some(&json!({"a": 0, "k": [0.5, 0.25, 1.0, 1]})));
+        assert_eq!(json.pointer("/layers/0/shapes/2/c/k"), Some(&json!([0, 0, 1])), "slot value resolved");
+        assert_eq!(json.pointer("/layers/1/t/d/k/1/s/t"), Some(&json!("Line \"one\"\rLine two")));
+    }
+
+    #[test]
+    fn unknown_slots_list_the_valid_ids_and_control_characters_are_refused() {
+        let slots = discover(&template());
+        let mut modifications = Modifications::default();
+        modifications.colors.insert("nope".into(), Rgba::WHITE);
+        modifications.texts.insert("Title".into(), "tab\there".into());
+        let errors = check(&slots, &modifications);
+        assert_eq!(errors.len(), 2);
+        assert!(errors[0].to_string().contains("valid colour slots: Fill, accent"), "{}", errors[0]);
+        assert!(errors[1].to_string().contains("U+0009"), "{}", errors[1]);
+    }
+}

@@ -1,0 +1,177 @@
+//! Slot discovery (DESIGN.md § Slots). A slot is a named place a render request may fill:
+//! - colour slots: a Lottie `sid` on a fill/stroke colour (values may come from the root
+//!   `slots` object), else the name (`nm`) of a fill (`fl`) or stroke (`st`) item, in shape
+//!   groups and precomps alike;
+//! - text slots: text layers (`ty` 5) by the `sid` of their document, else `ln`, else `nm`.
+//!
+//! Every property bound to a slot is recorded as a JSON pointer, so modifications write the
+//! tree directly. Duplicate ids bind all of their properties.
+
+use super::model::{layer_type, property_initial_value};
+use crate::spec::Rgba;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ColorSlot {
+    pub id: String,
+    /// The colour the template shows when the slot is not modified (first keyframe if animated).
+    pub default_color: Rgba,
+    /// JSON pointers to the fill/stroke items whose colour (`c`) this slot sets.
+    #[serde(skip)]
+    pub bindings: Vec<String>,
+    pub binding_count: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TextSlot {
+    pub id: String,
+    pub default_text: String,
+    /// Font family of the first keyframe's document, from the template's font list.
+    pub font_family: String,
+    /// JSON pointers to the text layers this slot sets.
+    #[serde(skip)]
+    pub bindings: Vec<String>,
+    pub binding_count: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Slots {
+    pub colors: Vec<ColorSlot>,
+    pub texts: Vec<TextSlot>,
+}
+
+impl Slots {
+    pub fn color(&self, id: &str) -> Option<&ColorSlot> {
+        self.colors.iter().find(|slot| slot.id == id)
+    }
+    pub fn text(&self, id: &str) -> Option<&TextSlot> {
+        self.texts.iter().find(|slot| slot.id == id)
+    }
+}
+
+/// Finds every slot of a template (already through the fence).
+pub fn discover(json: &Value) -> Slots {
+    let root_slots = json.get("slots");
+    let font_families = font_families(json);
+    let mut colors: BTreeMap<String, ColorSlot> = BTreeMap::new();
+    let mut texts: BTreeMap<String, TextSlot> = BTreeMap::new();
+    let mut compositions = vec![("/layers".to_owned(), json.get("layers"))];
+    if let Some(assets) = json.get("assets").and_then(Value::as_array) {
+        for (index, asset) in assets.iter().enumerate() {
+            compositions.push((format!("/assets/{index}/layers"), asset.get("layers")));
+        }
+    }
+    for (pointer, layers) in compositions {
+        let Some(layers) = layers.and_then(Value::as_array) else { continue };
+        for (index, layer) in layers.iter().enumerate() {
+            let layer_pointer = format!("{pointer}/{index}");
+            if layer.get("ty").and_then(Value::as_i64) == Some(layer_type::TEXT) {
+                discover_text(layer, &layer_pointer, root_slots, &font_families, &mut texts);
+            }
+            if let Some(shapes) = layer.get("shapes").and_then(Value::as_array) {
+                discover_colors(shapes, &format!("{layer_pointer}/shapes"), root_slots, &mut colors);
+            }
+        }
+    }
+    Slots {
+        colors: colors.into_values().collect(),
+        texts: texts.into_values().collect(),
+    }
+}
+
+fn discover_colors(
+    shapes: &[Value],
+    pointer: &str,
+    root_slots: Option<&Value>,
+    colors: &mut BTreeMap<String, ColorSlot>,
+) {
+    for (index, shape) in shapes.iter().enumerate() {
+        let item_pointer = format!("{pointer}/{index}");
+        match shape.get("ty").and_then(Value::as_str) {
+            Some("gr") => {
+                if let Some(items) = shape.get("it").and_then(Value::as_array) {
+                    discover_colors(items, &format!("{item_pointer}/it"), root_slots, colors);
+                }
+            }
+            Some("fl" | "st") => {
+                let color = shape.get("c");
+                let sid = color.and_then(|c| c.get("sid")).and_then(Value::as_str);
+                let id = sid.or_else(|| shape.get("nm").and_then(Value::as_str));
+                let Some(id) = id.filter(|id| !id.is_empty()) else { continue };
+                let shown = sid
+                    .and_then(|sid| slot_property(root_slots, sid))
+                    .or(color);
+                let default_color = shown
+                    .and_then(property_initial_value)
+                    .and_then(Rgba::from_lottie)
+                    .unwrap_or(Rgba::OPAQUE_BLACK);
+                let slot = colors.entry(id.to_owned()).or_insert_with(|| ColorSlot {
+                    id: id.to_owned(),
+                    default_color,
+                    bindings: Vec::new(),
+                    binding_count: 0,
+                });
+                slot.bindings.push(item_pointer);
+                slot.binding_count = slot.bindings.len();
+            }
+            _ => {}
+        }
+    }
+}
+
+fn discover_text(
+    layer: &Value,
+    layer_pointer: &str,
+    root_slots: Option<&Value>,
+    font_families: &BTreeMap<String, String>,
+    texts: &mut BTreeMap<String, TextSlot>,
+) {
+    let document = layer.pointer("/t/d");
+    let sid = document.and_then(|d| d.get("sid")).and_then(Value::as_str);
+    let id = sid
+        .or_else(|| layer.get("ln").and_then(Value::as_str))
+        .or_else(|| layer.get("nm").and_then(Value::as_str));
+    let Some(id) = id.filter(|id| !id.is_empty()) else { return };
+    let shown = sid.and_then(|sid| slot_property(root_slots, sid)).or(document);
+    let first = shown.and_then(|d| d.pointer("/k/0/s"));
+    let default_text = first
+        .and_then(|s| s.get("t"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .replace('\r', "\n");
+    let font_name = first.and_then(|s| s.get("f")).and_then(Value::as_str).unwrap_or_default();
+    let font_family = font_families
+        .get(font_name)
+        .cloned()
+        .unwrap_or_else(|| font_name.to_owned());
+    let slot = texts.entry(id.to_owned()).or_insert_with(|| TextSlot {
+        id: id.to_owned(),
+        default_text,
+        font_family,
+        bindings: Vec::new(),
+        binding_count: 0,
+    });
+    slot.bindings.push(layer_pointer.to_owned());
+    slot.binding_count = slot.bindings.len();
+}
+
+/// `fonts.list[].fName` → `fFamily`.
+fn font_families(json: &Value) -> BTreeMap<String, String> {
+    json.pointer("/fonts/list")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|font| {
+            let name = font.get("fName")?.as_str()?;
+            let family = font.get("fFamily").and_then(Value::as_str).unwrap_or(name);
+            Some((name.to_owned(), family.to_owned()))
+        })
+        .collect()
+}
+
+/// The property a root `slots` entry provides for `sid`.
+pub fn slot_property<'a>(root_slots: Option<&'a Value>, sid: &str) -> Option<&'a Value> {
+    root_slots?.get(sid)?.get("p")
+}

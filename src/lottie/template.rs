@@ -1,0 +1,257 @@
+//! Bytes → [`Template`]: the size and nesting limits, JSON parsing, integer normalisation,
+//! the typed model and the fence, in that order, so that nothing downstream (least of all
+//! rlottie) ever sees a document that failed one of them.
+//!
+//! Key order is preserved through every rewrite (serde_json `preserve_order`): rlottie's
+//! streaming parser skips the keys of a shape item that come before its `ty`.
+
+use super::fence;
+use super::model::Animation;
+use crate::error::{Classified, ErrorClass};
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Largest template accepted, in bytes. Real templates are tens to hundreds of KiB; the
+/// largest in our corpus (43 embedded images) is 1.1 MiB. 8 MiB leaves room for embedded
+/// images while keeping parse time and memory per template small.
+pub const MAX_TEMPLATE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Deepest JSON nesting accepted. Real files nest about 20 levels; rlottie's parser
+/// recurses per level, so a bound keeps its stack (and ours) safe.
+pub const MAX_JSON_DEPTH: usize = 256;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TemplateError {
+    #[error("template is {size} bytes, larger than the {max} byte limit")]
+    TooLarge { size: usize, max: usize },
+    #[error("template is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("template JSON nests deeper than {max} levels (at byte {offset})")]
+    TooDeep { max: usize, offset: usize },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl TemplateError {
+    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        TemplateError::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Classified for TemplateError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Deterministic
+    }
+    fn reason(&self) -> &'static str {
+        match self {
+            TemplateError::TooLarge { .. } => "TEMPLATE_TOO_LARGE",
+            _ => "TEMPLATE_INVALID",
+        }
+    }
+}
+
+/// A parsed, fenced template: the JSON tree (what gets rewritten and rendered) and the
+/// typed model of it (what the service reasons about).
+#[derive(Debug)]
+pub struct Template {
+    pub json: Value,
+    pub model: Animation,
+    /// Hex sha256 of the bytes as uploaded.
+    pub sha256: String,
+    pub byte_len: usize,
+    pub warnings: Vec<String>,
+}
+
+impl Template {
+    pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
+        if bytes.len() > MAX_TEMPLATE_BYTES {
+            return Err(TemplateError::TooLarge {
+                size: bytes.len(),
+                max: MAX_TEMPLATE_BYTES,
+            });
+        }
+        check_nesting_depth(bytes, MAX_JSON_DEPTH)?;
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        // Depth is already bounded above (serde_json's own limit of 128 is too low for
+        // some real files), so its recursion limit can go.
+        deserializer.disable_recursion_limit();
+        let mut json = Value::deserialize(&mut deserializer)
+            .and_then(|value| deserializer.end().map(|()| value))
+            .map_err(|error| TemplateError::NotJson(error.to_string()))?;
+        if !json.is_object() {
+            return Err(TemplateError::invalid(
+                "$",
+                "a Lottie animation must be a JSON object",
+            ));
+        }
+        normalize_integer_fields(&mut json)?;
+        let model: Animation = serde_path_to_error::deserialize(&json).map_err(|error| {
+            let path = error.path().to_string();
+            TemplateError::invalid(json_path(&path), error.into_inner().to_string())
+        })?;
+        let warnings = fence::check(&model, &json)?;
+        Ok(Template {
+            sha256: hex_sha256(bytes),
+            byte_len: bytes.len(),
+            json,
+            model,
+            warnings,
+        })
+    }
+
+    pub fn duration_seconds(&self) -> f64 {
+        (self.model.op - self.model.ip) / self.model.fr
+    }
+
+    pub fn layer_count(&self) -> usize {
+        fence::total_layer_count(&self.model)
+    }
+}
+
+pub fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// `layers[3].ks` → `$.layers[3].ks`; serde_path_to_error says `.` for the root.
+pub fn json_path(path: &str) -> String {
+    if path.is_empty() || path == "." {
+        "$".to_owned()
+    } else {
+        format!("$.{path}")
+    }
+}
+
+/// Rejects documents nested deeper than `max` before any recursive parser sees them.
+/// Hand-written because serde_json only offers a fixed limit (128) or none at all; this is a
+/// single linear scan that skips string contents.
+fn check_nesting_depth(bytes: &[u8], max: usize) -> Result<(), TemplateError> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (offset, &byte) in bytes.iter().enumerate() {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > max {
+                    return Err(TemplateError::TooDeep { max, offset });
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Fields rlottie only accepts as JSON integers (it refuses `"w": 200.0`): root canvas,
+/// and per layer.
+const STRICT_INTEGER_ROOT_FIELDS: &[&str] = &["w", "h"];
+const STRICT_INTEGER_LAYER_FIELDS: &[&str] = &["ind", "parent", "ty", "ddd"];
+/// Sizes that may be fractional in the wild (`"w": 375.0`, `"h": 58.84`); rounding them to
+/// whole pixels is invisible, so they are rounded rather than refused.
+const ROUNDED_SIZE_FIELDS: &[&str] = &["w", "h"];
+
+/// Writes integral floats as integers where rlottie insists on integers, so templates from
+/// float-typed exporters render instead of being refused.
+fn normalize_integer_fields(json: &mut Value) -> Result<(), TemplateError> {
+    for field in STRICT_INTEGER_ROOT_FIELDS {
+        normalize_field(json, field, "$", false)?;
+    }
+    if let Some(layers) = json.get_mut("layers").and_then(Value::as_array_mut) {
+        normalize_layers(layers, "$.layers")?;
+    }
+    if let Some(assets) = json.get_mut("assets").and_then(Value::as_array_mut) {
+        for (index, asset) in assets.iter_mut().enumerate() {
+            let path = format!("$.assets[{index}]");
+            for field in ROUNDED_SIZE_FIELDS {
+                normalize_field(asset, field, &path, true)?;
+            }
+            if let Some(layers) = asset.get_mut("layers").and_then(Value::as_array_mut) {
+                normalize_layers(layers, &format!("{path}.layers"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn normalize_layers(layers: &mut [Value], path: &str) -> Result<(), TemplateError> {
+    for (index, layer) in layers.iter_mut().enumerate() {
+        let path = format!("{path}[{index}]");
+        for field in STRICT_INTEGER_LAYER_FIELDS {
+            normalize_field(layer, field, &path, false)?;
+        }
+        for field in ROUNDED_SIZE_FIELDS {
+            normalize_field(layer, field, &path, true)?;
+        }
+    }
+    Ok(())
+}
+
+fn normalize_field(
+    object: &mut Value,
+    field: &str,
+    path: &str,
+    round: bool,
+) -> Result<(), TemplateError> {
+    let Some(slot) = object.get_mut(field) else {
+        return Ok(());
+    };
+    if slot.is_i64() || slot.is_u64() {
+        return Ok(());
+    }
+    let Some(number) = slot.as_f64() else {
+        return Ok(()); // wrong types are reported by the typed model, with their path
+    };
+    let whole = if round { number.round() } else { number };
+    // 2^53: the largest range in which every integer is exact in an f64.
+    const EXACT_INTEGER_LIMIT: f64 = 9_007_199_254_740_992.0;
+    if whole.fract() != 0.0 || !whole.is_finite() || whole.abs() > EXACT_INTEGER_LIMIT {
+        return Err(TemplateError::invalid(
+            format!("{path}.{field}"),
+            format!("must be a whole number, got {number}"),
+        ));
+    }
+    *slot = Value::from(whole as i64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_depth_counts_brackets_outside_strings_only() {
+        assert!(check_nesting_depth(br#"{"a":"[[[[[[["}"#, 2).is_ok());
+        assert!(check_nesting_depth(br#"[[["x"]]]"#, 2).is_err());
+        assert!(check_nesting_depth(br#"{"a":"\"[[[["}"#, 1).is_ok());
+    }
+
+    #[test]
+    fn integral_floats_become_integers_and_fractions_are_refused() {
+        let mut json = serde_json::json!({"w": 200.0, "h": 100, "layers": [{"ind": 1.0, "ty": 4.0, "w": 375.4}]});
+        normalize_integer_fields(&mut json).unwrap();
+        assert_eq!(json.to_string(), r#"{"w":200,"h":100,"layers":[{"ind":1,"ty":4,"w":375}]}"#);
+        let mut bad = serde_json::json!({"w": 200.5, "layers": []});
+        assert_eq!(
+            normalize_integer_fields(&mut bad),
+            Err(TemplateError::invalid("$.w", "must be a whole number, got 200.5"))
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! The crate's only unsafe code, all of it thin calls into libc: resource limits and the
+//! parent-death signal applied in a forked child before exec, killing a process group,
+//! reaping a child with its resource usage, and this process's own usage.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus};
+use std::time::Duration;
+
+/// Per-worker resource limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ResourceLimits {
+    /// Address space, bytes (RLIMIT_AS).
+    pub address_space_bytes: u64,
+    /// CPU time, seconds (RLIMIT_CPU): SIGXCPU past it.
+    pub cpu_seconds: u64,
+    /// Largest file the worker may write, bytes (RLIMIT_FSIZE).
+    pub file_size_bytes: u64,
+    /// Open file descriptors (RLIMIT_NOFILE).
+    pub open_files: u64,
+}
+
+/// Applies `limits`, disables core dumps and asks the kernel to SIGKILL the worker if its
+/// parent dies, so no worker outlives the process that started it.
+pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
+    let ResourceLimits { address_space_bytes, cpu_seconds, file_size_bytes, open_files } = limits;
+    let parent = std::process::id();
+    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
+    // functions (setrlimit, prctl, getppid) on values copied into it; it allocates nothing
+    // on the success path.
+    unsafe {
+        command.pre_exec(move || {
+            let set = |resource, value: u64| {
+                let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
+                if libc::setrlimit(resource, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            };
+            set(libc::RLIMIT_AS, address_space_bytes)?;
+            // Soft limit sends SIGXCPU; the hard limit one second later SIGKILL.
+            let cpu = libc::rlimit { rlim_cur: cpu_seconds, rlim_max: cpu_seconds + 1 };
+            if libc::setrlimit(libc::RLIMIT_CPU, &cpu) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            set(libc::RLIMIT_FSIZE, file_size_bytes)?;
+            set(libc::RLIMIT_NOFILE, open_files)?;
+            set(libc::RLIMIT_CORE, 0)?;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(std::io::Error::other("parent exited before the worker started"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Sends SIGKILL to a whole process group.
+pub fn kill_process_group(process_group: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(process_group) else { return };
+    // SAFETY: kill(2) with a negative pid signals the group; it touches no memory of ours.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// CPU time and peak memory of a process.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ResourceUsage {
+    /// User + system CPU time.
+    pub cpu: Duration,
+    /// Peak resident set size, bytes.
+    pub max_rss_bytes: u64,
+}
+
+impl ResourceUsage {
+    fn from_rusage(usage: &libc::rusage) -> ResourceUsage {
+        let seconds = |time: libc::timeval| {
+            Duration::from_secs(time.tv_sec.max(0) as u64) + Duration::from_micros(time.tv_usec.max(0) as u64)
+        };
+        ResourceUsage {
+            cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+            // Linux reports ru_maxrss in KiB.
+            max_rss_bytes: usage.ru_maxrss.max(0) as u64 * 1024,
+        }
+    }
+}
+
+/// Waits for `child` to exit and returns its status with its own resource usage
+/// (`Child::wait` discards the usage the kernel reports).
+pub fn wait_with_usage(child: &mut Child) -> std::io::Result<(ExitStatus, ResourceUsage)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 writes only into the two out-parameters, which live on our stack.
+        let result = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if result == pid {
+            return Ok((ExitStatus::from_raw(status), ResourceUsage::from_rusage(&usage)));
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+/// CPU time and peak RSS of this process so far (all threads).
+pub fn own_usage() -> ResourceUsage {
+    // SAFETY: as above, a zeroed rusage is valid and getrusage only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid out-pointer cannot fail.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    ResourceUsage::from_rusage(&usage)
+}

@@ -1,0 +1,167 @@
+//! A render from template bytes to an encoded file: [`prepare`] validates, modifies and
+//! retimes the template; [`run`] renders frames in parallel ([`frames`]), converts pixels
+//! ([`pixels`]) and feeds them in order to the encoder, reporting progress as it goes.
+
+pub mod frames;
+pub mod pixels;
+
+use crate::encode::{self, EncodeError};
+use crate::error::{Classified, ErrorClass};
+use crate::lottie::modifications::{self, ModificationError};
+use crate::lottie::{slots, timeline, Template, TemplateError};
+use crate::spec::{Modifications, OutputSpec};
+use frames::FrameSource;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error(transparent)]
+    Modification(#[from] ModificationError),
+    #[error("the renderer refused the template (rlottie could not load it)")]
+    RendererRefused,
+    #[error("a render thread stopped unexpectedly")]
+    RenderThreadDied,
+    #[error("out of resources: {0}")]
+    Resources(String),
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error("cannot read the template: {0}")]
+    ReadTemplate(std::io::Error),
+    #[error("cannot read the output: {0}")]
+    ReadOutput(std::io::Error),
+}
+
+impl Classified for RenderError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            RenderError::Template(error) => error.class(),
+            RenderError::Modification(error) => error.class(),
+            RenderError::RendererRefused => ErrorClass::Deterministic,
+            RenderError::Encode(error) => error.class(),
+            RenderError::RenderThreadDied
+            | RenderError::Resources(_)
+            | RenderError::ReadTemplate(_)
+            | RenderError::ReadOutput(_) => ErrorClass::Transient,
+        }
+    }
+    fn reason(&self) -> &'static str {
+        match self {
+            RenderError::Template(error) => error.reason(),
+            RenderError::Modification(error) => error.reason(),
+            RenderError::RendererRefused => "TEMPLATE_UNRENDERABLE",
+            RenderError::RenderThreadDied => "RENDER_THREAD_DIED",
+            RenderError::Resources(_) => "RESOURCES_EXHAUSTED",
+            RenderError::Encode(error) => error.reason(),
+            RenderError::ReadTemplate(_) | RenderError::ReadOutput(_) => "STORAGE_UNAVAILABLE",
+        }
+    }
+}
+
+/// A render ready to run: the frame source and what the output will be.
+pub struct PreparedRender {
+    pub source: FrameSource,
+    pub spec: OutputSpec,
+    pub frame_count: u32,
+}
+
+/// Parses and fences `template_bytes`, applies `modifications` and retimes to the output
+/// frame rate. Fails before anything heavy starts when the template or a slot is at fault.
+pub fn prepare(
+    template_bytes: &[u8],
+    modifications: &Modifications,
+    spec: OutputSpec,
+    resource_dir: &Path,
+) -> Result<PreparedRender, RenderError> {
+    let template = Template::parse(template_bytes)?;
+    let mut json = template.json;
+    let slots = slots::discover(&json);
+    modifications::apply(&mut json, &slots, modifications)?;
+    let timeline = timeline::retime(&mut json, spec.fps.get());
+    let source = FrameSource {
+        json: Arc::new(json.to_string()),
+        resource_dir: resource_dir.to_path_buf(),
+        width: spec.width.get() as usize,
+        height: spec.height.get() as usize,
+        frame_count: timeline.frame_count,
+        layout: encode::pixel_layout(spec.format, spec.background_or_default()),
+    };
+    Ok(PreparedRender { source, spec, frame_count: timeline.frame_count })
+}
+
+/// What was produced, as the job reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputInfo {
+    pub content_type: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+    /// Encoded size (MP4 rounds odd sizes up to even, padding with the background).
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub frame_count: u32,
+    pub duration_seconds: f64,
+}
+
+/// Renders `prepared` into `output_path` with `threads` render threads. `on_progress` is
+/// called with (frames encoded, frames in total) after every frame.
+pub fn run(
+    prepared: &PreparedRender,
+    output_path: &Path,
+    threads: usize,
+    on_progress: &mut dyn FnMut(u32, u32),
+) -> Result<OutputInfo, RenderError> {
+    let spec = prepared.spec;
+    let settings = encode::EncoderSettings::new(&spec);
+    let mut encoder = encode::open(&settings, output_path)?;
+    let total = prepared.frame_count;
+    for frame in prepared.source.render_in_parallel(threads) {
+        let frame = frame?;
+        encoder.encode(&frame)?;
+        on_progress(frame.index + 1, total);
+    }
+    encoder.finish()?;
+    let (size_bytes, sha256) = hash_file(output_path).map_err(RenderError::ReadOutput)?;
+    let (width, height) = settings.encoded_size();
+    Ok(OutputInfo {
+        content_type: spec.format.content_type().to_owned(),
+        size_bytes,
+        sha256,
+        width,
+        height,
+        fps: spec.fps.get(),
+        frame_count: total,
+        duration_seconds: f64::from(total) / f64::from(spec.fps.get()),
+    })
+}
+
+/// Size and hex sha256 of a file, streamed.
+pub fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut size = 0u64;
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        size += read as u64;
+        hasher.update(&buffer[..read]);
+    }
+    let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((size, hex))
+}
+
+/// Where a render's relative resources would be looked up: the template's directory.
+pub fn resource_dir_of(template_path: &Path) -> PathBuf {
+    template_path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}

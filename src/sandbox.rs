@@ -1,0 +1,296 @@
+//! Running one render in a `lottie-render worker` child process, fenced off so that a
+//! crash, hang or memory blow-up inside rlottie (C++ parsing untrusted data) costs one job
+//! and never the caller. The child gets resource limits, its own process
+//! group (killed as a whole on deadline, cancel or when the parent goes away; limits in
+//! [`crate::os`]) and speaks
+//! the NDJSON [`protocol`]. Every way it can end is classified here ([`WorkerFailure`]).
+
+pub mod protocol;
+
+use crate::error::ErrorClass;
+use crate::render::OutputInfo;
+use protocol::{exit_code, WorkerEvent, WorkerJob};
+pub use crate::os::{ResourceLimits, ResourceUsage};
+use crate::os;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Address space a worker may map. Rendering 1920×1920 with two threads and an encoder's
+/// lookahead needs a few hundred MiB; glibc and thread stacks reserve more than they use.
+pub const DEFAULT_WORKER_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Largest output file a worker may write.
+pub const MAX_OUTPUT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// File descriptors a worker may hold (it needs a handful: pipes, template, output).
+pub const WORKER_OPEN_FILES: u64 = 256;
+/// Fixed part of a render's deadline: process start, template load, encoder set-up.
+pub const DEADLINE_BASE: Duration = Duration::from_secs(30);
+/// Time allowed per output megapixel (frames × width × height / 1e6). Measured costs are
+/// 10–60 ms per 1080×1080 frame (1.17 MP); this leaves a wide margin on a loaded machine.
+pub const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
+/// No render may run longer than this, whatever its size.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
+/// How much of the worker's stderr is kept for diagnostics.
+const STDERR_TAIL_BYTES: usize = 16 * 1024;
+/// How often the watchdog checks for cancellation.
+const WATCHDOG_TICK: Duration = Duration::from_millis(20);
+
+/// Deadline for a render of `frames` frames of `width` × `height`.
+pub fn default_deadline(frames: u32, width: u32, height: u32) -> Duration {
+    let megapixels = f64::from(frames) * f64::from(width) * f64::from(height) / 1e6;
+    (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(megapixels)).min(MAX_DEADLINE)
+}
+
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// The `lottie-render` executable to run as `worker`.
+    pub executable: PathBuf,
+    pub memory_bytes: u64,
+    pub deadline: Duration,
+}
+
+impl SandboxSettings {
+    fn limits(&self) -> ResourceLimits {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
+        ResourceLimits {
+            address_space_bytes: self.memory_bytes,
+            // All cores busy for the whole deadline, plus a little: the wall-clock deadline
+            // normally fires first; this catches a worker that escapes it.
+            cpu_seconds: self.deadline.as_secs().saturating_add(1) * cores + 5,
+            file_size_bytes: MAX_OUTPUT_BYTES,
+            open_files: WORKER_OPEN_FILES,
+        }
+    }
+}
+
+/// Cancels a running worker from another thread.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a worker did not produce its output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailureKind {
+    /// The worker reported the failure itself (bad template, unknown slot, encoder error…).
+    Reported,
+    /// The wall-clock deadline passed; the process group was killed.
+    DeadlineExceeded,
+    /// The CPU-time limit was hit (SIGXCPU).
+    CpuLimit,
+    /// An allocation failed under the address-space limit.
+    MemoryLimit,
+    /// Killed by a signal or exited abnormally: a crash in rlottie, an encoder, or a bug.
+    Crashed { signal: Option<i32> },
+    Cancelled,
+    /// The worker could not be started at all.
+    SpawnFailed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerFailure {
+    pub kind: FailureKind,
+    pub class: ErrorClass,
+    pub reason: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for WorkerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.reason)
+    }
+}
+
+/// How a worker run ended, and what it cost.
+#[derive(Debug)]
+pub struct WorkerRun {
+    pub result: Result<OutputInfo, WorkerFailure>,
+    /// CPU time and peak memory of the worker process (zero when it never started).
+    pub usage: ResourceUsage,
+    pub wall: Duration,
+}
+
+/// Runs `job` in a fresh worker process; `on_event` sees every protocol event as it arrives.
+pub fn run_worker(
+    job: &WorkerJob,
+    settings: &SandboxSettings,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(&WorkerEvent),
+) -> WorkerRun {
+    let started = Instant::now();
+    let mut usage = ResourceUsage::default();
+    let result = run_worker_process(job, settings, cancel, on_event, &mut usage);
+    WorkerRun { result, usage, wall: started.elapsed() }
+}
+
+fn run_worker_process(
+    job: &WorkerJob,
+    settings: &SandboxSettings,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(&WorkerEvent),
+    usage: &mut ResourceUsage,
+) -> Result<OutputInfo, WorkerFailure> {
+    let spawn_failed = |message: String| WorkerFailure {
+        kind: FailureKind::SpawnFailed,
+        class: ErrorClass::Transient,
+        reason: "WORKER_UNAVAILABLE".into(),
+        message,
+    };
+    let job_json = serde_json::to_vec(job).map_err(|error| spawn_failed(format!("cannot encode the job: {error}")))?;
+    let mut command = Command::new(&settings.executable);
+    command
+        .arg("worker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        // glibc reserves 64 MiB of address space per malloc arena and thread; two arenas
+        // keep the address-space limit about memory actually used.
+        .env("MALLOC_ARENA_MAX", "2")
+        .env_remove("RUST_LOG");
+    os::apply_in_child(&mut command, settings.limits());
+    let mut child = command
+        .spawn()
+        .map_err(|error| spawn_failed(format!("cannot start the worker: {error}")))?;
+    let process_group = child.id();
+    let finished = Arc::new(AtomicBool::new(false));
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (finished, timed_out, cancel) = (finished.clone(), timed_out.clone(), cancel.clone());
+        let deadline = Instant::now() + settings.deadline;
+        std::thread::spawn(move || {
+            while !finished.load(Ordering::SeqCst) {
+                if Instant::now() >= deadline {
+                    timed_out.store(true, Ordering::SeqCst);
+                    os::kill_process_group(process_group);
+                    return;
+                }
+                if cancel.is_cancelled() {
+                    os::kill_process_group(process_group);
+                    return;
+                }
+                std::thread::sleep(WATCHDOG_TICK);
+            }
+        })
+    };
+    let stderr_reader = child.stderr.take().map(|stderr| std::thread::spawn(move || read_tail(stderr, STDERR_TAIL_BYTES)));
+    if let Some(mut stdin) = child.stdin.take() {
+        // A worker that dies before reading its job is classified by its exit below.
+        let _ = stdin.write_all(&job_json);
+    }
+    let mut last_event = None;
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(event) = serde_json::from_str::<WorkerEvent>(&line) {
+                on_event(&event);
+                last_event = Some(event);
+            }
+        }
+    }
+    let status = os::wait_with_usage(&mut child);
+    finished.store(true, Ordering::SeqCst);
+    // Whatever happened, nothing of the worker's group may outlive it.
+    os::kill_process_group(process_group);
+    let _ = watchdog.join();
+    let stderr_tail = stderr_reader.and_then(|reader| reader.join().ok()).unwrap_or_default();
+    let (status, worker_usage) = status.map_err(|error| spawn_failed(format!("cannot wait for the worker: {error}")))?;
+    *usage = worker_usage;
+    classify(status, last_event, &stderr_tail, timed_out.load(Ordering::SeqCst), cancel.is_cancelled(), settings)
+}
+
+fn classify(
+    status: std::process::ExitStatus,
+    last_event: Option<WorkerEvent>,
+    stderr_tail: &str,
+    timed_out: bool,
+    cancelled: bool,
+    settings: &SandboxSettings,
+) -> Result<OutputInfo, WorkerFailure> {
+    let failure = |kind, class, reason: &str, message: String| WorkerFailure { kind, class, reason: reason.into(), message };
+    if cancelled {
+        return Err(failure(FailureKind::Cancelled, ErrorClass::Transient, "CANCELLED", "the render was cancelled".into()));
+    }
+    if timed_out {
+        return Err(failure(
+            FailureKind::DeadlineExceeded,
+            ErrorClass::Transient,
+            "RENDER_DEADLINE_EXCEEDED",
+            format!("the render did not finish within its {} s deadline", settings.deadline.as_secs()),
+        ));
+    }
+    match (status.code(), last_event) {
+        (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output })) => return Ok(output),
+        (Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT), Some(WorkerEvent::Failed { class, reason, message })) => {
+            return Err(failure(FailureKind::Reported, class, &reason, message));
+        }
+        _ => {}
+    }
+    let out_of_memory = stderr_tail.contains("memory allocation of") || stderr_tail.contains("std::bad_alloc");
+    if out_of_memory {
+        return Err(failure(
+            FailureKind::MemoryLimit,
+            ErrorClass::Transient,
+            "RENDER_MEMORY_EXCEEDED",
+            format!("the render ran out of memory under its {} MiB limit", settings.memory_bytes / (1024 * 1024)),
+        ));
+    }
+    if status.signal() == Some(libc::SIGXCPU) {
+        return Err(failure(
+            FailureKind::CpuLimit,
+            ErrorClass::Transient,
+            "RENDER_CPU_EXCEEDED",
+            "the render used up its CPU-time limit".into(),
+        ));
+    }
+    let detail = match (status.signal(), status.code()) {
+        (Some(signal), _) => format!("the worker was killed by signal {signal} ({})", signal_name(signal)),
+        (None, Some(code)) => format!("the worker exited with code {code} without a result"),
+        (None, None) => "the worker ended without a status".into(),
+    };
+    let last_line = stderr_tail.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
+    let message = if last_line.is_empty() { detail } else { format!("{detail}: {last_line}") };
+    Err(failure(FailureKind::Crashed { signal: status.signal() }, ErrorClass::Transient, "RENDER_CRASHED", message))
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => "signal",
+    }
+}
+
+/// Reads a stream to its end, keeping only the last `limit` bytes.
+fn read_tail(mut stream: impl Read, limit: usize) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut buffer) {
+        if read == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buffer[..read]);
+        if tail.len() > 2 * limit {
+            tail.drain(..tail.len() - limit);
+        }
+    }
+    let start = tail.len().saturating_sub(limit);
+    String::from_utf8_lossy(&tail[start..]).into_owned()
+}

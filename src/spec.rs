@@ -1,0 +1,292 @@
+//! What a render asks for, as domain types that can only hold valid values: colours with
+//! channels in 0..=1, output sizes and frame rates from the supported sets, the output
+//! format. Wire and file forms become these exactly once (parse, don't validate).
+
+use crate::error::{Classified, ErrorClass};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SpecError {
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+impl SpecError {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        SpecError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Classified for SpecError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Deterministic
+    }
+    fn reason(&self) -> &'static str {
+        "REQUEST_INVALID"
+    }
+}
+
+/// A colour with channels in 0..=1; alpha is optional (unset = leave the template's opacity).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RgbaFields")]
+pub struct Rgba {
+    r: f64,
+    g: f64,
+    b: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    a: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct RgbaFields {
+    r: f64,
+    g: f64,
+    b: f64,
+    #[serde(default)]
+    a: Option<f64>,
+}
+
+impl TryFrom<RgbaFields> for Rgba {
+    type Error = SpecError;
+    fn try_from(fields: RgbaFields) -> Result<Self, SpecError> {
+        Rgba::new(fields.r, fields.g, fields.b, fields.a)
+    }
+}
+
+impl Rgba {
+    pub const OPAQUE_BLACK: Rgba = Rgba { r: 0.0, g: 0.0, b: 0.0, a: None };
+    pub const WHITE: Rgba = Rgba { r: 1.0, g: 1.0, b: 1.0, a: None };
+
+    pub fn new(r: f64, g: f64, b: f64, a: Option<f64>) -> Result<Rgba, SpecError> {
+        let channels = [("r", Some(r)), ("g", Some(g)), ("b", Some(b)), ("a", a)];
+        for (name, value) in channels {
+            if let Some(value) = value {
+                if !(value.is_finite() && (0.0..=1.0).contains(&value)) {
+                    return Err(SpecError::invalid(
+                        name,
+                        format!("colour channels are 0..=1, got {value}"),
+                    ));
+                }
+            }
+        }
+        Ok(Rgba { r, g, b, a })
+    }
+
+    pub fn r(&self) -> f64 {
+        self.r
+    }
+    pub fn g(&self) -> f64 {
+        self.g
+    }
+    pub fn b(&self) -> f64 {
+        self.b
+    }
+    pub fn a(&self) -> Option<f64> {
+        self.a
+    }
+
+    /// Parses `#RRGGBB` or `#RRGGBBAA` (the `#` is optional).
+    pub fn parse_hex(text: &str) -> Result<Rgba, SpecError> {
+        let digits = text.strip_prefix('#').unwrap_or(text);
+        let bad = || SpecError::invalid("color", format!("expected #RRGGBB or #RRGGBBAA, got '{text}'"));
+        if !(digits.len() == 6 || digits.len() == 8) || !digits.is_ascii() {
+            return Err(bad());
+        }
+        let channel = |index: usize| {
+            u8::from_str_radix(&digits[index..index + 2], 16)
+                .map(|byte| f64::from(byte) / 255.0)
+                .map_err(|_| bad())
+        };
+        let alpha = if digits.len() == 8 { Some(channel(6)?) } else { None };
+        Rgba::new(channel(0)?, channel(2)?, channel(4)?, alpha)
+    }
+
+    /// Reads a Lottie colour value (`[r, g, b]` or `[r, g, b, a]`, 0..=1). Values written
+    /// as 0..=255 by old exporters are scaled down.
+    pub fn from_lottie(value: &Value) -> Option<Rgba> {
+        let channels: Vec<f64> = value.as_array()?.iter().filter_map(Value::as_f64).collect();
+        if channels.len() < 3 || channels.iter().any(|c| !c.is_finite()) {
+            return None;
+        }
+        let scale = if channels[..3].iter().any(|c| *c > 1.0) { 255.0 } else { 1.0 };
+        let unit = |c: f64| (c / scale).clamp(0.0, 1.0);
+        Some(Rgba {
+            r: unit(channels[0]),
+            g: unit(channels[1]),
+            b: unit(channels[2]),
+            a: None,
+        })
+    }
+
+    /// 8-bit channels, alpha 255 when unset.
+    pub fn to_rgba8(&self) -> [u8; 4] {
+        let byte = |c: f64| (c * 255.0).round() as u8;
+        [byte(self.r), byte(self.g), byte(self.b), byte(self.a.unwrap_or(1.0))]
+    }
+}
+
+impl fmt::Display for Rgba {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [r, g, b, a] = self.to_rgba8();
+        write!(f, "#{r:02x}{g:02x}{b:02x}")?;
+        if self.a.is_some() {
+            write!(f, "{a:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// H.264 in MP4, yuv420p, composited over the background colour.
+    Mp4,
+    /// VP9 in WebM with an alpha channel.
+    Webm,
+    /// Animated GIF (gifski), binary transparency.
+    Gif,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Mp4 => "video/mp4",
+            Format::Webm => "video/webm",
+            Format::Gif => "image/gif",
+        }
+    }
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Mp4 => "mp4",
+            Format::Webm => "webm",
+            Format::Gif => "gif",
+        }
+    }
+}
+
+/// Output frame rate: 30 or 60 frames per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct Fps(u32);
+
+impl Fps {
+    pub const SUPPORTED: [u32; 2] = [30, 60];
+    pub const DEFAULT: Fps = Fps(30);
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for Fps {
+    type Error = SpecError;
+    fn try_from(value: u32) -> Result<Fps, SpecError> {
+        if Fps::SUPPORTED.contains(&value) {
+            Ok(Fps(value))
+        } else {
+            Err(SpecError::invalid("fps", format!("must be 30 or 60, got {value}")))
+        }
+    }
+}
+
+impl From<Fps> for u32 {
+    fn from(fps: Fps) -> u32 {
+        fps.0
+    }
+}
+
+/// Output width or height in pixels, 100..=1920.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct Dimension(u32);
+
+impl Dimension {
+    pub const MIN: u32 = 100;
+    pub const MAX: u32 = 1920;
+    pub const DEFAULT: Dimension = Dimension(1080);
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for Dimension {
+    type Error = SpecError;
+    fn try_from(value: u32) -> Result<Dimension, SpecError> {
+        if (Dimension::MIN..=Dimension::MAX).contains(&value) {
+            Ok(Dimension(value))
+        } else {
+            Err(SpecError::invalid(
+                "size",
+                format!("must be {}..={} pixels, got {value}", Dimension::MIN, Dimension::MAX),
+            ))
+        }
+    }
+}
+
+impl From<Dimension> for u32 {
+    fn from(dimension: Dimension) -> u32 {
+        dimension.0
+    }
+}
+
+/// The output a render produces.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    pub format: Format,
+    pub fps: Fps,
+    pub width: Dimension,
+    pub height: Dimension,
+    /// What MP4 (no alpha) is composited over; white when unset. WebM and GIF keep alpha.
+    #[serde(default)]
+    pub background: Option<Rgba>,
+}
+
+impl OutputSpec {
+    pub fn background_or_default(&self) -> Rgba {
+        self.background.unwrap_or(Rgba::WHITE)
+    }
+}
+
+/// Slot values a render fills in: slot id → text, slot id → colour.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Modifications {
+    #[serde(default)]
+    pub texts: BTreeMap<String, String>,
+    #[serde(default)]
+    pub colors: BTreeMap<String, Rgba>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_channels_outside_unit_range_are_refused() {
+        for bad in [f64::NAN, f64::INFINITY, -0.1, 1.000_000_1, 255.0] {
+            assert!(Rgba::new(bad, 0.0, 0.0, None).is_err(), "{bad} accepted");
+        }
+        assert!(Rgba::new(0.0, 1.0, 0.5, Some(1.0)).is_ok());
+    }
+
+    #[test]
+    fn hex_colours_parse_with_and_without_alpha() {
+        assert_eq!(Rgba::parse_hex("#ff0000").unwrap().to_rgba8(), [255, 0, 0, 255]);
+        assert_eq!(Rgba::parse_hex("00ff0080").unwrap().to_rgba8(), [0, 255, 0, 128]);
+        for bad in ["#fff", "#gg0000", "#ff00000", "#ÿÿÿ"] {
+            assert!(Rgba::parse_hex(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn json_colours_are_validated_on_deserialisation() {
+        assert!(serde_json::from_str::<Rgba>(r#"{"r":255,"g":0,"b":0}"#).is_err());
+        assert!(serde_json::from_str::<Fps>("24").is_err());
+        assert!(serde_json::from_str::<Dimension>("99").is_err());
+        assert!(serde_json::from_str::<Dimension>("101").is_ok());
+    }
+}

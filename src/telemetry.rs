@@ -1,0 +1,21 @@
+//! Logging set-up: `tracing` to stderr, filtered by `RUST_LOG` (default `info`), as text
+//! for people or JSON lines for log collectors.
+
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Another subscriber may already be installed (tests); keeping it is fine.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
