@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "lottie-render", version, about = "Render Lottie templates with typed modifications to MP4, WebM and GIF")]
+#[command(
+    name = "lottie-render",
+    version,
+    about = "Render Lottie templates with typed modifications to MP4, WebM and GIF"
+)]
 pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "LOTTIE_RENDER_LOG_FORMAT")]

@@ -35,7 +35,9 @@ impl Classified for EncodeError {
             // of the same request, but it is not the caller's fault either. The service
             // reports it as transient so callers retry against a healthy instance.
             EncodeError::CodecMissing { .. } => ErrorClass::Transient,
-            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) | EncodeError::Io(_) => ErrorClass::Transient,
+            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) | EncodeError::Io(_) => {
+                ErrorClass::Transient
+            }
         }
     }
     fn reason(&self) -> &'static str {
@@ -78,7 +80,10 @@ impl EncoderSettings {
     /// cropping works in 2-pixel steps), so MP4 pads odd sides by one pixel of background.
     pub fn encoded_size(&self) -> (u32, u32) {
         match self.format {
-            Format::Mp4 => (self.width.next_multiple_of(2), self.height.next_multiple_of(2)),
+            Format::Mp4 => (
+                self.width.next_multiple_of(2),
+                self.height.next_multiple_of(2),
+            ),
             Format::Webm | Format::Gif => (self.width, self.height),
         }
     }

@@ -22,7 +22,12 @@ pub struct ResourceLimits {
 /// Applies `limits`, disables core dumps and asks the kernel to SIGKILL the worker if its
 /// parent dies, so no worker outlives the process that started it.
 pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
-    let ResourceLimits { address_space_bytes, cpu_seconds, file_size_bytes, open_files } = limits;
+    let ResourceLimits {
+        address_space_bytes,
+        cpu_seconds,
+        file_size_bytes,
+        open_files,
+    } = limits;
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
     // functions (setrlimit, prctl, getppid) on values copied into it; it allocates nothing
@@ -30,7 +35,10 @@ pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
     unsafe {
         command.pre_exec(move || {
             let set = |resource, value: u64| {
-                let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
+                let limit = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
                 if libc::setrlimit(resource, &limit) == 0 {
                     Ok(())
                 } else {
@@ -39,19 +47,31 @@ pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
             };
             set(libc::RLIMIT_AS, address_space_bytes)?;
             // Soft limit sends SIGXCPU; the hard limit one second later SIGKILL.
-            let cpu = libc::rlimit { rlim_cur: cpu_seconds, rlim_max: cpu_seconds + 1 };
+            let cpu = libc::rlimit {
+                rlim_cur: cpu_seconds,
+                rlim_max: cpu_seconds + 1,
+            };
             if libc::setrlimit(libc::RLIMIT_CPU, &cpu) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             set(libc::RLIMIT_FSIZE, file_size_bytes)?;
             set(libc::RLIMIT_NOFILE, open_files)?;
             set(libc::RLIMIT_CORE, 0)?;
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent may have died before prctl took effect.
             if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                return Err(std::io::Error::other("parent exited before the worker started"));
+                return Err(std::io::Error::other(
+                    "parent exited before the worker started",
+                ));
             }
             Ok(())
         });
@@ -60,7 +80,9 @@ pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
 
 /// Sends SIGKILL to a whole process group.
 pub fn kill_process_group(process_group: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(process_group) else { return };
+    let Ok(pgid) = libc::pid_t::try_from(process_group) else {
+        return;
+    };
     // SAFETY: kill(2) with a negative pid signals the group; it touches no memory of ours.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
@@ -79,7 +101,8 @@ pub struct ResourceUsage {
 impl ResourceUsage {
     fn from_rusage(usage: &libc::rusage) -> ResourceUsage {
         let seconds = |time: libc::timeval| {
-            Duration::from_secs(time.tv_sec.max(0) as u64) + Duration::from_micros(time.tv_usec.max(0) as u64)
+            Duration::from_secs(time.tv_sec.max(0) as u64)
+                + Duration::from_micros(time.tv_usec.max(0) as u64)
         };
         ResourceUsage {
             cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
@@ -101,7 +124,10 @@ pub fn wait_with_usage(child: &mut Child) -> std::io::Result<(ExitStatus, Resour
         // SAFETY: wait4 writes only into the two out-parameters, which live on our stack.
         let result = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
         if result == pid {
-            return Ok((ExitStatus::from_raw(status), ResourceUsage::from_rusage(&usage)));
+            return Ok((
+                ExitStatus::from_raw(status),
+                ResourceUsage::from_rusage(&usage),
+            ));
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {

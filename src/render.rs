@@ -5,11 +5,12 @@
 pub mod frames;
 pub mod pixels;
 
+use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::{slots, timeline, Template, TemplateError};
-use crate::spec::{Modifications, OutputSpec};
+use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -31,6 +32,12 @@ pub enum RenderError {
     Resources(String),
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    #[error("a {format} output may last at most {max} s; this one would last {seconds:.1} s")]
+    OutputTooLong {
+        format: &'static str,
+        seconds: f64,
+        max: f64,
+    },
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -42,7 +49,9 @@ impl Classified for RenderError {
         match self {
             RenderError::Template(error) => error.class(),
             RenderError::Modification(error) => error.class(),
-            RenderError::RendererRefused => ErrorClass::Deterministic,
+            RenderError::RendererRefused | RenderError::OutputTooLong { .. } => {
+                ErrorClass::Deterministic
+            }
             RenderError::Encode(error) => error.class(),
             RenderError::RenderThreadDied
             | RenderError::Resources(_)
@@ -55,6 +64,7 @@ impl Classified for RenderError {
             RenderError::Template(error) => error.reason(),
             RenderError::Modification(error) => error.reason(),
             RenderError::RendererRefused => "TEMPLATE_UNRENDERABLE",
+            RenderError::OutputTooLong { .. } => "OUTPUT_TOO_LONG",
             RenderError::RenderThreadDied => "RENDER_THREAD_DIED",
             RenderError::Resources(_) => "RESOURCES_EXHAUSTED",
             RenderError::Encode(error) => error.reason(),
@@ -79,6 +89,14 @@ pub fn prepare(
     resource_dir: &Path,
 ) -> Result<PreparedRender, RenderError> {
     let template = Template::parse(template_bytes)?;
+    let seconds = template.duration_seconds();
+    if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
+        return Err(RenderError::OutputTooLong {
+            format: "GIF",
+            seconds,
+            max: MAX_GIF_SECONDS,
+        });
+    }
     let mut json = template.json;
     let slots = slots::discover(&json);
     modifications::apply(&mut json, &slots, modifications)?;
@@ -91,7 +109,11 @@ pub fn prepare(
         frame_count: timeline.frame_count,
         layout: encode::pixel_layout(spec.format, spec.background_or_default()),
     };
-    Ok(PreparedRender { source, spec, frame_count: timeline.frame_count })
+    Ok(PreparedRender {
+        source,
+        spec,
+        frame_count: timeline.frame_count,
+    })
 }
 
 /// What was produced, as the job reports it.
@@ -154,7 +176,11 @@ pub fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
         size += read as u64;
         hasher.update(&buffer[..read]);
     }
-    let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     Ok((size, hex))
 }
 

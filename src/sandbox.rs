@@ -8,10 +8,10 @@
 pub mod protocol;
 
 use crate::error::ErrorClass;
+use crate::os;
+pub use crate::os::{ResourceLimits, ResourceUsage};
 use crate::render::OutputInfo;
 use protocol::{exit_code, WorkerEvent, WorkerJob};
-pub use crate::os::{ResourceLimits, ResourceUsage};
-use crate::os;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -92,7 +92,9 @@ pub enum FailureKind {
     /// An allocation failed under the address-space limit.
     MemoryLimit,
     /// Killed by a signal or exited abnormally: a crash in rlottie, an encoder, or a bug.
-    Crashed { signal: Option<i32> },
+    Crashed {
+        signal: Option<i32>,
+    },
     Cancelled,
     /// The worker could not be started at all.
     SpawnFailed,
@@ -131,7 +133,15 @@ pub fn run_worker(
     let started = Instant::now();
     let mut usage = ResourceUsage::default();
     let result = run_worker_process(job, settings, cancel, on_event, &mut usage);
-    WorkerRun { result, usage, wall: started.elapsed() }
+    if result.is_err() {
+        // A failed, killed or crashed worker may leave a partial file behind.
+        let _ = std::fs::remove_file(&job.output_path);
+    }
+    WorkerRun {
+        result,
+        usage,
+        wall: started.elapsed(),
+    }
 }
 
 fn run_worker_process(
@@ -147,7 +157,8 @@ fn run_worker_process(
         reason: "WORKER_UNAVAILABLE".into(),
         message,
     };
-    let job_json = serde_json::to_vec(job).map_err(|error| spawn_failed(format!("cannot encode the job: {error}")))?;
+    let job_json = serde_json::to_vec(job)
+        .map_err(|error| spawn_failed(format!("cannot encode the job: {error}")))?;
     let mut command = Command::new(&settings.executable);
     command
         .arg("worker")
@@ -184,7 +195,10 @@ fn run_worker_process(
             }
         })
     };
-    let stderr_reader = child.stderr.take().map(|stderr| std::thread::spawn(move || read_tail(stderr, STDERR_TAIL_BYTES)));
+    let stderr_reader = child
+        .stderr
+        .take()
+        .map(|stderr| std::thread::spawn(move || read_tail(stderr, STDERR_TAIL_BYTES)));
     if let Some(mut stdin) = child.stdin.take() {
         // A worker that dies before reading its job is classified by its exit below.
         let _ = stdin.write_all(&job_json);
@@ -204,10 +218,20 @@ fn run_worker_process(
     // Whatever happened, nothing of the worker's group may outlive it.
     os::kill_process_group(process_group);
     let _ = watchdog.join();
-    let stderr_tail = stderr_reader.and_then(|reader| reader.join().ok()).unwrap_or_default();
-    let (status, worker_usage) = status.map_err(|error| spawn_failed(format!("cannot wait for the worker: {error}")))?;
+    let stderr_tail = stderr_reader
+        .and_then(|reader| reader.join().ok())
+        .unwrap_or_default();
+    let (status, worker_usage) =
+        status.map_err(|error| spawn_failed(format!("cannot wait for the worker: {error}")))?;
     *usage = worker_usage;
-    classify(status, last_event, &stderr_tail, timed_out.load(Ordering::SeqCst), cancel.is_cancelled(), settings)
+    classify(
+        status,
+        last_event,
+        &stderr_tail,
+        timed_out.load(Ordering::SeqCst),
+        cancel.is_cancelled(),
+        settings,
+    )
 }
 
 fn classify(
@@ -218,32 +242,56 @@ fn classify(
     cancelled: bool,
     settings: &SandboxSettings,
 ) -> Result<OutputInfo, WorkerFailure> {
-    let failure = |kind, class, reason: &str, message: String| WorkerFailure { kind, class, reason: reason.into(), message };
+    let failure = |kind, class, reason: &str, message: String| WorkerFailure {
+        kind,
+        class,
+        reason: reason.into(),
+        message,
+    };
     if cancelled {
-        return Err(failure(FailureKind::Cancelled, ErrorClass::Transient, "CANCELLED", "the render was cancelled".into()));
+        return Err(failure(
+            FailureKind::Cancelled,
+            ErrorClass::Transient,
+            "CANCELLED",
+            "the render was cancelled".into(),
+        ));
     }
     if timed_out {
         return Err(failure(
             FailureKind::DeadlineExceeded,
             ErrorClass::Transient,
             "RENDER_DEADLINE_EXCEEDED",
-            format!("the render did not finish within its {} s deadline", settings.deadline.as_secs()),
+            format!(
+                "the render did not finish within its {} s deadline",
+                settings.deadline.as_secs()
+            ),
         ));
     }
     match (status.code(), last_event) {
         (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output })) => return Ok(output),
-        (Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT), Some(WorkerEvent::Failed { class, reason, message })) => {
+        (
+            Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT),
+            Some(WorkerEvent::Failed {
+                class,
+                reason,
+                message,
+            }),
+        ) => {
             return Err(failure(FailureKind::Reported, class, &reason, message));
         }
         _ => {}
     }
-    let out_of_memory = stderr_tail.contains("memory allocation of") || stderr_tail.contains("std::bad_alloc");
+    let out_of_memory =
+        stderr_tail.contains("memory allocation of") || stderr_tail.contains("std::bad_alloc");
     if out_of_memory {
         return Err(failure(
             FailureKind::MemoryLimit,
             ErrorClass::Transient,
             "RENDER_MEMORY_EXCEEDED",
-            format!("the render ran out of memory under its {} MiB limit", settings.memory_bytes / (1024 * 1024)),
+            format!(
+                "the render ran out of memory under its {} MiB limit",
+                settings.memory_bytes / (1024 * 1024)
+            ),
         ));
     }
     if status.signal() == Some(libc::SIGXCPU) {
@@ -255,13 +303,31 @@ fn classify(
         ));
     }
     let detail = match (status.signal(), status.code()) {
-        (Some(signal), _) => format!("the worker was killed by signal {signal} ({})", signal_name(signal)),
+        (Some(signal), _) => format!(
+            "the worker was killed by signal {signal} ({})",
+            signal_name(signal)
+        ),
         (None, Some(code)) => format!("the worker exited with code {code} without a result"),
         (None, None) => "the worker ended without a status".into(),
     };
-    let last_line = stderr_tail.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
-    let message = if last_line.is_empty() { detail } else { format!("{detail}: {last_line}") };
-    Err(failure(FailureKind::Crashed { signal: status.signal() }, ErrorClass::Transient, "RENDER_CRASHED", message))
+    let last_line = stderr_tail
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default();
+    let message = if last_line.is_empty() {
+        detail
+    } else {
+        format!("{detail}: {last_line}")
+    };
+    Err(failure(
+        FailureKind::Crashed {
+            signal: status.signal(),
+        },
+        ErrorClass::Transient,
+        "RENDER_CRASHED",
+        message,
+    ))
 }
 
 fn signal_name(signal: i32) -> &'static str {

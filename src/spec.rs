@@ -60,8 +60,18 @@ impl TryFrom<RgbaFields> for Rgba {
 }
 
 impl Rgba {
-    pub const OPAQUE_BLACK: Rgba = Rgba { r: 0.0, g: 0.0, b: 0.0, a: None };
-    pub const WHITE: Rgba = Rgba { r: 1.0, g: 1.0, b: 1.0, a: None };
+    pub const OPAQUE_BLACK: Rgba = Rgba {
+        r: 0.0,
+        g: 0.0,
+        b: 0.0,
+        a: None,
+    };
+    pub const WHITE: Rgba = Rgba {
+        r: 1.0,
+        g: 1.0,
+        b: 1.0,
+        a: None,
+    };
 
     pub fn new(r: f64, g: f64, b: f64, a: Option<f64>) -> Result<Rgba, SpecError> {
         let channels = [("r", Some(r)), ("g", Some(g)), ("b", Some(b)), ("a", a)];
@@ -94,7 +104,12 @@ impl Rgba {
     /// Parses `#RRGGBB` or `#RRGGBBAA` (the `#` is optional).
     pub fn parse_hex(text: &str) -> Result<Rgba, SpecError> {
         let digits = text.strip_prefix('#').unwrap_or(text);
-        let bad = || SpecError::invalid("color", format!("expected #RRGGBB or #RRGGBBAA, got '{text}'"));
+        let bad = || {
+            SpecError::invalid(
+                "color",
+                format!("expected #RRGGBB or #RRGGBBAA, got '{text}'"),
+            )
+        };
         if !(digits.len() == 6 || digits.len() == 8) || !digits.is_ascii() {
             return Err(bad());
         }
@@ -103,7 +118,11 @@ impl Rgba {
                 .map(|byte| f64::from(byte) / 255.0)
                 .map_err(|_| bad())
         };
-        let alpha = if digits.len() == 8 { Some(channel(6)?) } else { None };
+        let alpha = if digits.len() == 8 {
+            Some(channel(6)?)
+        } else {
+            None
+        };
         Rgba::new(channel(0)?, channel(2)?, channel(4)?, alpha)
     }
 
@@ -114,7 +133,11 @@ impl Rgba {
         if channels.len() < 3 || channels.iter().any(|c| !c.is_finite()) {
             return None;
         }
-        let scale = if channels[..3].iter().any(|c| *c > 1.0) { 255.0 } else { 1.0 };
+        let scale = if channels[..3].iter().any(|c| *c > 1.0) {
+            255.0
+        } else {
+            1.0
+        };
         let unit = |c: f64| (c / scale).clamp(0.0, 1.0);
         Some(Rgba {
             r: unit(channels[0]),
@@ -127,7 +150,12 @@ impl Rgba {
     /// 8-bit channels, alpha 255 when unset.
     pub fn to_rgba8(&self) -> [u8; 4] {
         let byte = |c: f64| (c * 255.0).round() as u8;
-        [byte(self.r), byte(self.g), byte(self.b), byte(self.a.unwrap_or(1.0))]
+        [
+            byte(self.r),
+            byte(self.g),
+            byte(self.b),
+            byte(self.a.unwrap_or(1.0)),
+        ]
     }
 }
 
@@ -189,7 +217,10 @@ impl TryFrom<u32> for Fps {
         if Fps::SUPPORTED.contains(&value) {
             Ok(Fps(value))
         } else {
-            Err(SpecError::invalid("fps", format!("must be 30 or 60, got {value}")))
+            Err(SpecError::invalid(
+                "fps",
+                format!("must be 30 or 60, got {value}"),
+            ))
         }
     }
 }
@@ -222,7 +253,11 @@ impl TryFrom<u32> for Dimension {
         } else {
             Err(SpecError::invalid(
                 "size",
-                format!("must be {}..={} pixels, got {value}", Dimension::MIN, Dimension::MAX),
+                format!(
+                    "must be {}..={} pixels, got {value}",
+                    Dimension::MIN,
+                    Dimension::MAX
+                ),
             ))
         }
     }
@@ -275,8 +310,14 @@ mod tests {
 
     #[test]
     fn hex_colours_parse_with_and_without_alpha() {
-        assert_eq!(Rgba::parse_hex("#ff0000").unwrap().to_rgba8(), [255, 0, 0, 255]);
-        assert_eq!(Rgba::parse_hex("00ff0080").unwrap().to_rgba8(), [0, 255, 0, 128]);
+        assert_eq!(
+            Rgba::parse_hex("#ff0000").unwrap().to_rgba8(),
+            [255, 0, 0, 255]
+        );
+        assert_eq!(
+            Rgba::parse_hex("00ff0080").unwrap().to_rgba8(),
+            [0, 255, 0, 128]
+        );
         for bad in ["#fff", "#gg0000", "#ff00000", "#ÿÿÿ"] {
             assert!(Rgba::parse_hex(bad).is_err(), "{bad} accepted");
         }

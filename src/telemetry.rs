@@ -12,7 +12,9 @@ pub enum LogFormat {
 
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     // Another subscriber may already be installed (tests); keeping it is fine.
     let _ = match format {
         LogFormat::Text => builder.try_init(),

@@ -66,7 +66,13 @@ struct Measure {
 fn measure<T>(work: impl FnOnce() -> Result<T, String>) -> Result<(T, Measure), String> {
     let (cpu_before, started) = (own_usage().cpu, Instant::now());
     let value = work()?;
-    Ok((value, Measure { wall: started.elapsed(), cpu: own_usage().cpu.saturating_sub(cpu_before) }))
+    Ok((
+        value,
+        Measure {
+            wall: started.elapsed(),
+            cpu: own_usage().cpu.saturating_sub(cpu_before),
+        },
+    ))
 }
 
 fn execute(args: &BenchArgs) -> Result<(), String> {
@@ -76,16 +82,32 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
     } else {
         args.files.clone()
     };
-    let formats = if args.formats.is_empty() { vec![Format::Mp4, Format::Webm, Format::Gif] } else { args.formats.clone() };
-    let scratch = tempfile::tempdir().map_err(|e| format!("cannot create a scratch directory: {e}"))?;
+    let formats = if args.formats.is_empty() {
+        vec![Format::Mp4, Format::Webm, Format::Gif]
+    } else {
+        args.formats.clone()
+    };
+    let scratch =
+        tempfile::tempdir().map_err(|e| format!("cannot create a scratch directory: {e}"))?;
     let executable = std::env::current_exe().map_err(|e| e.to_string())?;
-    println!("lottie-render bench: {}×{} at {} fps, {cores} cores, release={}", args.size, args.size, args.fps, !cfg!(debug_assertions));
+    println!(
+        "lottie-render bench: {}×{} at {} fps, {cores} cores, release={}",
+        args.size,
+        args.size,
+        args.fps,
+        !cfg!(debug_assertions)
+    );
     for file in &files {
         let path = args.corpus.join(file);
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let spec_for = |format| output_spec(format, args.size, args.fps);
-        let prepared = render::prepare(&bytes, &Modifications::default(), spec_for(Format::Webm)?, &args.corpus)
-            .map_err(|e| format!("{file}: {e}"))?;
+        let prepared = render::prepare(
+            &bytes,
+            &Modifications::default(),
+            spec_for(Format::Webm)?,
+            &args.corpus,
+        )
+        .map_err(|e| format!("{file}: {e}"))?;
         let frames = prepared.frame_count;
         println!("\n{file}: {frames} frames");
         let (rendered, render_cost) = measure(|| render_single_threaded(&prepared))?;
@@ -100,23 +122,44 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
                 .map(|frame| {
                     let mut pixels = frame.pixels.clone();
                     convert_in_place(&mut pixels, layout);
-                    Frame { index: frame.index, width: frame.width, height: frame.height, pixels }
+                    Frame {
+                        index: frame.index,
+                        width: frame.width,
+                        height: frame.height,
+                        pixels,
+                    }
                 })
                 .collect();
-            let encode_path = scratch.path().join(format!("encode.{}", format.extension()));
+            let encode_path = scratch
+                .path()
+                .join(format!("encode.{}", format.extension()));
             let ((), encode_cost) = measure(|| {
-                let mut encoder = encode::open(&settings, &encode_path).map_err(|e| e.to_string())?;
+                let mut encoder =
+                    encode::open(&settings, &encode_path).map_err(|e| e.to_string())?;
                 for frame in &converted {
                     encoder.encode(frame).map_err(|e| e.to_string())?;
                 }
                 encoder.finish().map_err(|e| e.to_string())
             })?;
             drop(converted);
-            print_line(&format!("{} encoder alone", format.extension()), frames, &encode_cost, None);
+            print_line(
+                &format!("{} encoder alone", format.extension()),
+                frames,
+                &encode_cost,
+                None,
+            );
             let template_path = std::fs::canonicalize(&path).map_err(|e| e.to_string())?;
             let run = run_pipeline(&executable, template_path, spec, scratch.path())?;
-            let pipeline_cost = Measure { wall: run.1, cpu: run.0.cpu };
-            print_line(&format!("{} pipeline (worker)", format.extension()), frames, &pipeline_cost, Some(run.0.max_rss_bytes));
+            let pipeline_cost = Measure {
+                wall: run.1,
+                cpu: run.0.cpu,
+            };
+            print_line(
+                &format!("{} pipeline (worker)", format.extension()),
+                frames,
+                &pipeline_cost,
+                Some(run.0.max_rss_bytes),
+            );
             let cpu_bound = (render_cost.cpu + encode_cost.cpu).as_secs_f64() / cores as f64;
             let bound = encode_cost.wall.as_secs_f64().max(cpu_bound);
             println!(
@@ -138,18 +181,34 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
 
 fn output_spec(format: Format, size: u32, fps: u32) -> Result<OutputSpec, String> {
     let dimension = Dimension::try_from(size).map_err(|e| e.to_string())?;
-    Ok(OutputSpec { format, fps: Fps::try_from(fps).map_err(|e| e.to_string())?, width: dimension, height: dimension, background: None })
+    Ok(OutputSpec {
+        format,
+        fps: Fps::try_from(fps).map_err(|e| e.to_string())?,
+        width: dimension,
+        height: dimension,
+        background: None,
+    })
 }
 
 fn render_single_threaded(prepared: &PreparedRender) -> Result<Vec<Frame>, String> {
     let source = &prepared.source;
     let mut animation = source.load().map_err(|e| e.to_string())?;
     // Frames stay premultiplied here; each encoder's conversion is applied per format.
-    let raw = render::frames::FrameSource { layout: crate::render::pixels::PixelLayout::Premultiplied, ..source.clone() };
-    Ok((0..source.frame_count).map(|index| raw.render(&mut animation, index)).collect())
+    let raw = render::frames::FrameSource {
+        layout: crate::render::pixels::PixelLayout::Premultiplied,
+        ..source.clone()
+    };
+    Ok((0..source.frame_count)
+        .map(|index| raw.render(&mut animation, index))
+        .collect())
 }
 
-fn run_pipeline(executable: &Path, template_path: PathBuf, spec: OutputSpec, scratch: &Path) -> Result<(ResourceUsage, Duration), String> {
+fn run_pipeline(
+    executable: &Path,
+    template_path: PathBuf,
+    spec: OutputSpec,
+    scratch: &Path,
+) -> Result<(ResourceUsage, Duration), String> {
     let job = WorkerJob {
         template_path,
         modifications: Modifications::default(),
@@ -169,8 +228,14 @@ fn run_pipeline(executable: &Path, template_path: PathBuf, spec: OutputSpec, scr
 
 fn print_line(label: &str, frames: u32, cost: &Measure, rss: Option<u64>) {
     let fps = f64::from(frames) / cost.wall.as_secs_f64().max(1e-9);
-    let rss = rss.map(|bytes| format!("  peak RSS {:.0} MiB", bytes as f64 / 1048576.0)).unwrap_or_default();
-    println!("  {label:<28} wall {:>7.2} s  cpu {:>7.2} s  {fps:>7.1} fps{rss}", cost.wall.as_secs_f64(), cost.cpu.as_secs_f64());
+    let rss = rss
+        .map(|bytes| format!("  peak RSS {:.0} MiB", bytes as f64 / 1048576.0))
+        .unwrap_or_default();
+    println!(
+        "  {label:<28} wall {:>7.2} s  cpu {:>7.2} s  {fps:>7.1} fps{rss}",
+        cost.wall.as_secs_f64(),
+        cost.cpu.as_secs_f64()
+    );
 }
 
 /// Peak RSS of 1080×1080 60 fps MP4 pipelines of growing length: the light bench template
@@ -179,7 +244,10 @@ fn rss_versus_length(args: &BenchArgs, executable: &Path, scratch: &Path) -> Res
     let source = args.corpus.join(BENCH_FILES[0]);
     let bytes = std::fs::read(&source).map_err(|e| format!("{}: {e}", source.display()))?;
     let json: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
-    println!("\npeak RSS versus length ({}, {}×{}, mp4, 60 fps):", BENCH_FILES[0], args.size, args.size);
+    println!(
+        "\npeak RSS versus length ({}, {}×{}, mp4, 60 fps):",
+        BENCH_FILES[0], args.size, args.size
+    );
     for &seconds in &args.rss_seconds {
         let mut stretched = json.clone();
         let frame_rate = stretched.get("fr").and_then(Value::as_f64).unwrap_or(60.0);

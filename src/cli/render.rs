@@ -70,13 +70,20 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         fps: Fps::try_from(args.fps).map_err(|e| e.to_string())?,
         width: Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?,
         height: Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?,
-        background: args.background.as_deref().map(Rgba::parse_hex).transpose().map_err(|e| format!("--background: {e}"))?,
+        background: args
+            .background
+            .as_deref()
+            .map(Rgba::parse_hex)
+            .transpose()
+            .map_err(|e| format!("--background: {e}"))?,
     };
     let modifications = parse_modifications(&args.colors, &args.texts)?;
-    let template_path = std::fs::canonicalize(&args.template).map_err(|e| format!("{}: {e}", args.template.display()))?;
+    let template_path = std::fs::canonicalize(&args.template)
+        .map_err(|e| format!("{}: {e}", args.template.display()))?;
     // Parsing here (our own code, bounded) fails fast on a bad template and gives the frame
     // count for the deadline; the worker parses again and is what touches rlottie.
-    let bytes = std::fs::read(&template_path).map_err(|e| format!("{}: {e}", args.template.display()))?;
+    let bytes =
+        std::fs::read(&template_path).map_err(|e| format!("{}: {e}", args.template.display()))?;
     let template = match Template::parse(&bytes) {
         Ok(template) => template,
         Err(error) => {
@@ -90,7 +97,8 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         .map(Duration::from_secs)
         .unwrap_or_else(|| sandbox::default_deadline(frames, spec.width.get(), spec.height.get()));
     let settings = SandboxSettings {
-        executable: std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?,
+        executable: std::env::current_exe()
+            .map_err(|e| format!("cannot find own executable: {e}"))?,
         memory_bytes: args.memory_limit_mb.saturating_mul(1024 * 1024),
         deadline,
     };
@@ -111,7 +119,10 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         threads: args.threads,
     };
     let mut progress = Progress::new(frames);
-    let result = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |event| progress.update(event)).result;
+    let result = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |event| {
+        progress.update(event)
+    })
+    .result;
     progress.finish();
     match result {
         Ok(output) => {
@@ -150,13 +161,19 @@ fn display(path: &Path) -> String {
 pub fn parse_modifications(colors: &[String], texts: &[String]) -> Result<Modifications, String> {
     let mut modifications = Modifications::default();
     for pair in colors {
-        let (id, value) = pair.split_once('=').ok_or_else(|| format!("--color {pair}: expected ID=#RRGGBB"))?;
+        let (id, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--color {pair}: expected ID=#RRGGBB"))?;
         let color = Rgba::parse_hex(value).map_err(|e| format!("--color {id}: {e}"))?;
         modifications.colors.insert(id.to_owned(), color);
     }
     for pair in texts {
-        let (id, value) = pair.split_once('=').ok_or_else(|| format!("--text {pair}: expected ID=TEXT"))?;
-        modifications.texts.insert(id.to_owned(), value.replace("\\n", "\n"));
+        let (id, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--text {pair}: expected ID=TEXT"))?;
+        modifications
+            .texts
+            .insert(id.to_owned(), value.replace("\\n", "\n"));
     }
     Ok(modifications)
 }
@@ -176,12 +193,21 @@ impl Progress {
             }
             Progress::Bar(bar)
         } else {
-            Progress::Lines { total, next_report: 0 }
+            Progress::Lines {
+                total,
+                next_report: 0,
+            }
         }
     }
 
     fn update(&mut self, event: &WorkerEvent) {
-        let WorkerEvent::Progress { frames_done, frames_total } = *event else { return };
+        let WorkerEvent::Progress {
+            frames_done,
+            frames_total,
+        } = *event
+        else {
+            return;
+        };
         match self {
             Progress::Bar(bar) => {
                 bar.set_length(u64::from(frames_total));

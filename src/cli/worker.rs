@@ -22,7 +22,11 @@ pub fn run() -> ExitCode {
         }
         Err(failure) => {
             let class = failure.class;
-            emit(&WorkerEvent::Failed { class: failure.class, reason: failure.reason.into(), message: failure.message });
+            emit(&WorkerEvent::Failed {
+                class: failure.class,
+                reason: failure.reason.into(),
+                message: failure.message,
+            });
             match class {
                 ErrorClass::Deterministic => exit_code::DETERMINISTIC,
                 ErrorClass::Transient => exit_code::TRANSIENT,
@@ -40,13 +44,21 @@ struct Failure {
 
 impl From<RenderError> for Failure {
     fn from(error: RenderError) -> Failure {
-        Failure { class: error.class(), reason: error.reason(), message: error.to_string() }
+        Failure {
+            class: error.class(),
+            reason: error.reason(),
+            message: error.to_string(),
+        }
     }
 }
 
 fn read_job() -> Result<WorkerJob, Failure> {
     let mut input = Vec::new();
-    let invalid = |message: String| Failure { class: ErrorClass::Deterministic, reason: "JOB_INVALID", message };
+    let invalid = |message: String| Failure {
+        class: ErrorClass::Deterministic,
+        reason: "JOB_INVALID",
+        message,
+    };
     std::io::stdin()
         .take(MAX_JOB_BYTES + 1)
         .read_to_end(&mut input)
@@ -61,7 +73,9 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
     let template = std::fs::read(&job.template_path).map_err(RenderError::ReadTemplate)?;
     let resource_dir = render::resource_dir_of(&job.template_path);
     let prepared = render::prepare(&template, &job.modifications, job.output, &resource_dir)?;
-    emit(&WorkerEvent::Started { frames_total: prepared.frame_count });
+    emit(&WorkerEvent::Started {
+        frames_total: prepared.frame_count,
+    });
     let threads = if job.threads == 0 {
         std::thread::available_parallelism().map_or(1, usize::from)
     } else {
@@ -71,7 +85,10 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
     let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {
         if done == total || last_report.elapsed() >= PROGRESS_INTERVAL {
             last_report = Instant::now();
-            emit(&WorkerEvent::Progress { frames_done: done, frames_total: total });
+            emit(&WorkerEvent::Progress {
+                frames_done: done,
+                frames_total: total,
+            });
         }
     })?;
     Ok(output)

@@ -17,11 +17,18 @@ use std::thread::JoinHandle;
 
 /// gifski quality, 1..=100: 90 keeps gradients smooth at about a third of quality 100's size.
 pub const GIF_QUALITY: u8 = 90;
+/// Shortest frame delay browsers honour, centiseconds; shorter ones are slowed to 10 cs.
+pub const MIN_FRAME_DELAY_CS: i64 = 2;
+/// Longest GIF rendered, seconds. gifski caps one frame's delay at 300 s, so a longer GIF
+/// whose picture stands still would play short; no real use wants a longer GIF anyway.
+pub const MAX_GIF_SECONDS: f64 = 300.0;
 
 pub struct GifEncoder {
     collector: Option<Collector>,
     writer: Option<JoinHandle<Result<(), gifski::Error>>>,
     fps: f64,
+    /// Timestamp of the last frame handed to gifski, centiseconds.
+    last_kept_cs: Option<i64>,
 }
 
 impl GifEncoder {
@@ -42,6 +49,7 @@ impl GifEncoder {
             collector: Some(collector),
             writer: Some(writer),
             fps: f64::from(settings.fps),
+            last_kept_cs: None,
         })
     }
 
@@ -57,13 +65,24 @@ impl GifEncoder {
 
 impl Encoder for GifEncoder {
     fn encode(&mut self, frame: &Frame) -> Result<(), EncodeError> {
+        // GIF delays are whole centiseconds of at least 2: at 60 fps (1.67 cs a frame) the
+        // frames that would land less than 2 cs after the last kept one are dropped, so the
+        // GIF plays at true speed (about 40 distinct frames a second).
+        let timestamp = f64::from(frame.index) / self.fps;
+        let timestamp_cs = (timestamp * 100.0).round() as i64;
+        if self
+            .last_kept_cs
+            .is_some_and(|last| timestamp_cs - last < MIN_FRAME_DELAY_CS)
+        {
+            return Ok(());
+        }
+        self.last_kept_cs = Some(timestamp_cs);
         let pixels: Vec<RGBA8> = frame
             .pixels
             .iter()
             .map(|p| RGBA8::new(p.r, p.g, p.b, p.a))
             .collect();
         let image = ImgVec::new(pixels, frame.width, frame.height);
-        let timestamp = f64::from(frame.index) / self.fps;
         let added = self
             .collector
             .as_ref()
@@ -71,7 +90,10 @@ impl Encoder for GifEncoder {
         match added {
             Some(Ok(())) => Ok(()),
             // The writer stopped early: its own error says why.
-            _ => Err(self.writer_result().err().unwrap_or_else(|| EncodeError::Gif("the gif writer stopped".into()))),
+            _ => Err(self
+                .writer_result()
+                .err()
+                .unwrap_or_else(|| EncodeError::Gif("the gif writer stopped".into()))),
         }
     }
 

@@ -4,10 +4,10 @@
 
 use super::{EncodeError, Encoder, EncoderSettings};
 use crate::render::frames::Frame;
-use ffmpeg_next as ffmpeg;
 use ffmpeg::format::Pixel;
 use ffmpeg::software::scaling;
 use ffmpeg::{codec, encoder, format, frame, Dictionary, Packet, Rational};
+use ffmpeg_next as ffmpeg;
 use std::path::Path;
 
 /// Codec-specific settings, filled in by `mp4.rs` and `webm.rs`.
@@ -40,14 +40,26 @@ pub struct VideoEncoder {
 }
 
 impl VideoEncoder {
-    pub fn open(settings: &EncoderSettings, path: &Path, codec: VideoCodec) -> Result<VideoEncoder, EncodeError> {
+    pub fn open(
+        settings: &EncoderSettings,
+        path: &Path,
+        codec: VideoCodec,
+    ) -> Result<VideoEncoder, EncodeError> {
         ffmpeg::init().map_err(ffmpeg_error("initialising FFmpeg"))?;
         let (width, height) = settings.encoded_size();
-        let mut output = format::output_as(&path, codec.muxer_name).map_err(ffmpeg_error("opening the output"))?;
-        let global_header = output.format().flags().contains(format::Flags::GLOBAL_HEADER);
-        let ffmpeg_codec = encoder::find_by_name(codec.encoder_name)
-            .ok_or(EncodeError::CodecMissing { codec: codec.encoder_name })?;
-        let mut stream = output.add_stream(ffmpeg_codec).map_err(ffmpeg_error("adding the video stream"))?;
+        let mut output = format::output_as(&path, codec.muxer_name)
+            .map_err(ffmpeg_error("opening the output"))?;
+        let global_header = output
+            .format()
+            .flags()
+            .contains(format::Flags::GLOBAL_HEADER);
+        let ffmpeg_codec =
+            encoder::find_by_name(codec.encoder_name).ok_or(EncodeError::CodecMissing {
+                codec: codec.encoder_name,
+            })?;
+        let mut stream = output
+            .add_stream(ffmpeg_codec)
+            .map_err(ffmpeg_error("adding the video stream"))?;
         let stream_index = stream.index();
         let mut context = codec::context::Context::new_with_codec(ffmpeg_codec)
             .encoder()
@@ -70,7 +82,9 @@ impl VideoEncoder {
         for (key, value) in &codec.encoder_options {
             options.set(key, value);
         }
-        let encoder = context.open_with(options).map_err(ffmpeg_error("opening the encoder"))?;
+        let encoder = context
+            .open_with(options)
+            .map_err(ffmpeg_error("opening the encoder"))?;
         stream.set_parameters(&encoder);
         stream.set_time_base(encoder_time_base);
         stream.set_avg_frame_rate(Rational::new(settings.fps as i32, 1));
@@ -78,7 +92,9 @@ impl VideoEncoder {
         for (key, value) in &codec.muxer_options {
             muxer_options.set(key, value);
         }
-        output.write_header_with(muxer_options).map_err(ffmpeg_error("writing the header"))?;
+        output
+            .write_header_with(muxer_options)
+            .map_err(ffmpeg_error("writing the header"))?;
         let stream_time_base = output
             .stream(stream_index)
             .map(|stream| stream.time_base())
@@ -90,13 +106,23 @@ impl VideoEncoder {
             codec.pixel_format,
             width,
             height,
-            scaling::Flags::BILINEAR | scaling::Flags::ACCURATE_RND | scaling::Flags::FULL_CHR_H_INT,
+            scaling::Flags::BILINEAR
+                | scaling::Flags::ACCURATE_RND
+                | scaling::Flags::FULL_CHR_H_INT,
         )
         .map_err(ffmpeg_error("creating the pixel converter"))?;
         let mut staging = frame::Video::new(Pixel::BGRA, width, height);
         fill_bgra(&mut staging, settings.background.to_rgba8());
         let converted = frame::Video::new(codec.pixel_format, width, height);
-        Ok(VideoEncoder { output, encoder, scaler, staging, converted, encoder_time_base, stream_time_base })
+        Ok(VideoEncoder {
+            output,
+            encoder,
+            scaler,
+            staging,
+            converted,
+            encoder_time_base,
+            stream_time_base,
+        })
     }
 
     fn write_ready_packets(&mut self) -> Result<(), EncodeError> {
@@ -129,7 +155,11 @@ impl Encoder for VideoEncoder {
         let row_bytes = frame.width * 4;
         let source: &[u8] = rgb::bytemuck::cast_slice(frame.pixels.as_slice());
         let destination = self.staging.data_mut(0);
-        for (row, source_row) in source.chunks_exact(row_bytes).take(frame.height).enumerate() {
+        for (row, source_row) in source
+            .chunks_exact(row_bytes)
+            .take(frame.height)
+            .enumerate()
+        {
             destination[row * stride..row * stride + row_bytes].copy_from_slice(source_row);
         }
         self.scaler
@@ -143,8 +173,12 @@ impl Encoder for VideoEncoder {
     }
 
     fn finish(mut self: Box<Self>) -> Result<(), EncodeError> {
-        self.encoder.send_eof().map_err(ffmpeg_error("flushing the encoder"))?;
+        self.encoder
+            .send_eof()
+            .map_err(ffmpeg_error("flushing the encoder"))?;
         self.write_ready_packets()?;
-        self.output.write_trailer().map_err(ffmpeg_error("writing the trailer"))
+        self.output
+            .write_trailer()
+            .map_err(ffmpeg_error("writing the trailer"))
     }
 }

@@ -62,7 +62,10 @@ pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateErr
             )?;
         } else if let Some(path) = &asset.p {
             let embedded = path.starts_with("data:")
-                && json.pointer(&format!("/assets/{index}/e")).and_then(Value::as_i64) == Some(1);
+                && json
+                    .pointer(&format!("/assets/{index}/e"))
+                    .and_then(Value::as_i64)
+                    == Some(1);
             if !embedded {
                 warnings.add(format!("image asset '{}' is not embedded (data URI with \"e\": 1) and will not be drawn", asset.id));
             }
@@ -87,12 +90,18 @@ fn check_root(model: &Animation) -> Result<(), TemplateError> {
     if !(model.fr.is_finite() && model.fr > 0.0 && model.fr <= MAX_FRAME_RATE) {
         return Err(TemplateError::invalid(
             "$.fr",
-            format!("frame rate must be above 0 and at most {MAX_FRAME_RATE}, got {}", model.fr),
+            format!(
+                "frame rate must be above 0 and at most {MAX_FRAME_RATE}, got {}",
+                model.fr
+            ),
         ));
     }
     for (name, value) in [("ip", model.ip), ("op", model.op)] {
         if !value.is_finite() {
-            return Err(TemplateError::invalid(format!("$.{name}"), "must be a finite number"));
+            return Err(TemplateError::invalid(
+                format!("$.{name}"),
+                "must be a finite number",
+            ));
         }
     }
     if model.op <= model.ip {
@@ -105,7 +114,9 @@ fn check_root(model: &Animation) -> Result<(), TemplateError> {
     if duration > MAX_DURATION_SECONDS {
         return Err(TemplateError::invalid(
             "$.op",
-            format!("timeline lasts {duration:.1} s, longer than the {MAX_DURATION_SECONDS} s limit"),
+            format!(
+                "timeline lasts {duration:.1} s, longer than the {MAX_DURATION_SECONDS} s limit"
+            ),
         ));
     }
     for (name, value) in [("w", model.w), ("h", model.h)] {
@@ -128,7 +139,11 @@ enum AssetKind {
 fn check_assets(model: &Animation) -> Result<HashMap<&str, (usize, AssetKind)>, TemplateError> {
     let mut assets = HashMap::new();
     for (index, asset) in model.assets.iter().enumerate() {
-        let kind = if asset.is_precomp() { AssetKind::Precomp } else { AssetKind::Image };
+        let kind = if asset.is_precomp() {
+            AssetKind::Precomp
+        } else {
+            AssetKind::Image
+        };
         if assets.insert(asset.id.as_str(), (index, kind)).is_some() {
             return Err(TemplateError::invalid(
                 format!("$.assets[{index}].id"),
@@ -150,7 +165,11 @@ fn check_precomp_graph(
         path: String,
         next: usize,
     }
-    let mut stack = vec![Frame { layers: &model.layers, path: "$.layers".to_owned(), next: 0 }];
+    let mut stack = vec![Frame {
+        layers: &model.layers,
+        path: "$.layers".to_owned(),
+        next: 0,
+    }];
     let mut on_path: Vec<&str> = Vec::new();
     let mut finished: HashSet<&str> = HashSet::new();
     while let Some(frame) = stack.last_mut() {
@@ -167,7 +186,10 @@ fn check_precomp_graph(
             continue;
         }
         let Some(ref_id) = layer.ref_id.as_deref() else {
-            return Err(TemplateError::invalid(layer_path, "precomp layer has no refId"));
+            return Err(TemplateError::invalid(
+                layer_path,
+                "precomp layer has no refId",
+            ));
         };
         let Some(&(index, kind)) = assets.get(ref_id) else {
             return Err(TemplateError::invalid(
@@ -178,11 +200,17 @@ fn check_precomp_graph(
         if kind != AssetKind::Precomp {
             return Err(TemplateError::invalid(
                 format!("{layer_path}.refId"),
-                format!("precomp layer names asset '{ref_id}', which is an image, not a precomposition"),
+                format!(
+                    "precomp layer names asset '{ref_id}', which is an image, not a precomposition"
+                ),
             ));
         }
         if on_path.contains(&ref_id) {
-            let mut cycle: Vec<&str> = on_path.iter().skip_while(|id| **id != ref_id).copied().collect();
+            let mut cycle: Vec<&str> = on_path
+                .iter()
+                .skip_while(|id| **id != ref_id)
+                .copied()
+                .collect();
             cycle.push(ref_id);
             return Err(TemplateError::invalid(
                 format!("{layer_path}.refId"),
@@ -200,7 +228,11 @@ fn check_precomp_graph(
         }
         on_path.push(ref_id);
         let layers = model.assets[index].layers.as_deref().unwrap_or_default();
-        stack.push(Frame { layers, path: format!("$.assets[{index}].layers"), next: 0 });
+        stack.push(Frame {
+            layers,
+            path: format!("$.assets[{index}].layers"),
+            next: 0,
+        });
     }
     Ok(())
 }
@@ -256,15 +288,26 @@ fn check_composition(
             warnings.add(format!("layer type {} is not drawn", layer.ty));
         }
         if layer.ty == layer_type::TEXT {
-            warnings.add("text layers are not drawn by the renderer yet; text slots change no pixels".to_owned());
+            warnings.add(
+                "text layers are not drawn by the renderer yet; text slots change no pixels"
+                    .to_owned(),
+            );
         }
         check_parent_chain(layer, &layer_path, &parents)?;
         for (mask_index, mask) in layer.masks_properties.iter().enumerate() {
             if let Some(points) = mask.get("pt") {
-                check_path_property(points, &format!("{layer_path}.masksProperties[{mask_index}].pt"))?;
+                check_path_property(
+                    points,
+                    &format!("{layer_path}.masksProperties[{mask_index}].pt"),
+                )?;
             }
         }
-        check_shapes(&layer.shapes, &format!("{layer_path}.shapes"), 1.0, warnings)?;
+        check_shapes(
+            &layer.shapes,
+            &format!("{layer_path}.shapes"),
+            1.0,
+            warnings,
+        )?;
     }
     Ok(())
 }
@@ -274,7 +317,9 @@ fn check_parent_chain(
     layer_path: &str,
     parents: &HashMap<i64, Option<i64>>,
 ) -> Result<(), TemplateError> {
-    let Some(start) = layer.ind else { return Ok(()) };
+    let Some(start) = layer.ind else {
+        return Ok(());
+    };
     let mut seen = vec![start];
     let mut current = layer.parent;
     while let Some(parent) = current {
@@ -304,10 +349,15 @@ fn check_shapes(
     for (index, shape) in shapes.iter().enumerate() {
         let shape_path = format!("{path}[{index}]");
         match shape.ty.as_str() {
-            "gr" => check_shapes(&shape.it, &format!("{shape_path}.it"), copies_here, warnings)?,
+            "gr" => check_shapes(
+                &shape.it,
+                &format!("{shape_path}.it"),
+                copies_here,
+                warnings,
+            )?,
             "rp" => {
                 let copies = max_number(shape.properties.get("c"));
-                if !(copies <= MAX_REPEATER_COPIES) {
+                if !is_within(copies, MAX_REPEATER_COPIES) {
                     return Err(TemplateError::invalid(
                         format!("{shape_path}.c"),
                         format!("repeater makes {copies} copies, more than the {MAX_REPEATER_COPIES} limit"),
@@ -323,7 +373,7 @@ fn check_shapes(
             }
             "sr" => {
                 let points = max_number(shape.properties.get("pt"));
-                if !(points <= MAX_POLYSTAR_POINTS) {
+                if !is_within(points, MAX_POLYSTAR_POINTS) {
                     return Err(TemplateError::invalid(
                         format!("{shape_path}.pt"),
                         format!("star/polygon has {points} points, more than the {MAX_POLYSTAR_POINTS} limit"),
@@ -336,15 +386,20 @@ fn check_shapes(
                 }
             }
             "gf" | "gs" => check_gradient(shape, &shape_path)?,
-            "mm" => warnings.add("merge paths are not supported by the renderer and are ignored".to_owned()),
+            "mm" => warnings
+                .add("merge paths are not supported by the renderer and are ignored".to_owned()),
             _ => {}
         }
     }
     Ok(())
 }
 
-/// Largest number a scalar property takes (static or any keyframe); NaN when it holds none
-/// (so the callers' `!(x <= limit)` refuses it).
+/// `value ≤ limit`, false for NaN (a property holding no number is refused, not waved through).
+fn is_within(value: f64, limit: f64) -> bool {
+    value.partial_cmp(&limit).is_some_and(|order| order.is_le())
+}
+
+/// Largest number a scalar property takes (static or any keyframe); NaN when it holds none.
 fn max_number(property: Option<&Value>) -> f64 {
     let Some(property) = property else { return 0.0 };
     property_values(property)
@@ -367,27 +422,41 @@ fn check_path_property(property: &Value, path: &str) -> Result<(), TemplateError
         for shape in shapes {
             let arrays: Vec<(&str, &Vec<Value>)> = ["v", "i", "o"]
                 .into_iter()
-                .filter_map(|key| shape.get(key).and_then(Value::as_array).map(|array| (key, array)))
+                .filter_map(|key| {
+                    shape
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .map(|array| (key, array))
+                })
                 .collect();
-            let Some((_, vertices)) = arrays.first() else { continue };
+            let Some((_, vertices)) = arrays.first() else {
+                continue;
+            };
             if vertices.len() > MAX_PATH_VERTICES {
                 return Err(TemplateError::invalid(
                     format!("{path}.v"),
-                    format!("path has {} vertices, more than the {MAX_PATH_VERTICES} limit", vertices.len()),
+                    format!(
+                        "path has {} vertices, more than the {MAX_PATH_VERTICES} limit",
+                        vertices.len()
+                    ),
                 ));
             }
             for (key, array) in &arrays {
                 if array.len() != vertices.len() {
                     return Err(TemplateError::invalid(
                         format!("{path}.{key}"),
-                        format!("path has {} vertices but {} entries in '{key}'", vertices.len(), array.len()),
+                        format!(
+                            "path has {} vertices but {} entries in '{key}'",
+                            vertices.len(),
+                            array.len()
+                        ),
                     ));
                 }
                 let too_far = array
                     .iter()
                     .flat_map(|point| point.as_array().into_iter().flatten())
                     .filter_map(Value::as_f64)
-                    .any(|coordinate| !(coordinate.abs() <= MAX_PATH_COORDINATE));
+                    .any(|coordinate| !is_within(coordinate.abs(), MAX_PATH_COORDINATE));
                 if too_far {
                     return Err(TemplateError::invalid(
                         format!("{path}.{key}"),
@@ -401,8 +470,12 @@ fn check_path_property(property: &Value, path: &str) -> Result<(), TemplateError
 }
 
 fn check_gradient(shape: &Shape, path: &str) -> Result<(), TemplateError> {
-    let Some(gradient) = shape.properties.get("g") else { return Ok(()) };
-    let Some(stops) = gradient.get("p") else { return Ok(()) };
+    let Some(gradient) = shape.properties.get("g") else {
+        return Ok(());
+    };
+    let Some(stops) = gradient.get("p") else {
+        return Ok(());
+    };
     let count = stops.as_i64().unwrap_or(-1);
     if !(0..=MAX_GRADIENT_STOPS).contains(&count) {
         return Err(TemplateError::invalid(
@@ -416,7 +489,10 @@ fn check_gradient(shape: &Shape, path: &str) -> Result<(), TemplateError> {
             if available < 4 * count as usize {
                 return Err(TemplateError::invalid(
                     format!("{path}.g.k"),
-                    format!("gradient declares {count} stops but holds data for {}", available / 4),
+                    format!(
+                        "gradient declares {count} stops but holds data for {}",
+                        available / 4
+                    ),
                 ));
             }
         }

@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModificationError {
-    #[error("colors[\"{id}\"]: the template has no colour slot '{id}'; valid colour slots: {valid}")]
+    #[error(
+        "colors[\"{id}\"]: the template has no colour slot '{id}'; valid colour slots: {valid}"
+    )]
     UnknownColorSlot { id: String, valid: String },
     #[error("texts[\"{id}\"]: the template has no text slot '{id}'; valid text slots: {valid}")]
     UnknownTextSlot { id: String, valid: String },
@@ -26,9 +28,8 @@ impl Classified for ModificationError {
     }
     fn reason(&self) -> &'static str {
         match self {
-            ModificationError::UnknownColorSlot { .. } | ModificationError::UnknownTextSlot { .. } => {
-                "SLOT_UNKNOWN"
-            }
+            ModificationError::UnknownColorSlot { .. }
+            | ModificationError::UnknownTextSlot { .. } => "SLOT_UNKNOWN",
             ModificationError::ControlCharacter { .. } => "TEXT_INVALID",
         }
     }
@@ -36,7 +37,13 @@ impl Classified for ModificationError {
 
 /// Checks every modification against the template's slots; all problems at once.
 pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationError> {
-    let list = |ids: Vec<&str>| if ids.is_empty() { "(none)".to_owned() } else { ids.join(", ") };
+    let list = |ids: Vec<&str>| {
+        if ids.is_empty() {
+            "(none)".to_owned()
+        } else {
+            ids.join(", ")
+        }
+    };
     let mut errors = Vec::new();
     for id in modifications.colors.keys() {
         if slots.color(id).is_none() {
@@ -74,7 +81,9 @@ pub fn apply(
     }
     resolve_slot_references(json);
     for (id, color) in &modifications.colors {
-        let Some(slot) = slots.color(id) else { continue };
+        let Some(slot) = slots.color(id) else {
+            continue;
+        };
         for pointer in &slot.bindings {
             if let Some(item) = json.pointer_mut(pointer) {
                 set_color(item, color);
@@ -96,7 +105,9 @@ pub fn apply(
 /// Replaces every property carrying a `sid` with the root `slots` value for it, keeping the
 /// `sid` so slot discovery still sees it.
 fn resolve_slot_references(json: &mut Value) {
-    let Some(root_slots) = json.get("slots").cloned() else { return };
+    let Some(root_slots) = json.get("slots").cloned() else {
+        return;
+    };
     let mut stack: Vec<&mut Value> = vec![json];
     while let Some(value) = stack.pop() {
         match value {
@@ -115,7 +126,11 @@ fn resolve_slot_references(json: &mut Value) {
                     }
                     continue;
                 }
-                stack.extend(map.iter_mut().filter(|(key, _)| key.as_str() != "slots").map(|(_, v)| v));
+                stack.extend(
+                    map.iter_mut()
+                        .filter(|(key, _)| key.as_str() != "slots")
+                        .map(|(_, v)| v),
+                );
             }
             Value::Array(items) => stack.extend(items.iter_mut()),
             _ => {}
@@ -125,7 +140,9 @@ fn resolve_slot_references(json: &mut Value) {
 
 /// A fill/stroke item takes a static colour; a given alpha sets the item's opacity.
 fn set_color(item: &mut Value, color: &Rgba) {
-    let Some(item) = item.as_object_mut() else { return };
+    let Some(item) = item.as_object_mut() else {
+        return;
+    };
     let sid = item.get("c").and_then(|c| c.get("sid")).cloned();
     let mut property = json!({"a": 0, "k": [color.r(), color.g(), color.b(), 1]});
     if let (Some(sid), Some(map)) = (sid, property.as_object_mut()) {
@@ -139,7 +156,9 @@ fn set_color(item: &mut Value, color: &Rgba) {
 
 /// Every keyframe of the layer's text document shows the new text.
 fn set_text(layer: &mut Value, text: &str) {
-    let Some(keyframes) = layer.pointer_mut("/t/d/k").and_then(Value::as_array_mut) else { return };
+    let Some(keyframes) = layer.pointer_mut("/t/d/k").and_then(Value::as_array_mut) else {
+        return;
+    };
     for keyframe in keyframes {
         if let Some(document) = keyframe.get_mut("s").and_then(Value::as_object_mut) {
             document.insert("t".to_owned(), Value::from(text));
@@ -169,9 +188,16 @@ mod tests {
     #[test]
     fn duplicate_names_bind_every_property_and_sid_wins_over_name() {
         let slots = discover(&template());
-        let ids: Vec<_> = slots.colors.iter().map(|s| (s.id.as_str(), s.binding_count)).collect();
+        let ids: Vec<_> = slots
+            .colors
+            .iter()
+            .map(|s| (s.id.as_str(), s.binding_count))
+            .collect();
         assert_eq!(ids, [("Fill", 2), ("accent", 1)]);
-        assert_eq!(slots.color("accent").unwrap().default_color, Rgba::new(0.0, 0.0, 1.0, None).unwrap());
+        assert_eq!(
+            slots.color("accent").unwrap().default_color,
+            Rgba::new(0.0, 0.0, 1.0, None).unwrap()
+        );
         assert_eq!(slots.texts[0].id, "Title");
         assert_eq!(slots.texts[0].default_text, "Hi");
     }
@@ -181,14 +207,34 @@ mod tests {
         let mut json = template();
         let slots = discover(&json);
         let mut modifications = Modifications::default();
-        modifications.colors.insert("Fill".into(), Rgba::new(0.5, 0.25, 1.0, Some(0.5)).unwrap());
-        modifications.texts.insert("Title".into(), "Line \"one\"\nLine two".into());
+        modifications
+            .colors
+            .insert("Fill".into(), Rgba::new(0.5, 0.25, 1.0, Some(0.5)).unwrap());
+        modifications
+            .texts
+            .insert("Title".into(), "Line \"one\"\nLine two".into());
         apply(&mut json, &slots, &modifications).unwrap();
-        assert_eq!(json.pointer("/layers/0/shapes/0/it/0/c/k"), Some(&json!([0.5, 0.25, 1.0, 1])));
-        assert_eq!(json.pointer("/layers/0/shapes/0/it/0/o/k"), Some(&json!(50.0)));
-        assert_eq!(json.pointer("/layers/0/shapes/1/c"), Some(&json!({"a": 0, "k": [0.5, 0.25, 1.0, 1]})));
-        assert_eq!(json.pointer("/layers/0/shapes/2/c/k"), Some(&json!([0, 0, 1])), "slot value resolved");
-        assert_eq!(json.pointer("/layers/1/t/d/k/1/s/t"), Some(&json!("Line \"one\"\rLine two")));
+        assert_eq!(
+            json.pointer("/layers/0/shapes/0/it/0/c/k"),
+            Some(&json!([0.5, 0.25, 1.0, 1]))
+        );
+        assert_eq!(
+            json.pointer("/layers/0/shapes/0/it/0/o/k"),
+            Some(&json!(50.0))
+        );
+        assert_eq!(
+            json.pointer("/layers/0/shapes/1/c"),
+            Some(&json!({"a": 0, "k": [0.5, 0.25, 1.0, 1]}))
+        );
+        assert_eq!(
+            json.pointer("/layers/0/shapes/2/c/k"),
+            Some(&json!([0, 0, 1])),
+            "slot value resolved"
+        );
+        assert_eq!(
+            json.pointer("/layers/1/t/d/k/1/s/t"),
+            Some(&json!("Line \"one\"\rLine two"))
+        );
     }
 
     #[test]
@@ -196,10 +242,18 @@ mod tests {
         let slots = discover(&template());
         let mut modifications = Modifications::default();
         modifications.colors.insert("nope".into(), Rgba::WHITE);
-        modifications.texts.insert("Title".into(), "tab\there".into());
+        modifications
+            .texts
+            .insert("Title".into(), "tab\there".into());
         let errors = check(&slots, &modifications);
         assert_eq!(errors.len(), 2);
-        assert!(errors[0].to_string().contains("valid colour slots: Fill, accent"), "{}", errors[0]);
+        assert!(
+            errors[0]
+                .to_string()
+                .contains("valid colour slots: Fill, accent"),
+            "{}",
+            errors[0]
+        );
         assert!(errors[1].to_string().contains("U+0009"), "{}", errors[1]);
     }
 }

@@ -64,14 +64,27 @@ pub fn discover(json: &Value) -> Slots {
         }
     }
     for (pointer, layers) in compositions {
-        let Some(layers) = layers.and_then(Value::as_array) else { continue };
+        let Some(layers) = layers.and_then(Value::as_array) else {
+            continue;
+        };
         for (index, layer) in layers.iter().enumerate() {
             let layer_pointer = format!("{pointer}/{index}");
             if layer.get("ty").and_then(Value::as_i64) == Some(layer_type::TEXT) {
-                discover_text(layer, &layer_pointer, root_slots, &font_families, &mut texts);
+                discover_text(
+                    layer,
+                    &layer_pointer,
+                    root_slots,
+                    &font_families,
+                    &mut texts,
+                );
             }
             if let Some(shapes) = layer.get("shapes").and_then(Value::as_array) {
-                discover_colors(shapes, &format!("{layer_pointer}/shapes"), root_slots, &mut colors);
+                discover_colors(
+                    shapes,
+                    &format!("{layer_pointer}/shapes"),
+                    root_slots,
+                    &mut colors,
+                );
             }
         }
     }
@@ -99,10 +112,10 @@ fn discover_colors(
                 let color = shape.get("c");
                 let sid = color.and_then(|c| c.get("sid")).and_then(Value::as_str);
                 let id = sid.or_else(|| shape.get("nm").and_then(Value::as_str));
-                let Some(id) = id.filter(|id| !id.is_empty()) else { continue };
-                let shown = sid
-                    .and_then(|sid| slot_property(root_slots, sid))
-                    .or(color);
+                let Some(id) = id.filter(|id| !id.is_empty()) else {
+                    continue;
+                };
+                let shown = sid.and_then(|sid| slot_property(root_slots, sid)).or(color);
                 let default_color = shown
                     .and_then(property_initial_value)
                     .and_then(Rgba::from_lottie)
@@ -133,15 +146,22 @@ fn discover_text(
     let id = sid
         .or_else(|| layer.get("ln").and_then(Value::as_str))
         .or_else(|| layer.get("nm").and_then(Value::as_str));
-    let Some(id) = id.filter(|id| !id.is_empty()) else { return };
-    let shown = sid.and_then(|sid| slot_property(root_slots, sid)).or(document);
+    let Some(id) = id.filter(|id| !id.is_empty()) else {
+        return;
+    };
+    let shown = sid
+        .and_then(|sid| slot_property(root_slots, sid))
+        .or(document);
     let first = shown.and_then(|d| d.pointer("/k/0/s"));
     let default_text = first
         .and_then(|s| s.get("t"))
         .and_then(Value::as_str)
         .unwrap_or_default()
         .replace('\r', "\n");
-    let font_name = first.and_then(|s| s.get("f")).and_then(Value::as_str).unwrap_or_default();
+    let font_name = first
+        .and_then(|s| s.get("f"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let font_family = font_families
         .get(font_name)
         .cloned()

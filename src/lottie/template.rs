@@ -247,11 +247,17 @@ mod tests {
     fn integral_floats_become_integers_and_fractions_are_refused() {
         let mut json = serde_json::json!({"w": 200.0, "h": 100, "layers": [{"ind": 1.0, "ty": 4.0, "w": 375.4}]});
         normalize_integer_fields(&mut json).unwrap();
-        assert_eq!(json.to_string(), r#"{"w":200,"h":100,"layers":[{"ind":1,"ty":4,"w":375}]}"#);
+        assert_eq!(
+            json.to_string(),
+            r#"{"w":200,"h":100,"layers":[{"ind":1,"ty":4,"w":375}]}"#
+        );
         let mut bad = serde_json::json!({"w": 200.5, "layers": []});
         assert_eq!(
             normalize_integer_fields(&mut bad),
-            Err(TemplateError::invalid("$.w", "must be a whole number, got 200.5"))
+            Err(TemplateError::invalid(
+                "$.w",
+                "must be a whole number, got 200.5"
+            ))
         );
     }
 }

@@ -24,7 +24,10 @@ pub fn frame_count(duration_seconds: f64, fps: u32) -> u32 {
 
 /// Rescales `json` (a fenced template) in place to `fps`.
 pub fn retime(json: &mut Value, fps: u32) -> Timeline {
-    let template_fps = json.get("fr").and_then(Value::as_f64).unwrap_or(f64::from(fps));
+    let template_fps = json
+        .get("fr")
+        .and_then(Value::as_f64)
+        .unwrap_or(f64::from(fps));
     let ip = json.get("ip").and_then(Value::as_f64).unwrap_or(0.0);
     let op = json.get("op").and_then(Value::as_f64).unwrap_or(ip + 1.0);
     let factor = f64::from(fps) / template_fps;
@@ -50,7 +53,10 @@ pub fn retime(json: &mut Value, fps: u32) -> Timeline {
             scale_field(marker, "dr", factor);
         }
     }
-    Timeline { frame_count: frames, fps }
+    Timeline {
+        frame_count: frames,
+        fps,
+    }
 }
 
 fn scale_field(object: &mut serde_json::Map<String, Value>, key: &str, factor: f64) {
@@ -61,7 +67,9 @@ fn scale_field(object: &mut serde_json::Map<String, Value>, key: &str, factor: f
 
 fn scale_layers(layers: &mut [Value], factor: f64) {
     for layer in layers.iter_mut() {
-        let Some(object) = layer.as_object_mut() else { continue };
+        let Some(object) = layer.as_object_mut() else {
+            continue;
+        };
         for key in ["ip", "op", "st"] {
             scale_field(object, key, factor);
         }
@@ -78,7 +86,9 @@ fn scale_keyframe_times(layer: &mut Value, factor: f64) {
             Value::Object(map) => {
                 if let Some(Value::Array(keyframes)) = map.get_mut("k") {
                     let is_keyframe_list = !keyframes.is_empty()
-                        && keyframes.iter().all(|k| k.get("t").is_some_and(Value::is_number));
+                        && keyframes
+                            .iter()
+                            .all(|k| k.get("t").is_some_and(Value::is_number));
                     if is_keyframe_list {
                         for keyframe in keyframes.iter_mut().filter_map(Value::as_object_mut) {
                             scale_field(keyframe, "t", factor);
@@ -104,12 +114,22 @@ mod tests {
             "layers": [{"ty": 4, "ind": 1, "ip": 0, "op": 48, "st": 2,
                 "ks": {"o": {"a": 1, "k": [{"t": 0, "s": [0]}, {"t": 24, "s": [100]}]}}}]});
         let timeline = retime(&mut json, 60);
-        assert_eq!(timeline, Timeline { frame_count: 120, fps: 60 });
+        assert_eq!(
+            timeline,
+            Timeline {
+                frame_count: 120,
+                fps: 60
+            }
+        );
         assert_eq!(json["fr"], json!(60));
         assert_eq!(json["op"], json!(120.0));
         assert_eq!(json.pointer("/layers/0/st"), Some(&json!(5.0)));
         assert_eq!(json.pointer("/layers/0/ks/o/k/1/t"), Some(&json!(60.0)));
-        assert_eq!(json.pointer("/layers/0/ind"), Some(&json!(1)), "integers untouched");
+        assert_eq!(
+            json.pointer("/layers/0/ind"),
+            Some(&json!(1)),
+            "integers untouched"
+        );
     }
 
     #[test]

@@ -40,16 +40,25 @@ pub struct FrameSource {
 impl FrameSource {
     /// Loads the template into rlottie; `None` from rlottie means it refused the document.
     pub fn load(&self) -> Result<Animation, RenderError> {
-        Animation::from_data(self.json.as_bytes(), "", &self.resource_dir).ok_or(RenderError::RendererRefused)
+        Animation::from_data(self.json.as_bytes(), "", &self.resource_dir)
+            .ok_or(RenderError::RendererRefused)
     }
 
     /// Renders frame `index` (relative to the in point) with `animation`.
     pub fn render(&self, animation: &mut Animation, index: u32) -> Frame {
-        let mut surface = Surface::new(Size { width: self.width, height: self.height });
+        let mut surface = Surface::new(Size {
+            width: self.width,
+            height: self.height,
+        });
         animation.render(index as usize, &mut surface);
         let mut pixels = surface.into_data();
         convert_in_place(&mut pixels, self.layout);
-        Frame { index, width: self.width, height: self.height, pixels }
+        Frame {
+            index,
+            width: self.width,
+            height: self.height,
+            pixels,
+        }
     }
 
     /// Starts `threads` render threads; the returned iterator yields every frame in order.
@@ -85,11 +94,19 @@ impl FrameSource {
             match handle {
                 Ok(handle) => handles.push(handle),
                 Err(error) => {
-                    return OrderedFrames::failed(RenderError::Resources(format!("cannot start a render thread: {error}")))
+                    return OrderedFrames::failed(RenderError::Resources(format!(
+                        "cannot start a render thread: {error}"
+                    )))
                 }
             }
         }
-        OrderedFrames { receivers, handles, next: 0, frame_count: self.frame_count, failure: None }
+        OrderedFrames {
+            receivers,
+            handles,
+            next: 0,
+            frame_count: self.frame_count,
+            failure: None,
+        }
     }
 }
 
@@ -103,7 +120,13 @@ pub struct OrderedFrames {
 
 impl OrderedFrames {
     fn failed(error: RenderError) -> OrderedFrames {
-        OrderedFrames { receivers: Vec::new(), handles: Vec::new(), next: 0, frame_count: 1, failure: Some(error) }
+        OrderedFrames {
+            receivers: Vec::new(),
+            handles: Vec::new(),
+            next: 0,
+            frame_count: 1,
+            failure: Some(error),
+        }
     }
 }
 
@@ -119,8 +142,14 @@ impl Iterator for OrderedFrames {
             return None;
         }
         let receiver = &self.receivers[self.next as usize % self.receivers.len()];
-        let item = receiver.recv().unwrap_or(Err(RenderError::RenderThreadDied));
-        self.next = if item.is_ok() { self.next + 1 } else { self.frame_count };
+        let item = receiver
+            .recv()
+            .unwrap_or(Err(RenderError::RenderThreadDied));
+        self.next = if item.is_ok() {
+            self.next + 1
+        } else {
+            self.frame_count
+        };
         Some(item)
     }
 }

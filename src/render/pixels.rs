@@ -85,13 +85,24 @@ mod tests {
     fn compositing_over_white_lightens_translucent_pixels() {
         let mut pixels = [px(0, 0, 128, 128), px(0, 0, 0, 0), px(1, 2, 3, 255)];
         convert_in_place(&mut pixels, PixelLayout::OpaqueBgraOver([255, 255, 255]));
-        assert_eq!(pixels, [px(127, 127, 255, 255), px(255, 255, 255, 255), px(1, 2, 3, 255)]);
+        assert_eq!(
+            pixels,
+            [
+                px(127, 127, 255, 255),
+                px(255, 255, 255, 255),
+                px(1, 2, 3, 255)
+            ]
+        );
     }
 
     #[test]
     fn div255_rounds_like_floating_point() {
         for x in 0..=65025u32 {
-            assert_eq!(u32::from(div255(x as u16)), (x as f64 / 255.0).round() as u32, "{x}");
+            assert_eq!(
+                u32::from(div255(x as u16)),
+                (x as f64 / 255.0).round() as u32,
+                "{x}"
+            );
         }
     }
 }

@@ -42,8 +42,19 @@ pub struct WorkerJob {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum WorkerEvent {
-    Started { frames_total: u32 },
-    Progress { frames_done: u32, frames_total: u32 },
-    Succeeded { output: OutputInfo },
-    Failed { class: ErrorClass, reason: String, message: String },
+    Started {
+        frames_total: u32,
+    },
+    Progress {
+        frames_done: u32,
+        frames_total: u32,
+    },
+    Succeeded {
+        output: OutputInfo,
+    },
+    Failed {
+        class: ErrorClass,
+        reason: String,
+        message: String,
+    },
 }

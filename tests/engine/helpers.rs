@@ -1,0 +1,148 @@
+//! Shared test helpers: corpus paths, running a render through the worker sandbox, probing
+//! and decoding outputs with the real ffprobe/ffmpeg.
+
+use lottie_render::render::OutputInfo;
+use lottie_render::sandbox::protocol::WorkerJob;
+use lottie_render::sandbox::{self, CancelToken, SandboxSettings, WorkerFailure};
+use lottie_render::spec::{Dimension, Format, Fps, Modifications, OutputSpec, Rgba};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+pub fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus")
+        .join(name)
+}
+
+pub fn executable() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_lottie-render"))
+}
+
+pub fn spec(format: Format, fps: u32, width: u32, height: u32) -> OutputSpec {
+    OutputSpec {
+        format,
+        fps: Fps::try_from(fps).unwrap(),
+        width: Dimension::try_from(width).unwrap(),
+        height: Dimension::try_from(height).unwrap(),
+        background: None,
+    }
+}
+
+pub fn with_background(mut spec: OutputSpec, background: Rgba) -> OutputSpec {
+    spec.background = Some(background);
+    spec
+}
+
+/// Renders through a real worker process, as the service and the CLI do.
+pub fn render_in_worker(
+    template: &Path,
+    modifications: Modifications,
+    output: OutputSpec,
+    dir: &Path,
+    deadline: Duration,
+) -> (PathBuf, Result<OutputInfo, WorkerFailure>) {
+    let output_path = dir.join(format!("out-{}.{}", unique(), output.format.extension()));
+    let job = WorkerJob {
+        template_path: template.to_path_buf(),
+        modifications,
+        output,
+        output_path: output_path.clone(),
+        threads: 2,
+    };
+    let settings = SandboxSettings {
+        executable: executable(),
+        memory_bytes: sandbox::DEFAULT_WORKER_MEMORY_BYTES,
+        deadline,
+    };
+    let run = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |_| {});
+    (output_path, run.result)
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    COUNTER.fetch_add(1, Ordering::SeqCst)
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Probe {
+    pub codec: String,
+    pub width: u32,
+    pub height: u32,
+    pub frame_rate: String,
+    pub frames: u32,
+    pub duration: f64,
+    pub tags: String,
+}
+
+/// ffprobe's view of the first video stream, frames counted by decoding.
+pub fn probe(path: &Path) -> Probe {
+    let output = Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0", "-of", "json"])
+        .args(["-show_entries", "stream=codec_name,width,height,r_frame_rate,nb_read_frames:stream_tags:format=duration"])
+        .arg(path)
+        .output()
+        .expect("ffprobe runs");
+    assert!(
+        output.status.success(),
+        "ffprobe failed on {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stream = &json["streams"][0];
+    Probe {
+        codec: stream["codec_name"].as_str().unwrap_or_default().to_owned(),
+        width: stream["width"].as_u64().unwrap_or_default() as u32,
+        height: stream["height"].as_u64().unwrap_or_default() as u32,
+        frame_rate: stream["r_frame_rate"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        frames: stream["nb_read_frames"]
+            .as_str()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_default(),
+        duration: json["format"]["duration"]
+            .as_str()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_default(),
+        tags: stream["tags"].to_string(),
+    }
+}
+
+/// Decodes every frame to RGBA (`libvpx-vp9` for WebM, so alpha is decoded too).
+pub fn decode_rgba(path: &Path, width: u32, height: u32) -> Vec<Vec<u8>> {
+    let mut command = Command::new("ffmpeg");
+    command.args(["-v", "error"]);
+    if path.extension().is_some_and(|e| e == "webm") {
+        command.args(["-c:v", "libvpx-vp9"]);
+    }
+    let output = command
+        .arg("-i")
+        .arg(path)
+        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    assert!(
+        output.status.success(),
+        "ffmpeg failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let frame_bytes = (width * height * 4) as usize;
+    assert_eq!(
+        output.stdout.len() % frame_bytes,
+        0,
+        "decoded size is not a whole number of {width}×{height} frames"
+    );
+    output
+        .stdout
+        .chunks(frame_bytes)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}

@@ -1,0 +1,8 @@
+//! Render-engine integration tests: real rlottie, real encoders, real worker processes,
+//! outputs probed with ffprobe and decoded with ffmpeg.
+
+mod cli;
+mod corpus;
+mod helpers;
+mod malformed;
+mod pixels;
