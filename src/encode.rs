@@ -1,6 +1,9 @@
 //! One encoder interface over three formats: GIF through gifski ([`gif`]), H.264 MP4 and
 //! VP9 WebM through the system FFmpeg libraries ([`mp4`], [`webm`], sharing [`video`]).
-//! Encoders take frames in order, already in the pixel layout [`pixel_layout`] names.
+//! Each encoder comes with a [`FramePreparer`] that runs on the render threads, one per
+//! thread: it converts rlottie's premultiplied BGRA into exactly what the encoder consumes
+//! (straight RGBA for GIF; YUV planes for video), so the encoder thread, the pipeline's
+//! critical path, does nothing but encode. Encoders take the prepared frames in order.
 
 pub mod gif;
 pub mod mp4;
@@ -11,7 +14,9 @@ use crate::error::{Classified, ErrorClass};
 use crate::render::frames::Frame;
 use crate::render::pixels::PixelLayout;
 use crate::spec::{Format, OutputSpec, Rgba};
+use rlottie::Bgra;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
@@ -51,8 +56,44 @@ impl Classified for EncodeError {
 
 /// A started encode: frames in order, then `finish` writes the trailer.
 pub trait Encoder {
-    fn encode(&mut self, frame: &Frame) -> Result<(), EncodeError>;
+    /// Encodes the next frame; may hand its buffers back for the render threads to reuse.
+    fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError>;
     fn finish(self: Box<Self>) -> Result<(), EncodeError>;
+}
+
+/// A frame converted for its encoder.
+pub enum EncoderInput {
+    /// Straight-alpha RGBA (GIF).
+    Rgba(imgref::ImgVec<rgb::RGBA8>),
+    /// A frame in the video encoder's pixel format, at the encoded size.
+    Video(ffmpeg_next::frame::Video),
+}
+
+/// Converts rendered frames for one encoder; one per render thread.
+pub trait FramePreparer {
+    /// `premultiplied` is one whole frame as rlottie renders it (BGRA, row-major); `reuse`
+    /// is an earlier frame's buffers the encoder handed back.
+    fn prepare(
+        &mut self,
+        premultiplied: &[Bgra],
+        reuse: Option<EncoderInput>,
+    ) -> Result<EncoderInput, EncodeError>;
+}
+
+/// Makes a [`FramePreparer`] inside each render thread (FFmpeg's converter is not `Send`).
+pub type PreparerFactory =
+    Arc<dyn Fn() -> Result<Box<dyn FramePreparer>, EncodeError> + Send + Sync>;
+
+/// The preparers for `settings`' encoder.
+pub fn preparer_factory(settings: &EncoderSettings) -> PreparerFactory {
+    let settings = *settings;
+    Arc::new(move || -> Result<Box<dyn FramePreparer>, EncodeError> {
+        Ok(match settings.format {
+            Format::Gif => Box::new(gif::GifPreparer::new(&settings)),
+            Format::Mp4 => Box::new(video::VideoPreparer::new(&settings, mp4::PIXEL_FORMAT)?),
+            Format::Webm => Box::new(video::VideoPreparer::new(&settings, webm::PIXEL_FORMAT)?),
+        })
+    })
 }
 
 /// Everything an encoder needs to know about the output.

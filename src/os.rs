@@ -1,6 +1,7 @@
-//! The crate's only unsafe code, all of it thin calls into libc: resource limits and the
+//! The crate's only unsafe code, all of it thin calls into C: resource limits and the
 //! parent-death signal applied in a forked child before exec, killing a process group,
-//! reaping a child with its resource usage, and this process's own usage.
+//! reaping a child with its resource usage, this process's own usage, thread priority, and
+//! the one FFmpeg call its safe wrapper lacks (making a frame writable before reuse).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
@@ -143,4 +144,37 @@ pub fn own_usage() -> ResourceUsage {
     // SAFETY: RUSAGE_SELF with a valid out-pointer cannot fail.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     ResourceUsage::from_rusage(&usage)
+}
+
+/// Peak resident set size of this process image, bytes: `VmHWM` from /proc/self/status.
+/// Unlike `ru_maxrss` it starts afresh at exec, so a worker forked from a large parent
+/// reports only its own memory.
+pub fn own_peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Lowers the scheduling priority of the calling thread by `increment` nice steps. Render
+/// threads use it so that the encoder, the pipeline's critical path, gets the CPU first and
+/// rendering fills whatever is left.
+pub fn lower_current_thread_priority(increment: i32) {
+    // SAFETY: gettid has no preconditions; getpriority/setpriority on our own thread id only
+    // change a scheduling attribute and touch no memory.
+    unsafe {
+        let thread = libc::gettid() as libc::id_t;
+        let current = libc::getpriority(libc::PRIO_PROCESS, thread);
+        // Failure (e.g. a restrictive seccomp profile) only loses the optimisation.
+        let _ = libc::setpriority(libc::PRIO_PROCESS, thread, (current + increment).min(19));
+    }
+}
+
+/// Makes `frame`'s buffers writable (FFmpeg's `av_frame_make_writable`): an encoder may still
+/// hold a reference to a frame it was sent, so a frame is reused only after this succeeds
+/// (FFmpeg copies the data to fresh buffers when it is shared).
+pub fn make_frame_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
+    // SAFETY: the pointer comes from a live, owned frame; av_frame_make_writable only
+    // replaces that frame's own buffers and reports failure through its return value.
+    unsafe { ffmpeg_next::sys::av_frame_make_writable(frame.as_mut_ptr()) >= 0 }
 }

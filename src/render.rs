@@ -1,6 +1,7 @@
 //! A render from template bytes to an encoded file: [`prepare`] validates, modifies and
-//! retimes the template; [`run`] renders frames in parallel ([`frames`]), converts pixels
-//! ([`pixels`]) and feeds them in order to the encoder, reporting progress as it goes.
+//! retimes the template; [`run`] renders frames in parallel ([`frames`]), converts them for
+//! the encoder on the render threads ([`pixels`], `encode::FramePreparer`) and feeds them in
+//! order to the encoder, reporting progress as it goes.
 
 pub mod frames;
 pub mod pixels;
@@ -107,7 +108,6 @@ pub fn prepare(
         width: spec.width.get() as usize,
         height: spec.height.get() as usize,
         frame_count: timeline.frame_count,
-        layout: encode::pixel_layout(spec.format, spec.background_or_default()),
     };
     Ok(PreparedRender {
         source,
@@ -142,10 +142,16 @@ pub fn run(
     let settings = encode::EncoderSettings::new(&spec);
     let mut encoder = encode::open(&settings, output_path)?;
     let total = prepared.frame_count;
-    for frame in prepared.source.render_in_parallel(threads) {
+    let mut frames = prepared
+        .source
+        .render_in_parallel(threads, encode::preparer_factory(&settings));
+    while let Some(frame) = frames.next() {
         let frame = frame?;
-        encoder.encode(&frame)?;
-        on_progress(frame.index + 1, total);
+        let index = frame.index;
+        if let Some(spent) = encoder.encode(frame)? {
+            frames.recycle(index, spent);
+        }
+        on_progress(index + 1, total);
     }
     encoder.finish()?;
     let (size_bytes, sha256) = hash_file(output_path).map_err(RenderError::ReadOutput)?;

@@ -118,7 +118,8 @@ impl std::fmt::Display for WorkerFailure {
 #[derive(Debug)]
 pub struct WorkerRun {
     pub result: Result<OutputInfo, WorkerFailure>,
-    /// CPU time and peak memory of the worker process (zero when it never started).
+    /// CPU time and peak memory of the worker process (zero when it never started). Peak
+    /// memory is the worker's own report when it succeeded, else the kernel's ru_maxrss.
     pub usage: ResourceUsage,
     pub wall: Duration,
 }
@@ -204,10 +205,18 @@ fn run_worker_process(
         let _ = stdin.write_all(&job_json);
     }
     let mut last_event = None;
+    let mut reported_peak_rss = None;
     if let Some(stdout) = child.stdout.take() {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             if let Ok(event) = serde_json::from_str::<WorkerEvent>(&line) {
+                if let WorkerEvent::Succeeded {
+                    peak_rss_bytes: Some(peak),
+                    ..
+                } = event
+                {
+                    reported_peak_rss = Some(peak);
+                }
                 on_event(&event);
                 last_event = Some(event);
             }
@@ -223,7 +232,12 @@ fn run_worker_process(
         .unwrap_or_default();
     let (status, worker_usage) =
         status.map_err(|error| spawn_failed(format!("cannot wait for the worker: {error}")))?;
-    *usage = worker_usage;
+    // wait4's ru_maxrss also counts the parent's pages the child had before exec; the
+    // worker's own VmHWM is exact, so it wins when reported.
+    *usage = ResourceUsage {
+        max_rss_bytes: reported_peak_rss.unwrap_or(worker_usage.max_rss_bytes),
+        ..worker_usage
+    };
     classify(
         status,
         last_event,
@@ -268,7 +282,9 @@ fn classify(
         ));
     }
     match (status.code(), last_event) {
-        (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output })) => return Ok(output),
+        (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output, .. })) => {
+            return Ok(output)
+        }
         (
             Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT),
             Some(WorkerEvent::Failed {

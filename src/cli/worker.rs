@@ -17,7 +17,10 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 pub fn run() -> ExitCode {
     let code = match read_job().and_then(|job| execute(&job)) {
         Ok(output) => {
-            emit(&WorkerEvent::Succeeded { output });
+            emit(&WorkerEvent::Succeeded {
+                output,
+                peak_rss_bytes: crate::os::own_peak_rss_bytes(),
+            });
             exit_code::SUCCESS
         }
         Err(failure) => {

@@ -4,12 +4,14 @@
 //! (browsers slow shorter delays down) by merging frames, so a 60 fps render still plays at
 //! true speed.
 
-use super::{EncodeError, Encoder, EncoderSettings};
+use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
 use crate::render::frames::Frame;
+use crate::render::pixels::{convert, PixelLayout};
 use gifski::progress::NoProgress;
 use gifski::{Collector, Repeat, Settings};
 use imgref::ImgVec;
 use rgb::RGBA8;
+use rlottie::Bgra;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
@@ -29,6 +31,8 @@ pub struct GifEncoder {
     fps: f64,
     /// Timestamp of the last frame handed to gifski, centiseconds.
     last_kept_cs: Option<i64>,
+    /// Frames handed to gifski so far (its frame indices must have no gaps).
+    kept_frames: usize,
 }
 
 impl GifEncoder {
@@ -50,6 +54,7 @@ impl GifEncoder {
             writer: Some(writer),
             fps: f64::from(settings.fps),
             last_kept_cs: None,
+            kept_frames: 0,
         })
     }
 
@@ -63,8 +68,49 @@ impl GifEncoder {
     }
 }
 
+/// Straight-alpha RGBA frames, as gifski takes them.
+pub struct GifPreparer {
+    width: usize,
+    height: usize,
+}
+
+impl GifPreparer {
+    pub fn new(settings: &EncoderSettings) -> GifPreparer {
+        GifPreparer {
+            width: settings.width as usize,
+            height: settings.height as usize,
+        }
+    }
+}
+
+impl FramePreparer for GifPreparer {
+    /// gifski keeps the frames it is given, so there is nothing to reuse.
+    fn prepare(
+        &mut self,
+        premultiplied: &[Bgra],
+        _reuse: Option<EncoderInput>,
+    ) -> Result<EncoderInput, EncodeError> {
+        let mut pixels = vec![RGBA8::new(0, 0, 0, 0); self.width * self.height];
+        convert(
+            premultiplied,
+            rgb::bytemuck::cast_slice_mut(&mut pixels),
+            PixelLayout::StraightRgba,
+        );
+        Ok(EncoderInput::Rgba(ImgVec::new(
+            pixels,
+            self.width,
+            self.height,
+        )))
+    }
+}
+
 impl Encoder for GifEncoder {
-    fn encode(&mut self, frame: &Frame) -> Result<(), EncodeError> {
+    fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError> {
+        let EncoderInput::Rgba(image) = frame.input else {
+            return Err(EncodeError::Gif(
+                "the gif encoder was given a video frame".into(),
+            ));
+        };
         // GIF delays are whole centiseconds of at least 2: at 60 fps (1.67 cs a frame) the
         // frames that would land less than 2 cs after the last kept one are dropped, so the
         // GIF plays at true speed (about 40 distinct frames a second).
@@ -74,21 +120,17 @@ impl Encoder for GifEncoder {
             .last_kept_cs
             .is_some_and(|last| timestamp_cs - last < MIN_FRAME_DELAY_CS)
         {
-            return Ok(());
+            return Ok(None);
         }
         self.last_kept_cs = Some(timestamp_cs);
-        let pixels: Vec<RGBA8> = frame
-            .pixels
-            .iter()
-            .map(|p| RGBA8::new(p.r, p.g, p.b, p.a))
-            .collect();
-        let image = ImgVec::new(pixels, frame.width, frame.height);
+        let frame_index = self.kept_frames;
+        self.kept_frames += 1;
         let added = self
             .collector
             .as_ref()
-            .map(|collector| collector.add_frame_rgba(frame.index as usize, image, timestamp));
+            .map(|collector| collector.add_frame_rgba(frame_index, image, timestamp));
         match added {
-            Some(Ok(())) => Ok(()),
+            Some(Ok(())) => Ok(None),
             // The writer stopped early: its own error says why.
             _ => Err(self
                 .writer_result()

@@ -6,6 +6,9 @@ use super::{EncodeError, EncoderSettings};
 use ffmpeg_next::format::Pixel;
 use std::path::Path;
 
+/// What the encoder consumes (prepared on the render threads).
+pub const PIXEL_FORMAT: Pixel = Pixel::YUV420P;
+
 /// x264 constant rate factor: 20 is visually lossless for flat motion graphics.
 pub const MP4_CRF: u32 = 20;
 /// x264 preset: `veryfast` keeps encoding ahead of the renderer at 1080p on two cores.
@@ -18,7 +21,7 @@ pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, Enc
         VideoCodec {
             encoder_name: "libx264",
             muxer_name: "mp4",
-            pixel_format: Pixel::YUV420P,
+            pixel_format: PIXEL_FORMAT,
             encoder_options: vec![
                 ("crf", MP4_CRF.to_string()),
                 ("preset", MP4_PRESET.to_owned()),

@@ -1,13 +1,17 @@
 //! What MP4 and WebM share: an FFmpeg encoder feeding one video stream of a muxer, with
-//! swscale converting the render threads' BGRA to the codec's YUV layout. The codec-specific
-//! choices (codec, pixel format, options, padding) come from [`VideoCodec`].
+//! [`VideoPreparer`] converting rendered frames to the codec's YUV layout with swscale on the
+//! render threads. The codec-specific choices (codec, pixel format, options, padding) come
+//! from [`VideoCodec`].
 
-use super::{EncodeError, Encoder, EncoderSettings};
+use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
 use crate::render::frames::Frame;
+use crate::render::pixels::{convert, PixelLayout};
+use crate::spec::Format;
 use ffmpeg::format::Pixel;
 use ffmpeg::software::scaling;
 use ffmpeg::{codec, encoder, format, frame, Dictionary, Packet, Rational};
 use ffmpeg_next as ffmpeg;
+use rlottie::Bgra;
 use std::path::Path;
 
 /// Codec-specific settings, filled in by `mp4.rs` and `webm.rs`.
@@ -31,10 +35,6 @@ fn ffmpeg_error(context: &'static str) -> impl FnOnce(ffmpeg::Error) -> EncodeEr
 pub struct VideoEncoder {
     output: format::context::Output,
     encoder: encoder::Video,
-    scaler: scaling::Context,
-    /// BGRA staging frame at the encoded size (padding columns/rows hold the background).
-    staging: frame::Video,
-    converted: frame::Video,
     encoder_time_base: Rational,
     stream_time_base: Rational,
 }
@@ -46,6 +46,8 @@ impl VideoEncoder {
         codec: VideoCodec,
     ) -> Result<VideoEncoder, EncodeError> {
         ffmpeg::init().map_err(ffmpeg_error("initialising FFmpeg"))?;
+        // FFmpeg logs encoder statistics to stderr at the default level; errors are enough.
+        ffmpeg::util::log::set_level(ffmpeg::util::log::Level::Error);
         let (width, height) = settings.encoded_size();
         let mut output = format::output_as(&path, codec.muxer_name)
             .map_err(ffmpeg_error("opening the output"))?;
@@ -99,27 +101,9 @@ impl VideoEncoder {
             .stream(stream_index)
             .map(|stream| stream.time_base())
             .unwrap_or(encoder_time_base);
-        let scaler = scaling::Context::get(
-            Pixel::BGRA,
-            width,
-            height,
-            codec.pixel_format,
-            width,
-            height,
-            scaling::Flags::BILINEAR
-                | scaling::Flags::ACCURATE_RND
-                | scaling::Flags::FULL_CHR_H_INT,
-        )
-        .map_err(ffmpeg_error("creating the pixel converter"))?;
-        let mut staging = frame::Video::new(Pixel::BGRA, width, height);
-        fill_bgra(&mut staging, settings.background.to_rgba8());
-        let converted = frame::Video::new(codec.pixel_format, width, height);
         Ok(VideoEncoder {
             output,
             encoder,
-            scaler,
-            staging,
-            converted,
             encoder_time_base,
             stream_time_base,
         })
@@ -150,26 +134,19 @@ fn fill_bgra(frame: &mut frame::Video, [r, g, b, a]: [u8; 4]) {
 }
 
 impl Encoder for VideoEncoder {
-    fn encode(&mut self, frame: &Frame) -> Result<(), EncodeError> {
-        let stride = self.staging.stride(0);
-        let row_bytes = frame.width * 4;
-        let source: &[u8] = rgb::bytemuck::cast_slice(frame.pixels.as_slice());
-        let destination = self.staging.data_mut(0);
-        for (row, source_row) in source
-            .chunks_exact(row_bytes)
-            .take(frame.height)
-            .enumerate()
-        {
-            destination[row * stride..row * stride + row_bytes].copy_from_slice(source_row);
-        }
-        self.scaler
-            .run(&self.staging, &mut self.converted)
-            .map_err(ffmpeg_error("converting pixels"))?;
-        self.converted.set_pts(Some(i64::from(frame.index)));
+    fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError> {
+        let EncoderInput::Video(mut picture) = frame.input else {
+            return Err(EncodeError::Ffmpeg {
+                context: "encoding a frame",
+                source: ffmpeg::Error::InvalidData,
+            });
+        };
+        picture.set_pts(Some(i64::from(frame.index)));
         self.encoder
-            .send_frame(&self.converted)
+            .send_frame(&picture)
             .map_err(ffmpeg_error("encoding a frame"))?;
-        self.write_ready_packets()
+        self.write_ready_packets()?;
+        Ok(Some(EncoderInput::Video(picture)))
     }
 
     fn finish(mut self: Box<Self>) -> Result<(), EncodeError> {
@@ -180,5 +157,90 @@ impl Encoder for VideoEncoder {
         self.output
             .write_trailer()
             .map_err(ffmpeg_error("writing the trailer"))
+    }
+}
+
+/// Converts rendered frames to the video encoder's pixel format: composite or un-premultiply
+/// straight into a BGRA staging frame at the encoded size (its padding, for odd MP4 sizes,
+/// holds the background), then swscale to YUV. Runs on a render thread.
+pub struct VideoPreparer {
+    layout: PixelLayout,
+    width: usize,
+    staging: frame::Video,
+    scaler: scaling::Context,
+    pixel_format: Pixel,
+    encoded_width: u32,
+    encoded_height: u32,
+}
+
+impl VideoPreparer {
+    pub fn new(
+        settings: &EncoderSettings,
+        pixel_format: Pixel,
+    ) -> Result<VideoPreparer, EncodeError> {
+        let (encoded_width, encoded_height) = settings.encoded_size();
+        let scaler = scaling::Context::get(
+            Pixel::BGRA,
+            encoded_width,
+            encoded_height,
+            pixel_format,
+            encoded_width,
+            encoded_height,
+            scaling::Flags::BILINEAR,
+        )
+        .map_err(ffmpeg_error("creating the pixel converter"))?;
+        let mut staging = frame::Video::new(Pixel::BGRA, encoded_width, encoded_height);
+        let layout = match settings.format {
+            Format::Mp4 => {
+                let [r, g, b, _] = settings.background.to_rgba8();
+                fill_bgra(&mut staging, [r, g, b, 255]);
+                PixelLayout::OpaqueBgraOver([r, g, b])
+            }
+            Format::Webm | Format::Gif => PixelLayout::StraightBgra,
+        };
+        Ok(VideoPreparer {
+            layout,
+            width: settings.width as usize,
+            staging,
+            scaler,
+            pixel_format,
+            encoded_width,
+            encoded_height,
+        })
+    }
+}
+
+impl FramePreparer for VideoPreparer {
+    fn prepare(
+        &mut self,
+        premultiplied: &[Bgra],
+        reuse: Option<EncoderInput>,
+    ) -> Result<EncoderInput, EncodeError> {
+        let stride = self.staging.stride(0);
+        let row_bytes = self.width * 4;
+        let staging = self.staging.data_mut(0);
+        for (row, source_row) in premultiplied.chunks_exact(self.width).enumerate() {
+            let start = row * stride;
+            convert(
+                source_row,
+                &mut staging[start..start + row_bytes],
+                self.layout,
+            );
+        }
+        // Reusing the encoder's earlier frames keeps memory flat: fresh 2 MB frames allocated
+        // on render threads and freed on the encoder thread fragment the heap.
+        let reusable = match reuse {
+            Some(EncoderInput::Video(mut picture)) => {
+                crate::os::make_frame_writable(&mut picture).then_some(picture)
+            }
+            _ => None,
+        };
+        let mut picture = reusable.unwrap_or_else(|| {
+            frame::Video::new(self.pixel_format, self.encoded_width, self.encoded_height)
+        });
+        self.scaler
+            .run(&self.staging, &mut picture)
+            .map_err(ffmpeg_error("converting pixels"))?;
+        Ok(EncoderInput::Video(picture))
     }
 }

@@ -6,6 +6,9 @@ use super::{EncodeError, EncoderSettings};
 use ffmpeg_next::format::Pixel;
 use std::path::Path;
 
+/// What the encoder consumes (prepared on the render threads).
+pub const PIXEL_FORMAT: Pixel = Pixel::YUVA420P;
+
 /// VP9 constant quality (0..=63, lower is better): 31 is libvpx's recommended 1080p value.
 pub const WEBM_CRF: u32 = 31;
 /// libvpx speed for the realtime deadline (0..=8); 8 is the fastest.
@@ -19,13 +22,16 @@ pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, Enc
         VideoCodec {
             encoder_name: "libvpx-vp9",
             muxer_name: "webm",
-            pixel_format: Pixel::YUVA420P,
+            pixel_format: PIXEL_FORMAT,
             encoder_options: vec![
                 ("crf", WEBM_CRF.to_string()),
                 ("b", "0".to_owned()),
                 ("deadline", "realtime".to_owned()),
                 ("cpu-used", WEBM_CPU_USED.to_string()),
                 ("row-mt", "1".to_owned()),
+                // No look-ahead: realtime encoding gains little from it, and each frame of it
+                // (two encoders with alpha) costs megabytes that every worker must fault in.
+                ("lag-in-frames", "0".to_owned()),
                 ("threads", threads.to_string()),
             ],
             muxer_options: vec![],

@@ -1,14 +1,16 @@
 //! Parallel frame rendering: N threads, each with its own rlottie `Animation` (an
-//! `Animation` is not thread-safe), render frames i ≡ t (mod N) and hand them over through
-//! their own bounded channel. The consumer reads the channels round-robin, which yields
-//! frames in order with no reordering buffer, and at most `N × FRAMES_IN_FLIGHT_PER_THREAD`
-//! frames exist at once however long the animation is.
+//! `Animation` is not thread-safe) and its own encoder [`FramePreparer`], render frames
+//! i ≡ t (mod N), convert them to what the encoder takes and hand them over through their own
+//! bounded channel. The consumer reads the channels round-robin, which yields frames in order
+//! with no reordering buffer, and at most `N × FRAMES_IN_FLIGHT_PER_THREAD` frames exist at
+//! once however long the animation is. Each thread renders into one reused surface, and
+//! the encoder hands frame buffers back for reuse ([`OrderedFrames::recycle`]).
 
-use super::pixels::{convert_in_place, PixelLayout};
 use super::RenderError;
+use crate::encode::{EncoderInput, FramePreparer, PreparerFactory};
 use rlottie::{Animation, Bgra, Size, Surface};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -16,12 +18,15 @@ use std::thread::JoinHandle;
 /// busy while the encoder takes the previous one, without holding memory for nothing.
 pub const FRAMES_IN_FLIGHT_PER_THREAD: usize = 2;
 
-/// One rendered frame, already in the encoder's pixel layout.
+/// How much lower render threads run than the encoder (nice steps). The encoder is the
+/// critical path whenever it is the slower stage; rendering then uses only idle CPU instead
+/// of preempting it. When rendering is the slower stage the encoder waits anyway.
+pub const RENDER_THREAD_NICE: i32 = 5;
+
+/// One frame, rendered and converted for the encoder.
 pub struct Frame {
     pub index: u32,
-    pub width: usize,
-    pub height: usize,
-    pub pixels: Vec<Bgra>,
+    pub input: EncoderInput,
 }
 
 /// What the render threads share: the prepared template and the output geometry.
@@ -34,7 +39,6 @@ pub struct FrameSource {
     pub width: usize,
     pub height: usize,
     pub frame_count: u32,
-    pub layout: PixelLayout,
 }
 
 impl FrameSource {
@@ -44,37 +48,42 @@ impl FrameSource {
             .ok_or(RenderError::RendererRefused)
     }
 
-    /// Renders frame `index` (relative to the in point) with `animation`.
-    pub fn render(&self, animation: &mut Animation, index: u32) -> Frame {
-        let mut surface = Surface::new(Size {
-            width: self.width,
-            height: self.height,
-        });
-        animation.render(index as usize, &mut surface);
-        let mut pixels = surface.into_data();
-        convert_in_place(&mut pixels, self.layout);
-        Frame {
-            index,
-            width: self.width,
-            height: self.height,
-            pixels,
-        }
+    /// A renderer for one thread: its own `Animation` and a surface reused for every frame.
+    pub fn renderer(&self) -> Result<Renderer, RenderError> {
+        Ok(Renderer {
+            animation: self.load()?,
+            surface: Surface::new(Size {
+                width: self.width,
+                height: self.height,
+            }),
+        })
     }
 
-    /// Starts `threads` render threads; the returned iterator yields every frame in order.
-    pub fn render_in_parallel(&self, threads: usize) -> OrderedFrames {
+    /// Starts `threads` render threads, each converting with a preparer from `preparers`;
+    /// the returned iterator yields every frame in order.
+    pub fn render_in_parallel(&self, threads: usize, preparers: PreparerFactory) -> OrderedFrames {
         let threads = threads.clamp(1, self.frame_count.max(1) as usize);
         let mut receivers = Vec::with_capacity(threads);
+        let mut recyclers = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
         for thread_index in 0..threads {
             let (sender, receiver) = sync_channel(FRAMES_IN_FLIGHT_PER_THREAD);
+            // Room for every frame of this thread, so handing one back never blocks.
+            let (recycler, recycled) =
+                sync_channel::<EncoderInput>(FRAMES_IN_FLIGHT_PER_THREAD + 2);
             receivers.push(receiver);
+            recyclers.push(recycler);
             let source = self.clone();
+            let preparers = preparers.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("render-{thread_index}"))
                 .spawn(move || {
-                    let mut animation = match source.load() {
-                        Ok(animation) => animation,
+                    crate::os::lower_current_thread_priority(RENDER_THREAD_NICE);
+                    let started = source
+                        .renderer()
+                        .and_then(|renderer| Ok((renderer, preparers()?)));
+                    let (mut renderer, mut preparer) = match started {
+                        Ok(pair) => pair,
                         Err(error) => {
                             let _ = sender.send(Err(error));
                             return;
@@ -83,9 +92,11 @@ impl FrameSource {
                     let step = threads as u32;
                     let mut index = thread_index as u32;
                     while index < source.frame_count {
-                        let frame = source.render(&mut animation, index);
+                        let reuse = recycled.try_recv().ok();
+                        let frame =
+                            render_and_prepare(&mut renderer, preparer.as_mut(), index, reuse);
                         // The consumer hung up (encoder failed or job cancelled): stop.
-                        if sender.send(Ok(frame)).is_err() {
+                        if sender.send(frame).is_err() {
                             return;
                         }
                         index += step;
@@ -102,6 +113,7 @@ impl FrameSource {
         }
         OrderedFrames {
             receivers,
+            recyclers,
             handles,
             next: 0,
             frame_count: self.frame_count,
@@ -110,8 +122,34 @@ impl FrameSource {
     }
 }
 
+fn render_and_prepare(
+    renderer: &mut Renderer,
+    preparer: &mut dyn FramePreparer,
+    index: u32,
+    reuse: Option<EncoderInput>,
+) -> Result<Frame, RenderError> {
+    let input = preparer.prepare(renderer.render(index), reuse)?;
+    Ok(Frame { index, input })
+}
+
+/// Renders frames on one thread.
+pub struct Renderer {
+    animation: Animation,
+    surface: Surface,
+}
+
+impl Renderer {
+    /// Renders frame `index` (relative to the in point): premultiplied BGRA, row-major,
+    /// valid until the next call.
+    pub fn render(&mut self, index: u32) -> &[Bgra] {
+        self.animation.render(index as usize, &mut self.surface);
+        self.surface.data()
+    }
+}
+
 pub struct OrderedFrames {
     receivers: Vec<Receiver<Result<Frame, RenderError>>>,
+    recyclers: Vec<SyncSender<EncoderInput>>,
     handles: Vec<JoinHandle<()>>,
     next: u32,
     frame_count: u32,
@@ -122,10 +160,23 @@ impl OrderedFrames {
     fn failed(error: RenderError) -> OrderedFrames {
         OrderedFrames {
             receivers: Vec::new(),
+            recyclers: Vec::new(),
             handles: Vec::new(),
             next: 0,
             frame_count: 1,
             failure: Some(error),
+        }
+    }
+
+    /// Hands frame `index`'s buffers, given back by the encoder, to the thread that renders
+    /// the frames of its residue class, for reuse.
+    pub fn recycle(&self, index: u32, input: EncoderInput) {
+        if let Some(recycler) = self
+            .recyclers
+            .get(index as usize % self.recyclers.len().max(1))
+        {
+            // Full or hung up: the buffers are simply freed.
+            let _ = recycler.try_send(input);
         }
     }
 }
@@ -158,6 +209,7 @@ impl Drop for OrderedFrames {
     fn drop(&mut self) {
         // Hanging up makes every thread stop at its next send; then they can be joined.
         self.receivers.clear();
+        self.recyclers.clear();
         for handle in self.handles.drain(..) {
             let _ = handle.join();
         }

@@ -1,69 +1,115 @@
 //! Pixel conversions from rlottie's premultiplied BGRA to what each encoder takes. They run
-//! on the render threads, in parallel, so the encoder thread only encodes.
+//! on the render threads (see `encode::FramePreparer`), in parallel, so the encoder thread
+//! only encodes.
 
 use rlottie::Bgra;
 
-/// The pixel layout an encoder wants its frames in.
+/// The pixel layout an encoder wants its frames in (4 bytes a pixel in every case).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PixelLayout {
     /// Opaque BGRA: the frame composited over a background colour (`[r, g, b]`, 0..=255).
     OpaqueBgraOver([u8; 3]),
     /// Straight (un-premultiplied) BGRA, alpha kept.
     StraightBgra,
+    /// Straight (un-premultiplied) RGBA, alpha kept.
+    StraightRgba,
     /// As rlottie renders it: premultiplied BGRA.
     Premultiplied,
 }
 
-/// Converts premultiplied BGRA pixels in place into `layout`.
-pub fn convert_in_place(pixels: &mut [Bgra], layout: PixelLayout) {
+/// Writes `source` (premultiplied BGRA, as rlottie renders) into `destination` (4 bytes a
+/// pixel) in `layout`. One pass: a 1080² frame is 4.7 MB, far larger than the caches, so
+/// every extra pass over it costs a full trip through memory.
+pub fn convert(source: &[Bgra], destination: &mut [u8], layout: PixelLayout) {
+    let (destination, _) = destination.as_chunks_mut::<4>();
+    let pairs = source.iter().zip(destination.iter_mut());
     match layout {
-        PixelLayout::OpaqueBgraOver(background) => composite_over(pixels, background),
-        PixelLayout::StraightBgra => pixels.iter_mut().for_each(unpremultiply),
-        PixelLayout::Premultiplied => {}
+        PixelLayout::OpaqueBgraOver(background) => {
+            let table = over_table(background);
+            pairs.for_each(|(pixel, out)| *out = over(*pixel, &table));
+        }
+        PixelLayout::StraightBgra => {
+            let table = unpremultiply_table();
+            pairs.for_each(|(pixel, out)| {
+                let Bgra { b, g, r, a } = straight(*pixel, table);
+                *out = [b, g, r, a];
+            });
+        }
+        PixelLayout::StraightRgba => {
+            let table = unpremultiply_table();
+            pairs.for_each(|(pixel, out)| {
+                let Bgra { b, g, r, a } = straight(*pixel, table);
+                *out = [r, g, b, a];
+            });
+        }
+        PixelLayout::Premultiplied => {
+            pairs.for_each(|(pixel, out)| *out = [pixel.b, pixel.g, pixel.r, pixel.a])
+        }
     }
 }
 
-/// `out = src + background × (1 − α)` on premultiplied values: the standard "over".
-fn composite_over(pixels: &mut [Bgra], [red, green, blue]: [u8; 3]) {
-    for pixel in pixels {
-        let transparency = 255 - u16::from(pixel.a);
-        if transparency == 0 {
-            continue;
-        }
-        let over = |source: u8, background: u8| {
-            (u16::from(source) + div255(u16::from(background) * transparency)).min(255) as u8
-        };
-        pixel.b = over(pixel.b, blue);
-        pixel.g = over(pixel.g, green);
-        pixel.r = over(pixel.r, red);
-        pixel.a = 255;
+/// For "over" a background: per α, the background's share `background × (1 − α)` as a
+/// packed BGRA word (alpha lane 255 − α, so the sum is opaque).
+type OverTable = [u32; 256];
+
+fn over_table([red, green, blue]: [u8; 3]) -> OverTable {
+    let mut table = [0u32; 256];
+    for (alpha, entry) in table.iter_mut().enumerate() {
+        let transparency = 255 - alpha as u16;
+        let term = |background: u8| u32::from(div255(u16::from(background) * transparency));
+        *entry = term(blue) | term(green) << 8 | term(red) << 16 | u32::from(transparency) << 24;
     }
+    table
+}
+
+/// `out = src + background × (1 − α)` on a premultiplied pixel: the standard "over", one
+/// add per pixel (this runs on every pixel of every MP4 frame). The add cannot carry
+/// between channels: a premultiplied channel is at most α (rlottie's blending keeps that
+/// invariant) and the term at most 255 − α.
+fn over(pixel: Bgra, table: &OverTable) -> [u8; 4] {
+    let word = u32::from_le_bytes([pixel.b, pixel.g, pixel.r, pixel.a]);
+    (word + table[usize::from(pixel.a)]).to_le_bytes()
 }
 
 /// Premultiplied → straight alpha, rounding to nearest. Leaving colours premultiplied
-/// darkens every anti-aliased edge (the "dark halo").
-fn unpremultiply(pixel: &mut Bgra) {
-    let alpha = u16::from(pixel.a);
-    match alpha {
-        0 => {
-            pixel.b = 0;
-            pixel.g = 0;
-            pixel.r = 0;
-        }
-        255 => {}
-        _ => {
-            let straight = |c: u8| ((u16::from(c) * 255 + alpha / 2) / alpha).min(255) as u8;
-            pixel.b = straight(pixel.b);
-            pixel.g = straight(pixel.g);
-            pixel.r = straight(pixel.r);
+/// darkens every anti-aliased edge (the "dark halo"). Fully transparent pixels become
+/// transparent black.
+fn straight(pixel: Bgra, table: &UnpremultiplyTable) -> Bgra {
+    match pixel.a {
+        255 => pixel,
+        alpha => {
+            let row = &table[usize::from(alpha)];
+            Bgra {
+                b: row[usize::from(pixel.b)],
+                g: row[usize::from(pixel.g)],
+                r: row[usize::from(pixel.r)],
+                a: alpha,
+            }
         }
     }
 }
 
-/// x / 255 rounded, exact for 0..=65025.
+/// `table[α][c]` = round(c × 255 / α), clamped to 255 (row 0 is all zero): 64 KiB that
+/// replace three divisions per translucent pixel.
+type UnpremultiplyTable = [[u8; 256]; 256];
+
+fn unpremultiply_table() -> &'static UnpremultiplyTable {
+    static TABLE: std::sync::OnceLock<Box<UnpremultiplyTable>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = Box::new([[0u8; 256]; 256]);
+        for (alpha, row) in table.iter_mut().enumerate().skip(1) {
+            for (colour, entry) in row.iter_mut().enumerate() {
+                *entry = ((colour * 255 + alpha / 2) / alpha).min(255) as u8;
+            }
+        }
+        table
+    })
+}
+
+/// x / 255 rounded to nearest, exact for 0..=65025 (no u16 overflow on that range).
 fn div255(x: u16) -> u16 {
-    let x = u32::from(x) + 128;
-    ((x + (x >> 8)) >> 8) as u16
+    let x = x + 128;
+    (x + (x >> 8)) >> 8
 }
 
 #[cfg(test)]
@@ -74,25 +120,51 @@ mod tests {
         Bgra { b, g, r, a }
     }
 
+    fn converted(pixels: &[Bgra], layout: PixelLayout) -> Vec<[u8; 4]> {
+        let mut bytes = vec![0u8; pixels.len() * 4];
+        convert(pixels, &mut bytes, layout);
+        bytes.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect()
+    }
+
     #[test]
     fn half_transparent_red_unpremultiplies_to_full_red() {
-        let mut pixels = [px(0, 0, 128, 128), px(7, 7, 7, 0)];
-        convert_in_place(&mut pixels, PixelLayout::StraightBgra);
-        assert_eq!(pixels, [px(0, 0, 255, 128), px(0, 0, 0, 0)]);
+        let pixels = [px(0, 0, 128, 128), px(7, 7, 7, 0)];
+        assert_eq!(
+            converted(&pixels, PixelLayout::StraightBgra),
+            [[0, 0, 255, 128], [0, 0, 0, 0]]
+        );
+        assert_eq!(
+            converted(&pixels, PixelLayout::StraightRgba),
+            [[255, 0, 0, 128], [0, 0, 0, 0]]
+        );
     }
 
     #[test]
     fn compositing_over_white_lightens_translucent_pixels() {
-        let mut pixels = [px(0, 0, 128, 128), px(0, 0, 0, 0), px(1, 2, 3, 255)];
-        convert_in_place(&mut pixels, PixelLayout::OpaqueBgraOver([255, 255, 255]));
+        let pixels = [px(0, 0, 128, 128), px(0, 0, 0, 0), px(1, 2, 3, 255)];
         assert_eq!(
-            pixels,
-            [
-                px(127, 127, 255, 255),
-                px(255, 255, 255, 255),
-                px(1, 2, 3, 255)
-            ]
+            converted(&pixels, PixelLayout::OpaqueBgraOver([255, 255, 255])),
+            [[127, 127, 255, 255], [255, 255, 255, 255], [1, 2, 3, 255]]
         );
+    }
+
+    #[test]
+    fn unpremultiplying_matches_exact_division_for_every_alpha_and_colour() {
+        for alpha in 0..=255u8 {
+            let pixels: Vec<Bgra> = (0..=alpha)
+                .map(|colour| px(colour, colour, colour, alpha))
+                .collect();
+            for (colour, pixel) in (0..=alpha).zip(converted(&pixels, PixelLayout::StraightBgra)) {
+                let exact = if alpha == 0 {
+                    0
+                } else {
+                    ((f64::from(colour) * 255.0 / f64::from(alpha)) + 0.5)
+                        .floor()
+                        .min(255.0) as u8
+                };
+                assert_eq!(pixel, [exact, exact, exact, alpha], "{colour}/{alpha}");
+            }
+        }
     }
 
     #[test]
@@ -100,7 +172,7 @@ mod tests {
         for x in 0..=65025u32 {
             assert_eq!(
                 u32::from(div255(x as u16)),
-                (x as f64 / 255.0).round() as u32,
+                (f64::from(x) / 255.0).round() as u32,
                 "{x}"
             );
         }

@@ -51,6 +51,9 @@ pub enum WorkerEvent {
     },
     Succeeded {
         output: OutputInfo,
+        /// The worker's own peak RSS (VmHWM), bytes.
+        #[serde(default)]
+        peak_rss_bytes: Option<u64>,
     },
     Failed {
         class: ErrorClass,

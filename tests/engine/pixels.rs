@@ -5,8 +5,7 @@
 use crate::helpers::{
     corpus, decode_rgba, probe, render_in_worker, spec, tempdir, with_background,
 };
-use lottie_render::render::frames::FrameSource;
-use lottie_render::render::pixels::PixelLayout;
+use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::render::{self};
 use lottie_render::spec::{Format, Modifications, Rgba};
 use std::collections::HashSet;
@@ -42,19 +41,13 @@ fn raw_frames(
         &corpus(""),
     )
     .unwrap();
-    let source = FrameSource {
-        layout: PixelLayout::StraightBgra,
-        ..prepared.source.clone()
-    };
-    let mut animation = source.load().unwrap();
+    let mut renderer = prepared.source.renderer().unwrap();
     frames
         .map(|index| {
-            let frame = source.render(&mut animation, index);
-            frame
-                .pixels
-                .iter()
-                .flat_map(|p| [p.r, p.g, p.b, p.a])
-                .collect()
+            let premultiplied = renderer.render(index);
+            let mut rgba = vec![0u8; premultiplied.len() * 4];
+            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+            rgba
         })
         .collect()
 }
