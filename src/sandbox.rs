@@ -297,8 +297,16 @@ fn classify(
         }
         _ => {}
     }
-    let out_of_memory =
-        stderr_tail.contains("memory allocation of") || stderr_tail.contains("std::bad_alloc");
+    // Rust's allocation-failure abort, C++'s bad_alloc, and the dynamic loader failing to map
+    // the worker's libraries under a tiny limit.
+    let out_of_memory = [
+        "memory allocation of",
+        "std::bad_alloc",
+        "failed to map segment",
+        "Cannot allocate memory",
+    ]
+    .iter()
+    .any(|sign| stderr_tail.contains(sign));
     if out_of_memory {
         return Err(failure(
             FailureKind::MemoryLimit,

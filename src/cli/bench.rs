@@ -9,7 +9,7 @@
 //! `--repeat` runs. Then it checks that the pipeline's peak RSS stays flat as an animation
 //! gets longer.
 
-use crate::encode::{self, EncoderSettings};
+use crate::encode::{self, EncoderInput, EncoderSettings, PreparerFactory};
 use crate::os::{own_usage, ResourceUsage};
 use crate::render::frames::Frame;
 use crate::render::{self, PreparedRender};
@@ -132,13 +132,7 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
             let settings = EncoderSettings::new(&spec);
             // The conversion the render threads do for this encoder, on one thread.
             let preparers = encode::preparer_factory(&settings);
-            let (mut inputs, prepare_cost) = measure(|| {
-                let mut preparer = preparers().map_err(|e| e.to_string())?;
-                rendered
-                    .iter()
-                    .map(|frame| preparer.prepare(frame, None).map_err(|e| e.to_string()))
-                    .collect::<Result<Vec<_>, _>>()
-            })?;
+            let (mut inputs, prepare_cost) = measure(|| prepare_all(&preparers, &rendered))?;
             print_line(
                 &format!("{} convert, 1 thread", format.extension()),
                 frames,
@@ -162,11 +156,7 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
                     encoder.finish().map_err(|e| e.to_string())
                 })
                 .map(|((), cost)| cost);
-                let mut preparer = preparers().map_err(|e| e.to_string())?;
-                inputs = rendered
-                    .iter()
-                    .map(|frame| preparer.prepare(frame, None).map_err(|e| e.to_string()))
-                    .collect::<Result<Vec<_>, _>>()?;
+                inputs = prepare_all(&preparers, &rendered)?;
                 cost
             })?;
             drop(std::mem::take(&mut inputs));
@@ -268,6 +258,18 @@ fn render_single_threaded(prepared: &PreparedRender) -> Result<(), String> {
         renderer.render(index);
     }
     Ok(())
+}
+
+/// Every frame converted for an encoder, on this thread.
+fn prepare_all(
+    preparers: &PreparerFactory,
+    rendered: &[Vec<Bgra>],
+) -> Result<Vec<EncoderInput>, String> {
+    let mut preparer = preparers().map_err(|e| e.to_string())?;
+    rendered
+        .iter()
+        .map(|frame| preparer.prepare(frame, None).map_err(|e| e.to_string()))
+        .collect()
 }
 
 fn keep_all_frames(prepared: &PreparedRender) -> Result<Vec<Vec<Bgra>>, String> {

@@ -1,0 +1,194 @@
+//! The sandbox's classification of how a worker ends, with real processes standing in for
+//! misbehaving workers (scripts that crash, hang, or fork children), and the guarantee that
+//! nothing of a killed worker is left running.
+
+use crate::helpers::{corpus, spec, tempdir};
+use lottie_render::error::ErrorClass;
+use lottie_render::sandbox::protocol::WorkerJob;
+use lottie_render::sandbox::{self, CancelToken, FailureKind, SandboxSettings};
+use lottie_render::spec::{Format, Modifications};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn script(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("fake-worker");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn run(
+    executable: PathBuf,
+    deadline: Duration,
+    cancel: &CancelToken,
+    dir: &Path,
+) -> sandbox::WorkerRun {
+    let job = WorkerJob {
+        template_path: corpus("tiny-solid-layer.json"),
+        modifications: Modifications::default(),
+        output: spec(Format::Gif, 30, 100, 100),
+        output_path: dir.join("out.gif"),
+        threads: 1,
+    };
+    let settings = SandboxSettings {
+        executable,
+        memory_bytes: sandbox::DEFAULT_WORKER_MEMORY_BYTES,
+        deadline,
+    };
+    sandbox::run_worker(&job, &settings, cancel, &mut |_| {})
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(marker))
+        .collect()
+}
+
+#[test]
+fn a_worker_killed_by_a_signal_is_a_crash_with_the_signal_named() {
+    let dir = tempdir();
+    let run = run(
+        script(dir.path(), "echo 'rlottie blew up' >&2; kill -SEGV $$"),
+        Duration::from_secs(30),
+        &CancelToken::default(),
+        dir.path(),
+    );
+    let failure = run.result.unwrap_err();
+    assert_eq!(
+        failure.kind,
+        FailureKind::Crashed {
+            signal: Some(libc::SIGSEGV)
+        }
+    );
+    assert_eq!(
+        (failure.reason.as_str(), failure.class),
+        ("RENDER_CRASHED", ErrorClass::Transient)
+    );
+    assert!(
+        failure.message.contains("SIGSEGV") && failure.message.contains("rlottie blew up"),
+        "{}",
+        failure.message
+    );
+}
+
+#[test]
+fn a_worker_that_exits_without_a_result_is_a_crash() {
+    let dir = tempdir();
+    let run = run(
+        script(
+            dir.path(),
+            "echo '{\"event\":\"started\",\"frames_total\":3}'; exit 3",
+        ),
+        Duration::from_secs(30),
+        &CancelToken::default(),
+        dir.path(),
+    );
+    let failure = run.result.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Crashed { signal: None });
+    assert!(
+        failure.message.contains("exited with code 3"),
+        "{}",
+        failure.message
+    );
+}
+
+#[test]
+fn a_hanging_worker_and_its_children_are_killed_at_the_deadline() {
+    let dir = tempdir();
+    let marker = "311.5";
+    let started = Instant::now();
+    let run = run(
+        script(dir.path(), &format!("sleep {marker} & sleep {marker}")),
+        Duration::from_secs(1),
+        &CancelToken::default(),
+        dir.path(),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let failure = run.result.unwrap_err();
+    assert_eq!(
+        (failure.kind, failure.class),
+        (FailureKind::DeadlineExceeded, ErrorClass::Transient)
+    );
+    assert!(
+        processes_with(marker).is_empty(),
+        "left running: {:?}",
+        processes_with(marker)
+    );
+    assert!(!dir.path().join("out.gif").exists());
+}
+
+#[test]
+fn cancelling_kills_the_worker_group_at_once() {
+    let dir = tempdir();
+    let marker = "322.5";
+    let cancel = CancelToken::default();
+    let canceller = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.cancel();
+        })
+    };
+    let started = Instant::now();
+    let run = run(
+        script(
+            dir.path(),
+            &format!(
+                "touch {}; sleep {marker} & sleep {marker}",
+                dir.path().join("out.gif").display()
+            ),
+        ),
+        Duration::from_secs(60),
+        &cancel,
+        dir.path(),
+    );
+    canceller.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let failure = run.result.unwrap_err();
+    assert_eq!(
+        (failure.kind, failure.reason.as_str()),
+        (FailureKind::Cancelled, "CANCELLED")
+    );
+    assert!(
+        processes_with(marker).is_empty(),
+        "left running: {:?}",
+        processes_with(marker)
+    );
+    assert!(
+        !dir.path().join("out.gif").exists(),
+        "the partial output was left behind"
+    );
+}
+
+#[test]
+fn a_real_worker_reports_its_cpu_time_and_peak_memory() {
+    let dir = tempdir();
+    let run = run(
+        crate::helpers::executable(),
+        Duration::from_secs(60),
+        &CancelToken::default(),
+        dir.path(),
+    );
+    let output = run.result.unwrap();
+    assert_eq!(output.frame_count, 901, "30.03 s at 30 fps");
+    assert!(run.usage.cpu > Duration::ZERO);
+    // The worker's own VmHWM: megabytes, not the test process's size.
+    assert!(
+        run.usage.max_rss_bytes > 5 << 20 && run.usage.max_rss_bytes < 1 << 30,
+        "{}",
+        run.usage.max_rss_bytes
+    );
+}
