@@ -1,6 +1,20 @@
-//! Build script. The gRPC contract under `proto/` is compiled here once it exists (the
-//! service issue); until then there is nothing to generate.
+//! Build script: compiles the gRPC contract under `proto/` into Rust (prost messages, tonic
+//! services) and writes the file descriptor set that server reflection and strict decoding
+//! (unknown-field detection) read at run time.
 
-fn main() {
+use std::path::PathBuf;
+
+const PROTO_FILES: &[&str] = &[
+    "proto/lottie/render/v1/common.proto",
+    "proto/lottie/render/v1/template_service.proto",
+    "proto/lottie/render/v1/render_service.proto",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out_dir.join("lottie_render_descriptor.bin"))
+        .compile_protos(PROTO_FILES, &["proto"])?;
     println!("cargo:rerun-if-changed=proto");
+    Ok(())
 }

@@ -9,6 +9,7 @@
 //! - [`sandbox`]: one render in a `worker` child process with resource limits, a deadline
 //!   and classified outcomes; the worker protocol.
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
+//! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`cli`]: the subcommands (`render`, `inspect`, `worker`, `bench`).
 //! - [`telemetry`]: logging set-up.
@@ -16,6 +17,7 @@
 pub mod cli;
 pub mod encode;
 pub mod error;
+pub mod grpc;
 pub mod lottie;
 pub mod os;
 pub mod render;
