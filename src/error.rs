@@ -28,3 +28,109 @@ pub trait Classified {
     /// A stable, machine-readable reason in SCREAMING_SNAKE_CASE (e.g. `TEMPLATE_INVALID`).
     fn reason(&self) -> &'static str;
 }
+
+/// The small set of outcomes the service reports (DESIGN.md, error model); mapped to gRPC
+/// status codes in exactly one place (`grpc::status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceErrorCode {
+    /// The request itself is wrong: never retry.
+    InvalidArgument,
+    /// The named template or job does not exist: never retry.
+    NotFound,
+    /// Capacity (queue, workers, memory) is exhausted: retry after the delay.
+    ResourceExhausted,
+    /// A dependency is unreachable or the server is draining: retry after the delay.
+    Unavailable,
+    /// A concurrent call with the same idempotency key is in flight: retry after the delay.
+    Aborted,
+    /// A bug of ours. The message is generic; the cause is logged.
+    Internal,
+}
+
+impl ServiceErrorCode {
+    pub fn class(self) -> Option<ErrorClass> {
+        match self {
+            ServiceErrorCode::InvalidArgument | ServiceErrorCode::NotFound => {
+                Some(ErrorClass::Deterministic)
+            }
+            ServiceErrorCode::ResourceExhausted
+            | ServiceErrorCode::Unavailable
+            | ServiceErrorCode::Aborted => Some(ErrorClass::Transient),
+            ServiceErrorCode::Internal => None,
+        }
+    }
+}
+
+/// One invalid field of a request, with its path (`modifications.colors["bg"].r`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldViolation {
+    pub field: String,
+    pub description: String,
+}
+
+/// An error as the service reports it to a caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceError {
+    pub code: ServiceErrorCode,
+    /// Stable machine-readable reason (SCREAMING_SNAKE_CASE).
+    pub reason: &'static str,
+    pub message: String,
+    /// Every invalid field, all at once (INVALID_ARGUMENT only).
+    pub violations: Vec<FieldViolation>,
+    /// When to retry (transient codes only).
+    pub retry_after: Option<std::time::Duration>,
+}
+
+impl ServiceError {
+    pub fn invalid_argument(
+        reason: &'static str,
+        message: impl Into<String>,
+        violations: Vec<FieldViolation>,
+    ) -> Self {
+        ServiceError {
+            code: ServiceErrorCode::InvalidArgument,
+            reason,
+            message: message.into(),
+            violations,
+            retry_after: None,
+        }
+    }
+
+    pub fn not_found(reason: &'static str, message: impl Into<String>) -> Self {
+        ServiceError {
+            code: ServiceErrorCode::NotFound,
+            reason,
+            message: message.into(),
+            violations: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    /// A transient error (`ResourceExhausted`, `Unavailable` or `Aborted`) with its retry delay.
+    pub fn transient(
+        code: ServiceErrorCode,
+        reason: &'static str,
+        message: impl Into<String>,
+        retry_after: std::time::Duration,
+    ) -> Self {
+        ServiceError {
+            code,
+            reason,
+            message: message.into(),
+            violations: Vec::new(),
+            retry_after: Some(retry_after),
+        }
+    }
+
+    /// A bug of ours: the caller sees a generic message, the cause goes to the log.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(%cause, "internal error");
+        ServiceError {
+            code: ServiceErrorCode::Internal,
+            reason: "INTERNAL",
+            message: "internal error; it has been logged".into(),
+            violations: Vec::new(),
+            retry_after: None,
+        }
+    }
+}
