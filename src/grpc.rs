@@ -1,5 +1,7 @@
 //! The gRPC boundary. Generated code stays in [`proto`]; nothing outside this module touches
-//! generated types. [`status`] is the single mapping from service errors to gRPC statuses.
+//! generated types. [`convert`] turns wire requests into domain types exactly once;
+//! [`status`] is the single mapping from service errors to gRPC statuses.
 
+pub mod convert;
 pub mod proto;
 pub mod status;

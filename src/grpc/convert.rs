@@ -1,0 +1,461 @@
+//! Wire → domain, exactly once (parse, don't validate). A request is first copied into a
+//! draft that mirrors the wire and carries the garde rules of the seed contract; garde checks
+//! every field and reports every violation at once, with paths such as
+//! `modifications.colors["primary_bg"].r`; only then is the draft turned into domain types,
+//! which cannot hold invalid values.
+
+use super::proto;
+use crate::error::{FieldViolation, ServiceError};
+use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec, Rgba};
+use garde::Validate;
+use std::collections::BTreeMap;
+
+/// Entries allowed in `modifications.texts` and in `modifications.colors`.
+pub const MAX_MODIFICATIONS_PER_MAP: usize = 256;
+/// Length of a slot id, characters.
+pub const MAX_SLOT_ID_CHARS: usize = 64;
+/// Length of a text value, characters.
+pub const MAX_TEXT_CHARS: usize = 200;
+
+/// A validated render request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderSubmission {
+    pub template_id: uuid::Uuid,
+    pub modifications: Modifications,
+    pub output: OutputSpec,
+}
+
+impl TryFrom<proto::RenderRequest> for RenderSubmission {
+    type Error = ServiceError;
+
+    fn try_from(request: proto::RenderRequest) -> Result<RenderSubmission, ServiceError> {
+        let draft = RenderRequestDraft::from(request);
+        if let Err(report) = draft.validate() {
+            let violations: Vec<FieldViolation> = report
+                .iter()
+                .map(|(path, error)| FieldViolation {
+                    field: path.to_string(),
+                    description: error.to_string(),
+                })
+                .collect();
+            let message = match violations.as_slice() {
+                [only] => format!("{}: {}", only.field, only.description),
+                all => format!("{} invalid fields", all.len()),
+            };
+            return Err(ServiceError::invalid_argument(
+                "REQUEST_INVALID",
+                message,
+                violations,
+            ));
+        }
+        draft.into_domain().map_err(ServiceError::internal)
+    }
+}
+
+/// A slot id as a map key: garde shows it as `["id"]` in violation paths.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct SlotKey(String);
+
+impl std::fmt::Display for SlotKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Debug-quoting escapes quotes and control characters in hostile keys.
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl garde::error::PathComponentKind for SlotKey {
+    fn component_kind() -> garde::error::Kind {
+        garde::error::Kind::Index
+    }
+}
+
+#[derive(Debug, Validate)]
+struct RenderRequestDraft {
+    #[garde(custom(hyphenated_uuid))]
+    template_id: String,
+    #[garde(dive)]
+    modifications: ModificationsDraft,
+    #[garde(required, dive)]
+    output: Option<OutputDraft>,
+}
+
+#[derive(Debug, Default, Validate)]
+struct ModificationsDraft {
+    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
+    texts: BTreeMap<SlotKey, TextDraft>,
+    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
+    colors: BTreeMap<SlotKey, ColorDraft>,
+}
+
+#[derive(Debug, Validate)]
+#[garde(transparent)]
+struct TextDraft(
+    #[garde(length(chars, max = MAX_TEXT_CHARS), custom(no_control_characters))] String,
+);
+
+#[derive(Debug, Clone, Copy, Validate)]
+struct ColorDraft {
+    #[garde(custom(unit_channel))]
+    r: f64,
+    #[garde(custom(unit_channel))]
+    g: f64,
+    #[garde(custom(unit_channel))]
+    b: f64,
+    #[garde(custom(optional_unit_channel))]
+    a: Option<f64>,
+}
+
+#[derive(Debug, Validate)]
+struct OutputDraft {
+    #[garde(custom(known_format))]
+    format: i32,
+    #[garde(custom(fps_choice))]
+    fps: u32,
+    #[garde(custom(size_choice))]
+    width: u32,
+    #[garde(custom(size_choice))]
+    height: u32,
+    #[garde(dive)]
+    background: Option<ColorDraft>,
+}
+
+impl From<proto::RenderRequest> for RenderRequestDraft {
+    fn from(request: proto::RenderRequest) -> RenderRequestDraft {
+        let modifications = request.modifications.unwrap_or_default();
+        RenderRequestDraft {
+            template_id: request.template_id,
+            modifications: ModificationsDraft {
+                texts: modifications
+                    .texts
+                    .into_iter()
+                    .map(|(k, v)| (SlotKey(k), TextDraft(v)))
+                    .collect(),
+                colors: modifications
+                    .colors
+                    .into_iter()
+                    .map(|(k, v)| (SlotKey(k), ColorDraft::from(v)))
+                    .collect(),
+            },
+            output: request.output.map(|output| OutputDraft {
+                format: output.format,
+                fps: output.fps,
+                width: output.width,
+                height: output.height,
+                background: output.background.map(ColorDraft::from),
+            }),
+        }
+    }
+}
+
+impl From<proto::Color> for ColorDraft {
+    fn from(color: proto::Color) -> ColorDraft {
+        ColorDraft {
+            r: color.r,
+            g: color.g,
+            b: color.b,
+            a: color.a,
+        }
+    }
+}
+
+/// Output size when the request leaves it 0.
+const DEFAULT_SIZE: u32 = 1080;
+
+impl RenderRequestDraft {
+    /// Valid drafts only: every conversion below was checked by the rules above.
+    fn into_domain(self) -> Result<RenderSubmission, String> {
+        let template_id = uuid::Uuid::try_parse(&self.template_id).map_err(|e| e.to_string())?;
+        let color = |draft: ColorDraft| {
+            Rgba::new(draft.r, draft.g, draft.b, draft.a).map_err(|e| e.to_string())
+        };
+        let texts = self
+            .modifications
+            .texts
+            .into_iter()
+            .map(|(key, text)| (key.0, text.0))
+            .collect();
+        let colors = self
+            .modifications
+            .colors
+            .into_iter()
+            .map(|(key, draft)| Ok((key.0, color(draft)?)))
+            .collect::<Result<_, String>>()?;
+        let output = self.output.ok_or("output missing after validation")?;
+        let format = match proto::Format::try_from(output.format) {
+            Ok(proto::Format::Mp4) => Format::Mp4,
+            Ok(proto::Format::Webm) => Format::Webm,
+            Ok(proto::Format::Gif) => Format::Gif,
+            _ => return Err(format!("format {} after validation", output.format)),
+        };
+        let size = |value: u32| {
+            Dimension::try_from(if value == 0 { DEFAULT_SIZE } else { value })
+                .map_err(|e| e.to_string())
+        };
+        Ok(RenderSubmission {
+            template_id,
+            modifications: Modifications { texts, colors },
+            output: OutputSpec {
+                format,
+                fps: if output.fps == 0 {
+                    Fps::DEFAULT
+                } else {
+                    Fps::try_from(output.fps).map_err(|e| e.to_string())?
+                },
+                width: size(output.width)?,
+                height: size(output.height)?,
+                background: output.background.map(color).transpose()?,
+            },
+        })
+    }
+}
+
+fn hyphenated_uuid(value: &str, _: &()) -> garde::Result {
+    // try_parse also takes the simple and braced forms; the contract says hyphenated.
+    let hyphenated = value.len() == 36 && uuid::Uuid::try_parse(value).is_ok();
+    if hyphenated {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!(
+            "must be a hyphenated UUID, got {value:?}"
+        )))
+    }
+}
+
+fn slot_ids<V>(map: &BTreeMap<SlotKey, V>, _: &()) -> garde::Result {
+    match map
+        .keys()
+        .find(|key| !(1..=MAX_SLOT_ID_CHARS).contains(&key.0.chars().count()))
+    {
+        Some(key) => Err(garde::Error::new(format!(
+            "slot id {key} must be 1..={MAX_SLOT_ID_CHARS} characters"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn no_control_characters(text: &str, _: &()) -> garde::Result {
+    match text.chars().find(|c| c.is_control() && *c != '\n') {
+        Some(c) => Err(garde::Error::new(format!(
+            "control character U+{:04X} is not allowed (only \\n)",
+            u32::from(c)
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn unit_channel(value: &f64, _: &()) -> garde::Result {
+    // Written as a positive check so NaN fails it.
+    if value.is_finite() && (0.0..=1.0).contains(value) {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!(
+            "must be a number in 0..=1 (fractions, not 0..=255), got {value}"
+        )))
+    }
+}
+
+fn optional_unit_channel(value: &Option<f64>, context: &()) -> garde::Result {
+    value
+        .as_ref()
+        .map_or(Ok(()), |value| unit_channel(value, context))
+}
+
+fn known_format(value: &i32, _: &()) -> garde::Result {
+    match proto::Format::try_from(*value) {
+        Ok(proto::Format::Mp4 | proto::Format::Webm | proto::Format::Gif) => Ok(()),
+        _ => Err(garde::Error::new(format!(
+            "must be FORMAT_MP4, FORMAT_WEBM or FORMAT_GIF, got {value}"
+        ))),
+    }
+}
+
+fn fps_choice(value: &u32, _: &()) -> garde::Result {
+    if *value == 0 || Fps::SUPPORTED.contains(value) {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!(
+            "must be 30 or 60 (0 means 30), got {value}"
+        )))
+    }
+}
+
+fn size_choice(value: &u32, _: &()) -> garde::Result {
+    if *value == 0 || (Dimension::MIN..=Dimension::MAX).contains(value) {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!(
+            "must be {}..={} pixels (0 means {DEFAULT_SIZE}), got {value}",
+            Dimension::MIN,
+            Dimension::MAX
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ServiceErrorCode;
+
+    const TEMPLATE: &str = "0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11";
+
+    fn color(r: f64, g: f64, b: f64, a: Option<f64>) -> proto::Color {
+        proto::Color { r, g, b, a }
+    }
+
+    fn valid() -> proto::RenderRequest {
+        proto::RenderRequest {
+            template_id: TEMPLATE.into(),
+            modifications: Some(proto::Modifications {
+                texts: [("title".to_owned(), "Hello\nWorld".to_owned())].into(),
+                colors: [("primary_bg".to_owned(), color(0.0, 1.0, 0.5, Some(1.0)))].into(),
+            }),
+            output: Some(proto::OutputSpec {
+                format: proto::Format::Mp4 as i32,
+                fps: 0,
+                width: 0,
+                height: 0,
+                background: None,
+            }),
+        }
+    }
+
+    fn violations(request: proto::RenderRequest) -> Vec<(String, String)> {
+        match RenderSubmission::try_from(request) {
+            Ok(submission) => panic!("accepted: {submission:?}"),
+            Err(error) => {
+                assert_eq!(error.code, ServiceErrorCode::InvalidArgument);
+                error
+                    .violations
+                    .into_iter()
+                    .map(|v| (v.field, v.description))
+                    .collect()
+            }
+        }
+    }
+
+    #[test]
+    fn a_valid_request_becomes_domain_types_with_defaults_filled_in() {
+        let submission = RenderSubmission::try_from(valid()).unwrap();
+        assert_eq!(submission.template_id.to_string(), TEMPLATE);
+        assert_eq!(
+            (
+                submission.output.fps.get(),
+                submission.output.width.get(),
+                submission.output.height.get()
+            ),
+            (30, 1080, 1080)
+        );
+        assert_eq!(submission.output.format, Format::Mp4);
+        assert_eq!(submission.modifications.texts["title"], "Hello\nWorld");
+        assert_eq!(
+            submission.modifications.colors["primary_bg"],
+            Rgba::new(0.0, 1.0, 0.5, Some(1.0)).unwrap()
+        );
+    }
+
+    #[test]
+    fn colour_channels_outside_zero_to_one_are_rejected_and_the_bounds_accepted() {
+        let cases: &[(f64, bool, &str)] = &[
+            (255.0, false, "a channel of 255 (the classic mistake)"),
+            (f64::NAN, false, "NaN"),
+            (f64::INFINITY, false, "+Inf"),
+            (f64::NEG_INFINITY, false, "-Inf"),
+            (-0.1, false, "below zero"),
+            (1.000_000_1, false, "just above one"),
+            (0.0, true, "zero"),
+            (1.0, true, "one"),
+        ];
+        for &(value, accepted, case) in cases {
+            let mut request = valid();
+            request
+                .modifications
+                .as_mut()
+                .unwrap()
+                .colors
+                .insert("primary_bg".into(), color(value, 0.0, 0.0, None));
+            let result = RenderSubmission::try_from(request);
+            assert_eq!(result.is_ok(), accepted, "{case}: {result:?}");
+            if let Err(error) = result {
+                assert_eq!(
+                    error.violations[0].field, "modifications.colors[\"primary_bg\"].r",
+                    "{case}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_violation_is_reported_at_once_with_its_path() {
+        let mut request = valid();
+        request.template_id = "not-a-uuid".into();
+        let modifications = request.modifications.as_mut().unwrap();
+        modifications
+            .colors
+            .insert("bg".into(), color(255.0, 0.5, f64::NAN, Some(2.0)));
+        modifications.texts.insert("name".into(), "x".repeat(201));
+        modifications.texts.insert("tab".into(), "a\tb".into());
+        request.output = Some(proto::OutputSpec {
+            format: 0,
+            fps: 24,
+            width: 99,
+            height: 1921,
+            background: Some(color(0.0, -1.0, 0.0, None)),
+        });
+        let fields: Vec<String> = violations(request)
+            .into_iter()
+            .map(|(field, _)| field)
+            .collect();
+        for expected in [
+            "template_id",
+            "modifications.colors[\"bg\"].r",
+            "modifications.colors[\"bg\"].b",
+            "modifications.colors[\"bg\"].a",
+            "modifications.texts[\"name\"]",
+            "modifications.texts[\"tab\"]",
+            "output.format",
+            "output.fps",
+            "output.width",
+            "output.height",
+            "output.background.g",
+        ] {
+            assert!(
+                fields.iter().any(|field| field == expected),
+                "{expected} missing from {fields:?}"
+            );
+        }
+        assert_eq!(fields.len(), 11, "{fields:?}");
+    }
+
+    #[test]
+    fn missing_output_and_oversized_maps_and_ids_are_rejected() {
+        let mut request = valid();
+        request.output = None;
+        assert_eq!(violations(request)[0].0, "output");
+        let mut request = valid();
+        let texts = &mut request.modifications.as_mut().unwrap().texts;
+        texts.extend((0..=MAX_MODIFICATIONS_PER_MAP).map(|i| (format!("t{i}"), "x".to_owned())));
+        assert_eq!(violations(request)[0].0, "modifications.texts");
+        for bad_key in [String::new(), "k".repeat(65)] {
+            let mut request = valid();
+            request
+                .modifications
+                .as_mut()
+                .unwrap()
+                .colors
+                .insert(bad_key, color(0.0, 0.0, 0.0, None));
+            let found = violations(request);
+            assert_eq!(found[0].0, "modifications.colors");
+            assert!(
+                found[0].1.contains("must be 1..=64 characters"),
+                "{found:?}"
+            );
+        }
+        let mut request = valid();
+        request.template_id = "0b8f2f4e3f6e4a5e9a516c0d1d7b2c11".into();
+        assert_eq!(
+            violations(request)[0].0,
+            "template_id",
+            "simple (unhyphenated) form refused"
+        );
+    }
+}
