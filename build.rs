@@ -13,6 +13,9 @@ const PROTO_FILES: &[&str] = &[
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
+        // Undecodable bodies and unknown fields become INVALID_ARGUMENT (tonic's own codec
+        // answers INTERNAL and prost drops unknown fields silently).
+        .codec_path("crate::grpc::codec::StrictCodec")
         .file_descriptor_set_path(out_dir.join("lottie_render_descriptor.bin"))
         .compile_protos(PROTO_FILES, &["proto"])?;
     println!("cargo:rerun-if-changed=proto");

@@ -1,7 +1,9 @@
 //! The gRPC boundary. Generated code stays in [`proto`]; nothing outside this module touches
-//! generated types. [`convert`] turns wire requests into domain types exactly once;
+//! generated types. [`codec`] decodes strictly (INVALID_ARGUMENT for undecodable bodies and
+//! unknown fields); [`convert`] turns wire requests into domain types exactly once;
 //! [`status`] is the single mapping from service errors to gRPC statuses.
 
+pub mod codec;
 pub mod convert;
 pub mod proto;
 pub mod status;

@@ -1,0 +1,313 @@
+//! Strict decoding, the protobuf counterpart of a JSON schema's `.strict()`: a body that does
+//! not decode, or that carries fields the contract does not have (at any depth), is answered
+//! INVALID_ARGUMENT naming them, before any handler runs. tonic's own codec answers INTERNAL
+//! for an undecodable body (a retry storm waiting to happen) and prost drops unknown fields
+//! silently (a typo in a field name would be ignored, not reported).
+//!
+//! Unknown fields are found by decoding the same bytes a second time as a
+//! `prost_reflect::DynamicMessage` against the contract's descriptor set.
+
+use super::proto::{self, FILE_DESCRIPTOR_SET};
+use crate::error::{FieldViolation, ServiceError};
+use prost::bytes::Buf;
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, ReflectMessage, Value};
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+use tonic::codec::{Codec, DecodeBuf, Decoder};
+use tonic::Status;
+use tonic_prost::ProstEncoder;
+
+/// Messages the codec decodes, with their fully qualified protobuf name (`None` for
+/// `google.protobuf.Empty`, which has no fields to check).
+pub trait ContractMessage: Message + Default + Send + 'static {
+    const FULL_NAME: Option<&'static str>;
+}
+
+impl ContractMessage for () {
+    const FULL_NAME: Option<&'static str> = None;
+}
+
+macro_rules! contract_messages {
+    ($($message:ident),* $(,)?) => {
+        $(
+            impl ContractMessage for proto::$message {
+                const FULL_NAME: Option<&'static str> = Some(concat!("lottie.render.v1.", stringify!($message)));
+            }
+        )*
+    };
+}
+
+// Every request and response of the two services (the generated code does not compile if
+// one is missing).
+contract_messages!(
+    CreateTemplateRequest,
+    Template,
+    GetTemplateRequest,
+    ListTemplatesRequest,
+    ListTemplatesResponse,
+    DeleteTemplateRequest,
+    RenderRequest,
+    RenderJob,
+    GetRenderJobRequest,
+    WatchRenderJobRequest,
+    CancelRenderJobRequest,
+    DownloadRenderOutputRequest,
+    OutputChunk,
+);
+
+/// The contract's descriptors, decoded once.
+fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The codec of every generated service and client (`codec_path` in build.rs).
+#[derive(Debug)]
+pub struct StrictCodec<T, U>(PhantomData<(T, U)>);
+
+impl<T, U> Default for StrictCodec<T, U> {
+    fn default() -> Self {
+        StrictCodec(PhantomData)
+    }
+}
+
+impl<T, U> Codec for StrictCodec<T, U>
+where
+    T: Message + Send + 'static,
+    U: ContractMessage,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = ProstEncoder<T>;
+    type Decoder = StrictDecoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        StrictDecoder(PhantomData)
+    }
+}
+
+#[derive(Debug)]
+pub struct StrictDecoder<U>(PhantomData<U>);
+
+impl<U: ContractMessage> Decoder for StrictDecoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        let bytes = buf.copy_to_bytes(buf.remaining());
+        decode_strictly::<U>(&bytes).map(Some).map_err(Status::from)
+    }
+}
+
+/// Decodes `bytes` as `U`, refusing undecodable bodies and unknown fields.
+pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceError> {
+    let message = U::decode(bytes).map_err(|error| {
+        ServiceError::invalid_argument(
+            "BODY_UNDECODABLE",
+            format!("the request body is not a valid protobuf message: {error}"),
+            Vec::new(),
+        )
+    })?;
+    let Some(name) = U::FULL_NAME else {
+        return Ok(message);
+    };
+    let pool = descriptor_pool().map_err(ServiceError::internal)?;
+    let descriptor = pool
+        .get_message_by_name(name)
+        .ok_or_else(|| ServiceError::internal(format!("{name} is not in the descriptor set")))?;
+    // prost accepted the bytes, so the dynamic decode of the same schema does too; if it
+    // did not, that is a bug of ours, not the caller's.
+    let dynamic = DynamicMessage::decode(descriptor, bytes).map_err(ServiceError::internal)?;
+    let mut violations = Vec::new();
+    collect_unknown_fields(&dynamic, "", &mut violations);
+    if violations.is_empty() {
+        Ok(message)
+    } else {
+        let message = format!(
+            "the request has fields this service does not know: {}",
+            violations
+                .iter()
+                .map(|v| v.field.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Err(ServiceError::invalid_argument(
+            "UNKNOWN_FIELDS",
+            message,
+            violations,
+        ))
+    }
+}
+
+fn collect_unknown_fields(
+    message: &DynamicMessage,
+    path: &str,
+    violations: &mut Vec<FieldViolation>,
+) {
+    for unknown in message.unknown_fields() {
+        let field = if path.is_empty() {
+            format!("#{}", unknown.number())
+        } else {
+            format!("{path}.#{}", unknown.number())
+        };
+        violations.push(FieldViolation {
+            field,
+            description: format!(
+                "unknown field number {} in {}",
+                unknown.number(),
+                message.descriptor().full_name()
+            ),
+        });
+    }
+    for (field, value) in message.fields() {
+        let field_path = if path.is_empty() {
+            field.name().to_owned()
+        } else {
+            format!("{path}.{}", field.name())
+        };
+        match value {
+            Value::Message(inner) => collect_unknown_fields(inner, &field_path, violations),
+            Value::List(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    if let Value::Message(inner) = item {
+                        collect_unknown_fields(
+                            inner,
+                            &format!("{field_path}[{index}]"),
+                            violations,
+                        );
+                    }
+                }
+            }
+            Value::Map(entries) => {
+                for (key, item) in entries {
+                    if let Value::Message(inner) = item {
+                        collect_unknown_fields(
+                            inner,
+                            &format!("{field_path}[{}]", map_key(key)),
+                            violations,
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A map key as violation paths show it: `["id"]` for strings, `[7]` for numbers.
+fn map_key(key: &MapKey) -> String {
+    match key {
+        MapKey::String(text) => format!("{text:?}"),
+        MapKey::Bool(value) => value.to_string(),
+        MapKey::I32(value) => value.to_string(),
+        MapKey::I64(value) => value.to_string(),
+        MapKey::U32(value) => value.to_string(),
+        MapKey::U64(value) => value.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ServiceErrorCode;
+
+    fn render_request() -> proto::RenderRequest {
+        proto::RenderRequest {
+            template_id: "0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11".into(),
+            modifications: Some(proto::Modifications {
+                texts: Default::default(),
+                colors: [(
+                    "bg".to_owned(),
+                    proto::Color {
+                        r: 1.0,
+                        g: 0.0,
+                        b: 0.0,
+                        a: None,
+                    },
+                )]
+                .into(),
+            }),
+            output: Some(proto::OutputSpec {
+                format: proto::Format::Gif as i32,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Appends a varint field `number` = 1 to an encoded message.
+    fn with_unknown_varint(mut bytes: Vec<u8>, number: u32) -> Vec<u8> {
+        prost::encoding::encode_key(number, prost::encoding::WireType::Varint, &mut bytes);
+        prost::encoding::encode_varint(1, &mut bytes);
+        bytes
+    }
+
+    #[test]
+    fn a_known_message_decodes() {
+        let bytes = render_request().encode_to_vec();
+        assert_eq!(
+            decode_strictly::<proto::RenderRequest>(&bytes).unwrap(),
+            render_request()
+        );
+    }
+
+    #[test]
+    fn garbage_is_invalid_argument_not_internal() {
+        for garbage in [&b"\xff\xff\xff\xff"[..], b"\x0a\x05ab", b"\x12\x80"] {
+            let error = decode_strictly::<proto::RenderRequest>(garbage).unwrap_err();
+            assert_eq!(
+                (error.code, error.reason),
+                (ServiceErrorCode::InvalidArgument, "BODY_UNDECODABLE"),
+                "{garbage:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_named_at_any_depth() {
+        let top = with_unknown_varint(render_request().encode_to_vec(), 99);
+        let error = decode_strictly::<proto::RenderRequest>(&top).unwrap_err();
+        assert_eq!(error.reason, "UNKNOWN_FIELDS");
+        assert_eq!(error.violations[0].field, "#99");
+
+        let mut request = render_request();
+        let color = with_unknown_varint(
+            proto::Color {
+                r: 1.0,
+                g: 0.0,
+                b: 0.0,
+                a: None,
+            }
+            .encode_to_vec(),
+            7,
+        );
+        request.modifications = None;
+        let mut bytes = request.encode_to_vec();
+        // modifications (field 2) { colors (field 2) { key "bg", value <color with #7> } }
+        let mut entry = Vec::new();
+        prost::encoding::string::encode(1, &"bg".to_owned(), &mut entry);
+        prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut entry);
+        prost::encoding::encode_varint(color.len() as u64, &mut entry);
+        entry.extend_from_slice(&color);
+        let mut modifications = Vec::new();
+        prost::encoding::encode_key(
+            2,
+            prost::encoding::WireType::LengthDelimited,
+            &mut modifications,
+        );
+        prost::encoding::encode_varint(entry.len() as u64, &mut modifications);
+        modifications.extend_from_slice(&entry);
+        prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut bytes);
+        prost::encoding::encode_varint(modifications.len() as u64, &mut bytes);
+        bytes.extend_from_slice(&modifications);
+        let error = decode_strictly::<proto::RenderRequest>(&bytes).unwrap_err();
+        assert_eq!(error.violations.len(), 1, "{:?}", error.violations);
+        assert_eq!(error.violations[0].field, "modifications.colors[\"bg\"].#7");
+    }
+}
