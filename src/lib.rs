@@ -10,6 +10,7 @@
 //!   and classified outcomes; the worker protocol.
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
 //! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
+//! - [`idempotency`]: the Idempotency-Key (validated key, tower layer).
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`cli`]: the subcommands (`render`, `inspect`, `worker`, `bench`).
 //! - [`telemetry`]: logging set-up.
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod encode;
 pub mod error;
 pub mod grpc;
+pub mod idempotency;
 pub mod lottie;
 pub mod os;
 pub mod render;

@@ -1,0 +1,170 @@
+//! `IdempotencyKeyLayer`: in front of RenderService, a SubmitRender without a well-formed
+//! `idempotency-key` is answered INVALID_ARGUMENT (reason IDEMPOTENCY_KEY_MISSING or
+//! _INVALID, pushback -1) straight from the HTTP/2 headers, before the body is read or
+//! decoded. A valid key travels on to the handler as a request extension
+//! ([`IdempotencyKey`]); the key store (issue #4) slots in here.
+
+use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tonic::Status;
+use tower::{Layer, Service};
+
+/// The gRPC path of the one method that requires a key.
+pub const SUBMIT_RENDER_PATH: &str = "/lottie.render.v1.RenderService/SubmitRender";
+
+#[derive(Debug, Clone, Default)]
+pub struct IdempotencyKeyLayer;
+
+impl<S> Layer<S> for IdempotencyKeyLayer {
+    type Service = IdempotencyKeyService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyKeyService { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IdempotencyKeyService<S> {
+    inner: S,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for IdempotencyKeyService<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    RequestBody: Send + 'static,
+    ResponseBody: Default + Send + 'static,
+{
+    type Response = http::Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
+        if request.uri().path() == SUBMIT_RENDER_PATH {
+            let header = request
+                .headers()
+                .get(IDEMPOTENCY_KEY_HEADER)
+                .map(|value| value.as_bytes());
+            match IdempotencyKey::from_header(header) {
+                Ok(key) => {
+                    request.extensions_mut().insert(key);
+                }
+                Err(refusal) => {
+                    let response = Status::from(refusal).into_http::<ResponseBody>();
+                    return Box::pin(async move { Ok(response) });
+                }
+            }
+        }
+        // The usual tower dance: the clone that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(inner.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::status::PUSHBACK_HEADER;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tower::ServiceExt;
+
+    /// An inner service that counts calls and echoes the key it was handed.
+    fn inner(
+        calls: Arc<AtomicUsize>,
+    ) -> impl Service<
+        http::Request<()>,
+        Response = http::Response<String>,
+        Error = Infallible,
+        Future = impl Send,
+    > + Clone
+           + Send {
+        tower::service_fn(move |request: http::Request<()>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let key = request
+                .extensions()
+                .get::<IdempotencyKey>()
+                .map(|key| key.as_str().to_owned())
+                .unwrap_or_default();
+            async move { Ok::<_, Infallible>(http::Response::new(key)) }
+        })
+    }
+
+    fn request(path: &str, key: Option<&str>) -> http::Request<()> {
+        let mut builder = http::Request::builder().uri(format!("http://localhost{path}"));
+        if let Some(key) = key {
+            builder = builder.header(IDEMPOTENCY_KEY_HEADER, key);
+        }
+        builder.body(()).unwrap()
+    }
+
+    fn header<'a>(response: &'a http::Response<String>, name: &str) -> Option<&'a str> {
+        response.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    #[tokio::test]
+    async fn submit_render_without_a_key_is_refused_before_the_handler_runs() {
+        for (key, reason) in [
+            (None, "IDEMPOTENCY_KEY_MISSING"),
+            (Some("two words"), "IDEMPOTENCY_KEY_INVALID"),
+        ] {
+            let calls = Arc::new(AtomicUsize::new(0));
+            let service = IdempotencyKeyLayer.layer(inner(calls.clone()));
+            let response = service
+                .oneshot(request(SUBMIT_RENDER_PATH, key))
+                .await
+                .unwrap();
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                0,
+                "{key:?} reached the handler"
+            );
+            assert_eq!(
+                header(&response, "grpc-status"),
+                Some("3"),
+                "INVALID_ARGUMENT"
+            );
+            assert_eq!(header(&response, PUSHBACK_HEADER), Some("-1"));
+            let status = Status::from_header_map(response.headers()).unwrap();
+            use tonic_types::StatusExt;
+            assert_eq!(
+                status.get_error_details().error_info().unwrap().reason,
+                reason
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_valid_key_reaches_the_handler_and_other_methods_need_none() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let service = IdempotencyKeyLayer.layer(inner(calls.clone()));
+        let response = service
+            .clone()
+            .oneshot(request(SUBMIT_RENDER_PATH, Some("order-42")))
+            .await
+            .unwrap();
+        assert_eq!(response.body(), "order-42");
+        let response = service
+            .oneshot(request(
+                "/lottie.render.v1.RenderService/GetRenderJob",
+                None,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(response.body(), "");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+}
