@@ -11,6 +11,7 @@
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
 //! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
 //! - [`idempotency`]: the Idempotency-Key (validated key, tower layer).
+//! - [`storage`]: templates on disk (object storage later).
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`cli`]: the subcommands (`render`, `inspect`, `worker`, `bench`).
 //! - [`telemetry`]: logging set-up.
@@ -25,4 +26,5 @@ pub mod os;
 pub mod render;
 pub mod sandbox;
 pub mod spec;
+pub mod storage;
 pub mod telemetry;

@@ -1,0 +1,150 @@
+//! Templates on disk, under `<data-dir>/templates/<id>/`: the JSON as uploaded
+//! (`template.json`), its fonts (`fonts/<n>.font`) and a small record (`record.json`: name,
+//! creation time, font families). A template is written into a temporary directory and
+//! renamed into place, so a crash never leaves half a template visible. Object storage
+//! replaces this later; callers see only [`TemplateStore`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("template {0} does not exist")]
+    NotFound(Uuid),
+    #[error("template storage: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("template record is damaged: {0}")]
+    Damaged(String),
+}
+
+/// What is kept about a template besides its JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateRecord {
+    pub id: Uuid,
+    pub name: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Font family → file name under `fonts/`.
+    pub fonts: BTreeMap<String, String>,
+}
+
+impl TemplateRecord {
+    pub fn created_at(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.created_at_ms)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TemplateStore {
+    root: PathBuf,
+}
+
+impl TemplateStore {
+    /// A store under `data_dir/templates` (created when missing).
+    pub fn open(data_dir: &Path) -> Result<TemplateStore, StorageError> {
+        let root = data_dir.join("templates");
+        std::fs::create_dir_all(&root)?;
+        Ok(TemplateStore { root })
+    }
+
+    fn dir(&self, id: Uuid) -> PathBuf {
+        self.root.join(id.to_string())
+    }
+
+    /// Path of the template's JSON, for workers to read.
+    pub fn json_path(&self, id: Uuid) -> PathBuf {
+        self.dir(id).join("template.json")
+    }
+
+    /// Stores a new template; answers its record.
+    pub fn create(&self, name: &str, json: &[u8], fonts: &BTreeMap<String, Vec<u8>>) -> Result<TemplateRecord, StorageError> {
+        let id = Uuid::new_v4();
+        let staging = tempfile::Builder::new().prefix(".creating-").tempdir_in(&self.root)?;
+        std::fs::write(staging.path().join("template.json"), json)?;
+        let mut font_files = BTreeMap::new();
+        if !fonts.is_empty() {
+            std::fs::create_dir(staging.path().join("fonts"))?;
+        }
+        for (index, (family, bytes)) in fonts.iter().enumerate() {
+            // Families are caller-chosen text; files are numbered so no name reaches the path.
+            let file = format!("{index}.font");
+            std::fs::write(staging.path().join("fonts").join(&file), bytes)?;
+            font_files.insert(family.clone(), file);
+        }
+        let created_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let record = TemplateRecord { id, name: name.to_owned(), created_at_ms, fonts: font_files };
+        let record_json = serde_json::to_vec(&record).map_err(|e| StorageError::Damaged(e.to_string()))?;
+        std::fs::write(staging.path().join("record.json"), record_json)?;
+        std::fs::rename(staging.keep(), self.dir(id))?;
+        Ok(record)
+    }
+
+    pub fn record(&self, id: Uuid) -> Result<TemplateRecord, StorageError> {
+        let bytes = std::fs::read(self.dir(id).join("record.json")).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => StorageError::NotFound(id),
+            _ => StorageError::Io(error),
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
+    }
+
+    pub fn json(&self, id: Uuid) -> Result<Vec<u8>, StorageError> {
+        self.record(id)?;
+        Ok(std::fs::read(self.json_path(id))?)
+    }
+
+    /// Every template, newest first (ties by id).
+    pub fn list(&self) -> Result<Vec<TemplateRecord>, StorageError> {
+        let mut records = Vec::new();
+        for entry in std::fs::read_dir(&self.root)? {
+            let name = entry?.file_name();
+            // Skips `.creating-*` staging directories and anything else that is not an id.
+            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else { continue };
+            match self.record(id) {
+                Ok(record) => records.push(record),
+                // Deleted between read_dir and read: not listed.
+                Err(StorageError::NotFound(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        records.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+        Ok(records)
+    }
+
+    pub fn delete(&self, id: Uuid) -> Result<(), StorageError> {
+        self.record(id)?;
+        // Renamed away first, so readers never see a half-deleted template.
+        let doomed = self.root.join(format!(".deleting-{id}"));
+        std::fs::rename(self.dir(id), &doomed)?;
+        std::fs::remove_dir_all(doomed)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_round_trip_list_newest_first_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path()).unwrap();
+        let fonts: BTreeMap<String, Vec<u8>> = [("Open Sans".to_owned(), b"OTTO....".to_vec())].into();
+        let first = store.create("first", b"{\"v\":1}", &BTreeMap::new()).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let second = store.create("second", b"{\"v\":2}", &fonts).unwrap();
+        assert_eq!(store.json(first.id).unwrap(), b"{\"v\":1}");
+        assert_eq!(store.record(second.id).unwrap(), second);
+        assert_eq!(second.fonts["Open Sans"], "0.font");
+        let listed: Vec<_> = store.list().unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(listed, ["second", "first"]);
+        store.delete(first.id).unwrap();
+        assert!(matches!(store.record(first.id), Err(StorageError::NotFound(_))));
+        assert!(matches!(store.delete(first.id), Err(StorageError::NotFound(_))));
+        assert_eq!(store.list().unwrap().len(), 1);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers, [std::ffi::OsString::from(second.id.to_string())]);
+    }
+}
