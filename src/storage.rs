@@ -4,6 +4,7 @@
 //! renamed into place, so a crash never leaves half a template visible. Object storage
 //! replaces this later; callers see only [`TemplateStore`].
 
+use crate::lottie::report::InspectReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,9 @@ pub struct TemplateRecord {
     pub created_at_ms: u64,
     /// Font family → file name under `fonts/`.
     pub fonts: BTreeMap<String, String>,
+    /// The template's report (timing, slots, warnings), computed once at creation so that
+    /// reads and listings never parse the JSON again.
+    pub report: InspectReport,
 }
 
 impl TemplateRecord {
@@ -60,9 +64,17 @@ impl TemplateStore {
     }
 
     /// Stores a new template; answers its record.
-    pub fn create(&self, name: &str, json: &[u8], fonts: &BTreeMap<String, Vec<u8>>) -> Result<TemplateRecord, StorageError> {
+    pub fn create(
+        &self,
+        name: &str,
+        json: &[u8],
+        report: InspectReport,
+        fonts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<TemplateRecord, StorageError> {
         let id = Uuid::new_v4();
-        let staging = tempfile::Builder::new().prefix(".creating-").tempdir_in(&self.root)?;
+        let staging = tempfile::Builder::new()
+            .prefix(".creating-")
+            .tempdir_in(&self.root)?;
         std::fs::write(staging.path().join("template.json"), json)?;
         let mut font_files = BTreeMap::new();
         if !fonts.is_empty() {
@@ -74,16 +86,27 @@ impl TemplateStore {
             std::fs::write(staging.path().join("fonts").join(&file), bytes)?;
             font_files.insert(family.clone(), file);
         }
-        let created_at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let record = TemplateRecord { id, name: name.to_owned(), created_at_ms, fonts: font_files };
-        let record_json = serde_json::to_vec(&record).map_err(|e| StorageError::Damaged(e.to_string()))?;
+        let created_at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let record = TemplateRecord {
+            id,
+            name: name.to_owned(),
+            created_at_ms,
+            fonts: font_files,
+            report,
+        };
+        let record_json =
+            serde_json::to_vec(&record).map_err(|e| StorageError::Damaged(e.to_string()))?;
         std::fs::write(staging.path().join("record.json"), record_json)?;
         std::fs::rename(staging.keep(), self.dir(id))?;
         Ok(record)
     }
 
     pub fn record(&self, id: Uuid) -> Result<TemplateRecord, StorageError> {
-        let bytes = std::fs::read(self.dir(id).join("record.json")).map_err(|error| match error.kind() {
+        let bytes = std::fs::read(self.dir(id).join("record.json")).map_err(|error| match error
+            .kind()
+        {
             std::io::ErrorKind::NotFound => StorageError::NotFound(id),
             _ => StorageError::Io(error),
         })?;
@@ -101,7 +124,9 @@ impl TemplateStore {
         for entry in std::fs::read_dir(&self.root)? {
             let name = entry?.file_name();
             // Skips `.creating-*` staging directories and anything else that is not an id.
-            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else { continue };
+            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
+                continue;
+            };
             match self.record(id) {
                 Ok(record) => records.push(record),
                 // Deleted between read_dir and read: not listed.
@@ -131,20 +156,34 @@ mod tests {
     fn templates_round_trip_list_newest_first_and_delete() {
         let dir = tempfile::tempdir().unwrap();
         let store = TemplateStore::open(dir.path()).unwrap();
-        let fonts: BTreeMap<String, Vec<u8>> = [("Open Sans".to_owned(), b"OTTO....".to_vec())].into();
-        let first = store.create("first", b"{\"v\":1}", &BTreeMap::new()).unwrap();
+        let fonts: BTreeMap<String, Vec<u8>> =
+            [("Open Sans".to_owned(), b"OTTO....".to_vec())].into();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap());
+        let first = store
+            .create("first", json, report.clone(), &BTreeMap::new())
+            .unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        let second = store.create("second", b"{\"v\":2}", &fonts).unwrap();
-        assert_eq!(store.json(first.id).unwrap(), b"{\"v\":1}");
+        let second = store.create("second", json, report, &fonts).unwrap();
+        assert_eq!(store.json(first.id).unwrap(), json);
         assert_eq!(store.record(second.id).unwrap(), second);
         assert_eq!(second.fonts["Open Sans"], "0.font");
         let listed: Vec<_> = store.list().unwrap().into_iter().map(|r| r.name).collect();
         assert_eq!(listed, ["second", "first"]);
         store.delete(first.id).unwrap();
-        assert!(matches!(store.record(first.id), Err(StorageError::NotFound(_))));
-        assert!(matches!(store.delete(first.id), Err(StorageError::NotFound(_))));
+        assert!(matches!(
+            store.record(first.id),
+            Err(StorageError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.delete(first.id),
+            Err(StorageError::NotFound(_))
+        ));
         assert_eq!(store.list().unwrap().len(), 1);
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(leftovers, [std::ffi::OsString::from(second.id.to_string())]);
     }
 }

@@ -3,9 +3,9 @@
 
 use super::slots::{self, Slots};
 use super::template::Template;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InspectReport {
     pub file_bytes: usize,
     pub sha256: String,

@@ -9,11 +9,11 @@
 
 use super::model::{layer_type, property_initial_value};
 use crate::spec::Rgba;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ColorSlot {
     pub id: String,
     /// The colour the template shows when the slot is not modified (first keyframe if animated).
@@ -24,7 +24,7 @@ pub struct ColorSlot {
     pub binding_count: usize,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TextSlot {
     pub id: String,
     pub default_text: String,
@@ -36,7 +36,7 @@ pub struct TextSlot {
     pub binding_count: usize,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Slots {
     pub colors: Vec<ColorSlot>,
     pub texts: Vec<TextSlot>,
