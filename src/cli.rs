@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod inspect;
 pub mod render;
+pub mod serve;
 pub mod worker;
 
 use crate::telemetry::LogFormat;
@@ -25,6 +26,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the gRPC service (templates today; renders arrive with issue #3's remaining work).
+    Serve(serve::ServeArgs),
     /// Render a template to MP4, WebM or GIF (in a sandboxed worker process).
     Render(render::RenderArgs),
     /// Print a JSON report of a template: size, timing, layers, slots, warnings.
@@ -38,6 +41,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Render(args) => render::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Worker => worker::run(),

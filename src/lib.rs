@@ -13,10 +13,13 @@
 //! - [`idempotency`]: the Idempotency-Key (validated key, tower layer).
 //! - [`storage`]: templates on disk (object storage later).
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
+//! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
+//!   and its settings.
 //! - [`cli`]: the subcommands (`render`, `inspect`, `worker`, `bench`).
 //! - [`telemetry`]: logging set-up.
 
 pub mod cli;
+pub mod config;
 pub mod encode;
 pub mod error;
 pub mod grpc;
@@ -25,6 +28,7 @@ pub mod lottie;
 pub mod os;
 pub mod render;
 pub mod sandbox;
+pub mod server;
 pub mod spec;
 pub mod storage;
 pub mod telemetry;

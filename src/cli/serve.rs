@@ -1,0 +1,36 @@
+//! `lottie-render serve`: the gRPC service on its embedded defaults (see [`crate::config`]).
+
+use crate::config::ServerSettings;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub settings: ServerSettings,
+}
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(args.settings.listen).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                eprintln!("error: cannot listen on {}: {error}", args.settings.listen);
+                return ExitCode::FAILURE;
+            }
+        };
+        match crate::server::run(listener, args.settings, crate::server::shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

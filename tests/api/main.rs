@@ -1,0 +1,4 @@
+//! The gRPC service over a real socket: one server per test on a random port, real clients.
+
+mod helpers;
+mod templates;

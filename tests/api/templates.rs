@@ -1,0 +1,105 @@
+//! TemplateService, health and the idempotency-key check, over the wire.
+
+use crate::helpers::{corpus, spawn_app};
+use lottie_render::grpc::proto;
+use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_types::StatusExt;
+
+#[tokio::test]
+async fn the_server_reports_serving_and_creates_reads_and_deletes_templates() {
+    let app = spawn_app().await;
+    let health = HealthClient::new(app.channel.clone())
+        .check(HealthCheckRequest {
+            service: "lottie.render.v1.TemplateService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status, ServingStatus::Serving as i32);
+    let mut templates = app.templates();
+    let created = templates
+        .create_template(proto::CreateTemplateRequest {
+            name: "toggle".into(),
+            lottie_json: corpus("ui-toggle-on-off-text.json"),
+            fonts: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text_slots: Vec<&str> = created.text_slots.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(text_slots, ["OFF", "ON"]);
+    assert!(app
+        .data_dir
+        .path()
+        .join("templates")
+        .join(&created.template_id)
+        .join("template.json")
+        .exists());
+    let read = templates
+        .get_template(proto::GetTemplateRequest {
+            template_id: created.template_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read, created);
+    templates
+        .delete_template(proto::DeleteTemplateRequest {
+            template_id: created.template_id.clone(),
+        })
+        .await
+        .unwrap();
+    let status = templates
+        .get_template(proto::GetTemplateRequest {
+            template_id: created.template_id,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_template_larger_than_tonics_default_four_mib_limit_is_judged_by_our_own_limit() {
+    let app = spawn_app().await;
+    // 9 MiB of JSON: above the 8 MiB template limit, so refused by the fence, not by transport.
+    let mut json = b"{\"v\":\"5\",\"pad\":\"".to_vec();
+    json.extend(std::iter::repeat_n(b'x', 9 * 1024 * 1024));
+    json.extend_from_slice(b"\"}");
+    let status = app
+        .templates()
+        .create_template(proto::CreateTemplateRequest {
+            name: "big".into(),
+            lottie_json: json,
+            fonts: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("8388608"), "{}", status.message());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn submit_render_without_an_idempotency_key_is_refused_before_decoding_and_told_not_to_retry()
+{
+    let app = spawn_app().await;
+    let status = app
+        .renders()
+        .submit_render(proto::RenderRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+    assert_eq!(
+        status.get_error_details().error_info().unwrap().reason,
+        "IDEMPOTENCY_KEY_MISSING"
+    );
+    app.stop().await;
+}
