@@ -12,7 +12,6 @@ pub mod webm;
 
 use crate::error::{Classified, ErrorClass};
 use crate::render::frames::Frame;
-use crate::render::pixels::PixelLayout;
 use crate::spec::{Format, OutputSpec, Rgba};
 use rlottie::Bgra;
 use std::path::Path;
@@ -127,17 +126,6 @@ impl EncoderSettings {
             ),
             Format::Webm | Format::Gif => (self.width, self.height),
         }
-    }
-}
-
-/// The layout the render threads should convert frames to for `format`.
-pub fn pixel_layout(format: Format, background: Rgba) -> PixelLayout {
-    match format {
-        Format::Mp4 => {
-            let [r, g, b, _] = background.to_rgba8();
-            PixelLayout::OpaqueBgraOver([r, g, b])
-        }
-        Format::Webm | Format::Gif => PixelLayout::StraightBgra,
     }
 }
 

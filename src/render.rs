@@ -182,11 +182,7 @@ pub fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
         size += read as u64;
         hasher.update(&buffer[..read]);
     }
-    let hex = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::lottie::template::lowercase_hex(&hasher.finalize());
     Ok((size, hex))
 }
 

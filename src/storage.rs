@@ -99,7 +99,10 @@ impl TemplateStore {
         let record_json =
             serde_json::to_vec(&record).map_err(|e| StorageError::Damaged(e.to_string()))?;
         std::fs::write(staging.path().join("record.json"), record_json)?;
-        std::fs::rename(staging.keep(), self.dir(id))?;
+        // Renamed while still owned by the guard: if the rename fails, the staging
+        // directory is removed instead of being left behind.
+        std::fs::rename(staging.path(), self.dir(id))?;
+        let _ = staging.keep();
         Ok(record)
     }
 
@@ -111,11 +114,6 @@ impl TemplateStore {
             _ => StorageError::Io(error),
         })?;
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
-    }
-
-    pub fn json(&self, id: Uuid) -> Result<Vec<u8>, StorageError> {
-        self.record(id)?;
-        Ok(std::fs::read(self.json_path(id))?)
     }
 
     /// Every template, newest first (ties by id).
@@ -165,7 +163,7 @@ mod tests {
             .unwrap();
         std::thread::sleep(Duration::from_millis(5));
         let second = store.create("second", json, report, &fonts).unwrap();
-        assert_eq!(store.json(first.id).unwrap(), json);
+        assert_eq!(std::fs::read(store.json_path(first.id)).unwrap(), json);
         assert_eq!(store.record(second.id).unwrap(), second);
         assert_eq!(second.fonts["Open Sans"], "0.font");
         let listed: Vec<_> = store.list().unwrap().into_iter().map(|r| r.name).collect();

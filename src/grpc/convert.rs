@@ -164,7 +164,8 @@ const DEFAULT_SIZE: u32 = 1080;
 impl RenderRequestDraft {
     /// Valid drafts only: every conversion below was checked by the rules above.
     fn into_domain(self) -> Result<RenderSubmission, String> {
-        let template_id = uuid::Uuid::try_parse(&self.template_id).map_err(|e| e.to_string())?;
+        let template_id =
+            parse_hyphenated_uuid(&self.template_id).ok_or("template_id after validation")?;
         let color = |draft: ColorDraft| {
             Rgba::new(draft.r, draft.g, draft.b, draft.a).map_err(|e| e.to_string())
         };
@@ -209,15 +210,20 @@ impl RenderRequestDraft {
     }
 }
 
+/// Parses a UUID in its hyphenated form only (`Uuid::try_parse` also takes the simple and
+/// braced forms; the contract says hyphenated).
+pub fn parse_hyphenated_uuid(value: &str) -> Option<uuid::Uuid> {
+    uuid::Uuid::try_parse(value)
+        .ok()
+        .filter(|_| value.len() == 36)
+}
+
 fn hyphenated_uuid(value: &str, _: &()) -> garde::Result {
-    // try_parse also takes the simple and braced forms; the contract says hyphenated.
-    let hyphenated = value.len() == 36 && uuid::Uuid::try_parse(value).is_ok();
-    if hyphenated {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
+    match parse_hyphenated_uuid(value) {
+        Some(_) => Ok(()),
+        None => Err(garde::Error::new(format!(
             "must be a hyphenated UUID, got {value:?}"
-        )))
+        ))),
     }
 }
 

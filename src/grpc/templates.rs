@@ -2,6 +2,7 @@
 //! parsed and fenced once, at creation (the same code the worker runs), and its report is
 //! stored beside it. File and parse work runs on blocking threads, never on the runtime.
 
+use super::convert::parse_hyphenated_uuid;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
@@ -68,9 +69,9 @@ async fn blocking<T: Send + 'static>(
 }
 
 fn template_id(field: &str, value: &str) -> Result<Uuid, ServiceError> {
-    match Uuid::try_parse(value) {
-        Ok(id) if value.len() == 36 => Ok(id),
-        _ => {
+    match parse_hyphenated_uuid(value) {
+        Some(id) => Ok(id),
+        None => {
             let description = format!("must be a hyphenated UUID, got {value:?}");
             Err(ServiceError::invalid_argument(
                 "REQUEST_INVALID",

@@ -113,10 +113,12 @@ impl Template {
 }
 
 pub fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    lowercase_hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a digest, as every sha256 this service reports is written.
+pub fn lowercase_hex(digest: &[u8]) -> String {
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// `layers[3].ks` → `$.layers[3].ks`; serde_path_to_error says `.` for the root.

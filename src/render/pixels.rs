@@ -13,8 +13,6 @@ pub enum PixelLayout {
     StraightBgra,
     /// Straight (un-premultiplied) RGBA, alpha kept.
     StraightRgba,
-    /// As rlottie renders it: premultiplied BGRA.
-    Premultiplied,
 }
 
 /// Writes `source` (premultiplied BGRA, as rlottie renders) into `destination` (4 bytes a
@@ -41,9 +39,6 @@ pub fn convert(source: &[Bgra], destination: &mut [u8], layout: PixelLayout) {
                 let Bgra { b, g, r, a } = straight(*pixel, table);
                 *out = [r, g, b, a];
             });
-        }
-        PixelLayout::Premultiplied => {
-            pairs.for_each(|(pixel, out)| *out = [pixel.b, pixel.g, pixel.r, pixel.a])
         }
     }
 }
