@@ -1,12 +1,18 @@
 //! Settings of the server, from flags and `LOTTIE_RENDER_*` environment variables, with
-//! embedded defaults: no flags at all runs one self-contained instance.
+//! embedded defaults: no flags at all runs one self-contained instance (in-memory job table
+//! and queue, templates and outputs under `./data`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// Largest request body accepted: a template (8 MiB) plus its fonts. Above it, gRPC answers
-/// RESOURCE_EXHAUSTED before decoding (tonic's limit).
+/// Largest request body accepted: a template (8 MiB) plus its fonts. Above it, the strict
+/// codec answers INVALID_ARGUMENT.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+
+/// Default job budget, output megapixels (frames × width × height / 10⁶): two minutes of
+/// 1920×1920 at 60 fps, about 8 minutes of rendering on two cores.
+pub const DEFAULT_MAX_JOB_MEGAPIXELS: u64 = 26_600;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerSettings {
@@ -16,4 +22,86 @@ pub struct ServerSettings {
     /// Directory for templates and outputs (created when missing).
     #[arg(long, env = "LOTTIE_RENDER_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+    /// Renders running at once, each in its own worker process [default: half the cores, at
+    /// least 1].
+    #[arg(long, env = "LOTTIE_RENDER_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: Option<u16>,
+    /// Jobs waiting for a worker; a submission beyond it is answered RESOURCE_EXHAUSTED.
+    #[arg(long, env = "LOTTIE_RENDER_QUEUE_CAPACITY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub queue_capacity: u32,
+    /// Address for Prometheus metrics over HTTP (`GET /metrics`); off when unset.
+    #[arg(long, env = "LOTTIE_RENDER_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// How long finished jobs and their outputs are kept, seconds.
+    #[arg(long, env = "LOTTIE_RENDER_RETENTION_SECONDS", default_value_t = 24 * 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub retention_seconds: u64,
+    /// Largest job accepted, output megapixels (frames × width × height / 10⁶).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_JOB_MEGAPIXELS", default_value_t = DEFAULT_MAX_JOB_MEGAPIXELS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_job_megapixels: u64,
+    /// Longest a render may run, seconds (its deadline is derived from its size, capped here).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_JOB_SECONDS", default_value_t = crate::sandbox::MAX_DEADLINE.as_secs_f64())]
+    pub max_job_seconds: f64,
+    /// Address space of one worker process, MiB.
+    #[arg(long, env = "LOTTIE_RENDER_WORKER_MEMORY_MB", default_value_t = crate::sandbox::DEFAULT_WORKER_MEMORY_BYTES / (1024 * 1024), value_parser = clap::value_parser!(u64).range(64..))]
+    pub worker_memory_mb: u64,
+    /// On SIGTERM, how long running renders may take to finish before they are cancelled
+    /// (and marked retryable), seconds.
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_SHUTDOWN_GRACE_SECONDS",
+        default_value_t = 30.0
+    )]
+    pub shutdown_grace_seconds: f64,
+    /// Requests handled at once; beyond it calls are answered RESOURCE_EXHAUSTED at once
+    /// (load shedding) instead of queueing up inside the server.
+    #[arg(long, env = "LOTTIE_RENDER_MAX_CONCURRENT_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_requests: u32,
+    /// The program run as `worker` for each render [default: this executable].
+    #[arg(long, env = "LOTTIE_RENDER_WORKER_EXECUTABLE", hide = true)]
+    pub worker_executable: Option<PathBuf>,
+}
+
+impl ServerSettings {
+    /// The embedded defaults with another listen address and data directory (tests, tools).
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServerSettings {
+        ServerSettings {
+            listen,
+            data_dir,
+            workers: None,
+            queue_capacity: 64,
+            metrics_listen: None,
+            retention_seconds: 24 * 3600,
+            max_job_megapixels: DEFAULT_MAX_JOB_MEGAPIXELS,
+            max_job_seconds: crate::sandbox::MAX_DEADLINE.as_secs_f64(),
+            worker_memory_mb: crate::sandbox::DEFAULT_WORKER_MEMORY_BYTES / (1024 * 1024),
+            shutdown_grace_seconds: 30.0,
+            max_concurrent_requests: 512,
+            worker_executable: None,
+        }
+    }
+
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            Some(workers) => usize::from(workers),
+            None => (std::thread::available_parallelism().map_or(1, usize::from) / 2).max(1),
+        }
+    }
+
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs(self.retention_seconds)
+    }
+
+    /// Clamped so that a hostile or mistyped value (NaN, negative, huge) cannot panic.
+    pub fn max_job_duration(&self) -> Duration {
+        seconds(self.max_job_seconds, crate::sandbox::MAX_DEADLINE)
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        seconds(self.shutdown_grace_seconds, Duration::from_secs(30))
+    }
+}
+
+/// A non-negative finite number of seconds as a duration; `fallback` for anything else.
+fn seconds(value: f64, fallback: Duration) -> Duration {
+    Duration::try_from_secs_f64(value).unwrap_or(fallback)
 }

@@ -37,6 +37,9 @@ pub enum ServiceErrorCode {
     InvalidArgument,
     /// The named template or job does not exist: never retry.
     NotFound,
+    /// The call needs another state of the resource (downloading a job that has not
+    /// succeeded): do not retry until that changes.
+    FailedPrecondition,
     /// Capacity (queue, workers, memory) is exhausted: retry after the delay.
     ResourceExhausted,
     /// A dependency is unreachable or the server is draining: retry after the delay.
@@ -50,9 +53,9 @@ pub enum ServiceErrorCode {
 impl ServiceErrorCode {
     pub fn class(self) -> Option<ErrorClass> {
         match self {
-            ServiceErrorCode::InvalidArgument | ServiceErrorCode::NotFound => {
-                Some(ErrorClass::Deterministic)
-            }
+            ServiceErrorCode::InvalidArgument
+            | ServiceErrorCode::NotFound
+            | ServiceErrorCode::FailedPrecondition => Some(ErrorClass::Deterministic),
             ServiceErrorCode::ResourceExhausted
             | ServiceErrorCode::Unavailable
             | ServiceErrorCode::Aborted => Some(ErrorClass::Transient),
@@ -97,8 +100,17 @@ impl ServiceError {
     }
 
     pub fn not_found(reason: &'static str, message: impl Into<String>) -> Self {
+        ServiceError::deterministic(ServiceErrorCode::NotFound, reason, message)
+    }
+
+    /// A deterministic error without field violations (`NotFound`, `FailedPrecondition`).
+    pub fn deterministic(
+        code: ServiceErrorCode,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         ServiceError {
-            code: ServiceErrorCode::NotFound,
+            code,
             reason,
             message: message.into(),
             violations: Vec::new(),

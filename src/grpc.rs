@@ -2,10 +2,24 @@
 //! generated types. [`codec`] decodes strictly (INVALID_ARGUMENT for undecodable bodies and
 //! unknown fields); [`convert`] turns wire requests into domain types exactly once;
 //! [`status`] is the single mapping from service errors to gRPC statuses; [`templates`]
-//! serves TemplateService.
+//! serves TemplateService and [`renders`] RenderService.
 
 pub mod codec;
 pub mod convert;
 pub mod proto;
+pub mod renders;
 pub mod status;
 pub mod templates;
+
+use crate::error::ServiceError;
+use tonic::Status;
+
+/// Runs blocking work (files, parsing) off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+) -> Result<T, Status> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(Status::from),
+        Err(join_error) => Err(Status::from(ServiceError::internal(join_error))),
+    }
+}

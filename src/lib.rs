@@ -11,7 +11,11 @@
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
 //! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
 //! - [`idempotency`]: the Idempotency-Key (validated key, tower layer).
-//! - [`storage`]: templates on disk (object storage later).
+//! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
+//!   the scheduler that runs them in worker processes.
+//! - [`middleware`]: tower layers of the server (request metrics, catch-panic, load shedding).
+//! - [`metrics`]: Prometheus metrics and their HTTP endpoint.
+//! - [`storage`]: templates and outputs on disk (object storage later).
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
 //!   and its settings.
@@ -24,7 +28,10 @@ pub mod encode;
 pub mod error;
 pub mod grpc;
 pub mod idempotency;
+pub mod jobs;
 pub mod lottie;
+pub mod metrics;
+pub mod middleware;
 pub mod os;
 pub mod render;
 pub mod sandbox;

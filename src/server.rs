@@ -1,14 +1,25 @@
-//! The gRPC server: builds the services and the tower stack and serves them on an
-//! already-bound listener until a shutdown future resolves, so `main` and the tests run the
-//! very same entry point. On shutdown, health turns NOT_SERVING before the listener closes.
+//! The gRPC server: builds the services, the job scheduler and the tower stack and serves
+//! them on already-bound listeners until a shutdown future resolves, so `main` and the tests
+//! run the very same entry point. On shutdown it drains (health NOT_SERVING, submissions
+//! UNAVAILABLE, running renders finish within the grace period or are cancelled retryable)
+//! before the listener closes.
 
 use crate::config::{ServerSettings, MAX_REQUEST_BYTES};
+use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
+use crate::grpc::renders::{JobLimits, RenderApi};
 use crate::grpc::templates::TemplateApi;
 use crate::idempotency::IdempotencyKeyLayer;
-use crate::storage::TemplateStore;
+use crate::jobs::scheduler::SchedulerSettings;
+use crate::jobs::Scheduler;
+use crate::metrics::Metrics;
+use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer};
+use crate::storage::{OutputStore, TemplateStore};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
@@ -16,25 +27,76 @@ use tokio_stream::wrappers::TcpListenerStream;
 pub enum ServerError {
     #[error("cannot open the data directory: {0}")]
     Storage(#[from] crate::storage::StorageError),
+    #[error("cannot find this executable to run workers: {0}")]
+    Executable(std::io::Error),
     #[error("cannot build server reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves until `shutdown` resolves.
+/// Sockets the server answers on, bound by the caller (port 0 in tests).
+#[derive(Debug)]
+pub struct Listeners {
+    pub grpc: TcpListener,
+    /// Prometheus metrics over HTTP; none when metrics are off.
+    pub metrics: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds the addresses of `settings`.
+    pub async fn bind(settings: &ServerSettings) -> std::io::Result<Listeners> {
+        let grpc = TcpListener::bind(settings.listen).await?;
+        let metrics = match settings.metrics_listen {
+            Some(address) => Some(TcpListener::bind(address).await?),
+            None => None,
+        };
+        Ok(Listeners { grpc, metrics })
+    }
+}
+
+/// Serves until `shutdown` resolves, then drains: health NOT_SERVING, new submissions
+/// UNAVAILABLE, running renders get the grace period, and the listener closes last.
 pub async fn run(
-    listener: TcpListener,
+    listeners: Listeners,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let store = TemplateStore::open(&settings.data_dir)?;
-    let templates = TemplateServiceServer::new(TemplateApi::new(store))
+    let metrics = Metrics::new();
+    let templates_store = TemplateStore::open(&settings.data_dir)?;
+    let outputs = OutputStore::open(&settings.data_dir)?;
+    let executable = match settings.worker_executable.clone() {
+        Some(executable) => executable,
+        None => std::env::current_exe().map_err(ServerError::Executable)?,
+    };
+    let scheduler = Scheduler::start(
+        SchedulerSettings {
+            workers: settings.worker_count(),
+            executable,
+            worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
+        },
+        settings.queue_capacity as usize,
+        outputs,
+        metrics.clone(),
+    );
+    let draining = Arc::new(AtomicBool::new(false));
+    let templates = TemplateServiceServer::new(TemplateApi::new(templates_store.clone()))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let renders = RenderServiceServer::new(RenderApi::new(
+        templates_store,
+        scheduler.clone(),
+        JobLimits {
+            max_megapixels: settings.max_job_megapixels,
+            max_duration: settings.max_job_duration(),
+        },
+        draining.clone(),
+    ))
+    .max_decoding_message_size(MAX_REQUEST_BYTES);
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<TemplateServiceServer<TemplateApi>>()
         .await;
+    health.set_serving::<RenderServiceServer<RenderApi>>().await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -47,30 +109,88 @@ pub async fn run(
         // google.rpc.ErrorInfo, BadRequest, RetryInfo: lets grpcurl show error details.
         .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let local = listener.local_addr().ok();
-    tracing::info!(listen = ?local, data_dir = %settings.data_dir.display(), "serving");
-    let draining = {
-        let health = health.clone();
+    let metrics_server = listeners.metrics.map(|listener| {
+        tracing::info!(listen = ?listener.local_addr().ok(), "serving metrics");
+        tokio::spawn(crate::metrics::serve(listener, metrics.clone()))
+    });
+    let sweeper = tokio::spawn(sweep_expired(scheduler.clone(), settings.retention()));
+    let local = listeners.grpc.local_addr().ok();
+    tracing::info!(
+        listen = ?local,
+        data_dir = %settings.data_dir.display(),
+        workers = settings.worker_count(),
+        queue_capacity = settings.queue_capacity,
+        "serving"
+    );
+    let drained = {
+        let (health, scheduler, draining) = (health.clone(), scheduler.clone(), draining.clone());
+        let grace = settings.shutdown_grace();
         async move {
             shutdown.await;
-            tracing::info!("shutting down: health NOT_SERVING, finishing calls in flight");
+            tracing::info!(
+                grace_seconds = grace.as_secs_f64(),
+                "shutting down: health NOT_SERVING, refusing submissions, draining renders"
+            );
+            draining.store(true, Ordering::SeqCst);
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
             health
                 .set_not_serving::<TemplateServiceServer<TemplateApi>>()
                 .await;
+            health
+                .set_not_serving::<RenderServiceServer<RenderApi>>()
+                .await;
+            scheduler.drain(grace).await;
+            tracing::info!("renders drained; closing the listener");
         }
     };
-    tonic::transport::Server::builder()
+    // Outermost first. Each layer sees what the ones inside it answer.
+    let stack = tower::ServiceBuilder::new()
+        // Counts every answer as the caller sees it, refusals of the layers below included.
+        .layer(RequestMetricsLayer::new(metrics.clone()))
+        // A bug of ours answers INTERNAL and never takes the connection (or server) down.
+        .layer(CatchPanicLayer)
+        // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
+        .layer(LoadShedLayer::new(
+            settings.max_concurrent_requests as usize,
+        ))
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before the body is decoded (the store slots in here with issue #4).
         .layer(IdempotencyKeyLayer)
+        .into_inner();
+    let served = tonic::transport::Server::builder()
+        .layer(stack)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(templates)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), draining)
-        .await?;
+        .add_service(renders)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listeners.grpc), drained)
+        .await;
+    sweeper.abort();
+    if let Some(metrics_server) = metrics_server {
+        metrics_server.abort();
+    }
+    served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How often expired jobs and outputs are looked for: a quarter of the retention, within
+/// these bounds.
+const MIN_SWEEP_INTERVAL: Duration = Duration::from_millis(200);
+const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+async fn sweep_expired(scheduler: Arc<Scheduler>, retention: Duration) {
+    let mut interval =
+        tokio::time::interval((retention / 4).clamp(MIN_SWEEP_INTERVAL, MAX_SWEEP_INTERVAL));
+    loop {
+        interval.tick().await;
+        let scheduler = scheduler.clone();
+        // File removal blocks; it runs off the runtime.
+        let _ = tokio::task::spawn_blocking(move || scheduler.expire(retention)).await;
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -85,7 +85,14 @@ impl Rgba {
                 }
             }
         }
-        Ok(Rgba { r, g, b, a })
+        // Adding +0.0 turns -0.0 into 0.0: one colour, one canonical form (fingerprints).
+        let canonical = |value: f64| value + 0.0;
+        Ok(Rgba {
+            r: canonical(r),
+            g: canonical(g),
+            b: canonical(b),
+            a: a.map(canonical),
+        })
     }
 
     pub fn r(&self) -> f64 {

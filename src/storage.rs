@@ -1,8 +1,12 @@
-//! Templates on disk, under `<data-dir>/templates/<id>/`: the JSON as uploaded
+//! Templates and outputs on disk.
+//!
+//! Templates live under `<data-dir>/templates/<id>/`: the JSON as uploaded
 //! (`template.json`), its fonts (`fonts/<n>.font`) and a small record (`record.json`: name,
 //! creation time, font families). A template is written into a temporary directory and
-//! renamed into place, so a crash never leaves half a template visible. Object storage
-//! replaces this later; callers see only [`TemplateStore`].
+//! renamed into place, so a crash never leaves half a template visible. Outputs live under
+//! `<data-dir>/outputs/<job-id>.<ext>`; a worker writes `.partial-<job-id>.<ext>` and the
+//! scheduler renames it when the render succeeded. Object storage replaces this later;
+//! callers see only [`TemplateStore`] and [`OutputStore`].
 
 use crate::lottie::report::InspectReport;
 use serde::{Deserialize, Serialize};
@@ -143,6 +147,78 @@ impl TemplateStore {
         std::fs::rename(self.dir(id), &doomed)?;
         std::fs::remove_dir_all(doomed)?;
         Ok(())
+    }
+}
+
+/// Rendered outputs, one file per succeeded job.
+#[derive(Debug, Clone)]
+pub struct OutputStore {
+    root: PathBuf,
+}
+
+/// Partial files older than this belong to no running render (none runs longer than
+/// [`crate::sandbox::MAX_DEADLINE`]); the sweep removes them.
+const STALE_PARTIAL_AGE: Duration = Duration::from_secs(2 * 3600);
+
+impl OutputStore {
+    /// A store under `data_dir/outputs` (created when missing).
+    pub fn open(data_dir: &Path) -> Result<OutputStore, StorageError> {
+        let root = data_dir.join("outputs");
+        std::fs::create_dir_all(&root)?;
+        Ok(OutputStore { root })
+    }
+
+    /// Where a succeeded job's output is.
+    pub fn path(&self, job: Uuid, extension: &str) -> PathBuf {
+        self.root.join(format!("{job}.{extension}"))
+    }
+
+    /// Where a worker writes while rendering.
+    pub fn partial_path(&self, job: Uuid, extension: &str) -> PathBuf {
+        self.root.join(format!(".partial-{job}.{extension}"))
+    }
+
+    /// Makes a finished partial file the job's output.
+    pub fn commit(&self, job: Uuid, extension: &str) -> Result<PathBuf, StorageError> {
+        let path = self.path(job, extension);
+        std::fs::rename(self.partial_path(job, extension), &path)?;
+        Ok(path)
+    }
+
+    /// Removes a job's output and partial file, if any.
+    pub fn remove(&self, job: Uuid, extension: &str) {
+        for path in [self.path(job, extension), self.partial_path(job, extension)] {
+            if let Err(error) = std::fs::remove_file(&path) {
+                if error.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(job_id = %job, path = %path.display(), %error, "cannot remove an output");
+                }
+            }
+        }
+    }
+
+    /// Removes outputs older than `retention` (left by an earlier run of the service, whose
+    /// jobs were in its memory) and stale partial files; answers how many were removed.
+    pub fn sweep(&self, retention: Duration) -> Result<usize, StorageError> {
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&self.root)? {
+            let entry = entry?;
+            let is_partial = entry.file_name().to_string_lossy().starts_with(".partial-");
+            let limit = if is_partial {
+                STALE_PARTIAL_AGE
+            } else {
+                retention
+            };
+            let age = entry
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .map(|modified| now.duration_since(modified).unwrap_or_default());
+            if matches!(age, Ok(age) if age >= limit) && std::fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 }
 

@@ -18,14 +18,17 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let listener = match tokio::net::TcpListener::bind(args.settings.listen).await {
-            Ok(listener) => listener,
+        let listeners = match crate::server::Listeners::bind(&args.settings).await {
+            Ok(listeners) => listeners,
             Err(error) => {
-                eprintln!("error: cannot listen on {}: {error}", args.settings.listen);
+                eprintln!(
+                    "error: cannot listen on {} (or the metrics address): {error}",
+                    args.settings.listen
+                );
                 return ExitCode::FAILURE;
             }
         };
-        match crate::server::run(listener, args.settings, crate::server::shutdown_signal()).await {
+        match crate::server::run(listeners, args.settings, crate::server::shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("error: {error}");

@@ -218,6 +218,25 @@ pub fn parse_hyphenated_uuid(value: &str) -> Option<uuid::Uuid> {
         .filter(|_| value.len() == 36)
 }
 
+/// An id field of a request (`template_id`, `job_id`): INVALID_ARGUMENT naming the field
+/// unless it is a hyphenated UUID.
+pub fn parse_id(field: &str, value: &str) -> Result<uuid::Uuid, ServiceError> {
+    match parse_hyphenated_uuid(value) {
+        Some(id) => Ok(id),
+        None => {
+            let description = format!("must be a hyphenated UUID, got {value:?}");
+            Err(ServiceError::invalid_argument(
+                "REQUEST_INVALID",
+                format!("{field}: {description}"),
+                vec![FieldViolation {
+                    field: field.to_owned(),
+                    description,
+                }],
+            ))
+        }
+    }
+}
+
 fn hyphenated_uuid(value: &str, _: &()) -> garde::Result {
     match parse_hyphenated_uuid(value) {
         Some(_) => Ok(()),

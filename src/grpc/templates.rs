@@ -2,7 +2,8 @@
 //! parsed and fenced once, at creation (the same code the worker runs), and its report is
 //! stored beside it. File and parse work runs on blocking threads, never on the runtime.
 
-use super::convert::parse_hyphenated_uuid;
+use super::blocking;
+use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
@@ -40,7 +41,7 @@ impl TemplateApi {
     }
 }
 
-fn storage_error(error: StorageError) -> ServiceError {
+pub(crate) fn storage_error(error: StorageError) -> ServiceError {
     match error {
         StorageError::NotFound(id) => ServiceError::not_found(
             "TEMPLATE_NOT_FOUND",
@@ -54,33 +55,6 @@ fn storage_error(error: StorageError) -> ServiceError {
         ),
         StorageError::Damaged(detail) => {
             ServiceError::internal(format!("damaged template record: {detail}"))
-        }
-    }
-}
-
-/// Runs blocking work off the async runtime.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
-) -> Result<T, Status> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(Status::from),
-        Err(join_error) => Err(Status::from(ServiceError::internal(join_error))),
-    }
-}
-
-fn template_id(field: &str, value: &str) -> Result<Uuid, ServiceError> {
-    match parse_hyphenated_uuid(value) {
-        Some(id) => Ok(id),
-        None => {
-            let description = format!("must be a hyphenated UUID, got {value:?}");
-            Err(ServiceError::invalid_argument(
-                "REQUEST_INVALID",
-                format!("{field}: {description}"),
-                vec![FieldViolation {
-                    field: field.to_owned(),
-                    description,
-                }],
-            ))
         }
     }
 }
@@ -244,7 +218,7 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::GetTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
-        let id = template_id("template_id", &request.get_ref().template_id)?;
+        let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         let record = blocking(move || store.record(id).map_err(storage_error)).await?;
         Ok(Response::new(to_proto(&record)))
@@ -313,7 +287,7 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::DeleteTemplateRequest>,
     ) -> Result<Response<()>, Status> {
-        let id = template_id("template_id", &request.get_ref().template_id)?;
+        let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         blocking(move || store.delete(id).map_err(storage_error)).await?;
         tracing::info!(template_id = %id, "template deleted");

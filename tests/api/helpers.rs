@@ -18,15 +18,19 @@ pub async fn spawn_app() -> TestApp {
     let data_dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let settings = ServerSettings {
-        listen: address,
-        data_dir: data_dir.path().to_path_buf(),
-    };
+    let settings = ServerSettings::new(address, data_dir.path().to_path_buf());
     let (shutdown, stop) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        lottie_render::server::run(listener, settings, async {
-            let _ = stop.await;
-        })
+        lottie_render::server::run(
+            lottie_render::server::Listeners {
+                grpc: listener,
+                metrics: None,
+            },
+            settings,
+            async {
+                let _ = stop.await;
+            },
+        )
         .await
         .unwrap();
     });

@@ -1,0 +1,407 @@
+//! RenderService: submitting, following, cancelling and downloading render jobs.
+//!
+//! SubmitRender validates everything before anything is queued: the request itself (garde,
+//! [`super::convert`]), then against the template (it exists, every slot id is one of its
+//! slots, frames × pixels within the job budget, GIF length), then the quarantine; every
+//! violation of a stage comes back in one answer. A valid job is queued and answered at once
+//! (QUEUED); rendering happens in the scheduler's sandboxed workers.
+
+use super::blocking;
+use super::convert::{parse_id, RenderSubmission};
+use super::proto::{self, render_service_server::RenderService};
+use super::templates::storage_error;
+use crate::encode::gif::MAX_GIF_SECONDS;
+use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use crate::jobs::queue::PushRefused;
+use crate::jobs::{Fingerprint, Job, JobState, RenderWork, Scheduler};
+use crate::lottie::modifications::{self, ModificationError};
+use crate::lottie::timeline;
+use crate::spec::Format;
+use crate::storage::{StorageError, TemplateStore};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+/// Largest OutputChunk, bytes (the contract says at most 1 MiB).
+pub const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
+/// Chunks read ahead of a slow downloader; bounds memory per download.
+const DOWNLOAD_READ_AHEAD: usize = 4;
+/// Snapshots buffered for a slow watcher before it is made to wait.
+const WATCH_BUFFER: usize = 16;
+/// Retry delay while the server drains: long enough for the mesh to route elsewhere.
+pub const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Limits applied to every job.
+#[derive(Debug, Clone, Copy)]
+pub struct JobLimits {
+    /// Output megapixels: frames × width × height / 10⁶.
+    pub max_megapixels: u64,
+    /// Longest a worker may run (the deadline derived from the job's size is capped here).
+    pub max_duration: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct RenderApi {
+    templates: TemplateStore,
+    scheduler: Arc<Scheduler>,
+    limits: JobLimits,
+    draining: Arc<AtomicBool>,
+}
+
+impl RenderApi {
+    pub fn new(
+        templates: TemplateStore,
+        scheduler: Arc<Scheduler>,
+        limits: JobLimits,
+        draining: Arc<AtomicBool>,
+    ) -> RenderApi {
+        RenderApi {
+            templates,
+            scheduler,
+            limits,
+            draining,
+        }
+    }
+
+    fn job(&self, field_value: &str) -> Result<Job, ServiceError> {
+        let id = parse_id("job_id", field_value)?;
+        self.scheduler
+            .board
+            .get(id)
+            .ok_or_else(|| job_not_found(id))
+    }
+}
+
+fn job_not_found(id: Uuid) -> ServiceError {
+    ServiceError::not_found(
+        "JOB_NOT_FOUND",
+        format!("job {id} does not exist (or has expired)"),
+    )
+}
+
+fn draining() -> ServiceError {
+    ServiceError::transient(
+        ServiceErrorCode::Unavailable,
+        "SERVER_DRAINING",
+        "the server is shutting down; submit to another instance or retry later",
+        DRAINING_RETRY_AFTER,
+    )
+}
+
+/// Checks `submission` against its template; answers the job and the work to queue.
+fn admit(
+    templates: &TemplateStore,
+    submission: RenderSubmission,
+    limits: JobLimits,
+) -> Result<(Job, RenderWork), ServiceError> {
+    let template_id = submission.template_id;
+    let record = match templates.record(template_id) {
+        Ok(record) => record,
+        // Well-formed but unknown: the request is wrong (DESIGN.md), not a missing resource.
+        Err(StorageError::NotFound(_)) => {
+            let description = format!("template {template_id} does not exist");
+            return Err(ServiceError::invalid_argument(
+                "TEMPLATE_NOT_FOUND",
+                description.clone(),
+                vec![FieldViolation {
+                    field: "template_id".into(),
+                    description,
+                }],
+            ));
+        }
+        Err(error) => return Err(storage_error(error)),
+    };
+    let report = &record.report;
+    let spec = submission.output;
+    let mut violations = Vec::new();
+    let mut reason = None;
+    for error in modifications::check(&report.slots, &submission.modifications) {
+        let field = match &error {
+            ModificationError::UnknownColorSlot { id, .. } => {
+                format!("modifications.colors[{id:?}]")
+            }
+            ModificationError::UnknownTextSlot { id, .. }
+            | ModificationError::ControlCharacter { id, .. } => {
+                format!("modifications.texts[{id:?}]")
+            }
+        };
+        reason.get_or_insert(crate::error::Classified::reason(&error));
+        violations.push(FieldViolation {
+            field,
+            description: error.to_string(),
+        });
+    }
+    let frames = timeline::frame_count(report.duration_seconds, spec.fps.get());
+    let megapixels =
+        f64::from(frames) * f64::from(spec.width.get()) * f64::from(spec.height.get()) / 1e6;
+    if megapixels > limits.max_megapixels as f64 {
+        reason.get_or_insert("JOB_TOO_LARGE");
+        violations.push(FieldViolation {
+            field: "output".into(),
+            description: format!(
+                "{frames} frames of {}×{} are {megapixels:.0} megapixels, more than the {} \
+                 megapixel job budget; lower fps, width or height",
+                spec.width.get(),
+                spec.height.get(),
+                limits.max_megapixels
+            ),
+        });
+    }
+    if spec.format == Format::Gif && report.duration_seconds > MAX_GIF_SECONDS {
+        reason.get_or_insert("OUTPUT_TOO_LONG");
+        violations.push(FieldViolation {
+            field: "output.format".into(),
+            description: format!(
+                "a GIF may last at most {MAX_GIF_SECONDS} s; this template lasts {:.1} s",
+                report.duration_seconds
+            ),
+        });
+    }
+    if let Some(reason) = reason {
+        let message = violations
+            .iter()
+            .map(|v| format!("{}: {}", v.field, v.description))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ServiceError::invalid_argument(reason, message, violations));
+    }
+    let fingerprint = Fingerprint::of(&report.sha256, &submission.modifications, &spec);
+    let job = Job::queued(
+        Uuid::new_v4(),
+        template_id,
+        fingerprint,
+        spec.format,
+        frames,
+    );
+    let deadline = crate::sandbox::default_deadline(frames, spec.width.get(), spec.height.get())
+        .min(limits.max_duration);
+    let work = RenderWork {
+        template_path: templates.json_path(template_id),
+        modifications: submission.modifications,
+        output: spec,
+        deadline,
+    };
+    Ok((job, work))
+}
+
+pub fn job_to_proto(job: &Job) -> proto::RenderJob {
+    let state = match job.state {
+        JobState::Queued => proto::JobState::Queued,
+        JobState::Running => proto::JobState::Running,
+        JobState::Succeeded => proto::JobState::Succeeded,
+        JobState::Failed => proto::JobState::Failed,
+        JobState::Cancelled => proto::JobState::Cancelled,
+    };
+    proto::RenderJob {
+        job_id: job.id.to_string(),
+        template_id: job.template_id.to_string(),
+        state: state as i32,
+        frames_done: job.frames_done,
+        frames_total: job.frames_total,
+        output: job.output.as_ref().map(|output| proto::RenderOutput {
+            content_type: output.content_type.clone(),
+            size_bytes: output.size_bytes,
+            sha256: output.sha256.clone(),
+            width: output.width,
+            height: output.height,
+            fps: output.fps,
+            frame_count: output.frame_count,
+            duration_seconds: output.duration_seconds,
+        }),
+        error: job.error.as_ref().map(|error| proto::JobError {
+            reason: error.reason.clone(),
+            message: error.message.clone(),
+            retryable: error.retryable,
+            retry_after: error
+                .retry_after
+                .and_then(|delay| prost_types::Duration::try_from(delay).ok()),
+        }),
+        created_at: Some(job.created_at.into()),
+        started_at: job.started_at.map(Into::into),
+        finished_at: job.finished_at.map(Into::into),
+    }
+}
+
+#[tonic::async_trait]
+impl RenderService for RenderApi {
+    async fn submit_render(
+        &self,
+        request: Request<proto::RenderRequest>,
+    ) -> Result<Response<proto::RenderJob>, Status> {
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(draining().into());
+        }
+        let submission = RenderSubmission::try_from(request.into_inner())?;
+        let templates = self.templates.clone();
+        let limits = self.limits;
+        let (job, work) = blocking(move || admit(&templates, submission, limits)).await?;
+        if self.scheduler.quarantine.contains(&job.fingerprint) {
+            tracing::warn!(
+                template_id = %job.template_id,
+                fingerprint = %job.fingerprint,
+                "refused a quarantined request"
+            );
+            return Err(ServiceError::invalid_argument(
+                "RENDER_QUARANTINED",
+                "this exact request crashed the renderer twice and is quarantined; change \
+                 the template or the modifications",
+                Vec::new(),
+            )
+            .into());
+        }
+        let job = match self.scheduler.submit(job, work) {
+            Ok(job) => job,
+            Err(PushRefused::Full { length }) => {
+                return Err(ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    "QUEUE_FULL",
+                    format!("the render queue is full ({length} jobs waiting)"),
+                    self.scheduler.queue_retry_after(),
+                )
+                .into())
+            }
+            Err(PushRefused::Closed) => return Err(draining().into()),
+        };
+        tracing::info!(
+            job_id = %job.id,
+            template_id = %job.template_id,
+            fingerprint = %job.fingerprint,
+            frames_total = job.frames_total,
+            "job queued"
+        );
+        Ok(Response::new(job_to_proto(&job)))
+    }
+
+    async fn get_render_job(
+        &self,
+        request: Request<proto::GetRenderJobRequest>,
+    ) -> Result<Response<proto::RenderJob>, Status> {
+        let job = self.job(&request.get_ref().job_id)?;
+        Ok(Response::new(job_to_proto(&job)))
+    }
+
+    type WatchRenderJobStream = ReceiverStream<Result<proto::RenderJob, Status>>;
+
+    async fn watch_render_job(
+        &self,
+        request: Request<proto::WatchRenderJobRequest>,
+    ) -> Result<Response<Self::WatchRenderJobStream>, Status> {
+        let id = parse_id("job_id", &request.get_ref().job_id)?;
+        let board = self.scheduler.board.clone();
+        let (job, mut changes) = board.subscribe(id).ok_or_else(|| job_not_found(id))?;
+        let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
+        tokio::spawn(async move {
+            let mut last_version = job.version;
+            let mut terminal = job.state.is_terminal();
+            if sender.send(Ok(job_to_proto(&job))).await.is_err() {
+                return;
+            }
+            while !terminal {
+                let job = match changes.recv().await {
+                    Ok(job) => job,
+                    // Fell behind: the snapshot is the truth (progress is monotonic).
+                    Err(broadcast::error::RecvError::Lagged(_)) => match board.get(id) {
+                        Some(job) => job,
+                        None => return,
+                    },
+                    // The job expired.
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if job.version <= last_version {
+                    continue;
+                }
+                last_version = job.version;
+                terminal = job.state.is_terminal();
+                // The watcher went away: stop following.
+                if sender.send(Ok(job_to_proto(&job))).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(receiver)))
+    }
+
+    async fn cancel_render_job(
+        &self,
+        request: Request<proto::CancelRenderJobRequest>,
+    ) -> Result<Response<proto::RenderJob>, Status> {
+        let id = parse_id("job_id", &request.get_ref().job_id)?;
+        let job = self
+            .scheduler
+            .cancel(id)
+            .await
+            .ok_or_else(|| job_not_found(id))?;
+        tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "cancel requested");
+        Ok(Response::new(job_to_proto(&job)))
+    }
+
+    type DownloadRenderOutputStream = ReceiverStream<Result<proto::OutputChunk, Status>>;
+
+    async fn download_render_output(
+        &self,
+        request: Request<proto::DownloadRenderOutputRequest>,
+    ) -> Result<Response<Self::DownloadRenderOutputStream>, Status> {
+        let job = self.job(&request.get_ref().job_id)?;
+        if job.state != JobState::Succeeded {
+            return Err(ServiceError::deterministic(
+                ServiceErrorCode::FailedPrecondition,
+                "JOB_NOT_SUCCEEDED",
+                format!(
+                    "job {} is {}; only a succeeded job has an output (watch it first)",
+                    job.id,
+                    job.state.label()
+                ),
+            )
+            .into());
+        }
+        let path = self
+            .scheduler
+            .outputs()
+            .path(job.id, job.format.extension());
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ServiceError::not_found(
+                    "OUTPUT_NOT_FOUND",
+                    format!("the output of job {} is gone (expired or removed)", job.id),
+                )
+                .into())
+            }
+            Err(error) => return Err(storage_error(StorageError::Io(error)).into()),
+        };
+        let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
+        let job_id = job.id;
+        tokio::spawn(async move {
+            let mut offset = 0u64;
+            loop {
+                let mut data = Vec::with_capacity(DOWNLOAD_CHUNK_BYTES);
+                let read = (&mut file)
+                    .take(DOWNLOAD_CHUNK_BYTES as u64)
+                    .read_to_end(&mut data)
+                    .await;
+                let chunk = match read {
+                    Ok(0) => return,
+                    Ok(read) => {
+                        let chunk = proto::OutputChunk { data, offset };
+                        offset += read as u64;
+                        Ok(chunk)
+                    }
+                    Err(error) => {
+                        tracing::warn!(%job_id, %error, "reading an output failed");
+                        Err(storage_error(StorageError::Io(error)).into())
+                    }
+                };
+                let failed = chunk.is_err();
+                if sender.send(chunk).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(receiver)))
+    }
+}

@@ -1,0 +1,21 @@
+//! Render jobs: what a job is ([`model`]), its fingerprint ([`fingerprint`]), the table of
+//! jobs that answers Get/Watch/Cancel ([`board`]), the bounded queue in front of the workers
+//! ([`queue`]), the fingerprints refused after repeated crashes ([`quarantine`]) and the
+//! scheduler that runs queued jobs in sandboxed worker processes ([`scheduler`]).
+//!
+//! Everything here lives in this process (the embedded default); a shared store for several
+//! instances slots in with the idempotency work (issue #4).
+
+pub mod board;
+pub mod fingerprint;
+pub mod model;
+pub mod quarantine;
+pub mod queue;
+pub mod scheduler;
+
+pub use board::JobBoard;
+pub use fingerprint::Fingerprint;
+pub use model::{Job, JobFailure, JobState, RenderWork};
+pub use quarantine::Quarantine;
+pub use queue::RenderQueue;
+pub use scheduler::Scheduler;

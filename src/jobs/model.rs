@@ -1,0 +1,114 @@
+//! A render job as the service tracks it: state, progress, output or classified failure.
+
+use super::Fingerprint;
+use crate::render::OutputInfo;
+use crate::spec::{Format, Modifications, OutputSpec};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Why a job did not produce its output, classified like every other error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFailure {
+    /// Stable machine-readable reason (e.g. RENDER_DEADLINE_EXCEEDED, RENDER_CRASHED).
+    pub reason: String,
+    pub message: String,
+    /// Whether submitting the same request again may succeed.
+    pub retryable: bool,
+    /// When retryable: how long to wait first.
+    pub retry_after: Option<Duration>,
+}
+
+/// A snapshot of a job. `version` grows with every change, so watchers can tell new
+/// snapshots from ones they have seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: Uuid,
+    pub template_id: Uuid,
+    pub fingerprint: Fingerprint,
+    /// What the job produces (its output file's extension).
+    pub format: Format,
+    pub state: JobState,
+    pub frames_done: u32,
+    pub frames_total: u32,
+    pub output: Option<OutputInfo>,
+    pub error: Option<JobFailure>,
+    pub created_at: SystemTime,
+    pub started_at: Option<SystemTime>,
+    pub finished_at: Option<SystemTime>,
+    pub version: u64,
+}
+
+impl Job {
+    pub fn queued(
+        id: Uuid,
+        template_id: Uuid,
+        fingerprint: Fingerprint,
+        format: Format,
+        frames_total: u32,
+    ) -> Job {
+        Job {
+            id,
+            template_id,
+            fingerprint,
+            format,
+            state: JobState::Queued,
+            frames_done: 0,
+            frames_total,
+            output: None,
+            error: None,
+            created_at: SystemTime::now(),
+            started_at: None,
+            finished_at: None,
+            version: 0,
+        }
+    }
+
+    /// Moves to a terminal state (once: a terminal job never changes again).
+    pub fn finish(&mut self, state: JobState, error: Option<JobFailure>) {
+        if self.state.is_terminal() {
+            return;
+        }
+        self.state = state;
+        self.error = error;
+        self.finished_at = Some(SystemTime::now());
+    }
+}
+
+/// What a worker needs to run a job.
+#[derive(Debug, Clone)]
+pub struct RenderWork {
+    pub template_path: PathBuf,
+    pub modifications: Modifications,
+    pub output: OutputSpec,
+    /// Wall-clock limit of one worker run.
+    pub deadline: Duration,
+}

@@ -1,0 +1,42 @@
+//! Fingerprints whose renders crashed the worker twice. A quarantined request is refused at
+//! the boundary (INVALID_ARGUMENT) without spawning anything, so a poisoned template cannot
+//! burn the render farm however often it is retried. Entries expire with the job retention.
+
+use super::Fingerprint;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+#[derive(Debug, Default)]
+pub struct Quarantine {
+    entries: Mutex<HashMap<Fingerprint, SystemTime>>,
+}
+
+impl Quarantine {
+    /// Quarantines `fingerprint`; answers how many fingerprints are quarantined now.
+    pub fn add(&self, fingerprint: Fingerprint) -> usize {
+        let mut entries = lock(&self.entries);
+        entries.insert(fingerprint, SystemTime::now());
+        entries.len()
+    }
+
+    pub fn contains(&self, fingerprint: &Fingerprint) -> bool {
+        lock(&self.entries).contains_key(fingerprint)
+    }
+
+    /// Forgets entries older than `retention`; answers how many remain.
+    pub fn expire(&self, retention: Duration) -> usize {
+        let now = SystemTime::now();
+        let mut entries = lock(&self.entries);
+        entries.retain(|_, since| now.duration_since(*since).unwrap_or_default() < retention);
+        entries.len()
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every critical
+/// section here is a single map operation), so a panic elsewhere never wedges the service.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

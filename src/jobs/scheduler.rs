@@ -1,0 +1,442 @@
+//! Runs queued jobs: `workers` loops each take the next job from the queue and render it in a
+//! fresh `lottie-render worker` process (the sandbox) on a blocking thread, publishing
+//! progress on the board as the worker reports it.
+//!
+//! Outcomes: success → SUCCEEDED with the output committed to storage; a reported
+//! deterministic failure → FAILED, not retryable; a transient one, the deadline or the memory
+//! limit → FAILED, retryable with a delay; a crash (signal, or an exit without a result) is
+//! retried once on a fresh worker, and a second crash → FAILED RENDER_CRASHED, not
+//! retryable, with the fingerprint quarantined. Draining (shutdown) cancels what waits, lets
+//! running renders finish within the grace period and then cancels them, retryable.
+
+use super::board::JobBoard;
+use super::model::{Job, JobFailure, JobState, RenderWork};
+use super::quarantine::{lock, Quarantine};
+use super::queue::RenderQueue;
+use crate::error::ErrorClass;
+use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
+use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
+use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
+use crate::storage::OutputStore;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use uuid::Uuid;
+
+/// Worker runs per job when the worker crashes: the first crash may be bad luck (a flaky
+/// machine, an OOM kill); a second on a fresh process means the request itself is poison.
+pub const MAX_WORKER_ATTEMPTS: u32 = 2;
+/// Assumed duration of a job before any has finished (for retry delays).
+const INITIAL_JOB_SECONDS: f64 = 10.0;
+/// Weight of the newest job in the moving average of job durations.
+const JOB_SECONDS_SMOOTHING: f64 = 0.2;
+/// Bounds of every retry delay this module suggests.
+const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+/// Retry delay of a job cancelled by shutdown: another instance (or this one restarted)
+/// takes it.
+const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// How long the cancel call waits for a running job's worker to be gone.
+pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct SchedulerSettings {
+    pub workers: usize,
+    pub executable: PathBuf,
+    pub worker_memory_bytes: u64,
+}
+
+#[derive(Debug)]
+pub struct Scheduler {
+    pub board: Arc<JobBoard>,
+    pub queue: Arc<RenderQueue>,
+    pub quarantine: Arc<Quarantine>,
+    metrics: Arc<Metrics>,
+    outputs: OutputStore,
+    settings: SchedulerSettings,
+    average_job_seconds: Mutex<f64>,
+    shutting_down: AtomicBool,
+    loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Scheduler {
+    /// Creates the scheduler and starts its worker loops on the current runtime.
+    pub fn start(
+        settings: SchedulerSettings,
+        queue_capacity: usize,
+        outputs: OutputStore,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Scheduler> {
+        let scheduler = Arc::new(Scheduler {
+            board: Arc::new(JobBoard::default()),
+            queue: Arc::new(RenderQueue::new(queue_capacity)),
+            quarantine: Arc::new(Quarantine::default()),
+            metrics,
+            outputs,
+            settings,
+            average_job_seconds: Mutex::new(INITIAL_JOB_SECONDS),
+            shutting_down: AtomicBool::new(false),
+            loops: Mutex::new(Vec::new()),
+        });
+        let loops = (0..scheduler.settings.workers)
+            .map(|_| tokio::spawn(scheduler.clone().worker_loop()))
+            .collect();
+        *lock(&scheduler.loops) = loops;
+        scheduler
+    }
+
+    pub fn outputs(&self) -> &OutputStore {
+        &self.outputs
+    }
+
+    /// How long a caller refused for a full queue should wait: the time the workers need
+    /// to work through the queue at the recent pace.
+    pub fn queue_retry_after(&self) -> Duration {
+        let average = *lock(&self.average_job_seconds);
+        let waiting = self.queue.len() as f64 + 1.0;
+        let seconds = waiting * average / self.settings.workers.max(1) as f64;
+        Duration::try_from_secs_f64(seconds)
+            .unwrap_or(MAX_RETRY_AFTER)
+            .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
+    }
+
+    /// Adds a new job and queues it. On refusal the job is not kept.
+    pub fn submit(&self, job: Job, work: RenderWork) -> Result<Job, super::queue::PushRefused> {
+        let id = job.id;
+        self.board.insert(job.clone(), work);
+        match self.queue.try_push(id) {
+            Ok(depth) => {
+                self.metrics.queue_depth.set(depth as i64);
+                Ok(job)
+            }
+            Err(refused) => {
+                self.board.remove(id);
+                Err(refused)
+            }
+        }
+    }
+
+    /// Cancels a job: a waiting one at once, a running one by killing its worker (waiting up
+    /// to [`CANCEL_SETTLE`] for it to be gone). A finished job is answered as it is.
+    pub async fn cancel(&self, id: Uuid) -> Option<Job> {
+        let (job, mut changes) = self.board.subscribe(id)?;
+        if job.state.is_terminal() {
+            return Some(job);
+        }
+        if self.queue.remove(id) {
+            self.metrics.queue_depth.set(self.queue.len() as i64);
+            let job = self.board.update(id, |job| {
+                job.finish(JobState::Cancelled, None);
+                true
+            });
+            self.count_finished(JobState::Cancelled, None);
+            tracing::info!(job_id = %id, template_id = %job.as_ref()?.template_id, "job cancelled while queued");
+            return job;
+        }
+        // Running (or about to run: its loop sees the token before spawning anything).
+        self.board.request_cancel(id);
+        let settled = tokio::time::timeout(CANCEL_SETTLE, async {
+            while let Ok(job) = changes.recv().await {
+                if job.state.is_terminal() {
+                    break;
+                }
+            }
+        });
+        let _ = settled.await;
+        self.board.get(id)
+    }
+
+    /// Stops taking jobs: waiting ones are cancelled (retryable), running ones get `grace`
+    /// to finish and are then cancelled (retryable). Returns when every worker is gone.
+    pub async fn drain(&self, grace: Duration) {
+        let waiting = self.queue.close();
+        self.metrics.queue_depth.set(0);
+        for id in waiting {
+            self.board.update(id, |job| {
+                job.finish(JobState::Cancelled, Some(shutdown_failure()));
+                true
+            });
+            self.count_finished(JobState::Cancelled, None);
+        }
+        let loops = std::mem::take(&mut *lock(&self.loops));
+        let mut all = futures_util::future::join_all(loops);
+        if tokio::time::timeout(grace, &mut all).await.is_err() {
+            tracing::warn!(
+                grace_seconds = grace.as_secs_f64(),
+                "renders still running after the shutdown grace period; cancelling them"
+            );
+            self.shutting_down.store(true, Ordering::SeqCst);
+            for token in self.board.running_cancel_tokens() {
+                token.cancel();
+            }
+            all.await;
+        }
+    }
+
+    /// Forgets jobs, outputs and quarantine entries older than `retention`.
+    pub fn expire(&self, retention: Duration) {
+        for job in self.board.expire(retention) {
+            self.outputs.remove(job.id, job.format.extension());
+            tracing::debug!(job_id = %job.id, template_id = %job.template_id, "job expired");
+        }
+        let quarantined = self.quarantine.expire(retention);
+        self.metrics
+            .quarantined_fingerprints
+            .set(quarantined as i64);
+        match self.outputs.sweep(retention) {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "removed expired outputs"),
+            Err(error) => tracing::warn!(%error, "cannot sweep expired outputs"),
+        }
+    }
+
+    async fn worker_loop(self: Arc<Self>) {
+        while let Some(id) = self.queue.pop().await {
+            self.metrics.queue_depth.set(self.queue.len() as i64);
+            let scheduler = self.clone();
+            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(id)).await;
+            if let Err(error) = ran {
+                // A bug of ours in run_job: the job must not stay RUNNING for ever.
+                tracing::error!(job_id = %id, %error, "the job runner panicked");
+                self.board.update(id, |job| {
+                    job.finish(
+                        JobState::Failed,
+                        Some(JobFailure {
+                            reason: "INTERNAL".into(),
+                            message: "internal error; it has been logged".into(),
+                            retryable: true,
+                            retry_after: Some(MIN_RETRY_AFTER),
+                        }),
+                    );
+                    true
+                });
+            }
+        }
+    }
+
+    /// Runs one job to a terminal state (blocking: waits for worker processes).
+    fn run_job(&self, id: Uuid) {
+        let Some((work, cancel)) = self.board.work(id) else {
+            return;
+        };
+        let Some(job) = self.board.update(id, |job| {
+            if job.state != JobState::Queued {
+                return false;
+            }
+            job.state = JobState::Running;
+            job.started_at = Some(SystemTime::now());
+            true
+        }) else {
+            return;
+        };
+        if job.state != JobState::Running {
+            return;
+        }
+        let span = tracing::info_span!("job", job_id = %id, template_id = %job.template_id);
+        let _entered = span.enter();
+        tracing::info!(frames_total = job.frames_total, "render started");
+        self.metrics.jobs_running.inc();
+        let started = Instant::now();
+        let (run, attempts) = self.run_attempts(id, &work, &cancel);
+        let (state, error) = self.conclude(&job, &work, run);
+        let job = self.board.update(id, |job| {
+            if state == JobState::Succeeded {
+                job.frames_done = job.frames_total;
+            }
+            job.finish(state, error.clone());
+            true
+        });
+        self.metrics.jobs_running.dec();
+        let seconds = started.elapsed().as_secs_f64();
+        self.count_finished(state, Some(seconds));
+        if state != JobState::Cancelled {
+            let mut average = lock(&self.average_job_seconds);
+            *average = *average * (1.0 - JOB_SECONDS_SMOOTHING) + seconds * JOB_SECONDS_SMOOTHING;
+        }
+        match (&state, &error, job) {
+            (JobState::Succeeded, _, Some(job)) => tracing::info!(
+                seconds,
+                attempts,
+                size_bytes = job.output.as_ref().map_or(0, |o| o.size_bytes),
+                "render succeeded"
+            ),
+            (_, Some(error), _) => tracing::warn!(
+                seconds,
+                attempts,
+                reason = %error.reason,
+                retryable = error.retryable,
+                message = %error.message,
+                "render ended without output"
+            ),
+            _ => tracing::info!(seconds, attempts, state = state.label(), "render ended"),
+        }
+    }
+
+    /// Worker runs until one does not crash or the attempts are used up.
+    fn run_attempts(&self, id: Uuid, work: &RenderWork, cancel: &CancelToken) -> (WorkerRun, u32) {
+        let extension = work.output.format.extension();
+        let job = WorkerJob {
+            template_path: work.template_path.clone(),
+            modifications: work.modifications.clone(),
+            output: work.output,
+            output_path: self.outputs.partial_path(id, extension),
+            threads: 0,
+        };
+        let settings = SandboxSettings {
+            executable: self.settings.executable.clone(),
+            memory_bytes: self.settings.worker_memory_bytes,
+            deadline: work.deadline,
+        };
+        let mut attempt = 1;
+        loop {
+            let mut on_event = |event: &WorkerEvent| self.publish_progress(id, event);
+            let run = sandbox::run_worker(&job, &settings, cancel, &mut on_event);
+            let crashed = matches!(
+                &run.result,
+                Err(failure) if matches!(failure.kind, FailureKind::Crashed { .. })
+            );
+            if crashed {
+                self.metrics.worker_crashes.inc();
+                if let Err(failure) = &run.result {
+                    tracing::warn!(attempt, message = %failure.message, "the worker crashed");
+                }
+            }
+            if !crashed || attempt >= MAX_WORKER_ATTEMPTS || cancel.is_cancelled() {
+                return (run, attempt);
+            }
+            attempt += 1;
+            self.board.update(id, |job| {
+                job.frames_done = 0;
+                true
+            });
+        }
+    }
+
+    /// Progress on the board: a published change per whole percent (watchers are promised
+    /// at least one every 5%).
+    fn publish_progress(&self, id: Uuid, event: &WorkerEvent) {
+        let (done, total) = match event {
+            WorkerEvent::Started { frames_total } => (0, *frames_total),
+            WorkerEvent::Progress {
+                frames_done,
+                frames_total,
+            } => (*frames_done, *frames_total),
+            _ => return,
+        };
+        self.board.update(id, |job| {
+            let before = percent(job.frames_done, job.frames_total);
+            let changed_total = job.frames_total != total;
+            job.frames_done = done;
+            job.frames_total = total;
+            changed_total || percent(done, total) != before
+        });
+    }
+
+    /// The terminal state and error of a finished worker run.
+    fn conclude(
+        &self,
+        job: &Job,
+        work: &RenderWork,
+        run: WorkerRun,
+    ) -> (JobState, Option<JobFailure>) {
+        let extension = work.output.format.extension();
+        let failure = match run.result {
+            Ok(output) => match self.outputs.commit(job.id, extension) {
+                Ok(_) => {
+                    let fps = f64::from(output.frame_count) / run.wall.as_secs_f64().max(1e-3);
+                    self.metrics
+                        .frames_per_second
+                        .get_or_create(&FormatLabels {
+                            format: extension.to_owned(),
+                        })
+                        .observe(fps);
+                    self.metrics
+                        .frames_rendered
+                        .inc_by(u64::from(output.frame_count));
+                    self.board.update(job.id, |job| {
+                        job.output = Some(output);
+                        false
+                    });
+                    return (JobState::Succeeded, None);
+                }
+                Err(error) => {
+                    self.outputs.remove(job.id, extension);
+                    JobFailure {
+                        reason: "STORAGE_UNAVAILABLE".into(),
+                        message: format!("cannot store the output: {error}"),
+                        retryable: true,
+                        retry_after: Some(MIN_RETRY_AFTER),
+                    }
+                }
+            },
+            Err(failure) => match failure.kind {
+                FailureKind::Cancelled if self.shutting_down.load(Ordering::SeqCst) => {
+                    return (JobState::Cancelled, Some(shutdown_failure()));
+                }
+                FailureKind::Cancelled => return (JobState::Cancelled, None),
+                FailureKind::Crashed { .. } => {
+                    let quarantined = self.quarantine.add(job.fingerprint.clone());
+                    self.metrics
+                        .quarantined_fingerprints
+                        .set(quarantined as i64);
+                    tracing::error!(
+                        fingerprint = %job.fingerprint,
+                        quarantined,
+                        "the worker crashed on every attempt; fingerprint quarantined"
+                    );
+                    JobFailure {
+                        reason: "RENDER_CRASHED".into(),
+                        message: format!(
+                            "the renderer crashed on {MAX_WORKER_ATTEMPTS} fresh workers ({}); \
+                             this request is quarantined and will be refused",
+                            failure.message
+                        ),
+                        retryable: false,
+                        retry_after: None,
+                    }
+                }
+                _ => {
+                    let retryable = failure.class == ErrorClass::Transient;
+                    JobFailure {
+                        reason: failure.reason,
+                        message: failure.message,
+                        retryable,
+                        retry_after: retryable.then(|| self.queue_retry_after()),
+                    }
+                }
+            },
+        };
+        (JobState::Failed, Some(failure))
+    }
+
+    fn count_finished(&self, state: JobState, seconds: Option<f64>) {
+        let labels = OutcomeLabels {
+            outcome: state.label().to_owned(),
+        };
+        self.metrics.jobs_finished.get_or_create(&labels).inc();
+        if let Some(seconds) = seconds {
+            self.metrics
+                .job_duration_seconds
+                .get_or_create(&labels)
+                .observe(seconds);
+        }
+    }
+}
+
+fn shutdown_failure() -> JobFailure {
+    JobFailure {
+        reason: "SERVER_SHUTTING_DOWN".into(),
+        message: "the server shut down before the render finished; submit it again".into(),
+        retryable: true,
+        retry_after: Some(SHUTDOWN_RETRY_AFTER),
+    }
+}
+
+fn percent(done: u32, total: u32) -> u64 {
+    if total == 0 {
+        0
+    } else {
+        u64::from(done) * 100 / u64::from(total)
+    }
+}

@@ -1,0 +1,220 @@
+//! Prometheus metrics: requests by method and code, rejections by reason, queue depth, job
+//! durations and outcomes, frames per second, worker crashes, quarantined fingerprints.
+//! Served over HTTP (`GET /metrics`, text exposition format) on `--metrics-listen`; each
+//! server instance has its own registry, so tests running several servers stay apart.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// gRPC method name, e.g. `SubmitRender`.
+    pub method: String,
+    /// gRPC status code name, e.g. `InvalidArgument`.
+    pub code: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// Terminal state: succeeded, failed or cancelled.
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FormatLabels {
+    pub format: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // 0.25 s … ~17 min.
+    Histogram::new(exponential_buckets(0.25, 2.0, 13))
+}
+
+fn fps_histogram() -> Histogram {
+    // 1 … 2048 frames per second.
+    Histogram::new(exponential_buckets(1.0, 2.0, 12))
+}
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub rejections: Family<ReasonLabels, Counter>,
+    pub queue_depth: Gauge,
+    pub jobs_running: Gauge,
+    pub jobs_finished: Family<OutcomeLabels, Counter>,
+    pub job_duration_seconds: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
+    pub frames_per_second: Family<FormatLabels, Histogram, fn() -> Histogram>,
+    pub frames_rendered: Counter,
+    pub worker_crashes: Counter,
+    pub quarantined_fingerprints: Gauge,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("lottie_render");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "grpc_requests",
+            "gRPC calls answered, by method and status code",
+            requests.clone(),
+        );
+        let rejections = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rejections",
+            "Calls answered with an error, by ErrorInfo reason",
+            rejections.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "queue_depth",
+            "Jobs waiting for a worker",
+            queue_depth.clone(),
+        );
+        let jobs_running = Gauge::default();
+        registry.register(
+            "jobs_running",
+            "Jobs being rendered now",
+            jobs_running.clone(),
+        );
+        let jobs_finished = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "jobs_finished",
+            "Jobs that reached a terminal state, by outcome",
+            jobs_finished.clone(),
+        );
+        let job_duration_seconds =
+            Family::<OutcomeLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                duration_histogram,
+            );
+        registry.register(
+            "job_duration_seconds",
+            "Time from a job's start to its end (all worker attempts), by outcome",
+            job_duration_seconds.clone(),
+        );
+        let frames_per_second =
+            Family::<FormatLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                fps_histogram,
+            );
+        registry.register(
+            "job_frames_per_second",
+            "Frames rendered and encoded per second of a succeeded job's worker run",
+            frames_per_second.clone(),
+        );
+        let frames_rendered = Counter::default();
+        registry.register(
+            "frames_rendered",
+            "Frames of succeeded jobs",
+            frames_rendered.clone(),
+        );
+        let worker_crashes = Counter::default();
+        registry.register(
+            "worker_crashes",
+            "Worker processes killed by a signal or ended without a result",
+            worker_crashes.clone(),
+        );
+        let quarantined_fingerprints = Gauge::default();
+        registry.register(
+            "quarantined_fingerprints",
+            "Job fingerprints refused at the boundary after crashing workers twice",
+            quarantined_fingerprints.clone(),
+        );
+        Arc::new(Metrics {
+            registry,
+            requests,
+            rejections,
+            queue_depth,
+            jobs_running,
+            jobs_finished,
+            job_duration_seconds,
+            frames_per_second,
+            frames_rendered,
+            worker_crashes,
+            quarantined_fingerprints,
+        })
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    pub fn request(&self, method: &str, code: &str) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                method: method.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn rejection(&self, reason: &str) {
+        self.rejections
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    use hyper::body::Incoming;
+    use hyper::service::service_fn;
+    use hyper::{Method, Request, Response, StatusCode};
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "metrics listener failed to accept");
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<Incoming>| {
+                let metrics = metrics.clone();
+                async move {
+                    let (status, body) =
+                        if request.method() == Method::GET && request.uri().path() == "/metrics" {
+                            (StatusCode::OK, metrics.encode())
+                        } else {
+                            (
+                                StatusCode::NOT_FOUND,
+                                "not found; try GET /metrics\n".into(),
+                            )
+                        };
+                    let mut response = Response::new(body);
+                    *response.status_mut() = status;
+                    response.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static(
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        ),
+                    );
+                    Ok::<_, std::convert::Infallible>(response)
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            if let Err(error) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await
+            {
+                tracing::debug!(%error, "metrics connection ended with an error");
+            }
+        });
+    }
+}

@@ -1,0 +1,21 @@
+//! Tower middleware of the gRPC server, one per file as `Foo` + `FooLayer`; the stack is built
+//! in [`crate::server`] with a why-comment on each layer.
+//!
+//! - [`request_metrics`]: counts every answered call by method and status code, and every
+//!   error by its ErrorInfo reason.
+//! - [`catch_panic`]: a panic in a handler answers INTERNAL and the server keeps serving.
+//! - [`load_shed`]: beyond a number of calls in flight, answers RESOURCE_EXHAUSTED at once
+//!   with a retry delay instead of queueing inside the server.
+
+pub mod catch_panic;
+pub mod load_shed;
+pub mod request_metrics;
+
+pub use catch_panic::CatchPanicLayer;
+pub use load_shed::LoadShedLayer;
+pub use request_metrics::RequestMetricsLayer;
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;

@@ -1,0 +1,134 @@
+//! `CatchPanicLayer`: a panic while a handler builds its answer becomes INTERNAL (generic
+//! message, the panic logged) instead of a reset stream, and the server keeps serving. A
+//! panic is always a bug of ours, so it never says anything about the caller's input.
+//! (tower-http's CatchPanic answers HTTP 500, which gRPC clients read as UNKNOWN; this one
+//! answers a gRPC status with ErrorInfo like every other error.)
+
+use super::BoxFuture;
+use crate::error::ServiceError;
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll};
+use tonic::Status;
+use tower::{Layer, Service};
+
+#[derive(Debug, Clone, Default)]
+pub struct CatchPanicLayer;
+
+impl<S> Layer<S> for CatchPanicLayer {
+    type Service = CatchPanic<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CatchPanic { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CatchPanic<S> {
+    inner: S,
+}
+
+fn panic_response<ResponseBody: Default>(
+    path: &str,
+    panic: Box<dyn std::any::Any + Send>,
+) -> http::Response<ResponseBody> {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into());
+    Status::from(ServiceError::internal(format!(
+        "panic while handling {path}: {message}"
+    )))
+    .into_http()
+}
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for CatchPanic<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    RequestBody: Send + 'static,
+    ResponseBody: Default + Send + 'static,
+{
+    type Response = http::Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        let path = request.uri().path().to_owned();
+        // The usual tower dance: the clone that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request))) {
+            Ok(future) => future,
+            Err(panic) => {
+                let response = panic_response(&path, panic);
+                return Box::pin(async move { Ok(response) });
+            }
+        };
+        Box::pin(async move {
+            match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => Ok(panic_response(&path, panic)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use tower::ServiceExt;
+
+    #[derive(Clone)]
+    struct Panicking {
+        in_future: bool,
+    }
+
+    impl Service<http::Request<()>> for Panicking {
+        type Response = http::Response<String>;
+        type Error = Infallible;
+        type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<()>) -> Self::Future {
+            if request.uri().path() == "/ok" {
+                return Box::pin(async { Ok(http::Response::new("fine".to_owned())) });
+            }
+            if !self.in_future {
+                panic!("bug before the future");
+            }
+            Box::pin(async { panic!("bug inside the future") })
+        }
+    }
+
+    fn status_of(response: &http::Response<String>) -> Option<Status> {
+        Status::from_header_map(response.headers())
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_internal_and_the_service_keeps_serving() {
+        for in_future in [false, true] {
+            let service = CatchPanicLayer.layer(Panicking { in_future });
+            let request = http::Request::builder().uri("/boom").body(()).unwrap();
+            let response = service.clone().oneshot(request).await.unwrap();
+            let status = status_of(&response).expect("a gRPC status");
+            assert_eq!(status.code(), tonic::Code::Internal);
+            assert!(!status.message().contains("bug"), "{}", status.message());
+            let request = http::Request::builder().uri("/ok").body(()).unwrap();
+            let response = service.oneshot(request).await.unwrap();
+            assert_eq!(response.body(), "fine");
+        }
+    }
+}

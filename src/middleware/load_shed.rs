@@ -1,0 +1,161 @@
+//! `LoadShedLayer`: at most `limit` calls in flight; one more is answered RESOURCE_EXHAUSTED
+//! (reason SERVER_OVERLOADED, with a retry delay) at once, from its headers. An overloaded
+//! server that queues calls internally only makes every caller time out and retry; shedding
+//! tells them when to come back. Health checks are never shed, so the mesh keeps seeing the
+//! instance. (tower's LoadShed answers an `Overloaded` error that tonic turns into a status
+//! without ErrorInfo or RetryInfo; this one speaks the service's error model.)
+
+use super::BoxFuture;
+use crate::error::{ServiceError, ServiceErrorCode};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tonic::Status;
+use tower::{Layer, Service};
+
+/// Retry delay of a shed call: overload passes quickly or the mesh routes elsewhere.
+pub const OVERLOAD_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Calls never shed (health checks).
+const NEVER_SHED_PREFIX: &str = "/grpc.health.v1.Health/";
+
+#[derive(Debug, Clone)]
+pub struct LoadShedLayer {
+    in_flight: Arc<Semaphore>,
+}
+
+impl LoadShedLayer {
+    pub fn new(limit: usize) -> LoadShedLayer {
+        LoadShedLayer {
+            in_flight: Arc::new(Semaphore::new(limit)),
+        }
+    }
+}
+
+impl<S> Layer<S> for LoadShedLayer {
+    type Service = LoadShed<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LoadShed {
+            inner,
+            in_flight: self.in_flight.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LoadShed<S> {
+    inner: S,
+    in_flight: Arc<Semaphore>,
+}
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for LoadShed<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    RequestBody: Send + 'static,
+    ResponseBody: Default + Send + 'static,
+{
+    type Response = http::Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        let permit = if request.uri().path().starts_with(NEVER_SHED_PREFIX) {
+            None
+        } else {
+            match self.in_flight.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    let response = Status::from(ServiceError::transient(
+                        ServiceErrorCode::ResourceExhausted,
+                        "SERVER_OVERLOADED",
+                        "too many calls in flight; retry after the delay",
+                        OVERLOAD_RETRY_AFTER,
+                    ))
+                    .into_http();
+                    return Box::pin(async move { Ok(response) });
+                }
+            }
+        };
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            let response = inner.call(request).await;
+            // Held until the answer's headers are ready (a stream's body is not counted).
+            drop(permit);
+            response
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use tokio::sync::Notify;
+    use tower::ServiceExt;
+
+    /// Answers once `release` is notified.
+    #[derive(Clone)]
+    struct Slow {
+        release: Arc<Notify>,
+    }
+
+    impl Service<http::Request<()>> for Slow {
+        type Response = http::Response<String>;
+        type Error = Infallible;
+        type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<()>) -> Self::Future {
+            let release = self.release.clone();
+            Box::pin(async move {
+                release.notified().await;
+                Ok(http::Response::new("done".to_owned()))
+            })
+        }
+    }
+
+    fn request(path: &str) -> http::Request<()> {
+        http::Request::builder().uri(path).body(()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn calls_beyond_the_limit_are_shed_with_a_retry_delay_but_health_never_is() {
+        let release = Arc::new(Notify::new());
+        let service = LoadShedLayer::new(1).layer(Slow {
+            release: release.clone(),
+        });
+        let first = tokio::spawn(service.clone().oneshot(request("/a/B")));
+        tokio::task::yield_now().await;
+        let shed = service.clone().oneshot(request("/a/B")).await.unwrap();
+        let status = Status::from_header_map(shed.headers()).expect("a gRPC status");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(shed.headers()["grpc-retry-pushback-ms"], "1000");
+        let health = tokio::spawn(
+            service
+                .clone()
+                .oneshot(request("/grpc.health.v1.Health/Check")),
+        );
+        tokio::task::yield_now().await;
+        release.notify_waiters();
+        assert_eq!(first.await.unwrap().unwrap().body(), "done");
+        assert_eq!(health.await.unwrap().unwrap().body(), "done");
+        // The permit came back: the next call is served.
+        let next = tokio::spawn(service.oneshot(request("/a/B")));
+        tokio::task::yield_now().await;
+        release.notify_waiters();
+        assert_eq!(next.await.unwrap().unwrap().body(), "done");
+    }
+}
