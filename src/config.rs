@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Largest request body accepted: a template (8 MiB) plus its fonts. Above it, the strict
-/// codec answers INVALID_ARGUMENT.
+/// Largest request message accepted: a template (8 MiB) plus its fonts. Above it, the call
+/// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// Default job budget, output megapixels (frames × width × height / 10⁶): two minutes of

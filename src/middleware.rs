@@ -6,14 +6,18 @@
 //! - [`catch_panic`]: a panic in a handler answers INTERNAL and the server keeps serving.
 //! - [`load_shed`]: beyond a number of calls in flight, answers RESOURCE_EXHAUSTED at once
 //!   with a retry delay instead of queueing inside the server.
+//! - [`request_size`]: a request above the size limit is INVALID_ARGUMENT, not tonic's
+//!   OUT_OF_RANGE.
 
 pub mod catch_panic;
 pub mod load_shed;
 pub mod request_metrics;
+pub mod request_size;
 
 pub use catch_panic::CatchPanicLayer;
 pub use load_shed::LoadShedLayer;
 pub use request_metrics::RequestMetricsLayer;
+pub use request_size::RequestSizeLayer;
 
 use std::future::Future;
 use std::pin::Pin;

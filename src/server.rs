@@ -14,7 +14,7 @@ use crate::idempotency::IdempotencyKeyLayer;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::Scheduler;
 use crate::metrics::Metrics;
-use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer};
+use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
 use crate::storage::{OutputStore, TemplateStore};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,6 +155,8 @@ pub async fn run(
         .layer(LoadShedLayer::new(
             settings.max_concurrent_requests as usize,
         ))
+        // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
+        .layer(RequestSizeLayer)
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before the body is decoded (the store slots in here with issue #4).
         .layer(IdempotencyKeyLayer)
@@ -193,22 +195,29 @@ async fn sweep_expired(scheduler: Arc<Scheduler>, retention: Duration) {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called (not when
+/// the future is first polled), so a signal during start-up is not lost to the default
+/// action.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{signal, SignalKind};
+    let terminate = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        match (terminate, interrupt) {
+            (Ok(mut terminate), Ok(mut interrupt)) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
             }
-            // Without a SIGTERM handler, Ctrl-C still works.
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+            (terminate, interrupt) => {
+                tracing::warn!(
+                    sigterm = terminate.is_ok(),
+                    sigint = interrupt.is_ok(),
+                    "cannot listen for shutdown signals; falling back to Ctrl-C only"
+                );
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
-    };
-    tokio::select! {
-        _ = terminate => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }

@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 
 /// Largest job document read from stdin; a job is a few hundred bytes plus modifications.
 const MAX_JOB_BYTES: u64 = 1024 * 1024;
-/// Progress lines are written at most this often (plus the last frame).
+/// Progress lines are written at least this often while frames complete…
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+/// …and whenever progress crosses a step of 1/PROGRESS_STEPS (5%: watchers of a job are
+/// promised an update at least every 5%), and at the last frame.
+const PROGRESS_STEPS: u64 = 20;
 
 pub fn run() -> ExitCode {
     let code = match read_job().and_then(|job| execute(&job)) {
@@ -85,9 +88,12 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
         job.threads
     };
     let mut last_report = Instant::now();
+    let mut last_step = 0;
     let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {
-        if done == total || last_report.elapsed() >= PROGRESS_INTERVAL {
+        let step = u64::from(done) * PROGRESS_STEPS / u64::from(total.max(1));
+        if done == total || step != last_step || last_report.elapsed() >= PROGRESS_INTERVAL {
             last_report = Instant::now();
+            last_step = step;
             emit(&WorkerEvent::Progress {
                 frames_done: done,
                 frames_total: total,

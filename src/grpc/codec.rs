@@ -109,10 +109,14 @@ impl<U: ContractMessage> Decoder for StrictDecoder<U> {
 /// Decodes `bytes` as `U`, refusing undecodable bodies and unknown fields.
 pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceError> {
     let message = U::decode(bytes).map_err(|error| {
+        let description = format!("not a valid protobuf message: {error}");
         ServiceError::invalid_argument(
             "BODY_UNDECODABLE",
-            format!("the request body is not a valid protobuf message: {error}"),
-            Vec::new(),
+            format!("the request body is {description}"),
+            vec![FieldViolation {
+                field: "(body)".into(),
+                description,
+            }],
         )
     })?;
     let Some(name) = U::FULL_NAME else {

@@ -1,36 +1,53 @@
 //! `spawn_app()`: the real server (`lottie_render::server::run`, as `serve` runs it) on
-//! 127.0.0.1:0 with its own data directory, and clients connected to it.
+//! 127.0.0.1:0 with its own data directory, real worker processes (this crate's binary) and a
+//! metrics endpoint, and clients connected to it.
 
 use lottie_render::config::ServerSettings;
+use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
+use lottie_render::server::Listeners;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
+use tonic::{Request, Status};
 
 pub struct TestApp {
     pub channel: Channel,
+    pub address: SocketAddr,
+    pub metrics_address: SocketAddr,
     pub data_dir: tempfile::TempDir,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// A server whose settings `configure` adjusts (workers, queue, limits, worker executable).
+pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
     let data_dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let settings = ServerSettings::new(address, data_dir.path().to_path_buf());
+    let metrics_address = metrics.local_addr().unwrap();
+    let mut settings = ServerSettings::new(address, data_dir.path().to_path_buf());
+    settings.worker_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
+    settings.workers = Some(1);
+    configure(&mut settings);
     let (shutdown, stop) = oneshot::channel::<()>();
+    let listeners = Listeners {
+        grpc: listener,
+        metrics: Some(metrics),
+    };
     let server = tokio::spawn(async move {
-        lottie_render::server::run(
-            lottie_render::server::Listeners {
-                grpc: listener,
-                metrics: None,
-            },
-            settings,
-            async {
-                let _ = stop.await;
-            },
-        )
+        lottie_render::server::run(listeners, settings, async {
+            let _ = stop.await;
+        })
         .await
         .unwrap();
     });
@@ -42,10 +59,23 @@ pub async fn spawn_app() -> TestApp {
         .unwrap();
     TestApp {
         channel,
+        address,
+        metrics_address,
         data_dir,
         shutdown: Some(shutdown),
         server: Some(server),
     }
+}
+
+static KEYS: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh idempotency key.
+pub fn unique_key() -> String {
+    format!(
+        "test-{}-{}",
+        std::process::id(),
+        KEYS.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 impl TestApp {
@@ -57,22 +87,230 @@ impl TestApp {
         RenderServiceClient::new(self.channel.clone())
     }
 
-    /// Stops the server and waits for it to finish.
-    pub async fn stop(mut self) {
+    /// Registers a corpus file; answers the template.
+    pub async fn create_template(&self, corpus_name: &str) -> proto::Template {
+        self.templates()
+            .create_template(proto::CreateTemplateRequest {
+                name: corpus_name.into(),
+                lottie_json: corpus(corpus_name),
+                fonts: Default::default(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// SubmitRender with a fresh idempotency key.
+    pub async fn submit(&self, request: proto::RenderRequest) -> Result<proto::RenderJob, Status> {
+        let mut request = Request::new(request);
+        request
+            .metadata_mut()
+            .insert("idempotency-key", unique_key().parse().unwrap());
+        self.renders()
+            .submit_render(request)
+            .await
+            .map(|r| r.into_inner())
+    }
+
+    pub async fn get_job(&self, job_id: &str) -> proto::RenderJob {
+        self.renders()
+            .get_render_job(proto::GetRenderJobRequest {
+                job_id: job_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// Every snapshot WatchRenderJob sends, to the end of the stream (bounded by `limit`).
+    pub async fn watch(&self, job_id: &str, limit: Duration) -> Vec<proto::RenderJob> {
+        let mut stream = self
+            .renders()
+            .watch_render_job(proto::WatchRenderJobRequest {
+                job_id: job_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut seen = Vec::new();
+        tokio::time::timeout(limit, async {
+            while let Some(job) = stream.message().await.unwrap() {
+                seen.push(job);
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the watch did not end within {limit:?}: {seen:?}"));
+        seen
+    }
+
+    /// Polls until the job is in `state` (for states a watch would pass through).
+    pub async fn wait_for_state(&self, job_id: &str, state: proto::JobState) -> proto::RenderJob {
+        for _ in 0..600 {
+            let job = self.get_job(job_id).await;
+            if job.state == state as i32 {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("job {job_id} never reached {state:?}");
+    }
+
+    /// The output of a succeeded job, checking chunk sizes and offsets on the way.
+    pub async fn download(&self, job_id: &str) -> Result<Vec<u8>, Status> {
+        let mut stream = self
+            .renders()
+            .download_render_output(proto::DownloadRenderOutputRequest {
+                job_id: job_id.into(),
+            })
+            .await?
+            .into_inner();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.message().await? {
+            assert!(
+                chunk.data.len() <= 1024 * 1024,
+                "chunk of {}",
+                chunk.data.len()
+            );
+            assert!(!chunk.data.is_empty());
+            assert_eq!(chunk.offset, bytes.len() as u64, "chunks in order");
+            bytes.extend_from_slice(&chunk.data);
+        }
+        Ok(bytes)
+    }
+
+    /// The Prometheus text of the metrics endpoint.
+    pub async fn metrics_text(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.metrics_address)
+            .await
+            .unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        response
+    }
+
+    /// The value of one sample (`name{labels}` exactly as exposed), 0 when absent.
+    pub async fn metric(&self, sample: &str) -> f64 {
+        let text = self.metrics_text().await;
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix(sample)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
+            .map_or(0.0, |value| value.trim().parse().unwrap())
+    }
+
+    /// Asks the server to shut down without waiting for it.
+    pub fn begin_shutdown(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
+    }
+
+    /// Stops the server and waits for it to finish.
+    pub async fn stop(mut self) {
+        self.begin_shutdown();
         if let Some(server) = self.server.take() {
             server.await.unwrap();
         }
     }
 }
 
+pub fn corpus_path(name: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus")
+        .join(name)
+}
+
 pub fn corpus(name: &str) -> Vec<u8> {
-    std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/corpus")
-            .join(name),
+    std::fs::read(corpus_path(name)).unwrap()
+}
+
+/// A render request of `template_id` as `format`, small and quick (100×100, 30 fps).
+pub fn small_request(template_id: &str, format: proto::Format) -> proto::RenderRequest {
+    proto::RenderRequest {
+        template_id: template_id.into(),
+        modifications: None,
+        output: Some(proto::OutputSpec {
+            format: format as i32,
+            fps: 30,
+            width: 100,
+            height: 100,
+            background: None,
+        }),
+    }
+}
+
+pub fn color(r: f64, g: f64, b: f64) -> proto::Color {
+    proto::Color { r, g, b, a: None }
+}
+
+/// Processes whose parent is this test process (the server's workers run as its children).
+pub fn child_processes() -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid …": comm may hold spaces, so split after the last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // A zombie is already dead; its parent reaps it.
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        if fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(me) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+                .unwrap_or_default();
+            children.push((pid, cmdline));
+        }
+    }
+    children
+}
+
+/// Worker processes started from `executable` among this process's children (tests run
+/// side by side in this process, so each test that counts workers gives its server an
+/// executable path of its own).
+pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
+    let prefix = format!("{} worker", executable.display());
+    child_processes()
+        .into_iter()
+        .filter(|(_, cmdline)| cmdline.starts_with(&prefix))
+        .collect()
+}
+
+/// A path of its own for the real worker binary (a symlink in `dir`), so that a test can
+/// tell its server's workers from those of the tests running beside it.
+pub fn own_worker_executable(dir: &std::path::Path) -> PathBuf {
+    let link = dir.join("lottie-render-under-test");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lottie-render"), &link).unwrap();
+    link
+}
+
+/// A stand-in worker that crashes (SIGSEGV) and appends a line to `count_file` per start.
+pub fn crashing_worker(dir: &std::path::Path, count_file: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("crashing-worker");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho started >> '{}'\ncat > /dev/null\nkill -SEGV $$\n",
+            count_file.display()
+        ),
     )
-    .unwrap()
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
 }

@@ -1,0 +1,421 @@
+//! RenderService end to end: real worker processes rendering real templates, watched,
+//! cancelled, timed out, crashed, drained at shutdown and expired.
+
+use crate::helpers::{
+    color, crashing_worker, own_worker_executable, small_request, spawn_app, spawn_app_with,
+    worker_processes,
+};
+use lottie_render::grpc::proto::{self, JobState};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_types::StatusExt;
+
+/// rlottie's own regression file: renders frame 25 for ever (a job that never finishes).
+const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
+const BALL: &str = "slots-ball-colors-opacity.json";
+const WATCH_LIMIT: Duration = Duration::from_secs(120);
+
+fn state(job: &proto::RenderJob) -> JobState {
+    JobState::try_from(job.state).unwrap()
+}
+
+async fn health(app: &crate::helpers::TestApp) -> i32 {
+    HealthClient::new(app.channel.clone())
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+}
+
+#[tokio::test]
+async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_asked_for() {
+    let app = spawn_app().await;
+    let template = app.create_template(BALL).await;
+    let mut request = small_request(&template.template_id, proto::Format::Mp4);
+    request.modifications = Some(proto::Modifications {
+        texts: Default::default(),
+        // The channel bounds themselves are valid.
+        colors: [("ball_color".to_owned(), color(1.0, 0.0, 0.0))].into(),
+    });
+    let submitted = app.submit(request).await.unwrap();
+    assert_eq!(state(&submitted), JobState::Queued);
+    assert_eq!(submitted.frames_total, 61);
+    assert!(submitted.created_at.is_some() && submitted.started_at.is_none());
+
+    let seen = app.watch(&submitted.job_id, WATCH_LIMIT).await;
+    let last = seen.last().unwrap();
+    assert_eq!(state(last), JobState::Succeeded, "{last:?}");
+    assert!(last.started_at.is_some() && last.finished_at.is_some());
+    // States only move forward; progress only grows, in steps of at most 5%.
+    let states: Vec<JobState> = seen.iter().map(state).collect();
+    assert!(
+        states.windows(2).all(|w| w[0] as i32 <= w[1] as i32),
+        "{states:?}"
+    );
+    assert!(states.contains(&JobState::Running), "{states:?}");
+    let running: Vec<u32> = seen
+        .iter()
+        .filter(|job| state(job) != JobState::Queued)
+        .map(|job| job.frames_done)
+        .collect();
+    let step = last.frames_total.div_ceil(20);
+    assert!(
+        running
+            .windows(2)
+            .all(|w| w[0] <= w[1] && w[1] - w[0] <= step),
+        "progress {running:?}"
+    );
+    assert_eq!(last.frames_done, 61);
+
+    let output = last.output.clone().unwrap();
+    assert_eq!(
+        (output.content_type.as_str(), output.width, output.height),
+        ("video/mp4", 100, 100)
+    );
+    assert_eq!((output.fps, output.frame_count), (30, 61));
+    let bytes = app.download(&submitted.job_id).await.unwrap();
+    assert_eq!(bytes.len() as u64, output.size_bytes);
+    let digest: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(digest, output.sha256);
+    let file = app.data_dir.path().join("probe.mp4");
+    std::fs::write(&file, &bytes).unwrap();
+    let probe = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args([
+            "-show_entries",
+            "stream=codec_name,width,height,nb_read_frames",
+        ])
+        .args(["-of", "csv=p=0"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&probe.stdout).trim(),
+        "h264,100,100,61"
+    );
+
+    assert_eq!(
+        app.metric("lottie_render_jobs_finished_total{outcome=\"succeeded\"}")
+            .await,
+        1.0
+    );
+    assert_eq!(
+        app.metric("lottie_render_grpc_requests_total{method=\"SubmitRender\",code=\"Ok\"}")
+            .await,
+        1.0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app =
+        spawn_app_with(|settings| settings.worker_executable = Some(executable.clone())).await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let request = small_request(&template.template_id, proto::Format::Webm);
+    let running = app.submit(request.clone()).await.unwrap();
+    let waiting = app.submit(request).await.unwrap();
+    app.wait_for_state(&running.job_id, JobState::Running).await;
+    assert_eq!(worker_processes(&executable).len(), 1);
+
+    let cancelled = app
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: waiting.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state(&cancelled), JobState::Cancelled);
+    assert!(cancelled.error.is_none() && cancelled.started_at.is_none());
+
+    let cancelled = app
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: running.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state(&cancelled), JobState::Cancelled, "{cancelled:?}");
+    assert!(cancelled.error.is_none());
+    assert_eq!(worker_processes(&executable), []);
+    let outputs: Vec<_> = std::fs::read_dir(app.data_dir.path().join("outputs"))
+        .unwrap()
+        .collect();
+    assert!(outputs.is_empty(), "partial output left: {outputs:?}");
+    // Cancelling again answers the job as it is; it has no output to download.
+    let again = app
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: running.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again, cancelled);
+    let status = app.download(&running.job_id).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_render_past_its_deadline_fails_retryably_with_a_delay_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(executable.clone());
+        settings.max_job_seconds = 1.0;
+    })
+    .await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let job = app
+        .submit(small_request(&template.template_id, proto::Format::Gif))
+        .await
+        .unwrap();
+    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
+    let last = seen.last().unwrap();
+    assert_eq!(state(last), JobState::Failed);
+    let error = last.error.clone().unwrap();
+    assert_eq!(error.reason, "RENDER_DEADLINE_EXCEEDED");
+    assert!(error.retryable);
+    let delay = error.retry_after.unwrap();
+    assert!(delay.seconds >= 1, "{delay:?}");
+    assert_eq!(worker_processes(&executable), []);
+    assert_eq!(
+        std::fs::read_dir(app.data_dir.path().join("outputs"))
+            .unwrap()
+            .count(),
+        0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spawning() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let script = crashing_worker(dir.path(), &starts);
+    let app = spawn_app_with(|settings| settings.worker_executable = Some(script.clone())).await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    let job = app.submit(request.clone()).await.unwrap();
+    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
+    let last = seen.last().unwrap();
+    assert_eq!(state(last), JobState::Failed);
+    let error = last.error.clone().unwrap();
+    assert_eq!(error.reason, "RENDER_CRASHED");
+    assert!(!error.retryable && error.retry_after.is_none());
+    assert!(error.message.contains("SIGSEGV"), "{}", error.message);
+    let count = || std::fs::read_to_string(&starts).unwrap().lines().count();
+    assert_eq!(count(), 2, "one retry on a fresh worker");
+    assert_eq!(health(&app).await, ServingStatus::Serving as i32);
+
+    // The same request (same fingerprint) is refused at the boundary: no worker starts.
+    let status = app.submit(request.clone()).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        status.get_error_details().error_info().unwrap().reason,
+        "RENDER_QUARANTINED"
+    );
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count(), 2);
+    assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 2.0);
+    assert_eq!(
+        app.metric("lottie_render_quarantined_fingerprints").await,
+        1.0
+    );
+    assert_eq!(
+        app.metric("lottie_render_rejections_total{reason=\"RENDER_QUARANTINED\"}")
+            .await,
+        1.0
+    );
+    // Another request on the same template is another fingerprint: it is accepted.
+    let mut other = request;
+    other.output.as_mut().unwrap().fps = 60;
+    assert!(app.submit(other).await.is_ok());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
+    let app = spawn_app_with(|settings| {
+        settings.queue_capacity = 1;
+        settings.shutdown_grace_seconds = 0.1;
+    })
+    .await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    let running = app.submit(request.clone()).await.unwrap();
+    app.wait_for_state(&running.job_id, JobState::Running).await;
+    let queued = app.submit(request.clone()).await.unwrap();
+    assert_eq!(state(&queued), JobState::Queued);
+    let status = app.submit(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(details.error_info().unwrap().reason, "QUEUE_FULL");
+    let delay = details.retry_info().unwrap().retry_delay.unwrap();
+    assert!(delay >= Duration::from_secs(1), "{delay:?}");
+    let pushback: u64 = status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(pushback, delay.as_millis() as u64);
+    let retry_after: u64 = status
+        .metadata()
+        .get("retry-after")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1);
+    assert_eq!(app.metric("lottie_render_queue_depth").await, 1.0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let mut app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(executable.clone());
+        settings.shutdown_grace_seconds = 0.5;
+    })
+    .await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    let job = app.submit(request.clone()).await.unwrap();
+    app.wait_for_state(&job.job_id, JobState::Running).await;
+    assert_eq!(worker_processes(&executable).len(), 1);
+    let mut watch = app
+        .renders()
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: job.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    app.begin_shutdown();
+    for _ in 0..100 {
+        if health(&app).await == ServingStatus::NotServing as i32 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(health(&app).await, ServingStatus::NotServing as i32);
+    let status = app.submit(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(
+        status.get_error_details().error_info().unwrap().reason,
+        "SERVER_DRAINING"
+    );
+    assert!(status.metadata().get("retry-after").is_some());
+
+    let mut last = None;
+    while let Some(snapshot) = watch.message().await.unwrap() {
+        last = Some(snapshot);
+    }
+    let last = last.unwrap();
+    assert_eq!(state(&last), JobState::Cancelled);
+    let error = last.error.unwrap();
+    assert_eq!(error.reason, "SERVER_SHUTTING_DOWN");
+    assert!(error.retryable && error.retry_after.is_some());
+    app.stop().await;
+    assert_eq!(worker_processes(&executable), []);
+}
+
+#[tokio::test]
+async fn finished_jobs_and_their_outputs_expire_after_the_retention() {
+    let app = spawn_app_with(|settings| settings.retention_seconds = 1).await;
+    let template = app.create_template(BALL).await;
+    let job = app
+        .submit(small_request(&template.template_id, proto::Format::Gif))
+        .await
+        .unwrap();
+    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
+    assert_eq!(state(seen.last().unwrap()), JobState::Succeeded);
+    let output = app
+        .data_dir
+        .path()
+        .join("outputs")
+        .join(format!("{}.gif", job.job_id));
+    assert!(output.exists());
+    let mut expired = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let answer = app
+            .renders()
+            .get_render_job(proto::GetRenderJobRequest {
+                job_id: job.job_id.clone(),
+            })
+            .await;
+        if let Err(status) = answer {
+            assert_eq!(status.code(), Code::NotFound);
+            expired = true;
+            break;
+        }
+    }
+    assert!(expired, "the job was still there after 5 s");
+    assert!(!output.exists());
+    app.stop().await;
+}
+
+#[test]
+fn serve_exits_zero_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    // A free port: bound, read and released (the server binds it right after).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_lottie-render"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut up = false;
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(up, "the server never listened");
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
