@@ -1,9 +1,14 @@
-//! The command line: one file per subcommand.
+//! The command line: one file per subcommand (`client` holds what the client verbs
+//! `template`, `submit` and `job` share).
 
 pub mod bench;
+pub mod client;
 pub mod inspect;
+pub mod job;
 pub mod render;
 pub mod serve;
+pub mod submit;
+pub mod template;
 pub mod worker;
 
 use crate::telemetry::LogFormat;
@@ -26,8 +31,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the gRPC service (templates today; renders arrive with issue #3's remaining work).
+    /// Run the gRPC service.
     Serve(serve::ServeArgs),
+    /// Register, show, list or delete templates on a server.
+    Template(template::TemplateArgs),
+    /// Submit a render to a server (optionally wait for it and save the output).
+    Submit(submit::SubmitArgs),
+    /// Show, follow, cancel or download a render job on a server.
+    Job(job::JobArgs),
     /// Render a template to MP4, WebM or GIF (in a sandboxed worker process).
     Render(render::RenderArgs),
     /// Print a JSON report of a template: size, timing, layers, slots, warnings.
@@ -42,6 +53,9 @@ pub enum Command {
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Template(args) => template::run(args),
+        Command::Submit(args) => submit::run(args),
+        Command::Job(args) => job::run(args),
         Command::Render(args) => render::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Worker => worker::run(),

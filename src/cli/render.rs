@@ -179,13 +179,13 @@ pub fn parse_modifications(colors: &[String], texts: &[String]) -> Result<Modifi
 }
 
 /// A progress bar on a terminal; otherwise a plain line every tenth of the frames.
-enum Progress {
+pub(crate) enum Progress {
     Bar(ProgressBar),
     Lines { total: u32, next_report: u32 },
 }
 
 impl Progress {
-    fn new(total: u32) -> Progress {
+    pub(crate) fn new(total: u32) -> Progress {
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(u64::from(total));
             if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} frames ({per_sec}, eta {eta})") {
@@ -201,13 +201,16 @@ impl Progress {
     }
 
     fn update(&mut self, event: &WorkerEvent) {
-        let WorkerEvent::Progress {
+        if let WorkerEvent::Progress {
             frames_done,
             frames_total,
         } = *event
-        else {
-            return;
-        };
+        {
+            self.frames(frames_done, frames_total);
+        }
+    }
+
+    pub(crate) fn frames(&mut self, frames_done: u32, frames_total: u32) {
         match self {
             Progress::Bar(bar) => {
                 bar.set_length(u64::from(frames_total));
@@ -223,7 +226,7 @@ impl Progress {
         }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Progress::Bar(bar) = self {
             bar.finish_and_clear();
         }

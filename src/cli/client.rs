@@ -1,0 +1,211 @@
+//! What the client subcommands (`template`, `submit`, `job`) share: the server address, the
+//! connection, and how answers and errors are shown to people. These subcommands are gRPC
+//! clients, so unlike the rest of the crate they speak the generated wire types directly.
+//!
+//! Exit codes follow the service's error classes: 65 for a deterministic refusal (fix the
+//! request), 75 for a transient one (retry later; the delay is printed), 70 for anything else.
+
+use super::exit;
+use crate::grpc::proto;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+/// How long connecting to the server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerAddress {
+    /// The lottie-render server.
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_SERVER",
+        default_value = "http://127.0.0.1:50051",
+        global = true
+    )]
+    pub server: String,
+}
+
+/// Why a client subcommand stopped.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The command line or a local file is wrong.
+    Usage(String),
+    /// The server answered an error.
+    Status(Status),
+    /// Local I/O failed (writing the output).
+    Io(String),
+}
+
+impl From<Status> for ClientError {
+    fn from(status: Status) -> ClientError {
+        ClientError::Status(status)
+    }
+}
+
+/// Runs `work` on a fresh runtime and turns its outcome into an exit code.
+pub fn run_client<F>(work: F) -> ExitCode
+where
+    F: std::future::Future<Output = Result<ExitCode, ClientError>>,
+{
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(exit::CRASHED);
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(code) => code,
+        Err(ClientError::Usage(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(exit::USAGE)
+        }
+        Err(ClientError::Io(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(exit::TRANSIENT as u8)
+        }
+        Err(ClientError::Status(status)) => report_status(&status),
+    }
+}
+
+pub async fn connect(address: &ServerAddress) -> Result<Channel, ClientError> {
+    let endpoint = Channel::from_shared(address.server.clone())
+        .map_err(|error| ClientError::Usage(format!("--server {}: {error}", address.server)))?
+        .connect_timeout(CONNECT_TIMEOUT);
+    endpoint.connect().await.map_err(|error| {
+        ClientError::Status(Status::unavailable(format!(
+            "cannot connect to {}: {error}",
+            address.server
+        )))
+    })
+}
+
+/// Prints a refusal with everything the service said; answers the exit code of its class.
+pub fn report_status(status: &Status) -> ExitCode {
+    let details = status.get_error_details();
+    let reason = details
+        .error_info()
+        .map(|info| format!(" [{}]", info.reason))
+        .unwrap_or_default();
+    eprintln!("error: {:?}{reason}: {}", status.code(), status.message());
+    if let Some(bad_request) = details.bad_request() {
+        for violation in &bad_request.field_violations {
+            eprintln!("  {}: {}", violation.field, violation.description);
+        }
+    }
+    if let Some(delay) = details.retry_info().and_then(|info| info.retry_delay) {
+        eprintln!("  retry after {:.1} s", delay.as_secs_f64());
+    }
+    let code = match status.code() {
+        Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition => exit::DETERMINISTIC,
+        Code::Unavailable | Code::ResourceExhausted | Code::Aborted | Code::DeadlineExceeded => {
+            exit::TRANSIENT
+        }
+        _ => i32::from(exit::CRASHED),
+    };
+    ExitCode::from(code as u8)
+}
+
+fn timestamp(value: Option<&prost_types::Timestamp>) -> String {
+    value
+        .and_then(|t| SystemTime::try_from(*t).ok())
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or_else(
+            || "-".to_owned(),
+            |d| format!("{:.3} (unix seconds)", d.as_secs_f64()),
+        )
+}
+
+pub fn state_name(state: i32) -> &'static str {
+    match proto::JobState::try_from(state) {
+        Ok(proto::JobState::Queued) => "QUEUED",
+        Ok(proto::JobState::Running) => "RUNNING",
+        Ok(proto::JobState::Succeeded) => "SUCCEEDED",
+        Ok(proto::JobState::Failed) => "FAILED",
+        Ok(proto::JobState::Cancelled) => "CANCELLED",
+        _ => "UNSPECIFIED",
+    }
+}
+
+pub fn print_job(job: &proto::RenderJob) {
+    println!("job        {}", job.job_id);
+    println!("template   {}", job.template_id);
+    println!("state      {}", state_name(job.state));
+    println!("frames     {}/{}", job.frames_done, job.frames_total);
+    println!("created    {}", timestamp(job.created_at.as_ref()));
+    println!("started    {}", timestamp(job.started_at.as_ref()));
+    println!("finished   {}", timestamp(job.finished_at.as_ref()));
+    if let Some(output) = &job.output {
+        println!(
+            "output     {}, {}×{}, {} frames at {} fps ({:.2} s), {} bytes, sha256 {}",
+            output.content_type,
+            output.width,
+            output.height,
+            output.frame_count,
+            output.fps,
+            output.duration_seconds,
+            output.size_bytes,
+            output.sha256
+        );
+    }
+    if let Some(error) = &job.error {
+        let retry = match (&error.retry_after, error.retryable) {
+            (Some(delay), true) => format!("retryable after {} s", delay.seconds),
+            (None, true) => "retryable".to_owned(),
+            _ => "not retryable".to_owned(),
+        };
+        println!("error      {} ({retry}): {}", error.reason, error.message);
+    }
+}
+
+pub fn print_template(template: &proto::Template) {
+    println!("template   {}", template.template_id);
+    println!("name       {}", template.name);
+    println!(
+        "canvas     {}×{}, {} fps, frames {}..{} ({:.2} s)",
+        template.width,
+        template.height,
+        template.frame_rate,
+        template.in_frame,
+        template.out_frame,
+        template.duration_seconds
+    );
+    println!("sha256     {}", template.sha256);
+    for slot in &template.text_slots {
+        println!(
+            "text slot  {} = {:?} (font {})",
+            slot.id, slot.default_text, slot.font_family
+        );
+    }
+    for slot in &template.color_slots {
+        if let Some(c) = &slot.default_color {
+            println!(
+                "color slot {} = r {:.3} g {:.3} b {:.3}{}",
+                slot.id,
+                c.r,
+                c.g,
+                c.b,
+                c.a.map(|a| format!(" a {a:.3}")).unwrap_or_default()
+            );
+        }
+    }
+    for warning in &template.warnings {
+        println!("warning    {warning}");
+    }
+}
+
+/// The exit code for a job that reached a terminal state.
+pub fn job_exit_code(job: &proto::RenderJob) -> ExitCode {
+    match (proto::JobState::try_from(job.state), &job.error) {
+        (Ok(proto::JobState::Succeeded), _) => ExitCode::SUCCESS,
+        (_, Some(error)) if error.retryable => ExitCode::from(exit::TRANSIENT as u8),
+        (Ok(proto::JobState::Cancelled), None) => ExitCode::from(exit::TRANSIENT as u8),
+        _ => ExitCode::from(exit::DETERMINISTIC as u8),
+    }
+}

@@ -1,0 +1,166 @@
+//! `lottie-render job get|watch|cancel|download`: following render jobs, and the watching
+//! and downloading that `submit --wait -o` shares.
+
+use super::client::{
+    connect, job_exit_code, print_job, run_client, state_name, ClientError, ServerAddress,
+};
+use super::render::Progress;
+use crate::grpc::proto;
+use crate::grpc::proto::render_service_client::RenderServiceClient;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tonic::transport::Channel;
+
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    pub server: ServerAddress,
+    #[command(subcommand)]
+    pub command: JobCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum JobCommand {
+    /// Show a job.
+    Get { job_id: String },
+    /// Follow a job to its end with a progress bar; exits like the job ended.
+    Watch { job_id: String },
+    /// Cancel a queued or running job.
+    Cancel { job_id: String },
+    /// Save a succeeded job's output (checked against its sha256).
+    Download {
+        job_id: String,
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
+}
+
+pub fn run(args: JobArgs) -> ExitCode {
+    run_client(async move {
+        let mut client = RenderServiceClient::new(connect(&args.server).await?);
+        match args.command {
+            JobCommand::Get { job_id } => {
+                let job = client
+                    .get_render_job(proto::GetRenderJobRequest { job_id })
+                    .await?
+                    .into_inner();
+                print_job(&job);
+                Ok(ExitCode::SUCCESS)
+            }
+            JobCommand::Watch { job_id } => {
+                let job = watch(&mut client, &job_id).await?;
+                print_job(&job);
+                Ok(job_exit_code(&job))
+            }
+            JobCommand::Cancel { job_id } => {
+                let job = client
+                    .cancel_render_job(proto::CancelRenderJobRequest { job_id })
+                    .await?
+                    .into_inner();
+                print_job(&job);
+                Ok(ExitCode::SUCCESS)
+            }
+            JobCommand::Download { job_id, output } => {
+                let job = client
+                    .get_render_job(proto::GetRenderJobRequest {
+                        job_id: job_id.clone(),
+                    })
+                    .await?
+                    .into_inner();
+                download(&mut client, &job, &output).await?;
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}
+
+/// Follows a job with WatchRenderJob to its terminal state, showing progress.
+pub async fn watch(
+    client: &mut RenderServiceClient<Channel>,
+    job_id: &str,
+) -> Result<proto::RenderJob, ClientError> {
+    let mut stream = client
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: job_id.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let mut progress: Option<Progress> = None;
+    let mut last = None;
+    let mut last_state = None;
+    while let Some(job) = stream.message().await? {
+        if last_state != Some(job.state) {
+            if let Some(bar) = &progress {
+                bar.finish();
+            }
+            progress = None;
+            eprintln!("job {}: {}", job.job_id, state_name(job.state));
+            last_state = Some(job.state);
+        }
+        if job.state == proto::JobState::Running as i32 {
+            progress
+                .get_or_insert_with(|| Progress::new(job.frames_total))
+                .frames(job.frames_done, job.frames_total);
+        }
+        last = Some(job);
+    }
+    if let Some(bar) = &progress {
+        bar.finish();
+    }
+    last.ok_or_else(|| {
+        ClientError::Status(tonic::Status::unavailable(
+            "the watch ended without a single update",
+        ))
+    })
+}
+
+/// Streams a succeeded job's output into `path` (a temporary file renamed when complete and
+/// matching the job's sha256).
+pub async fn download(
+    client: &mut RenderServiceClient<Channel>,
+    job: &proto::RenderJob,
+    path: &Path,
+) -> Result<(), ClientError> {
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut partial = tempfile::Builder::new()
+        .prefix(".lottie-render-download-")
+        .tempfile_in(&directory)
+        .map_err(|error| {
+            ClientError::Io(format!("cannot write in {}: {error}", directory.display()))
+        })?;
+    let mut stream = client
+        .download_render_output(proto::DownloadRenderOutputRequest {
+            job_id: job.job_id.clone(),
+        })
+        .await?
+        .into_inner();
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    while let Some(chunk) = stream.message().await? {
+        hasher.update(&chunk.data);
+        size += chunk.data.len() as u64;
+        partial
+            .write_all(&chunk.data)
+            .map_err(|error| ClientError::Io(format!("cannot write the output: {error}")))?;
+    }
+    let digest = crate::lottie::template::lowercase_hex(&hasher.finalize());
+    if let Some(output) = &job.output {
+        if digest != output.sha256 || size != output.size_bytes {
+            return Err(ClientError::Io(format!(
+                "the download does not match the job's output ({size} bytes, sha256 {digest}; \
+                 expected {} bytes, sha256 {})",
+                output.size_bytes, output.sha256
+            )));
+        }
+    }
+    partial.persist(path).map_err(|error| {
+        ClientError::Io(format!("cannot write {}: {}", path.display(), error.error))
+    })?;
+    eprintln!("wrote {} ({size} bytes, sha256 {digest})", path.display());
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! `lottie-render submit --template ID --format … [--text …] [--color …] [--wait -o OUT]`:
+//! SubmitRender for people; with `--wait` a progress bar follows the job (WatchRenderJob)
+//! and `-o` saves the output.
+
+use super::client::{connect, job_exit_code, print_job, run_client, ClientError, ServerAddress};
+use super::job::{download, watch};
+use super::render::parse_modifications;
+use crate::grpc::proto;
+use crate::grpc::proto::render_service_client::RenderServiceClient;
+use crate::spec::{Format, Rgba};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tonic::Request;
+
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub server: ServerAddress,
+    /// Id of a registered template.
+    #[arg(long)]
+    pub template: String,
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Output frame rate (30 or 60; 0 = 30).
+    #[arg(long, default_value_t = 0)]
+    pub fps: u32,
+    /// Output width in pixels (100..=1920; 0 = 1080).
+    #[arg(long, default_value_t = 0)]
+    pub width: u32,
+    /// Output height in pixels (100..=1920; 0 = 1080).
+    #[arg(long, default_value_t = 0)]
+    pub height: u32,
+    /// Colour slot value, `ID=#RRGGBB` or `ID=#RRGGBBAA`. Repeatable.
+    #[arg(long = "color", value_name = "ID=#RRGGBB[AA]")]
+    pub colors: Vec<String>,
+    /// Text slot value, `ID=TEXT` (`\n` in TEXT starts a new line). Repeatable.
+    #[arg(long = "text", value_name = "ID=TEXT")]
+    pub texts: Vec<String>,
+    /// Background for MP4, `#RRGGBB`; white when unset.
+    #[arg(long, value_name = "#RRGGBB")]
+    pub background: Option<String>,
+    /// The idempotency key: run the command again with the same key and it answers the same
+    /// job instead of rendering twice [default: a new random key].
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Follow the job to its end.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: save the output here.
+    #[arg(short = 'o', long = "output", requires = "wait")]
+    pub output: Option<PathBuf>,
+}
+
+fn color(rgba: Rgba) -> proto::Color {
+    proto::Color {
+        r: rgba.r(),
+        g: rgba.g(),
+        b: rgba.b(),
+        a: rgba.a(),
+    }
+}
+
+pub fn run(args: SubmitArgs) -> ExitCode {
+    run_client(async move {
+        let modifications =
+            parse_modifications(&args.colors, &args.texts).map_err(ClientError::Usage)?;
+        let background = args
+            .background
+            .as_deref()
+            .map(Rgba::parse_hex)
+            .transpose()
+            .map_err(|error| ClientError::Usage(format!("--background: {error}")))?;
+        let format = match args.format {
+            Format::Mp4 => proto::Format::Mp4,
+            Format::Webm => proto::Format::Webm,
+            Format::Gif => proto::Format::Gif,
+        };
+        let request = proto::RenderRequest {
+            template_id: args.template.clone(),
+            modifications: Some(proto::Modifications {
+                texts: modifications.texts.into_iter().collect(),
+                colors: modifications
+                    .colors
+                    .into_iter()
+                    .map(|(id, rgba)| (id, color(rgba)))
+                    .collect(),
+            }),
+            output: Some(proto::OutputSpec {
+                format: format as i32,
+                fps: args.fps,
+                width: args.width,
+                height: args.height,
+                background: background.map(color),
+            }),
+        };
+        let key = args
+            .idempotency_key
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let mut request = Request::new(request);
+        let key_value = key.parse().map_err(|_| {
+            ClientError::Usage(format!(
+                "--idempotency-key {key:?}: not a valid header value"
+            ))
+        })?;
+        request.metadata_mut().insert("idempotency-key", key_value);
+        let mut client = RenderServiceClient::new(connect(&args.server).await?);
+        let job = client.submit_render(request).await?.into_inner();
+        eprintln!("submitted job {} (idempotency-key {key})", job.job_id);
+        if !args.wait {
+            print_job(&job);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let job = watch(&mut client, &job.job_id).await?;
+        print_job(&job);
+        if let (Some(path), Some(_)) = (&args.output, &job.output) {
+            download(&mut client, &job, path).await?;
+        }
+        Ok(job_exit_code(&job))
+    })
+}
