@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tower::layer::util::{Identity, Stack};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -145,22 +146,7 @@ pub async fn run(
             tracing::info!("renders drained; closing the listener");
         }
     };
-    // Outermost first. Each layer sees what the ones inside it answer.
-    let stack = tower::ServiceBuilder::new()
-        // Counts every answer as the caller sees it, refusals of the layers below included.
-        .layer(RequestMetricsLayer::new(metrics.clone()))
-        // A bug of ours answers INTERNAL and never takes the connection (or server) down.
-        .layer(CatchPanicLayer)
-        // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
-        .layer(LoadShedLayer::new(
-            settings.max_concurrent_requests as usize,
-        ))
-        // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
-        .layer(RequestSizeLayer)
-        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
-        // before the body is decoded (the store slots in here with issue #4).
-        .layer(IdempotencyKeyLayer)
-        .into_inner();
+    let stack = middleware(metrics.clone(), settings.max_concurrent_requests as usize);
     let served = tonic::transport::Server::builder()
         .layer(stack)
         .add_service(health_service)
@@ -177,6 +163,33 @@ pub async fn run(
     served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The tower stack in front of every service, outermost first.
+pub type Middleware = Stack<
+    IdempotencyKeyLayer,
+    Stack<
+        RequestSizeLayer,
+        Stack<LoadShedLayer, Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>>,
+    >,
+>;
+
+/// Builds the tower stack (public so tests can put it in front of services of their own).
+/// Each layer sees what the ones inside it answer.
+pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
+    tower::ServiceBuilder::new()
+        // Counts every answer as the caller sees it, refusals of the layers below included.
+        .layer(RequestMetricsLayer::new(metrics))
+        // A bug of ours answers INTERNAL and never takes the connection (or server) down.
+        .layer(CatchPanicLayer)
+        // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
+        .layer(LoadShedLayer::new(max_concurrent_requests))
+        // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
+        .layer(RequestSizeLayer)
+        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
+        // before the body is decoded (the store slots in here with issue #4).
+        .layer(IdempotencyKeyLayer)
+        .into_inner()
 }
 
 /// How often expired jobs and outputs are looked for: a quarter of the retention, within

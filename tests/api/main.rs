@@ -3,5 +3,6 @@
 mod cli;
 mod errors;
 mod helpers;
+mod panic;
 mod renders;
 mod templates;
