@@ -8,7 +8,7 @@
 use super::exit;
 use crate::grpc::proto;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
@@ -112,14 +112,9 @@ pub fn report_status(status: &Status) -> ExitCode {
     ExitCode::from(code as u8)
 }
 
+/// RFC 3339, UTC (prost's Timestamp formats itself so).
 fn timestamp(value: Option<&prost_types::Timestamp>) -> String {
-    value
-        .and_then(|t| SystemTime::try_from(*t).ok())
-        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-        .map_or_else(
-            || "-".to_owned(),
-            |d| format!("{:.3} (unix seconds)", d.as_secs_f64()),
-        )
+    value.map_or_else(|| "-".to_owned(), ToString::to_string)
 }
 
 pub fn state_name(state: i32) -> &'static str {
