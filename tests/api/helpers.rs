@@ -291,6 +291,21 @@ pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// Waits (up to 10 s) until `count` workers of `executable` run: a job is RUNNING a moment
+/// before its process exists.
+pub async fn wait_for_workers(executable: &std::path::Path, count: usize) {
+    for _ in 0..1000 {
+        if worker_processes(executable).len() == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "expected {count} workers, found {:?}",
+        worker_processes(executable)
+    );
+}
+
 /// A path of its own for the real worker binary (a symlink in `dir`), so that a test can
 /// tell its server's workers from those of the tests running beside it.
 pub fn own_worker_executable(dir: &std::path::Path) -> PathBuf {

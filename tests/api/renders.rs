@@ -3,7 +3,7 @@
 
 use crate::helpers::{
     color, crashing_worker, own_worker_executable, small_request, spawn_app, spawn_app_with,
-    worker_processes,
+    wait_for_workers, worker_processes,
 };
 use lottie_render::grpc::proto::{self, JobState};
 use sha2::{Digest, Sha256};
@@ -128,7 +128,7 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
     let running = app.submit(request.clone()).await.unwrap();
     let waiting = app.submit(request).await.unwrap();
     app.wait_for_state(&running.job_id, JobState::Running).await;
-    assert_eq!(worker_processes(&executable).len(), 1);
+    wait_for_workers(&executable, 1).await;
 
     let cancelled = app
         .renders()
@@ -311,7 +311,7 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     let request = small_request(&template.template_id, proto::Format::Mp4);
     let job = app.submit(request.clone()).await.unwrap();
     app.wait_for_state(&job.job_id, JobState::Running).await;
-    assert_eq!(worker_processes(&executable).len(), 1);
+    wait_for_workers(&executable, 1).await;
     let mut watch = app
         .renders()
         .watch_render_job(proto::WatchRenderJobRequest {
