@@ -10,9 +10,34 @@ use std::time::Duration;
 /// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
+/// Largest RenderService request: a RenderRequest with every map full (256 texts of 200
+/// characters, 256 colours) is under 400 KiB; anything larger is not a render request, and
+/// each call in flight may buffer this much.
+pub const MAX_RENDER_REQUEST_BYTES: usize = 1024 * 1024;
+
 /// Default job budget, output megapixels (frames × width × height / 10⁶): two minutes of
 /// 1920×1920 at 60 fps, about 8 minutes of rendering on two cores.
 pub const DEFAULT_MAX_JOB_MEGAPIXELS: u64 = 26_600;
+
+/// Jobs waiting for a worker: at ~1–10 s a job, a few minutes of work; beyond, callers are
+/// better served by RESOURCE_EXHAUSTED and another instance.
+pub const DEFAULT_QUEUE_CAPACITY: u32 = 64;
+/// How long finished jobs, their outputs and their idempotency keys are kept: a day covers
+/// a caller's retries and a downstream's download.
+pub const DEFAULT_RETENTION_SECONDS: u64 = 24 * 3600;
+/// On SIGTERM: Kubernetes' default termination grace period is 30 s.
+pub const DEFAULT_SHUTDOWN_GRACE_SECONDS: f64 = 30.0;
+/// Calls in flight before shedding: far above what two cores serve well, so it only cuts in
+/// when something is wrong.
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 512;
+/// Redis connections: each call holds one for a round trip or two.
+pub const DEFAULT_REDIS_POOL_SIZE: u32 = 16;
+/// A Redis round trip is well under a millisecond on a LAN; 500 ms means it is in trouble.
+pub const DEFAULT_REDIS_TIMEOUT_MS: u64 = 500;
+/// Prefix of the service's Redis keys.
+pub const DEFAULT_REDIS_KEY_PREFIX: &str = "lottie-render:";
+/// A key claimed by a call that died is freed after this (the 300 s).
+pub const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerSettings {
@@ -27,13 +52,13 @@ pub struct ServerSettings {
     #[arg(long, env = "LOTTIE_RENDER_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: Option<u16>,
     /// Jobs waiting for a worker; a submission beyond it is answered RESOURCE_EXHAUSTED.
-    #[arg(long, env = "LOTTIE_RENDER_QUEUE_CAPACITY", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = "LOTTIE_RENDER_QUEUE_CAPACITY", default_value_t = DEFAULT_QUEUE_CAPACITY, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub queue_capacity: u32,
     /// Address for Prometheus metrics over HTTP (`GET /metrics`); off when unset.
     #[arg(long, env = "LOTTIE_RENDER_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// How long finished jobs and their outputs are kept, seconds.
-    #[arg(long, env = "LOTTIE_RENDER_RETENTION_SECONDS", default_value_t = 24 * 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "LOTTIE_RENDER_RETENTION_SECONDS", default_value_t = DEFAULT_RETENTION_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_seconds: u64,
     /// Largest job accepted, output megapixels (frames × width × height / 10⁶).
     #[arg(long, env = "LOTTIE_RENDER_MAX_JOB_MEGAPIXELS", default_value_t = DEFAULT_MAX_JOB_MEGAPIXELS, value_parser = clap::value_parser!(u64).range(1..))]
@@ -54,8 +79,25 @@ pub struct ServerSettings {
     pub shutdown_grace_seconds: f64,
     /// Requests handled at once; beyond it calls are answered RESOURCE_EXHAUSTED at once
     /// (load shedding) instead of queueing up inside the server.
-    #[arg(long, env = "LOTTIE_RENDER_MAX_CONCURRENT_REQUESTS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "LOTTIE_RENDER_MAX_CONCURRENT_REQUESTS", default_value_t = DEFAULT_MAX_CONCURRENT_REQUESTS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent_requests: u32,
+    /// Redis for idempotency keys (`redis://host:6379/0`); in this process's memory when unset.
+    #[arg(long, env = "LOTTIE_RENDER_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// Prefix of every Redis key this service writes.
+    #[arg(long, env = "LOTTIE_RENDER_REDIS_KEY_PREFIX", default_value = DEFAULT_REDIS_KEY_PREFIX)]
+    pub redis_key_prefix: String,
+    /// Redis connections kept open.
+    #[arg(long, env = "LOTTIE_RENDER_REDIS_POOL_SIZE", default_value_t = DEFAULT_REDIS_POOL_SIZE, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub redis_pool_size: u32,
+    /// Deadline of one Redis call (pool wait and connecting included), milliseconds; beyond
+    /// it the call is answered UNAVAILABLE.
+    #[arg(long, env = "LOTTIE_RENDER_REDIS_TIMEOUT_MS", default_value_t = DEFAULT_REDIS_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub redis_timeout_ms: u64,
+    /// How long an idempotency key stays claimed while its job is created, seconds (a caller
+    /// that died meanwhile frees the key when it runs out).
+    #[arg(long, env = "LOTTIE_RENDER_IDEMPOTENCY_LEASE_SECONDS", default_value_t = DEFAULT_IDEMPOTENCY_LEASE_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idempotency_lease_seconds: u64,
     /// The program run as `worker` for each render [default: this executable].
     #[arg(long, env = "LOTTIE_RENDER_WORKER_EXECUTABLE", hide = true)]
     pub worker_executable: Option<PathBuf>,
@@ -68,14 +110,19 @@ impl ServerSettings {
             listen,
             data_dir,
             workers: None,
-            queue_capacity: 64,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
             metrics_listen: None,
-            retention_seconds: 24 * 3600,
+            retention_seconds: DEFAULT_RETENTION_SECONDS,
             max_job_megapixels: DEFAULT_MAX_JOB_MEGAPIXELS,
             max_job_seconds: crate::sandbox::MAX_DEADLINE.as_secs_f64(),
             worker_memory_mb: crate::sandbox::DEFAULT_WORKER_MEMORY_BYTES / (1024 * 1024),
-            shutdown_grace_seconds: 30.0,
-            max_concurrent_requests: 512,
+            shutdown_grace_seconds: DEFAULT_SHUTDOWN_GRACE_SECONDS,
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
+            redis_url: None,
+            redis_key_prefix: DEFAULT_REDIS_KEY_PREFIX.into(),
+            redis_pool_size: DEFAULT_REDIS_POOL_SIZE,
+            redis_timeout_ms: DEFAULT_REDIS_TIMEOUT_MS,
+            idempotency_lease_seconds: DEFAULT_IDEMPOTENCY_LEASE_SECONDS,
             worker_executable: None,
         }
     }
@@ -85,6 +132,22 @@ impl ServerSettings {
             Some(workers) => usize::from(workers),
             None => (std::thread::available_parallelism().map_or(1, usize::from) / 2).max(1),
         }
+    }
+
+    pub fn idempotency_lease(&self) -> Duration {
+        Duration::from_secs(self.idempotency_lease_seconds)
+    }
+
+    /// The Redis connection settings, when Redis is configured.
+    pub fn redis(&self) -> Option<crate::idempotency::redis_store::RedisSettings> {
+        self.redis_url
+            .as_ref()
+            .map(|url| crate::idempotency::redis_store::RedisSettings {
+                url: url.clone(),
+                key_prefix: self.redis_key_prefix.clone(),
+                pool_size: self.redis_pool_size as usize,
+                timeout: Duration::from_millis(self.redis_timeout_ms),
+            })
     }
 
     pub fn retention(&self) -> Duration {
@@ -97,7 +160,10 @@ impl ServerSettings {
     }
 
     pub fn shutdown_grace(&self) -> Duration {
-        seconds(self.shutdown_grace_seconds, Duration::from_secs(30))
+        seconds(
+            self.shutdown_grace_seconds,
+            Duration::from_secs_f64(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+        )
     }
 }
 

@@ -10,7 +10,8 @@
 //!   and classified outcomes; the worker protocol.
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
 //! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
-//! - [`idempotency`]: the Idempotency-Key (validated key, tower layer).
+//! - [`idempotency`]: the Idempotency-Key (validated key, tower layer, memory and Redis
+//!   stores).
 //! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
 //!   the scheduler that runs them in worker processes.
 //! - [`middleware`]: tower layers of the server (request metrics, catch-panic, load shedding).
@@ -19,7 +20,8 @@
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
 //!   and its settings.
-//! - [`cli`]: the subcommands (`render`, `inspect`, `worker`, `bench`).
+//! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `bench`, and the
+//!   client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up.
 
 pub mod cli;

@@ -1,5 +1,6 @@
 //! Prometheus metrics: requests by method and code, rejections by reason, queue depth, job
-//! durations and outcomes, frames per second, worker crashes, quarantined fingerprints.
+//! durations and outcomes, frames per second, worker crashes, quarantined fingerprints,
+//! shared renders (joins, cache hits) and idempotent replays.
 //! Served over HTTP (`GET /metrics`, text exposition format) on `--metrics-listen`; each
 //! server instance has its own registry, so tests running several servers stay apart.
 
@@ -58,6 +59,9 @@ pub struct Metrics {
     pub frames_rendered: Counter,
     pub worker_crashes: Counter,
     pub quarantined_fingerprints: Gauge,
+    pub render_joins: Counter,
+    pub render_cache_hits: Counter,
+    pub idempotent_replays: Counter,
 }
 
 impl Metrics {
@@ -129,6 +133,24 @@ impl Metrics {
             "Job fingerprints refused at the boundary after crashing workers twice",
             quarantined_fingerprints.clone(),
         );
+        let render_joins = Counter::default();
+        registry.register(
+            "render_joins",
+            "Jobs that followed the running render of an identical request (single flight)",
+            render_joins.clone(),
+        );
+        let render_cache_hits = Counter::default();
+        registry.register(
+            "render_cache_hits",
+            "Jobs that succeeded at once with the stored output of an identical request",
+            render_cache_hits.clone(),
+        );
+        let idempotent_replays = Counter::default();
+        registry.register(
+            "idempotent_replays",
+            "SubmitRender calls answered with the job of an earlier call with the same key",
+            idempotent_replays.clone(),
+        );
         Arc::new(Metrics {
             registry,
             requests,
@@ -141,6 +163,9 @@ impl Metrics {
             frames_rendered,
             worker_crashes,
             quarantined_fingerprints,
+            render_joins,
+            render_cache_hits,
+            idempotent_replays,
         })
     }
 
@@ -170,6 +195,9 @@ impl Metrics {
     }
 }
 
+/// Pause after a failed accept on the metrics listener.
+const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Serves `GET /metrics` on `listener` until the task is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     use hyper::body::Incoming;
@@ -179,7 +207,9 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
+                // Out of file descriptors, typically: back off instead of spinning.
                 tracing::warn!(%error, "metrics listener failed to accept");
+                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
                 continue;
             }
         };

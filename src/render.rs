@@ -53,6 +53,10 @@ impl Classified for RenderError {
             RenderError::RendererRefused | RenderError::OutputTooLong { .. } => {
                 ErrorClass::Deterministic
             }
+            // The template was deleted after the job was accepted: it will never come back.
+            RenderError::ReadTemplate(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                ErrorClass::Deterministic
+            }
             RenderError::Encode(error) => error.class(),
             RenderError::RenderThreadDied
             | RenderError::Resources(_)
@@ -69,6 +73,15 @@ impl Classified for RenderError {
             RenderError::RenderThreadDied => "RENDER_THREAD_DIED",
             RenderError::Resources(_) => "RESOURCES_EXHAUSTED",
             RenderError::Encode(error) => error.reason(),
+            RenderError::ReadTemplate(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                "TEMPLATE_NOT_FOUND"
+            }
+            // An allocation refused under the worker's address-space limit.
+            RenderError::ReadTemplate(error) | RenderError::ReadOutput(error)
+                if error.kind() == std::io::ErrorKind::OutOfMemory =>
+            {
+                crate::sandbox::MEMORY_EXCEEDED_REASON
+            }
             RenderError::ReadTemplate(_) | RenderError::ReadOutput(_) => "STORAGE_UNAVAILABLE",
         }
     }

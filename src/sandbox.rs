@@ -34,6 +34,9 @@ pub const DEADLINE_BASE: Duration = Duration::from_secs(30);
 pub const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
 /// No render may run longer than this, whatever its size.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
+/// Reason of a render that ran out of memory, whether the worker noticed (a refused
+/// allocation it could report) or not (an abort, a loader failure).
+pub const MEMORY_EXCEEDED_REASON: &str = "RENDER_MEMORY_EXCEEDED";
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
 /// How often the watchdog checks for cancellation.
@@ -262,6 +265,17 @@ fn classify(
         reason: reason.into(),
         message,
     };
+    let out_of_memory = || {
+        failure(
+            FailureKind::MemoryLimit,
+            ErrorClass::Transient,
+            MEMORY_EXCEEDED_REASON,
+            format!(
+                "the render ran out of memory under its {} MiB limit",
+                settings.memory_bytes / (1024 * 1024)
+            ),
+        )
+    };
     if cancelled {
         return Err(failure(
             FailureKind::Cancelled,
@@ -293,13 +307,16 @@ fn classify(
                 message,
             }),
         ) => {
+            if reason == MEMORY_EXCEEDED_REASON {
+                return Err(out_of_memory());
+            }
             return Err(failure(FailureKind::Reported, class, &reason, message));
         }
         _ => {}
     }
     // Rust's allocation-failure abort, C++'s bad_alloc, and the dynamic loader failing to map
     // the worker's libraries under a tiny limit.
-    let out_of_memory = [
+    let out_of_memory_signs = [
         "memory allocation of",
         "std::bad_alloc",
         "failed to map segment",
@@ -307,15 +324,20 @@ fn classify(
     ]
     .iter()
     .any(|sign| stderr_tail.contains(sign));
-    if out_of_memory {
+    if out_of_memory_signs {
+        return Err(out_of_memory());
+    }
+    // We only send SIGKILL on deadline or cancel (handled above); any other SIGKILL comes
+    // from outside, nearly always the kernel's OOM killer under memory pressure: transient,
+    // and not the request's fault (it must not count towards quarantine).
+    if status.signal() == Some(libc::SIGKILL) {
         return Err(failure(
             FailureKind::MemoryLimit,
             ErrorClass::Transient,
-            "RENDER_MEMORY_EXCEEDED",
-            format!(
-                "the render ran out of memory under its {} MiB limit",
-                settings.memory_bytes / (1024 * 1024)
-            ),
+            MEMORY_EXCEEDED_REASON,
+            "the worker was killed from outside (SIGKILL), most likely by the kernel under \
+             memory pressure"
+                .into(),
         ));
     }
     if status.signal() == Some(libc::SIGXCPU) {

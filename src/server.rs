@@ -4,12 +4,14 @@
 //! UNAVAILABLE, running renders finish within the grace period or are cancelled retryable)
 //! before the listener closes.
 
-use crate::config::{ServerSettings, MAX_REQUEST_BYTES};
+use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
-use crate::grpc::renders::{JobLimits, RenderApi};
+use crate::grpc::renders::{JobLimits, KeyPolicy, RenderApi};
 use crate::grpc::templates::TemplateApi;
+use crate::idempotency::redis_store::RedisStore;
+use crate::idempotency::store::{IdempotencyStore, MemoryStore};
 use crate::idempotency::IdempotencyKeyLayer;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::Scheduler;
@@ -30,6 +32,8 @@ pub enum ServerError {
     Storage(#[from] crate::storage::StorageError),
     #[error("cannot find this executable to run workers: {0}")]
     Executable(std::io::Error),
+    #[error("cannot set up Redis: {0}")]
+    Redis(crate::idempotency::store::StoreError),
     #[error("cannot build server reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed: {0}")]
@@ -80,6 +84,13 @@ pub async fn run(
         outputs,
         metrics.clone(),
     );
+    let key_store: Arc<dyn IdempotencyStore> = match settings.redis() {
+        Some(redis) => {
+            tracing::info!(prefix = %redis.key_prefix, "idempotency keys in Redis");
+            Arc::new(RedisStore::open(&redis).map_err(ServerError::Redis)?)
+        }
+        None => Arc::new(MemoryStore::default()),
+    };
     let draining = Arc::new(AtomicBool::new(false));
     let templates = TemplateServiceServer::new(TemplateApi::new(templates_store.clone()))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
@@ -90,9 +101,14 @@ pub async fn run(
             max_megapixels: settings.max_job_megapixels,
             max_duration: settings.max_job_duration(),
         },
+        KeyPolicy {
+            store: key_store,
+            lease: settings.idempotency_lease(),
+            retention: settings.retention(),
+        },
         draining.clone(),
     ))
-    .max_decoding_message_size(MAX_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES);
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<TemplateServiceServer<TemplateApi>>()
@@ -123,6 +139,7 @@ pub async fn run(
         queue_capacity = settings.queue_capacity,
         "serving"
     );
+    let (drained_signal, drained_done) = tokio::sync::oneshot::channel::<()>();
     let drained = {
         let (health, scheduler, draining) = (health.clone(), scheduler.clone(), draining.clone());
         let grace = settings.shutdown_grace();
@@ -144,18 +161,40 @@ pub async fn run(
                 .await;
             scheduler.drain(grace).await;
             tracing::info!("renders drained; closing the listener");
+            let _ = drained_signal.send(());
         }
     };
     let stack = middleware(metrics.clone(), settings.max_concurrent_requests as usize);
-    let served = tonic::transport::Server::builder()
+    let serving = tonic::transport::Server::builder()
         .layer(stack)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(templates)
         .add_service(renders)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listeners.grpc), drained)
-        .await;
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listeners.grpc), drained);
+    // After the drain, calls still open (a health Watch never ends by itself; an idle peer
+    // may never close) get a moment, then the server stops regardless.
+    let served = tokio::select! {
+        served = serving => served,
+        _ = async {
+            if drained_done.await.is_ok() {
+                tokio::time::sleep(OPEN_CALLS_AFTER_DRAIN).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => {
+            tracing::warn!(
+                seconds = OPEN_CALLS_AFTER_DRAIN.as_secs_f64(),
+                "calls still open after the drain; closing them"
+            );
+            Ok(())
+        }
+    };
+    if served.is_err() {
+        // The transport failed without a shutdown: no render may outlive the server.
+        scheduler.drain(Duration::ZERO).await;
+    }
     sweeper.abort();
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();
@@ -191,6 +230,10 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
         .layer(IdempotencyKeyLayer)
         .into_inner()
 }
+
+/// How long calls still open after the drain (streams such as a health Watch) may take to
+/// end before the server stops anyway.
+pub const OPEN_CALLS_AFTER_DRAIN: Duration = Duration::from_secs(5);
 
 /// How often expired jobs and outputs are looked for: a quarter of the retention, within
 /// these bounds.

@@ -19,9 +19,9 @@ use uuid::Uuid;
 pub enum StorageError {
     #[error("template {0} does not exist")]
     NotFound(Uuid),
-    #[error("template storage: {0}")]
+    #[error("storage: {0}")]
     Io(#[from] std::io::Error),
-    #[error("template record is damaged: {0}")]
+    #[error("a stored record is damaged: {0}")]
     Damaged(String),
 }
 
@@ -183,6 +183,17 @@ impl OutputStore {
         let path = self.path(job, extension);
         std::fs::rename(self.partial_path(job, extension), &path)?;
         Ok(path)
+    }
+
+    /// Gives job `to` the output of job `from` (a hard link: no copy, and each job's file
+    /// expires on its own).
+    pub fn link(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
+        let target = self.path(to, extension);
+        match std::fs::hard_link(self.path(from, extension), &target) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(error) => Err(StorageError::Io(error)),
+        }
     }
 
     /// Removes a job's output and partial file, if any.

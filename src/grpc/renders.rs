@@ -12,6 +12,9 @@ use super::proto::{self, render_service_server::RenderService};
 use super::templates::storage_error;
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use crate::idempotency::key::IDEMPOTENCY_KEY_HEADER;
+use crate::idempotency::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
+use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
 use crate::jobs::{Fingerprint, Job, JobState, RenderWork, Scheduler};
 use crate::lottie::modifications::{self, ModificationError};
@@ -24,6 +27,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -45,12 +49,64 @@ pub struct JobLimits {
     pub max_duration: Duration,
 }
 
+/// How SubmitRender uses idempotency keys.
+#[derive(Debug, Clone)]
+pub struct KeyPolicy {
+    pub store: Arc<dyn IdempotencyStore>,
+    /// How long a key stays claimed between recording and job creation (a caller that died
+    /// in between frees it when this runs out).
+    pub lease: Duration,
+    /// How long a key answers with its job.
+    pub retention: Duration,
+}
+
 #[derive(Debug, Clone)]
 pub struct RenderApi {
     templates: TemplateStore,
     scheduler: Arc<Scheduler>,
     limits: JobLimits,
+    keys: KeyPolicy,
     draining: Arc<AtomicBool>,
+}
+
+/// Keys are scoped per method: the same key on another method is another key.
+const SUBMIT_RENDER_SCOPE: &str = "SubmitRender";
+/// How long a call waits for a concurrent call with the same key to create its job before
+/// answering ABORTED (the window is normally microseconds; this absorbs bursts).
+const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
+/// How often it looks meanwhile.
+const IN_PROGRESS_POLL: Duration = Duration::from_millis(5);
+/// Retry delay of ABORTED (the concurrent call is about to finish).
+const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
+/// Retry delay when the idempotency store is unreachable.
+const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Response metadata of an answer given from an earlier call with the same key.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// What a key says about a submission.
+enum KeyOutcome {
+    /// The caller holds the key: create the job, then bind it.
+    Owned,
+    /// An earlier call with this key and payload answered this job.
+    Replay(Box<Job>),
+}
+
+fn store_unavailable(error: StoreError) -> ServiceError {
+    ServiceError::transient(
+        ServiceErrorCode::Unavailable,
+        "IDEMPOTENCY_STORE_UNAVAILABLE",
+        format!("cannot check the idempotency key, so nothing was started: {error}"),
+        STORE_RETRY_AFTER,
+    )
+}
+
+/// A finished job whose key a retry may take over: it failed transiently or was cancelled.
+fn releases_key(job: &Job) -> bool {
+    match job.state {
+        JobState::Failed => job.error.as_ref().is_some_and(|error| error.retryable),
+        JobState::Cancelled => true,
+        _ => false,
+    }
 }
 
 impl RenderApi {
@@ -58,13 +114,71 @@ impl RenderApi {
         templates: TemplateStore,
         scheduler: Arc<Scheduler>,
         limits: JobLimits,
+        keys: KeyPolicy,
         draining: Arc<AtomicBool>,
     ) -> RenderApi {
         RenderApi {
             templates,
             scheduler,
             limits,
+            keys,
             draining,
+        }
+    }
+
+    /// Claims `key` for `fingerprint`, or finds the job an earlier call created with it.
+    async fn claim_key(&self, key: &str, fingerprint: &str) -> Result<KeyOutcome, ServiceError> {
+        let store = &self.keys.store;
+        let give_up = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+        loop {
+            let record = match store
+                .claim(key, fingerprint, self.keys.lease)
+                .await
+                .map_err(store_unavailable)?
+            {
+                Claim::Claimed => return Ok(KeyOutcome::Owned),
+                Claim::Existing(record) => record,
+            };
+            if record.fingerprint() != fingerprint {
+                return Err(ServiceError::invalid_argument(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    "this idempotency-key was used with a different request; use a new key \
+                     for a new request",
+                    vec![FieldViolation {
+                        field: IDEMPOTENCY_KEY_HEADER.into(),
+                        description: "already used with a different request".into(),
+                    }],
+                ));
+            }
+            match &record {
+                KeyRecord::InProgress { .. } => {
+                    if tokio::time::Instant::now() >= give_up {
+                        return Err(ServiceError::transient(
+                            ServiceErrorCode::Aborted,
+                            "IDEMPOTENCY_KEY_IN_PROGRESS",
+                            "a call with this idempotency-key is creating its job right now; \
+                             retry shortly to get that job",
+                            IN_PROGRESS_RETRY_AFTER,
+                        ));
+                    }
+                    tokio::time::sleep(IN_PROGRESS_POLL).await;
+                }
+                KeyRecord::Bound { job_id, .. } => match self.scheduler.board.get(*job_id) {
+                    Some(job) if !releases_key(&job) => {
+                        return Ok(KeyOutcome::Replay(Box::new(job)))
+                    }
+                    // Released (or expired): the first caller to swap the record runs anew.
+                    _ => {
+                        if store
+                            .replace(key, &record, fingerprint, self.keys.lease)
+                            .await
+                            .map_err(store_unavailable)?
+                        {
+                            return Ok(KeyOutcome::Owned);
+                        }
+                    }
+                },
+            }
         }
     }
 
@@ -236,6 +350,16 @@ impl RenderService for RenderApi {
         if self.draining.load(Ordering::SeqCst) {
             return Err(draining().into());
         }
+        let key = match request.extensions().get::<IdempotencyKey>() {
+            Some(key) => key.clone(),
+            // The layer refuses calls without a key; a stack without the layer still must not
+            // render without one.
+            None => {
+                return Err(IdempotencyKey::from_header(None)
+                    .err()
+                    .map_or_else(|| Status::internal("no idempotency key"), Status::from))
+            }
+        };
         let submission = RenderSubmission::try_from(request.into_inner())?;
         let templates = self.templates.clone();
         let limits = self.limits;
@@ -254,25 +378,65 @@ impl RenderService for RenderApi {
             )
             .into());
         }
-        let job = match self.scheduler.submit(job, work) {
+        let key = format!("{SUBMIT_RENDER_SCOPE}:{}", key.as_str());
+        let fingerprint = job.fingerprint.as_str().to_owned();
+        if let KeyOutcome::Replay(job) = self.claim_key(&key, &fingerprint).await? {
+            self.scheduler.metrics().idempotent_replays.inc();
+            tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
+            let mut response = Response::new(job_to_proto(&job));
+            response
+                .metadata_mut()
+                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+            return Ok(response);
+        }
+        let scheduler = self.scheduler.clone();
+        let submitted = blocking(move || {
+            scheduler
+                .submit(job, work)
+                .map_err(|refused| match refused {
+                    PushRefused::Full { length } => ServiceError::transient(
+                        ServiceErrorCode::ResourceExhausted,
+                        "QUEUE_FULL",
+                        format!("the render queue is full ({length} jobs waiting)"),
+                        scheduler.queue_retry_after(),
+                    ),
+                    PushRefused::Closed => draining(),
+                })
+        })
+        .await;
+        let job = match submitted {
             Ok(job) => job,
-            Err(PushRefused::Full { length }) => {
-                return Err(ServiceError::transient(
-                    ServiceErrorCode::ResourceExhausted,
-                    "QUEUE_FULL",
-                    format!("the render queue is full ({length} jobs waiting)"),
-                    self.scheduler.queue_retry_after(),
-                )
-                .into())
+            Err(status) => {
+                // No job was created: the key is free for the retry.
+                if let Err(error) = self.keys.store.release(&key, &fingerprint).await {
+                    tracing::warn!(%error, "cannot release an idempotency key; its lease will");
+                }
+                return Err(status);
             }
-            Err(PushRefused::Closed) => return Err(draining().into()),
         };
+        match self
+            .keys
+            .store
+            .bind(&key, &fingerprint, job.id, self.keys.retention)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(job_id = %job.id, "the idempotency key's lease ran out before its job was created")
+            }
+            // The job exists and is answered; a retry meets the claim (ABORTED) until its
+            // lease runs out.
+            Err(error) => {
+                tracing::warn!(job_id = %job.id, %error, "cannot bind the idempotency key to its job")
+            }
+        }
         tracing::info!(
             job_id = %job.id,
             template_id = %job.template_id,
             fingerprint = %job.fingerprint,
             frames_total = job.frames_total,
-            "job queued"
+            state = job.state.label(),
+            "job accepted"
         );
         Ok(Response::new(job_to_proto(&job)))
     }

@@ -50,7 +50,7 @@ pub(crate) fn storage_error(error: StorageError) -> ServiceError {
         StorageError::Io(error) => ServiceError::transient(
             ServiceErrorCode::Unavailable,
             "STORAGE_UNAVAILABLE",
-            format!("template storage failed: {error}"),
+            format!("storage failed: {error}"),
             STORAGE_RETRY_AFTER,
         ),
         StorageError::Damaged(detail) => {

@@ -1,9 +1,15 @@
 //! The table of jobs: the current snapshot of each, the work it stands for, its cancel token,
 //! and a broadcast of every change so WatchRenderJob can follow it. Snapshots are cheap
 //! clones; every critical section is a map operation (no I/O under the lock).
+//!
+//! Render de-duplication lives here too, because it must be decided atomically with the
+//! insertion: the board indexes the job rendering (or having rendered) each fingerprint, and a
+//! new job with that fingerprint either follows the running one (its snapshot mirrors the
+//! leader's progress and outcome) or starts from the succeeded one's output.
 
-use super::model::{Job, RenderWork};
+use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::lock;
+use super::Fingerprint;
 use crate::sandbox::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,85 +26,252 @@ struct Entry {
     work: Arc<RenderWork>,
     cancel: CancelToken,
     changes: broadcast::Sender<Job>,
+    /// Jobs of the same fingerprint that follow this one's render.
+    followers: Vec<Uuid>,
+    /// The job whose render this one follows.
+    leader: Option<Uuid>,
+}
+
+impl Entry {
+    fn new(job: Job, work: Arc<RenderWork>, leader: Option<Uuid>) -> Entry {
+        let (changes, _) = broadcast::channel(WATCH_BACKLOG);
+        Entry {
+            job,
+            work,
+            cancel: CancelToken::default(),
+            changes,
+            followers: Vec::new(),
+            leader,
+        }
+    }
+
+    fn publish(&mut self) {
+        self.job.version += 1;
+        // No receiver is fine: nobody is watching.
+        let _ = self.changes.send(self.job.clone());
+    }
+}
+
+#[derive(Default)]
+struct BoardState {
+    entries: HashMap<Uuid, Entry>,
+    /// Fingerprint → the job that renders it (queued or running) or rendered it (succeeded).
+    renders: HashMap<Fingerprint, Uuid>,
 }
 
 #[derive(Default)]
 pub struct JobBoard {
-    entries: Mutex<HashMap<Uuid, Entry>>,
+    state: Mutex<BoardState>,
 }
 
 impl std::fmt::Debug for JobBoard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobBoard")
-            .field("jobs", &lock(&self.entries).len())
+            .field("jobs", &lock(&self.state).entries.len())
             .finish()
     }
 }
 
+/// How a new job was admitted.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    /// No job renders its fingerprint: it must be queued (it leads from now on).
+    Leads,
+    /// It follows the render of this (queued or running) job.
+    Follows(Uuid),
+    /// This job has rendered the same fingerprint: its output can be reused.
+    Reuses(Box<Job>),
+}
+
+/// The error of a follower whose leader was cancelled by its own caller.
+fn shared_render_cancelled() -> JobFailure {
+    JobFailure {
+        reason: "SHARED_RENDER_CANCELLED".into(),
+        message: "this job shared the render of an identical request, which its caller \
+                  cancelled; submit again"
+            .into(),
+        retryable: true,
+        retry_after: Some(Duration::from_secs(1)),
+    }
+}
+
+/// What a follower takes over from its leader's snapshot.
+fn mirror(follower: &mut Job, leader: &Job) {
+    follower.state = leader.state;
+    follower.frames_done = leader.frames_done;
+    follower.frames_total = leader.frames_total;
+    follower.output = leader.output.clone();
+    follower.error = match (leader.state, &leader.error) {
+        (JobState::Cancelled, None) => Some(shared_render_cancelled()),
+        (_, error) => error.clone(),
+    };
+    follower.started_at = leader.started_at;
+    follower.finished_at = leader.finished_at;
+}
+
 impl JobBoard {
-    pub fn insert(&self, job: Job, work: RenderWork) {
-        let (changes, _) = broadcast::channel(WATCH_BACKLOG);
-        lock(&self.entries).insert(
-            job.id,
-            Entry {
-                job,
-                work: Arc::new(work),
-                cancel: CancelToken::default(),
-                changes,
-            },
-        );
+    /// Adds `job`, deciding atomically whether it renders, follows a running render of its
+    /// fingerprint, or may reuse a succeeded one. A job that follows is inserted already
+    /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
+    pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
+        let mut state = lock(&self.state);
+        let leader = state
+            .renders
+            .get(&job.fingerprint)
+            .and_then(|id| state.entries.get(id))
+            .map(|entry| entry.job.clone());
+        match leader {
+            Some(leader) if leader.state == JobState::Succeeded => {
+                Admission::Reuses(Box::new(leader))
+            }
+            Some(leader) if !leader.state.is_terminal() => {
+                let mut follower = job.clone();
+                mirror(&mut follower, &leader);
+                state.entries.insert(
+                    follower.id,
+                    Entry::new(follower, work.clone(), Some(leader.id)),
+                );
+                if let Some(entry) = state.entries.get_mut(&leader.id) {
+                    entry.followers.push(job.id);
+                }
+                Admission::Follows(leader.id)
+            }
+            _ => {
+                let mut entry = Entry::new(job.clone(), work.clone(), None);
+                entry.job.version = 0;
+                state.renders.insert(job.fingerprint.clone(), job.id);
+                state.entries.insert(job.id, entry);
+                Admission::Leads
+            }
+        }
     }
 
+    /// Adds a job outside de-duplication (a job reusing an output).
+    pub fn insert(&self, job: Job, work: Arc<RenderWork>) {
+        lock(&self.state)
+            .entries
+            .insert(job.id, Entry::new(job, work, None));
+    }
+
+    /// Removes a job that was never queued (its fingerprint is free again).
     pub fn remove(&self, id: Uuid) -> Option<Job> {
-        lock(&self.entries).remove(&id).map(|entry| entry.job)
+        let mut state = lock(&self.state);
+        let entry = state.entries.remove(&id)?;
+        if state.renders.get(&entry.job.fingerprint) == Some(&id) {
+            state.renders.remove(&entry.job.fingerprint);
+        }
+        Some(entry.job)
+    }
+
+    /// Forgets a succeeded render whose output turned out to be gone, so the fingerprint
+    /// renders again.
+    pub fn forget_render(&self, fingerprint: &Fingerprint, id: Uuid) {
+        let mut state = lock(&self.state);
+        if state.renders.get(fingerprint) == Some(&id) {
+            state.renders.remove(fingerprint);
+        }
     }
 
     pub fn get(&self, id: Uuid) -> Option<Job> {
-        lock(&self.entries).get(&id).map(|entry| entry.job.clone())
+        lock(&self.state)
+            .entries
+            .get(&id)
+            .map(|entry| entry.job.clone())
     }
 
     /// The current snapshot and a receiver of every later change.
     pub fn subscribe(&self, id: Uuid) -> Option<(Job, broadcast::Receiver<Job>)> {
-        lock(&self.entries)
+        lock(&self.state)
+            .entries
             .get(&id)
             .map(|entry| (entry.job.clone(), entry.changes.subscribe()))
     }
 
     pub fn work(&self, id: Uuid) -> Option<(Arc<RenderWork>, CancelToken)> {
-        lock(&self.entries)
+        lock(&self.state)
+            .entries
             .get(&id)
             .map(|entry| (entry.work.clone(), entry.cancel.clone()))
     }
 
+    /// The jobs following `id`'s render.
+    pub fn followers(&self, id: Uuid) -> Vec<Uuid> {
+        lock(&self.state)
+            .entries
+            .get(&id)
+            .map(|entry| entry.followers.clone())
+            .unwrap_or_default()
+    }
+
+    /// The job whose render `id` follows, if any.
+    pub fn leader_of(&self, id: Uuid) -> Option<Uuid> {
+        lock(&self.state)
+            .entries
+            .get(&id)
+            .and_then(|entry| entry.leader)
+    }
+
     /// Applies `change` unless the job is terminal already; publishes the new snapshot when
-    /// `change` answers true (something a watcher should see). Answers the snapshot.
+    /// `change` answers true (something a watcher should see), to the job's followers too.
+    /// A render that failed or was cancelled frees its fingerprint. Answers the snapshot.
     pub fn update(&self, id: Uuid, change: impl FnOnce(&mut Job) -> bool) -> Option<Job> {
-        let mut entries = lock(&self.entries);
-        let entry = entries.get_mut(&id)?;
+        let mut state = lock(&self.state);
+        let entry = state.entries.get_mut(&id)?;
         if entry.job.state.is_terminal() {
             return Some(entry.job.clone());
         }
-        if change(&mut entry.job) {
-            entry.job.version += 1;
-            // No receiver is fine: nobody is watching.
-            let _ = entry.changes.send(entry.job.clone());
+        if !change(&mut entry.job) {
+            return Some(entry.job.clone());
+        }
+        entry.publish();
+        let job = entry.job.clone();
+        let followers = entry.followers.clone();
+        for follower in followers {
+            if let Some(entry) = state.entries.get_mut(&follower) {
+                if !entry.job.state.is_terminal() {
+                    mirror(&mut entry.job, &job);
+                    entry.publish();
+                }
+            }
+        }
+        if matches!(job.state, JobState::Failed | JobState::Cancelled)
+            && state.renders.get(&job.fingerprint) == Some(&id)
+        {
+            state.renders.remove(&job.fingerprint);
+        }
+        Some(job)
+    }
+
+    /// Ends a job that follows another's render on its own (its caller cancelled it); the
+    /// render goes on for the others.
+    pub fn detach(&self, id: Uuid, finish: impl FnOnce(&mut Job)) -> Option<Job> {
+        let mut state = lock(&self.state);
+        let leader = state.entries.get_mut(&id)?.leader.take();
+        if let Some(leader) = leader.and_then(|leader| state.entries.get_mut(&leader)) {
+            leader.followers.retain(|follower| *follower != id);
+        }
+        let entry = state.entries.get_mut(&id)?;
+        if !entry.job.state.is_terminal() {
+            finish(&mut entry.job);
+            entry.publish();
         }
         Some(entry.job.clone())
     }
 
     /// Asks the job's worker to stop (the scheduler marks the job when it has).
     pub fn request_cancel(&self, id: Uuid) -> Option<Job> {
-        let entries = lock(&self.entries);
-        let entry = entries.get(&id)?;
+        let state = lock(&self.state);
+        let entry = state.entries.get(&id)?;
         entry.cancel.cancel();
         Some(entry.job.clone())
     }
 
     /// Cancel tokens of every running job.
     pub fn running_cancel_tokens(&self) -> Vec<CancelToken> {
-        lock(&self.entries)
+        lock(&self.state)
+            .entries
             .values()
-            .filter(|entry| entry.job.state == super::JobState::Running)
+            .filter(|entry| entry.job.state == JobState::Running && entry.leader.is_none())
             .map(|entry| entry.cancel.clone())
             .collect()
     }
@@ -106,8 +279,9 @@ impl JobBoard {
     /// Removes terminal jobs finished more than `retention` ago; answers them.
     pub fn expire(&self, retention: Duration) -> Vec<Job> {
         let now = SystemTime::now();
-        let mut entries = lock(&self.entries);
-        let expired: Vec<Uuid> = entries
+        let mut state = lock(&self.state);
+        let expired: Vec<Uuid> = state
+            .entries
             .values()
             .filter(|entry| {
                 entry.job.finished_at.is_some_and(|finished| {
@@ -116,9 +290,15 @@ impl JobBoard {
             })
             .map(|entry| entry.job.id)
             .collect();
-        expired
-            .into_iter()
-            .filter_map(|id| entries.remove(&id).map(|entry| entry.job))
-            .collect()
+        let mut removed = Vec::new();
+        for id in expired {
+            if let Some(entry) = state.entries.remove(&id) {
+                if state.renders.get(&entry.job.fingerprint) == Some(&id) {
+                    state.renders.remove(&entry.job.fingerprint);
+                }
+                removed.push(entry.job);
+            }
+        }
+        removed
     }
 }

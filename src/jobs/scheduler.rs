@@ -9,10 +9,11 @@
 //! retryable, with the fingerprint quarantined. Draining (shutdown) cancels what waits, lets
 //! running renders finish within the grace period and then cancels them, retryable.
 
-use super::board::JobBoard;
+use super::board::{Admission, JobBoard};
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
 use super::queue::RenderQueue;
+use super::Fingerprint;
 use crate::error::ErrorClass;
 use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
@@ -86,6 +87,10 @@ impl Scheduler {
         scheduler
     }
 
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     pub fn outputs(&self) -> &OutputStore {
         &self.outputs
     }
@@ -101,18 +106,53 @@ impl Scheduler {
             .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
 
-    /// Adds a new job and queues it. On refusal the job is not kept.
+    /// Adds a new job: it follows a running render of the same fingerprint, starts from a
+    /// succeeded one's output, or is queued. On refusal the job is not kept. Blocking (it may
+    /// link an output file).
     pub fn submit(&self, job: Job, work: RenderWork) -> Result<Job, super::queue::PushRefused> {
         let id = job.id;
-        self.board.insert(job.clone(), work);
-        match self.queue.try_push(id) {
-            Ok(depth) => {
-                self.metrics.queue_depth.set(depth as i64);
-                Ok(job)
-            }
-            Err(refused) => {
-                self.board.remove(id);
-                Err(refused)
+        let work = Arc::new(work);
+        let extension = job.format.extension();
+        loop {
+            match self.board.admit(&job, &work) {
+                Admission::Leads => {
+                    return match self.queue.try_push(id) {
+                        Ok(depth) => {
+                            self.metrics.queue_depth.set(depth as i64);
+                            Ok(job)
+                        }
+                        Err(refused) => {
+                            self.board.remove(id);
+                            Err(refused)
+                        }
+                    };
+                }
+                Admission::Follows(leader) => {
+                    self.metrics.render_joins.inc();
+                    tracing::info!(job_id = %id, template_id = %job.template_id, leader_job_id = %leader, "job joins the render of an identical request");
+                    return Ok(self.board.get(id).unwrap_or(job));
+                }
+                Admission::Reuses(leader) => match self.outputs.link(leader.id, id, extension) {
+                    Ok(()) => {
+                        let now = SystemTime::now();
+                        let mut reused = job.clone();
+                        reused.state = JobState::Succeeded;
+                        reused.frames_total = leader.frames_total;
+                        reused.frames_done = leader.frames_total;
+                        reused.output = leader.output.clone();
+                        reused.started_at = Some(now);
+                        reused.finished_at = Some(now);
+                        self.board.insert(reused.clone(), work);
+                        self.metrics.render_cache_hits.inc();
+                        tracing::info!(job_id = %id, template_id = %job.template_id, source_job_id = %leader.id, "job reuses the output of an identical request");
+                        return Ok(reused);
+                    }
+                    Err(error) => {
+                        // The output expired under us: render again.
+                        tracing::warn!(job_id = %id, source_job_id = %leader.id, %error, "cannot reuse an output");
+                        self.board.forget_render(&job.fingerprint, leader.id);
+                    }
+                },
             }
         }
     }
@@ -123,6 +163,14 @@ impl Scheduler {
         let (job, mut changes) = self.board.subscribe(id)?;
         if job.state.is_terminal() {
             return Some(job);
+        }
+        if self.board.leader_of(id).is_some() {
+            // It only follows another job's render: it stops, the render goes on.
+            let job = self
+                .board
+                .detach(id, |job| job.finish(JobState::Cancelled, None));
+            tracing::info!(job_id = %id, template_id = %job.as_ref()?.template_id, "job cancelled while following a shared render");
+            return job;
         }
         if self.queue.remove(id) {
             self.metrics.queue_depth.set(self.queue.len() as i64);
@@ -153,10 +201,12 @@ impl Scheduler {
         let waiting = self.queue.close();
         self.metrics.queue_depth.set(0);
         for id in waiting {
-            self.board.update(id, |job| {
+            if let Some(job) = self.board.update(id, |job| {
                 job.finish(JobState::Cancelled, Some(shutdown_failure()));
                 true
-            });
+            }) {
+                tracing::info!(job_id = %id, template_id = %job.template_id, "queued job cancelled by shutdown (retryable)");
+            }
             self.count_finished(JobState::Cancelled, None);
         }
         let loops = std::mem::take(&mut *lock(&self.loops));
@@ -198,7 +248,8 @@ impl Scheduler {
             let ran = tokio::task::spawn_blocking(move || scheduler.run_job(id)).await;
             if let Err(error) = ran {
                 // A bug of ours in run_job: the job must not stay RUNNING for ever.
-                tracing::error!(job_id = %id, %error, "the job runner panicked");
+                let template_id = self.board.get(id).map(|job| job.template_id.to_string());
+                tracing::error!(job_id = %id, template_id = template_id.as_deref().unwrap_or("-"), %error, "the job runner panicked");
                 self.board.update(id, |job| {
                     job.finish(
                         JobState::Failed,
@@ -224,12 +275,27 @@ impl Scheduler {
             if job.state != JobState::Queued {
                 return false;
             }
+            if cancel.is_cancelled() {
+                // Cancelled between leaving the queue and starting: nothing to spawn.
+                job.finish(JobState::Cancelled, None);
+                return true;
+            }
+            if self.quarantine.contains(&job.fingerprint) {
+                // An identical request crashed twice while this one waited.
+                job.finish(JobState::Failed, Some(quarantined_failure()));
+                return true;
+            }
             job.state = JobState::Running;
             job.started_at = Some(SystemTime::now());
             true
         }) else {
             return;
         };
+        if job.state.is_terminal() {
+            self.count_finished(job.state, None);
+            tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "job ended before its render started");
+            return;
+        }
         if job.state != JobState::Running {
             return;
         }
@@ -238,8 +304,8 @@ impl Scheduler {
         tracing::info!(frames_total = job.frames_total, "render started");
         self.metrics.jobs_running.inc();
         let started = Instant::now();
-        let (run, attempts) = self.run_attempts(id, &work, &cancel);
-        let (state, error) = self.conclude(&job, &work, run);
+        let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel);
+        let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
         let job = self.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
@@ -274,7 +340,13 @@ impl Scheduler {
     }
 
     /// Worker runs until one does not crash or the attempts are used up.
-    fn run_attempts(&self, id: Uuid, work: &RenderWork, cancel: &CancelToken) -> (WorkerRun, u32) {
+    fn run_attempts(
+        &self,
+        id: Uuid,
+        fingerprint: &Fingerprint,
+        work: &RenderWork,
+        cancel: &CancelToken,
+    ) -> (WorkerRun, u32) {
         let extension = work.output.format.extension();
         let job = WorkerJob {
             template_path: work.template_path.clone(),
@@ -302,7 +374,11 @@ impl Scheduler {
                     tracing::warn!(attempt, message = %failure.message, "the worker crashed");
                 }
             }
-            if !crashed || attempt >= MAX_WORKER_ATTEMPTS || cancel.is_cancelled() {
+            if !crashed
+                || attempt >= MAX_WORKER_ATTEMPTS
+                || cancel.is_cancelled()
+                || self.quarantine.contains(fingerprint)
+            {
                 return (run, attempt);
             }
             attempt += 1;
@@ -339,11 +415,27 @@ impl Scheduler {
         job: &Job,
         work: &RenderWork,
         run: WorkerRun,
+        attempts: u32,
+        cancel: &CancelToken,
     ) -> (JobState, Option<JobFailure>) {
         let extension = work.output.format.extension();
+        if run.result.is_err() && cancel.is_cancelled() {
+            // Whatever the worker did last, the job was cancelled (a crash followed by a
+            // cancel must not quarantine the request).
+            return if self.shutting_down.load(Ordering::SeqCst) {
+                (JobState::Cancelled, Some(shutdown_failure()))
+            } else {
+                (JobState::Cancelled, None)
+            };
+        }
         let failure = match run.result {
             Ok(output) => match self.outputs.commit(job.id, extension) {
                 Ok(_) => {
+                    for follower in self.board.followers(job.id) {
+                        if let Err(error) = self.outputs.link(job.id, follower, extension) {
+                            tracing::warn!(follower_job_id = %follower, %error, "cannot give a follower its output");
+                        }
+                    }
                     let fps = f64::from(output.frame_count) / run.wall.as_secs_f64().max(1e-3);
                     self.metrics
                         .frames_per_second
@@ -375,7 +467,7 @@ impl Scheduler {
                     return (JobState::Cancelled, Some(shutdown_failure()));
                 }
                 FailureKind::Cancelled => return (JobState::Cancelled, None),
-                FailureKind::Crashed { .. } => {
+                FailureKind::Crashed { .. } if attempts >= MAX_WORKER_ATTEMPTS => {
                     let quarantined = self.quarantine.add(job.fingerprint.clone());
                     self.metrics
                         .quarantined_fingerprints
@@ -421,6 +513,15 @@ impl Scheduler {
                 .get_or_create(&labels)
                 .observe(seconds);
         }
+    }
+}
+
+fn quarantined_failure() -> JobFailure {
+    JobFailure {
+        reason: "RENDER_QUARANTINED".into(),
+        message: "an identical request crashed the renderer twice; it is quarantined".into(),
+        retryable: false,
+        retry_after: None,
     }
 }
 

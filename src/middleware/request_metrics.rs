@@ -12,6 +12,44 @@ use tonic::Status;
 use tonic_types::StatusExt;
 use tower::{Layer, Service};
 
+/// Services whose methods are counted by name: the contract's, health and reflection.
+const KNOWN_SERVICES: [&str; 5] = [
+    "/lottie.render.v1.TemplateService/",
+    "/lottie.render.v1.RenderService/",
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1.ServerReflection/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+];
+/// Label of every other path: callers choose paths, and a label per path would let them grow
+/// the registry without bound.
+const UNKNOWN_METHOD: &str = "unknown";
+/// Their methods.
+const KNOWN_METHODS: [&str; 13] = [
+    "CreateTemplate",
+    "GetTemplate",
+    "ListTemplates",
+    "DeleteTemplate",
+    "SubmitRender",
+    "GetRenderJob",
+    "WatchRenderJob",
+    "CancelRenderJob",
+    "DownloadRenderOutput",
+    "Check",
+    "Watch",
+    "List",
+    "ServerReflectionInfo",
+];
+
+/// "/package.Service/Method" → "Method" for the known services, else "unknown".
+fn method_label(path: &str) -> String {
+    KNOWN_SERVICES
+        .iter()
+        .find_map(|service| path.strip_prefix(service))
+        .filter(|method| KNOWN_METHODS.contains(method))
+        .unwrap_or(UNKNOWN_METHOD)
+        .to_owned()
+}
+
 #[derive(Debug, Clone)]
 pub struct RequestMetricsLayer {
     metrics: Arc<Metrics>,
@@ -59,9 +97,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        // "/package.Service/Method" → "Method"; anything else is counted as it came.
-        let path = request.uri().path();
-        let method = path.rsplit('/').next().unwrap_or(path).to_owned();
+        let method = method_label(request.uri().path());
         let metrics = self.metrics.clone();
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -80,5 +116,27 @@ where
             }
             Ok(response)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::method_label;
+
+    #[test]
+    fn only_the_services_methods_get_a_label_of_their_own() {
+        assert_eq!(
+            method_label("/lottie.render.v1.RenderService/SubmitRender"),
+            "SubmitRender"
+        );
+        assert_eq!(method_label("/grpc.health.v1.Health/Check"), "Check");
+        for path in [
+            "/lottie.render.v1.RenderService/NoSuchMethod",
+            "/lottie.render.v1.RenderService/SubmitRender/x",
+            "/evil/GetTemplate",
+            "/",
+        ] {
+            assert_eq!(method_label(path), "unknown", "{path}");
+        }
     }
 }

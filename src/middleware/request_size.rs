@@ -5,7 +5,6 @@
 //! details; this layer rewrites exactly that answer. No handler of ours answers OUT_OF_RANGE.
 
 use super::BoxFuture;
-use crate::config::MAX_REQUEST_BYTES;
 use crate::error::{FieldViolation, ServiceError};
 use std::task::{Context, Poll};
 use tonic::{Code, Status};
@@ -40,7 +39,7 @@ fn rewrite<ResponseBody: Default>(
                 && status.message().starts_with(TONIC_TOO_LARGE_PREFIX) =>
         {
             let description = format!(
-                "the request is larger than the {MAX_REQUEST_BYTES}-byte limit ({})",
+                "the request is larger than this method accepts ({})",
                 status.message()
             );
             Status::from(ServiceError::invalid_argument(

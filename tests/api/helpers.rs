@@ -67,6 +67,9 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
     }
 }
 
+/// How long a test follows a job before it gives up.
+pub const WATCH_LIMIT: Duration = Duration::from_secs(120);
+
 static KEYS: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh idempotency key.
@@ -250,10 +253,12 @@ pub fn color(r: f64, g: f64, b: f64) -> proto::Color {
     proto::Color { r, g, b, a: None }
 }
 
-/// Processes whose parent is this test process (the server's workers run as its children).
-pub fn child_processes() -> Vec<(u32, String)> {
-    let me = std::process::id();
-    let mut children = Vec::new();
+/// Worker processes started from `executable`, anywhere on the machine: children of this
+/// process and orphans adopted by init alike (tests run side by side in this process, so
+/// each test that counts workers gives its server an executable path of its own).
+pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
+    let prefix = format!("{} worker", executable.display());
+    let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -261,34 +266,18 @@ pub fn child_processes() -> Vec<(u32, String)> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        // "pid (comm) state ppid …": comm may hold spaces, so split after the last ')'.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // A zombie is already dead; its parent reaps it.
-        if fields.first() == Some(&"Z") {
-            continue;
-        }
-        if fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(me) {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
-                .unwrap_or_default();
-            children.push((pid, cmdline));
+        // A zombie is already dead (its parent reaps it).
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+            .unwrap_or_default();
+        if !zombie && cmdline.starts_with(&prefix) {
+            found.push((pid, cmdline));
         }
     }
-    children
-}
-
-/// Worker processes started from `executable` among this process's children (tests run
-/// side by side in this process, so each test that counts workers gives its server an
-/// executable path of its own).
-pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
-    let prefix = format!("{} worker", executable.display());
-    child_processes()
-        .into_iter()
-        .filter(|(_, cmdline)| cmdline.starts_with(&prefix))
-        .collect()
+    found
 }
 
 /// Waits (up to 10 s) until `count` workers of `executable` run: a job is RUNNING a moment

@@ -3,6 +3,7 @@
 mod cli;
 mod errors;
 mod helpers;
+mod idempotency;
 mod panic;
 mod renders;
 mod templates;

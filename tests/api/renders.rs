@@ -3,7 +3,7 @@
 
 use crate::helpers::{
     color, crashing_worker, own_worker_executable, small_request, spawn_app, spawn_app_with,
-    wait_for_workers, worker_processes,
+    wait_for_workers, worker_processes, WATCH_LIMIT,
 };
 use lottie_render::grpc::proto::{self, JobState};
 use sha2::{Digest, Sha256};
@@ -17,7 +17,14 @@ use tonic_types::StatusExt;
 /// rlottie's own regression file: renders frame 25 for ever (a job that never finishes).
 const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 const BALL: &str = "slots-ball-colors-opacity.json";
-const WATCH_LIMIT: Duration = Duration::from_secs(120);
+
+/// `request` at another output width (another fingerprint).
+fn sized(mut request: proto::RenderRequest, width: u32) -> proto::RenderRequest {
+    if let Some(output) = request.output.as_mut() {
+        output.width = width;
+    }
+    request
+}
 
 fn state(job: &proto::RenderJob) -> JobState {
     JobState::try_from(job.state).unwrap()
@@ -126,7 +133,8 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Webm);
     let running = app.submit(request.clone()).await.unwrap();
-    let waiting = app.submit(request).await.unwrap();
+    // Another request (an identical one would share the first one's render).
+    let waiting = app.submit(sized(request, 101)).await.unwrap();
     app.wait_for_state(&running.job_id, JobState::Running).await;
     wait_for_workers(&executable, 1).await;
 
@@ -268,9 +276,10 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
     let request = small_request(&template.template_id, proto::Format::Mp4);
     let running = app.submit(request.clone()).await.unwrap();
     app.wait_for_state(&running.job_id, JobState::Running).await;
-    let queued = app.submit(request.clone()).await.unwrap();
+    // Distinct requests: identical ones would share one render and need no queue slot.
+    let queued = app.submit(sized(request.clone(), 101)).await.unwrap();
     assert_eq!(state(&queued), JobState::Queued);
-    let status = app.submit(request).await.unwrap_err();
+    let status = app.submit(sized(request, 102)).await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     let details = status.get_error_details();
     assert_eq!(details.error_info().unwrap().reason, "QUEUE_FULL");
@@ -321,6 +330,19 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
         .unwrap()
         .into_inner();
 
+    // A client-side health check keeps a Watch open; it must not hold the shutdown up.
+    let mut health_watch = HealthClient::new(app.channel.clone())
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        health_watch.message().await.unwrap().unwrap().status,
+        ServingStatus::Serving as i32
+    );
+
     app.begin_shutdown();
     for _ in 0..100 {
         if health(&app).await == ServingStatus::NotServing as i32 {
@@ -346,7 +368,9 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     let error = last.error.unwrap();
     assert_eq!(error.reason, "SERVER_SHUTTING_DOWN");
     assert!(error.retryable && error.retry_after.is_some());
-    app.stop().await;
+    tokio::time::timeout(Duration::from_secs(30), app.stop())
+        .await
+        .expect("the server stopped despite an open health Watch");
     assert_eq!(worker_processes(&executable), []);
 }
 

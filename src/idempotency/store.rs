@@ -1,0 +1,369 @@
+//! Where idempotency keys are recorded: the interface every store implements, the record it
+//! keeps per key, and the in-memory store (the embedded default). The Redis store is in
+//! [`super::redis_store`]; both pass the same tests.
+//!
+//! A key's life: [`IdempotencyStore::claim`] records it atomically as in progress with the
+//! request fingerprint and a lease (so a caller that died between recording and creating the
+//! job frees the key when the lease runs out); [`IdempotencyStore::bind`] then ties it to the
+//! job for the retention period; [`IdempotencyStore::replace`] re-claims a key whose job was
+//! released (failed transiently, cancelled, or gone), compare-and-set, so two retries cannot
+//! both win; [`IdempotencyStore::release`] drops a claim whose job was never created.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// What a store keeps per key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum KeyRecord {
+    /// Recorded; the job is being created (under a lease).
+    InProgress { fingerprint: String },
+    /// The key answered with this job.
+    Bound { fingerprint: String, job_id: Uuid },
+}
+
+impl KeyRecord {
+    pub fn fingerprint(&self) -> &str {
+        match self {
+            KeyRecord::InProgress { fingerprint } | KeyRecord::Bound { fingerprint, .. } => {
+                fingerprint
+            }
+        }
+    }
+
+    /// The stored form (compared byte for byte by compare-and-set).
+    pub fn encode(&self) -> String {
+        // A two-variant enum of strings and a UUID always serialises.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn decode(text: &str) -> Result<KeyRecord, StoreError> {
+        serde_json::from_str(text).map_err(|error| StoreError::Damaged(error.to_string()))
+    }
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The key was free: it is now recorded as in progress for the caller.
+    Claimed,
+    /// The key is recorded already.
+    Existing(KeyRecord),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the idempotency store is unreachable: {0}")]
+    Unavailable(String),
+    #[error("the idempotency store did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("an idempotency record is damaged: {0}")]
+    Damaged(String),
+}
+
+#[tonic::async_trait]
+pub trait IdempotencyStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Records `key` as in progress for `fingerprint` with a `lease`, unless it is recorded.
+    async fn claim(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError>;
+
+    /// Ties a key claimed for `fingerprint` to `job_id` for `ttl`; false when the claim was
+    /// lost meanwhile (its lease ran out and another caller took the key).
+    async fn bind(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        job_id: Uuid,
+        ttl: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Compare-and-set: when the key still holds `expected`, claims it (in progress, lease)
+    /// for `fingerprint`; false when something else changed it first.
+    async fn replace(
+        &self,
+        key: &str,
+        expected: &KeyRecord,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Drops an in-progress claim for `fingerprint` (its job was never created).
+    async fn release(&self, key: &str, fingerprint: &str) -> Result<(), StoreError>;
+}
+
+/// Claims between two sweeps of expired entries in the memory store.
+const MEMORY_SWEEP_EVERY: u64 = 1024;
+
+/// Keys in this process's memory: correct under concurrency (every operation is one critical
+/// section), forgotten on restart.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<MemoryState>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    records: HashMap<String, (KeyRecord, Instant)>,
+    claims: u64,
+}
+
+impl MemoryStore {
+    fn with_state<T>(&self, work: impl FnOnce(&mut MemoryState, Instant) -> T) -> T {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        work(&mut state, now)
+    }
+}
+
+impl MemoryState {
+    /// The live record of `key` (an expired one is removed).
+    fn live(&mut self, key: &str, now: Instant) -> Option<&KeyRecord> {
+        if self
+            .records
+            .get(key)
+            .is_some_and(|(_, expires)| *expires <= now)
+        {
+            self.records.remove(key);
+        }
+        self.records.get(key).map(|(record, _)| record)
+    }
+}
+
+#[tonic::async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn claim(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        Ok(self.with_state(|state, now| {
+            state.claims += 1;
+            if state.claims.is_multiple_of(MEMORY_SWEEP_EVERY) {
+                state.records.retain(|_, (_, expires)| *expires > now);
+            }
+            if let Some(record) = state.live(key, now) {
+                return Claim::Existing(record.clone());
+            }
+            let record = KeyRecord::InProgress {
+                fingerprint: fingerprint.to_owned(),
+            };
+            state.records.insert(key.to_owned(), (record, now + lease));
+            Claim::Claimed
+        }))
+    }
+
+    async fn bind(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        job_id: Uuid,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let claimed = KeyRecord::InProgress {
+            fingerprint: fingerprint.to_owned(),
+        };
+        Ok(self.with_state(|state, now| {
+            if state.live(key, now) != Some(&claimed) {
+                return false;
+            }
+            let bound = KeyRecord::Bound {
+                fingerprint: fingerprint.to_owned(),
+                job_id,
+            };
+            state.records.insert(key.to_owned(), (bound, now + ttl));
+            true
+        }))
+    }
+
+    async fn replace(
+        &self,
+        key: &str,
+        expected: &KeyRecord,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        Ok(self.with_state(|state, now| {
+            if state.live(key, now) != Some(expected) {
+                return false;
+            }
+            let claimed = KeyRecord::InProgress {
+                fingerprint: fingerprint.to_owned(),
+            };
+            state.records.insert(key.to_owned(), (claimed, now + lease));
+            true
+        }))
+    }
+
+    async fn release(&self, key: &str, fingerprint: &str) -> Result<(), StoreError> {
+        let claimed = KeyRecord::InProgress {
+            fingerprint: fingerprint.to_owned(),
+        };
+        self.with_state(|state, now| {
+            if state.live(key, now) == Some(&claimed) {
+                state.records.remove(key);
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The behaviour every store must have, run against each implementation (memory here, Redis
+/// in the API tests against a real server).
+pub mod contract {
+    use super::*;
+
+    fn check(condition: bool, what: &str) -> Result<(), String> {
+        if condition {
+            Ok(())
+        } else {
+            Err(what.to_owned())
+        }
+    }
+
+    /// Runs the whole contract on `store`; keys are made unique with `namespace`. Short
+    /// leases are slept out, so this takes about half a second.
+    pub async fn run(store: &dyn IdempotencyStore, namespace: &str) -> Result<(), String> {
+        let error = |e: StoreError| e.to_string();
+        let key = format!("{namespace}:a");
+        let long = Duration::from_secs(60);
+        let job = Uuid::new_v4();
+        check(
+            store.claim(&key, "f1", long).await.map_err(error)? == Claim::Claimed,
+            "a free key is claimed",
+        )?;
+        let in_progress = KeyRecord::InProgress {
+            fingerprint: "f1".into(),
+        };
+        check(
+            store.claim(&key, "f1", long).await.map_err(error)?
+                == Claim::Existing(in_progress.clone()),
+            "a claimed key is reported in progress",
+        )?;
+        check(
+            !store.bind(&key, "f2", job, long).await.map_err(error)?,
+            "bind with another fingerprint fails",
+        )?;
+        check(
+            store.bind(&key, "f1", job, long).await.map_err(error)?,
+            "bind of the claim succeeds",
+        )?;
+        let bound = KeyRecord::Bound {
+            fingerprint: "f1".into(),
+            job_id: job,
+        };
+        check(
+            store.claim(&key, "f9", long).await.map_err(error)? == Claim::Existing(bound.clone()),
+            "a bound key answers its job",
+        )?;
+        check(
+            !store
+                .replace(&key, &in_progress, "f1", long)
+                .await
+                .map_err(error)?,
+            "replace with a stale expectation fails",
+        )?;
+        check(
+            store
+                .replace(&key, &bound, "f1", long)
+                .await
+                .map_err(error)?,
+            "replace of the current record succeeds",
+        )?;
+        check(
+            !store
+                .replace(&key, &bound, "f1", long)
+                .await
+                .map_err(error)?,
+            "a second replace of the same record fails (one winner)",
+        )?;
+        store.release(&key, "f1").await.map_err(error)?;
+        check(
+            store.claim(&key, "f3", long).await.map_err(error)? == Claim::Claimed,
+            "a released key is free",
+        )?;
+        store.release(&key, "other").await.map_err(error)?;
+        check(
+            matches!(
+                store.claim(&key, "f3", long).await.map_err(error)?,
+                Claim::Existing(_)
+            ),
+            "release with another fingerprint leaves the claim",
+        )?;
+
+        // Leases and retention run out.
+        let short = Duration::from_millis(150);
+        let leased = format!("{namespace}:lease");
+        check(
+            store.claim(&leased, "f1", short).await.map_err(error)? == Claim::Claimed,
+            "claim with a short lease",
+        )?;
+        let bound_key = format!("{namespace}:bound");
+        store.claim(&bound_key, "f1", long).await.map_err(error)?;
+        store
+            .bind(&bound_key, "f1", job, short)
+            .await
+            .map_err(error)?;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        check(
+            store.claim(&leased, "f2", long).await.map_err(error)? == Claim::Claimed,
+            "an expired lease frees the key",
+        )?;
+        check(
+            !store
+                .bind(&format!("{namespace}:never"), "f1", job, long)
+                .await
+                .map_err(error)?,
+            "bind without a claim fails",
+        )?;
+        check(
+            store.claim(&bound_key, "f2", long).await.map_err(error)? == Claim::Claimed,
+            "an expired record is treated as first use",
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn the_memory_store_keeps_the_store_contract() {
+        contract::run(&MemoryStore::default(), "memory")
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn of_many_concurrent_claims_of_one_key_exactly_one_wins() {
+        let store = Arc::new(MemoryStore::default());
+        let claims = (0..200).map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .claim("k", "f", Duration::from_secs(60))
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut winners = 0;
+        for claim in claims {
+            if claim.await.unwrap() == Claim::Claimed {
+                winners += 1;
+            }
+        }
+        assert_eq!(winners, 1);
+    }
+}

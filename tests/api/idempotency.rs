@@ -1,0 +1,509 @@
+//! Idempotency keys and render de-duplication over the wire, each scenario against both
+//! stores: the in-memory one and Redis (a real server on 127.0.0.1:6379, which `./dev test`
+//! starts when none answers; every test uses a key prefix of its own). Worker processes are
+//! counted by a wrapper script that logs each start and then runs the real worker.
+
+use crate::helpers::{small_request, spawn_app_with, unique_key, TestApp, WATCH_LIMIT};
+use lottie_render::config::ServerSettings;
+use lottie_render::grpc::proto::{self, JobState};
+use lottie_render::idempotency::redis_store::{RedisSettings, RedisStore};
+use lottie_render::idempotency::store::{contract, IdempotencyStore};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tonic::{Code, Request, Status};
+use tonic_types::StatusExt;
+
+const BALL: &str = "slots-ball-colors-opacity.json";
+const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
+/// Loads in the fence, then rlottie refuses it: a deterministic failure in the worker.
+const RENDERER_REFUSES: &str = "malformed/keyframe-empty-easing-arrays.json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Memory,
+    Redis,
+}
+
+fn redis_url() -> String {
+    std::env::var("LOTTIE_RENDER_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned())
+}
+
+static PREFIXES: AtomicU64 = AtomicU64::new(0);
+
+/// A Redis key prefix no other test (or run) uses.
+fn unique_prefix() -> String {
+    format!(
+        "lottie-render-test:{}:{}:{}:",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+        PREFIXES.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A worker stand-in that logs its start to `count_file`, then runs the real worker.
+fn counting_worker(dir: &Path, count_file: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("counting-worker");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho started >> '{}'\nexec '{}' \"$@\"\n",
+            count_file.display(),
+            env!("CARGO_BIN_EXE_lottie-render")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// A server on `store`, with workers counted in `dir/starts`.
+async fn app_on(store: Store, dir: &Path, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+    let worker = counting_worker(dir, &dir.join("starts"));
+    spawn_app_with(|settings| {
+        settings.worker_executable = Some(worker);
+        if store == Store::Redis {
+            settings.redis_url = Some(redis_url());
+            settings.redis_key_prefix = unique_prefix();
+        }
+        configure(settings);
+    })
+    .await
+}
+
+fn worker_starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+async fn submit_with_key(
+    app: &TestApp,
+    key: &str,
+    request: proto::RenderRequest,
+) -> Result<(proto::RenderJob, bool), Status> {
+    let mut request = Request::new(request);
+    request
+        .metadata_mut()
+        .insert("idempotency-key", key.parse().unwrap());
+    let response = app.renders().submit_render(request).await?;
+    let replayed = response
+        .metadata()
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true");
+    Ok((response.into_inner(), replayed))
+}
+
+/// Submits, retrying ABORTED (a concurrent call with the key is creating its job) after the
+/// delay the server asks for, as a well-behaved client does.
+async fn submit_until_answered(
+    app: &TestApp,
+    key: &str,
+    request: proto::RenderRequest,
+) -> proto::RenderJob {
+    for _ in 0..50 {
+        match submit_with_key(app, key, request.clone()).await {
+            Ok((job, _)) => return job,
+            Err(status) if status.code() == Code::Aborted => {
+                let delay = status
+                    .get_error_details()
+                    .retry_info()
+                    .and_then(|info| info.retry_delay)
+                    .unwrap();
+                tokio::time::sleep(delay).await;
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    }
+    panic!("still ABORTED after 50 attempts");
+}
+
+fn state(job: &proto::RenderJob) -> JobState {
+    JobState::try_from(job.state).unwrap()
+}
+
+async fn finished(app: &TestApp, job_id: &str) -> proto::RenderJob {
+    app.watch(job_id, WATCH_LIMIT).await.pop().unwrap()
+}
+
+#[tokio::test]
+async fn the_redis_store_keeps_the_store_contract() {
+    let store = RedisStore::open(&RedisSettings {
+        url: redis_url(),
+        key_prefix: unique_prefix(),
+        pool_size: 4,
+        timeout: Duration::from_secs(2),
+    })
+    .unwrap();
+    contract::run(&store, "contract").await.unwrap();
+}
+
+async fn a_replay_answers_the_same_job_without_a_worker(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    let key = unique_key();
+    let (first, replayed) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    assert!(!replayed);
+    let done = finished(&app, &first.job_id).await;
+    assert_eq!(state(&done), JobState::Succeeded);
+    assert_eq!(worker_starts(dir.path()), 1);
+
+    let (again, replayed) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    assert!(replayed, "{again:?}");
+    assert_eq!(again.job_id, first.job_id);
+    assert_eq!(again.output, done.output);
+    assert_eq!(worker_starts(dir.path()), 1, "a replay started a worker");
+    let bytes = app.download(&again.job_id).await.unwrap();
+    assert_eq!(bytes.len() as u64, done.output.unwrap().size_bytes);
+
+    // The same key with another payload is refused, do-not-retry.
+    let mut other = request;
+    other.output.as_mut().unwrap().fps = 60;
+    let status = submit_with_key(&app, &key, other).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        status.get_error_details().error_info().unwrap().reason,
+        "IDEMPOTENCY_KEY_REUSED"
+    );
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+    assert_eq!(
+        app.metric("lottie_render_idempotent_replays_total").await,
+        1.0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_replay_answers_the_same_job_without_a_worker_in_memory() {
+    a_replay_answers_the_same_job_without_a_worker(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn a_replay_answers_the_same_job_without_a_worker_with_redis() {
+    a_replay_answers_the_same_job_without_a_worker(Store::Redis).await;
+}
+
+async fn two_hundred_concurrent_calls_with_one_key_make_one_job(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Gif);
+    let key = unique_key();
+    let calls: Vec<_> = (0..200)
+        .map(|_| submit_until_answered(&app, &key, request.clone()))
+        .collect();
+    let jobs = futures_util::future::join_all(calls).await;
+    let first = &jobs[0].job_id;
+    assert!(jobs.iter().all(|job| &job.job_id == first));
+    let done = finished(&app, first).await;
+    assert_eq!(state(&done), JobState::Succeeded);
+    assert_eq!(worker_starts(dir.path()), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_calls_with_one_key_make_one_job_in_memory() {
+    two_hundred_concurrent_calls_with_one_key_make_one_job(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_calls_with_one_key_make_one_job_with_redis() {
+    two_hundred_concurrent_calls_with_one_key_make_one_job(Store::Redis).await;
+}
+
+async fn fifty_keys_with_one_payload_share_one_render(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Webm);
+    let keys: Vec<String> = (0..50).map(|_| unique_key()).collect();
+    let calls: Vec<_> = keys
+        .iter()
+        .map(|key| submit_until_answered(&app, key, request.clone()))
+        .collect();
+    let jobs = futures_util::future::join_all(calls).await;
+    let mut ids: Vec<&str> = jobs.iter().map(|job| job.job_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 50, "one job per key");
+    let mut sha256s = Vec::new();
+    for job in &jobs {
+        let done = finished(&app, &job.job_id).await;
+        assert_eq!(state(&done), JobState::Succeeded, "{done:?}");
+        let output = done.output.unwrap();
+        let bytes = app.download(&job.job_id).await.unwrap();
+        assert_eq!(bytes.len() as u64, output.size_bytes);
+        sha256s.push(output.sha256);
+    }
+    sha256s.dedup();
+    assert_eq!(sha256s.len(), 1, "identical outputs");
+    assert_eq!(worker_starts(dir.path()), 1, "one render for all");
+    // Once it has succeeded, the next one is SUCCEEDED at once.
+    let (late, _) = submit_with_key(&app, &unique_key(), request).await.unwrap();
+    assert_eq!(state(&late), JobState::Succeeded);
+    assert_eq!(worker_starts(dir.path()), 1);
+    let joins = app.metric("lottie_render_render_joins_total").await;
+    let hits = app.metric("lottie_render_render_cache_hits_total").await;
+    assert_eq!(joins + hits, 50.0, "joins {joins}, cache hits {hits}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn fifty_keys_with_one_payload_share_one_render_in_memory() {
+    fifty_keys_with_one_payload_share_one_render(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn fifty_keys_with_one_payload_share_one_render_with_redis() {
+    fifty_keys_with_one_payload_share_one_render(Store::Redis).await;
+}
+
+async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |settings| settings.max_job_seconds = 1.0).await;
+    let hangs = app.create_template(NEVER_FINISHES).await;
+    let refused = app.create_template(RENDERER_REFUSES).await;
+
+    let key = unique_key();
+    let request = small_request(&hangs.template_id, proto::Format::Mp4);
+    let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    let done = finished(&app, &first.job_id).await;
+    assert_eq!(state(&done), JobState::Failed);
+    assert!(done.error.unwrap().retryable);
+    let (retry, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    assert!(!replayed);
+    assert_ne!(
+        retry.job_id, first.job_id,
+        "a transient failure released the key"
+    );
+    assert_eq!(
+        state(&finished(&app, &retry.job_id).await),
+        JobState::Failed
+    );
+    assert_eq!(worker_starts(dir.path()), 2);
+
+    let key = unique_key();
+    let request = small_request(&refused.template_id, proto::Format::Mp4);
+    let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    let done = finished(&app, &first.job_id).await;
+    assert_eq!(state(&done), JobState::Failed);
+    let error = done.error.clone().unwrap();
+    assert!(!error.retryable, "{error:?}");
+    let (retry, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    assert!(replayed);
+    assert_eq!(retry.job_id, first.job_id);
+    assert_eq!(retry.error, done.error);
+    assert_eq!(worker_starts(dir.path()), 3, "no run for the replay");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it_in_memory() {
+    a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it_with_redis() {
+    a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(Store::Redis).await;
+}
+
+async fn a_cancelled_job_frees_its_key(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |_| {}).await;
+    let hangs = app.create_template(NEVER_FINISHES).await;
+    let key = unique_key();
+    let request = small_request(&hangs.template_id, proto::Format::Gif);
+    let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    app.wait_for_state(&first.job_id, JobState::Running).await;
+    let cancelled = app
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: first.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state(&cancelled), JobState::Cancelled);
+    let (retry, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    assert!(!replayed);
+    assert_ne!(retry.job_id, first.job_id);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_job_frees_its_key_in_memory() {
+    a_cancelled_job_frees_its_key(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_job_frees_its_key_with_redis() {
+    a_cancelled_job_frees_its_key(Store::Redis).await;
+}
+
+/// A redis-server of this test's own on a spare port, stopped when dropped.
+struct OwnRedis {
+    port: u16,
+    process: std::process::Child,
+}
+
+impl OwnRedis {
+    fn start(port: u16) -> OwnRedis {
+        let mut process = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (./dev installs it)");
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return OwnRedis { port, process };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = process.kill();
+        let _ = process.wait();
+        panic!("redis-server did not listen on {port}");
+    }
+
+    fn stop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn spare_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn with_redis_down_submissions_are_unavailable_and_start_nothing_until_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = OwnRedis::start(spare_port());
+    let port = redis.port;
+    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
+    let app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(worker);
+        settings.redis_url = Some(format!("redis://127.0.0.1:{port}/0"));
+        settings.redis_key_prefix = unique_prefix();
+        settings.redis_timeout_ms = 300;
+    })
+    .await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Gif);
+    let (job, _) = submit_with_key(&app, &unique_key(), request.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        state(&finished(&app, &job.job_id).await),
+        JobState::Succeeded
+    );
+
+    redis.stop();
+    let mut other = request.clone();
+    other.output.as_mut().unwrap().fps = 60;
+    let status = submit_with_key(&app, &unique_key(), other.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(
+        details.error_info().unwrap().reason,
+        "IDEMPOTENCY_STORE_UNAVAILABLE"
+    );
+    assert!(details.retry_info().unwrap().retry_delay.is_some());
+    assert!(status.metadata().get("retry-after").is_some());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        worker_starts(dir.path()),
+        1,
+        "nothing rendered without the check"
+    );
+
+    let _redis = OwnRedis::start(port);
+    let (job, _) = submit_with_key(&app, &unique_key(), other).await.unwrap();
+    assert_eq!(
+        state(&finished(&app, &job.job_id).await),
+        JobState::Succeeded
+    );
+    assert_eq!(worker_starts(dir.path()), 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix();
+    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
+    let app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(worker);
+        settings.redis_url = Some(redis_url());
+        settings.redis_key_prefix = prefix.clone();
+        settings.idempotency_lease_seconds = 1;
+    })
+    .await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    // What a call that died between recording its key and creating its job leaves behind:
+    // the key claimed for this request's fingerprint.
+    let fingerprint = lottie_render::jobs::Fingerprint::of(
+        &template.sha256,
+        &Default::default(),
+        &lottie_render::spec::OutputSpec {
+            format: lottie_render::spec::Format::Mp4,
+            fps: lottie_render::spec::Fps::DEFAULT,
+            width: 100.try_into().unwrap(),
+            height: 100.try_into().unwrap(),
+            background: None,
+        },
+    );
+    let store = RedisStore::open(&RedisSettings {
+        url: redis_url(),
+        key_prefix: prefix,
+        pool_size: 1,
+        timeout: Duration::from_secs(2),
+    })
+    .unwrap();
+    let key = unique_key();
+    store
+        .claim(
+            &format!("SubmitRender:{key}"),
+            fingerprint.as_str(),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+    let status = submit_with_key(&app, &key, request.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    assert!(status.metadata().get("grpc-retry-pushback-ms").is_some());
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    assert!(!replayed);
+    assert_eq!(
+        state(&finished(&app, &job.job_id).await),
+        JobState::Succeeded
+    );
+    assert_eq!(worker_starts(dir.path()), 1);
+    app.stop().await;
+}
