@@ -3,8 +3,8 @@
 //! ([`queue`]), the fingerprints refused after repeated crashes ([`quarantine`]) and the
 //! scheduler that runs queued jobs in sandboxed worker processes ([`scheduler`]).
 //!
-//! Everything here lives in this process (the embedded default); a shared store for several
-//! instances slots in with the idempotency work (issue #4).
+//! Everything lives in this process (the embedded default); with Redis, [`shared`] copies
+//! every job's snapshots there so that all instances see all jobs and share renders.
 
 pub mod board;
 pub mod fingerprint;
@@ -12,6 +12,7 @@ pub mod model;
 pub mod quarantine;
 pub mod queue;
 pub mod scheduler;
+pub mod shared;
 
 pub use board::JobBoard;
 pub use fingerprint::Fingerprint;

@@ -14,6 +14,7 @@ use crate::idempotency::redis_store::RedisStore;
 use crate::idempotency::store::{IdempotencyStore, MemoryStore};
 use crate::idempotency::IdempotencyKeyLayer;
 use crate::jobs::scheduler::SchedulerSettings;
+use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
 use crate::metrics::Metrics;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
@@ -34,6 +35,8 @@ pub enum ServerError {
     Executable(std::io::Error),
     #[error("cannot set up Redis: {0}")]
     Redis(crate::idempotency::store::StoreError),
+    #[error("cannot set up shared job records: {0}")]
+    SharedJobs(crate::jobs::shared::SharedError),
     #[error("cannot build server reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed: {0}")]
@@ -74,6 +77,12 @@ pub async fn run(
         Some(executable) => executable,
         None => std::env::current_exe().map_err(ServerError::Executable)?,
     };
+    let shared_jobs = match settings.redis() {
+        Some(redis) => Some(Arc::new(
+            SharedJobs::open(&redis, settings.retention()).map_err(ServerError::SharedJobs)?,
+        )),
+        None => None,
+    };
     let scheduler = Scheduler::start(
         SchedulerSettings {
             workers: settings.worker_count(),
@@ -83,7 +92,11 @@ pub async fn run(
         settings.queue_capacity as usize,
         outputs,
         metrics.clone(),
+        shared_jobs.clone(),
     );
+    let cancel_listener = shared_jobs
+        .as_ref()
+        .map(|shared| tokio::spawn(serve_remote_cancels(shared.clone(), scheduler.clone())));
     let key_store: Arc<dyn IdempotencyStore> = match settings.redis() {
         Some(redis) => {
             tracing::info!(prefix = %redis.key_prefix, "idempotency keys in Redis");
@@ -196,6 +209,9 @@ pub async fn run(
         scheduler.drain(Duration::ZERO).await;
     }
     sweeper.abort();
+    if let Some(listener) = cancel_listener {
+        listener.abort();
+    }
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();
     }
@@ -239,6 +255,17 @@ pub const OPEN_CALLS_AFTER_DRAIN: Duration = Duration::from_secs(5);
 /// these bounds.
 const MIN_SWEEP_INTERVAL: Duration = Duration::from_millis(200);
 const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Cancels the jobs of this instance that another instance was asked to cancel.
+async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>) {
+    let mut requests = shared.cancel_requests();
+    while let Some(id) = requests.recv().await {
+        if scheduler.board.get(id).is_some() {
+            let scheduler = scheduler.clone();
+            tokio::spawn(async move { scheduler.cancel(id).await });
+        }
+    }
+}
 
 async fn sweep_expired(scheduler: Arc<Scheduler>, retention: Duration) {
     let mut interval =

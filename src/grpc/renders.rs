@@ -16,11 +16,14 @@ use crate::idempotency::key::IDEMPOTENCY_KEY_HEADER;
 use crate::idempotency::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
+use crate::jobs::scheduler::{SubmitRefused, CANCEL_SETTLE};
+use crate::jobs::shared::SharedError;
 use crate::jobs::{Fingerprint, Job, JobState, RenderWork, Scheduler};
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::spec::Format;
 use crate::storage::{StorageError, TemplateStore};
+use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +40,8 @@ pub const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
 const DOWNLOAD_READ_AHEAD: usize = 4;
 /// Snapshots buffered for a slow watcher before it is made to wait.
 const WATCH_BUFFER: usize = 16;
+/// A watcher of another instance's job gives up after this long without news.
+const SHARED_WATCH_SILENCE: Duration = Duration::from_secs(3600);
 /// Retry delay while the server drains: long enough for the mesh to route elsewhere.
 pub const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
@@ -89,6 +94,15 @@ enum KeyOutcome {
     Owned,
     /// An earlier call with this key and payload answered this job.
     Replay(Box<Job>),
+}
+
+fn shared_unavailable(error: SharedError) -> ServiceError {
+    ServiceError::transient(
+        ServiceErrorCode::Unavailable,
+        "JOB_STORE_UNAVAILABLE",
+        format!("shared job records are unreachable: {error}"),
+        STORE_RETRY_AFTER,
+    )
 }
 
 fn store_unavailable(error: StoreError) -> ServiceError {
@@ -163,7 +177,7 @@ impl RenderApi {
                     }
                     tokio::time::sleep(IN_PROGRESS_POLL).await;
                 }
-                KeyRecord::Bound { job_id, .. } => match self.scheduler.board.get(*job_id) {
+                KeyRecord::Bound { job_id, .. } => match self.find_job(*job_id).await? {
                     Some(job) if !releases_key(&job) => {
                         return Ok(KeyOutcome::Replay(Box::new(job)))
                     }
@@ -182,12 +196,20 @@ impl RenderApi {
         }
     }
 
-    fn job(&self, field_value: &str) -> Result<Job, ServiceError> {
+    /// A job of this instance, or of another one sharing Redis.
+    async fn find_job(&self, id: Uuid) -> Result<Option<Job>, ServiceError> {
+        if let Some(job) = self.scheduler.board.get(id) {
+            return Ok(Some(job));
+        }
+        match &self.scheduler.shared {
+            Some(shared) => shared.get(id).await.map_err(shared_unavailable),
+            None => Ok(None),
+        }
+    }
+
+    async fn job(&self, field_value: &str) -> Result<Job, ServiceError> {
         let id = parse_id("job_id", field_value)?;
-        self.scheduler
-            .board
-            .get(id)
-            .ok_or_else(|| job_not_found(id))
+        self.find_job(id).await?.ok_or_else(|| job_not_found(id))
     }
 }
 
@@ -341,6 +363,85 @@ pub fn job_to_proto(job: &Job) -> proto::RenderJob {
     }
 }
 
+impl RenderApi {
+    /// WatchRenderJob for a job of another instance: its shared snapshots.
+    async fn watch_shared_job(
+        &self,
+        id: Uuid,
+    ) -> Result<Response<ReceiverStream<Result<proto::RenderJob, Status>>>, Status> {
+        let Some(shared) = self.scheduler.shared.clone() else {
+            return Err(job_not_found(id).into());
+        };
+        let (current, changes) = shared.watch(id).await.map_err(shared_unavailable)?;
+        let current = current.ok_or_else(|| job_not_found(id))?;
+        let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
+        tokio::spawn(async move {
+            let mut changes = std::pin::pin!(changes);
+            let mut last_version = current.version;
+            let mut terminal = current.state.is_terminal();
+            if sender.send(Ok(job_to_proto(&current))).await.is_err() {
+                return;
+            }
+            while !terminal {
+                let job = match tokio::time::timeout(SHARED_WATCH_SILENCE, changes.next()).await {
+                    Ok(Some(job)) => job,
+                    // Redis went away or the owner went silent: the caller may watch again.
+                    _ => {
+                        let _ = sender
+                            .send(Err(shared_unavailable(SharedError::Unavailable(
+                                "lost the job's updates".into(),
+                            ))
+                            .into()))
+                            .await;
+                        return;
+                    }
+                };
+                if job.version <= last_version {
+                    continue;
+                }
+                last_version = job.version;
+                terminal = job.state.is_terminal();
+                if sender.send(Ok(job_to_proto(&job))).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(receiver)))
+    }
+
+    /// CancelRenderJob for a job of another instance: its owner is asked, and the answer is
+    /// the job once it has ended (or as it is after [`CANCEL_SETTLE`]).
+    async fn cancel_shared_job(&self, id: Uuid) -> Result<Job, ServiceError> {
+        let Some(shared) = self.scheduler.shared.clone() else {
+            return Err(job_not_found(id));
+        };
+        let (current, changes) = shared.watch(id).await.map_err(shared_unavailable)?;
+        let current = current.ok_or_else(|| job_not_found(id))?;
+        if current.state.is_terminal() {
+            return Ok(current);
+        }
+        shared
+            .request_cancel(id)
+            .await
+            .map_err(shared_unavailable)?;
+        let mut changes = std::pin::pin!(changes);
+        let mut latest = current;
+        let _ = tokio::time::timeout(CANCEL_SETTLE, async {
+            while let Some(job) = changes.next().await {
+                let terminal = job.state.is_terminal();
+                if job.version > latest.version {
+                    latest = job;
+                }
+                if terminal {
+                    break;
+                }
+            }
+        })
+        .await;
+        Ok(latest)
+    }
+}
+
 #[tonic::async_trait]
 impl RenderService for RenderApi {
     async fn submit_render(
@@ -389,21 +490,22 @@ impl RenderService for RenderApi {
                 .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
             return Ok(response);
         }
-        let scheduler = self.scheduler.clone();
-        let submitted = blocking(move || {
-            scheduler
-                .submit(job, work)
-                .map_err(|refused| match refused {
-                    PushRefused::Full { length } => ServiceError::transient(
-                        ServiceErrorCode::ResourceExhausted,
-                        "QUEUE_FULL",
-                        format!("the render queue is full ({length} jobs waiting)"),
-                        scheduler.queue_retry_after(),
-                    ),
-                    PushRefused::Closed => draining(),
-                })
-        })
-        .await;
+        let submitted = self
+            .scheduler
+            .submit(job, work)
+            .await
+            .map_err(|refused| match refused {
+                SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    "QUEUE_FULL",
+                    format!("the render queue is full ({length} jobs waiting)"),
+                    self.scheduler.queue_retry_after(),
+                ),
+                SubmitRefused::Queue(PushRefused::Closed) => draining(),
+                SubmitRefused::Shared(error) => shared_unavailable(error),
+                SubmitRefused::Internal(error) => ServiceError::internal(error),
+            })
+            .map_err(Status::from);
         let job = match submitted {
             Ok(job) => job,
             Err(status) => {
@@ -445,7 +547,7 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::GetRenderJobRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
-        let job = self.job(&request.get_ref().job_id)?;
+        let job = self.job(&request.get_ref().job_id).await?;
         Ok(Response::new(job_to_proto(&job)))
     }
 
@@ -457,7 +559,9 @@ impl RenderService for RenderApi {
     ) -> Result<Response<Self::WatchRenderJobStream>, Status> {
         let id = parse_id("job_id", &request.get_ref().job_id)?;
         let board = self.scheduler.board.clone();
-        let (job, mut changes) = board.subscribe(id).ok_or_else(|| job_not_found(id))?;
+        let Some((job, mut changes)) = board.subscribe(id) else {
+            return self.watch_shared_job(id).await;
+        };
         let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
         tokio::spawn(async move {
             let mut last_version = job.version;
@@ -495,11 +599,10 @@ impl RenderService for RenderApi {
         request: Request<proto::CancelRenderJobRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
         let id = parse_id("job_id", &request.get_ref().job_id)?;
-        let job = self
-            .scheduler
-            .cancel(id)
-            .await
-            .ok_or_else(|| job_not_found(id))?;
+        let job = match self.scheduler.cancel(id).await {
+            Some(job) => job,
+            None => self.cancel_shared_job(id).await?,
+        };
         tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "cancel requested");
         Ok(Response::new(job_to_proto(&job)))
     }
@@ -510,7 +613,7 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::DownloadRenderOutputRequest>,
     ) -> Result<Response<Self::DownloadRenderOutputStream>, Status> {
-        let job = self.job(&request.get_ref().job_id)?;
+        let job = self.job(&request.get_ref().job_id).await?;
         if job.state != JobState::Succeeded {
             return Err(ServiceError::deterministic(
                 ServiceErrorCode::FailedPrecondition,

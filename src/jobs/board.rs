@@ -62,6 +62,8 @@ struct BoardState {
 #[derive(Default)]
 pub struct JobBoard {
     state: Mutex<BoardState>,
+    /// Every new snapshot goes here too when jobs are shared with other instances (Redis).
+    replication: Option<tokio::sync::mpsc::UnboundedSender<Job>>,
 }
 
 impl std::fmt::Debug for JobBoard {
@@ -96,7 +98,7 @@ fn shared_render_cancelled() -> JobFailure {
 }
 
 /// What a follower takes over from its leader's snapshot.
-fn mirror(follower: &mut Job, leader: &Job) {
+pub fn mirror(follower: &mut Job, leader: &Job) {
     follower.state = leader.state;
     follower.frames_done = leader.frames_done;
     follower.frames_total = leader.frames_total;
@@ -110,10 +112,38 @@ fn mirror(follower: &mut Job, leader: &Job) {
 }
 
 impl JobBoard {
+    /// A board whose every snapshot is also sent to `replication` (in order).
+    pub fn replicated(replication: tokio::sync::mpsc::UnboundedSender<Job>) -> JobBoard {
+        JobBoard {
+            state: Mutex::default(),
+            replication: Some(replication),
+        }
+    }
+
+    fn replicate(&self, job: &Job) {
+        if let Some(replication) = &self.replication {
+            // The receiver lives as long as the server; after it, nobody needs the copy.
+            let _ = replication.send(job.clone());
+        }
+    }
+
     /// Adds `job`, deciding atomically whether it renders, follows a running render of its
     /// fingerprint, or may reuse a succeeded one. A job that follows is inserted already
     /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
     pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
+        let admission = self.admit_locally(job, work);
+        match &admission {
+            Admission::Leads | Admission::Follows(_) => {
+                if let Some(job) = self.get(job.id) {
+                    self.replicate(&job);
+                }
+            }
+            Admission::Reuses(_) => {}
+        }
+        admission
+    }
+
+    fn admit_locally(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
         let mut state = lock(&self.state);
         let leader = state
             .renders
@@ -148,9 +178,18 @@ impl JobBoard {
 
     /// Adds a job outside de-duplication (a job reusing an output).
     pub fn insert(&self, job: Job, work: Arc<RenderWork>) {
+        self.replicate(&job);
         lock(&self.state)
             .entries
             .insert(job.id, Entry::new(job, work, None));
+    }
+
+    /// Adds a job that follows the render of `leader`, a job of another instance.
+    pub fn insert_following(&self, job: Job, work: Arc<RenderWork>, leader: Uuid) {
+        self.replicate(&job);
+        lock(&self.state)
+            .entries
+            .insert(job.id, Entry::new(job, work, Some(leader)));
     }
 
     /// Removes a job that was never queued (its fingerprint is free again).
@@ -215,29 +254,38 @@ impl JobBoard {
     /// `change` answers true (something a watcher should see), to the job's followers too.
     /// A render that failed or was cancelled frees its fingerprint. Answers the snapshot.
     pub fn update(&self, id: Uuid, change: impl FnOnce(&mut Job) -> bool) -> Option<Job> {
-        let mut state = lock(&self.state);
-        let entry = state.entries.get_mut(&id)?;
-        if entry.job.state.is_terminal() {
-            return Some(entry.job.clone());
-        }
-        if !change(&mut entry.job) {
-            return Some(entry.job.clone());
-        }
-        entry.publish();
-        let job = entry.job.clone();
-        let followers = entry.followers.clone();
-        for follower in followers {
-            if let Some(entry) = state.entries.get_mut(&follower) {
-                if !entry.job.state.is_terminal() {
-                    mirror(&mut entry.job, &job);
-                    entry.publish();
+        let mut published = Vec::new();
+        let job = {
+            let mut state = lock(&self.state);
+            let entry = state.entries.get_mut(&id)?;
+            if entry.job.state.is_terminal() {
+                return Some(entry.job.clone());
+            }
+            if !change(&mut entry.job) {
+                return Some(entry.job.clone());
+            }
+            entry.publish();
+            let job = entry.job.clone();
+            let followers = entry.followers.clone();
+            published.push(job.clone());
+            for follower in followers {
+                if let Some(entry) = state.entries.get_mut(&follower) {
+                    if !entry.job.state.is_terminal() {
+                        mirror(&mut entry.job, &job);
+                        entry.publish();
+                        published.push(entry.job.clone());
+                    }
                 }
             }
-        }
-        if matches!(job.state, JobState::Failed | JobState::Cancelled)
-            && state.renders.get(&job.fingerprint) == Some(&id)
-        {
-            state.renders.remove(&job.fingerprint);
+            if matches!(job.state, JobState::Failed | JobState::Cancelled)
+                && state.renders.get(&job.fingerprint) == Some(&id)
+            {
+                state.renders.remove(&job.fingerprint);
+            }
+            job
+        };
+        for snapshot in &published {
+            self.replicate(snapshot);
         }
         Some(job)
     }
@@ -255,7 +303,10 @@ impl JobBoard {
             finish(&mut entry.job);
             entry.publish();
         }
-        Some(entry.job.clone())
+        let job = entry.job.clone();
+        drop(state);
+        self.replicate(&job);
+        Some(job)
     }
 
     /// Asks the job's worker to stop (the scheduler marks the job when it has).

@@ -6,9 +6,10 @@
 
 use crate::lottie::template::hex_sha256;
 use crate::spec::{Modifications, OutputSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Fingerprint(String);
 
 #[derive(Serialize)]

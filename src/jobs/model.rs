@@ -3,11 +3,13 @@
 use super::Fingerprint;
 use crate::render::OutputInfo;
 use crate::spec::{Format, Modifications, OutputSpec};
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum JobState {
     Queued,
     Running,
@@ -36,7 +38,7 @@ impl JobState {
 }
 
 /// Why a job did not produce its output, classified like every other error.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobFailure {
     /// Stable machine-readable reason (e.g. RENDER_DEADLINE_EXCEEDED, RENDER_CRASHED).
     pub reason: String,
@@ -49,7 +51,8 @@ pub struct JobFailure {
 
 /// A snapshot of a job. `version` grows with every change, so watchers can tell new
 /// snapshots from ones they have seen.
-#[derive(Debug, Clone, PartialEq)]
+/// Serialisable: with Redis, snapshots are shared with the other instances.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: Uuid,
     pub template_id: Uuid,

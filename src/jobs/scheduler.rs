@@ -12,13 +12,16 @@
 use super::board::{Admission, JobBoard};
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
+use super::queue::PushRefused;
 use super::queue::RenderQueue;
+use super::shared::{RenderClaim, SharedError, SharedJobs};
 use super::Fingerprint;
 use crate::error::ErrorClass;
 use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
 use crate::storage::OutputStore;
+use futures_util::StreamExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,8 +41,22 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// Retry delay of a job cancelled by shutdown: another instance (or this one restarted)
 /// takes it.
 const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A job following another instance's render fails (retryable) when nothing is heard of
+/// that render for this long: the longest render plus a long wait in a queue.
+const FOLLOW_SILENCE_LIMIT: Duration = Duration::from_secs(3600);
 /// How long the cancel call waits for a running job's worker to be gone.
 pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+
+/// Why a job was not added.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitRefused {
+    #[error("the queue refused the job")]
+    Queue(PushRefused),
+    #[error(transparent)]
+    Shared(#[from] SharedError),
+    #[error("a bug of ours while adding the job: {0}")]
+    Internal(String),
+}
 
 #[derive(Debug, Clone)]
 pub struct SchedulerSettings {
@@ -53,6 +70,8 @@ pub struct Scheduler {
     pub board: Arc<JobBoard>,
     pub queue: Arc<RenderQueue>,
     pub quarantine: Arc<Quarantine>,
+    /// Jobs shared with other instances (Redis), when configured.
+    pub shared: Option<Arc<SharedJobs>>,
     metrics: Arc<Metrics>,
     outputs: OutputStore,
     settings: SchedulerSettings,
@@ -68,11 +87,21 @@ impl Scheduler {
         queue_capacity: usize,
         outputs: OutputStore,
         metrics: Arc<Metrics>,
+        shared: Option<Arc<SharedJobs>>,
     ) -> Arc<Scheduler> {
+        let board = match &shared {
+            Some(shared) => {
+                let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+                tokio::spawn(replicate(shared.clone(), receiver));
+                JobBoard::replicated(sender)
+            }
+            None => JobBoard::default(),
+        };
         let scheduler = Arc::new(Scheduler {
-            board: Arc::new(JobBoard::default()),
+            board: Arc::new(board),
             queue: Arc::new(RenderQueue::new(queue_capacity)),
             quarantine: Arc::new(Quarantine::default()),
+            shared,
             metrics,
             outputs,
             settings,
@@ -106,13 +135,213 @@ impl Scheduler {
             .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
 
-    /// Adds a new job: it follows a running render of the same fingerprint, starts from a
-    /// succeeded one's output, or is queued. On refusal the job is not kept. Blocking (it may
-    /// link an output file).
-    pub fn submit(&self, job: Job, work: RenderWork) -> Result<Job, super::queue::PushRefused> {
-        let id = job.id;
+    /// Adds a new job: it follows a running render of the same fingerprint (on this instance
+    /// or, with shared jobs, on another), starts from a succeeded one's output, or is
+    /// queued. On refusal the job is not kept.
+    pub async fn submit(
+        self: &Arc<Self>,
+        job: Job,
+        work: RenderWork,
+    ) -> Result<Job, SubmitRefused> {
         let work = Arc::new(work);
+        if let Some(shared) = self.shared.clone() {
+            // Shared before it may lead: another instance that finds this job in the render
+            // index must find its record too, or it would take it for gone and render twice.
+            shared.publish(&job).await?;
+            loop {
+                let leader = match shared.claim_render(&job.fingerprint, job.id).await? {
+                    RenderClaim::Leads => break,
+                    RenderClaim::Existing(leader) if leader == job.id => break,
+                    RenderClaim::Existing(leader) => leader,
+                };
+                // A render of this instance: the board decides below.
+                if self.board.get(leader).is_some() {
+                    break;
+                }
+                match shared.get(leader).await? {
+                    Some(remote) if remote.state == JobState::Succeeded => {
+                        let scheduler = self.clone();
+                        let (copy, work_copy) = (job.clone(), work.clone());
+                        let reused = tokio::task::spawn_blocking(move || {
+                            scheduler.reuse(&copy, work_copy, &remote)
+                        })
+                        .await
+                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+                        if let Some(reused) = reused {
+                            return Ok(reused);
+                        }
+                        // Its output is gone: render anew.
+                        shared
+                            .replace_render(&job.fingerprint, leader, job.id)
+                            .await?;
+                    }
+                    Some(remote) if !remote.state.is_terminal() => {
+                        return Ok(self.follow_remote(job, work, remote));
+                    }
+                    // Failed, cancelled or expired: the first to take the fingerprint over
+                    // renders it.
+                    _ => {
+                        if shared
+                            .replace_render(&job.fingerprint, leader, job.id)
+                            .await?
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let scheduler = self.clone();
+        let submitted = {
+            let job = job.clone();
+            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work))
+                .await
+                .map_err(|error| SubmitRefused::Internal(error.to_string()))?
+        };
+        if let (Err(refused), Some(shared)) = (&submitted, &self.shared) {
+            // The shared record said QUEUED: end it, so that nobody follows it, and free
+            // the fingerprint.
+            let mut refused_job = job.clone();
+            refused_job.finish(
+                JobState::Failed,
+                Some(JobFailure {
+                    reason: "JOB_REFUSED".into(),
+                    message: format!("the job was not accepted: {refused:?}"),
+                    retryable: true,
+                    retry_after: Some(self.queue_retry_after()),
+                }),
+            );
+            refused_job.version += 1;
+            if let Err(error) = shared.publish(&refused_job).await {
+                tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a refused job's end");
+            }
+            if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
+                tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+            }
+        }
+        submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// Gives `job` the output of `source` (an identical request's succeeded job) and adds
+    /// it as succeeded; `None` when that output is gone. Blocking (links a file).
+    fn reuse(&self, job: &Job, work: Arc<RenderWork>, source: &Job) -> Option<Job> {
         let extension = job.format.extension();
+        if let Err(error) = self.outputs.link(source.id, job.id, extension) {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, source_job_id = %source.id, %error, "cannot reuse an output");
+            return None;
+        }
+        let now = SystemTime::now();
+        let mut reused = job.clone();
+        reused.state = JobState::Succeeded;
+        reused.frames_total = source.frames_total;
+        reused.frames_done = source.frames_total;
+        reused.output = source.output.clone();
+        reused.started_at = Some(now);
+        reused.finished_at = Some(now);
+        self.board.insert(reused.clone(), work);
+        self.metrics.render_cache_hits.inc();
+        tracing::info!(job_id = %job.id, template_id = %job.template_id, source_job_id = %source.id, "job reuses the output of an identical request");
+        Some(reused)
+    }
+
+    /// Adds `job` as a follower of `leader`, a render of another instance, and keeps it in
+    /// step with the leader's published snapshots.
+    fn follow_remote(self: &Arc<Self>, job: Job, work: Arc<RenderWork>, leader: Job) -> Job {
+        let mut follower = job;
+        super::board::mirror(&mut follower, &leader);
+        self.board
+            .insert_following(follower.clone(), work, leader.id);
+        self.metrics.render_joins.inc();
+        tracing::info!(job_id = %follower.id, template_id = %follower.template_id, leader_job_id = %leader.id, "job joins the render of an identical request on another instance");
+        let scheduler = self.clone();
+        let id = follower.id;
+        tokio::spawn(async move { scheduler.keep_following(id, leader.id).await });
+        follower
+    }
+
+    async fn keep_following(self: Arc<Self>, id: Uuid, leader: Uuid) {
+        let Some(shared) = self.shared.clone() else {
+            return;
+        };
+        let lost = |message: String| JobFailure {
+            reason: "SHARED_RENDER_LOST".into(),
+            message,
+            retryable: true,
+            retry_after: Some(MIN_RETRY_AFTER),
+        };
+        let (current, changes) = match shared.watch(leader).await {
+            Ok(watch) => watch,
+            Err(error) => {
+                self.board.update(id, |job| {
+                    job.finish(
+                        JobState::Failed,
+                        Some(lost(format!("cannot follow the shared render: {error}"))),
+                    );
+                    true
+                });
+                return;
+            }
+        };
+        let mut changes = std::pin::pin!(changes);
+        let mut next = current;
+        let mut last_version = None;
+        loop {
+            let leader_job = match next.take() {
+                Some(job) => job,
+                None => match tokio::time::timeout(FOLLOW_SILENCE_LIMIT, changes.next()).await {
+                    Ok(Some(job)) => job,
+                    Ok(None) | Err(_) => {
+                        self.board.update(id, |job| {
+                            job.finish(
+                                JobState::Failed,
+                                Some(lost(
+                                    "the instance rendering the shared job went silent".into(),
+                                )),
+                            );
+                            true
+                        });
+                        return;
+                    }
+                },
+            };
+            if last_version.is_some_and(|last| leader_job.version <= last) {
+                continue;
+            }
+            last_version = Some(leader_job.version);
+            if leader_job.state == JobState::Succeeded {
+                let scheduler = self.clone();
+                let extension = leader_job.format.extension();
+                let linked = tokio::task::spawn_blocking(move || {
+                    scheduler.outputs.link(leader, id, extension)
+                })
+                .await;
+                if !matches!(linked, Ok(Ok(()))) {
+                    self.board.update(id, |job| {
+                        job.finish(JobState::Failed, Some(lost("the shared render's output is not in this instance's data directory".into())));
+                        true
+                    });
+                    return;
+                }
+            }
+            let followed = self.board.update(id, |job| {
+                super::board::mirror(job, &leader_job);
+                true
+            });
+            match followed {
+                Some(job) if !job.state.is_terminal() => {}
+                // Finished, cancelled by its own caller, or expired.
+                _ => return,
+            }
+        }
+    }
+
+    /// The local part of [`Scheduler::submit`]. Blocking (it may link an output file).
+    fn submit_locally(
+        &self,
+        job: Job,
+        work: Arc<RenderWork>,
+    ) -> Result<Job, super::queue::PushRefused> {
+        let id = job.id;
         loop {
             match self.board.admit(&job, &work) {
                 Admission::Leads => {
@@ -132,26 +361,10 @@ impl Scheduler {
                     tracing::info!(job_id = %id, template_id = %job.template_id, leader_job_id = %leader, "job joins the render of an identical request");
                     return Ok(self.board.get(id).unwrap_or(job));
                 }
-                Admission::Reuses(leader) => match self.outputs.link(leader.id, id, extension) {
-                    Ok(()) => {
-                        let now = SystemTime::now();
-                        let mut reused = job.clone();
-                        reused.state = JobState::Succeeded;
-                        reused.frames_total = leader.frames_total;
-                        reused.frames_done = leader.frames_total;
-                        reused.output = leader.output.clone();
-                        reused.started_at = Some(now);
-                        reused.finished_at = Some(now);
-                        self.board.insert(reused.clone(), work);
-                        self.metrics.render_cache_hits.inc();
-                        tracing::info!(job_id = %id, template_id = %job.template_id, source_job_id = %leader.id, "job reuses the output of an identical request");
-                        return Ok(reused);
-                    }
-                    Err(error) => {
-                        // The output expired under us: render again.
-                        tracing::warn!(job_id = %id, source_job_id = %leader.id, %error, "cannot reuse an output");
-                        self.board.forget_render(&job.fingerprint, leader.id);
-                    }
+                Admission::Reuses(leader) => match self.reuse(&job, work.clone(), &leader) {
+                    Some(reused) => return Ok(reused),
+                    // The output expired under us: render again.
+                    None => self.board.forget_render(&job.fingerprint, leader.id),
                 },
             }
         }
@@ -512,6 +725,37 @@ impl Scheduler {
                 .job_duration_seconds
                 .get_or_create(&labels)
                 .observe(seconds);
+        }
+    }
+}
+
+/// Writes the board's snapshots to the shared records, in order, skipping any that a newer
+/// one of the same job has overtaken; frees the fingerprint of a render that failed or was
+/// cancelled.
+async fn replicate(
+    shared: Arc<SharedJobs>,
+    mut snapshots: tokio::sync::mpsc::UnboundedReceiver<Job>,
+) {
+    let mut versions: std::collections::HashMap<Uuid, u64> = std::collections::HashMap::new();
+    while let Some(job) = snapshots.recv().await {
+        if versions
+            .get(&job.id)
+            .is_some_and(|seen| *seen > job.version)
+        {
+            continue;
+        }
+        if job.state.is_terminal() {
+            versions.remove(&job.id);
+        } else {
+            versions.insert(job.id, job.version);
+        }
+        if let Err(error) = shared.publish(&job).await {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a job's state");
+        }
+        if matches!(job.state, JobState::Failed | JobState::Cancelled) {
+            if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
+                tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+            }
         }
     }
 }

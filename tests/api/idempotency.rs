@@ -507,3 +507,138 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
     assert_eq!(worker_starts(dir.path()), 1);
     app.stop().await;
 }
+
+/// Two servers sharing one Redis (one key prefix) and one data directory, their workers
+/// counted in `dir/starts`.
+async fn two_instances(dir: &Path, configure: fn(&mut ServerSettings)) -> (TestApp, TestApp) {
+    let prefix = unique_prefix();
+    let first = app_on(Store::Redis, dir, |settings| {
+        settings.redis_key_prefix = prefix.clone();
+        configure(settings);
+    })
+    .await;
+    let shared_data = first.data_dir.path().to_path_buf();
+    let second = app_on(Store::Redis, dir, |settings| {
+        settings.redis_key_prefix = prefix.clone();
+        settings.data_dir = shared_data;
+        configure(settings);
+    })
+    .await;
+    (first, second)
+}
+
+#[tokio::test]
+async fn two_hundred_calls_with_one_key_spread_over_two_instances_make_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_instances(dir.path(), |_| {}).await;
+    let template = a.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Gif);
+    let key = unique_key();
+    let calls: Vec<_> = (0..200)
+        .map(|index| {
+            let app = if index % 2 == 0 { &a } else { &b };
+            submit_until_answered(app, &key, request.clone())
+        })
+        .collect();
+    let jobs = futures_util::future::join_all(calls).await;
+    let first = &jobs[0].job_id;
+    assert!(jobs.iter().all(|job| &job.job_id == first));
+    // Either instance follows it to the end and serves its output.
+    let done = finished(&b, first).await;
+    assert_eq!(state(&done), JobState::Succeeded, "{done:?}");
+    assert_eq!(state(&a.get_job(first).await), JobState::Succeeded);
+    for app in [&a, &b] {
+        let bytes = app.download(first).await.unwrap();
+        assert_eq!(bytes.len() as u64, done.output.as_ref().unwrap().size_bytes);
+    }
+    assert_eq!(worker_starts(dir.path()), 1);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn fifty_keys_with_one_payload_over_two_instances_share_one_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_instances(dir.path(), |_| {}).await;
+    let template = a.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    let keys: Vec<String> = (0..50).map(|_| unique_key()).collect();
+    let calls: Vec<_> = keys
+        .iter()
+        .enumerate()
+        .map(|(index, key)| {
+            let app = if index % 2 == 0 { &a } else { &b };
+            submit_until_answered(app, key, request.clone())
+        })
+        .collect();
+    let jobs = futures_util::future::join_all(calls).await;
+    let mut sha256s = Vec::new();
+    for (index, job) in jobs.iter().enumerate() {
+        let app = if index % 2 == 0 { &a } else { &b };
+        let done = finished(app, &job.job_id).await;
+        assert_eq!(state(&done), JobState::Succeeded, "{done:?}");
+        let bytes = app.download(&job.job_id).await.unwrap();
+        assert_eq!(bytes.len() as u64, done.output.as_ref().unwrap().size_bytes);
+        sha256s.push(done.output.unwrap().sha256);
+    }
+    sha256s.sort_unstable();
+    sha256s.dedup();
+    assert_eq!(sha256s.len(), 1, "identical outputs");
+    assert_eq!(
+        worker_starts(dir.path()),
+        1,
+        "one render for both instances"
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_of_one_instance_is_watched_and_cancelled_through_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_instances(dir.path(), |_| {}).await;
+    let template = a.create_template(NEVER_FINISHES).await;
+    let (job, _) = submit_with_key(
+        &a,
+        &unique_key(),
+        small_request(&template.template_id, proto::Format::Webm),
+    )
+    .await
+    .unwrap();
+    b.wait_for_state(&job.job_id, JobState::Running).await;
+    let watching = {
+        let b_watch = b.renders();
+        let job_id = job.job_id.clone();
+        tokio::spawn(async move {
+            let mut b_watch = b_watch;
+            let mut stream = b_watch
+                .watch_render_job(proto::WatchRenderJobRequest { job_id })
+                .await
+                .unwrap()
+                .into_inner();
+            let mut states = Vec::new();
+            while let Some(snapshot) = stream.message().await.unwrap() {
+                states.push(state(&snapshot));
+            }
+            states
+        })
+    };
+    let cancelled = b
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: job.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state(&cancelled), JobState::Cancelled, "{cancelled:?}");
+    let states = tokio::time::timeout(Duration::from_secs(30), watching)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(states.first(), Some(&JobState::Running));
+    assert_eq!(states.last(), Some(&JobState::Cancelled));
+    assert_eq!(state(&a.get_job(&job.job_id).await), JobState::Cancelled);
+    a.stop().await;
+    b.stop().await;
+}

@@ -1,0 +1,344 @@
+//! Job records shared by every instance on one Redis (`--redis-url`), so that any instance
+//! answers GetRenderJob, WatchRenderJob, CancelRenderJob, DownloadRenderOutput (with a shared
+//! data directory) and idempotent replays for any job, and identical requests share one
+//! render across instances.
+//!
+//! The instance that accepted a job owns it: it renders it and writes every snapshot to
+//! `{prefix}job:{id}` (expiring with the retention) and publishes it on
+//! `{prefix}job-events:{id}`. Others read the record, subscribe to the channel, and ask the
+//! owner to cancel on `{prefix}cancel`. `{prefix}render:{fingerprint}` names the job that
+//! renders (or rendered) a fingerprint; it is claimed with `SET NX` and taken over with a
+//! compare-and-set when that job failed or was cancelled.
+
+use super::{Fingerprint, Job};
+use crate::idempotency::redis_store::RedisSettings;
+use deadpool_redis::redis::{self, AsyncCommands, Script};
+use deadpool_redis::{Config, Pool, PoolConfig, Runtime, Timeouts};
+use futures_util::StreamExt;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// `KEYS[1]` becomes `ARGV[2]` (expiry `ARGV[3]` ms) if it holds `ARGV[1]`.
+const COMPARE_AND_SET: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0";
+
+/// `KEYS[1]` is deleted if it holds `ARGV[1]`.
+const COMPARE_AND_DELETE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    #[error("shared job records are unreachable: {0}")]
+    Unavailable(String),
+    #[error("shared job records did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("a shared job record is damaged: {0}")]
+    Damaged(String),
+}
+
+fn unavailable(error: impl std::fmt::Display) -> SharedError {
+    SharedError::Unavailable(error.to_string())
+}
+
+/// Who renders a fingerprint, as the shared index says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderClaim {
+    /// Nobody did: the caller's job renders it now.
+    Leads,
+    /// This job renders (or rendered) it.
+    Existing(Uuid),
+}
+
+pub struct SharedJobs {
+    pool: Pool,
+    client: redis::Client,
+    prefix: String,
+    timeout: Duration,
+    retention: Duration,
+    compare_and_set: Script,
+    compare_and_delete: Script,
+}
+
+impl std::fmt::Debug for SharedJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedJobs")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedJobs {
+    pub fn open(settings: &RedisSettings, retention: Duration) -> Result<SharedJobs, SharedError> {
+        let mut config = Config::from_url(settings.url.clone());
+        config.pool = Some(PoolConfig {
+            max_size: settings.pool_size,
+            timeouts: Timeouts {
+                wait: Some(settings.timeout),
+                create: Some(settings.timeout),
+                recycle: Some(settings.timeout),
+            },
+            ..PoolConfig::default()
+        });
+        let pool = config
+            .create_pool(Some(Runtime::Tokio1))
+            .map_err(|error| unavailable(format!("bad Redis settings: {error}")))?;
+        let client = redis::Client::open(settings.url.as_str()).map_err(unavailable)?;
+        Ok(SharedJobs {
+            pool,
+            client,
+            prefix: settings.key_prefix.clone(),
+            timeout: settings.timeout,
+            retention,
+            compare_and_set: Script::new(COMPARE_AND_SET),
+            compare_and_delete: Script::new(COMPARE_AND_DELETE),
+        })
+    }
+
+    fn job_key(&self, id: Uuid) -> String {
+        format!("{}job:{id}", self.prefix)
+    }
+
+    fn events_channel(&self, id: Uuid) -> String {
+        format!("{}job-events:{id}", self.prefix)
+    }
+
+    fn cancel_channel(&self) -> String {
+        format!("{}cancel", self.prefix)
+    }
+
+    fn render_key(&self, fingerprint: &Fingerprint) -> String {
+        format!("{}render:{fingerprint}", self.prefix)
+    }
+
+    async fn within_deadline<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, SharedError>>,
+    ) -> Result<T, SharedError> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| SharedError::Timeout(self.timeout))?
+    }
+
+    async fn connection(&self) -> Result<deadpool_redis::Connection, SharedError> {
+        self.pool.get().await.map_err(unavailable)
+    }
+
+    fn millis(duration: Duration) -> u64 {
+        duration.as_millis().clamp(1, u128::from(u64::MAX)) as u64
+    }
+
+    /// Writes `job`'s snapshot and tells its watchers.
+    pub async fn publish(&self, job: &Job) -> Result<(), SharedError> {
+        let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
+        let key = self.job_key(job.id);
+        let channel = self.events_channel(job.id);
+        let ttl = Self::millis(self.retention);
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            redis::pipe()
+                .cmd("SET")
+                .arg(&key)
+                .arg(&json)
+                .arg("PX")
+                .arg(ttl)
+                .ignore()
+                .cmd("PUBLISH")
+                .arg(&channel)
+                .arg(&json)
+                .ignore()
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
+        let key = self.job_key(id);
+        let json: Option<String> = self
+            .within_deadline(async {
+                let mut connection = self.connection().await?;
+                connection.get(&key).await.map_err(unavailable)
+            })
+            .await?;
+        json.map(|json| {
+            serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))
+        })
+        .transpose()
+    }
+
+    /// The job's snapshot now and every later one, until the returned stream is dropped.
+    pub async fn watch(
+        &self,
+        id: Uuid,
+    ) -> Result<(Option<Job>, impl futures_util::Stream<Item = Job> + use<>), SharedError> {
+        let channel = self.events_channel(id);
+        let mut pubsub = self
+            .within_deadline(async {
+                let mut pubsub = self.client.get_async_pubsub().await.map_err(unavailable)?;
+                pubsub.subscribe(&channel).await.map_err(unavailable)?;
+                Ok(pubsub)
+            })
+            .await?;
+        // Subscribed first, read second: no change falls between the two.
+        let current = self.get(id).await;
+        let current = match current {
+            Ok(current) => current,
+            Err(error) => {
+                let _ = pubsub.unsubscribe(&channel).await;
+                return Err(error);
+            }
+        };
+        let changes = pubsub.into_on_message().filter_map(|message| async move {
+            let json: String = message.get_payload().ok()?;
+            serde_json::from_str::<Job>(&json).ok()
+        });
+        Ok((current, changes))
+    }
+
+    /// Asks the instance that owns `id` to cancel it.
+    pub async fn request_cancel(&self, id: Uuid) -> Result<(), SharedError> {
+        let channel = self.cancel_channel();
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection
+                .publish::<_, _, ()>(&channel, id.to_string())
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    /// Cancel requests of every instance, for the owner to act on (ids it does not own are
+    /// for others). Reconnects by itself after Redis went away.
+    pub fn cancel_requests(&self) -> tokio::sync::mpsc::Receiver<Uuid> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(CANCEL_BUFFER);
+        let client = self.client.clone();
+        let channel = self.cancel_channel();
+        tokio::spawn(async move {
+            loop {
+                let subscribed = async {
+                    let mut pubsub = client.get_async_pubsub().await?;
+                    pubsub.subscribe(&channel).await?;
+                    Ok::<_, redis::RedisError>(pubsub)
+                };
+                match subscribed.await {
+                    Ok(pubsub) => {
+                        let mut messages = pubsub.into_on_message();
+                        while let Some(message) = messages.next().await {
+                            let Ok(text) = message.get_payload::<String>() else {
+                                continue;
+                            };
+                            if let Ok(id) = Uuid::try_parse(&text) {
+                                if sender.send(id).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot listen for cancel requests; retrying");
+                    }
+                }
+                if sender.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+            }
+        });
+        receiver
+    }
+
+    /// Claims `fingerprint` for `job`, or names the job that renders it.
+    pub async fn claim_render(
+        &self,
+        fingerprint: &Fingerprint,
+        job: Uuid,
+    ) -> Result<RenderClaim, SharedError> {
+        let key = self.render_key(fingerprint);
+        let ttl = Self::millis(self.retention);
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            for _ in 0..2 {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(job.to_string())
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async(&mut connection)
+                    .await
+                    .map_err(unavailable)?;
+                if set.is_some() {
+                    return Ok(RenderClaim::Leads);
+                }
+                let current: Option<String> = connection.get(&key).await.map_err(unavailable)?;
+                if let Some(current) = current {
+                    let leader = Uuid::try_parse(&current)
+                        .map_err(|error| SharedError::Damaged(error.to_string()))?;
+                    return Ok(RenderClaim::Existing(leader));
+                }
+            }
+            Err(unavailable("the render index changed under every attempt"))
+        })
+        .await
+    }
+
+    /// Takes `fingerprint` over from `previous` (which failed, was cancelled or is gone).
+    pub async fn replace_render(
+        &self,
+        fingerprint: &Fingerprint,
+        previous: Uuid,
+        job: Uuid,
+    ) -> Result<bool, SharedError> {
+        let key = self.render_key(fingerprint);
+        let ttl = Self::millis(self.retention);
+        let replaced: i64 = self
+            .within_deadline(async {
+                let mut connection = self.connection().await?;
+                self.compare_and_set
+                    .key(&key)
+                    .arg(previous.to_string())
+                    .arg(job.to_string())
+                    .arg(ttl)
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        Ok(replaced == 1)
+    }
+
+    /// Frees `fingerprint` if `job` holds it (its render failed or was cancelled).
+    pub async fn clear_render(
+        &self,
+        fingerprint: &Fingerprint,
+        job: Uuid,
+    ) -> Result<(), SharedError> {
+        let key = self.render_key(fingerprint);
+        let _: i64 = self
+            .within_deadline(async {
+                let mut connection = self.connection().await?;
+                self.compare_and_delete
+                    .key(&key)
+                    .arg(job.to_string())
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// Cancel requests buffered for the owner.
+const CANCEL_BUFFER: usize = 256;
+/// Pause before listening again after Redis went away.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(500);
