@@ -2,6 +2,7 @@
 //! `template`, `submit` and `job` share).
 
 pub mod bench;
+pub mod bench_replays;
 pub mod client;
 pub mod inspect;
 pub mod job;
@@ -48,6 +49,8 @@ pub enum Command {
     Worker,
     /// Measure rendering, encoding and the whole pipeline on the benchmark templates.
     Bench(bench::BenchArgs),
+    /// Measure how fast idempotent replays are answered (memory and Redis key stores).
+    BenchReplays(bench_replays::BenchReplaysArgs),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Worker => worker::run(),
         Command::Bench(args) => bench::run(args),
+        Command::BenchReplays(args) => bench_replays::run(args),
     }
 }
 

@@ -1,12 +1,13 @@
 //! The Redis store (deadpool-redis): keys shared by every instance on one Redis, so a retry
-//! that lands on another instance is still recognised. Claims are `SET NX PX` (atomic, with
-//! the lease as expiry); bind, replace and release are compare-and-set Lua scripts (the
+//! that lands on another instance is still recognised. Claims are `SET NX PX` in a Lua
+//! script that answers the current record when the key is taken (atomic, one round trip, the
+//! lease as expiry); bind, replace and release are compare-and-set Lua scripts (the
 //! record changes only if it is still what the caller saw). Every call has a deadline: a slow
 //! or unreachable Redis is an error the service answers UNAVAILABLE (fail closed, never a
 //! render without the check). The pool reconnects by itself when Redis comes back.
 
 use super::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
-use deadpool_redis::redis::{self, AsyncCommands, Script};
+use deadpool_redis::redis::{self, Script};
 use deadpool_redis::{Config, Pool, PoolConfig, Runtime, Timeouts};
 use std::time::Duration;
 use uuid::Uuid;
@@ -18,6 +19,14 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return 1
 end
 return 0";
+
+/// Claims `KEYS[1]` with `ARGV[1]` (expiry `ARGV[2]` ms) unless it is set; answers '' when
+/// claimed, else the current record: one round trip, atomic.
+const CLAIM: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return ''
+end
+return redis.call('GET', KEYS[1])";
 
 /// `KEYS[1]` is deleted if it holds exactly `ARGV[1]`.
 const COMPARE_AND_DELETE: &str = r"
@@ -41,6 +50,7 @@ pub struct RedisStore {
     pool: Pool,
     prefix: String,
     timeout: Duration,
+    claim: Script,
     compare_and_set: Script,
     compare_and_delete: Script,
 }
@@ -75,6 +85,7 @@ impl RedisStore {
             pool,
             prefix: settings.key_prefix.clone(),
             timeout: settings.timeout,
+            claim: Script::new(CLAIM),
             compare_and_set: Script::new(COMPARE_AND_SET),
             compare_and_delete: Script::new(COMPARE_AND_DELETE),
         })
@@ -145,39 +156,23 @@ impl IdempotencyStore for RedisStore {
         }
         .encode();
         let millis = lease.as_millis().max(1) as u64;
-        // SET NX, else GET; if the record expired between the two, claim again.
-        for _ in 0..2 {
-            let (set, current): (Option<String>, Option<String>) = self
-                .within_deadline(async {
-                    let mut connection = self.connection().await?;
-                    let set: Option<String> = redis::cmd("SET")
-                        .arg(&redis_key)
-                        .arg(&claimed)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(millis)
-                        .query_async(&mut connection)
-                        .await
-                        .map_err(unavailable)?;
-                    if set.is_some() {
-                        return Ok((set, None));
-                    }
-                    let current: Option<String> =
-                        connection.get(&redis_key).await.map_err(unavailable)?;
-                    Ok((None, current))
-                })
-                .await?;
-            match (set, current) {
-                (Some(_), _) => return Ok(Claim::Claimed),
-                (None, Some(current)) => {
-                    return Ok(Claim::Existing(KeyRecord::decode(&current)?));
-                }
-                (None, None) => continue,
-            }
+        let current: String = self
+            .within_deadline(async {
+                let mut connection = self.connection().await?;
+                self.claim
+                    .key(&redis_key)
+                    .arg(&claimed)
+                    .arg(millis)
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        if current.is_empty() {
+            Ok(Claim::Claimed)
+        } else {
+            Ok(Claim::Existing(KeyRecord::decode(&current)?))
         }
-        Err(StoreError::Unavailable(
-            "the key changed under every attempt to claim it".into(),
-        ))
     }
 
     async fn bind(
