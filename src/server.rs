@@ -8,8 +8,9 @@ use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES}
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
-use crate::grpc::renders::{JobLimits, KeyPolicy, RenderApi};
+use crate::grpc::renders::{JobLimits, RenderApi};
 use crate::grpc::templates::TemplateApi;
+use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::redis_store::RedisStore;
 use crate::idempotency::store::{IdempotencyStore, MemoryStore};
 use crate::idempotency::IdempotencyKeyLayer;
@@ -105,8 +106,14 @@ pub async fn run(
         None => Arc::new(MemoryStore::default()),
     };
     let draining = Arc::new(AtomicBool::new(false));
-    let templates = TemplateServiceServer::new(TemplateApi::new(templates_store.clone()))
-        .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let keys = KeyPolicy {
+        store: key_store,
+        lease: settings.idempotency_lease(),
+        retention: settings.retention(),
+    };
+    let templates =
+        TemplateServiceServer::new(TemplateApi::new(templates_store.clone(), keys.clone()))
+            .max_decoding_message_size(MAX_REQUEST_BYTES);
     let renders = RenderServiceServer::new(RenderApi::new(
         templates_store,
         scheduler.clone(),
@@ -114,11 +121,7 @@ pub async fn run(
             max_megapixels: settings.max_job_megapixels,
             max_duration: settings.max_job_duration(),
         },
-        KeyPolicy {
-            store: key_store,
-            lease: settings.idempotency_lease(),
-            retention: settings.retention(),
-        },
+        keys,
         draining.clone(),
     ))
     .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES);

@@ -174,7 +174,7 @@ async fn replay(
                 latencies.push(sent.elapsed());
                 let replayed = response
                     .metadata()
-                    .get(crate::grpc::renders::REPLAYED_HEADER)
+                    .get(crate::idempotency::claim::REPLAYED_HEADER)
                     .is_some_and(|value| value == "true");
                 anyhow::ensure!(
                     replayed && response.get_ref().job_id == job_id,

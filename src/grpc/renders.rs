@@ -12,8 +12,7 @@ use super::proto::{self, render_service_server::RenderService};
 use super::templates::storage_error;
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
-use crate::idempotency::key::IDEMPOTENCY_KEY_HEADER;
-use crate::idempotency::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
+use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
 use crate::jobs::scheduler::{SubmitRefused, CANCEL_SETTLE};
@@ -54,17 +53,6 @@ pub struct JobLimits {
     pub max_duration: Duration,
 }
 
-/// How SubmitRender uses idempotency keys.
-#[derive(Debug, Clone)]
-pub struct KeyPolicy {
-    pub store: Arc<dyn IdempotencyStore>,
-    /// How long a key stays claimed between recording and job creation (a caller that died
-    /// in between frees it when this runs out).
-    pub lease: Duration,
-    /// How long a key answers with its job.
-    pub retention: Duration,
-}
-
 #[derive(Debug, Clone)]
 pub struct RenderApi {
     templates: TemplateStore,
@@ -76,41 +64,15 @@ pub struct RenderApi {
 
 /// Keys are scoped per method: the same key on another method is another key.
 const SUBMIT_RENDER_SCOPE: &str = "SubmitRender";
-/// How long a call waits for a concurrent call with the same key to create its job before
-/// answering ABORTED (the window is normally microseconds; this absorbs bursts).
-const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
-/// How often it looks meanwhile.
-const IN_PROGRESS_POLL: Duration = Duration::from_millis(5);
-/// Retry delay of ABORTED (the concurrent call is about to finish).
-const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
-/// Retry delay when the idempotency store is unreachable.
-const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// Response metadata of an answer given from an earlier call with the same key.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
-
-/// What a key says about a submission.
-enum KeyOutcome {
-    /// The caller holds the key: create the job, then bind it.
-    Owned,
-    /// An earlier call with this key and payload answered this job.
-    Replay(Box<Job>),
-}
+/// Retry delay when shared job records are unreachable.
+const SHARED_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 fn shared_unavailable(error: SharedError) -> ServiceError {
     ServiceError::transient(
         ServiceErrorCode::Unavailable,
         "JOB_STORE_UNAVAILABLE",
         format!("shared job records are unreachable: {error}"),
-        STORE_RETRY_AFTER,
-    )
-}
-
-fn store_unavailable(error: StoreError) -> ServiceError {
-    ServiceError::transient(
-        ServiceErrorCode::Unavailable,
-        "IDEMPOTENCY_STORE_UNAVAILABLE",
-        format!("cannot check the idempotency key, so nothing was started: {error}"),
-        STORE_RETRY_AFTER,
+        SHARED_RETRY_AFTER,
     )
 }
 
@@ -137,62 +99,6 @@ impl RenderApi {
             limits,
             keys,
             draining,
-        }
-    }
-
-    /// Claims `key` for `fingerprint`, or finds the job an earlier call created with it.
-    async fn claim_key(&self, key: &str, fingerprint: &str) -> Result<KeyOutcome, ServiceError> {
-        let store = &self.keys.store;
-        let give_up = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
-        loop {
-            let record = match store
-                .claim(key, fingerprint, self.keys.lease)
-                .await
-                .map_err(store_unavailable)?
-            {
-                Claim::Claimed => return Ok(KeyOutcome::Owned),
-                Claim::Existing(record) => record,
-            };
-            if record.fingerprint() != fingerprint {
-                return Err(ServiceError::invalid_argument(
-                    "IDEMPOTENCY_KEY_REUSED",
-                    "this idempotency-key was used with a different request; use a new key \
-                     for a new request",
-                    vec![FieldViolation {
-                        field: IDEMPOTENCY_KEY_HEADER.into(),
-                        description: "already used with a different request".into(),
-                    }],
-                ));
-            }
-            match &record {
-                KeyRecord::InProgress { .. } => {
-                    if tokio::time::Instant::now() >= give_up {
-                        return Err(ServiceError::transient(
-                            ServiceErrorCode::Aborted,
-                            "IDEMPOTENCY_KEY_IN_PROGRESS",
-                            "a call with this idempotency-key is creating its job right now; \
-                             retry shortly to get that job",
-                            IN_PROGRESS_RETRY_AFTER,
-                        ));
-                    }
-                    tokio::time::sleep(IN_PROGRESS_POLL).await;
-                }
-                KeyRecord::Bound { job_id, .. } => match self.find_job(*job_id).await? {
-                    Some(job) if !releases_key(&job) => {
-                        return Ok(KeyOutcome::Replay(Box::new(job)))
-                    }
-                    // Released (or expired): the first caller to swap the record runs anew.
-                    _ => {
-                        if store
-                            .replace(key, &record, fingerprint, self.keys.lease)
-                            .await
-                            .map_err(store_unavailable)?
-                        {
-                            return Ok(KeyOutcome::Owned);
-                        }
-                    }
-                },
-            }
         }
     }
 
@@ -481,7 +387,18 @@ impl RenderService for RenderApi {
         }
         let key = format!("{SUBMIT_RENDER_SCOPE}:{}", key.as_str());
         let fingerprint = job.fingerprint.as_str().to_owned();
-        if let KeyOutcome::Replay(job) = self.claim_key(&key, &fingerprint).await? {
+        let outcome = claim_key(
+            self.keys.store.as_ref(),
+            &key,
+            &fingerprint,
+            self.keys.lease,
+            |id| async move {
+                // A job that failed transiently or was cancelled frees its key.
+                Ok(self.find_job(id).await?.filter(|job| !releases_key(job)))
+            },
+        )
+        .await?;
+        if let KeyOutcome::Replay(job) = outcome {
             self.scheduler.metrics().idempotent_replays.inc();
             tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
             let mut response = Response::new(job_to_proto(&job));
@@ -506,32 +423,16 @@ impl RenderService for RenderApi {
                 SubmitRefused::Internal(error) => ServiceError::internal(error),
             })
             .map_err(Status::from);
-        let job = match submitted {
-            Ok(job) => job,
-            Err(status) => {
-                // No job was created: the key is free for the retry.
-                if let Err(error) = self.keys.store.release(&key, &fingerprint).await {
-                    tracing::warn!(%error, "cannot release an idempotency key; its lease will");
-                }
-                return Err(status);
-            }
-        };
-        match self
-            .keys
-            .store
-            .bind(&key, &fingerprint, job.id, self.keys.retention)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(job_id = %job.id, "the idempotency key's lease ran out before its job was created")
-            }
-            // The job exists and is answered; a retry meets the claim (ABORTED) until its
-            // lease runs out.
-            Err(error) => {
-                tracing::warn!(job_id = %job.id, %error, "cannot bind the idempotency key to its job")
-            }
-        }
+        // Bound to the job, or freed for the retry when no job was created.
+        settle_key(
+            self.keys.store.as_ref(),
+            &key,
+            &fingerprint,
+            submitted.as_ref().ok().map(|job| job.id),
+            self.keys.retention,
+        )
+        .await;
+        let job = submitted?;
         tracing::info!(
             job_id = %job.id,
             template_id = %job.template_id,

@@ -6,12 +6,17 @@ use super::blocking;
 use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::IdempotencyKey;
 use crate::lottie::report::InspectReport;
+use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::Template;
 use crate::storage::{StorageError, TemplateRecord, TemplateStore};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
+use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -33,12 +38,71 @@ const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttc
 #[derive(Debug, Clone)]
 pub struct TemplateApi {
     store: TemplateStore,
+    keys: KeyPolicy,
 }
 
 impl TemplateApi {
-    pub fn new(store: TemplateStore) -> TemplateApi {
-        TemplateApi { store }
+    pub fn new(store: TemplateStore, keys: KeyPolicy) -> TemplateApi {
+        TemplateApi { store, keys }
     }
+
+    /// Validates, fences and stores a template.
+    async fn create(
+        &self,
+        request: Arc<proto::CreateTemplateRequest>,
+    ) -> Result<TemplateRecord, Status> {
+        let store = self.store.clone();
+        let record = blocking(move || {
+            let (violations, template) = validate_create(&request);
+            let template = match template {
+                Some(template) if violations.is_empty() => template,
+                _ => {
+                    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
+                        "TEMPLATE_INVALID"
+                    } else {
+                        "REQUEST_INVALID"
+                    };
+                    let message = violations
+                        .iter()
+                        .map(|v| format!("{}: {}", v.field, v.description))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    return Err(ServiceError::invalid_argument(reason, message, violations));
+                }
+            };
+            let report = InspectReport::new(&template);
+            let fonts: BTreeMap<String, Vec<u8>> = request
+                .fonts
+                .iter()
+                .map(|(family, bytes)| (family.clone(), bytes.clone()))
+                .collect();
+            store
+                .create(&request.name, &request.lottie_json, report, &fonts)
+                .map_err(storage_error)
+        })
+        .await?;
+        tracing::info!(template_id = %record.id, name = %record.name, "template created");
+        Ok(record)
+    }
+}
+
+/// Keys are scoped per method: the same key on SubmitRender is another key.
+const CREATE_TEMPLATE_SCOPE: &str = "CreateTemplate";
+
+/// The fingerprint of a CreateTemplateRequest for its idempotency key: the name, the JSON's
+/// and every font's sha256 (fonts by family, so map order on the wire does not matter).
+fn create_fingerprint(request: &proto::CreateTemplateRequest) -> String {
+    let fonts: BTreeMap<&str, String> = request
+        .fonts
+        .iter()
+        .map(|(family, bytes)| (family.as_str(), hex_sha256(bytes)))
+        .collect();
+    let canonical = serde_json::json!({
+        "name": request.name,
+        "lottie_json": hex_sha256(&request.lottie_json),
+        "fonts": fonts,
+    });
+    hex_sha256(canonical.to_string().as_bytes())
 }
 
 pub(crate) fn storage_error(error: StorageError) -> ServiceError {
@@ -183,35 +247,57 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::CreateTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
+        let key = request
+            .extensions()
+            .get::<IdempotencyKey>()
+            .map(|key| format!("{CREATE_TEMPLATE_SCOPE}:{}", key.as_str()));
+        let request = Arc::new(request.into_inner());
+        let Some(key) = key else {
+            let record = self.create(request).await?;
+            return Ok(Response::new(to_proto(&record)));
+        };
+        let fingerprint = {
+            let request = request.clone();
+            blocking(move || Ok(create_fingerprint(&request))).await?
+        };
         let store = self.store.clone();
-        let request = request.into_inner();
-        let record = blocking(move || {
-            let (violations, template) = validate_create(&request);
-            let template = match template {
-                Some(template) if violations.is_empty() => template,
-                _ => {
-                    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
-                        "TEMPLATE_INVALID"
-                    } else {
-                        "REQUEST_INVALID"
-                    };
-                    let message = violations
-                        .iter()
-                        .map(|v| format!("{}: {}", v.field, v.description))
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    return Err(ServiceError::invalid_argument(reason, message, violations));
+        let outcome = claim_key(
+            self.keys.store.as_ref(),
+            &key,
+            &fingerprint,
+            self.keys.lease,
+            |id| {
+                let store = store.clone();
+                async move {
+                    match tokio::task::spawn_blocking(move || store.record(id)).await {
+                        Ok(Ok(record)) => Ok(Some(record)),
+                        // Deleted since: the key is free again.
+                        Ok(Err(StorageError::NotFound(_))) => Ok(None),
+                        Ok(Err(error)) => Err(storage_error(error)),
+                        Err(join_error) => Err(ServiceError::internal(join_error)),
+                    }
                 }
-            };
-            let report = InspectReport::new(&template);
-            let fonts: BTreeMap<String, Vec<u8>> = request.fonts.into_iter().collect();
-            store
-                .create(&request.name, &request.lottie_json, report, &fonts)
-                .map_err(storage_error)
-        })
+            },
+        )
         .await?;
-        tracing::info!(template_id = %record.id, name = %record.name, "template created");
-        Ok(Response::new(to_proto(&record)))
+        if let KeyOutcome::Replay(record) = outcome {
+            tracing::info!(template_id = %record.id, "idempotent replay of CreateTemplate");
+            let mut response = Response::new(to_proto(&record));
+            response
+                .metadata_mut()
+                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+            return Ok(response);
+        }
+        let created = self.create(request).await;
+        settle_key(
+            self.keys.store.as_ref(),
+            &key,
+            &fingerprint,
+            created.as_ref().ok().map(|record| record.id),
+            self.keys.retention,
+        )
+        .await;
+        Ok(Response::new(to_proto(&created?)))
     }
 
     async fn get_template(
@@ -313,7 +399,12 @@ mod tests {
     fn api() -> (tempfile::TempDir, TemplateApi) {
         let dir = tempfile::tempdir().unwrap();
         let store = TemplateStore::open(dir.path()).unwrap();
-        (dir, TemplateApi::new(store))
+        let keys = KeyPolicy {
+            store: Arc::new(crate::idempotency::store::MemoryStore::default()),
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(60),
+        };
+        (dir, TemplateApi::new(store, keys))
     }
 
     fn create_request(name: &str, json: Vec<u8>) -> Request<proto::CreateTemplateRequest> {

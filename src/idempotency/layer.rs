@@ -1,8 +1,9 @@
-//! `IdempotencyKeyLayer`: in front of RenderService, a SubmitRender without a well-formed
-//! `idempotency-key` is answered INVALID_ARGUMENT (reason IDEMPOTENCY_KEY_MISSING or
-//! _INVALID, pushback -1) straight from the HTTP/2 headers, before the body is read or
-//! decoded. A valid key travels on to the handler as a request extension
-//! ([`IdempotencyKey`]); the key store (issue #4) slots in here.
+//! `IdempotencyKeyLayer`: a SubmitRender without a well-formed `idempotency-key` (or a
+//! CreateTemplate with a malformed one; there it is optional) is answered INVALID_ARGUMENT
+//! (reason IDEMPOTENCY_KEY_MISSING or _INVALID, pushback -1) straight from the HTTP/2
+//! headers, before the body is read or decoded. A valid key travels on to the handler as a
+//! request extension ([`IdempotencyKey`]), which claims it in the key store once the request
+//! is validated (`super::claim`).
 
 use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
 use std::future::Future;
@@ -11,8 +12,10 @@ use std::task::{Context, Poll};
 use tonic::Status;
 use tower::{Layer, Service};
 
-/// The gRPC path of the one method that requires a key.
+/// The gRPC path of the method that requires a key.
 pub const SUBMIT_RENDER_PATH: &str = "/lottie.render.v1.RenderService/SubmitRender";
+/// The gRPC path of the method that takes one when given (a malformed one is refused).
+pub const CREATE_TEMPLATE_PATH: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
 
 #[derive(Debug, Clone, Default)]
 pub struct IdempotencyKeyLayer;
@@ -51,11 +54,14 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
-        if request.uri().path() == SUBMIT_RENDER_PATH {
-            let header = request
-                .headers()
-                .get(IDEMPOTENCY_KEY_HEADER)
-                .map(|value| value.as_bytes());
+        let path = request.uri().path();
+        let header = request
+            .headers()
+            .get(IDEMPOTENCY_KEY_HEADER)
+            .map(|value| value.as_bytes());
+        let checked =
+            path == SUBMIT_RENDER_PATH || (path == CREATE_TEMPLATE_PATH && header.is_some());
+        if checked {
             match IdempotencyKey::from_header(header) {
                 Ok(key) => {
                     request.extensions_mut().insert(key);

@@ -179,7 +179,7 @@ impl IdempotencyStore for RedisStore {
         &self,
         key: &str,
         fingerprint: &str,
-        job_id: Uuid,
+        id: Uuid,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let claimed = KeyRecord::InProgress {
@@ -187,7 +187,7 @@ impl IdempotencyStore for RedisStore {
         };
         let bound = KeyRecord::Bound {
             fingerprint: fingerprint.to_owned(),
-            job_id,
+            id,
         };
         self.compare_and_set(key, &claimed.encode(), &bound.encode(), ttl)
             .await

@@ -22,7 +22,8 @@ pub enum KeyRecord {
     /// Recorded; the job is being created (under a lease).
     InProgress { fingerprint: String },
     /// The key answered with this job.
-    Bound { fingerprint: String, job_id: Uuid },
+    /// The key answered with this job (SubmitRender) or template (CreateTemplate).
+    Bound { fingerprint: String, id: Uuid },
 }
 
 impl KeyRecord {
@@ -74,13 +75,13 @@ pub trait IdempotencyStore: Send + Sync + std::fmt::Debug + 'static {
         lease: Duration,
     ) -> Result<Claim, StoreError>;
 
-    /// Ties a key claimed for `fingerprint` to `job_id` for `ttl`; false when the claim was
+    /// Ties a key claimed for `fingerprint` to `id` for `ttl`; false when the claim was
     /// lost meanwhile (its lease ran out and another caller took the key).
     async fn bind(
         &self,
         key: &str,
         fingerprint: &str,
-        job_id: Uuid,
+        id: Uuid,
         ttl: Duration,
     ) -> Result<bool, StoreError>;
 
@@ -167,7 +168,7 @@ impl IdempotencyStore for MemoryStore {
         &self,
         key: &str,
         fingerprint: &str,
-        job_id: Uuid,
+        id: Uuid,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let claimed = KeyRecord::InProgress {
@@ -179,7 +180,7 @@ impl IdempotencyStore for MemoryStore {
             }
             let bound = KeyRecord::Bound {
                 fingerprint: fingerprint.to_owned(),
-                job_id,
+                id,
             };
             state.records.insert(key.to_owned(), (bound, now + ttl));
             true
@@ -260,7 +261,7 @@ pub mod contract {
         )?;
         let bound = KeyRecord::Bound {
             fingerprint: "f1".into(),
-            job_id: job,
+            id: job,
         };
         check(
             store.claim(&key, "f9", long).await.map_err(error)? == Claim::Existing(bound.clone()),

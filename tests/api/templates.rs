@@ -103,3 +103,50 @@ async fn submit_render_without_an_idempotency_key_is_refused_before_decoding_and
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn create_template_with_an_idempotency_key_creates_once_and_replays() {
+    let app = spawn_app().await;
+    let create = |key: Option<&str>, name: &str| {
+        let mut request = tonic::Request::new(proto::CreateTemplateRequest {
+            name: name.into(),
+            lottie_json: corpus("tiny-solid-layer.json"),
+            fonts: Default::default(),
+        });
+        if let Some(key) = key {
+            request
+                .metadata_mut()
+                .insert("idempotency-key", key.parse().unwrap());
+        }
+        let mut client = app.templates();
+        async move { client.create_template(request).await }
+    };
+    let first = create(Some("tpl-1"), "solid").await.unwrap();
+    assert!(first.metadata().get("idempotent-replayed").is_none());
+    let again = create(Some("tpl-1"), "solid").await.unwrap();
+    assert_eq!(again.metadata().get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(again.get_ref().template_id, first.get_ref().template_id);
+    let reused = create(Some("tpl-1"), "another name").await.unwrap_err();
+    assert_eq!(reused.code(), Code::InvalidArgument);
+    assert_eq!(
+        reused.get_error_details().error_info().unwrap().reason,
+        "IDEMPOTENCY_KEY_REUSED"
+    );
+    let malformed = create(Some("two words"), "solid").await.unwrap_err();
+    assert_eq!(
+        malformed.get_error_details().error_info().unwrap().reason,
+        "IDEMPOTENCY_KEY_INVALID"
+    );
+    // Without a key every call creates.
+    let one = create(None, "solid").await.unwrap();
+    let two = create(None, "solid").await.unwrap();
+    assert_ne!(one.get_ref().template_id, two.get_ref().template_id);
+    let listed = app
+        .templates()
+        .list_templates(proto::ListTemplatesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.templates.len(), 3);
+    app.stop().await;
+}

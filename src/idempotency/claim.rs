@@ -1,0 +1,146 @@
+//! What a call with an idempotency key does before it creates anything, the same for every
+//! method that takes a key: claim the key for the request's fingerprint, or find what an
+//! earlier call with that key created and answer it again (a replay). The table of issue #4:
+//! another payload under the key is INVALID_ARGUMENT (IDEMPOTENCY_KEY_REUSED); a concurrent
+//! call still creating is waited for briefly, then ABORTED with a short retry delay; a
+//! resource that no longer answers (a job that failed transiently or was cancelled, a deleted
+//! template, an expired record) frees the key for this call; an unreachable store is
+//! UNAVAILABLE: nothing is created without the check.
+
+use super::key::IDEMPOTENCY_KEY_HEADER;
+use super::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
+use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use std::future::Future;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How long a call waits for a concurrent call with the same key to create its resource
+/// before answering ABORTED (the window is normally microseconds; this absorbs bursts).
+pub const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
+/// How often it looks meanwhile.
+const IN_PROGRESS_POLL: Duration = Duration::from_millis(5);
+/// Retry delay of ABORTED (the concurrent call is about to finish).
+pub const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
+/// Retry delay when the store is unreachable.
+pub const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Response metadata of an answer given from an earlier call with the same key.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// How a service uses idempotency keys.
+#[derive(Debug, Clone)]
+pub struct KeyPolicy {
+    pub store: std::sync::Arc<dyn IdempotencyStore>,
+    /// How long a key stays claimed between recording and creation (a caller that died in
+    /// between frees it when this runs out).
+    pub lease: Duration,
+    /// How long a key answers with what it created.
+    pub retention: Duration,
+}
+
+/// What a key says about a call.
+pub enum KeyOutcome<T> {
+    /// The caller holds the key: create the resource, then bind the key to it.
+    Owned,
+    /// An earlier call with this key and payload created this; answer it again.
+    Replay(T),
+}
+
+pub fn store_unavailable(error: StoreError) -> ServiceError {
+    ServiceError::transient(
+        ServiceErrorCode::Unavailable,
+        "IDEMPOTENCY_STORE_UNAVAILABLE",
+        format!("cannot check the idempotency key, so nothing was started: {error}"),
+        STORE_RETRY_AFTER,
+    )
+}
+
+/// Claims `key` for `fingerprint`, or finds what an earlier call created with it:
+/// `answering(id)` says whether the resource still answers for the key (`Some`) or frees it
+/// (`None`).
+pub async fn claim_key<T, F, Fut>(
+    store: &dyn IdempotencyStore,
+    key: &str,
+    fingerprint: &str,
+    lease: Duration,
+    mut answering: F,
+) -> Result<KeyOutcome<T>, ServiceError>
+where
+    F: FnMut(Uuid) -> Fut,
+    Fut: Future<Output = Result<Option<T>, ServiceError>>,
+{
+    let give_up = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+    loop {
+        let record = match store
+            .claim(key, fingerprint, lease)
+            .await
+            .map_err(store_unavailable)?
+        {
+            Claim::Claimed => return Ok(KeyOutcome::Owned),
+            Claim::Existing(record) => record,
+        };
+        if record.fingerprint() != fingerprint {
+            return Err(ServiceError::invalid_argument(
+                "IDEMPOTENCY_KEY_REUSED",
+                "this idempotency-key was used with a different request; use a new key for a \
+                 new request",
+                vec![FieldViolation {
+                    field: IDEMPOTENCY_KEY_HEADER.into(),
+                    description: "already used with a different request".into(),
+                }],
+            ));
+        }
+        match &record {
+            KeyRecord::InProgress { .. } => {
+                if tokio::time::Instant::now() >= give_up {
+                    return Err(ServiceError::transient(
+                        ServiceErrorCode::Aborted,
+                        "IDEMPOTENCY_KEY_IN_PROGRESS",
+                        "a call with this idempotency-key is being handled right now; retry \
+                         shortly to get its answer",
+                        IN_PROGRESS_RETRY_AFTER,
+                    ));
+                }
+                tokio::time::sleep(IN_PROGRESS_POLL).await;
+            }
+            KeyRecord::Bound { id, .. } => match answering(*id).await? {
+                Some(answer) => return Ok(KeyOutcome::Replay(answer)),
+                // Released: the first caller to swap the record creates anew.
+                None => {
+                    if store
+                        .replace(key, &record, fingerprint, lease)
+                        .await
+                        .map_err(store_unavailable)?
+                    {
+                        return Ok(KeyOutcome::Owned);
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// After the call created `id` (or failed to): binds the key to it, or frees the key.
+pub async fn settle_key(
+    store: &dyn IdempotencyStore,
+    key: &str,
+    fingerprint: &str,
+    created: Option<Uuid>,
+    retention: Duration,
+) {
+    match created {
+        Some(id) => match store.bind(key, fingerprint, id, retention).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(%id, "the idempotency key's lease ran out before the call ended")
+            }
+            // The resource exists and is answered; a retry meets the claim (ABORTED) until
+            // its lease runs out.
+            Err(error) => tracing::warn!(%id, %error, "cannot bind an idempotency key"),
+        },
+        None => {
+            if let Err(error) = store.release(key, fingerprint).await {
+                tracing::warn!(%error, "cannot release an idempotency key; its lease will");
+            }
+        }
+    }
+}
