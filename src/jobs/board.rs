@@ -317,6 +317,22 @@ impl JobBoard {
         Some(entry.job.clone())
     }
 
+    /// Jobs that follow a render of another instance and have not ended.
+    pub fn remote_followers(&self) -> Vec<Uuid> {
+        let state = lock(&self.state);
+        state
+            .entries
+            .values()
+            .filter(|entry| {
+                !entry.job.state.is_terminal()
+                    && entry
+                        .leader
+                        .is_some_and(|leader| !state.entries.contains_key(&leader))
+            })
+            .map(|entry| entry.job.id)
+            .collect()
+    }
+
     /// Cancel tokens of every running job.
     pub fn running_cancel_tokens(&self) -> Vec<CancelToken> {
         lock(&self.state)

@@ -422,6 +422,12 @@ impl Scheduler {
             }
             self.count_finished(JobState::Cancelled, None);
         }
+        // Jobs following another instance's render stop here; that render goes on there.
+        for id in self.board.remote_followers() {
+            self.board.detach(id, |job| {
+                job.finish(JobState::Cancelled, Some(shutdown_failure()))
+            });
+        }
         let loops = std::mem::take(&mut *lock(&self.loops));
         let mut all = futures_util::future::join_all(loops);
         if tokio::time::timeout(grace, &mut all).await.is_err() {
