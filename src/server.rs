@@ -98,6 +98,9 @@ pub async fn run(
     let cancel_listener = shared_jobs
         .as_ref()
         .map(|shared| tokio::spawn(serve_remote_cancels(shared.clone(), scheduler.clone())));
+    let heartbeat = shared_jobs
+        .as_ref()
+        .map(|shared| tokio::spawn(shared.clone().beat()));
     let key_store: Arc<dyn IdempotencyStore> = match settings.redis() {
         Some(redis) => {
             tracing::info!(prefix = %redis.key_prefix, "idempotency keys in Redis");
@@ -214,6 +217,9 @@ pub async fn run(
     sweeper.abort();
     if let Some(listener) = cancel_listener {
         listener.abort();
+    }
+    if let Some(heartbeat) = heartbeat {
+        heartbeat.abort();
     }
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();

@@ -190,10 +190,17 @@ impl OutputStore {
     pub fn link(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
         let target = self.path(to, extension);
         match std::fs::hard_link(self.path(from, extension), &target) {
-            Ok(()) => Ok(()),
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(error) => Err(StorageError::Io(error)),
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(StorageError::Io(error)),
         }
+        // The retention sweep goes by modification time, which links share: the newest job
+        // using the file keeps it.
+        std::fs::File::options()
+            .write(true)
+            .open(&target)?
+            .set_modified(SystemTime::now())?;
+        Ok(())
     }
 
     /// Removes a job's output and partial file, if any.

@@ -15,7 +15,7 @@ use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
-use crate::jobs::scheduler::{SubmitRefused, CANCEL_SETTLE};
+use crate::jobs::scheduler::{SubmitRefused, CANCEL_SETTLE, OWNER_CHECK_INTERVAL};
 use crate::jobs::shared::SharedError;
 use crate::jobs::{Fingerprint, Job, JobState, RenderWork, Scheduler};
 use crate::lottie::modifications::{self, ModificationError};
@@ -39,8 +39,6 @@ pub const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
 const DOWNLOAD_READ_AHEAD: usize = 4;
 /// Snapshots buffered for a slow watcher before it is made to wait.
 const WATCH_BUFFER: usize = 16;
-/// A watcher of another instance's job gives up after this long without news.
-const SHARED_WATCH_SILENCE: Duration = Duration::from_secs(3600);
 /// Retry delay while the server drains: long enough for the mesh to route elsewhere.
 pub const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
@@ -270,6 +268,110 @@ pub fn job_to_proto(job: &Job) -> proto::RenderJob {
 }
 
 impl RenderApi {
+    /// SubmitRender once the request is valid: the idempotency key, the quarantine, the job.
+    async fn accept(
+        &self,
+        key: IdempotencyKey,
+        job: Job,
+        work: RenderWork,
+    ) -> Result<Response<proto::RenderJob>, Status> {
+        let key = format!("{SUBMIT_RENDER_SCOPE}:{}", key.as_str());
+        let fingerprint = job.fingerprint.as_str().to_owned();
+        let outcome = claim_key(
+            self.keys.store.as_ref(),
+            &key,
+            &fingerprint,
+            self.keys.lease,
+            |id| async move {
+                // A job that failed transiently or was cancelled frees its key.
+                Ok(self.find_job(id).await?.filter(|job| !releases_key(job)))
+            },
+        )
+        .await?;
+        if let KeyOutcome::Replay(job) = outcome {
+            self.scheduler.metrics().idempotent_replays.inc();
+            tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
+            let mut response = Response::new(job_to_proto(&job));
+            response
+                .metadata_mut()
+                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+            return Ok(response);
+        }
+        // After the key: a retry of a request that crashed the renderer replays its failed
+        // job; only a new request with a quarantined fingerprint is refused.
+        let quarantined = match self.scheduler.is_quarantined(&job.fingerprint).await {
+            Ok(quarantined) => quarantined,
+            Err(error) => {
+                settle_key(
+                    self.keys.store.as_ref(),
+                    &key,
+                    &fingerprint,
+                    None,
+                    self.keys.retention,
+                )
+                .await;
+                return Err(shared_unavailable(error).into());
+            }
+        };
+        if quarantined {
+            settle_key(
+                self.keys.store.as_ref(),
+                &key,
+                &fingerprint,
+                None,
+                self.keys.retention,
+            )
+            .await;
+            tracing::warn!(
+                template_id = %job.template_id,
+                fingerprint = %job.fingerprint,
+                "refused a quarantined request"
+            );
+            return Err(ServiceError::invalid_argument(
+                "RENDER_QUARANTINED",
+                "this exact request crashed the renderer twice and is quarantined; change \
+                 the template or the modifications",
+                Vec::new(),
+            )
+            .into());
+        }
+        let submitted = self
+            .scheduler
+            .submit(job, work)
+            .await
+            .map_err(|refused| match refused {
+                SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    "QUEUE_FULL",
+                    format!("the render queue is full ({length} jobs waiting)"),
+                    self.scheduler.queue_retry_after(),
+                ),
+                SubmitRefused::Queue(PushRefused::Closed) => draining(),
+                SubmitRefused::Shared(error) => shared_unavailable(error),
+                SubmitRefused::Internal(error) => ServiceError::internal(error),
+            })
+            .map_err(Status::from);
+        // Bound to the job, or freed for the retry when no job was created.
+        settle_key(
+            self.keys.store.as_ref(),
+            &key,
+            &fingerprint,
+            submitted.as_ref().ok().map(|job| job.id),
+            self.keys.retention,
+        )
+        .await;
+        let job = submitted?;
+        tracing::info!(
+            job_id = %job.id,
+            template_id = %job.template_id,
+            fingerprint = %job.fingerprint,
+            frames_total = job.frames_total,
+            state = job.state.label(),
+            "job accepted"
+        );
+        Ok(Response::new(job_to_proto(&job)))
+    }
+
     /// WatchRenderJob for a job of another instance: its shared snapshots.
     async fn watch_shared_job(
         &self,
@@ -289,18 +391,22 @@ impl RenderApi {
                 return;
             }
             while !terminal {
-                let job = match tokio::time::timeout(SHARED_WATCH_SILENCE, changes.next()).await {
+                let job = match tokio::time::timeout(OWNER_CHECK_INTERVAL, changes.next()).await {
                     Ok(Some(job)) => job,
-                    // Redis went away or the owner went silent: the caller may watch again.
-                    _ => {
-                        let _ = sender
-                            .send(Err(shared_unavailable(SharedError::Unavailable(
-                                "lost the job's updates".into(),
-                            ))
-                            .into()))
-                            .await;
-                        return;
-                    }
+                    // Quiet, or the subscription dropped: the record tells (a job whose owner
+                    // stopped reads as failed).
+                    quiet => match shared.get(id).await {
+                        Ok(Some(job)) if job.state.is_terminal() || quiet.is_err() => job,
+                        _ => {
+                            let _ = sender
+                                .send(Err(shared_unavailable(SharedError::Unavailable(
+                                    "lost the job's updates; watch it again".into(),
+                                ))
+                                .into()))
+                                .await;
+                            return;
+                        }
+                    },
                 };
                 if job.version <= last_version {
                     continue;
@@ -371,77 +477,14 @@ impl RenderService for RenderApi {
         let templates = self.templates.clone();
         let limits = self.limits;
         let (job, work) = blocking(move || admit(&templates, submission, limits)).await?;
-        if self.scheduler.quarantine.contains(&job.fingerprint) {
-            tracing::warn!(
-                template_id = %job.template_id,
-                fingerprint = %job.fingerprint,
-                "refused a quarantined request"
-            );
-            return Err(ServiceError::invalid_argument(
-                "RENDER_QUARANTINED",
-                "this exact request crashed the renderer twice and is quarantined; change \
-                 the template or the modifications",
-                Vec::new(),
-            )
-            .into());
+        // From here on the call records and creates things: it runs to its end on its own
+        // task even if the caller goes away (a timed-out call is exactly what gets retried).
+        let api = self.clone();
+        let accepted = tokio::spawn(async move { api.accept(key, job, work).await });
+        match accepted.await {
+            Ok(answer) => answer,
+            Err(join_error) => Err(ServiceError::internal(join_error).into()),
         }
-        let key = format!("{SUBMIT_RENDER_SCOPE}:{}", key.as_str());
-        let fingerprint = job.fingerprint.as_str().to_owned();
-        let outcome = claim_key(
-            self.keys.store.as_ref(),
-            &key,
-            &fingerprint,
-            self.keys.lease,
-            |id| async move {
-                // A job that failed transiently or was cancelled frees its key.
-                Ok(self.find_job(id).await?.filter(|job| !releases_key(job)))
-            },
-        )
-        .await?;
-        if let KeyOutcome::Replay(job) = outcome {
-            self.scheduler.metrics().idempotent_replays.inc();
-            tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
-            let mut response = Response::new(job_to_proto(&job));
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-            return Ok(response);
-        }
-        let submitted = self
-            .scheduler
-            .submit(job, work)
-            .await
-            .map_err(|refused| match refused {
-                SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
-                    ServiceErrorCode::ResourceExhausted,
-                    "QUEUE_FULL",
-                    format!("the render queue is full ({length} jobs waiting)"),
-                    self.scheduler.queue_retry_after(),
-                ),
-                SubmitRefused::Queue(PushRefused::Closed) => draining(),
-                SubmitRefused::Shared(error) => shared_unavailable(error),
-                SubmitRefused::Internal(error) => ServiceError::internal(error),
-            })
-            .map_err(Status::from);
-        // Bound to the job, or freed for the retry when no job was created.
-        settle_key(
-            self.keys.store.as_ref(),
-            &key,
-            &fingerprint,
-            submitted.as_ref().ok().map(|job| job.id),
-            self.keys.retention,
-        )
-        .await;
-        let job = submitted?;
-        tracing::info!(
-            job_id = %job.id,
-            template_id = %job.template_id,
-            fingerprint = %job.fingerprint,
-            frames_total = job.frames_total,
-            state = job.state.label(),
-            "job accepted"
-        );
-        Ok(Response::new(job_to_proto(&job)))
     }
 
     async fn get_render_job(

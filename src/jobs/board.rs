@@ -33,8 +33,10 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(job: Job, work: Arc<RenderWork>, leader: Option<Uuid>) -> Entry {
+    fn new(mut job: Job, work: Arc<RenderWork>, leader: Option<Uuid>) -> Entry {
         let (changes, _) = broadcast::channel(WATCH_BACKLOG);
+        // Above the version a job is shared with before it is admitted (0).
+        job.version = job.version.max(1);
         Entry {
             job,
             work,
@@ -63,7 +65,18 @@ struct BoardState {
 pub struct JobBoard {
     state: Mutex<BoardState>,
     /// Every new snapshot goes here too when jobs are shared with other instances (Redis).
-    replication: Option<tokio::sync::mpsc::UnboundedSender<Job>>,
+    replication: Option<tokio::sync::mpsc::UnboundedSender<Replication>>,
+}
+
+/// What the board (and the scheduler) hand to the task that writes shared records, in order.
+#[derive(Debug)]
+pub enum Replication {
+    /// A job's new snapshot.
+    Snapshot(Box<Job>),
+    /// A fingerprint to quarantine for every instance.
+    Quarantine(Fingerprint),
+    /// Answered once everything sent before has been written.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 impl std::fmt::Debug for JobBoard {
@@ -113,7 +126,7 @@ pub fn mirror(follower: &mut Job, leader: &Job) {
 
 impl JobBoard {
     /// A board whose every snapshot is also sent to `replication` (in order).
-    pub fn replicated(replication: tokio::sync::mpsc::UnboundedSender<Job>) -> JobBoard {
+    pub fn replicated(replication: tokio::sync::mpsc::UnboundedSender<Replication>) -> JobBoard {
         JobBoard {
             state: Mutex::default(),
             replication: Some(replication),
@@ -123,7 +136,7 @@ impl JobBoard {
     fn replicate(&self, job: &Job) {
         if let Some(replication) = &self.replication {
             // The receiver lives as long as the server; after it, nobody needs the copy.
-            let _ = replication.send(job.clone());
+            let _ = replication.send(Replication::Snapshot(Box::new(job.clone())));
         }
     }
 
@@ -167,8 +180,7 @@ impl JobBoard {
                 Admission::Follows(leader.id)
             }
             _ => {
-                let mut entry = Entry::new(job.clone(), work.clone(), None);
-                entry.job.version = 0;
+                let entry = Entry::new(job.clone(), work.clone(), None);
                 state.renders.insert(job.fingerprint.clone(), job.id);
                 state.entries.insert(job.id, entry);
                 Admission::Leads
@@ -192,14 +204,32 @@ impl JobBoard {
             .insert(job.id, Entry::new(job, work, Some(leader)));
     }
 
-    /// Removes a job that was never queued (its fingerprint is free again).
-    pub fn remove(&self, id: Uuid) -> Option<Job> {
-        let mut state = lock(&self.state);
-        let entry = state.entries.remove(&id)?;
-        if state.renders.get(&entry.job.fingerprint) == Some(&id) {
-            state.renders.remove(&entry.job.fingerprint);
+    /// Removes a job the queue refused (its fingerprint is free again); jobs that joined it
+    /// meanwhile end with `failure`.
+    pub fn remove_refused(&self, id: Uuid, failure: &JobFailure) -> Option<Job> {
+        let mut ended = Vec::new();
+        let removed = {
+            let mut state = lock(&self.state);
+            let entry = state.entries.remove(&id)?;
+            if state.renders.get(&entry.job.fingerprint) == Some(&id) {
+                state.renders.remove(&entry.job.fingerprint);
+            }
+            for follower in &entry.followers {
+                if let Some(follower) = state.entries.get_mut(follower) {
+                    follower.leader = None;
+                    if !follower.job.state.is_terminal() {
+                        follower.job.finish(JobState::Failed, Some(failure.clone()));
+                        follower.publish();
+                        ended.push(follower.job.clone());
+                    }
+                }
+            }
+            entry.job
+        };
+        for job in &ended {
+            self.replicate(job);
         }
-        Some(entry.job)
+        Some(removed)
     }
 
     /// Forgets a succeeded render whose output turned out to be gone, so the fingerprint
@@ -367,5 +397,92 @@ impl JobBoard {
             }
         }
         removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
+
+    fn output() -> OutputSpec {
+        OutputSpec {
+            format: Format::Gif,
+            fps: Fps::DEFAULT,
+            width: Dimension::try_from(100).unwrap(),
+            height: Dimension::try_from(100).unwrap(),
+            background: None,
+        }
+    }
+
+    fn fingerprint(template_sha256: &str) -> Fingerprint {
+        Fingerprint::of(template_sha256, &Modifications::default(), &output())
+    }
+
+    fn job(fingerprint: &Fingerprint) -> (Job, Arc<RenderWork>) {
+        let work = Arc::new(RenderWork {
+            template_path: "t.json".into(),
+            modifications: Modifications::default(),
+            output: output(),
+            deadline: Duration::from_secs(30),
+        });
+        let job = Job::queued(
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            fingerprint.clone(),
+            Format::Gif,
+            10,
+        );
+        (job, work)
+    }
+
+    #[test]
+    fn identical_jobs_follow_the_first_and_end_with_it() {
+        let board = JobBoard::default();
+        let fingerprint = fingerprint("t");
+        let (leader, work) = job(&fingerprint);
+        let (follower, _) = job(&fingerprint);
+        assert_eq!(board.admit(&leader, &work), Admission::Leads);
+        assert_eq!(board.admit(&follower, &work), Admission::Follows(leader.id));
+        board.update(leader.id, |job| {
+            job.state = JobState::Running;
+            job.frames_done = 5;
+            true
+        });
+        let mirrored = board.get(follower.id).unwrap();
+        assert_eq!(
+            (mirrored.state, mirrored.frames_done),
+            (JobState::Running, 5)
+        );
+        board.update(leader.id, |job| {
+            job.finish(JobState::Succeeded, None);
+            true
+        });
+        assert_eq!(board.get(follower.id).unwrap().state, JobState::Succeeded);
+        let (late, _) = job(&fingerprint);
+        assert!(
+            matches!(board.admit(&late, &work), Admission::Reuses(source) if source.id == leader.id)
+        );
+    }
+
+    #[test]
+    fn followers_of_a_refused_render_fail_retryably_and_free_the_fingerprint() {
+        let board = JobBoard::default();
+        let (leader, work) = job(&fingerprint("a"));
+        let (follower, _) = job(&leader.fingerprint);
+        board.admit(&leader, &work);
+        board.admit(&follower, &work);
+        let failure = JobFailure {
+            reason: "QUEUE_FULL".into(),
+            message: "full".into(),
+            retryable: true,
+            retry_after: Some(Duration::from_secs(1)),
+        };
+        board.remove_refused(leader.id, &failure);
+        let ended = board.get(follower.id).unwrap();
+        assert_eq!(ended.state, JobState::Failed);
+        assert!(ended.error.unwrap().retryable);
+        let (next, _) = job(&leader.fingerprint);
+        assert_eq!(board.admit(&next, &work), Admission::Leads);
     }
 }

@@ -68,6 +68,10 @@ pub struct Job {
     pub started_at: Option<SystemTime>,
     pub finished_at: Option<SystemTime>,
     pub version: u64,
+    /// The instance rendering it (with shared jobs): a job whose owner stopped answering is
+    /// treated as failed (retryable) by the others.
+    #[serde(default)]
+    pub owner: Option<Uuid>,
 }
 
 impl Job {
@@ -92,6 +96,7 @@ impl Job {
             started_at: None,
             finished_at: None,
             version: 0,
+            owner: None,
         }
     }
 

@@ -9,7 +9,7 @@
 //! retryable, with the fingerprint quarantined. Draining (shutdown) cancels what waits, lets
 //! running renders finish within the grace period and then cancels them, retryable.
 
-use super::board::{Admission, JobBoard};
+use super::board::{Admission, JobBoard, Replication};
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
 use super::queue::PushRefused;
@@ -41,9 +41,15 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// Retry delay of a job cancelled by shutdown: another instance (or this one restarted)
 /// takes it.
 const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Version of a shared record that is final (a job refused before it was admitted).
+const FINAL_VERSION: u64 = 1 << 52;
+/// How long shutdown waits for shared records to be written.
+const FLUSH_LIMIT: Duration = Duration::from_secs(2);
 /// A job following another instance's render fails (retryable) when nothing is heard of
 /// that render for this long: the longest render plus a long wait in a queue.
 const FOLLOW_SILENCE_LIMIT: Duration = Duration::from_secs(3600);
+/// How often a job following another instance's quiet render checks that render's record.
+pub const OWNER_CHECK_INTERVAL: Duration = Duration::from_secs(15);
 /// How long the cancel call waits for a running job's worker to be gone.
 pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 
@@ -72,6 +78,8 @@ pub struct Scheduler {
     pub quarantine: Arc<Quarantine>,
     /// Jobs shared with other instances (Redis), when configured.
     pub shared: Option<Arc<SharedJobs>>,
+    /// The ordered writer of shared records (with `shared`).
+    replication: Option<tokio::sync::mpsc::UnboundedSender<Replication>>,
     metrics: Arc<Metrics>,
     outputs: OutputStore,
     settings: SchedulerSettings,
@@ -89,19 +97,20 @@ impl Scheduler {
         metrics: Arc<Metrics>,
         shared: Option<Arc<SharedJobs>>,
     ) -> Arc<Scheduler> {
-        let board = match &shared {
+        let (board, replication) = match &shared {
             Some(shared) => {
                 let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
                 tokio::spawn(replicate(shared.clone(), receiver));
-                JobBoard::replicated(sender)
+                (JobBoard::replicated(sender.clone()), Some(sender))
             }
-            None => JobBoard::default(),
+            None => (JobBoard::default(), None),
         };
         let scheduler = Arc::new(Scheduler {
             board: Arc::new(board),
             queue: Arc::new(RenderQueue::new(queue_capacity)),
             quarantine: Arc::new(Quarantine::default()),
             shared,
+            replication,
             metrics,
             outputs,
             settings,
@@ -140,11 +149,12 @@ impl Scheduler {
     /// queued. On refusal the job is not kept.
     pub async fn submit(
         self: &Arc<Self>,
-        job: Job,
+        mut job: Job,
         work: RenderWork,
     ) -> Result<Job, SubmitRefused> {
         let work = Arc::new(work);
         if let Some(shared) = self.shared.clone() {
+            job.owner = Some(shared.instance());
             // Shared before it may lead: another instance that finds this job in the render
             // index must find its record too, or it would take it for gone and render twice.
             shared.publish(&job).await?;
@@ -154,9 +164,18 @@ impl Scheduler {
                     RenderClaim::Existing(leader) if leader == job.id => break,
                     RenderClaim::Existing(leader) => leader,
                 };
-                // A render of this instance: the board decides below.
-                if self.board.get(leader).is_some() {
-                    break;
+                // A live or succeeded render of this instance: the board decides below.
+                if let Some(local) = self.board.get(leader) {
+                    if !matches!(local.state, JobState::Failed | JobState::Cancelled) {
+                        break;
+                    }
+                    if shared
+                        .replace_render(&job.fingerprint, leader, job.id)
+                        .await?
+                    {
+                        break;
+                    }
+                    continue;
                 }
                 match shared.get(leader).await? {
                     Some(remote) if remote.state == JobState::Succeeded => {
@@ -211,7 +230,7 @@ impl Scheduler {
                     retry_after: Some(self.queue_retry_after()),
                 }),
             );
-            refused_job.version += 1;
+            refused_job.version = FINAL_VERSION;
             if let Err(error) = shared.publish(&refused_job).await {
                 tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a refused job's end");
             }
@@ -220,6 +239,42 @@ impl Scheduler {
             }
         }
         submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// The error of jobs that joined a render the queue then refused.
+    fn refused_failure(&self, refused: PushRefused) -> JobFailure {
+        JobFailure {
+            reason: match refused {
+                PushRefused::Full { .. } => "QUEUE_FULL".into(),
+                PushRefused::Closed => "SERVER_SHUTTING_DOWN".into(),
+            },
+            message: "the render this job shared was refused by a full or closing queue; \
+                      submit again"
+                .into(),
+            retryable: true,
+            retry_after: Some(self.queue_retry_after()),
+        }
+    }
+
+    /// Whether `fingerprint` is quarantined here or, with shared jobs, by any instance.
+    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
+        if self.quarantine.contains(fingerprint) {
+            return Ok(true);
+        }
+        match &self.shared {
+            Some(shared) => shared.is_quarantined(fingerprint).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Waits (a little) until every shared record written so far has reached Redis.
+    pub async fn flush_shared(&self) {
+        if let Some(replication) = &self.replication {
+            let (done, flushed) = tokio::sync::oneshot::channel();
+            if replication.send(Replication::Flush(done)).is_ok() {
+                let _ = tokio::time::timeout(FLUSH_LIMIT, flushed).await;
+            }
+        }
     }
 
     /// Gives `job` the output of `source` (an identical request's succeeded job) and adds
@@ -285,23 +340,33 @@ impl Scheduler {
         let mut changes = std::pin::pin!(changes);
         let mut next = current;
         let mut last_version = None;
+        let started_following = std::time::Instant::now();
         loop {
             let leader_job = match next.take() {
                 Some(job) => job,
-                None => match tokio::time::timeout(FOLLOW_SILENCE_LIMIT, changes.next()).await {
+                None => match tokio::time::timeout(OWNER_CHECK_INTERVAL, changes.next()).await {
                     Ok(Some(job)) => job,
-                    Ok(None) | Err(_) => {
-                        self.board.update(id, |job| {
-                            job.finish(
-                                JobState::Failed,
-                                Some(lost(
-                                    "the instance rendering the shared job went silent".into(),
-                                )),
-                            );
-                            true
-                        });
-                        return;
-                    }
+                    // Quiet (a long queue) or the subscription dropped: the record says
+                    // whether the render is still alive (its owner's heartbeat included).
+                    quiet => match shared.get(leader).await.ok().flatten() {
+                        Some(job) if job.state.is_terminal() => job,
+                        Some(job)
+                            if quiet.is_err()
+                                && started_following.elapsed() < FOLLOW_SILENCE_LIMIT =>
+                        {
+                            job
+                        }
+                        _ => {
+                            self.board.update(id, |job| {
+                                job.finish(
+                                    JobState::Failed,
+                                    Some(lost("lost track of the shared render".into())),
+                                );
+                                true
+                            });
+                            return;
+                        }
+                    },
                 },
             };
             if last_version.is_some_and(|last| leader_job.version <= last) {
@@ -351,7 +416,8 @@ impl Scheduler {
                             Ok(job)
                         }
                         Err(refused) => {
-                            self.board.remove(id);
+                            self.board
+                                .remove_refused(id, &self.refused_failure(refused));
                             Err(refused)
                         }
                     };
@@ -441,6 +507,8 @@ impl Scheduler {
             }
             all.await;
         }
+        // The last states (cancelled, by shutdown) must reach the other instances.
+        self.flush_shared().await;
     }
 
     /// Forgets jobs, outputs and quarantine entries older than `retention`.
@@ -532,6 +600,10 @@ impl Scheduler {
             job.finish(state, error.clone());
             true
         });
+        if state == JobState::Succeeded {
+            // Jobs that joined between the first linking and the update.
+            self.link_followers(id, work.output.format.extension());
+        }
         self.metrics.jobs_running.dec();
         let seconds = started.elapsed().as_secs_f64();
         self.count_finished(state, Some(seconds));
@@ -608,6 +680,15 @@ impl Scheduler {
         }
     }
 
+    /// Gives every follower of `id` its (hard-linked) output.
+    fn link_followers(&self, id: Uuid, extension: &str) {
+        for follower in self.board.followers(id) {
+            if let Err(error) = self.outputs.link(id, follower, extension) {
+                tracing::warn!(follower_job_id = %follower, %error, "cannot give a follower its output");
+            }
+        }
+    }
+
     /// Progress on the board: a published change per whole percent (watchers are promised
     /// at least one every 5%).
     fn publish_progress(&self, id: Uuid, event: &WorkerEvent) {
@@ -650,11 +731,7 @@ impl Scheduler {
         let failure = match run.result {
             Ok(output) => match self.outputs.commit(job.id, extension) {
                 Ok(_) => {
-                    for follower in self.board.followers(job.id) {
-                        if let Err(error) = self.outputs.link(job.id, follower, extension) {
-                            tracing::warn!(follower_job_id = %follower, %error, "cannot give a follower its output");
-                        }
-                    }
+                    self.link_followers(job.id, extension);
                     let fps = f64::from(output.frame_count) / run.wall.as_secs_f64().max(1e-3);
                     self.metrics
                         .frames_per_second
@@ -688,6 +765,9 @@ impl Scheduler {
                 FailureKind::Cancelled => return (JobState::Cancelled, None),
                 FailureKind::Crashed { .. } if attempts >= MAX_WORKER_ATTEMPTS => {
                     let quarantined = self.quarantine.add(job.fingerprint.clone());
+                    if let Some(replication) = &self.replication {
+                        let _ = replication.send(Replication::Quarantine(job.fingerprint.clone()));
+                    }
                     self.metrics
                         .quarantined_fingerprints
                         .set(quarantined as i64);
@@ -735,32 +815,32 @@ impl Scheduler {
     }
 }
 
-/// Writes the board's snapshots to the shared records, in order, skipping any that a newer
-/// one of the same job has overtaken; frees the fingerprint of a render that failed or was
-/// cancelled.
+/// Writes the board's snapshots to the shared records in order (a snapshot older than the
+/// stored one is dropped by Redis itself), frees the fingerprint of a render that failed or
+/// was cancelled, and shares quarantines.
 async fn replicate(
     shared: Arc<SharedJobs>,
-    mut snapshots: tokio::sync::mpsc::UnboundedReceiver<Job>,
+    mut messages: tokio::sync::mpsc::UnboundedReceiver<Replication>,
 ) {
-    let mut versions: std::collections::HashMap<Uuid, u64> = std::collections::HashMap::new();
-    while let Some(job) = snapshots.recv().await {
-        if versions
-            .get(&job.id)
-            .is_some_and(|seen| *seen > job.version)
-        {
-            continue;
-        }
-        if job.state.is_terminal() {
-            versions.remove(&job.id);
-        } else {
-            versions.insert(job.id, job.version);
-        }
-        if let Err(error) = shared.publish(&job).await {
-            tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a job's state");
-        }
-        if matches!(job.state, JobState::Failed | JobState::Cancelled) {
-            if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
-                tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+    while let Some(message) = messages.recv().await {
+        match message {
+            Replication::Snapshot(job) => {
+                if let Err(error) = shared.publish(&job).await {
+                    tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a job's state");
+                }
+                if matches!(job.state, JobState::Failed | JobState::Cancelled) {
+                    if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
+                        tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+                    }
+                }
+            }
+            Replication::Quarantine(fingerprint) => {
+                if let Err(error) = shared.quarantine(&fingerprint).await {
+                    tracing::warn!(%fingerprint, %error, "cannot share a quarantine");
+                }
+            }
+            Replication::Flush(done) => {
+                let _ = done.send(());
             }
         }
     }

@@ -26,6 +26,21 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0";
 
+/// Stores snapshot `ARGV[1]` (version `ARGV[2]`, expiry `ARGV[3]` ms) at `KEYS[1]` and
+/// publishes it on channel `KEYS[2]`, unless the stored snapshot is as new or newer:
+/// snapshots may arrive out of order, an older one must never overwrite a newer one.
+const PUBLISH_IF_NEWER: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current then
+  local ok, decoded = pcall(cjson.decode, current)
+  if ok and type(decoded) == 'table' and decoded['version'] and decoded['version'] >= tonumber(ARGV[2]) then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('PUBLISH', KEYS[2], ARGV[1])
+return 1";
+
 /// `KEYS[1]` is deleted if it holds `ARGV[1]`.
 const COMPARE_AND_DELETE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -57,6 +72,8 @@ pub enum RenderClaim {
 }
 
 pub struct SharedJobs {
+    /// This instance, as job records name their owner.
+    instance: Uuid,
     pool: Pool,
     client: redis::Client,
     prefix: String,
@@ -64,6 +81,7 @@ pub struct SharedJobs {
     retention: Duration,
     compare_and_set: Script,
     compare_and_delete: Script,
+    publish_if_newer: Script,
 }
 
 impl std::fmt::Debug for SharedJobs {
@@ -91,6 +109,7 @@ impl SharedJobs {
             .map_err(|error| unavailable(format!("bad Redis settings: {error}")))?;
         let client = redis::Client::open(settings.url.as_str()).map_err(unavailable)?;
         Ok(SharedJobs {
+            instance: Uuid::new_v4(),
             pool,
             client,
             prefix: settings.key_prefix.clone(),
@@ -98,7 +117,85 @@ impl SharedJobs {
             retention,
             compare_and_set: Script::new(COMPARE_AND_SET),
             compare_and_delete: Script::new(COMPARE_AND_DELETE),
+            publish_if_newer: Script::new(PUBLISH_IF_NEWER),
         })
+    }
+
+    pub fn instance(&self) -> Uuid {
+        self.instance
+    }
+
+    fn heartbeat_key(&self, instance: Uuid) -> String {
+        format!("{}instance:{instance}", self.prefix)
+    }
+
+    fn quarantine_key(&self, fingerprint: &Fingerprint) -> String {
+        format!("{}quarantine:{fingerprint}", self.prefix)
+    }
+
+    /// Keeps this instance's heartbeat alive (it expires [`HEARTBEAT_TTL`] after the last
+    /// beat), until the task is dropped.
+    pub async fn beat(self: std::sync::Arc<Self>) {
+        let key = self.heartbeat_key(self.instance);
+        let ttl = Self::millis(HEARTBEAT_TTL);
+        loop {
+            let beat = self
+                .within_deadline(async {
+                    let mut connection = self.connection().await?;
+                    redis::cmd("SET")
+                        .arg(&key)
+                        .arg(1)
+                        .arg("PX")
+                        .arg(ttl)
+                        .query_async::<()>(&mut connection)
+                        .await
+                        .map_err(unavailable)
+                })
+                .await;
+            if let Err(error) = beat {
+                tracing::warn!(%error, "cannot renew this instance's heartbeat");
+            }
+            tokio::time::sleep(HEARTBEAT_EVERY).await;
+        }
+    }
+
+    async fn alive(&self, instance: Uuid) -> Result<bool, SharedError> {
+        if instance == self.instance {
+            return Ok(true);
+        }
+        let key = self.heartbeat_key(instance);
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection.exists(&key).await.map_err(unavailable)
+        })
+        .await
+    }
+
+    /// Quarantines `fingerprint` for every instance, for the retention.
+    pub async fn quarantine(&self, fingerprint: &Fingerprint) -> Result<(), SharedError> {
+        let key = self.quarantine_key(fingerprint);
+        let ttl = Self::millis(self.retention);
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(1)
+                .arg("PX")
+                .arg(ttl)
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
+        let key = self.quarantine_key(fingerprint);
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection.exists(&key).await.map_err(unavailable)
+        })
+        .await
     }
 
     fn job_key(&self, id: Uuid) -> String {
@@ -134,30 +231,27 @@ impl SharedJobs {
         duration.as_millis().clamp(1, u128::from(u64::MAX)) as u64
     }
 
-    /// Writes `job`'s snapshot and tells its watchers.
+    /// Writes `job`'s snapshot (unless a newer one is stored) and tells its watchers.
     pub async fn publish(&self, job: &Job) -> Result<(), SharedError> {
         let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
         let key = self.job_key(job.id);
         let channel = self.events_channel(job.id);
         let ttl = Self::millis(self.retention);
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            redis::pipe()
-                .cmd("SET")
-                .arg(&key)
-                .arg(&json)
-                .arg("PX")
-                .arg(ttl)
-                .ignore()
-                .cmd("PUBLISH")
-                .arg(&channel)
-                .arg(&json)
-                .ignore()
-                .query_async::<()>(&mut connection)
-                .await
-                .map_err(unavailable)
-        })
-        .await
+        let _: i64 = self
+            .within_deadline(async {
+                let mut connection = self.connection().await?;
+                self.publish_if_newer
+                    .key(&key)
+                    .key(&channel)
+                    .arg(&json)
+                    .arg(job.version)
+                    .arg(ttl)
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        Ok(())
     }
 
     pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
@@ -168,10 +262,27 @@ impl SharedJobs {
                 connection.get(&key).await.map_err(unavailable)
             })
             .await?;
-        json.map(|json| {
-            serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))
-        })
-        .transpose()
+        let Some(json) = json else {
+            return Ok(None);
+        };
+        let mut job: Job =
+            serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))?;
+        if let Some(owner) = job.owner.filter(|_| !job.state.is_terminal()) {
+            if !self.alive(owner).await? {
+                // Its instance died mid-render: nobody will finish it.
+                job.finish(
+                    super::JobState::Failed,
+                    Some(super::JobFailure {
+                        reason: "INSTANCE_LOST".into(),
+                        message: "the instance rendering this job stopped; submit it again".into(),
+                        retryable: true,
+                        retry_after: Some(Duration::from_secs(1)),
+                    }),
+                );
+                job.version += 1;
+            }
+        }
+        Ok(Some(job))
     }
 
     /// The job's snapshot now and every later one, until the returned stream is dropped.
@@ -338,6 +449,10 @@ impl SharedJobs {
     }
 }
 
+/// An instance is taken for gone when its heartbeat is this old…
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(10);
+/// …and it beats this often.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
 /// Cancel requests buffered for the owner.
 const CANCEL_BUFFER: usize = 256;
 /// Pause before listening again after Redis went away.

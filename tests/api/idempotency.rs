@@ -458,7 +458,7 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
         settings.worker_executable = Some(worker);
         settings.redis_url = Some(redis_url());
         settings.redis_key_prefix = prefix.clone();
-        settings.idempotency_lease_seconds = 1;
+        settings.idempotency_lease_seconds = 3;
     })
     .await;
     let template = app.create_template(BALL).await;
@@ -488,7 +488,7 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
         .claim(
             &format!("SubmitRender:{key}"),
             fingerprint.as_str(),
-            Duration::from_secs(1),
+            Duration::from_secs(3),
         )
         .await
         .unwrap();
@@ -497,7 +497,7 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
         .unwrap_err();
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert!(status.metadata().get("grpc-retry-pushback-ms").is_some());
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    tokio::time::sleep(Duration::from_millis(3300)).await;
     let (job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
     assert!(!replayed);
     assert_eq!(
@@ -606,6 +606,7 @@ async fn a_job_of_one_instance_is_watched_and_cancelled_through_the_other() {
     .await
     .unwrap();
     b.wait_for_state(&job.job_id, JobState::Running).await;
+    let (subscribed, subscribed_rx) = tokio::sync::oneshot::channel::<()>();
     let watching = {
         let b_watch = b.renders();
         let job_id = job.job_id.clone();
@@ -616,13 +617,16 @@ async fn a_job_of_one_instance_is_watched_and_cancelled_through_the_other() {
                 .await
                 .unwrap()
                 .into_inner();
-            let mut states = Vec::new();
+            let mut states = vec![state(&stream.message().await.unwrap().unwrap())];
+            let _ = subscribed.send(());
             while let Some(snapshot) = stream.message().await.unwrap() {
                 states.push(state(&snapshot));
             }
             states
         })
     };
+    // The watch has its first snapshot before the cancel goes out.
+    subscribed_rx.await.unwrap();
     let cancelled = b
         .renders()
         .cancel_render_job(proto::CancelRenderJobRequest {

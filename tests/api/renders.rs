@@ -223,7 +223,19 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     let app = spawn_app_with(|settings| settings.worker_executable = Some(script.clone())).await;
     let template = app.create_template(BALL).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
-    let job = app.submit(request.clone()).await.unwrap();
+    let key = crate::helpers::unique_key();
+    let keyed = |request: proto::RenderRequest| {
+        let mut call = tonic::Request::new(request);
+        call.metadata_mut()
+            .insert("idempotency-key", key.parse().unwrap());
+        call
+    };
+    let job = app
+        .renders()
+        .submit_render(keyed(request.clone()))
+        .await
+        .unwrap()
+        .into_inner();
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
     let last = seen.last().unwrap();
     assert_eq!(state(last), JobState::Failed);
@@ -235,7 +247,19 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     assert_eq!(count(), 2, "one retry on a fresh worker");
     assert_eq!(health(&app).await, ServingStatus::Serving as i32);
 
-    // The same request (same fingerprint) is refused at the boundary: no worker starts.
+    // A retry with the same key gets the same failed job at once…
+    let replayed = app
+        .renders()
+        .submit_render(keyed(request.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        replayed.metadata().get("idempotent-replayed").unwrap(),
+        "true"
+    );
+    assert_eq!(replayed.get_ref().job_id, job.job_id);
+    // …and the same request under a new key (same fingerprint) is refused at the boundary:
+    // no worker starts.
     let status = app.submit(request.clone()).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
     assert_eq!(
