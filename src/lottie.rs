@@ -1,6 +1,7 @@
 //! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
 //! [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
-//! retiming to the output frame rate ([`timeline`]) and the `inspect` report ([`report`]).
+//! turning text layers into glyph shapes ([`text`]), retiming to the output frame rate
+//! ([`timeline`]) and the `inspect` report ([`report`]).
 
 pub mod fence;
 pub mod model;
@@ -8,6 +9,7 @@ pub mod modifications;
 pub mod report;
 pub mod slots;
 pub mod template;
+pub mod text;
 pub mod timeline;
 
 pub use template::{Template, TemplateError};

@@ -10,6 +10,7 @@ use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::modifications::{self, ModificationError};
+use crate::lottie::text::{self, fonts::FontBook};
 use crate::lottie::{slots, timeline, Template, TemplateError};
 use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
@@ -94,13 +95,14 @@ pub struct PreparedRender {
     pub frame_count: u32,
 }
 
-/// Parses and fences `template_bytes`, applies `modifications` and retimes to the output
-/// frame rate. Fails before anything heavy starts when the template or a slot is at fault.
+/// Parses and fences `template_bytes`, applies `modifications`, turns text layers into glyph
+/// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts when the template or a slot is at fault.
 pub fn prepare(
     template_bytes: &[u8],
     modifications: &Modifications,
     spec: OutputSpec,
     resource_dir: &Path,
+    fonts: &FontBook,
 ) -> Result<PreparedRender, RenderError> {
     let template = Template::parse(template_bytes)?;
     let seconds = template.duration_seconds();
@@ -114,6 +116,9 @@ pub fn prepare(
     let mut json = template.json;
     let slots = slots::discover(&json);
     modifications::apply(&mut json, &slots, modifications)?;
+    // rlottie draws no text layers: they become glyph shapes first (warnings are the
+    // report's business, computed when the template is registered).
+    text::convert_text_layers(&mut json, fonts);
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

@@ -67,6 +67,11 @@ impl TemplateStore {
         self.dir(id).join("template.json")
     }
 
+    /// Path of one of the template's font files (a name from its record).
+    pub fn font_path(&self, id: Uuid, file: &str) -> PathBuf {
+        self.dir(id).join("fonts").join(file)
+    }
+
     /// Stores a new template; answers its record.
     pub fn create(
         &self,

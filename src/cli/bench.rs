@@ -117,6 +117,7 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
             &Modifications::default(),
             spec_for(Format::Webm)?,
             &args.corpus,
+            &crate::lottie::text::fonts::FontBook::default(),
         )
         .map_err(|e| format!("{file}: {e}"))?;
         let frames = prepared.frame_count;
@@ -172,9 +173,14 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
                 .path()
                 .join(format!("pipeline.{}", format.extension()));
             let pipeline_cost = median_of(repeat, || {
-                let prepared =
-                    render::prepare(&bytes, &Modifications::default(), spec, &args.corpus)
-                        .map_err(|e| e.to_string())?;
+                let prepared = render::prepare(
+                    &bytes,
+                    &Modifications::default(),
+                    spec,
+                    &args.corpus,
+                    &crate::lottie::text::fonts::FontBook::default(),
+                )
+                .map_err(|e| e.to_string())?;
                 measure(|| {
                     render::run(&prepared, &pipeline_path, cores, &mut |_, _| {})
                         .map_err(|e| e.to_string())
@@ -291,6 +297,7 @@ fn run_pipeline(
         output: spec,
         output_path: scratch.join(format!("pipeline.{}", spec.format.extension())),
         threads: 0,
+        fonts: Default::default(),
     };
     let settings = SandboxSettings {
         executable: executable.to_path_buf(),

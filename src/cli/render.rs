@@ -39,6 +39,10 @@ pub struct RenderArgs {
     /// Background for MP4 (which has no alpha), `#RRGGBB`; white when unset.
     #[arg(long, value_name = "#RRGGBB")]
     pub background: Option<String>,
+    /// A font for text layers, `FAMILY=FILE.ttf` (matched against the template's font
+    /// families; the bundled DejaVu Sans otherwise). Repeatable.
+    #[arg(long = "font", value_name = "FAMILY=FILE")]
+    pub fonts: Vec<String>,
     /// Where to write the output.
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
@@ -111,12 +115,21 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         .suffix(".partial")
         .tempfile_in(&output_dir)
         .map_err(|e| format!("cannot write in {}: {e}", output_dir.display()))?;
+    let mut fonts = std::collections::BTreeMap::new();
+    for pair in &args.fonts {
+        let (family, file) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--font {pair}: expected FAMILY=FILE"))?;
+        let file = std::fs::canonicalize(file).map_err(|e| format!("--font {file}: {e}"))?;
+        fonts.insert(family.to_owned(), file);
+    }
     let job = WorkerJob {
         template_path,
         modifications,
         output: spec,
         output_path: partial.path().to_path_buf(),
         threads: args.threads,
+        fonts,
     };
     let mut progress = Progress::new(frames);
     let result = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |event| {

@@ -3,8 +3,10 @@
 //! deterministic failure like any bad template.
 
 use crate::error::{Classified, ErrorClass};
+use crate::lottie::text::fonts::FontBook;
 use crate::render::{self, RenderError};
 use crate::sandbox::protocol::{exit_code, WorkerEvent, WorkerJob};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -78,7 +80,19 @@ fn read_job() -> Result<WorkerJob, Failure> {
 fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
     let template = std::fs::read(&job.template_path).map_err(RenderError::ReadTemplate)?;
     let resource_dir = render::resource_dir_of(&job.template_path);
-    let prepared = render::prepare(&template, &job.modifications, job.output, &resource_dir)?;
+    let mut fonts = BTreeMap::new();
+    for (family, path) in &job.fonts {
+        let bytes = std::fs::read(path).map_err(RenderError::ReadTemplate)?;
+        fonts.insert(family.clone(), bytes);
+    }
+    let fonts = FontBook::new(fonts);
+    let prepared = render::prepare(
+        &template,
+        &job.modifications,
+        job.output,
+        &resource_dir,
+        &fonts,
+    )?;
     emit(&WorkerEvent::Started {
         frames_total: prepared.frame_count,
     });

@@ -225,6 +225,11 @@ fn admit(
         modifications: submission.modifications,
         output: spec,
         deadline,
+        fonts: record
+            .fonts
+            .iter()
+            .map(|(family, file)| (family.clone(), templates.font_path(template_id, file)))
+            .collect(),
     };
     Ok((job, work))
 }

@@ -11,6 +11,7 @@ use crate::idempotency::IdempotencyKey;
 use crate::lottie::report::InspectReport;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
+use crate::lottie::text::fonts::FontBook;
 use crate::lottie::Template;
 use crate::storage::{StorageError, TemplateRecord, TemplateStore};
 use std::collections::BTreeMap;
@@ -70,7 +71,14 @@ impl TemplateApi {
                     return Err(ServiceError::invalid_argument(reason, message, violations));
                 }
             };
-            let report = InspectReport::new(&template);
+            let fonts = FontBook::new(
+                request
+                    .fonts
+                    .iter()
+                    .map(|(family, bytes)| (family.clone(), bytes.clone()))
+                    .collect(),
+            );
+            let report = InspectReport::with_fonts(&template, &fonts);
             let fonts: BTreeMap<String, Vec<u8>> = request
                 .fonts
                 .iter()

@@ -425,6 +425,7 @@ mod tests {
             modifications: Modifications::default(),
             output: output(),
             deadline: Duration::from_secs(30),
+            fonts: Default::default(),
         });
         let job = Job::queued(
             Uuid::new_v4(),

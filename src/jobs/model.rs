@@ -119,4 +119,6 @@ pub struct RenderWork {
     pub output: OutputSpec,
     /// Wall-clock limit of one worker run.
     pub deadline: Duration,
+    /// The template's uploaded fonts: family → font file.
+    pub fonts: std::collections::BTreeMap<String, PathBuf>,
 }

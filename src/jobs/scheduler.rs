@@ -645,6 +645,7 @@ impl Scheduler {
             output: work.output,
             output_path: self.outputs.partial_path(id, extension),
             threads: 0,
+            fonts: work.fonts.clone(),
         };
         let settings = SandboxSettings {
             executable: self.settings.executable.clone(),

@@ -287,12 +287,6 @@ fn check_composition(
         if !(layer_type::PRECOMP..=layer_type::TEXT).contains(&layer.ty) {
             warnings.add(format!("layer type {} is not drawn", layer.ty));
         }
-        if layer.ty == layer_type::TEXT {
-            warnings.add(
-                "text layers are not drawn by the renderer yet; text slots change no pixels"
-                    .to_owned(),
-            );
-        }
         check_parent_chain(layer, &layer_path, &parents)?;
         for (mask_index, mask) in layer.masks_properties.iter().enumerate() {
             if let Some(points) = mask.get("pt") {

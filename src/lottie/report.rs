@@ -3,6 +3,7 @@
 
 use super::slots::{self, Slots};
 use super::template::Template;
+use super::text::{self, fonts::FontBook};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,8 +24,22 @@ pub struct InspectReport {
 }
 
 impl InspectReport {
+    /// The report with text drawn in the bundled font only (no uploaded fonts).
     pub fn new(template: &Template) -> InspectReport {
+        InspectReport::with_fonts(template, &FontBook::default())
+    }
+
+    /// The report, text warnings (font fallbacks, unsupported text features, characters no
+    /// font has) included, for a template whose uploaded fonts are `fonts`.
+    pub fn with_fonts(template: &Template, fonts: &FontBook) -> InspectReport {
         let model = &template.model;
+        let mut warnings = template.warnings.clone();
+        let mut converted = template.json.clone();
+        for warning in text::convert_text_layers(&mut converted, fonts).warnings {
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
+        }
         InspectReport {
             file_bytes: template.byte_len,
             sha256: template.sha256.clone(),
@@ -38,7 +53,7 @@ impl InspectReport {
             duration_seconds: template.duration_seconds(),
             layer_count: template.layer_count(),
             slots: slots::discover(&template.json),
-            warnings: template.warnings.clone(),
+            warnings,
         }
     }
 }

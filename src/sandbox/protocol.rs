@@ -14,6 +14,7 @@ use crate::error::ErrorClass;
 use crate::render::OutputInfo;
 use crate::spec::{Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Exit codes (from sysexits.h, so they read the same in shell scripts).
@@ -37,6 +38,9 @@ pub struct WorkerJob {
     /// Render threads; 0 = one per available core.
     #[serde(default)]
     pub threads: usize,
+    /// Fonts for text layers: family → font file (the template's uploaded fonts).
+    #[serde(default)]
+    pub fonts: BTreeMap<String, PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

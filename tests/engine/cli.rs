@@ -181,7 +181,10 @@ fn inspect_reports_timing_layers_slots_and_warnings_as_json() {
     assert_eq!(report["slots"]["texts"][0]["default_text"], "OFF");
     assert_eq!(report["slots"]["colors"][0]["id"], "Fill 1");
     assert_eq!(report["slots"]["colors"][0]["binding_count"], 4);
-    assert!(report["warnings"].to_string().contains("text layers"));
+    // The template names fonts it does not embed: the bundled one stands in, and says so.
+    assert!(report["warnings"]
+        .to_string()
+        .contains("its text is drawn in the bundled DejaVu Sans"));
     let bad = Command::new(executable())
         .arg("inspect")
         .arg(corpus("malformed/parent-cycle.json"))

@@ -49,6 +49,7 @@ pub fn render_in_worker(
         output,
         output_path: output_path.clone(),
         threads: 2,
+        fonts: Default::default(),
     };
     let settings = SandboxSettings {
         executable: executable(),

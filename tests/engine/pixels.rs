@@ -39,6 +39,7 @@ fn raw_frames(
         modifications,
         spec(Format::Webm, fps, size, size),
         &corpus(""),
+        &lottie_render::lottie::text::fonts::FontBook::default(),
     )
     .unwrap();
     let mut renderer = prepared.source.renderer().unwrap();

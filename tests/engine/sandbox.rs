@@ -30,6 +30,7 @@ fn run(
         output: spec(Format::Gif, 30, 100, 100),
         output_path: dir.join("out.gif"),
         threads: 1,
+        fonts: Default::default(),
     };
     let settings = SandboxSettings {
         executable,

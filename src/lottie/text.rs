@@ -1,0 +1,334 @@
+//! Text layers that render: rlottie draws no text layers, so before it loads a template every
+//! text layer (`ty` 5) becomes a shape layer (`ty` 4) of glyph outlines. The layer keeps
+//! everything else (transform, parent, timing, masks, matte, blend mode); each keyframe of its
+//! text document becomes a group of glyph paths with its fill and stroke, shown only while
+//! that keyframe holds.
+//!
+//! [`fonts`] picks the font (uploaded, else the bundled one), [`layout`] shapes and places the
+//! glyphs, [`outline`] turns each glyph into Lottie paths. Every fallback and every feature
+//! not rendered (text animators, text on a path) is reported as a warning.
+
+pub mod fonts;
+pub mod layout;
+pub mod outline;
+
+use fonts::FontBook;
+use layout::{Document, Justify, Layout};
+use rustybuzz::ttf_parser;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// What converting a template's text layers found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TextReport {
+    pub converted_layers: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Converts every text layer of `json` (top level and precomps) into a shape layer.
+pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
+    let families = font_families(json);
+    let mut report = TextReport::default();
+    let mut warnings = BTreeSet::new();
+    let mut convert_all = |layers: Option<&mut Value>| {
+        let Some(Value::Array(layers)) = layers else {
+            return;
+        };
+        for layer in layers.iter_mut() {
+            if layer.get("ty").and_then(Value::as_i64) == Some(5) {
+                convert_layer(layer, fonts, &families, &mut warnings);
+                report.converted_layers += 1;
+            }
+        }
+    };
+    if let Some(Value::Array(assets)) = json.get_mut("assets") {
+        for asset in assets.iter_mut() {
+            convert_all(asset.get_mut("layers"));
+        }
+    }
+    convert_all(json.get_mut("layers"));
+    report.warnings = warnings.into_iter().collect();
+    report
+}
+
+/// The template's font list: font name (`fName`) → family (`fFamily`).
+fn font_families(json: &Value) -> Vec<(String, String)> {
+    json.pointer("/fonts/list")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|font| {
+                    Some((
+                        font.get("fName")?.as_str()?.to_owned(),
+                        font.get("fFamily")?.as_str()?.to_owned(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn number(value: Option<&Value>) -> Option<f64> {
+    value.and_then(Value::as_f64).filter(|v| v.is_finite())
+}
+
+fn pair(value: Option<&Value>) -> Option<[f64; 2]> {
+    let array = value?.as_array()?;
+    Some([number(array.first())?, number(array.get(1))?])
+}
+
+/// A colour array (`[r, g, b]` or `[r, g, b, a]`, 0..=1) as Lottie's `[r, g, b, 1]`.
+fn color(value: Option<&Value>) -> Option<Value> {
+    let array = value?.as_array()?;
+    let channel = |index: usize| number(array.get(index)).map(|v| v.clamp(0.0, 1.0));
+    Some(json!([channel(0)?, channel(1)?, channel(2)?, 1]))
+}
+
+fn document(text_document: &Value) -> Document {
+    // Box text: `sz` sets it; a missing `ps` puts the box at the layer's origin.
+    let text_box = match pair(text_document.get("sz")) {
+        Some(size) if size[0] > 0.0 && size[1] > 0.0 => {
+            Some((pair(text_document.get("ps")).unwrap_or([0.0, 0.0]), size))
+        }
+        _ => None,
+    };
+    Document {
+        text: text_document
+            .get("t")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        size: number(text_document.get("s")).unwrap_or(0.0),
+        justify: Justify::from_lottie(text_document.get("j").and_then(Value::as_i64).unwrap_or(0)),
+        tracking: number(text_document.get("tr")).unwrap_or(0.0),
+        line_height: number(text_document.get("lh")),
+        baseline_shift: number(text_document.get("ls")).unwrap_or(0.0),
+        all_caps: text_document.get("ca").and_then(Value::as_i64).unwrap_or(0) != 0,
+        text_box,
+    }
+}
+
+/// The group of glyph paths, fill and stroke of one laid-out document.
+fn glyph_group(layout: &Layout, data: &[u8], text_document: &Value, opacity: Value) -> Value {
+    let mut items = Vec::new();
+    if let Ok(face) = ttf_parser::Face::parse(data, 0) {
+        for glyph in &layout.glyphs {
+            for contour in outline::glyph_contours(&face, glyph.glyph, glyph.origin, layout.scale) {
+                items.push(json!({
+                    "ty": "sh",
+                    "ks": {
+                        "a": 0,
+                        "k": {
+                            "c": true,
+                            "v": contour.vertices,
+                            "i": contour.in_tangents,
+                            "o": contour.out_tangents,
+                        }
+                    }
+                }));
+            }
+        }
+    }
+    let fill = color(text_document.get("fc")).map(|color| {
+        // Non-zero winding: TrueType and CFF outlines are drawn so.
+        json!({"ty": "fl", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100}, "r": 1})
+    });
+    let stroke_width = number(text_document.get("sw")).unwrap_or(0.0);
+    let stroke = color(text_document.get("sc"))
+        .filter(|_| stroke_width > 0.0)
+        .map(|color| {
+            json!({
+                "ty": "st", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100},
+                "w": {"a": 0, "k": stroke_width}, "lc": 2, "lj": 2, "ml": 4
+            })
+        });
+    let stroke_over_fill = text_document
+        .get("of")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    // Items earlier in a group paint over later ones.
+    let paints: Vec<Value> = match (fill, stroke, stroke_over_fill) {
+        (fill, Some(stroke), true) => [Some(stroke), fill].into_iter().flatten().collect(),
+        (fill, stroke, false) => [fill, stroke].into_iter().flatten().collect(),
+        (fill, None, true) => fill.into_iter().collect(),
+    };
+    items.extend(paints);
+    items.push(json!({
+        "ty": "tr",
+        "p": {"a": 0, "k": [0, 0]},
+        "a": {"a": 0, "k": [0, 0]},
+        "s": {"a": 0, "k": [100, 100]},
+        "r": {"a": 0, "k": 0},
+        "o": opacity,
+    }));
+    json!({"ty": "gr", "nm": "text", "it": items})
+}
+
+/// Opacity of keyframe `index`'s group: shown from its time until the next keyframe's.
+fn hold_opacity(times: &[f64], index: usize) -> Value {
+    if times.len() < 2 {
+        return json!({"a": 0, "k": 100});
+    }
+    let mut keyframes = Vec::new();
+    let start = times[index];
+    keyframes
+        .push(json!({"t": times[0].min(start), "s": [if index == 0 { 100 } else { 0 }], "h": 1}));
+    if index > 0 {
+        keyframes.push(json!({"t": start, "s": [100], "h": 1}));
+    }
+    if let Some(next) = times.get(index + 1) {
+        keyframes.push(json!({"t": next, "s": [0], "h": 1}));
+    }
+    json!({"a": 1, "k": keyframes})
+}
+
+fn convert_layer(
+    layer: &mut Value,
+    fonts: &FontBook,
+    families: &[(String, String)],
+    warnings: &mut BTreeSet<String>,
+) {
+    let name = layer
+        .get("nm")
+        .and_then(Value::as_str)
+        .unwrap_or("(unnamed)")
+        .to_owned();
+    let text_data = layer.get("t").cloned().unwrap_or(Value::Null);
+    if text_data
+        .get("a")
+        .and_then(Value::as_array)
+        .is_some_and(|animators| !animators.is_empty())
+    {
+        warnings.insert(format!(
+            "text layer '{name}': text animators are not supported; the text renders without them"
+        ));
+    }
+    if text_data
+        .get("p")
+        .and_then(Value::as_object)
+        .is_some_and(|path| path.contains_key("m"))
+    {
+        warnings.insert(format!(
+            "text layer '{name}': text on a path is not supported; the text renders on a straight line"
+        ));
+    }
+    let keyframes: Vec<(f64, Value)> = text_data
+        .pointer("/d/k")
+        .and_then(Value::as_array)
+        .map(|keyframes| {
+            keyframes
+                .iter()
+                .filter_map(|keyframe| {
+                    Some((
+                        number(keyframe.get("t")).unwrap_or(0.0),
+                        keyframe.get("s")?.clone(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let times: Vec<f64> = keyframes.iter().map(|(time, _)| *time).collect();
+    let mut groups = Vec::new();
+    for (index, (_, text_document)) in keyframes.iter().enumerate() {
+        let font_name = text_document
+            .get("f")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let family = families
+            .iter()
+            .find(|(font, _)| font == font_name)
+            .map(|(_, family)| family.as_str());
+        let mut chosen = fonts.choose(font_name, family);
+        let document = document(text_document);
+        let mut laid_out = layout::lay_out(&document, &chosen.data);
+        if laid_out.is_none() {
+            warnings.insert(format!(
+                "font '{}' cannot be read; its text is drawn in the bundled {}",
+                chosen.family,
+                fonts::BUNDLED_FAMILY
+            ));
+            chosen = fonts.choose("", None);
+            laid_out = layout::lay_out(&document, &chosen.data);
+        }
+        let Some(laid_out) = laid_out else { continue };
+        if let Some(warning) = chosen.fallback_warning {
+            warnings.insert(warning);
+        }
+        for missing in &laid_out.missing {
+            warnings.insert(format!(
+                "text layer '{name}': character U+{:04X} is in no available font; it is drawn as the font's .notdef",
+                u32::from(*missing)
+            ));
+        }
+        if laid_out.overflows {
+            warnings.insert(format!(
+                "text layer '{name}': the text does not fit its box even at half its size"
+            ));
+        }
+        groups.push(glyph_group(
+            &laid_out,
+            &chosen.data,
+            text_document,
+            hold_opacity(&times, index),
+        ));
+    }
+    if let Value::Object(object) = layer {
+        // Keys before "ty" are kept in place (rlottie reads "ty" first in shapes, not
+        // layers, but keeping the order is harmless and stable).
+        object.insert("ty".into(), json!(4));
+        object.remove("t");
+        object.insert("shapes".into(), Value::Array(groups));
+    }
+}
+
+/// Parses nothing and converts nothing: for callers that have no template fonts.
+pub fn no_uploaded_fonts() -> FontBook {
+    FontBook::new(Default::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_layer_becomes_a_shape_layer_keeping_its_transform_and_timing() {
+        let mut json: Value = serde_json::from_str(
+            r#"{"v":"5.7","fr":30,"ip":0,"op":60,"w":200,"h":100,"layers":[
+              {"ddd":0,"ind":1,"ty":5,"nm":"title","parent":2,"ks":{"p":{"a":0,"k":[10,50,0]}},
+               "ip":0,"op":60,"st":0,"bm":0,"masksProperties":[],
+               "t":{"d":{"k":[{"s":{"s":20,"f":"Nope","t":"Hi","j":0,"fc":[1,0,0]},"t":0},
+                              {"s":{"s":20,"f":"Nope","t":"Bye","j":0,"fc":[0,0,1]},"t":30}]},
+                    "p":{},"m":{"g":1,"a":{"a":0,"k":[0,0]}},"a":[{"s":{}}]}}]}"#,
+        )
+        .unwrap();
+        let report = convert_text_layers(&mut json, &no_uploaded_fonts());
+        assert_eq!(report.converted_layers, 1);
+        let layer = &json["layers"][0];
+        assert_eq!(layer["ty"], 4);
+        assert!(layer.get("t").is_none());
+        assert_eq!(layer["parent"], 2);
+        assert_eq!(layer["ks"]["p"]["k"][0], 10);
+        assert!(layer.get("masksProperties").is_some());
+        let groups = layer["shapes"].as_array().unwrap();
+        assert_eq!(groups.len(), 2, "one group per text keyframe");
+        let paths = |group: &Value| {
+            group["it"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|item| item["ty"] == "sh")
+                .count()
+        };
+        assert!(paths(&groups[0]) >= 2 && paths(&groups[1]) >= 3);
+        // "Bye" shows from frame 30 on; "Hi" until then.
+        assert_eq!(
+            groups[1]["it"].as_array().unwrap().last().unwrap()["o"]["k"][1]["t"],
+            30.0
+        );
+        assert!(report
+            .warnings
+            .iter()
+            .any(|w| w.contains("'Nope'") && w.contains("DejaVu Sans")));
+        assert!(report.warnings.iter().any(|w| w.contains("animators")));
+    }
+}

@@ -1,0 +1,386 @@
+//! Laying out a text document: shaping with rustybuzz (kerning, ligatures, right-to-left and
+//! complex scripts), lines from `\r`, box text wrapped at word boundaries and shrunk (not
+//! below half its size) until it fits, justification, tracking, line height and baseline
+//! shift. Coordinates are the text layer's own: point text has its first baseline at y = 0
+//! and is aligned on x = 0; box text sits in the box at `ps` of size `sz`.
+
+use rustybuzz::ttf_parser;
+
+/// Box text is shrunk in steps of this factor…
+const SHRINK_STEP: f64 = 0.95;
+/// …down to this fraction of its size, and overflows beyond.
+const MIN_SHRINK: f64 = 0.5;
+/// Line height when the document gives none, as a multiple of the size (After Effects').
+const DEFAULT_LINE_HEIGHT: f64 = 1.2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Justify {
+    Left,
+    Right,
+    Center,
+    /// Justified paragraphs (`j` 3..=6) are laid out flush left; the last line follows its
+    /// mode (left, right, centre, or left for "justify all").
+    JustifyLastLeft,
+    JustifyLastRight,
+    JustifyLastCenter,
+    JustifyAll,
+}
+
+impl Justify {
+    pub fn from_lottie(value: i64) -> Justify {
+        match value {
+            1 => Justify::Right,
+            2 => Justify::Center,
+            3 => Justify::JustifyLastLeft,
+            4 => Justify::JustifyLastRight,
+            5 => Justify::JustifyLastCenter,
+            6 => Justify::JustifyAll,
+            _ => Justify::Left,
+        }
+    }
+
+    /// How line `index` of `count` is aligned.
+    fn line(self, index: usize, count: usize) -> Justify {
+        let last = index + 1 == count;
+        match self {
+            Justify::JustifyLastRight if last => Justify::Right,
+            Justify::JustifyLastCenter if last => Justify::Center,
+            Justify::JustifyLastLeft
+            | Justify::JustifyLastRight
+            | Justify::JustifyLastCenter
+            | Justify::JustifyAll => Justify::Left,
+            other => other,
+        }
+    }
+}
+
+/// What layout needs of a text document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub text: String,
+    /// Font size, pixels.
+    pub size: f64,
+    pub justify: Justify,
+    /// Tracking, 1/1000 em.
+    pub tracking: f64,
+    /// Line height, pixels (`None`: 1.2 × size).
+    pub line_height: Option<f64>,
+    /// Baseline shift, pixels (up).
+    pub baseline_shift: f64,
+    pub all_caps: bool,
+    /// Box text: top-left and size.
+    pub text_box: Option<([f64; 2], [f64; 2])>,
+}
+
+/// A glyph placed: its id and its origin on the baseline, pixels.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlacedGlyph {
+    pub glyph: u16,
+    pub origin: [f64; 2],
+}
+
+/// A line placed: its horizontal extent and baseline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlacedLine {
+    pub left: f64,
+    pub right: f64,
+    pub baseline: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    pub glyphs: Vec<PlacedGlyph>,
+    pub lines: Vec<PlacedLine>,
+    /// The size used (box text may have been shrunk).
+    pub size: f64,
+    /// Pixels per font unit at that size.
+    pub scale: f64,
+    /// Characters no glyph was found for (drawn as .notdef).
+    pub missing: Vec<char>,
+    /// Box text that still does not fit at half its size.
+    pub overflows: bool,
+}
+
+/// One shaped run: glyphs with advances and offsets in font units.
+struct Shaped {
+    glyphs: Vec<(u16, i32, i32, i32)>,
+    /// Advance width in font units (tracking not included).
+    advance: i64,
+}
+
+/// Shapes a line in visual order: mixed-direction text (Arabic with Latin words and digits)
+/// is split into runs by the Unicode bidirectional algorithm, each run shaped in its own
+/// direction, the runs laid left to right as they are seen.
+fn shape(face: &rustybuzz::Face<'_>, text: &str) -> Shaped {
+    let bidi = unicode_bidi::BidiInfo::new(text, None);
+    if !bidi.has_rtl() {
+        return shape_run(face, text, None);
+    }
+    let mut shaped = Shaped {
+        glyphs: Vec::new(),
+        advance: 0,
+    };
+    for paragraph in &bidi.paragraphs {
+        let (levels, runs) = bidi.visual_runs(paragraph, paragraph.range.clone());
+        for run in runs {
+            let direction = if levels[run.start].is_rtl() {
+                rustybuzz::Direction::RightToLeft
+            } else {
+                rustybuzz::Direction::LeftToRight
+            };
+            let part = shape_run(face, &text[run], Some(direction));
+            shaped.glyphs.extend(part.glyphs);
+            shaped.advance += part.advance;
+        }
+    }
+    shaped
+}
+
+/// Shapes one run (one direction), its glyphs left to right.
+fn shape_run(
+    face: &rustybuzz::Face<'_>,
+    text: &str,
+    direction: Option<rustybuzz::Direction>,
+) -> Shaped {
+    let mut buffer = rustybuzz::UnicodeBuffer::new();
+    buffer.push_str(text);
+    buffer.guess_segment_properties();
+    if let Some(direction) = direction {
+        buffer.set_direction(direction);
+    }
+    let output = rustybuzz::shape(face, &[], buffer);
+    let glyphs: Vec<(u16, i32, i32, i32)> = output
+        .glyph_infos()
+        .iter()
+        .zip(output.glyph_positions())
+        .map(|(info, position)| {
+            (
+                u16::try_from(info.glyph_id).unwrap_or(0),
+                position.x_advance,
+                position.x_offset,
+                position.y_offset,
+            )
+        })
+        .collect();
+    let advance = glyphs.iter().map(|glyph| i64::from(glyph.1)).sum();
+    Shaped { glyphs, advance }
+}
+
+/// Width of a shaped run in pixels, tracking included.
+fn width(shaped: &Shaped, scale: f64, tracking_px: f64) -> f64 {
+    shaped.advance as f64 * scale + tracking_px * shaped.glyphs.len() as f64
+}
+
+/// Greedy word wrap of one paragraph into lines no wider than `max_width`.
+fn wrap(
+    face: &rustybuzz::Face<'_>,
+    paragraph: &str,
+    scale: f64,
+    tracking_px: f64,
+    max_width: f64,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for word in paragraph.split(' ') {
+        let candidate = if current.is_empty() {
+            word.to_owned()
+        } else {
+            format!("{current} {word}")
+        };
+        let fits = width(&shape(face, &candidate), scale, tracking_px) <= max_width;
+        if fits || current.is_empty() {
+            current = candidate;
+        } else {
+            lines.push(std::mem::take(&mut current));
+            current = word.to_owned();
+        }
+    }
+    lines.push(current);
+    lines
+}
+
+/// Lays `document` out in the font `data`; `None` when the font cannot be parsed.
+pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
+    let face = rustybuzz::Face::from_slice(data, 0)?;
+    let units_per_em = f64::from(ttf_parser::Face::parse(data, 0).ok()?.units_per_em());
+    let ascender = f64::from(ttf_parser::Face::parse(data, 0).ok()?.ascender());
+    let text = if document.all_caps {
+        document.text.to_uppercase()
+    } else {
+        document.text.clone()
+    };
+    // Lottie separates lines with \r; \n and ETX (\u{3}) are seen in exported files too.
+    let paragraphs: Vec<&str> = text.split(['\r', '\n', '\u{3}']).collect();
+    let mut size = document.size.max(0.0);
+    let original = size;
+    let (lines, overflows) = loop {
+        let scale = size / units_per_em;
+        let tracking_px = document.tracking / 1000.0 * size;
+        let lines: Vec<String> = match document.text_box {
+            Some((_, [box_width, _])) => paragraphs
+                .iter()
+                .flat_map(|paragraph| wrap(&face, paragraph, scale, tracking_px, box_width))
+                .collect(),
+            None => paragraphs.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        let Some((_, [box_width, box_height])) = document.text_box else {
+            break (lines, false);
+        };
+        let line_height = document
+            .line_height
+            .filter(|height| *height > 0.0)
+            .map_or(size * DEFAULT_LINE_HEIGHT, |height| {
+                height * size / original.max(1e-9)
+            });
+        let widest = lines
+            .iter()
+            .map(|line| width(&shape(&face, line), scale, tracking_px))
+            .fold(0.0, f64::max);
+        let height = line_height * lines.len() as f64;
+        let fits = widest <= box_width + 1e-6 && height <= box_height + 1e-6;
+        if fits {
+            break (lines, false);
+        }
+        if size * SHRINK_STEP < original * MIN_SHRINK {
+            break (lines, true);
+        }
+        size *= SHRINK_STEP;
+    };
+    let scale = size / units_per_em;
+    let tracking_px = document.tracking / 1000.0 * size;
+    let line_height = document
+        .line_height
+        .filter(|height| *height > 0.0)
+        .map_or(size * DEFAULT_LINE_HEIGHT, |height| {
+            height * size / original.max(1e-9)
+        });
+    let first_baseline = match document.text_box {
+        Some(([_, top], _)) => top + ascender * scale,
+        None => 0.0,
+    } - document.baseline_shift;
+    let mut layout = Layout {
+        glyphs: Vec::new(),
+        lines: Vec::new(),
+        size,
+        scale,
+        missing: Vec::new(),
+        overflows,
+    };
+    let count = lines.len();
+    for (index, line) in lines.iter().enumerate() {
+        let shaped = shape(&face, line);
+        let line_width = width(&shaped, scale, tracking_px);
+        let baseline = first_baseline + line_height * index as f64;
+        let (anchor, span) = match document.text_box {
+            Some(([left, _], [box_width, _])) => (left, box_width),
+            None => (0.0, 0.0),
+        };
+        let left = match document.justify.line(index, count) {
+            Justify::Right => anchor + span - line_width,
+            Justify::Center => anchor + (span - line_width) / 2.0,
+            _ => anchor,
+        };
+        let mut pen = left;
+        for &(glyph, advance, x_offset, y_offset) in &shaped.glyphs {
+            layout.glyphs.push(PlacedGlyph {
+                glyph,
+                origin: [
+                    pen + f64::from(x_offset) * scale,
+                    baseline - f64::from(y_offset) * scale,
+                ],
+            });
+            pen += f64::from(advance) * scale + tracking_px;
+        }
+        if shaped.glyphs.iter().any(|glyph| glyph.0 == 0) {
+            let font = ttf_parser::Face::parse(data, 0).ok()?;
+            for character in line.chars().filter(|c| !c.is_whitespace()) {
+                if font.glyph_index(character).is_none() && !layout.missing.contains(&character) {
+                    layout.missing.push(character);
+                }
+            }
+        }
+        layout.lines.push(PlacedLine {
+            left,
+            right: left + line_width,
+            baseline,
+        });
+    }
+    Some(layout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fonts::BUNDLED_FONT;
+    use super::*;
+
+    fn document(text: &str) -> Document {
+        Document {
+            text: text.into(),
+            size: 40.0,
+            justify: Justify::Left,
+            tracking: 0.0,
+            line_height: None,
+            baseline_shift: 0.0,
+            all_caps: false,
+            text_box: None,
+        }
+    }
+
+    #[test]
+    fn point_text_aligns_lines_on_the_anchor() {
+        let mut doc = document("Hello\rWorld!!");
+        for (justify, check) in [
+            (Justify::Left, 0usize),
+            (Justify::Right, 1),
+            (Justify::Center, 2),
+        ] {
+            doc.justify = justify;
+            let layout = lay_out(&doc, BUNDLED_FONT).unwrap();
+            assert_eq!(layout.lines.len(), 2);
+            assert!((layout.lines[1].baseline - 48.0).abs() < 1e-9);
+            for line in &layout.lines {
+                let value = match check {
+                    0 => line.left,
+                    1 => line.right,
+                    _ => (line.left + line.right) / 2.0,
+                };
+                assert!(value.abs() < 1e-6, "{justify:?}: {line:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn box_text_wraps_at_words_and_shrinks_until_it_fits() {
+        let mut doc = document(&"Congratulations Alexandria ".repeat(8));
+        doc.text_box = Some(([10.0, 20.0], [300.0, 120.0]));
+        let layout = lay_out(&doc, BUNDLED_FONT).unwrap();
+        assert!(layout.lines.len() > 1);
+        assert!(layout.size < 40.0 && layout.size >= 20.0, "{}", layout.size);
+        if !layout.overflows {
+            for line in &layout.lines {
+                assert!(
+                    line.left >= 10.0 - 1e-6 && line.right <= 310.0 + 1e-6,
+                    "{line:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn arabic_is_shaped_and_missing_characters_are_reported() {
+        // "Salaam": lam followed by alef joins into one lam-alef ligature glyph.
+        let arabic = "سلام عليكم";
+        let layout = lay_out(&document(arabic), BUNDLED_FONT).unwrap();
+        assert!(layout.missing.is_empty());
+        assert!(layout.glyphs.iter().all(|g| g.glyph != 0));
+        assert!(
+            layout.glyphs.len() < arabic.chars().count(),
+            "{} glyphs for {} characters",
+            layout.glyphs.len(),
+            arabic.chars().count()
+        );
+        let missing = lay_out(&document("a\u{10FFFD}b"), BUNDLED_FONT).unwrap();
+        assert_eq!(missing.missing, ['\u{10FFFD}']);
+        assert!(missing.glyphs.iter().any(|g| g.glyph == 0));
+    }
+}
