@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_replays;
+pub mod bench_text;
 pub mod client;
 pub mod inspect;
 pub mod job;
@@ -51,6 +52,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Measure how fast idempotent replays are answered (memory and Redis key stores).
     BenchReplays(bench_replays::BenchReplaysArgs),
+    /// Measure what drawing text costs (with text versus text layers hidden).
+    BenchText(bench_text::BenchTextArgs),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -64,6 +67,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Worker => worker::run(),
         Command::Bench(args) => bench::run(args),
         Command::BenchReplays(args) => bench_replays::run(args),
+        Command::BenchText(args) => bench_text::run(args),
     }
 }
 

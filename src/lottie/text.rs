@@ -4,13 +4,18 @@
 //! text document becomes a group of glyph paths with its fill and stroke, shown only while
 //! that keyframe holds.
 //!
-//! [`fonts`] picks the font (uploaded, else the bundled one), [`layout`] shapes and places the
-//! glyphs, [`outline`] turns each glyph into Lottie paths. Every fallback and every feature
+//! [`chars`] are the template's own glyph outlines, used when they cover the whole text;
+//! otherwise [`fonts`] picks the font (uploaded, else the bundled one). [`layout`] shapes and
+//! places the glyphs, [`outline`] turns each font glyph into Lottie paths. Every fallback and every feature
 //! not rendered (text animators, text on a path) is reported as a warning.
 
+pub mod chars;
 pub mod fonts;
 pub mod layout;
 pub mod outline;
+
+use chars::CharsSource;
+use std::collections::HashMap;
 
 use fonts::FontBook;
 use layout::{Document, Justify, Layout};
@@ -28,6 +33,23 @@ pub struct TextReport {
 /// Converts every text layer of `json` (top level and precomps) into a shape layer.
 pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
     let families = font_families(json);
+    let chars: HashMap<String, CharsSource> = json
+        .pointer("/fonts/list")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|font| {
+                    let name = font.get("fName")?.as_str()?;
+                    let family = font.get("fFamily")?.as_str()?;
+                    let style = font.get("fStyle").and_then(Value::as_str);
+                    Some((
+                        name.to_owned(),
+                        CharsSource::for_family(json, family, style)?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut report = TextReport::default();
     let mut warnings = BTreeSet::new();
     let mut convert_all = |layers: Option<&mut Value>| {
@@ -35,8 +57,10 @@ pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
             return;
         };
         for layer in layers.iter_mut() {
-            if layer.get("ty").and_then(Value::as_i64) == Some(5) {
-                convert_layer(layer, fonts, &families, &mut warnings);
+            let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
+            // A hidden layer draws nothing: no glyphs to make.
+            if layer.get("ty").and_then(Value::as_i64) == Some(5) && !hidden {
+                convert_layer(layer, fonts, &families, &chars, &mut warnings);
                 report.converted_layers += 1;
             }
         }
@@ -108,8 +132,8 @@ fn document(text_document: &Value) -> Document {
     }
 }
 
-/// The group of glyph paths, fill and stroke of one laid-out document.
-fn glyph_group(layout: &Layout, data: &[u8], text_document: &Value, opacity: Value) -> Value {
+/// The `sh` items of the glyphs of `layout` in the font `data`.
+fn font_paths(layout: &Layout, data: &[u8]) -> Vec<Value> {
     let mut items = Vec::new();
     if let Ok(face) = ttf_parser::Face::parse(data, 0) {
         for glyph in &layout.glyphs {
@@ -129,6 +153,11 @@ fn glyph_group(layout: &Layout, data: &[u8], text_document: &Value, opacity: Val
             }
         }
     }
+    items
+}
+
+/// The group of glyph paths (`items`), fill and stroke of one laid-out document.
+fn glyph_group(mut items: Vec<Value>, text_document: &Value, opacity: Value) -> Value {
     let fill = color(text_document.get("fc")).map(|color| {
         // Non-zero winding: TrueType and CFF outlines are drawn so.
         json!({"ty": "fl", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100}, "r": 1})
@@ -186,6 +215,7 @@ fn convert_layer(
     layer: &mut Value,
     fonts: &FontBook,
     families: &[(String, String)],
+    chars: &HashMap<String, CharsSource>,
     warnings: &mut BTreeSet<String>,
 ) {
     let name = layer
@@ -238,8 +268,33 @@ fn convert_layer(
             .iter()
             .find(|(font, _)| font == font_name)
             .map(|(_, family)| family.as_str());
-        let mut chosen = fonts.choose(font_name, family);
         let document = document(text_document);
+        let shown_text = if document.all_caps {
+            document.text.to_uppercase()
+        } else {
+            document.text.clone()
+        };
+        // The designer's own outlines when they cover the whole text.
+        if let Some(source) = chars.get(font_name).filter(|c| c.covers(&shown_text)) {
+            let laid_out = layout::lay_out_with(&document, source);
+            let paths = laid_out
+                .glyphs
+                .iter()
+                .flat_map(|glyph| source.paths(glyph.glyph, glyph.origin, laid_out.size))
+                .collect();
+            groups.push(glyph_group(
+                paths,
+                text_document,
+                hold_opacity(&times, index),
+            ));
+            continue;
+        }
+        if chars.contains_key(font_name) {
+            warnings.insert(format!(
+                "text layer '{name}': the template's glyphs do not cover the text; it is drawn in a font instead"
+            ));
+        }
+        let mut chosen = fonts.choose(font_name, family);
         let mut laid_out = layout::lay_out(&document, &chosen.data);
         if laid_out.is_none() {
             warnings.insert(format!(
@@ -262,12 +317,11 @@ fn convert_layer(
         }
         if laid_out.overflows {
             warnings.insert(format!(
-                "text layer '{name}': the text does not fit its box even at half its size"
+                "text layer '{name}': the text does not fit its box even at half its size; the lines below the box are left out"
             ));
         }
         groups.push(glyph_group(
-            &laid_out,
-            &chosen.data,
+            font_paths(&laid_out, &chosen.data),
             text_document,
             hold_opacity(&times, index),
         ));
@@ -289,6 +343,40 @@ pub fn no_uploaded_fonts() -> FontBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_chars(text: &str) -> Value {
+        serde_json::from_str(&format!(
+            r#"{{"v":"5.7","fr":30,"ip":0,"op":30,"w":100,"h":100,
+              "fonts":{{"list":[{{"fName":"Box-Regular","fFamily":"Box","fStyle":"Regular","ascent":70}}]}},
+              "chars":[{{"ch":"I","size":50,"style":"Regular","w":30,"fFamily":"Box",
+                "data":{{"shapes":[{{"ty":"gr","it":[{{"ty":"sh","ks":{{"a":0,"k":{{"c":true,
+                  "v":[[0,0],[20,0],[20,-70],[0,-70]],"i":[[0,0],[0,0],[0,0],[0,0]],"o":[[0,0],[0,0],[0,0],[0,0]]}}}}}}]}}]}}}}],
+              "layers":[{{"ty":5,"nm":"t","ks":{{}},"ip":0,"op":30,"st":0,
+                "t":{{"d":{{"k":[{{"s":{{"s":50,"f":"Box-Regular","t":"{text}","j":0,"fc":[0,0,0]}},"t":0}}]}}}}}}]}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_templates_own_glyphs_draw_a_text_they_cover_and_a_font_the_rest() {
+        let mut covered = with_chars("II");
+        let report = convert_text_layers(&mut covered, &no_uploaded_fonts());
+        let paths: Vec<&Value> = covered["layers"][0]["shapes"][0]["it"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["ty"] == "sh")
+            .collect();
+        assert_eq!(paths.len(), 2, "one box per I");
+        // Size 50 of 100: the second I starts one advance (30 × 0.5) on, 70 × 0.5 tall.
+        assert_eq!(paths[1]["ks"]["k"]["v"][0], json!([15.0, 0.0]));
+        assert_eq!(paths[1]["ks"]["k"]["v"][2], json!([25.0, -35.0]));
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        let mut uncovered = with_chars("IJ");
+        let report = convert_text_layers(&mut uncovered, &no_uploaded_fonts());
+        assert!(report.warnings.iter().any(|w| w.contains("do not cover")));
+        assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
+    }
 
     #[test]
     fn a_text_layer_becomes_a_shape_layer_keeping_its_transform_and_timing() {

@@ -7,3 +7,4 @@ mod helpers;
 mod malformed;
 mod pixels;
 mod sandbox;
+mod text;

@@ -97,15 +97,60 @@ pub struct Layout {
     pub scale: f64,
     /// Characters no glyph was found for (drawn as .notdef).
     pub missing: Vec<char>,
-    /// Box text that still does not fit at half its size.
+    /// Box text that still does not fit at half its size (the lines below the box are left
+    /// out).
     pub overflows: bool,
 }
 
 /// One shaped run: glyphs with advances and offsets in font units.
-struct Shaped {
-    glyphs: Vec<(u16, i32, i32, i32)>,
+pub struct Shaped {
+    /// (glyph, x advance, x offset, y offset).
+    pub glyphs: Vec<(u16, f64, f64, f64)>,
     /// Advance width in font units (tracking not included).
-    advance: i64,
+    pub advance: f64,
+}
+
+/// Where glyphs come from: a font (shaped by rustybuzz) or the template's own `chars`.
+pub trait GlyphSource {
+    fn units_per_em(&self) -> f64;
+    fn ascender(&self) -> f64;
+    /// The glyphs of one line, left to right.
+    fn shape(&self, text: &str) -> Shaped;
+    /// Characters of `text` this source has no glyph for.
+    fn missing(&self, text: &str) -> Vec<char>;
+}
+
+/// A font, shaped with rustybuzz.
+pub struct FontSource<'a> {
+    face: rustybuzz::Face<'a>,
+    outlines: ttf_parser::Face<'a>,
+}
+
+impl<'a> FontSource<'a> {
+    /// `None` when `data` is not a font.
+    pub fn new(data: &'a [u8]) -> Option<FontSource<'a>> {
+        Some(FontSource {
+            face: rustybuzz::Face::from_slice(data, 0)?,
+            outlines: ttf_parser::Face::parse(data, 0).ok()?,
+        })
+    }
+}
+
+impl GlyphSource for FontSource<'_> {
+    fn units_per_em(&self) -> f64 {
+        f64::from(self.outlines.units_per_em())
+    }
+    fn ascender(&self) -> f64 {
+        f64::from(self.outlines.ascender())
+    }
+    fn shape(&self, text: &str) -> Shaped {
+        shape(&self.face, text)
+    }
+    fn missing(&self, text: &str) -> Vec<char> {
+        text.chars()
+            .filter(|c| !c.is_whitespace() && self.outlines.glyph_index(*c).is_none())
+            .collect()
+    }
 }
 
 /// Shapes a line in visual order: mixed-direction text (Arabic with Latin words and digits)
@@ -118,7 +163,7 @@ fn shape(face: &rustybuzz::Face<'_>, text: &str) -> Shaped {
     }
     let mut shaped = Shaped {
         glyphs: Vec::new(),
-        advance: 0,
+        advance: 0.0,
     };
     for paragraph in &bidi.paragraphs {
         let (levels, runs) = bidi.visual_runs(paragraph, paragraph.range.clone());
@@ -149,31 +194,31 @@ fn shape_run(
         buffer.set_direction(direction);
     }
     let output = rustybuzz::shape(face, &[], buffer);
-    let glyphs: Vec<(u16, i32, i32, i32)> = output
+    let glyphs: Vec<(u16, f64, f64, f64)> = output
         .glyph_infos()
         .iter()
         .zip(output.glyph_positions())
         .map(|(info, position)| {
             (
                 u16::try_from(info.glyph_id).unwrap_or(0),
-                position.x_advance,
-                position.x_offset,
-                position.y_offset,
+                f64::from(position.x_advance),
+                f64::from(position.x_offset),
+                f64::from(position.y_offset),
             )
         })
         .collect();
-    let advance = glyphs.iter().map(|glyph| i64::from(glyph.1)).sum();
+    let advance = glyphs.iter().map(|glyph| glyph.1).sum();
     Shaped { glyphs, advance }
 }
 
 /// Width of a shaped run in pixels, tracking included.
 fn width(shaped: &Shaped, scale: f64, tracking_px: f64) -> f64 {
-    shaped.advance as f64 * scale + tracking_px * shaped.glyphs.len() as f64
+    shaped.advance * scale + tracking_px * shaped.glyphs.len() as f64
 }
 
 /// Greedy word wrap of one paragraph into lines no wider than `max_width`.
 fn wrap(
-    face: &rustybuzz::Face<'_>,
+    face: &dyn GlyphSource,
     paragraph: &str,
     scale: f64,
     tracking_px: f64,
@@ -187,7 +232,7 @@ fn wrap(
         } else {
             format!("{current} {word}")
         };
-        let fits = width(&shape(face, &candidate), scale, tracking_px) <= max_width;
+        let fits = width(&face.shape(&candidate), scale, tracking_px) <= max_width;
         if fits || current.is_empty() {
             current = candidate;
         } else {
@@ -201,9 +246,14 @@ fn wrap(
 
 /// Lays `document` out in the font `data`; `None` when the font cannot be parsed.
 pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
-    let face = rustybuzz::Face::from_slice(data, 0)?;
-    let units_per_em = f64::from(ttf_parser::Face::parse(data, 0).ok()?.units_per_em());
-    let ascender = f64::from(ttf_parser::Face::parse(data, 0).ok()?.ascender());
+    Some(lay_out_with(document, &FontSource::new(data)?))
+}
+
+/// Lays `document` out with the glyphs of `source`.
+pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
+    let face = source;
+    let units_per_em = source.units_per_em();
+    let ascender = source.ascender();
     let text = if document.all_caps {
         document.text.to_uppercase()
     } else {
@@ -219,7 +269,7 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
         let lines: Vec<String> = match document.text_box {
             Some((_, [box_width, _])) => paragraphs
                 .iter()
-                .flat_map(|paragraph| wrap(&face, paragraph, scale, tracking_px, box_width))
+                .flat_map(|paragraph| wrap(face, paragraph, scale, tracking_px, box_width))
                 .collect(),
             None => paragraphs.iter().map(|p| (*p).to_owned()).collect(),
         };
@@ -234,7 +284,7 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
             });
         let widest = lines
             .iter()
-            .map(|line| width(&shape(&face, line), scale, tracking_px))
+            .map(|line| width(&face.shape(line), scale, tracking_px))
             .fold(0.0, f64::max);
         let height = line_height * lines.len() as f64;
         let fits = widest <= box_width + 1e-6 && height <= box_height + 1e-6;
@@ -266,9 +316,18 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
         missing: Vec::new(),
         overflows,
     };
+    // Box text that does not fit even at half its size loses the lines below the box, as
+    // After Effects hides them: nothing ever spills out of a title card.
+    let lines: Vec<String> = match document.text_box {
+        Some((_, [_, box_height])) if overflows => {
+            let fitting = ((box_height + 1e-6) / line_height).floor().max(1.0) as usize;
+            lines.into_iter().take(fitting).collect()
+        }
+        _ => lines,
+    };
     let count = lines.len();
     for (index, line) in lines.iter().enumerate() {
-        let shaped = shape(&face, line);
+        let shaped = face.shape(line);
         let line_width = width(&shaped, scale, tracking_px);
         let baseline = first_baseline + line_height * index as f64;
         let (anchor, span) = match document.text_box {
@@ -284,19 +343,13 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
         for &(glyph, advance, x_offset, y_offset) in &shaped.glyphs {
             layout.glyphs.push(PlacedGlyph {
                 glyph,
-                origin: [
-                    pen + f64::from(x_offset) * scale,
-                    baseline - f64::from(y_offset) * scale,
-                ],
+                origin: [pen + x_offset * scale, baseline - y_offset * scale],
             });
-            pen += f64::from(advance) * scale + tracking_px;
+            pen += advance * scale + tracking_px;
         }
-        if shaped.glyphs.iter().any(|glyph| glyph.0 == 0) {
-            let font = ttf_parser::Face::parse(data, 0).ok()?;
-            for character in line.chars().filter(|c| !c.is_whitespace()) {
-                if font.glyph_index(character).is_none() && !layout.missing.contains(&character) {
-                    layout.missing.push(character);
-                }
+        for character in source.missing(line) {
+            if !layout.missing.contains(&character) {
+                layout.missing.push(character);
             }
         }
         layout.lines.push(PlacedLine {
@@ -305,7 +358,7 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
             baseline,
         });
     }
-    Some(layout)
+    layout
 }
 
 #[cfg(test)]

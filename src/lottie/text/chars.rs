@@ -1,0 +1,154 @@
+//! The template's own glyphs: Bodymovin exports may carry `chars`, each character's outline
+//! as drawn by the designer's font (at size 100, baseline at y = 0, y down). When every
+//! character of a text is there, those outlines are used instead of a substitute font.
+
+use super::layout::{GlyphSource, Shaped};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The em of `chars` data: outlines and advances are given for a 100 px font.
+const CHARS_EM: f64 = 100.0;
+/// Ascent (per 100) when the template's font list gives none.
+const DEFAULT_ASCENT: f64 = 75.0;
+
+/// The `chars` of one font family.
+#[derive(Debug, Clone, Default)]
+pub struct CharsSource {
+    /// Advance (per 100) and `sh` items of each glyph, by glyph index.
+    glyphs: Vec<(f64, Vec<Value>)>,
+    index: HashMap<char, u16>,
+    ascent: f64,
+}
+
+/// Every `sh` item with a static path inside `shapes` (groups included).
+fn static_paths(shapes: &Value, found: &mut Vec<Value>) {
+    let Some(items) = shapes.as_array() else {
+        return;
+    };
+    for item in items {
+        match item.get("ty").and_then(Value::as_str) {
+            Some("sh") if item.pointer("/ks/k").is_some_and(Value::is_object) => {
+                found.push(item.clone());
+            }
+            Some("gr") => static_paths(item.get("it").unwrap_or(&Value::Null), found),
+            _ => {}
+        }
+    }
+}
+
+impl CharsSource {
+    /// The chars of `family` in `json` (all its styles; `style` first), if it has any.
+    pub fn for_family(json: &Value, family: &str, style: Option<&str>) -> Option<CharsSource> {
+        let chars = json.get("chars")?.as_array()?;
+        let ascent = json
+            .pointer("/fonts/list")
+            .and_then(Value::as_array)
+            .and_then(|list| {
+                list.iter()
+                    .find(|font| font.get("fFamily").and_then(Value::as_str) == Some(family))
+            })
+            .and_then(|font| font.get("ascent"))
+            .and_then(Value::as_f64)
+            .filter(|ascent| ascent.is_finite() && *ascent > 0.0)
+            .unwrap_or(DEFAULT_ASCENT);
+        let mut source = CharsSource {
+            ascent,
+            ..CharsSource::default()
+        };
+        // The wanted style first, so it wins over another style's outline of a character.
+        let mut entries: Vec<&Value> = chars
+            .iter()
+            .filter(|entry| entry.get("fFamily").and_then(Value::as_str) == Some(family))
+            .collect();
+        entries.sort_by_key(|entry| entry.get("style").and_then(Value::as_str) != style);
+        for entry in entries {
+            let mut characters = entry.get("ch").and_then(Value::as_str)?.chars();
+            let (Some(character), None) = (characters.next(), characters.next()) else {
+                continue;
+            };
+            if source.index.contains_key(&character) {
+                continue;
+            }
+            let advance = entry.get("w").and_then(Value::as_f64).unwrap_or(0.0);
+            let mut paths = Vec::new();
+            static_paths(
+                entry.pointer("/data/shapes").unwrap_or(&Value::Null),
+                &mut paths,
+            );
+            let Ok(glyph) = u16::try_from(source.glyphs.len()) else {
+                break;
+            };
+            source.index.insert(character, glyph);
+            source.glyphs.push((advance, paths));
+        }
+        (!source.index.is_empty()).then_some(source)
+    }
+
+    /// Whether every character of `text` (line breaks aside) has an outline here.
+    pub fn covers(&self, text: &str) -> bool {
+        text.chars()
+            .filter(|c| !matches!(c, '\r' | '\n' | '\u{3}'))
+            .all(|c| self.index.contains_key(&c))
+    }
+
+    /// The `sh` items of `glyph` placed at `origin` (pixels) for a font of `size` px.
+    pub fn paths(&self, glyph: u16, origin: [f64; 2], size: f64) -> Vec<Value> {
+        let scale = size / CHARS_EM;
+        let Some((_, paths)) = self.glyphs.get(usize::from(glyph)) else {
+            return Vec::new();
+        };
+        paths
+            .iter()
+            .map(|path| {
+                let mut path = path.clone();
+                if let Some(Value::Object(shape)) = path.pointer_mut("/ks/k") {
+                    for (key, offset) in [("v", true), ("i", false), ("o", false)] {
+                        if let Some(Value::Array(points)) = shape.get_mut(key) {
+                            for point in points.iter_mut() {
+                                if let Some([x, y]) = point.as_array().map(|xy| {
+                                    [
+                                        xy.first().and_then(Value::as_f64).unwrap_or(0.0),
+                                        xy.get(1).and_then(Value::as_f64).unwrap_or(0.0),
+                                    ]
+                                }) {
+                                    let (dx, dy) = if offset {
+                                        (origin[0], origin[1])
+                                    } else {
+                                        (0.0, 0.0)
+                                    };
+                                    *point = serde_json::json!([dx + x * scale, dy + y * scale]);
+                                }
+                            }
+                        }
+                    }
+                }
+                path
+            })
+            .collect()
+    }
+}
+
+impl GlyphSource for CharsSource {
+    fn units_per_em(&self) -> f64 {
+        CHARS_EM
+    }
+    fn ascender(&self) -> f64 {
+        self.ascent
+    }
+    fn shape(&self, text: &str) -> Shaped {
+        let glyphs: Vec<(u16, f64, f64, f64)> = text
+            .chars()
+            .filter_map(|c| {
+                let glyph = *self.index.get(&c)?;
+                Some((glyph, self.glyphs[usize::from(glyph)].0, 0.0, 0.0))
+            })
+            .collect();
+        let advance = glyphs.iter().map(|glyph| glyph.1).sum();
+        Shaped { glyphs, advance }
+    }
+    fn missing(&self, text: &str) -> Vec<char> {
+        text.chars()
+            .filter(|c| !c.is_whitespace() && !self.index.contains_key(c))
+            .collect()
+    }
+}
