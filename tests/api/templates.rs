@@ -150,3 +150,53 @@ async fn create_template_with_an_idempotency_key_creates_once_and_replays() {
     assert_eq!(listed.templates.len(), 3);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_uploaded_font_is_used_for_text_and_a_missing_one_is_reported() {
+    let app = spawn_app().await;
+    let create = |fonts: std::collections::HashMap<String, Vec<u8>>| {
+        let mut client = app.templates();
+        async move {
+            client
+                .create_template(proto::CreateTemplateRequest {
+                    name: "hello".into(),
+                    lottie_json: corpus("slots-text-document-sid.json"),
+                    fonts,
+                })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    // The template's text asks for family "Ubuntu".
+    let without = create(Default::default()).await;
+    assert!(
+        without
+            .warnings
+            .iter()
+            .any(|w| w.contains("'Ubuntu'") && w.contains("bundled DejaVu Sans")),
+        "{:?}",
+        without.warnings
+    );
+    let font = lottie_render::lottie::text::fonts::BUNDLED_FONT.to_vec();
+    let with = create([("Ubuntu".to_owned(), font)].into()).await;
+    assert!(
+        with.warnings.iter().all(|w| !w.contains("Ubuntu")),
+        "{:?}",
+        with.warnings
+    );
+    // The worker reads the stored font file and renders the text with it.
+    let mut request = crate::helpers::small_request(&with.template_id, proto::Format::Gif);
+    request.modifications = Some(proto::Modifications {
+        texts: [("text_doc".to_owned(), "Uploaded".to_owned())].into(),
+        colors: Default::default(),
+    });
+    let job = app.submit(request).await.unwrap();
+    let done = app
+        .watch(&job.job_id, crate::helpers::WATCH_LIMIT)
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
+    app.stop().await;
+}
