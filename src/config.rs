@@ -139,10 +139,10 @@ impl ServerSettings {
     }
 
     /// The Redis connection settings, when Redis is configured.
-    pub fn redis(&self) -> Option<crate::idempotency::redis_store::RedisSettings> {
+    pub fn redis(&self) -> Option<crate::redis_client::RedisSettings> {
         self.redis_url
             .as_ref()
-            .map(|url| crate::idempotency::redis_store::RedisSettings {
+            .map(|url| crate::redis_client::RedisSettings {
                 url: url.clone(),
                 key_prefix: self.redis_key_prefix.clone(),
                 pool_size: self.redis_pool_size as usize,

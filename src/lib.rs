@@ -17,6 +17,7 @@
 //! - [`middleware`]: tower layers of the server (request metrics, catch-panic, load shedding).
 //! - [`metrics`]: Prometheus metrics and their HTTP endpoint.
 //! - [`storage`]: templates and outputs on disk (object storage later).
+//! - [`redis_client`]: the Redis connection shared by the key store and shared job records.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
 //!   and its settings.
@@ -35,6 +36,7 @@ pub mod lottie;
 pub mod metrics;
 pub mod middleware;
 pub mod os;
+pub mod redis_client;
 pub mod render;
 pub mod sandbox;
 pub mod server;

@@ -19,6 +19,7 @@ use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
 use crate::metrics::Metrics;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
+use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,9 +36,7 @@ pub enum ServerError {
     #[error("cannot find this executable to run workers: {0}")]
     Executable(std::io::Error),
     #[error("cannot set up Redis: {0}")]
-    Redis(crate::idempotency::store::StoreError),
-    #[error("cannot set up shared job records: {0}")]
-    SharedJobs(crate::jobs::shared::SharedError),
+    Redis(crate::redis_client::RedisError),
     #[error("cannot build server reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed: {0}")]
@@ -78,12 +77,18 @@ pub async fn run(
         Some(executable) => executable,
         None => std::env::current_exe().map_err(ServerError::Executable)?,
     };
-    let shared_jobs = match settings.redis() {
-        Some(redis) => Some(Arc::new(
-            SharedJobs::open(&redis, settings.retention()).map_err(ServerError::SharedJobs)?,
-        )),
+    let redis = match settings.redis() {
+        Some(redis) => {
+            tracing::info!(prefix = %redis.key_prefix, "keys and job records in Redis");
+            Some(Arc::new(
+                RedisClient::open(&redis).map_err(ServerError::Redis)?,
+            ))
+        }
         None => None,
     };
+    let shared_jobs = redis
+        .as_ref()
+        .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
     let scheduler = Scheduler::start(
         SchedulerSettings {
             workers: settings.worker_count(),
@@ -101,11 +106,8 @@ pub async fn run(
     let heartbeat = shared_jobs
         .as_ref()
         .map(|shared| tokio::spawn(shared.clone().beat()));
-    let key_store: Arc<dyn IdempotencyStore> = match settings.redis() {
-        Some(redis) => {
-            tracing::info!(prefix = %redis.key_prefix, "idempotency keys in Redis");
-            Arc::new(RedisStore::open(&redis).map_err(ServerError::Redis)?)
-        }
+    let key_store: Arc<dyn IdempotencyStore> = match &redis {
+        Some(redis) => Arc::new(RedisStore::new(redis.clone())),
         None => Arc::new(MemoryStore::default()),
     };
     let draining = Arc::new(AtomicBool::new(false));

@@ -11,20 +11,12 @@
 //! compare-and-set when that job failed or was cancelled.
 
 use super::{Fingerprint, Job};
-use crate::idempotency::redis_store::RedisSettings;
+use crate::redis_client::{millis, RedisClient, RedisError};
 use deadpool_redis::redis::{self, AsyncCommands, Script};
-use deadpool_redis::{Config, Pool, PoolConfig, Runtime, Timeouts};
 use futures_util::StreamExt;
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
-
-/// `KEYS[1]` becomes `ARGV[2]` (expiry `ARGV[3]` ms) if it holds `ARGV[1]`.
-const COMPARE_AND_SET: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0";
 
 /// Stores snapshot `ARGV[1]` (version `ARGV[2]`, expiry `ARGV[3]` ms) at `KEYS[1]` and
 /// publishes it on channel `KEYS[2]`, unless the stored snapshot is as new or newer:
@@ -41,13 +33,6 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[1])
 return 1";
 
-/// `KEYS[1]` is deleted if it holds `ARGV[1]`.
-const COMPARE_AND_DELETE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0";
-
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
     #[error("shared job records are unreachable: {0}")]
@@ -56,6 +41,15 @@ pub enum SharedError {
     Timeout(Duration),
     #[error("a shared job record is damaged: {0}")]
     Damaged(String),
+}
+
+impl From<RedisError> for SharedError {
+    fn from(error: RedisError) -> SharedError {
+        match error {
+            RedisError::Unavailable(message) => SharedError::Unavailable(message),
+            RedisError::Timeout(after) => SharedError::Timeout(after),
+        }
+    }
 }
 
 fn unavailable(error: impl std::fmt::Display) -> SharedError {
@@ -74,51 +68,27 @@ pub enum RenderClaim {
 pub struct SharedJobs {
     /// This instance, as job records name their owner.
     instance: Uuid,
-    pool: Pool,
-    client: redis::Client,
-    prefix: String,
-    timeout: Duration,
+    redis: Arc<RedisClient>,
     retention: Duration,
-    compare_and_set: Script,
-    compare_and_delete: Script,
     publish_if_newer: Script,
 }
 
 impl std::fmt::Debug for SharedJobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedJobs")
-            .field("prefix", &self.prefix)
+            .field("instance", &self.instance)
             .finish_non_exhaustive()
     }
 }
 
 impl SharedJobs {
-    pub fn open(settings: &RedisSettings, retention: Duration) -> Result<SharedJobs, SharedError> {
-        let mut config = Config::from_url(settings.url.clone());
-        config.pool = Some(PoolConfig {
-            max_size: settings.pool_size,
-            timeouts: Timeouts {
-                wait: Some(settings.timeout),
-                create: Some(settings.timeout),
-                recycle: Some(settings.timeout),
-            },
-            ..PoolConfig::default()
-        });
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1))
-            .map_err(|error| unavailable(format!("bad Redis settings: {error}")))?;
-        let client = redis::Client::open(settings.url.as_str()).map_err(unavailable)?;
-        Ok(SharedJobs {
+    pub fn new(redis: Arc<RedisClient>, retention: Duration) -> SharedJobs {
+        SharedJobs {
             instance: Uuid::new_v4(),
-            pool,
-            client,
-            prefix: settings.key_prefix.clone(),
-            timeout: settings.timeout,
+            redis,
             retention,
-            compare_and_set: Script::new(COMPARE_AND_SET),
-            compare_and_delete: Script::new(COMPARE_AND_DELETE),
             publish_if_newer: Script::new(PUBLISH_IF_NEWER),
-        })
+        }
     }
 
     pub fn instance(&self) -> Uuid {
@@ -126,22 +96,23 @@ impl SharedJobs {
     }
 
     fn heartbeat_key(&self, instance: Uuid) -> String {
-        format!("{}instance:{instance}", self.prefix)
+        self.redis.key(&format!("instance:{instance}"))
     }
 
     fn quarantine_key(&self, fingerprint: &Fingerprint) -> String {
-        format!("{}quarantine:{fingerprint}", self.prefix)
+        self.redis.key(&format!("quarantine:{fingerprint}"))
     }
 
     /// Keeps this instance's heartbeat alive (it expires [`HEARTBEAT_TTL`] after the last
     /// beat), until the task is dropped.
     pub async fn beat(self: std::sync::Arc<Self>) {
         let key = self.heartbeat_key(self.instance);
-        let ttl = Self::millis(HEARTBEAT_TTL);
+        let ttl = millis(HEARTBEAT_TTL);
         loop {
             let beat = self
+                .redis
                 .within_deadline(async {
-                    let mut connection = self.connection().await?;
+                    let mut connection = self.redis.connection().await?;
                     redis::cmd("SET")
                         .arg(&key)
                         .arg(1)
@@ -164,71 +135,57 @@ impl SharedJobs {
             return Ok(true);
         }
         let key = self.heartbeat_key(instance);
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            connection.exists(&key).await.map_err(unavailable)
-        })
-        .await
+        self.redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                connection.exists(&key).await.map_err(unavailable)
+            })
+            .await
     }
 
     /// Quarantines `fingerprint` for every instance, for the retention.
     pub async fn quarantine(&self, fingerprint: &Fingerprint) -> Result<(), SharedError> {
         let key = self.quarantine_key(fingerprint);
-        let ttl = Self::millis(self.retention);
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            redis::cmd("SET")
-                .arg(&key)
-                .arg(1)
-                .arg("PX")
-                .arg(ttl)
-                .query_async::<()>(&mut connection)
-                .await
-                .map_err(unavailable)
-        })
-        .await
+        let ttl = millis(self.retention);
+        self.redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(1)
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async::<()>(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await
     }
 
     pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
         let key = self.quarantine_key(fingerprint);
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            connection.exists(&key).await.map_err(unavailable)
-        })
-        .await
+        self.redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                connection.exists(&key).await.map_err(unavailable)
+            })
+            .await
     }
 
     fn job_key(&self, id: Uuid) -> String {
-        format!("{}job:{id}", self.prefix)
+        self.redis.key(&format!("job:{id}"))
     }
 
     fn events_channel(&self, id: Uuid) -> String {
-        format!("{}job-events:{id}", self.prefix)
+        self.redis.key(&format!("job-events:{id}"))
     }
 
     fn cancel_channel(&self) -> String {
-        format!("{}cancel", self.prefix)
+        self.redis.key("cancel")
     }
 
     fn render_key(&self, fingerprint: &Fingerprint) -> String {
-        format!("{}render:{fingerprint}", self.prefix)
-    }
-
-    async fn within_deadline<T>(
-        &self,
-        work: impl std::future::Future<Output = Result<T, SharedError>>,
-    ) -> Result<T, SharedError> {
-        tokio::time::timeout(self.timeout, work)
-            .await
-            .map_err(|_| SharedError::Timeout(self.timeout))?
-    }
-
-    async fn connection(&self) -> Result<deadpool_redis::Connection, SharedError> {
-        self.pool.get().await.map_err(unavailable)
-    }
-
-    fn millis(duration: Duration) -> u64 {
-        duration.as_millis().clamp(1, u128::from(u64::MAX)) as u64
+        self.redis.key(&format!("render:{fingerprint}"))
     }
 
     /// Writes `job`'s snapshot (unless a newer one is stored) and tells its watchers.
@@ -236,10 +193,11 @@ impl SharedJobs {
         let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
         let key = self.job_key(job.id);
         let channel = self.events_channel(job.id);
-        let ttl = Self::millis(self.retention);
+        let ttl = millis(self.retention);
         let _: i64 = self
+            .redis
             .within_deadline(async {
-                let mut connection = self.connection().await?;
+                let mut connection = self.redis.connection().await?;
                 self.publish_if_newer
                     .key(&key)
                     .key(&channel)
@@ -257,8 +215,9 @@ impl SharedJobs {
     pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
         let key = self.job_key(id);
         let json: Option<String> = self
+            .redis
             .within_deadline(async {
-                let mut connection = self.connection().await?;
+                let mut connection = self.redis.connection().await?;
                 connection.get(&key).await.map_err(unavailable)
             })
             .await?;
@@ -291,13 +250,7 @@ impl SharedJobs {
         id: Uuid,
     ) -> Result<(Option<Job>, impl futures_util::Stream<Item = Job> + use<>), SharedError> {
         let channel = self.events_channel(id);
-        let mut pubsub = self
-            .within_deadline(async {
-                let mut pubsub = self.client.get_async_pubsub().await.map_err(unavailable)?;
-                pubsub.subscribe(&channel).await.map_err(unavailable)?;
-                Ok(pubsub)
-            })
-            .await?;
+        let mut pubsub = self.redis.subscribe(&channel).await?;
         // Subscribed first, read second: no change falls between the two.
         let current = self.get(id).await;
         let current = match current {
@@ -317,30 +270,26 @@ impl SharedJobs {
     /// Asks the instance that owns `id` to cancel it.
     pub async fn request_cancel(&self, id: Uuid) -> Result<(), SharedError> {
         let channel = self.cancel_channel();
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            connection
-                .publish::<_, _, ()>(&channel, id.to_string())
-                .await
-                .map_err(unavailable)
-        })
-        .await
+        self.redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                connection
+                    .publish::<_, _, ()>(&channel, id.to_string())
+                    .await
+                    .map_err(unavailable)
+            })
+            .await
     }
 
     /// Cancel requests of every instance, for the owner to act on (ids it does not own are
     /// for others). Reconnects by itself after Redis went away.
     pub fn cancel_requests(&self) -> tokio::sync::mpsc::Receiver<Uuid> {
         let (sender, receiver) = tokio::sync::mpsc::channel(CANCEL_BUFFER);
-        let client = self.client.clone();
+        let redis = self.redis.clone();
         let channel = self.cancel_channel();
         tokio::spawn(async move {
             loop {
-                let subscribed = async {
-                    let mut pubsub = client.get_async_pubsub().await?;
-                    pubsub.subscribe(&channel).await?;
-                    Ok::<_, redis::RedisError>(pubsub)
-                };
-                match subscribed.await {
+                match redis.subscribe(&channel).await {
                     Ok(pubsub) => {
                         let mut messages = pubsub.into_on_message();
                         while let Some(message) = messages.next().await {
@@ -374,32 +323,34 @@ impl SharedJobs {
         job: Uuid,
     ) -> Result<RenderClaim, SharedError> {
         let key = self.render_key(fingerprint);
-        let ttl = Self::millis(self.retention);
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            for _ in 0..2 {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(&key)
-                    .arg(job.to_string())
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl)
-                    .query_async(&mut connection)
-                    .await
-                    .map_err(unavailable)?;
-                if set.is_some() {
-                    return Ok(RenderClaim::Leads);
+        let ttl = millis(self.retention);
+        self.redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                for _ in 0..2 {
+                    let set: Option<String> = redis::cmd("SET")
+                        .arg(&key)
+                        .arg(job.to_string())
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(ttl)
+                        .query_async(&mut connection)
+                        .await
+                        .map_err(unavailable)?;
+                    if set.is_some() {
+                        return Ok(RenderClaim::Leads);
+                    }
+                    let current: Option<String> =
+                        connection.get(&key).await.map_err(unavailable)?;
+                    if let Some(current) = current {
+                        let leader = Uuid::try_parse(&current)
+                            .map_err(|error| SharedError::Damaged(error.to_string()))?;
+                        return Ok(RenderClaim::Existing(leader));
+                    }
                 }
-                let current: Option<String> = connection.get(&key).await.map_err(unavailable)?;
-                if let Some(current) = current {
-                    let leader = Uuid::try_parse(&current)
-                        .map_err(|error| SharedError::Damaged(error.to_string()))?;
-                    return Ok(RenderClaim::Existing(leader));
-                }
-            }
-            Err(unavailable("the render index changed under every attempt"))
-        })
-        .await
+                Err(unavailable("the render index changed under every attempt"))
+            })
+            .await
     }
 
     /// Takes `fingerprint` over from `previous` (which failed, was cancelled or is gone).
@@ -409,22 +360,15 @@ impl SharedJobs {
         previous: Uuid,
         job: Uuid,
     ) -> Result<bool, SharedError> {
-        let key = self.render_key(fingerprint);
-        let ttl = Self::millis(self.retention);
-        let replaced: i64 = self
-            .within_deadline(async {
-                let mut connection = self.connection().await?;
-                self.compare_and_set
-                    .key(&key)
-                    .arg(previous.to_string())
-                    .arg(job.to_string())
-                    .arg(ttl)
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
-        Ok(replaced == 1)
+        Ok(self
+            .redis
+            .compare_and_set(
+                &self.render_key(fingerprint),
+                &previous.to_string(),
+                &job.to_string(),
+                self.retention,
+            )
+            .await?)
     }
 
     /// Frees `fingerprint` if `job` holds it (its render failed or was cancelled).
@@ -433,17 +377,8 @@ impl SharedJobs {
         fingerprint: &Fingerprint,
         job: Uuid,
     ) -> Result<(), SharedError> {
-        let key = self.render_key(fingerprint);
-        let _: i64 = self
-            .within_deadline(async {
-                let mut connection = self.connection().await?;
-                self.compare_and_delete
-                    .key(&key)
-                    .arg(job.to_string())
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
+        self.redis
+            .compare_and_delete(&self.render_key(fingerprint), &job.to_string())
             .await?;
         Ok(())
     }

@@ -6,8 +6,9 @@
 use crate::helpers::{small_request, spawn_app_with, unique_key, TestApp, WATCH_LIMIT};
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto::{self, JobState};
-use lottie_render::idempotency::redis_store::{RedisSettings, RedisStore};
+use lottie_render::idempotency::redis_store::RedisStore;
 use lottie_render::idempotency::store::{contract, IdempotencyStore};
+use lottie_render::redis_client::{RedisClient, RedisSettings};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -131,15 +132,18 @@ async fn finished(app: &TestApp, job_id: &str) -> proto::RenderJob {
     app.watch(job_id, WATCH_LIMIT).await.pop().unwrap()
 }
 
+fn redis_store(settings: &RedisSettings) -> RedisStore {
+    RedisStore::new(std::sync::Arc::new(RedisClient::open(settings).unwrap()))
+}
+
 #[tokio::test]
 async fn the_redis_store_keeps_the_store_contract() {
-    let store = RedisStore::open(&RedisSettings {
+    let store = redis_store(&RedisSettings {
         url: redis_url(),
         key_prefix: unique_prefix(),
         pool_size: 4,
         timeout: Duration::from_secs(2),
-    })
-    .unwrap();
+    });
     contract::run(&store, "contract").await.unwrap();
 }
 
@@ -476,13 +480,12 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
             background: None,
         },
     );
-    let store = RedisStore::open(&RedisSettings {
+    let store = redis_store(&RedisSettings {
         url: redis_url(),
         key_prefix: prefix,
         pool_size: 1,
         timeout: Duration::from_secs(2),
-    })
-    .unwrap();
+    });
     let key = unique_key();
     store
         .claim(
