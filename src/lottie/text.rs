@@ -132,11 +132,20 @@ fn document(text_document: &Value) -> Document {
     }
 }
 
+/// Whether a glyph at `origin` can be drawn: glyphs pushed beyond the fence's coordinate
+/// limit (absurd tracking, line height or shift) are far off any canvas and left out, as
+/// huge coordinates make rlottie crawl.
+fn drawable(origin: [f64; 2]) -> bool {
+    origin
+        .iter()
+        .all(|v| v.is_finite() && v.abs() <= super::fence::MAX_PATH_COORDINATE)
+}
+
 /// The `sh` items of the glyphs of `layout` in the font `data`.
 fn font_paths(layout: &Layout, data: &[u8]) -> Vec<Value> {
     let mut items = Vec::new();
     if let Ok(face) = ttf_parser::Face::parse(data, 0) {
-        for glyph in &layout.glyphs {
+        for glyph in layout.glyphs.iter().filter(|g| drawable(g.origin)) {
             for contour in outline::glyph_contours(&face, glyph.glyph, glyph.origin, layout.scale) {
                 items.push(json!({
                     "ty": "sh",
@@ -269,6 +278,12 @@ fn convert_layer(
             .find(|(font, _)| font == font_name)
             .map(|(_, family)| family.as_str());
         let document = document(text_document);
+        if document.text.chars().count() > layout::MAX_TEXT_CHARS {
+            warnings.insert(format!(
+                "text layer '{name}': only the first {} characters are drawn",
+                layout::MAX_TEXT_CHARS
+            ));
+        }
         let shown_text = if document.all_caps {
             document.text.to_uppercase()
         } else {
@@ -280,6 +295,7 @@ fn convert_layer(
             let paths = laid_out
                 .glyphs
                 .iter()
+                .filter(|glyph| drawable(glyph.origin))
                 .flat_map(|glyph| source.paths(glyph.glyph, glyph.origin, laid_out.size))
                 .collect();
             groups.push(glyph_group(
@@ -376,6 +392,36 @@ mod tests {
         let report = convert_text_layers(&mut uncovered, &no_uploaded_fonts());
         assert!(report.warnings.iter().any(|w| w.contains("do not cover")));
         assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
+    }
+
+    #[test]
+    fn hostile_text_documents_are_bounded() {
+        let long = "W".repeat(20_000);
+        let mut json = json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+            "layers": [{"ty": 5, "nm": "evil", "ks": {}, "ip": 0, "op": 30, "st": 0,
+                "t": {"d": {"k": [{"s": {"s": 1e300, "f": "x", "t": long, "tr": 1e12,
+                    "lh": 1e200, "ls": -1e300, "j": 2, "fc": [0, 0, 0]}, "t": 0}]}}}]});
+        let started = std::time::Instant::now();
+        let report = convert_text_layers(&mut json, &no_uploaded_fonts());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
+        let limit = super::super::fence::MAX_PATH_COORDINATE;
+        let shapes = json["layers"][0]["shapes"].to_string();
+        let values: Vec<f64> = serde_json::from_str::<Value>(&shapes)
+            .unwrap()
+            .pointer("/0/it")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .filter(|item| item["ty"] == "sh")
+            .flat_map(|item| item["ks"]["k"]["v"].as_array().unwrap().clone())
+            .flat_map(|point| point.as_array().unwrap().clone())
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert!(
+            values.iter().all(|v| v.abs() <= limit * 1.01),
+            "coordinates bounded"
+        );
     }
 
     #[test]

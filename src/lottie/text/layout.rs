@@ -12,6 +12,14 @@ const SHRINK_STEP: f64 = 0.95;
 const MIN_SHRINK: f64 = 0.5;
 /// Line height when the document gives none, as a multiple of the size (After Effects').
 const DEFAULT_LINE_HEIGHT: f64 = 1.2;
+/// Largest font size laid out, pixels (the canvas is at most 8,192 px; larger text only makes
+/// huge paths, which rlottie renders slowly).
+pub const MAX_FONT_SIZE: f64 = 4096.0;
+/// Characters of one text document laid out: far more than any title or caption; beyond it a
+/// hostile template would make millions of glyph paths.
+pub const MAX_TEXT_CHARS: usize = 5000;
+/// Tracking range, 1/1000 em (After Effects allows -1000..=10000).
+const TRACKING_RANGE: (f64, f64) = (-1000.0, 10000.0);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Justify {
@@ -254,18 +262,20 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     let face = source;
     let units_per_em = source.units_per_em();
     let ascender = source.ascender();
-    let text = if document.all_caps {
+    let text: String = if document.all_caps {
         document.text.to_uppercase()
     } else {
         document.text.clone()
     };
+    let text: String = text.chars().take(MAX_TEXT_CHARS).collect();
+    let tracking = document.tracking.clamp(TRACKING_RANGE.0, TRACKING_RANGE.1);
     // Lottie separates lines with \r; \n and ETX (\u{3}) are seen in exported files too.
     let paragraphs: Vec<&str> = text.split(['\r', '\n', '\u{3}']).collect();
-    let mut size = document.size.max(0.0);
+    let mut size = document.size.clamp(0.0, MAX_FONT_SIZE);
     let original = size;
     let (lines, overflows) = loop {
         let scale = size / units_per_em;
-        let tracking_px = document.tracking / 1000.0 * size;
+        let tracking_px = tracking / 1000.0 * size;
         let lines: Vec<String> = match document.text_box {
             Some((_, [box_width, _])) => paragraphs
                 .iter()
@@ -297,12 +307,12 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
         size *= SHRINK_STEP;
     };
     let scale = size / units_per_em;
-    let tracking_px = document.tracking / 1000.0 * size;
+    let tracking_px = tracking / 1000.0 * size;
     let line_height = document
         .line_height
         .filter(|height| *height > 0.0)
         .map_or(size * DEFAULT_LINE_HEIGHT, |height| {
-            height * size / original.max(1e-9)
+            height.min(MAX_FONT_SIZE * 4.0) * size / original.max(1e-9)
         });
     let first_baseline = match document.text_box {
         Some(([_, top], _)) => top + ascender * scale,
