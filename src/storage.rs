@@ -34,6 +34,9 @@ pub struct TemplateRecord {
     pub created_at_ms: u64,
     /// Font family → file name under `fonts/`.
     pub fonts: BTreeMap<String, String>,
+    /// Font family → lowercase hex sha256 of the font file.
+    #[serde(default)]
+    pub font_sha256: BTreeMap<String, String>,
     /// The template's report (timing, slots, warnings), computed once at creation so that
     /// reads and listings never parse the JSON again.
     pub report: InspectReport,
@@ -42,6 +45,22 @@ pub struct TemplateRecord {
 impl TemplateRecord {
     pub fn created_at(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.created_at_ms)
+    }
+
+    /// What the template renders from: its JSON's sha256 and, when it has fonts, theirs (the
+    /// same JSON with another font renders other pixels). Part of every job's fingerprint.
+    pub fn render_identity(&self) -> String {
+        if self.font_sha256.is_empty() {
+            return self.report.sha256.clone();
+        }
+        let fonts: Vec<String> = self
+            .font_sha256
+            .iter()
+            .map(|(family, sha256)| format!("{family:?}={sha256}"))
+            .collect();
+        crate::lottie::template::hex_sha256(
+            format!("{}+{}", self.report.sha256, fonts.join(",")).as_bytes(),
+        )
     }
 }
 
@@ -86,6 +105,7 @@ impl TemplateStore {
             .tempdir_in(&self.root)?;
         std::fs::write(staging.path().join("template.json"), json)?;
         let mut font_files = BTreeMap::new();
+        let mut font_sha256 = BTreeMap::new();
         if !fonts.is_empty() {
             std::fs::create_dir(staging.path().join("fonts"))?;
         }
@@ -94,6 +114,7 @@ impl TemplateStore {
             let file = format!("{index}.font");
             std::fs::write(staging.path().join("fonts").join(&file), bytes)?;
             font_files.insert(family.clone(), file);
+            font_sha256.insert(family.clone(), crate::lottie::template::hex_sha256(bytes));
         }
         let created_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -103,6 +124,7 @@ impl TemplateStore {
             name: name.to_owned(),
             created_at_ms,
             fonts: font_files,
+            font_sha256,
             report,
         };
         let record_json =

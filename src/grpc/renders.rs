@@ -210,7 +210,7 @@ fn admit(
             .join("; ");
         return Err(ServiceError::invalid_argument(reason, message, violations));
     }
-    let fingerprint = Fingerprint::of(&report.sha256, &submission.modifications, &spec);
+    let fingerprint = Fingerprint::of(&record.render_identity(), &submission.modifications, &spec);
     let job = Job::queued(
         Uuid::new_v4(),
         template_id,

@@ -23,6 +23,12 @@ use rustybuzz::ttf_parser;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
+/// Glyphs drawn for one template, all its text layers and keyframes together: a title card
+/// has dozens to hundreds; the limit keeps a hostile template from making millions of paths.
+pub const MAX_GLYPHS_PER_TEMPLATE: usize = 20_000;
+/// Text document keyframes drawn per layer (each becomes a group).
+pub const MAX_TEXT_KEYFRAMES: usize = 1000;
+
 /// What converting a template's text layers found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TextReport {
@@ -52,6 +58,7 @@ pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
         .unwrap_or_default();
     let mut report = TextReport::default();
     let mut warnings = BTreeSet::new();
+    let mut glyph_budget = MAX_GLYPHS_PER_TEMPLATE;
     let mut convert_all = |layers: Option<&mut Value>| {
         let Some(Value::Array(layers)) = layers else {
             return;
@@ -60,7 +67,14 @@ pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
             let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
             // A hidden layer draws nothing: no glyphs to make.
             if layer.get("ty").and_then(Value::as_i64) == Some(5) && !hidden {
-                convert_layer(layer, fonts, &families, &chars, &mut warnings);
+                convert_layer(
+                    layer,
+                    fonts,
+                    &families,
+                    &chars,
+                    &mut glyph_budget,
+                    &mut warnings,
+                );
                 report.converted_layers += 1;
             }
         }
@@ -132,6 +146,12 @@ fn document(text_document: &Value) -> Document {
     }
 }
 
+/// Takes `layout`'s glyphs from the template's budget (cutting the layout when it runs out).
+fn spend(layout: &mut Layout, budget: &mut usize) {
+    layout.glyphs.truncate(*budget);
+    *budget -= layout.glyphs.len();
+}
+
 /// Whether a glyph at `origin` can be drawn: glyphs pushed beyond the fence's coordinate
 /// limit (absurd tracking, line height or shift) are far off any canvas and left out, as
 /// huge coordinates make rlottie crawl.
@@ -141,12 +161,26 @@ fn drawable(origin: [f64; 2]) -> bool {
         .all(|v| v.is_finite() && v.abs() <= super::fence::MAX_PATH_COORDINATE)
 }
 
-/// The `sh` items of the glyphs of `layout` in the font `data`.
+/// The `sh` items of the glyphs of `layout` in the font `data` (font 0) and the bundled
+/// font (font 1, drawing what `data` lacks).
 fn font_paths(layout: &Layout, data: &[u8]) -> Vec<Value> {
     let mut items = Vec::new();
-    if let Ok(face) = ttf_parser::Face::parse(data, 0) {
-        for glyph in layout.glyphs.iter().filter(|g| drawable(g.origin)) {
-            for contour in outline::glyph_contours(&face, glyph.glyph, glyph.origin, layout.scale) {
+    let faces: Vec<Option<ttf_parser::Face<'_>>> = [data, fonts::BUNDLED_FONT]
+        .iter()
+        .map(|data| ttf_parser::Face::parse(data, 0).ok())
+        .collect();
+    let Some(Some(primary)) = faces.first() else {
+        return items;
+    };
+    let primary_units = f64::from(primary.units_per_em());
+    for glyph in layout.glyphs.iter().filter(|g| drawable(g.origin)) {
+        let Some(Some(face)) = faces.get(usize::from(glyph.font)) else {
+            continue;
+        };
+        // The layout's scale is per unit of the first font's em.
+        let scale = layout.scale * primary_units / f64::from(face.units_per_em());
+        {
+            for contour in outline::glyph_contours(face, glyph.glyph, glyph.origin, scale) {
                 items.push(json!({
                     "ty": "sh",
                     "ks": {
@@ -225,6 +259,7 @@ fn convert_layer(
     fonts: &FontBook,
     families: &[(String, String)],
     chars: &HashMap<String, CharsSource>,
+    glyph_budget: &mut usize,
     warnings: &mut BTreeSet<String>,
 ) {
     let name = layer
@@ -266,6 +301,12 @@ fn convert_layer(
                 .collect()
         })
         .unwrap_or_default();
+    if keyframes.len() > MAX_TEXT_KEYFRAMES {
+        warnings.insert(format!(
+            "text layer '{name}': only its first {MAX_TEXT_KEYFRAMES} text keyframes are drawn"
+        ));
+    }
+    let keyframes: Vec<(f64, Value)> = keyframes.into_iter().take(MAX_TEXT_KEYFRAMES).collect();
     let times: Vec<f64> = keyframes.iter().map(|(time, _)| *time).collect();
     let mut groups = Vec::new();
     for (index, (_, text_document)) in keyframes.iter().enumerate() {
@@ -290,8 +331,20 @@ fn convert_layer(
             document.text.clone()
         };
         // The designer's own outlines when they cover the whole text.
+        if *glyph_budget == 0 {
+            warnings.insert(format!(
+                "the template's texts exceed {MAX_GLYPHS_PER_TEMPLATE} glyphs; the rest are not drawn"
+            ));
+            groups.push(glyph_group(
+                Vec::new(),
+                text_document,
+                hold_opacity(&times, index),
+            ));
+            continue;
+        }
         if let Some(source) = chars.get(font_name).filter(|c| c.covers(&shown_text)) {
-            let laid_out = layout::lay_out_with(&document, source);
+            let mut laid_out = layout::lay_out_with(&document, source);
+            spend(&mut laid_out, glyph_budget);
             let paths = laid_out
                 .glyphs
                 .iter()
@@ -321,7 +374,10 @@ fn convert_layer(
             chosen = fonts.choose("", None);
             laid_out = layout::lay_out(&document, &chosen.data);
         }
-        let Some(laid_out) = laid_out else { continue };
+        let Some(mut laid_out) = laid_out else {
+            continue;
+        };
+        spend(&mut laid_out, glyph_budget);
         if let Some(warning) = chosen.fallback_warning {
             warnings.insert(warning);
         }

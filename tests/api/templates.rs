@@ -178,25 +178,37 @@ async fn an_uploaded_font_is_used_for_text_and_a_missing_one_is_reported() {
         "{:?}",
         without.warnings
     );
-    let font = lottie_render::lottie::text::fonts::BUNDLED_FONT.to_vec();
+    // DejaVu Serif (Debian's fonts-dejavu-core, which ./dev installs): visibly unlike the
+    // bundled DejaVu Sans.
+    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").unwrap();
     let with = create([("Ubuntu".to_owned(), font)].into()).await;
     assert!(
         with.warnings.iter().all(|w| !w.contains("Ubuntu")),
         "{:?}",
         with.warnings
     );
-    // The worker reads the stored font file and renders the text with it.
-    let mut request = crate::helpers::small_request(&with.template_id, proto::Format::Gif);
-    request.modifications = Some(proto::Modifications {
-        texts: [("text_doc".to_owned(), "Uploaded".to_owned())].into(),
-        colors: Default::default(),
-    });
-    let job = app.submit(request).await.unwrap();
-    let done = app
-        .watch(&job.job_id, crate::helpers::WATCH_LIMIT)
-        .await
-        .pop()
-        .unwrap();
-    assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
+    // The same text rendered with and without the uploaded font: the worker reads the stored
+    // font file, so the outputs differ.
+    let render = |template_id: String| {
+        let app = &app;
+        async move {
+            let mut request = crate::helpers::small_request(&template_id, proto::Format::Gif);
+            request.modifications = Some(proto::Modifications {
+                texts: [("text_doc".to_owned(), "Uploaded".to_owned())].into(),
+                colors: Default::default(),
+            });
+            let job = app.submit(request).await.unwrap();
+            let done = app
+                .watch(&job.job_id, crate::helpers::WATCH_LIMIT)
+                .await
+                .pop()
+                .unwrap();
+            assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
+            done.output.unwrap().sha256
+        }
+    };
+    let in_serif = render(with.template_id.clone()).await;
+    let in_sans = render(without.template_id.clone()).await;
+    assert_ne!(in_serif, in_sans, "the uploaded font was not used");
     app.stop().await;
 }

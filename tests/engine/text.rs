@@ -320,3 +320,48 @@ fn the_corpus_paragraphs_are_left_centre_and_right_justified() {
         }
     }
 }
+
+/// DejaVu Serif from Debian's fonts-dejavu-core (`./dev` installs it): a font visibly
+/// different from the bundled DejaVu Sans, with no Arabic.
+const SERIF: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf";
+
+#[test]
+fn characters_the_chosen_font_lacks_are_drawn_by_the_bundled_one() {
+    use lottie_render::lottie::text::layout::{FontSource, GlyphSource};
+    let serif = std::fs::read(SERIF).unwrap();
+    let source = FontSource::with_fallbacks(&serif, &[BUNDLED_FONT]).unwrap();
+    let shaped = source.shape("Hello سلام");
+    let fonts: Vec<u8> = shaped.glyphs.iter().map(|g| g.font).collect();
+    assert!(fonts.contains(&0) && fonts.contains(&1), "{fonts:?}");
+    assert!(shaped.glyphs.iter().all(|g| g.glyph != 0), "no .notdef");
+    assert!(source.missing("Hello سلام").is_empty());
+}
+
+#[test]
+fn box_text_that_fits_when_shrunk_is_all_drawn_inside_the_box_even_with_tight_lines() {
+    let (left, top, width, height) = (20.0, 20.0, 360.0, 160.0);
+    // About four lines at full size: it fits once shrunk a little; lines as tall as the size.
+    let text = "Congratulations to every one of our graduates of the class of 2026";
+    let mut boxed = json!({"s": 48.0, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": 48.0, "ls": 0, "fc": [0, 0, 0]});
+    boxed["ps"] = json!([left, top]);
+    boxed["sz"] = json!([width, height]);
+    let rendered = ink(&alpha(
+        &text_template([0.0, 0.0], boxed),
+        &Modifications::default(),
+        (WIDTH, HEIGHT),
+    ));
+    let (x0, y0, x1, y1) = bounds(&rendered, WIDTH).unwrap();
+    let inside = |value: u32, low: f64, high: f64| {
+        f64::from(value) >= low - 1.0 && f64::from(value) <= high + 1.0
+    };
+    assert!(
+        inside(x0, left, left + width) && inside(x1, left, left + width),
+        "x {x0}..{x1}"
+    );
+    assert!(
+        inside(y0, top, top + height) && inside(y1, top, top + height),
+        "y {y0}..{y1}"
+    );
+    // Every word is there: the last line reaches well down the box.
+    assert!(f64::from(y1) > top + height * 0.6, "y {y0}..{y1}");
+}

@@ -2,7 +2,7 @@
 //! as drawn by the designer's font (at size 100, baseline at y = 0, y down). When every
 //! character of a text is there, those outlines are used instead of a substitute font.
 
-use super::layout::{GlyphSource, Shaped};
+use super::layout::{GlyphSource, Shaped, ShapedGlyph};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -10,6 +10,13 @@ use std::collections::HashMap;
 const CHARS_EM: f64 = 100.0;
 /// Ascent (per 100) when the template's font list gives none.
 const DEFAULT_ASCENT: f64 = 75.0;
+/// Descent (per 100): the font list does not give it; typical Latin fonts reach about this
+/// far below the baseline.
+const DESCENT: f64 = 25.0;
+/// Largest advance of one glyph (per 100): wider glyphs are absurd and would overflow layout.
+const MAX_ADVANCE: f64 = 1000.0;
+/// Paths of one glyph kept (real glyphs have a handful).
+const MAX_PATHS_PER_GLYPH: usize = 64;
 
 /// The `chars` of one font family.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +27,31 @@ pub struct CharsSource {
     ascent: f64,
 }
 
+/// Whether a path's points are finite, within the fence's coordinate limit, and not more than
+/// the fence allows (a glyph is drawn a hundred times its size at most, so the limit holds
+/// with room after scaling).
+fn bounded(path: &Value) -> bool {
+    let limit = crate::lottie::fence::MAX_PATH_COORDINATE / 100.0;
+    let Some(shape) = path.pointer("/ks/k") else {
+        return false;
+    };
+    ["v", "i", "o"].iter().all(|key| match shape.get(*key) {
+        Some(Value::Array(points)) => {
+            points.len() <= crate::lottie::fence::MAX_PATH_VERTICES
+                && points.iter().all(|point| {
+                    point.as_array().is_some_and(|xy| {
+                        xy.len() >= 2
+                            && xy.iter().take(2).all(|v| {
+                                v.as_f64()
+                                    .is_some_and(|v| v.is_finite() && v.abs() <= limit)
+                            })
+                    })
+                })
+        }
+        _ => false,
+    })
+}
+
 /// Every `sh` item with a static path inside `shapes` (groups included).
 fn static_paths(shapes: &Value, found: &mut Vec<Value>) {
     let Some(items) = shapes.as_array() else {
@@ -27,7 +59,11 @@ fn static_paths(shapes: &Value, found: &mut Vec<Value>) {
     };
     for item in items {
         match item.get("ty").and_then(Value::as_str) {
-            Some("sh") if item.pointer("/ks/k").is_some_and(Value::is_object) => {
+            Some("sh")
+                if item.pointer("/ks/k").is_some_and(Value::is_object)
+                    && found.len() < MAX_PATHS_PER_GLYPH
+                    && bounded(item) =>
+            {
                 found.push(item.clone());
             }
             Some("gr") => static_paths(item.get("it").unwrap_or(&Value::Null), found),
@@ -62,14 +98,22 @@ impl CharsSource {
             .collect();
         entries.sort_by_key(|entry| entry.get("style").and_then(Value::as_str) != style);
         for entry in entries {
-            let mut characters = entry.get("ch").and_then(Value::as_str)?.chars();
+            let Some(mut characters) = entry.get("ch").and_then(Value::as_str).map(str::chars)
+            else {
+                continue;
+            };
             let (Some(character), None) = (characters.next(), characters.next()) else {
                 continue;
             };
             if source.index.contains_key(&character) {
                 continue;
             }
-            let advance = entry.get("w").and_then(Value::as_f64).unwrap_or(0.0);
+            let advance = entry
+                .get("w")
+                .and_then(Value::as_f64)
+                .filter(|w| w.is_finite())
+                .unwrap_or(0.0)
+                .clamp(0.0, MAX_ADVANCE);
             let mut paths = Vec::new();
             static_paths(
                 entry.pointer("/data/shapes").unwrap_or(&Value::Null),
@@ -135,15 +179,24 @@ impl GlyphSource for CharsSource {
     fn ascender(&self) -> f64 {
         self.ascent
     }
+    fn descender(&self) -> f64 {
+        DESCENT
+    }
     fn shape(&self, text: &str) -> Shaped {
-        let glyphs: Vec<(u16, f64, f64, f64)> = text
+        let glyphs: Vec<ShapedGlyph> = text
             .chars()
             .filter_map(|c| {
                 let glyph = *self.index.get(&c)?;
-                Some((glyph, self.glyphs[usize::from(glyph)].0, 0.0, 0.0))
+                Some(ShapedGlyph {
+                    glyph,
+                    font: 0,
+                    advance: self.glyphs[usize::from(glyph)].0,
+                    x_offset: 0.0,
+                    y_offset: 0.0,
+                })
             })
             .collect();
-        let advance = glyphs.iter().map(|glyph| glyph.1).sum();
+        let advance = glyphs.iter().map(|glyph| glyph.advance).sum();
         Shaped { glyphs, advance }
     }
     fn missing(&self, text: &str) -> Vec<char> {

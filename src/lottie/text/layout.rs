@@ -8,6 +8,8 @@ use rustybuzz::ttf_parser;
 
 /// Box text is shrunk in steps of this factor…
 const SHRINK_STEP: f64 = 0.95;
+/// …at most this many times (0.95^14 ≈ 0.49).
+const MAX_SHRINK_STEPS: usize = 14;
 /// …down to this fraction of its size, and overflows beyond.
 const MIN_SHRINK: f64 = 0.5;
 /// Line height when the document gives none, as a multiple of the size (After Effects').
@@ -84,6 +86,8 @@ pub struct Document {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlacedGlyph {
     pub glyph: u16,
+    /// Which font of the source (0: the chosen one; 1…: fallbacks for characters it lacks).
+    pub font: u8,
     pub origin: [f64; 2],
 }
 
@@ -112,81 +116,161 @@ pub struct Layout {
 
 /// One shaped run: glyphs with advances and offsets in font units.
 pub struct Shaped {
-    /// (glyph, x advance, x offset, y offset).
-    pub glyphs: Vec<(u16, f64, f64, f64)>,
+    pub glyphs: Vec<ShapedGlyph>,
     /// Advance width in font units (tracking not included).
     pub advance: f64,
 }
 
-/// Where glyphs come from: a font (shaped by rustybuzz) or the template's own `chars`.
+/// One shaped glyph; advance and offsets in the source's units (its first font's em).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShapedGlyph {
+    pub glyph: u16,
+    pub font: u8,
+    pub advance: f64,
+    pub x_offset: f64,
+    pub y_offset: f64,
+}
+
+/// Where glyphs come from: fonts (shaped by rustybuzz) or the template's own `chars`.
 pub trait GlyphSource {
     fn units_per_em(&self) -> f64;
     fn ascender(&self) -> f64;
+    /// How far glyphs reach below the baseline, positive, in font units.
+    fn descender(&self) -> f64;
     /// The glyphs of one line, left to right.
     fn shape(&self, text: &str) -> Shaped;
     /// Characters of `text` this source has no glyph for.
     fn missing(&self, text: &str) -> Vec<char>;
 }
 
-/// A font, shaped with rustybuzz.
+/// Fonts, shaped with rustybuzz: the chosen one first, then fallbacks that draw the
+/// characters it lacks (per run of characters, so a Latin font with an Arabic word draws the
+/// word in a font that has it).
 pub struct FontSource<'a> {
-    face: rustybuzz::Face<'a>,
-    outlines: ttf_parser::Face<'a>,
+    faces: Vec<(rustybuzz::Face<'a>, ttf_parser::Face<'a>)>,
 }
 
 impl<'a> FontSource<'a> {
     /// `None` when `data` is not a font.
     pub fn new(data: &'a [u8]) -> Option<FontSource<'a>> {
-        Some(FontSource {
-            face: rustybuzz::Face::from_slice(data, 0)?,
-            outlines: ttf_parser::Face::parse(data, 0).ok()?,
-        })
+        FontSource::with_fallbacks(data, &[])
     }
+
+    /// `data` first, then `fallbacks` (unreadable fallbacks are skipped).
+    pub fn with_fallbacks(data: &'a [u8], fallbacks: &[&'a [u8]]) -> Option<FontSource<'a>> {
+        let parse = |data: &'a [u8]| {
+            Some((
+                rustybuzz::Face::from_slice(data, 0)?,
+                ttf_parser::Face::parse(data, 0).ok()?,
+            ))
+        };
+        let mut faces = vec![parse(data)?];
+        faces.extend(fallbacks.iter().filter_map(|data| parse(data)));
+        Some(FontSource { faces })
+    }
+
+    /// The first font that has `character` (the chosen one when none has: its .notdef).
+    fn font_for(&self, character: char) -> usize {
+        self.faces
+            .iter()
+            .position(|(_, outlines)| outlines.glyph_index(character).is_some())
+            .unwrap_or(0)
+    }
+
+    /// Shapes one run of one direction, split into sub-runs by font.
+    fn shape_by_font(&self, text: &str, direction: Option<rustybuzz::Direction>) -> Shaped {
+        let mut pieces: Vec<(usize, String)> = Vec::new();
+        for character in text.chars() {
+            // Spaces and marks stay with the run they are in.
+            let font = if character.is_whitespace() || is_mark(character) {
+                pieces.last().map_or(0, |(font, _)| *font)
+            } else {
+                self.font_for(character)
+            };
+            match pieces.last_mut() {
+                Some((last, piece)) if *last == font => piece.push(character),
+                _ => pieces.push((font, character.to_string())),
+            }
+        }
+        if direction == Some(rustybuzz::Direction::RightToLeft) {
+            pieces.reverse();
+        }
+        let primary_units = f64::from(self.faces[0].1.units_per_em());
+        let mut shaped = Shaped {
+            glyphs: Vec::new(),
+            advance: 0.0,
+        };
+        for (font, piece) in pieces {
+            let (face, outlines) = &self.faces[font];
+            // Advances in the first font's units, whatever em the fallback uses.
+            let factor = primary_units / f64::from(outlines.units_per_em());
+            let part = shape_run(face, &piece, direction);
+            for glyph in part.glyphs {
+                let glyph = ShapedGlyph {
+                    font: u8::try_from(font).unwrap_or(0),
+                    advance: glyph.advance * factor,
+                    x_offset: glyph.x_offset * factor,
+                    y_offset: glyph.y_offset * factor,
+                    ..glyph
+                };
+                shaped.advance += glyph.advance;
+                shaped.glyphs.push(glyph);
+            }
+        }
+        shaped
+    }
+}
+
+/// Combining marks (they belong to the preceding character's font).
+fn is_mark(character: char) -> bool {
+    matches!(u32::from(character), 0x0300..=0x036F | 0x0591..=0x05C7 | 0x0610..=0x061A | 0x064B..=0x065F | 0x0670 | 0x06D6..=0x06ED | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)
 }
 
 impl GlyphSource for FontSource<'_> {
     fn units_per_em(&self) -> f64 {
-        f64::from(self.outlines.units_per_em())
+        f64::from(self.faces[0].1.units_per_em())
     }
     fn ascender(&self) -> f64 {
-        f64::from(self.outlines.ascender())
+        f64::from(self.faces[0].1.ascender())
+    }
+    fn descender(&self) -> f64 {
+        f64::from(self.faces[0].1.descender()).abs()
     }
     fn shape(&self, text: &str) -> Shaped {
-        shape(&self.face, text)
+        let bidi = unicode_bidi::BidiInfo::new(text, None);
+        if !bidi.has_rtl() {
+            return self.shape_by_font(text, None);
+        }
+        let mut shaped = Shaped {
+            glyphs: Vec::new(),
+            advance: 0.0,
+        };
+        for paragraph in &bidi.paragraphs {
+            let (levels, runs) = bidi.visual_runs(paragraph, paragraph.range.clone());
+            for run in runs {
+                let direction = if levels[run.start].is_rtl() {
+                    rustybuzz::Direction::RightToLeft
+                } else {
+                    rustybuzz::Direction::LeftToRight
+                };
+                let part = self.shape_by_font(&text[run], Some(direction));
+                shaped.glyphs.extend(part.glyphs);
+                shaped.advance += part.advance;
+            }
+        }
+        shaped
     }
     fn missing(&self, text: &str) -> Vec<char> {
         text.chars()
-            .filter(|c| !c.is_whitespace() && self.outlines.glyph_index(*c).is_none())
+            .filter(|c| {
+                !c.is_whitespace()
+                    && self
+                        .faces
+                        .iter()
+                        .all(|(_, outlines)| outlines.glyph_index(*c).is_none())
+            })
             .collect()
     }
-}
-
-/// Shapes a line in visual order: mixed-direction text (Arabic with Latin words and digits)
-/// is split into runs by the Unicode bidirectional algorithm, each run shaped in its own
-/// direction, the runs laid left to right as they are seen.
-fn shape(face: &rustybuzz::Face<'_>, text: &str) -> Shaped {
-    let bidi = unicode_bidi::BidiInfo::new(text, None);
-    if !bidi.has_rtl() {
-        return shape_run(face, text, None);
-    }
-    let mut shaped = Shaped {
-        glyphs: Vec::new(),
-        advance: 0.0,
-    };
-    for paragraph in &bidi.paragraphs {
-        let (levels, runs) = bidi.visual_runs(paragraph, paragraph.range.clone());
-        for run in runs {
-            let direction = if levels[run.start].is_rtl() {
-                rustybuzz::Direction::RightToLeft
-            } else {
-                rustybuzz::Direction::LeftToRight
-            };
-            let part = shape_run(face, &text[run], Some(direction));
-            shaped.glyphs.extend(part.glyphs);
-            shaped.advance += part.advance;
-        }
-    }
-    shaped
 }
 
 /// Shapes one run (one direction), its glyphs left to right.
@@ -202,20 +286,19 @@ fn shape_run(
         buffer.set_direction(direction);
     }
     let output = rustybuzz::shape(face, &[], buffer);
-    let glyphs: Vec<(u16, f64, f64, f64)> = output
+    let glyphs: Vec<ShapedGlyph> = output
         .glyph_infos()
         .iter()
         .zip(output.glyph_positions())
-        .map(|(info, position)| {
-            (
-                u16::try_from(info.glyph_id).unwrap_or(0),
-                f64::from(position.x_advance),
-                f64::from(position.x_offset),
-                f64::from(position.y_offset),
-            )
+        .map(|(info, position)| ShapedGlyph {
+            glyph: u16::try_from(info.glyph_id).unwrap_or(0),
+            font: 0,
+            advance: f64::from(position.x_advance),
+            x_offset: f64::from(position.x_offset),
+            y_offset: f64::from(position.y_offset),
         })
         .collect();
-    let advance = glyphs.iter().map(|glyph| glyph.1).sum();
+    let advance = glyphs.iter().map(|glyph| glyph.advance).sum();
     Shaped { glyphs, advance }
 }
 
@@ -224,7 +307,9 @@ fn width(shaped: &Shaped, scale: f64, tracking_px: f64) -> f64 {
     shaped.advance * scale + tracking_px * shaped.glyphs.len() as f64
 }
 
-/// Greedy word wrap of one paragraph into lines no wider than `max_width`.
+/// Greedy word wrap of one paragraph into lines no wider than `max_width`. Each word is
+/// measured once (linear in the paragraph; kerning across a space is left out of the
+/// measure); a word wider than the whole line is broken between characters.
 fn wrap(
     face: &dyn GlyphSource,
     paragraph: &str,
@@ -232,29 +317,57 @@ fn wrap(
     tracking_px: f64,
     max_width: f64,
 ) -> Vec<String> {
+    let measure = |text: &str| width(&face.shape(text), scale, tracking_px);
+    let space = measure(" ");
     let mut lines = Vec::new();
     let mut current = String::new();
+    let mut current_width = 0.0;
     for word in paragraph.split(' ') {
-        let candidate = if current.is_empty() {
-            word.to_owned()
-        } else {
-            format!("{current} {word}")
-        };
-        let fits = width(&face.shape(&candidate), scale, tracking_px) <= max_width;
-        if fits || current.is_empty() {
-            current = candidate;
+        let word_width = measure(word);
+        if current.is_empty() || current_width + space + word_width <= max_width {
+            if !current.is_empty() {
+                current.push(' ');
+                current_width += space;
+            }
+            current.push_str(word);
+            current_width += word_width;
         } else {
             lines.push(std::mem::take(&mut current));
-            current = word.to_owned();
+            current.push_str(word);
+            current_width = word_width;
+        }
+        // A word that alone is wider than the line: split it where it must.
+        while current_width > max_width && current.chars().count() > 1 {
+            let mut head = String::new();
+            let mut head_width = 0.0;
+            for character in current.chars() {
+                let character_width = measure(character.encode_utf8(&mut [0; 4]));
+                if !head.is_empty() && head_width + character_width > max_width {
+                    break;
+                }
+                head.push(character);
+                head_width += character_width;
+            }
+            let rest = current[head.len()..].to_owned();
+            if rest.is_empty() {
+                break;
+            }
+            lines.push(head);
+            current_width = measure(&rest);
+            current = rest;
         }
     }
     lines.push(current);
     lines
 }
 
-/// Lays `document` out in the font `data`; `None` when the font cannot be parsed.
+/// Lays `document` out in the font `data` (the bundled font drawing what it lacks); `None`
+/// when the font cannot be parsed.
 pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
-    Some(lay_out_with(document, &FontSource::new(data)?))
+    Some(lay_out_with(
+        document,
+        &FontSource::with_fallbacks(data, &[super::fonts::BUNDLED_FONT])?,
+    ))
 }
 
 /// Lays `document` out with the glyphs of `source`.
@@ -267,12 +380,18 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     } else {
         document.text.clone()
     };
-    let text: String = text.chars().take(MAX_TEXT_CHARS).collect();
+    // "\r\n" is one line break, not two.
+    let text: String = text
+        .replace("\r\n", "\r")
+        .chars()
+        .take(MAX_TEXT_CHARS)
+        .collect();
     let tracking = document.tracking.clamp(TRACKING_RANGE.0, TRACKING_RANGE.1);
     // Lottie separates lines with \r; \n and ETX (\u{3}) are seen in exported files too.
     let paragraphs: Vec<&str> = text.split(['\r', '\n', '\u{3}']).collect();
     let mut size = document.size.clamp(0.0, MAX_FONT_SIZE);
     let original = size;
+    let mut steps = 0;
     let (lines, overflows) = loop {
         let scale = size / units_per_em;
         let tracking_px = tracking / 1000.0 * size;
@@ -296,12 +415,15 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             .iter()
             .map(|line| width(&face.shape(line), scale, tracking_px))
             .fold(0.0, f64::max);
-        let height = line_height * lines.len() as f64;
+        // From the top of the box to the lowest descender.
+        let height = (ascender + source.descender()) * scale
+            + line_height * lines.len().saturating_sub(1) as f64;
         let fits = widest <= box_width + 1e-6 && height <= box_height + 1e-6;
         if fits {
             break (lines, false);
         }
-        if size * SHRINK_STEP < original * MIN_SHRINK {
+        steps += 1;
+        if steps > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK {
             break (lines, true);
         }
         size *= SHRINK_STEP;
@@ -330,7 +452,13 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     // After Effects hides them: nothing ever spills out of a title card.
     let lines: Vec<String> = match document.text_box {
         Some((_, [_, box_height])) if overflows => {
-            let fitting = ((box_height + 1e-6) / line_height).floor().max(1.0) as usize;
+            let first = (ascender + source.descender()) * scale;
+            let more = ((box_height - first + 1e-6) / line_height).floor();
+            let fitting = if more.is_finite() && more > 0.0 {
+                1 + more as usize
+            } else {
+                1
+            };
             lines.into_iter().take(fitting).collect()
         }
         _ => lines,
@@ -350,12 +478,16 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             _ => anchor,
         };
         let mut pen = left;
-        for &(glyph, advance, x_offset, y_offset) in &shaped.glyphs {
+        for shaped_glyph in &shaped.glyphs {
             layout.glyphs.push(PlacedGlyph {
-                glyph,
-                origin: [pen + x_offset * scale, baseline - y_offset * scale],
+                glyph: shaped_glyph.glyph,
+                font: shaped_glyph.font,
+                origin: [
+                    pen + shaped_glyph.x_offset * scale,
+                    baseline - shaped_glyph.y_offset * scale,
+                ],
             });
-            pen += advance * scale + tracking_px;
+            pen += shaped_glyph.advance * scale + tracking_px;
         }
         for character in source.missing(line) {
             if !layout.missing.contains(&character) {
