@@ -146,6 +146,15 @@ fn document(text_document: &Value) -> Document {
     }
 }
 
+/// How much box text was shrunk to fit (1 when it was not).
+fn shrink_factor(layout: &Layout, document: &Document) -> f64 {
+    if document.size > 0.0 {
+        (layout.size / document.size).clamp(0.0, 1.0)
+    } else {
+        1.0
+    }
+}
+
 /// Takes `layout`'s glyphs from the template's budget (cutting the layout when it runs out).
 fn spend(layout: &mut Layout, budget: &mut usize) {
     layout.glyphs.truncate(*budget);
@@ -200,12 +209,18 @@ fn font_paths(layout: &Layout, data: &[u8]) -> Vec<Value> {
 }
 
 /// The group of glyph paths (`items`), fill and stroke of one laid-out document.
-fn glyph_group(mut items: Vec<Value>, text_document: &Value, opacity: Value) -> Value {
+fn glyph_group(
+    mut items: Vec<Value>,
+    text_document: &Value,
+    stroke_scale: f64,
+    opacity: Value,
+) -> Value {
     let fill = color(text_document.get("fc")).map(|color| {
         // Non-zero winding: TrueType and CFF outlines are drawn so.
         json!({"ty": "fl", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100}, "r": 1})
     });
-    let stroke_width = number(text_document.get("sw")).unwrap_or(0.0);
+    // Box text shrunk to fit keeps its stroke in proportion.
+    let stroke_width = number(text_document.get("sw")).unwrap_or(0.0) * stroke_scale;
     let stroke = color(text_document.get("sc"))
         .filter(|_| stroke_width > 0.0)
         .map(|color| {
@@ -330,7 +345,6 @@ fn convert_layer(
         } else {
             document.text.clone()
         };
-        // The designer's own outlines when they cover the whole text.
         if *glyph_budget == 0 {
             warnings.insert(format!(
                 "the template's texts exceed {MAX_GLYPHS_PER_TEMPLATE} glyphs; the rest are not drawn"
@@ -338,10 +352,12 @@ fn convert_layer(
             groups.push(glyph_group(
                 Vec::new(),
                 text_document,
+                1.0,
                 hold_opacity(&times, index),
             ));
             continue;
         }
+        // The designer's own outlines when they cover the whole text.
         if let Some(source) = chars.get(font_name).filter(|c| c.covers(&shown_text)) {
             let mut laid_out = layout::lay_out_with(&document, source);
             spend(&mut laid_out, glyph_budget);
@@ -354,6 +370,7 @@ fn convert_layer(
             groups.push(glyph_group(
                 paths,
                 text_document,
+                shrink_factor(&laid_out, &document),
                 hold_opacity(&times, index),
             ));
             continue;
@@ -395,6 +412,7 @@ fn convert_layer(
         groups.push(glyph_group(
             font_paths(&laid_out, &chosen.data),
             text_document,
+            shrink_factor(&laid_out, &document),
             hold_opacity(&times, index),
         ));
     }

@@ -365,3 +365,40 @@ fn box_text_that_fits_when_shrunk_is_all_drawn_inside_the_box_even_with_tight_li
     // Every word is there: the last line reaches well down the box.
     assert!(f64::from(y1) > top + height * 0.6, "y {y0}..{y1}");
 }
+
+#[test]
+fn a_text_that_changes_over_time_shows_each_keyframe_in_its_turn() {
+    // "WIDE TEXT" from frame 0, a single "I" from frame 15 (of 30): hold keyframes, retimed.
+    let mut template: serde_json::Value = serde_json::from_slice(&text_template(
+        [20.0, 120.0],
+        document("WIDE TEXT", 48.0, 0),
+    ))
+    .unwrap();
+    let keyframes = template.pointer_mut("/layers/0/t/d/k").unwrap();
+    keyframes
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"s": document("I", 48.0, 0), "t": 15}));
+    let bytes = template.to_string().into_bytes();
+    let prepared = render::prepare(
+        &bytes,
+        &Modifications::default(),
+        spec(Format::Webm, 60, WIDTH, HEIGHT),
+        &corpus(""),
+        &FontBook::default(),
+    )
+    .unwrap();
+    let mut renderer = prepared.source.renderer().unwrap();
+    let mut widths = Vec::new();
+    // At 60 fps the switch is at output frame 30.
+    for index in [0, 29, 31, 59] {
+        let premultiplied = renderer.render(index);
+        let mut rgba = vec![0u8; premultiplied.len() * 4];
+        convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+        let alpha: Vec<u8> = rgba.chunks(4).map(|pixel| pixel[3]).collect();
+        let (x0, _, x1, _) = bounds(&ink(&alpha), WIDTH).unwrap();
+        widths.push(x1 - x0);
+    }
+    assert!(widths[0] > 200 && widths[1] > 200, "{widths:?}");
+    assert!(widths[2] < 20 && widths[3] < 20, "{widths:?}");
+}
