@@ -425,7 +425,7 @@ fn convert_layer(
     }
 }
 
-/// Parses nothing and converts nothing: for callers that have no template fonts.
+/// A font book without uploaded fonts: texts are drawn in the bundled font (or `chars`).
 pub fn no_uploaded_fonts() -> FontBook {
     FontBook::new(Default::default())
 }
