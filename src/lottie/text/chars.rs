@@ -185,10 +185,12 @@ impl GlyphSource for CharsSource {
     fn shape(&self, text: &str) -> Shaped {
         let glyphs: Vec<ShapedGlyph> = text
             .chars()
-            .filter_map(|c| {
+            .enumerate()
+            .filter_map(|(position, c)| {
                 let glyph = *self.index.get(&c)?;
                 Some(ShapedGlyph {
                     glyph,
+                    cluster: u32::try_from(position).unwrap_or(u32::MAX),
                     font: 0,
                     advance: self.glyphs[usize::from(glyph)].0,
                     x_offset: 0.0,

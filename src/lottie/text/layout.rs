@@ -125,6 +125,9 @@ pub struct Shaped {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShapedGlyph {
     pub glyph: u16,
+    /// The character cluster it draws (glyphs of one cluster: a letter and its marks, or a
+    /// ligature's parts, move together under tracking).
+    pub cluster: u32,
     pub font: u8,
     pub advance: f64,
     pub x_offset: f64,
@@ -200,6 +203,8 @@ impl<'a> FontSource<'a> {
             glyphs: Vec::new(),
             advance: 0.0,
         };
+        // Clusters are byte offsets within a piece; an offset per piece keeps them apart.
+        let mut piece_offset = 0u32;
         for (font, piece) in pieces {
             let (face, outlines) = &self.faces[font];
             // Advances in the first font's units, whatever em the fallback uses.
@@ -208,6 +213,7 @@ impl<'a> FontSource<'a> {
             for glyph in part.glyphs {
                 let glyph = ShapedGlyph {
                     font: u8::try_from(font).unwrap_or(0),
+                    cluster: piece_offset.saturating_add(glyph.cluster),
                     advance: glyph.advance * factor,
                     x_offset: glyph.x_offset * factor,
                     y_offset: glyph.y_offset * factor,
@@ -216,6 +222,8 @@ impl<'a> FontSource<'a> {
                 shaped.advance += glyph.advance;
                 shaped.glyphs.push(glyph);
             }
+            piece_offset =
+                piece_offset.saturating_add(u32::try_from(piece.len()).unwrap_or(u32::MAX));
         }
         shaped
     }
@@ -292,6 +300,7 @@ fn shape_run(
         .zip(output.glyph_positions())
         .map(|(info, position)| ShapedGlyph {
             glyph: u16::try_from(info.glyph_id).unwrap_or(0),
+            cluster: info.cluster,
             font: 0,
             advance: f64::from(position.x_advance),
             x_offset: f64::from(position.x_offset),
@@ -304,12 +313,29 @@ fn shape_run(
 
 /// Width of a shaped run in pixels, tracking included.
 fn width(shaped: &Shaped, scale: f64, tracking_px: f64) -> f64 {
-    shaped.advance * scale + tracking_px * shaped.glyphs.len() as f64
+    shaped.advance * scale + tracking_px * tracking_steps(shaped) as f64
 }
 
-/// Greedy word wrap of one paragraph into lines no wider than `max_width`. Each word is
-/// measured once (linear in the paragraph; kerning across a space is left out of the
-/// measure); a word wider than the whole line is broken between characters.
+/// Whether tracking follows glyph `index`: after the last glyph of each cluster, so marks
+/// stay on their letter and a ligature moves as one.
+fn ends_cluster(shaped: &Shaped, index: usize) -> bool {
+    match (shaped.glyphs.get(index), shaped.glyphs.get(index + 1)) {
+        (Some(glyph), Some(next)) => glyph.cluster != next.cluster,
+        _ => true,
+    }
+}
+
+fn tracking_steps(shaped: &Shaped) -> usize {
+    (0..shaped.glyphs.len())
+        .filter(|index| ends_cluster(shaped, *index))
+        .count()
+}
+
+/// Greedy wrap of one paragraph into lines no wider than `max_width`, at the line-break
+/// opportunities of Unicode's line breaking algorithm (UAX #14: after spaces and hyphens,
+/// between CJK ideographs, never inside a word). Each segment is measured once (linear in the
+/// paragraph; kerning across a break is left out of the measure); a segment wider than the
+/// whole line is broken between characters.
 fn wrap(
     face: &dyn GlyphSource,
     paragraph: &str,
@@ -318,26 +344,38 @@ fn wrap(
     max_width: f64,
 ) -> Vec<String> {
     let measure = |text: &str| width(&face.shape(text), scale, tracking_px);
-    let space = measure(" ");
+    let mut segments = Vec::new();
+    let mut start = 0;
+    for (end, _) in unicode_linebreak::linebreaks(paragraph) {
+        if end > start {
+            segments.push(&paragraph[start..end]);
+        }
+        start = end;
+    }
     let mut lines = Vec::new();
     let mut current = String::new();
+    // Width of `current` with its trailing spaces (they only count when more follows).
     let mut current_width = 0.0;
-    for word in paragraph.split(' ') {
-        let word_width = measure(word);
-        if current.is_empty() || current_width + space + word_width <= max_width {
-            if !current.is_empty() {
-                current.push(' ');
-                current_width += space;
-            }
-            current.push_str(word);
-            current_width += word_width;
+    for segment in segments {
+        let visible = segment.trim_end();
+        let visible_width = measure(visible);
+        let full_width = if visible.len() == segment.len() {
+            visible_width
         } else {
-            lines.push(std::mem::take(&mut current));
-            current.push_str(word);
-            current_width = word_width;
+            measure(segment)
+        };
+        if !current.is_empty() && current_width + visible_width > max_width {
+            lines.push(current.trim_end().to_owned());
+            current.clear();
+            current_width = 0.0;
         }
-        // A word that alone is wider than the line: split it where it must.
-        while current_width > max_width && current.chars().count() > 1 {
+        current.push_str(segment);
+        current_width += full_width;
+        // A segment that alone is wider than the line: split it where it must.
+        while current_width > max_width
+            && measure(current.trim_end()) > max_width
+            && current.trim_end().chars().count() > 1
+        {
             let mut head = String::new();
             let mut head_width = 0.0;
             for character in current.chars() {
@@ -349,7 +387,7 @@ fn wrap(
                 head_width += character_width;
             }
             let rest = current[head.len()..].to_owned();
-            if rest.is_empty() {
+            if rest.trim_end().is_empty() {
                 break;
             }
             lines.push(head);
@@ -357,7 +395,7 @@ fn wrap(
             current = rest;
         }
     }
-    lines.push(current);
+    lines.push(current.trim_end().to_owned());
     lines
 }
 
@@ -478,7 +516,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             _ => anchor,
         };
         let mut pen = left;
-        for shaped_glyph in &shaped.glyphs {
+        for (glyph_index, shaped_glyph) in shaped.glyphs.iter().enumerate() {
             layout.glyphs.push(PlacedGlyph {
                 glyph: shaped_glyph.glyph,
                 font: shaped_glyph.font,
@@ -487,7 +525,10 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
                     baseline - shaped_glyph.y_offset * scale,
                 ],
             });
-            pen += shaped_glyph.advance * scale + tracking_px;
+            pen += shaped_glyph.advance * scale;
+            if ends_cluster(&shaped, glyph_index) {
+                pen += tracking_px;
+            }
         }
         for character in source.missing(line) {
             if !layout.missing.contains(&character) {
@@ -559,6 +600,39 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn box_text_breaks_where_unicode_allows_between_ideographs_and_inside_overlong_words() {
+        let mut doc = document("日本語のテキストは単語の間に空白がありません");
+        doc.text_box = Some(([0.0, 0.0], [200.0, 400.0]));
+        let layout = lay_out(&doc, BUNDLED_FONT).unwrap();
+        assert!(layout.lines.len() > 1, "{:?}", layout.lines);
+        assert!(layout.lines.iter().all(|line| line.right <= 200.0 + 1e-6));
+        let mut long = document("Supercalifragilisticexpialidocious");
+        long.text_box = Some(([0.0, 0.0], [150.0, 400.0]));
+        let layout = lay_out(&long, BUNDLED_FONT).unwrap();
+        assert!(layout.lines.len() > 1);
+        assert!(
+            layout.lines.iter().all(|line| line.right <= 150.0 + 1e-6),
+            "{:?}",
+            layout.lines
+        );
+    }
+
+    #[test]
+    fn tracking_moves_clusters_so_marks_stay_on_their_letter() {
+        let mut plain = document("q");
+        plain.tracking = 1000.0;
+        let mut marked = document("q\u{301}");
+        marked.tracking = 1000.0;
+        let plain = lay_out(&plain, BUNDLED_FONT).unwrap();
+        let marked = lay_out(&marked, BUNDLED_FONT).unwrap();
+        assert_eq!(marked.glyphs.len(), 2);
+        // One tracking step (one em, 40 px) for the letter and its accent together.
+        let width = |layout: &Layout| layout.lines[0].right - layout.lines[0].left;
+        assert!((width(&plain) - width(&marked)).abs() < 1e-6);
+        assert!((marked.glyphs[1].origin[0] - marked.glyphs[0].origin[0]).abs() < 40.0);
     }
 
     #[test]
