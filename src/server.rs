@@ -253,7 +253,7 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
         // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
         .layer(RequestSizeLayer)
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
-        // before the body is decoded (the store slots in here with issue #4).
+        // before the body is decoded; the handlers claim it once the request is valid.
         .layer(IdempotencyKeyLayer)
         .into_inner()
 }

@@ -1,6 +1,7 @@
 //! A job's fingerprint (DESIGN.md): the hash of the canonical, validated request plus the
-//! template's sha256 (and its fonts', see `TemplateRecord::render_identity`). Same fingerprint ⇒ same output bytes, so it keys quarantine (and,
-//! with issue #4, de-duplication). Canonical means: maps sorted by key (the domain types
+//! template's sha256 (and its fonts', see `TemplateRecord::render_identity`). Same
+//! fingerprint ⇒ same output bytes, so it keys quarantine, idempotency-key payload checks and
+//! render de-duplication. Canonical means: maps sorted by key (the domain types
 //! hold BTreeMaps), defaults filled in, numbers printed by one algorithm (serde_json's ryu),
 //! so neither field order nor map order on the wire changes it.
 
