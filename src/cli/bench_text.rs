@@ -44,23 +44,15 @@ pub fn run(args: BenchTextArgs) -> ExitCode {
 
 /// The template with every text layer hidden.
 fn hide_text(json: &mut Value) {
-    let hide = |layers: Option<&mut Value>| {
-        if let Some(Value::Array(layers)) = layers {
-            for layer in layers.iter_mut() {
-                if layer.get("ty").and_then(Value::as_i64) == Some(5) {
-                    if let Value::Object(layer) = layer {
-                        layer.insert("hd".into(), Value::Bool(true));
-                    }
+    crate::lottie::model::for_each_layer_list(json, |layers| {
+        for layer in layers.iter_mut() {
+            if layer.get("ty").and_then(Value::as_i64) == Some(5) {
+                if let Value::Object(layer) = layer {
+                    layer.insert("hd".into(), Value::Bool(true));
                 }
             }
         }
-    };
-    if let Some(Value::Array(assets)) = json.get_mut("assets") {
-        for asset in assets.iter_mut() {
-            hide(asset.get_mut("layers"));
-        }
-    }
-    hide(json.get_mut("layers"));
+    });
 }
 
 fn median(mut values: Vec<Duration>) -> Duration {

@@ -234,6 +234,43 @@ fn admit(
     Ok((job, work))
 }
 
+/// WatchRenderJob's answer: `current` at once, then each newer snapshot of `updates` until a
+/// terminal one (or an error, or the watcher going away).
+fn forward_snapshots(
+    current: Job,
+    updates: impl futures_util::Stream<Item = Result<Job, Status>> + Send + 'static,
+) -> ReceiverStream<Result<proto::RenderJob, Status>> {
+    let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
+    tokio::spawn(async move {
+        let mut updates = std::pin::pin!(updates);
+        let mut last_version = current.version;
+        let mut terminal = current.state.is_terminal();
+        if sender.send(Ok(job_to_proto(&current))).await.is_err() {
+            return;
+        }
+        while !terminal {
+            let job = match updates.next().await {
+                Some(Ok(job)) => job,
+                Some(Err(status)) => {
+                    let _ = sender.send(Err(status)).await;
+                    return;
+                }
+                None => return,
+            };
+            if job.version <= last_version {
+                continue;
+            }
+            last_version = job.version;
+            terminal = job.state.is_terminal();
+            // The watcher went away: stop following.
+            if sender.send(Ok(job_to_proto(&job))).await.is_err() {
+                return;
+            }
+        }
+    });
+    ReceiverStream::new(receiver)
+}
+
 pub fn job_to_proto(job: &Job) -> proto::RenderJob {
     let state = match job.state {
         JobState::Queued => proto::JobState::Queued,
@@ -387,43 +424,25 @@ impl RenderApi {
         };
         let (current, changes) = shared.watch(id).await.map_err(shared_unavailable)?;
         let current = current.ok_or_else(|| job_not_found(id))?;
-        let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
-        tokio::spawn(async move {
-            let mut changes = std::pin::pin!(changes);
-            let mut last_version = current.version;
-            let mut terminal = current.state.is_terminal();
-            if sender.send(Ok(job_to_proto(&current))).await.is_err() {
-                return;
-            }
-            while !terminal {
-                let job = match tokio::time::timeout(OWNER_CHECK_INTERVAL, changes.next()).await {
-                    Ok(Some(job)) => job,
+        let updates = futures_util::stream::unfold(
+            (Box::pin(changes), shared),
+            move |(mut changes, shared)| async move {
+                let next = match tokio::time::timeout(OWNER_CHECK_INTERVAL, changes.next()).await {
+                    Ok(Some(job)) => Ok(job),
                     // Quiet, or the subscription dropped: the record tells (a job whose owner
                     // stopped reads as failed).
                     quiet => match shared.get(id).await {
-                        Ok(Some(job)) if job.state.is_terminal() || quiet.is_err() => job,
-                        _ => {
-                            let _ = sender
-                                .send(Err(shared_unavailable(SharedError::Unavailable(
-                                    "lost the job's updates; watch it again".into(),
-                                ))
-                                .into()))
-                                .await;
-                            return;
-                        }
+                        Ok(Some(job)) if job.state.is_terminal() || quiet.is_err() => Ok(job),
+                        _ => Err(shared_unavailable(SharedError::Unavailable(
+                            "lost the job's updates; watch it again".into(),
+                        ))
+                        .into()),
                     },
                 };
-                if job.version <= last_version {
-                    continue;
-                }
-                last_version = job.version;
-                terminal = job.state.is_terminal();
-                if sender.send(Ok(job_to_proto(&job))).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(receiver)))
+                Some((next, (changes, shared)))
+            },
+        );
+        Ok(Response::new(forward_snapshots(current, updates)))
     }
 
     /// CancelRenderJob for a job of another instance: its owner is asked, and the answer is
@@ -508,39 +527,23 @@ impl RenderService for RenderApi {
     ) -> Result<Response<Self::WatchRenderJobStream>, Status> {
         let id = parse_id("job_id", &request.get_ref().job_id)?;
         let board = self.scheduler.board.clone();
-        let Some((job, mut changes)) = board.subscribe(id) else {
+        let Some((job, changes)) = board.subscribe(id) else {
             return self.watch_shared_job(id).await;
         };
-        let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
-        tokio::spawn(async move {
-            let mut last_version = job.version;
-            let mut terminal = job.state.is_terminal();
-            if sender.send(Ok(job_to_proto(&job))).await.is_err() {
-                return;
-            }
-            while !terminal {
-                let job = match changes.recv().await {
+        let updates = futures_util::stream::unfold(
+            (changes, board),
+            move |(mut changes, board)| async move {
+                let next = match changes.recv().await {
                     Ok(job) => job,
                     // Fell behind: the snapshot is the truth (progress is monotonic).
-                    Err(broadcast::error::RecvError::Lagged(_)) => match board.get(id) {
-                        Some(job) => job,
-                        None => return,
-                    },
+                    Err(broadcast::error::RecvError::Lagged(_)) => board.get(id)?,
                     // The job expired.
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(broadcast::error::RecvError::Closed) => return None,
                 };
-                if job.version <= last_version {
-                    continue;
-                }
-                last_version = job.version;
-                terminal = job.state.is_terminal();
-                // The watcher went away: stop following.
-                if sender.send(Ok(job_to_proto(&job))).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(receiver)))
+                Some((Ok(next), (changes, board)))
+            },
+        );
+        Ok(Response::new(forward_snapshots(job, updates)))
     }
 
     async fn cancel_render_job(

@@ -180,6 +180,20 @@ pub struct TextDocument {
 
 /// Values of an animatable property (`{ "a": 0|1, "k": … }`): the static value, or the
 /// start values of each keyframe.
+/// Visits every list of layers of a template: each precomposition's, then the top level.
+pub fn for_each_layer_list(json: &mut Value, mut visit: impl FnMut(&mut Vec<Value>)) {
+    if let Some(Value::Array(assets)) = json.get_mut("assets") {
+        for asset in assets.iter_mut() {
+            if let Some(Value::Array(layers)) = asset.get_mut("layers") {
+                visit(layers);
+            }
+        }
+    }
+    if let Some(Value::Array(layers)) = json.get_mut("layers") {
+        visit(layers);
+    }
+}
+
 pub fn property_values(property: &Value) -> Vec<&Value> {
     let Some(k) = property.get("k") else {
         return Vec::new();

@@ -59,10 +59,7 @@ pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
     let mut report = TextReport::default();
     let mut warnings = BTreeSet::new();
     let mut glyph_budget = MAX_GLYPHS_PER_TEMPLATE;
-    let mut convert_all = |layers: Option<&mut Value>| {
-        let Some(Value::Array(layers)) = layers else {
-            return;
-        };
+    super::model::for_each_layer_list(json, |layers| {
         for layer in layers.iter_mut() {
             let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
             // A hidden layer draws nothing: no glyphs to make.
@@ -78,13 +75,7 @@ pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
                 report.converted_layers += 1;
             }
         }
-    };
-    if let Some(Value::Array(assets)) = json.get_mut("assets") {
-        for asset in assets.iter_mut() {
-            convert_all(asset.get_mut("layers"));
-        }
-    }
-    convert_all(json.get_mut("layers"));
+    });
     report.warnings = warnings.into_iter().collect();
     report
 }
@@ -425,11 +416,6 @@ fn convert_layer(
     }
 }
 
-/// A font book without uploaded fonts: texts are drawn in the bundled font (or `chars`).
-pub fn no_uploaded_fonts() -> FontBook {
-    FontBook::new(Default::default())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,7 +436,7 @@ mod tests {
     #[test]
     fn the_templates_own_glyphs_draw_a_text_they_cover_and_a_font_the_rest() {
         let mut covered = with_chars("II");
-        let report = convert_text_layers(&mut covered, &no_uploaded_fonts());
+        let report = convert_text_layers(&mut covered, &FontBook::default());
         let paths: Vec<&Value> = covered["layers"][0]["shapes"][0]["it"]
             .as_array()
             .unwrap()
@@ -463,7 +449,7 @@ mod tests {
         assert_eq!(paths[1]["ks"]["k"]["v"][2], json!([25.0, -35.0]));
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
         let mut uncovered = with_chars("IJ");
-        let report = convert_text_layers(&mut uncovered, &no_uploaded_fonts());
+        let report = convert_text_layers(&mut uncovered, &FontBook::default());
         assert!(report.warnings.iter().any(|w| w.contains("do not cover")));
         assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
     }
@@ -476,7 +462,7 @@ mod tests {
                 "t": {"d": {"k": [{"s": {"s": 1e300, "f": "x", "t": long, "tr": 1e12,
                     "lh": 1e200, "ls": -1e300, "j": 2, "fc": [0, 0, 0]}, "t": 0}]}}}]});
         let started = std::time::Instant::now();
-        let report = convert_text_layers(&mut json, &no_uploaded_fonts());
+        let report = convert_text_layers(&mut json, &FontBook::default());
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert!(report.warnings.iter().any(|w| w.contains("only the first")));
         let limit = super::super::fence::MAX_PATH_COORDINATE;
@@ -509,7 +495,7 @@ mod tests {
                     "p":{},"m":{"g":1,"a":{"a":0,"k":[0,0]}},"a":[{"s":{}}]}}]}"#,
         )
         .unwrap();
-        let report = convert_text_layers(&mut json, &no_uploaded_fonts());
+        let report = convert_text_layers(&mut json, &FontBook::default());
         assert_eq!(report.converted_layers, 1);
         let layer = &json["layers"][0];
         assert_eq!(layer["ty"], 4);

@@ -37,16 +37,7 @@ pub fn retime(json: &mut Value, fps: u32) -> Timeline {
         scale_field(root, "ip", factor);
         scale_field(root, "op", factor);
     }
-    if let Some(layers) = json.get_mut("layers").and_then(Value::as_array_mut) {
-        scale_layers(layers, factor);
-    }
-    if let Some(assets) = json.get_mut("assets").and_then(Value::as_array_mut) {
-        for asset in assets {
-            if let Some(layers) = asset.get_mut("layers").and_then(Value::as_array_mut) {
-                scale_layers(layers, factor);
-            }
-        }
-    }
+    super::model::for_each_layer_list(json, |layers| scale_layers(layers, factor));
     if let Some(markers) = json.get_mut("markers").and_then(Value::as_array_mut) {
         for marker in markers.iter_mut().filter_map(Value::as_object_mut) {
             scale_field(marker, "tm", factor);

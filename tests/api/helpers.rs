@@ -125,6 +125,16 @@ impl TestApp {
             .into_inner()
     }
 
+    pub async fn cancel(&self, job_id: &str) -> proto::RenderJob {
+        self.renders()
+            .cancel_render_job(proto::CancelRenderJobRequest {
+                job_id: job_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
     /// Every snapshot WatchRenderJob sends, to the end of the stream (bounded by `limit`).
     pub async fn watch(&self, job_id: &str, limit: Duration) -> Vec<proto::RenderJob> {
         let mut stream = self

@@ -138,25 +138,11 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
     app.wait_for_state(&running.job_id, JobState::Running).await;
     wait_for_workers(&executable, 1).await;
 
-    let cancelled = app
-        .renders()
-        .cancel_render_job(proto::CancelRenderJobRequest {
-            job_id: waiting.job_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let cancelled = app.cancel(&waiting.job_id).await;
     assert_eq!(state(&cancelled), JobState::Cancelled);
     assert!(cancelled.error.is_none() && cancelled.started_at.is_none());
 
-    let cancelled = app
-        .renders()
-        .cancel_render_job(proto::CancelRenderJobRequest {
-            job_id: running.job_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let cancelled = app.cancel(&running.job_id).await;
     assert_eq!(state(&cancelled), JobState::Cancelled, "{cancelled:?}");
     assert!(cancelled.error.is_none());
     assert_eq!(worker_processes(&executable), []);
@@ -165,14 +151,7 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
         .collect();
     assert!(outputs.is_empty(), "partial output left: {outputs:?}");
     // Cancelling again answers the job as it is; it has no output to download.
-    let again = app
-        .renders()
-        .cancel_render_job(proto::CancelRenderJobRequest {
-            job_id: running.job_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let again = app.cancel(&running.job_id).await;
     assert_eq!(again, cancelled);
     let status = app.download(&running.job_id).await.unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition);
