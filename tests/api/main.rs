@@ -5,5 +5,6 @@ mod errors;
 mod helpers;
 mod idempotency;
 mod panic;
+mod process;
 mod renders;
 mod templates;

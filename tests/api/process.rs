@@ -1,0 +1,212 @@
+//! `ServerProcess`: the real `lottie-render serve` binary as a child process, for tests that
+//! measure what an attack costs the server itself (its peak RSS and CPU time from /proc),
+//! which an in-process server shared with the other tests of this binary cannot show.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// How long the server may take to log that it is serving.
+const START_LIMIT: Duration = Duration::from_secs(30);
+
+pub struct ServerProcess {
+    child: Child,
+    pub address: SocketAddr,
+    pub metrics_address: SocketAddr,
+    pub data_dir: tempfile::TempDir,
+    /// The executable its workers run as (a symlink of its own, see `own_worker_executable`).
+    pub worker_executable: PathBuf,
+    /// Every line the server logged so far.
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    /// Starts `lottie-render serve` on ports chosen by the kernel with its own data directory
+    /// and worker executable, plus `extra_args`, and waits until it serves.
+    pub fn start(extra_args: &[&str]) -> ServerProcess {
+        ServerProcess::start_with_env(extra_args, &[])
+    }
+
+    /// As [`ServerProcess::start`], with extra environment variables for the server.
+    pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> ServerProcess {
+        let data_dir = tempfile::tempdir().unwrap();
+        let worker_executable = super::helpers::own_worker_executable(data_dir.path());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lottie-render"));
+        command
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(data_dir.path().join("data"))
+            .arg("--worker-executable")
+            .arg(&worker_executable)
+            .args(extra_args)
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (addresses, found) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let (mut metrics, mut sent) = (None, false);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if line.contains("serving metrics") {
+                        metrics = logged_address(&line, "listen");
+                    } else if !sent && line.contains(" serving ") {
+                        if let (Some(address), Some(metrics)) =
+                            (logged_address(&line, "listen"), metrics)
+                        {
+                            let _ = addresses.send((address, metrics));
+                            sent = true;
+                        }
+                    }
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let (address, metrics_address) = found.recv_timeout(START_LIMIT).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!(
+                "the server did not start: {:?}",
+                log.lock().unwrap().join("\n")
+            )
+        });
+        ServerProcess {
+            child,
+            address,
+            metrics_address,
+            data_dir,
+            worker_executable,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.address))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    /// The server's peak resident set size so far, bytes (`VmHWM`).
+    pub fn peak_rss_bytes(&self) -> u64 {
+        status_kib(self.pid(), "VmHWM:") * 1024
+    }
+
+    /// The server's resident set size now, bytes (`VmRSS`).
+    pub fn rss_bytes(&self) -> u64 {
+        status_kib(self.pid(), "VmRSS:") * 1024
+    }
+
+    /// CPU time (user + system) the server process has used so far, all threads.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        // Fields after the command name (which may hold spaces) start at "state" (field 3);
+        // utime and stime are fields 14 and 15, in clock ticks.
+        let rest = stat.rsplit_once(')').unwrap().1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
+    }
+
+    /// Every line the server logged so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The server's worker processes alive now (children and orphans alike).
+    pub fn workers(&self) -> Vec<(u32, String)> {
+        super::helpers::worker_processes(&self.worker_executable)
+    }
+
+    /// SIGTERM, then waits (bounded) for a clean exit; answers whether it exited 0.
+    pub fn stop(mut self) -> bool {
+        send_signal(self.pid(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        false
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // A failed test must not leave a server (and its workers) behind.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address logged as `field=Some(ADDR)` (text logs), if this line has one.
+fn logged_address(line: &str, field: &str) -> Option<SocketAddr> {
+    let start = line.find(&format!("{field}=Some("))? + field.len() + "=Some(".len();
+    let end = line[start..].find(')')? + start;
+    line[start..end].parse().ok()
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+fn clock_ticks_per_second() -> f64 {
+    let output = Command::new("getconf").arg("CLK_TCK").output().unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status();
+}
+
+#[tokio::test]
+async fn a_server_process_serves_reports_its_costs_and_stops_cleanly() {
+    let server = ServerProcess::start(&["--workers", "1"]);
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel().await);
+    let answer = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    assert!(server.peak_rss_bytes() >= server.rss_bytes() && server.rss_bytes() > 0);
+    assert!(server.cpu_time() > Duration::ZERO);
+    assert!(server.workers().is_empty());
+    assert!(server.log().iter().any(|line| line.contains(" serving ")));
+    assert_ne!(server.address, server.metrics_address);
+    assert!(server.data_dir.path().join("data").is_dir());
+    assert!(server.stop(), "the server exits 0 on SIGTERM");
+}
