@@ -2,6 +2,7 @@
 //! `template`, `submit` and `job` share).
 
 pub mod bench;
+pub mod bench_hostile;
 pub mod bench_replays;
 pub mod bench_text;
 pub mod client;
@@ -54,6 +55,8 @@ pub enum Command {
     BenchReplays(bench_replays::BenchReplaysArgs),
     /// Measure what drawing text costs (with text versus text layers hidden).
     BenchText(bench_text::BenchTextArgs),
+    /// Replay the hostile set against a server: answer, time and the server's peak RSS.
+    BenchHostile(bench_hostile::BenchHostileArgs),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -68,6 +71,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::BenchReplays(args) => bench_replays::run(args),
         Command::BenchText(args) => bench_text::run(args),
+        Command::BenchHostile(args) => bench_hostile::run(args),
     }
 }
 
