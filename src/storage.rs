@@ -1,18 +1,25 @@
 //! Templates and outputs on disk.
 //!
 //! Templates live under `<data-dir>/templates/<id>/`: the JSON as uploaded
-//! (`template.json`), its fonts (`fonts/<n>.font`) and a small record (`record.json`: name,
-//! creation time, font families). A template is written into a temporary directory and
-//! renamed into place, so a crash never leaves half a template visible. Outputs live under
+//! (`template.json`), its fonts (`fonts/<n>.font`), its record (`record.json`: name,
+//! creation time, font families, report) and the bounded view answers show
+//! (`summary.json`, [`summary`]). A template is written into a temporary directory and
+//! renamed into place, so a crash never leaves half a template visible. The listing order
+//! and the quota's figures come from `templates/.index/`, one empty file per template named
+//! `<created ms>.<id>.<stored bytes>`: listing and quota checks read names only, never
+//! records, and every instance sharing the data directory sees the same index. Outputs live under
 //! `<data-dir>/outputs/<job-id>.<ext>`; a worker writes `.partial-<job-id>.<ext>` and the
 //! scheduler renames it when the render succeeded. Object storage replaces this later;
 //! callers see only [`TemplateStore`] and [`OutputStore`].
+
+pub mod summary;
 
 use crate::lottie::report::InspectReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use summary::TemplateSummary;
 use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +30,71 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
     #[error("a stored record is damaged: {0}")]
     Damaged(String),
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("the data directory's file system has {free_bytes} bytes free, less than the {watermark_bytes} bytes kept free")]
+    DiskFull {
+        free_bytes: u64,
+        watermark_bytes: u64,
+    },
+}
+
+/// Templates stored at most (all callers together). Ten thousand templates are far more
+/// than a product uses; the figure bounds a listing's index read and the disk templates take.
+pub const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
+/// Bytes of stored templates (JSON and fonts) at most: 16 GiB, about two thousand templates
+/// at the largest size with a font each, or hundreds of thousands of typical ones.
+pub const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+/// Free space kept on the data directory's file system: below it, new templates and renders
+/// are refused so that running renders can still write their outputs (a two-minute
+/// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
+pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Named limits on what the stores keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageLimits {
+    pub max_templates: u64,
+    pub max_template_bytes: u64,
+    /// Free bytes the data directory's file system keeps (0: no watermark).
+    pub min_free_disk_bytes: u64,
+}
+
+impl Default for StorageLimits {
+    fn default() -> StorageLimits {
+        StorageLimits {
+            max_templates: DEFAULT_MAX_TEMPLATES,
+            max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
+            min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
+        }
+    }
+}
+
+/// One template in the listing order, as its index file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub created_at_ms: u64,
+    pub id: Uuid,
+    /// Bytes the template takes (JSON and fonts), for the quota.
+    pub stored_bytes: u64,
+}
+
+impl IndexEntry {
+    fn file_name(&self) -> String {
+        format!(
+            "{:020}.{}.{}",
+            self.created_at_ms, self.id, self.stored_bytes
+        )
+    }
+
+    fn parse(name: &str) -> Option<IndexEntry> {
+        let mut parts = name.split('.');
+        let entry = IndexEntry {
+            created_at_ms: parts.next()?.parse().ok()?,
+            id: Uuid::try_parse(parts.next()?).ok()?,
+            stored_bytes: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(entry)
+    }
 }
 
 /// What is kept about a template besides its JSON.
@@ -67,14 +139,141 @@ impl TemplateRecord {
 #[derive(Debug, Clone)]
 pub struct TemplateStore {
     root: PathBuf,
+    data_dir: PathBuf,
+    limits: StorageLimits,
 }
 
+/// Directory of the listing index, under the templates directory (not an id, so never taken
+/// for a template).
+const INDEX_DIR: &str = ".index";
+
 impl TemplateStore {
-    /// A store under `data_dir/templates` (created when missing).
+    /// A store under `data_dir/templates` (created when missing) with the default limits.
+    /// Templates stored by an earlier version get their summary and index entry here, once.
     pub fn open(data_dir: &Path) -> Result<TemplateStore, StorageError> {
         let root = data_dir.join("templates");
-        std::fs::create_dir_all(&root)?;
-        Ok(TemplateStore { root })
+        std::fs::create_dir_all(root.join(INDEX_DIR))?;
+        let store = TemplateStore {
+            root,
+            data_dir: data_dir.to_path_buf(),
+            limits: StorageLimits::default(),
+        };
+        store.complete_index()?;
+        Ok(store)
+    }
+
+    /// The same store under other limits.
+    pub fn with_limits(self, limits: StorageLimits) -> TemplateStore {
+        TemplateStore { limits, ..self }
+    }
+
+    fn index_dir(&self) -> PathBuf {
+        self.root.join(INDEX_DIR)
+    }
+
+    /// Every template in the index, newest first (ties by id). Reads file names only.
+    pub fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(self.index_dir())? {
+            let name = entry?.file_name();
+            if let Some(parsed) = name.to_str().and_then(IndexEntry::parse) {
+                entries.push(parsed);
+            }
+        }
+        entries.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+        Ok(entries)
+    }
+
+    /// Refuses new data when the file system is nearly full (the watermark).
+    pub fn check_disk_space(&self) -> Result<(), StorageError> {
+        let watermark_bytes = self.limits.min_free_disk_bytes;
+        if watermark_bytes == 0 {
+            return Ok(());
+        }
+        let free_bytes = crate::os::available_disk_bytes(&self.data_dir)?;
+        if free_bytes < watermark_bytes {
+            return Err(StorageError::DiskFull {
+                free_bytes,
+                watermark_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a new template of `bytes` over the count or byte quota, or on a full disk.
+    /// Instances sharing the data directory read the same index, so the quota is shared; two
+    /// creations racing may overshoot it by one template each.
+    pub fn check_room_for(&self, bytes: u64) -> Result<(), StorageError> {
+        self.check_disk_space()?;
+        let index = self.index()?;
+        let count = index.len() as u64;
+        if count >= self.limits.max_templates {
+            return Err(StorageError::QuotaExceeded(format!(
+                "{count} templates are stored, the limit is {}; delete some first",
+                self.limits.max_templates
+            )));
+        }
+        let stored: u64 = index.iter().map(|entry| entry.stored_bytes).sum();
+        if stored.saturating_add(bytes) > self.limits.max_template_bytes {
+            return Err(StorageError::QuotaExceeded(format!(
+                "templates take {stored} bytes; {bytes} more would pass the {} byte limit; \
+                 delete some first",
+                self.limits.max_template_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the summary and index entry of templates that lack them (stored by an earlier
+    /// version) and drops index entries whose template is gone (a deletion interrupted).
+    fn complete_index(&self) -> Result<(), StorageError> {
+        let indexed: std::collections::HashSet<Uuid> =
+            self.index()?.into_iter().map(|entry| entry.id).collect();
+        let mut present = std::collections::HashSet::new();
+        for entry in std::fs::read_dir(&self.root)? {
+            let name = entry?.file_name();
+            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
+                continue;
+            };
+            present.insert(id);
+            if indexed.contains(&id) {
+                continue;
+            }
+            let record = match self.record(id) {
+                Ok(record) => record,
+                Err(StorageError::NotFound(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            let summary_path = self.dir(id).join("summary.json");
+            if !summary_path.exists() {
+                write_json(&summary_path, &TemplateSummary::of(&record))?;
+            }
+            let stored_bytes = self.stored_bytes_on_disk(&record)?;
+            self.write_index_entry(IndexEntry {
+                created_at_ms: record.created_at_ms,
+                id,
+                stored_bytes,
+            })?;
+        }
+        for entry in self.index()? {
+            if !present.contains(&entry.id) {
+                remove_if_present(&self.index_dir().join(entry.file_name()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stored_bytes_on_disk(&self, record: &TemplateRecord) -> Result<u64, StorageError> {
+        let mut bytes = std::fs::metadata(self.json_path(record.id))?.len();
+        for file in record.fonts.values() {
+            bytes += std::fs::metadata(self.font_path(record.id, file))?.len();
+        }
+        Ok(bytes)
+    }
+
+    fn write_index_entry(&self, entry: IndexEntry) -> Result<(), StorageError> {
+        std::fs::write(self.index_dir().join(entry.file_name()), b"")?;
+        Ok(())
     }
 
     fn dir(&self, id: Uuid) -> PathBuf {
@@ -99,6 +298,9 @@ impl TemplateStore {
         report: InspectReport,
         fonts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<TemplateRecord, StorageError> {
+        let stored_bytes =
+            json.len() as u64 + fonts.values().map(|bytes| bytes.len() as u64).sum::<u64>();
+        self.check_room_for(stored_bytes)?;
         let id = Uuid::new_v4();
         let staging = tempfile::Builder::new()
             .prefix(".creating-")
@@ -127,13 +329,21 @@ impl TemplateStore {
             font_sha256,
             report,
         };
-        let record_json =
-            serde_json::to_vec(&record).map_err(|e| StorageError::Damaged(e.to_string()))?;
-        std::fs::write(staging.path().join("record.json"), record_json)?;
+        write_json(&staging.path().join("record.json"), &record)?;
+        write_json(
+            &staging.path().join("summary.json"),
+            &TemplateSummary::of(&record),
+        )?;
         // Renamed while still owned by the guard: if the rename fails, the staging
         // directory is removed instead of being left behind.
         std::fs::rename(staging.path(), self.dir(id))?;
         let _ = staging.keep();
+        // Indexed only once in place: an index entry always names a whole template.
+        self.write_index_entry(IndexEntry {
+            created_at_ms,
+            id,
+            stored_bytes,
+        })?;
         Ok(record)
     }
 
@@ -147,33 +357,45 @@ impl TemplateStore {
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
     }
 
-    /// Every template, newest first (ties by id).
-    pub fn list(&self) -> Result<Vec<TemplateRecord>, StorageError> {
-        let mut records = Vec::new();
-        for entry in std::fs::read_dir(&self.root)? {
-            let name = entry?.file_name();
-            // Skips `.creating-*` staging directories and anything else that is not an id.
-            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
-                continue;
-            };
-            match self.record(id) {
-                Ok(record) => records.push(record),
-                // Deleted between read_dir and read: not listed.
-                Err(StorageError::NotFound(_)) => {}
-                Err(error) => return Err(error),
+    /// The bounded view of a template (what Get and List answer). A template stored by an
+    /// instance of an earlier version while this one runs has no summary yet: built from its
+    /// record then.
+    pub fn summary(&self, id: Uuid) -> Result<TemplateSummary, StorageError> {
+        match std::fs::read(self.dir(id).join("summary.json")) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
             }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ok(TemplateSummary::of(&self.record(id)?))
+            }
+            Err(error) => Err(StorageError::Io(error)),
         }
-        records.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
-        Ok(records)
     }
 
     pub fn delete(&self, id: Uuid) -> Result<(), StorageError> {
-        self.record(id)?;
+        // The summary, not the record: it is small whatever was uploaded.
+        self.summary(id)?;
         // Renamed away first, so readers never see a half-deleted template.
         let doomed = self.root.join(format!(".deleting-{id}"));
         std::fs::rename(self.dir(id), &doomed)?;
+        for entry in self.index()?.into_iter().filter(|entry| entry.id == id) {
+            remove_if_present(&self.index_dir().join(entry.file_name()))?;
+        }
         std::fs::remove_dir_all(doomed)?;
         Ok(())
+    }
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Damaged(e.to_string()))?;
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> Result<(), StorageError> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(StorageError::Io(error)),
+        _ => Ok(()),
     }
 }
 
@@ -287,8 +509,17 @@ mod tests {
         assert_eq!(std::fs::read(store.json_path(first.id)).unwrap(), json);
         assert_eq!(store.record(second.id).unwrap(), second);
         assert_eq!(second.fonts["Open Sans"], "0.font");
-        let listed: Vec<_> = store.list().unwrap().into_iter().map(|r| r.name).collect();
+        let listed: Vec<_> = store
+            .index()
+            .unwrap()
+            .into_iter()
+            .map(|entry| store.summary(entry.id).unwrap().name)
+            .collect();
         assert_eq!(listed, ["second", "first"]);
+        assert_eq!(
+            store.index().unwrap()[0].stored_bytes,
+            json.len() as u64 + 8
+        );
         store.delete(first.id).unwrap();
         assert!(matches!(
             store.record(first.id),
@@ -298,11 +529,90 @@ mod tests {
             store.delete(first.id),
             Err(StorageError::NotFound(_))
         ));
-        assert_eq!(store.list().unwrap().len(), 1);
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates"))
+        assert_eq!(store.index().unwrap().len(), 1);
+        let mut leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(leftovers, [std::ffi::OsString::from(second.id.to_string())]);
+        leftovers.sort();
+        assert_eq!(
+            leftovers,
+            [
+                std::ffi::OsString::from(INDEX_DIR),
+                std::ffi::OsString::from(second.id.to_string())
+            ]
+        );
+    }
+
+    fn tiny_template(store: &TemplateStore, name: &str) -> Result<TemplateRecord, StorageError> {
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap());
+        store.create(name, json, report, &BTreeMap::new())
+    }
+
+    #[test]
+    fn templates_over_the_count_or_byte_quota_are_refused_until_one_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = StorageLimits {
+            max_templates: 2,
+            min_free_disk_bytes: 0,
+            ..StorageLimits::default()
+        };
+        let store = TemplateStore::open(dir.path()).unwrap().with_limits(limits);
+        let first = tiny_template(&store, "a").unwrap();
+        tiny_template(&store, "b").unwrap();
+        assert!(matches!(
+            tiny_template(&store, "c"),
+            Err(StorageError::QuotaExceeded(_))
+        ));
+        store.delete(first.id).unwrap();
+        tiny_template(&store, "c").unwrap();
+        let bytes_limited = store.with_limits(StorageLimits {
+            max_templates: 100,
+            max_template_bytes: 150,
+            min_free_disk_bytes: 0,
+        });
+        assert!(matches!(
+            tiny_template(&bytes_limited, "d"),
+            Err(StorageError::QuotaExceeded(message)) if message.contains("150 byte limit")
+        ));
+    }
+
+    #[test]
+    fn a_watermark_above_the_free_space_refuses_new_templates() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path())
+            .unwrap()
+            .with_limits(StorageLimits {
+                min_free_disk_bytes: u64::MAX,
+                ..StorageLimits::default()
+            });
+        assert!(matches!(
+            tiny_template(&store, "a"),
+            Err(StorageError::DiskFull { .. })
+        ));
+        assert!(store.index().unwrap().is_empty());
+    }
+
+    #[test]
+    fn templates_stored_before_the_index_existed_are_indexed_when_the_store_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path()).unwrap();
+        let record = tiny_template(&store, "old").unwrap();
+        // What an earlier version left: no index, no summary; and a dangling index entry.
+        std::fs::remove_dir_all(dir.path().join("templates").join(INDEX_DIR)).unwrap();
+        std::fs::create_dir(dir.path().join("templates").join(INDEX_DIR)).unwrap();
+        std::fs::remove_file(store.dir(record.id).join("summary.json")).unwrap();
+        let ghost = IndexEntry {
+            created_at_ms: 5,
+            id: Uuid::new_v4(),
+            stored_bytes: 9,
+        };
+        store.write_index_entry(ghost).unwrap();
+        let reopened = TemplateStore::open(dir.path()).unwrap();
+        let index = reopened.index().unwrap();
+        assert_eq!(index.len(), 1);
+        assert_eq!(index[0].id, record.id);
+        assert_eq!(reopened.summary(record.id).unwrap().name, "old");
     }
 }
