@@ -4,17 +4,21 @@
 //! (`template.json`), its fonts (`fonts/<n>.font`), its record (`record.json`: name,
 //! creation time, font families, report) and the bounded view answers show
 //! (`summary.json`, [`summary`]). A template is written into a temporary directory and
-//! renamed into place, so a crash never leaves half a template visible. The listing order
-//! and the quota's figures come from `templates/.index/`, one empty file per template named
-//! `<created ms>.<id>.<stored bytes>`: listing and quota checks read names only, never
-//! records, and every instance sharing the data directory sees the same index. Outputs live under
+//! renamed into place, so a crash never leaves half a template visible. Listing order and the
+//! quota's figures come from a name-only index ([`index`]). Outputs live under
 //! `<data-dir>/outputs/<job-id>.<ext>`; a worker writes `.partial-<job-id>.<ext>` and the
 //! scheduler renames it when the render succeeded. Object storage replaces this later;
 //! callers see only [`TemplateStore`] and [`OutputStore`].
 
+pub mod index;
 pub mod summary;
 
 use crate::lottie::report::InspectReport;
+use index::INDEX_DIR;
+pub use index::{
+    IndexEntry, StorageLimits, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES,
+    DEFAULT_MIN_FREE_DISK_BYTES,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,64 +41,6 @@ pub enum StorageError {
         free_bytes: u64,
         watermark_bytes: u64,
     },
-}
-
-/// Templates stored at most (all callers together). Ten thousand templates are far more
-/// than a product uses; the figure bounds a listing's index read and the disk templates take.
-pub const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
-/// Bytes of stored templates (JSON and fonts) at most: 16 GiB, about two thousand templates
-/// at the largest size with a font each, or hundreds of thousands of typical ones.
-pub const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
-/// Free space kept on the data directory's file system: below it, new templates and renders
-/// are refused so that running renders can still write their outputs (a two-minute
-/// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
-pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
-
-/// Named limits on what the stores keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StorageLimits {
-    pub max_templates: u64,
-    pub max_template_bytes: u64,
-    /// Free bytes the data directory's file system keeps (0: no watermark).
-    pub min_free_disk_bytes: u64,
-}
-
-impl Default for StorageLimits {
-    fn default() -> StorageLimits {
-        StorageLimits {
-            max_templates: DEFAULT_MAX_TEMPLATES,
-            max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
-            min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
-        }
-    }
-}
-
-/// One template in the listing order, as its index file names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IndexEntry {
-    pub created_at_ms: u64,
-    pub id: Uuid,
-    /// Bytes the template takes (JSON and fonts), for the quota.
-    pub stored_bytes: u64,
-}
-
-impl IndexEntry {
-    fn file_name(&self) -> String {
-        format!(
-            "{:020}.{}.{}",
-            self.created_at_ms, self.id, self.stored_bytes
-        )
-    }
-
-    fn parse(name: &str) -> Option<IndexEntry> {
-        let mut parts = name.split('.');
-        let entry = IndexEntry {
-            created_at_ms: parts.next()?.parse().ok()?,
-            id: Uuid::try_parse(parts.next()?).ok()?,
-            stored_bytes: parts.next()?.parse().ok()?,
-        };
-        parts.next().is_none().then_some(entry)
-    }
 }
 
 /// What is kept about a template besides its JSON.
@@ -143,10 +89,6 @@ pub struct TemplateStore {
     limits: StorageLimits,
 }
 
-/// Directory of the listing index, under the templates directory (not an id, so never taken
-/// for a template).
-const INDEX_DIR: &str = ".index";
-
 impl TemplateStore {
     /// A store under `data_dir/templates` (created when missing) with the default limits.
     /// Templates stored by an earlier version get their summary and index entry here, once.
@@ -165,115 +107,6 @@ impl TemplateStore {
     /// The same store under other limits.
     pub fn with_limits(self, limits: StorageLimits) -> TemplateStore {
         TemplateStore { limits, ..self }
-    }
-
-    fn index_dir(&self) -> PathBuf {
-        self.root.join(INDEX_DIR)
-    }
-
-    /// Every template in the index, newest first (ties by id). Reads file names only.
-    pub fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
-        let mut entries = Vec::new();
-        for entry in std::fs::read_dir(self.index_dir())? {
-            let name = entry?.file_name();
-            if let Some(parsed) = name.to_str().and_then(IndexEntry::parse) {
-                entries.push(parsed);
-            }
-        }
-        entries.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
-        Ok(entries)
-    }
-
-    /// Refuses new data when the file system is nearly full (the watermark).
-    pub fn check_disk_space(&self) -> Result<(), StorageError> {
-        let watermark_bytes = self.limits.min_free_disk_bytes;
-        if watermark_bytes == 0 {
-            return Ok(());
-        }
-        let free_bytes = crate::os::available_disk_bytes(&self.data_dir)?;
-        if free_bytes < watermark_bytes {
-            return Err(StorageError::DiskFull {
-                free_bytes,
-                watermark_bytes,
-            });
-        }
-        Ok(())
-    }
-
-    /// Refuses a new template of `bytes` over the count or byte quota, or on a full disk.
-    /// Instances sharing the data directory read the same index, so the quota is shared; two
-    /// creations racing may overshoot it by one template each.
-    pub fn check_room_for(&self, bytes: u64) -> Result<(), StorageError> {
-        self.check_disk_space()?;
-        let index = self.index()?;
-        let count = index.len() as u64;
-        if count >= self.limits.max_templates {
-            return Err(StorageError::QuotaExceeded(format!(
-                "{count} templates are stored, the limit is {}; delete some first",
-                self.limits.max_templates
-            )));
-        }
-        let stored: u64 = index.iter().map(|entry| entry.stored_bytes).sum();
-        if stored.saturating_add(bytes) > self.limits.max_template_bytes {
-            return Err(StorageError::QuotaExceeded(format!(
-                "templates take {stored} bytes; {bytes} more would pass the {} byte limit; \
-                 delete some first",
-                self.limits.max_template_bytes
-            )));
-        }
-        Ok(())
-    }
-
-    /// Writes the summary and index entry of templates that lack them (stored by an earlier
-    /// version) and drops index entries whose template is gone (a deletion interrupted).
-    fn complete_index(&self) -> Result<(), StorageError> {
-        let indexed: std::collections::HashSet<Uuid> =
-            self.index()?.into_iter().map(|entry| entry.id).collect();
-        let mut present = std::collections::HashSet::new();
-        for entry in std::fs::read_dir(&self.root)? {
-            let name = entry?.file_name();
-            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
-                continue;
-            };
-            present.insert(id);
-            if indexed.contains(&id) {
-                continue;
-            }
-            let record = match self.record(id) {
-                Ok(record) => record,
-                Err(StorageError::NotFound(_)) => continue,
-                Err(error) => return Err(error),
-            };
-            let summary_path = self.dir(id).join("summary.json");
-            if !summary_path.exists() {
-                write_json(&summary_path, &TemplateSummary::of(&record))?;
-            }
-            let stored_bytes = self.stored_bytes_on_disk(&record)?;
-            self.write_index_entry(IndexEntry {
-                created_at_ms: record.created_at_ms,
-                id,
-                stored_bytes,
-            })?;
-        }
-        for entry in self.index()? {
-            if !present.contains(&entry.id) {
-                remove_if_present(&self.index_dir().join(entry.file_name()))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn stored_bytes_on_disk(&self, record: &TemplateRecord) -> Result<u64, StorageError> {
-        let mut bytes = std::fs::metadata(self.json_path(record.id))?.len();
-        for file in record.fonts.values() {
-            bytes += std::fs::metadata(self.font_path(record.id, file))?.len();
-        }
-        Ok(bytes)
-    }
-
-    fn write_index_entry(&self, entry: IndexEntry) -> Result<(), StorageError> {
-        std::fs::write(self.index_dir().join(entry.file_name()), b"")?;
-        Ok(())
     }
 
     fn dir(&self, id: Uuid) -> PathBuf {
