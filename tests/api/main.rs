@@ -3,6 +3,7 @@
 mod cli;
 mod errors;
 mod helpers;
+mod hostile_assets;
 mod idempotency;
 mod panic;
 mod process;
