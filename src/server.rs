@@ -262,13 +262,13 @@ pub async fn run(
 pub type Middleware = Stack<
     StreamLimitLayer,
     Stack<
-        IdempotencyKeyLayer,
+        RequestSizeLayer,
         Stack<
-            RequestSizeLayer,
+            LoadShedLayer,
             Stack<
-                LoadShedLayer,
+                RequestBodyLayer,
                 Stack<
-                    RequestBodyLayer,
+                    IdempotencyKeyLayer,
                     Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>,
                 >,
             >,
@@ -309,6 +309,9 @@ pub fn middleware_with(metrics: Arc<Metrics>, limits: StackLimits) -> Middleware
         .layer(RequestMetricsLayer::new(metrics))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
         .layer(CatchPanicLayer)
+        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
+        // before its body is even received; the handlers claim it once the request is valid.
+        .layer(IdempotencyKeyLayer)
         // Receives the request message whole (deadline, global byte budget) before anything
         // below counts the call: a caller that sends headers and no body holds no permit.
         .layer(RequestBodyLayer::new(
@@ -319,9 +322,6 @@ pub fn middleware_with(metrics: Arc<Metrics>, limits: StackLimits) -> Middleware
         .layer(LoadShedLayer::new(limits.max_concurrent_requests))
         // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
         .layer(RequestSizeLayer)
-        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
-        // before the body is decoded; the handlers claim it once the request is valid.
-        .layer(IdempotencyKeyLayer)
         // Watch streams live long and load shedding forgets them once their headers are
         // answered: they have a cap of their own, a slot held for the stream's life.
         .layer(StreamLimitLayer::new(
