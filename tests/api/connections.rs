@@ -360,6 +360,10 @@ impl OwnRedis {
             .local_addr()
             .unwrap()
             .port();
+        OwnRedis::start_on(port)
+    }
+
+    fn start_on(port: u16) -> OwnRedis {
         let mut process = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -418,18 +422,38 @@ impl OwnRedis {
 
     /// Connections subscribed to `channel`.
     async fn subscribers(&self, channel: &str) -> i64 {
-        let mut connection = self.connection().await;
-        let answer: Vec<deadpool_redis::redis::Value> = deadpool_redis::redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(&mut connection)
-            .await
-            .unwrap();
-        match answer.get(1) {
-            Some(deadpool_redis::redis::Value::Int(count)) => *count,
-            other => panic!("PUBSUB NUMSUB answered {other:?}"),
-        }
+        subscribers_at(self.port, channel).await
     }
+}
+
+/// Connections subscribed to `channel` on the Redis at `port`.
+async fn subscribers_at(port: u16, channel: &str) -> i64 {
+    let mut connection = deadpool_redis::redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let answer: Vec<deadpool_redis::redis::Value> = deadpool_redis::redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    match answer.get(1) {
+        Some(deadpool_redis::redis::Value::Int(count)) => *count,
+        other => panic!("PUBSUB NUMSUB answered {other:?}"),
+    }
+}
+
+/// Waits (up to 10 s) until `count` connections subscribe to `channel`.
+async fn wait_for_subscribers(port: u16, channel: &str, count: i64) {
+    for _ in 0..500 {
+        if subscribers_at(port, channel).await == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{channel} never had {count} subscribers");
 }
 
 impl Drop for OwnRedis {
@@ -625,6 +649,52 @@ async fn followers_of_another_instances_render_count_against_the_queue() {
     let (accepted, full) = sixty_identical(&b, &request).await;
     assert_eq!((accepted, full), (1, 59));
     a.cancel(&leader.job_id).await;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn after_redis_comes_back_the_shared_subscription_is_made_again_and_cancels_arrive() {
+    let redis = OwnRedis::start();
+    let port = redis.port;
+    let prefix = "connections-restart:";
+    let a = spawn_app_with(|settings| {
+        on_redis(settings, &redis, prefix);
+        settings.redis_timeout_ms = 300;
+    })
+    .await;
+    let shared_data = a.data_dir.path().to_path_buf();
+    let b = spawn_app_with(|settings| {
+        on_redis(settings, &redis, prefix);
+        settings.data_dir = shared_data;
+        settings.redis_timeout_ms = 300;
+    })
+    .await;
+    let cancel_channel = format!("{prefix}cancel");
+    wait_for_subscribers(port, &cancel_channel, 2).await;
+    drop(redis);
+    let _redis = OwnRedis::start_on(port);
+    // The new Redis knows nothing: both instances subscribe again by themselves.
+    wait_for_subscribers(port, &cancel_channel, 2).await;
+    let template = a.create_template(NEVER_FINISHES).await;
+    let job = submit_with_key(
+        &a,
+        small_request(&template.template_id, proto::Format::Webm),
+    )
+    .await
+    .unwrap();
+    b.wait_for_state(&job.job_id, proto::JobState::Running)
+        .await;
+    let cancelled = b.cancel(&job.job_id).await;
+    assert_eq!(
+        cancelled.state,
+        proto::JobState::Cancelled as i32,
+        "{cancelled:?}"
+    );
+    assert_eq!(
+        a.get_job(&job.job_id).await.state,
+        proto::JobState::Cancelled as i32
+    );
     a.stop().await;
     b.stop().await;
 }
