@@ -6,6 +6,10 @@
 //! violation of a stage comes back in one answer. A valid job is queued and answered at once
 //! (QUEUED); rendering happens in the scheduler's sandboxed workers.
 
+mod download;
+
+pub use download::{DownloadLimits, DownloadStream, DOWNLOAD_CHUNK_BYTES};
+
 use super::blocking;
 use super::convert::{parse_id, RenderSubmission};
 use super::proto::{self, render_service_server::RenderService};
@@ -26,19 +30,12 @@ use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
-use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-/// Largest OutputChunk, bytes (the contract says at most 1 MiB).
-pub const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
-/// Chunks read ahead of a slow downloader; bounds memory per download.
-const DOWNLOAD_READ_AHEAD: usize = 4;
-/// Retry delay of a download refused for the cap: downloads of honest callers take seconds.
-const DOWNLOAD_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// Snapshots buffered for a slow watcher before it is made to wait.
 const WATCH_BUFFER: usize = 16;
 /// Retry delay while the server drains: long enough for the mesh to route elsewhere.
@@ -61,31 +58,6 @@ pub struct RenderApi {
     keys: KeyPolicy,
     draining: Arc<AtomicBool>,
     downloads: DownloadLimits,
-}
-
-/// How many downloads may run at once and how long one may wait for its caller to read.
-#[derive(Debug, Clone)]
-pub struct DownloadLimits {
-    open: Arc<Semaphore>,
-    idle_timeout: Duration,
-}
-
-impl DownloadLimits {
-    pub fn new(max_downloads: usize, idle_timeout: Duration) -> DownloadLimits {
-        DownloadLimits {
-            open: Arc::new(Semaphore::new(max_downloads.min(Semaphore::MAX_PERMITS))),
-            idle_timeout,
-        }
-    }
-}
-
-impl Default for DownloadLimits {
-    fn default() -> DownloadLimits {
-        DownloadLimits::new(
-            crate::config::DEFAULT_MAX_DOWNLOADS as usize,
-            Duration::from_millis(crate::config::DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS),
-        )
-    }
 }
 
 /// Keys are scoped per method: the same key on another method is another key.
@@ -612,15 +584,8 @@ impl RenderService for RenderApi {
             )
             .into());
         }
-        let Ok(slot) = self.downloads.open.clone().try_acquire_owned() else {
-            return Err(ServiceError::transient(
-                ServiceErrorCode::ResourceExhausted,
-                "TOO_MANY_DOWNLOADS",
-                "too many downloads are running on this instance; retry after the delay",
-                DOWNLOAD_RETRY_AFTER,
-            )
-            .into());
-        };
+        // Taken before the file is opened: a refused download costs nothing.
+        let slot = self.downloads.slot()?;
         let path = self
             .scheduler
             .outputs()
@@ -636,122 +601,6 @@ impl RenderService for RenderApi {
             }
             Err(error) => return Err(storage_error(StorageError::Io(error)).into()),
         };
-        let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
-        let receiver = Arc::new(std::sync::Mutex::new(Some(receiver)));
-        tokio::spawn(read_output(
-            file,
-            job.id,
-            sender,
-            receiver.clone(),
-            slot,
-            self.downloads.idle_timeout,
-        ));
-        Ok(Response::new(DownloadStream {
-            receiver,
-            ended: false,
-        }))
-    }
-}
-
-type ChunkReceiver = mpsc::Receiver<Result<proto::OutputChunk, Status>>;
-type SharedChunkReceiver = Arc<std::sync::Mutex<Option<ChunkReceiver>>>;
-
-/// The chunks read ahead for one download are only a mutex's hold on an `Option`: when the
-/// caller stalls, the reader takes them away (freeing them) without the response stream,
-/// which nobody polls then, having to wake up.
-fn take_receiver(receiver: &SharedChunkReceiver) -> Option<ChunkReceiver> {
-    // The guarded value is an Option replaced in one step: usable after any panic.
-    receiver
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take()
-}
-
-/// Reads `file` into `sender` chunk by chunk, holding the download's `slot`, until the end,
-/// an error, the caller going away, or the caller reading nothing for `idle_timeout` (the
-/// read-ahead is then dropped and the stream ends with DOWNLOAD_STALLED when next polled).
-async fn read_output(
-    mut file: tokio::fs::File,
-    job_id: Uuid,
-    sender: mpsc::Sender<Result<proto::OutputChunk, Status>>,
-    receiver: SharedChunkReceiver,
-    slot: OwnedSemaphorePermit,
-    idle_timeout: Duration,
-) {
-    let mut offset = 0u64;
-    loop {
-        let mut data = Vec::with_capacity(DOWNLOAD_CHUNK_BYTES);
-        let read = (&mut file)
-            .take(DOWNLOAD_CHUNK_BYTES as u64)
-            .read_to_end(&mut data)
-            .await;
-        let chunk = match read {
-            Ok(0) => break,
-            Ok(read) => {
-                let chunk = proto::OutputChunk { data, offset };
-                offset += read as u64;
-                Ok(chunk)
-            }
-            Err(error) => {
-                tracing::warn!(%job_id, %error, "reading an output failed");
-                Err(storage_error(StorageError::Io(error)).into())
-            }
-        };
-        let failed = chunk.is_err();
-        match tokio::time::timeout(idle_timeout, sender.send(chunk)).await {
-            Ok(Ok(())) if !failed => {}
-            // Sent the error, or the caller went away.
-            Ok(_) => break,
-            Err(_) => {
-                tracing::info!(
-                    %job_id,
-                    offset,
-                    idle_seconds = idle_timeout.as_secs_f64(),
-                    "a download's caller stopped reading; ending it"
-                );
-                drop(take_receiver(&receiver));
-                break;
-            }
-        }
-    }
-    drop(slot);
-}
-
-/// DownloadRenderOutput's answer: the chunks read ahead, then DOWNLOAD_STALLED if the reader
-/// gave up on a caller that stopped reading.
-pub struct DownloadStream {
-    receiver: SharedChunkReceiver,
-    ended: bool,
-}
-
-impl futures_util::Stream for DownloadStream {
-    type Item = Result<proto::OutputChunk, Status>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        if self.ended {
-            return std::task::Poll::Ready(None);
-        }
-        let polled = self
-            .receiver
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .as_mut()
-            .map(|receiver| receiver.poll_recv(cx));
-        match polled {
-            Some(polled) => polled,
-            None => {
-                self.ended = true;
-                std::task::Poll::Ready(Some(Err(ServiceError::transient(
-                    ServiceErrorCode::Unavailable,
-                    "DOWNLOAD_STALLED",
-                    "the download was ended: nothing was read for too long",
-                    DOWNLOAD_RETRY_AFTER,
-                )
-                .into())))
-            }
-        }
+        Ok(Response::new(self.downloads.stream(file, job.id, slot)))
     }
 }
