@@ -255,7 +255,13 @@ fn forward_snapshots(
             return;
         }
         while !terminal {
-            let job = match updates.next().await {
+            let next = tokio::select! {
+                // The watcher went away: stop following (and let go of its subscription)
+                // now, not at the job's next change, which may be hours away.
+                _ = sender.closed() => return,
+                next = updates.next() => next,
+            };
+            let job = match next {
                 Some(Ok(job)) => job,
                 Some(Err(status)) => {
                     let _ = sender.send(Err(status)).await;

@@ -494,14 +494,19 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix)).await;
     let b = spawn_app_with(|settings| on_redis(settings, &redis, prefix)).await;
     let template = a.create_template(NEVER_FINISHES).await;
-    let job = submit_with_key(
+    let running = submit_with_key(
         &a,
         small_request(&template.template_id, proto::Format::Webm),
     )
     .await
     .unwrap();
-    b.wait_for_state(&job.job_id, proto::JobState::Running)
+    b.wait_for_state(&running.job_id, proto::JobState::Running)
         .await;
+    // Behind it on A's one worker, a job that does not change until it is cancelled.
+    let job = submit_with_key(&a, small_request(&template.template_id, proto::Format::Gif))
+        .await
+        .unwrap();
+    b.wait_for_state(&job.job_id, proto::JobState::Queued).await;
 
     // Fifty callers of B watch A's job.
     let mut watches = Vec::new();
@@ -516,7 +521,7 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
             .into_inner();
         assert_eq!(
             stream.message().await.unwrap().unwrap().state,
-            proto::JobState::Running as i32
+            proto::JobState::Queued as i32
         );
         watches.push(stream);
     }
@@ -532,6 +537,24 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
         clients <= 2 * (POOL_SIZE as usize + 1),
         "{clients} Redis connections for two instances"
     );
+
+    // Watchers that hang up let go of the subscription at once, though the job runs on.
+    drop(watches);
+    wait_for_subscribers(redis.port, &channel, 0).await;
+    let mut watches = Vec::new();
+    for _ in 0..5 {
+        let mut stream = b
+            .renders()
+            .watch_render_job(proto::WatchRenderJobRequest {
+                job_id: job.job_id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        stream.message().await.unwrap().unwrap();
+        watches.push(stream);
+    }
+    assert_eq!(redis.subscribers(&channel).await, 1);
 
     // Watches and cancels of ids nobody knows: answered NOT_FOUND, no connection made.
     let received = redis.connections_received().await;
@@ -581,13 +604,8 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
         assert_eq!(last, Some(proto::JobState::Cancelled as i32));
     }
     // The last watcher gone, the channel is unsubscribed.
-    for _ in 0..100 {
-        if redis.subscribers(&channel).await == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(redis.subscribers(&channel).await, 0);
+    wait_for_subscribers(redis.port, &channel, 0).await;
+    b.cancel(&running.job_id).await;
     a.stop().await;
     b.stop().await;
 }
