@@ -38,6 +38,18 @@ pub const DEFAULT_REDIS_TIMEOUT_MS: u64 = 500;
 pub const DEFAULT_REDIS_KEY_PREFIX: &str = "lottie-render:";
 /// A key claimed by a call that died is freed after this (the 300 s).
 pub const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
+/// Time a caller has to send a whole request body once its headers arrived: the largest
+/// request (64 MiB) at about 20 Mbit/s. A call holds no shedding permit meanwhile, but a
+/// stream and buffered bytes, so it must end.
+pub const DEFAULT_REQUEST_BODY_TIMEOUT_MS: u64 = 30_000;
+/// WatchRenderJob and health Watch streams open at once on one instance: each costs a task,
+/// a subscription and a stream; a thousand followers is far beyond an honest deployment.
+pub const DEFAULT_MAX_WATCHERS: u32 = 1024;
+/// DownloadRenderOutput streams at once: each holds an open file and up to 4 MiB read ahead.
+pub const DEFAULT_MAX_DOWNLOADS: u32 = 64;
+/// A download whose caller reads nothing for this long is ended and frees its file and
+/// buffer: a minute covers any honest pause (a proxy, a GC), not a parked stream.
+pub const DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS: u64 = 60_000;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerSettings {
@@ -113,6 +125,21 @@ pub struct ServerSettings {
     /// CreateTemplate are answered RESOURCE_EXHAUSTED (DISK_FULL); 0 turns the check off.
     #[arg(long, env = "LOTTIE_RENDER_MIN_FREE_DISK_MB", default_value_t = crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024))]
     pub min_free_disk_mb: u64,
+    /// Time a caller has to send a whole request body once its headers arrived,
+    /// milliseconds; beyond it the call is answered UNAVAILABLE (REQUEST_BODY_TIMEOUT).
+    #[arg(long, env = "LOTTIE_RENDER_REQUEST_BODY_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub request_body_timeout_ms: u64,
+    /// WatchRenderJob and health Watch streams open at once; one more is answered
+    /// RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_WATCHERS", default_value_t = DEFAULT_MAX_WATCHERS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_watchers: u32,
+    /// DownloadRenderOutput streams at once; one more is answered RESOURCE_EXHAUSTED
+    /// (TOO_MANY_DOWNLOADS).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_DOWNLOADS", default_value_t = DEFAULT_MAX_DOWNLOADS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_downloads: u32,
+    /// A download whose caller reads nothing for this long is ended, milliseconds.
+    #[arg(long, env = "LOTTIE_RENDER_DOWNLOAD_IDLE_TIMEOUT_MS", default_value_t = DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub download_idle_timeout_ms: u64,
 }
 
 impl ServerSettings {
@@ -139,6 +166,10 @@ impl ServerSettings {
             max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
             max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),
             min_free_disk_mb: crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024),
+            request_body_timeout_ms: DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+            max_watchers: DEFAULT_MAX_WATCHERS,
+            max_downloads: DEFAULT_MAX_DOWNLOADS,
+            download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
         }
     }
 
@@ -196,5 +227,13 @@ impl ServerSettings {
             max_template_bytes: self.max_template_storage_mb.saturating_mul(MIB),
             min_free_disk_bytes: self.min_free_disk_mb.saturating_mul(MIB),
         }
+    }
+
+    pub fn request_body_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_body_timeout_ms)
+    }
+
+    pub fn download_idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.download_idle_timeout_ms)
     }
 }

@@ -8,16 +8,24 @@
 //!   with a retry delay instead of queueing inside the server.
 //! - [`request_size`]: a request above the size limit is INVALID_ARGUMENT, not tonic's
 //!   OUT_OF_RANGE.
+//! - [`request_body`]: the request message is received whole, under a deadline and a global
+//!   byte budget, before load shedding counts the call.
+//! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot
+//!   for as long as it is open.
 
 pub mod catch_panic;
 pub mod load_shed;
+pub mod request_body;
 pub mod request_metrics;
 pub mod request_size;
+pub mod stream_limit;
 
 pub use catch_panic::CatchPanicLayer;
 pub use load_shed::LoadShedLayer;
+pub use request_body::RequestBodyLayer;
 pub use request_metrics::RequestMetricsLayer;
 pub use request_size::RequestSizeLayer;
+pub use stream_limit::StreamLimitLayer;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -8,7 +8,7 @@ use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES}
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
-use crate::grpc::renders::{JobLimits, RenderApi};
+use crate::grpc::renders::{DownloadLimits, JobLimits, RenderApi};
 use crate::grpc::templates::TemplateApi;
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::redis_store::RedisStore;
@@ -18,7 +18,10 @@ use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
 use crate::metrics::Metrics;
+use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
+use crate::middleware::stream_limit::WATCH_PATHS;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
+use crate::middleware::{RequestBodyLayer, StreamLimitLayer};
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
 use std::future::Future;
@@ -26,7 +29,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tower::layer::util::{Identity, Stack};
 
 #[derive(Debug, thiserror::Error)]
@@ -120,16 +122,22 @@ pub async fn run(
     let templates =
         TemplateServiceServer::new(TemplateApi::new(templates_store.clone(), keys.clone()))
             .max_decoding_message_size(MAX_REQUEST_BYTES);
-    let renders = RenderServiceServer::new(RenderApi::new(
-        templates_store,
-        scheduler.clone(),
-        JobLimits {
-            max_megapixels: settings.max_job_megapixels,
-            max_duration: settings.max_job_duration(),
-        },
-        keys,
-        draining.clone(),
-    ))
+    let renders = RenderServiceServer::new(
+        RenderApi::new(
+            templates_store,
+            scheduler.clone(),
+            JobLimits {
+                max_megapixels: settings.max_job_megapixels,
+                max_duration: settings.max_job_duration(),
+            },
+            keys,
+            draining.clone(),
+        )
+        .with_download_limits(DownloadLimits::new(
+            settings.max_downloads as usize,
+            settings.download_idle_timeout(),
+        )),
+    )
     .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES);
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -186,15 +194,34 @@ pub async fn run(
             let _ = drained_signal.send(());
         }
     };
-    let stack = middleware(metrics.clone(), settings.max_concurrent_requests as usize);
+    let stack = middleware_with(
+        metrics.clone(),
+        StackLimits {
+            max_concurrent_requests: settings.max_concurrent_requests as usize,
+            request_body_timeout: settings.request_body_timeout(),
+            max_watchers: settings.max_watchers as usize,
+        },
+    );
+    let incoming = tonic::transport::server::TcpIncoming::from(listeners.grpc)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(TCP_KEEPALIVE));
     let serving = tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .concurrency_limit_per_connection(per_connection_concurrency(
+            settings.max_concurrent_requests as usize,
+        ))
+        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
+        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
         .layer(stack)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(templates)
         .add_service(renders)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listeners.grpc), drained);
+        .serve_with_incoming_shutdown(incoming, drained);
     // After the drain, calls still open (a health Watch never ends by itself; an idle peer
     // may never close) get a moment, then the server stops regardless.
     let served = tokio::select! {
@@ -234,29 +261,108 @@ pub async fn run(
 
 /// The tower stack in front of every service, outermost first.
 pub type Middleware = Stack<
-    IdempotencyKeyLayer,
+    StreamLimitLayer,
     Stack<
         RequestSizeLayer,
-        Stack<LoadShedLayer, Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>>,
+        Stack<
+            LoadShedLayer,
+            Stack<
+                RequestBodyLayer,
+                Stack<
+                    IdempotencyKeyLayer,
+                    Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>,
+                >,
+            >,
+        >,
     >,
 >;
 
-/// Builds the tower stack (public so tests can put it in front of services of their own).
-/// Each layer sees what the ones inside it answer.
+/// What the tower stack bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct StackLimits {
+    /// Calls in flight (bodies received) before shedding.
+    pub max_concurrent_requests: usize,
+    /// Time a caller has to send its request message once its headers arrived.
+    pub request_body_timeout: Duration,
+    /// Watch streams (ours and health's) open at once.
+    pub max_watchers: usize,
+}
+
+/// Builds the tower stack with the default body deadline and watcher cap (public so tests
+/// can put it in front of services of their own).
 pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
+    middleware_with(
+        metrics,
+        StackLimits {
+            max_concurrent_requests,
+            request_body_timeout: Duration::from_millis(
+                crate::config::DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+            ),
+            max_watchers: crate::config::DEFAULT_MAX_WATCHERS as usize,
+        },
+    )
+}
+
+/// Builds the tower stack. Each layer sees what the ones inside it answer.
+pub fn middleware_with(metrics: Arc<Metrics>, limits: StackLimits) -> Middleware {
     tower::ServiceBuilder::new()
         // Counts every answer as the caller sees it, refusals of the layers below included.
         .layer(RequestMetricsLayer::new(metrics))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
         .layer(CatchPanicLayer)
+        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
+        // before its body is even received; the handlers claim it once the request is valid.
+        .layer(IdempotencyKeyLayer)
+        // Receives the request message whole (deadline, global byte budget) before anything
+        // below counts the call: a caller that sends headers and no body holds no permit.
+        .layer(RequestBodyLayer::new(
+            limits.request_body_timeout,
+            REQUEST_BUFFER_BUDGET_BYTES,
+        ))
         // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
-        .layer(LoadShedLayer::new(max_concurrent_requests))
+        .layer(LoadShedLayer::new(limits.max_concurrent_requests))
         // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
         .layer(RequestSizeLayer)
-        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
-        // before the body is decoded; the handlers claim it once the request is valid.
-        .layer(IdempotencyKeyLayer)
+        // Watch streams live long and load shedding forgets them once their headers are
+        // answered: they have a cap of their own, a slot held for the stream's life.
+        .layer(StreamLimitLayer::new(
+            &WATCH_PATHS,
+            limits.max_watchers,
+            "TOO_MANY_WATCHERS",
+        ))
         .into_inner()
+}
+
+/// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's
+/// and most proxies' 100. An honest client multiplexing more waits for a stream to end
+/// (its transport queues); a hostile one is refused by h2 (REFUSED_STREAM).
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
+/// Share of `--max-concurrent-requests` one connection may have in the stack at once (its
+/// further calls wait on their stream): one connection cannot take the whole instance.
+const PER_CONNECTION_SHARE_DIVISOR: usize = 8;
+/// HTTP/2 PING after this much silence on a connection…
+const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// …and the connection (with every stream and slot it holds) is closed when the PING is not
+/// answered within this: a peer that vanished holds nothing for long.
+const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest header list of one request: our metadata is a few hundred bytes (an
+/// idempotency key of at most 255, tracing headers); 16 KiB is hyper's default, said here.
+const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+/// Streams a peer may open and reset before we accept them before the connection is closed
+/// (GOAWAY): h2's default, the rapid-reset (CVE-2023-44487) guard, said here.
+const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+/// Streams we reset for the peer's protocol errors before the connection is closed: a
+/// conforming client causes none; hyper's 1024 lets one connection cost a lot of work
+/// first (the "MadeYouReset" family).
+const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 128;
+/// TCP keepalive probes on an idle socket, so a half-open connection is found even when
+/// HTTP/2 is quiet.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// Calls one connection may have in the stack at once: an eighth of the global limit, at
+/// least 1.
+pub fn per_connection_concurrency(max_concurrent_requests: usize) -> usize {
+    (max_concurrent_requests / PER_CONNECTION_SHARE_DIVISOR).max(1)
 }
 
 /// How long calls still open after the drain (streams such as a health Watch) may take to

@@ -6,6 +6,10 @@
 //! violation of a stage comes back in one answer. A valid job is queued and answered at once
 //! (QUEUED); rendering happens in the scheduler's sandboxed workers.
 
+mod download;
+
+pub use download::{DownloadLimits, DownloadStream, DOWNLOAD_CHUNK_BYTES};
+
 use super::blocking;
 use super::convert::{parse_id, RenderSubmission};
 use super::proto::{self, render_service_server::RenderService};
@@ -26,17 +30,12 @@ use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-/// Largest OutputChunk, bytes (the contract says at most 1 MiB).
-pub const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
-/// Chunks read ahead of a slow downloader; bounds memory per download.
-const DOWNLOAD_READ_AHEAD: usize = 4;
 /// Snapshots buffered for a slow watcher before it is made to wait.
 const WATCH_BUFFER: usize = 16;
 /// Retry delay while the server drains: long enough for the mesh to route elsewhere.
@@ -58,6 +57,7 @@ pub struct RenderApi {
     limits: JobLimits,
     keys: KeyPolicy,
     draining: Arc<AtomicBool>,
+    downloads: DownloadLimits,
 }
 
 /// Keys are scoped per method: the same key on another method is another key.
@@ -97,7 +97,13 @@ impl RenderApi {
             limits,
             keys,
             draining,
+            downloads: DownloadLimits::default(),
         }
+    }
+
+    /// The same API with these download limits.
+    pub fn with_download_limits(self, downloads: DownloadLimits) -> RenderApi {
+        RenderApi { downloads, ..self }
     }
 
     /// A job of this instance, or of another one sharing Redis.
@@ -251,7 +257,13 @@ fn forward_snapshots(
             return;
         }
         while !terminal {
-            let job = match updates.next().await {
+            let next = tokio::select! {
+                // The watcher went away: stop following (and let go of its subscription)
+                // now, not at the job's next change, which may be hours away.
+                _ = sender.closed() => return,
+                next = updates.next() => next,
+            };
+            let job = match next {
                 Some(Ok(job)) => job,
                 Some(Err(status)) => {
                     let _ = sender.send(Err(status)).await;
@@ -561,7 +573,7 @@ impl RenderService for RenderApi {
         Ok(Response::new(job_to_proto(&job)))
     }
 
-    type DownloadRenderOutputStream = ReceiverStream<Result<proto::OutputChunk, Status>>;
+    type DownloadRenderOutputStream = DownloadStream;
 
     async fn download_render_output(
         &self,
@@ -580,11 +592,13 @@ impl RenderService for RenderApi {
             )
             .into());
         }
+        // Taken before the file is opened: a refused download costs nothing.
+        let slot = self.downloads.slot()?;
         let path = self
             .scheduler
             .outputs()
             .path(job.id, job.format.extension());
-        let mut file = match tokio::fs::File::open(&path).await {
+        let file = match tokio::fs::File::open(&path).await {
             Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 return Err(ServiceError::not_found(
@@ -595,34 +609,6 @@ impl RenderService for RenderApi {
             }
             Err(error) => return Err(storage_error(StorageError::Io(error)).into()),
         };
-        let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
-        let job_id = job.id;
-        tokio::spawn(async move {
-            let mut offset = 0u64;
-            loop {
-                let mut data = Vec::with_capacity(DOWNLOAD_CHUNK_BYTES);
-                let read = (&mut file)
-                    .take(DOWNLOAD_CHUNK_BYTES as u64)
-                    .read_to_end(&mut data)
-                    .await;
-                let chunk = match read {
-                    Ok(0) => return,
-                    Ok(read) => {
-                        let chunk = proto::OutputChunk { data, offset };
-                        offset += read as u64;
-                        Ok(chunk)
-                    }
-                    Err(error) => {
-                        tracing::warn!(%job_id, %error, "reading an output failed");
-                        Err(storage_error(StorageError::Io(error)).into())
-                    }
-                };
-                let failed = chunk.is_err();
-                if sender.send(chunk).await.is_err() || failed {
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(receiver)))
+        Ok(Response::new(self.downloads.stream(file, job.id, slot)))
     }
 }

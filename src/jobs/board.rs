@@ -5,10 +5,13 @@
 //! Render de-duplication lives here too, because it must be decided atomically with the
 //! insertion: the board indexes the job rendering (or having rendered) each fingerprint, and a
 //! new job with that fingerprint either follows the running one (its snapshot mirrors the
-//! leader's progress and outcome) or starts from the succeeded one's output.
+//! leader's progress and outcome) or starts from the succeeded one's output. A follower
+//! takes a slot of the queue's capacity ([`FollowerSlot`]) when it joins and gives it back
+//! when it ends, so followers count against admission like queued renders.
 
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::lock;
+use super::queue::{FollowerSlot, PushRefused, RenderQueue};
 use super::Fingerprint;
 use crate::sandbox::CancelToken;
 use std::collections::HashMap;
@@ -30,6 +33,8 @@ struct Entry {
     followers: Vec<Uuid>,
     /// The job whose render this one follows.
     leader: Option<Uuid>,
+    /// A follower's place in the queue's capacity, until it ends.
+    slot: Option<FollowerSlot>,
 }
 
 impl Entry {
@@ -44,10 +49,15 @@ impl Entry {
             changes,
             followers: Vec::new(),
             leader,
+            slot: None,
         }
     }
 
     fn publish(&mut self) {
+        if self.job.state.is_terminal() {
+            // Every change of a job is published: an ended follower waits for nothing.
+            self.slot = None;
+        }
         self.job.version += 1;
         // No receiver is fine: nobody is watching.
         let _ = self.changes.send(self.job.clone());
@@ -66,6 +76,8 @@ pub struct JobBoard {
     state: Mutex<BoardState>,
     /// Every new snapshot goes here too when jobs are shared with other instances (Redis).
     replication: Option<tokio::sync::mpsc::UnboundedSender<Replication>>,
+    /// The queue whose capacity followers count against (none: followers are not counted).
+    admission: Option<Arc<RenderQueue>>,
 }
 
 /// What the board (and the scheduler) hand to the task that writes shared records, in order.
@@ -96,6 +108,8 @@ pub enum Admission {
     Follows(Uuid),
     /// This job has rendered the same fingerprint: its output can be reused.
     Reuses(Box<Job>),
+    /// It would follow a render, but the queue has no slot for it; it is not kept.
+    Refused(PushRefused),
 }
 
 /// The error of a follower whose leader was cancelled by its own caller.
@@ -130,7 +144,21 @@ impl JobBoard {
         JobBoard {
             state: Mutex::default(),
             replication: Some(replication),
+            admission: None,
         }
+    }
+
+    /// The same board, with followers counted against `queue`'s capacity.
+    pub fn counting_followers_in(self, queue: Arc<RenderQueue>) -> JobBoard {
+        JobBoard {
+            admission: Some(queue),
+            ..self
+        }
+    }
+
+    /// A slot for a new follower (always, when followers are not counted).
+    fn follower_slot(&self) -> Result<Option<FollowerSlot>, PushRefused> {
+        self.admission.as_ref().map(FollowerSlot::take).transpose()
     }
 
     fn replicate(&self, job: &Job) {
@@ -151,7 +179,7 @@ impl JobBoard {
                     self.replicate(&job);
                 }
             }
-            Admission::Reuses(_) => {}
+            Admission::Reuses(_) | Admission::Refused(_) => {}
         }
         admission
     }
@@ -168,12 +196,15 @@ impl JobBoard {
                 Admission::Reuses(Box::new(leader))
             }
             Some(leader) if !leader.state.is_terminal() => {
+                let slot = match self.follower_slot() {
+                    Ok(slot) => slot,
+                    Err(refused) => return Admission::Refused(refused),
+                };
                 let mut follower = job.clone();
                 mirror(&mut follower, &leader);
-                state.entries.insert(
-                    follower.id,
-                    Entry::new(follower, work.clone(), Some(leader.id)),
-                );
+                let mut entry = Entry::new(follower, work.clone(), Some(leader.id));
+                entry.slot = slot;
+                state.entries.insert(job.id, entry);
                 if let Some(entry) = state.entries.get_mut(&leader.id) {
                     entry.followers.push(job.id);
                 }
@@ -196,12 +227,20 @@ impl JobBoard {
             .insert(job.id, Entry::new(job, work, None));
     }
 
-    /// Adds a job that follows the render of `leader`, a job of another instance.
-    pub fn insert_following(&self, job: Job, work: Arc<RenderWork>, leader: Uuid) {
+    /// Adds a job that follows the render of `leader`, a job of another instance, unless
+    /// the queue has no slot for it.
+    pub fn insert_following(
+        &self,
+        job: Job,
+        work: Arc<RenderWork>,
+        leader: Uuid,
+    ) -> Result<(), PushRefused> {
+        let slot = self.follower_slot()?;
         self.replicate(&job);
-        lock(&self.state)
-            .entries
-            .insert(job.id, Entry::new(job, work, Some(leader)));
+        let mut entry = Entry::new(job, work, Some(leader));
+        entry.slot = slot;
+        lock(&self.state).entries.insert(entry.job.id, entry);
+        Ok(())
     }
 
     /// Removes a job the queue refused (its fingerprint is free again); jobs that joined it
@@ -329,6 +368,8 @@ impl JobBoard {
             leader.followers.retain(|follower| *follower != id);
         }
         let entry = state.entries.get_mut(&id)?;
+        // No longer following anything: it waits for nothing.
+        entry.slot = None;
         if !entry.job.state.is_terminal() {
             finish(&mut entry.job);
             entry.publish();

@@ -1,10 +1,17 @@
 //! The bounded queue of jobs waiting for a worker. Full means RESOURCE_EXHAUSTED at the
 //! boundary, with a retry delay from the queue length and recent throughput; a cancelled job
 //! leaves the queue at once; closing it (shutdown) hands the waiting jobs back.
+//!
+//! Its capacity bounds every job waiting on this instance, not only renders: a job that
+//! follows an identical render (of this instance or another) holds a [`FollowerSlot`] until
+//! it ends. Otherwise identical submissions under new idempotency keys would be accepted
+//! without bound, each a job record, a watcher's worth of updates and a shared record. What
+//! counts: queued renders + followers that have not ended. What does not: renders running
+//! on a worker (bounded by `--workers`) and jobs reusing a finished output (they end at once).
 
 use super::quarantine::lock;
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -18,7 +25,47 @@ pub struct RenderQueue {
 #[derive(Debug, Default)]
 struct QueueState {
     jobs: VecDeque<Uuid>,
+    /// Jobs following a render that holds their slot ([`FollowerSlot`]).
+    followers: usize,
     closed: bool,
+}
+
+impl QueueState {
+    fn waiting(&self) -> usize {
+        self.jobs.len() + self.followers
+    }
+}
+
+/// A follower's place in the queue's capacity, given back when dropped.
+#[derive(Debug)]
+pub struct FollowerSlot {
+    queue: Arc<RenderQueue>,
+}
+
+impl FollowerSlot {
+    /// A slot for a job that follows a render, unless the queue is full or closed.
+    pub fn take(queue: &Arc<RenderQueue>) -> Result<FollowerSlot, PushRefused> {
+        let mut state = lock(&queue.state);
+        if state.closed {
+            return Err(PushRefused::Closed);
+        }
+        if state.waiting() >= queue.capacity {
+            return Err(PushRefused::Full {
+                length: state.waiting(),
+            });
+        }
+        state.followers += 1;
+        Ok(FollowerSlot {
+            queue: queue.clone(),
+        })
+    }
+}
+
+impl Drop for FollowerSlot {
+    fn drop(&mut self) {
+        let mut state = lock(&self.queue.state);
+        state.followers = state.followers.saturating_sub(1);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,9 +90,9 @@ impl RenderQueue {
         if state.closed {
             return Err(PushRefused::Closed);
         }
-        if state.jobs.len() >= self.capacity {
+        if state.waiting() >= self.capacity {
             return Err(PushRefused::Full {
-                length: state.jobs.len(),
+                length: state.waiting(),
             });
         }
         state.jobs.push_back(job);
@@ -89,6 +136,11 @@ impl RenderQueue {
         self.len() == 0
     }
 
+    /// Jobs following a render, holding a slot.
+    pub fn followers(&self) -> usize {
+        lock(&self.state).followers
+    }
+
     /// Refuses new jobs, wakes every waiting worker loop and answers the jobs left waiting.
     pub fn close(&self) -> Vec<Uuid> {
         let mut state = lock(&self.state);
@@ -118,6 +170,24 @@ mod tests {
         assert_eq!(queue.close(), vec![c]);
         assert_eq!(queue.pop().await, None);
         assert_eq!(queue.try_push(a), Err(PushRefused::Closed));
+    }
+
+    #[test]
+    fn followers_take_the_capacity_renders_would_and_give_it_back_when_they_end() {
+        let queue = std::sync::Arc::new(RenderQueue::new(2));
+        let follower = FollowerSlot::take(&queue).unwrap();
+        assert_eq!(queue.try_push(Uuid::new_v4()), Ok(1));
+        assert_eq!(
+            FollowerSlot::take(&queue).unwrap_err(),
+            PushRefused::Full { length: 2 }
+        );
+        assert_eq!(
+            queue.try_push(Uuid::new_v4()),
+            Err(PushRefused::Full { length: 2 })
+        );
+        drop(follower);
+        assert_eq!(queue.followers(), 0);
+        let _again = FollowerSlot::take(&queue).unwrap();
     }
 
     #[tokio::test]

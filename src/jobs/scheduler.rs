@@ -105,9 +105,12 @@ impl Scheduler {
             }
             None => (JobBoard::default(), None),
         };
+        let queue = Arc::new(RenderQueue::new(queue_capacity));
+        // Followers of a render wait like queued renders: they count against the capacity.
+        let board = board.counting_followers_in(queue.clone());
         let scheduler = Arc::new(Scheduler {
             board: Arc::new(board),
-            queue: Arc::new(RenderQueue::new(queue_capacity)),
+            queue,
             quarantine: Arc::new(Quarantine::default()),
             shared,
             replication,
@@ -195,7 +198,11 @@ impl Scheduler {
                             .await?;
                     }
                     Some(remote) if !remote.state.is_terminal() => {
-                        return Ok(self.follow_remote(job, work, remote));
+                        let followed = self.follow_remote(job.clone(), work, remote);
+                        if let Err(refused) = followed {
+                            self.share_refusal(&job, refused).await;
+                        }
+                        return followed.map_err(SubmitRefused::Queue);
                     }
                     // Failed, cancelled or expired: the first to take the fingerprint over
                     // renders it.
@@ -217,28 +224,35 @@ impl Scheduler {
                 .await
                 .map_err(|error| SubmitRefused::Internal(error.to_string()))?
         };
-        if let (Err(refused), Some(shared)) = (&submitted, &self.shared) {
-            // The shared record said QUEUED: end it, so that nobody follows it, and free
-            // the fingerprint.
-            let mut refused_job = job.clone();
-            refused_job.finish(
-                JobState::Failed,
-                Some(JobFailure {
-                    reason: "JOB_REFUSED".into(),
-                    message: format!("the job was not accepted: {refused:?}"),
-                    retryable: true,
-                    retry_after: Some(self.queue_retry_after()),
-                }),
-            );
-            refused_job.version = FINAL_VERSION;
-            if let Err(error) = shared.publish(&refused_job).await {
-                tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a refused job's end");
-            }
-            if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
-                tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
-            }
+        if let Err(refused) = &submitted {
+            self.share_refusal(&job, *refused).await;
         }
         submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// Ends the shared record of a job the queue refused (it said QUEUED), so that nobody
+    /// follows it, and frees the fingerprint.
+    async fn share_refusal(&self, job: &Job, refused: PushRefused) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let mut refused_job = job.clone();
+        refused_job.finish(
+            JobState::Failed,
+            Some(JobFailure {
+                reason: "JOB_REFUSED".into(),
+                message: format!("the job was not accepted: {refused:?}"),
+                retryable: true,
+                retry_after: Some(self.queue_retry_after()),
+            }),
+        );
+        refused_job.version = FINAL_VERSION;
+        if let Err(error) = shared.publish(&refused_job).await {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a refused job's end");
+        }
+        if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+        }
     }
 
     /// The error of jobs that joined a render the queue then refused.
@@ -301,17 +315,23 @@ impl Scheduler {
 
     /// Adds `job` as a follower of `leader`, a render of another instance, and keeps it in
     /// step with the leader's published snapshots.
-    fn follow_remote(self: &Arc<Self>, job: Job, work: Arc<RenderWork>, leader: Job) -> Job {
+    /// Refused when the queue has no slot for another follower.
+    fn follow_remote(
+        self: &Arc<Self>,
+        job: Job,
+        work: Arc<RenderWork>,
+        leader: Job,
+    ) -> Result<Job, PushRefused> {
         let mut follower = job;
         super::board::mirror(&mut follower, &leader);
         self.board
-            .insert_following(follower.clone(), work, leader.id);
+            .insert_following(follower.clone(), work, leader.id)?;
         self.metrics.render_joins.inc();
         tracing::info!(job_id = %follower.id, template_id = %follower.template_id, leader_job_id = %leader.id, "job joins the render of an identical request on another instance");
         let scheduler = self.clone();
         let id = follower.id;
         tokio::spawn(async move { scheduler.keep_following(id, leader.id).await });
-        follower
+        Ok(follower)
     }
 
     async fn keep_following(self: Arc<Self>, id: Uuid, leader: Uuid) {
@@ -427,6 +447,7 @@ impl Scheduler {
                     tracing::info!(job_id = %id, template_id = %job.template_id, leader_job_id = %leader, "job joins the render of an identical request");
                     return Ok(self.board.get(id).unwrap_or(job));
                 }
+                Admission::Refused(refused) => return Err(refused),
                 Admission::Reuses(leader) => match self.reuse(&job, work.clone(), &leader) {
                     Some(reused) => return Ok(reused),
                     // The output expired under us: render again.

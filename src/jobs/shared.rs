@@ -11,9 +11,8 @@
 //! compare-and-set when that job failed or was cancelled.
 
 use super::{Fingerprint, Job};
-use crate::redis_client::{millis, RedisClient, RedisError};
+use crate::redis_client::{millis, RedisClient, RedisError, Subscription};
 use deadpool_redis::redis::{self, AsyncCommands, Script};
-use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -54,6 +53,23 @@ impl From<RedisError> for SharedError {
 
 fn unavailable(error: impl std::fmt::Display) -> SharedError {
     SharedError::Unavailable(error.to_string())
+}
+
+/// The snapshots published on a job's channel (none without a subscription); ends when the
+/// pub/sub connection is lost.
+fn job_changes(
+    subscription: Option<Subscription>,
+) -> impl futures_util::Stream<Item = Job> + Send + 'static {
+    futures_util::stream::unfold(subscription, |subscription| async move {
+        let mut subscription = subscription?;
+        loop {
+            let json = subscription.next().await?;
+            // A damaged snapshot is skipped: the next one (or the record) tells the truth.
+            if let Ok(job) = serde_json::from_str::<Job>(&json) {
+                return Some((job, Some(subscription)));
+            }
+        }
+    })
 }
 
 /// Who renders a fingerprint, as the shared index says.
@@ -244,27 +260,20 @@ impl SharedJobs {
         Ok(Some(job))
     }
 
-    /// The job's snapshot now and every later one, until the returned stream is dropped.
+    /// The job's snapshot now and every later one, until the returned stream is dropped. A
+    /// job without a record (an unknown or expired id) is answered `None` without
+    /// subscribing to anything; subscriptions share the instance's one pub/sub connection.
     pub async fn watch(
         &self,
         id: Uuid,
     ) -> Result<(Option<Job>, impl futures_util::Stream<Item = Job> + use<>), SharedError> {
-        let channel = self.events_channel(id);
-        let mut pubsub = self.redis.subscribe(&channel).await?;
+        if self.get(id).await?.is_none() {
+            return Ok((None, job_changes(None)));
+        }
+        let subscription = self.redis.subscribe(&self.events_channel(id)).await?;
         // Subscribed first, read second: no change falls between the two.
-        let current = self.get(id).await;
-        let current = match current {
-            Ok(current) => current,
-            Err(error) => {
-                let _ = pubsub.unsubscribe(&channel).await;
-                return Err(error);
-            }
-        };
-        let changes = pubsub.into_on_message().filter_map(|message| async move {
-            let json: String = message.get_payload().ok()?;
-            serde_json::from_str::<Job>(&json).ok()
-        });
-        Ok((current, changes))
+        let current = self.get(id).await?;
+        Ok((current, job_changes(Some(subscription))))
     }
 
     /// Asks the instance that owns `id` to cancel it.
@@ -282,7 +291,7 @@ impl SharedJobs {
     }
 
     /// Cancel requests of every instance, for the owner to act on (ids it does not own are
-    /// for others). Reconnects by itself after Redis went away.
+    /// for others). Subscribes again by itself after Redis went away.
     pub fn cancel_requests(&self) -> tokio::sync::mpsc::Receiver<Uuid> {
         let (sender, receiver) = tokio::sync::mpsc::channel(CANCEL_BUFFER);
         let redis = self.redis.clone();
@@ -290,19 +299,21 @@ impl SharedJobs {
         tokio::spawn(async move {
             loop {
                 match redis.subscribe(&channel).await {
-                    Ok(pubsub) => {
-                        let mut messages = pubsub.into_on_message();
-                        while let Some(message) = messages.next().await {
-                            let Ok(text) = message.get_payload::<String>() else {
-                                continue;
-                            };
-                            if let Ok(id) = Uuid::try_parse(&text) {
-                                if sender.send(id).await.is_err() {
-                                    return;
-                                }
+                    Ok(mut subscription) => loop {
+                        let text = tokio::select! {
+                            // The server stopped listening: the subscription goes too.
+                            _ = sender.closed() => return,
+                            text = subscription.next() => text,
+                        };
+                        let Some(text) = text else {
+                            break;
+                        };
+                        if let Ok(id) = Uuid::try_parse(&text) {
+                            if sender.send(id).await.is_err() {
+                                return;
                             }
                         }
-                    }
+                    },
                     Err(error) => {
                         tracing::warn!(%error, "cannot listen for cancel requests; retrying");
                     }

@@ -1,9 +1,12 @@
 //! `LoadShedLayer`: at most `limit` calls in flight; one more is answered RESOURCE_EXHAUSTED
-//! (reason SERVER_OVERLOADED, with a retry delay) at once, from its headers. An overloaded
-//! server that queues calls internally only makes every caller time out and retry; shedding
-//! tells them when to come back. Health checks are never shed, so the mesh keeps seeing the
-//! instance. (tower's LoadShed answers an `Overloaded` error that tonic turns into a status
-//! without ErrorInfo or RetryInfo; this one speaks the service's error model.)
+//! (reason SERVER_OVERLOADED, with a retry delay) at once. An overloaded server that queues
+//! calls internally only makes every caller time out and retry; shedding tells them when to
+//! come back. Health checks are never shed, so the mesh keeps seeing the instance. The layer
+//! in front of it ([`super::request_body`]) has received the request message already: a
+//! permit is held only by a call whose request has arrived, never by a caller that sent
+//! headers and is slow (or silent) with the rest. (tower's LoadShed answers an `Overloaded`
+//! error that tonic turns into a status without ErrorInfo or RetryInfo; this one speaks the
+//! service's error model.)
 
 use super::BoxFuture;
 use crate::error::{ServiceError, ServiceErrorCode};

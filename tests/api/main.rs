@@ -1,6 +1,7 @@
 //! The gRPC service over a real socket: one server per test on a random port, real clients.
 
 mod cli;
+mod connections;
 mod errors;
 mod helpers;
 mod hostile_assets;

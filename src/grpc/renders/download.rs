@@ -1,0 +1,186 @@
+//! DownloadRenderOutput's streaming: at most `--max-downloads` at once on this instance
+//! (one more is RESOURCE_EXHAUSTED, reason TOO_MANY_DOWNLOADS, with a retry delay), each
+//! read ahead by a few chunks, and ended when its caller reads nothing for
+//! `--download-idle-timeout-ms`: the file, the read-ahead and the slot are freed then, and
+//! the stream ends with DOWNLOAD_STALLED if it is ever read again.
+
+use super::super::proto;
+use super::super::templates::storage_error;
+use crate::error::{ServiceError, ServiceErrorCode};
+use crate::storage::StorageError;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tonic::Status;
+use uuid::Uuid;
+
+/// Largest OutputChunk, bytes (the contract says at most 1 MiB).
+pub const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
+/// Chunks read ahead of a slow downloader; bounds memory per download.
+const DOWNLOAD_READ_AHEAD: usize = 4;
+/// Retry delay of a download refused for the cap: downloads of honest callers take seconds.
+const DOWNLOAD_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// How many downloads may run at once and how long one may wait for its caller to read.
+#[derive(Debug, Clone)]
+pub struct DownloadLimits {
+    open: Arc<Semaphore>,
+    idle_timeout: Duration,
+}
+
+impl DownloadLimits {
+    pub fn new(max_downloads: usize, idle_timeout: Duration) -> DownloadLimits {
+        DownloadLimits {
+            open: Arc::new(Semaphore::new(max_downloads.min(Semaphore::MAX_PERMITS))),
+            idle_timeout,
+        }
+    }
+
+    /// A download's place among those running, or TOO_MANY_DOWNLOADS.
+    pub fn slot(&self) -> Result<OwnedSemaphorePermit, ServiceError> {
+        self.open.clone().try_acquire_owned().map_err(|_| {
+            ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                "TOO_MANY_DOWNLOADS",
+                "too many downloads are running on this instance; retry after the delay",
+                DOWNLOAD_RETRY_AFTER,
+            )
+        })
+    }
+
+    /// Streams `file` (the output of `job_id`), holding `slot` while it is read.
+    pub fn stream(
+        &self,
+        file: tokio::fs::File,
+        job_id: Uuid,
+        slot: OwnedSemaphorePermit,
+    ) -> DownloadStream {
+        let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
+        let receiver = Arc::new(std::sync::Mutex::new(Some(receiver)));
+        tokio::spawn(read_output(
+            file,
+            job_id,
+            sender,
+            receiver.clone(),
+            slot,
+            self.idle_timeout,
+        ));
+        DownloadStream {
+            receiver,
+            ended: false,
+        }
+    }
+}
+
+type ChunkReceiver = mpsc::Receiver<Result<proto::OutputChunk, Status>>;
+type SharedChunkReceiver = Arc<std::sync::Mutex<Option<ChunkReceiver>>>;
+
+/// The chunks read ahead for one download are only a mutex's hold on an `Option`: when the
+/// caller stalls, the reader takes them away (freeing them) without the response stream,
+/// which nobody polls then, having to wake up.
+fn take_receiver(receiver: &SharedChunkReceiver) -> Option<ChunkReceiver> {
+    // The guarded value is an Option replaced in one step: usable after any panic.
+    receiver
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take()
+}
+
+/// Reads `file` into `sender` chunk by chunk, holding the download's `slot`, until the end,
+/// an error, the caller going away, or the caller reading nothing for `idle_timeout` (the
+/// read-ahead is then dropped and the stream ends with DOWNLOAD_STALLED when next polled).
+async fn read_output(
+    mut file: tokio::fs::File,
+    job_id: Uuid,
+    sender: mpsc::Sender<Result<proto::OutputChunk, Status>>,
+    receiver: SharedChunkReceiver,
+    slot: OwnedSemaphorePermit,
+    idle_timeout: Duration,
+) {
+    let mut offset = 0u64;
+    loop {
+        let mut data = Vec::with_capacity(DOWNLOAD_CHUNK_BYTES);
+        let read = (&mut file)
+            .take(DOWNLOAD_CHUNK_BYTES as u64)
+            .read_to_end(&mut data)
+            .await;
+        let chunk = match read {
+            Ok(0) => break,
+            Ok(read) => {
+                let chunk = proto::OutputChunk { data, offset };
+                offset += read as u64;
+                Ok(chunk)
+            }
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "reading an output failed");
+                Err(storage_error(StorageError::Io(error)).into())
+            }
+        };
+        let failed = chunk.is_err();
+        match tokio::time::timeout(idle_timeout, sender.send(chunk)).await {
+            Ok(Ok(())) if !failed => {}
+            // Sent the error, or the caller went away.
+            Ok(_) => break,
+            Err(_) => {
+                tracing::info!(
+                    %job_id,
+                    offset,
+                    idle_seconds = idle_timeout.as_secs_f64(),
+                    "a download's caller stopped reading; ending it"
+                );
+                drop(take_receiver(&receiver));
+                break;
+            }
+        }
+    }
+    drop(slot);
+}
+
+impl Default for DownloadLimits {
+    fn default() -> DownloadLimits {
+        DownloadLimits::new(
+            crate::config::DEFAULT_MAX_DOWNLOADS as usize,
+            Duration::from_millis(crate::config::DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS),
+        )
+    }
+}
+
+/// DownloadRenderOutput's answer: the chunks read ahead, then DOWNLOAD_STALLED if the reader
+/// gave up on a caller that stopped reading.
+pub struct DownloadStream {
+    receiver: SharedChunkReceiver,
+    ended: bool,
+}
+
+impl futures_util::Stream for DownloadStream {
+    type Item = Result<proto::OutputChunk, Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.ended {
+            return std::task::Poll::Ready(None);
+        }
+        let polled = self
+            .receiver
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_mut()
+            .map(|receiver| receiver.poll_recv(cx));
+        match polled {
+            Some(polled) => polled,
+            None => {
+                self.ended = true;
+                std::task::Poll::Ready(Some(Err(ServiceError::transient(
+                    ServiceErrorCode::Unavailable,
+                    "DOWNLOAD_STALLED",
+                    "the download was ended: nothing was read for too long",
+                    DOWNLOAD_RETRY_AFTER,
+                )
+                .into())))
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `StreamLimitLayer`: at most `limit` response streams of some methods open at once on this
+//! instance; one more is answered RESOURCE_EXHAUSTED (with its reason and a retry delay) at
+//! once, from its headers. The slot is held for the life of the response stream (until its
+//! body ends or is dropped, when the caller goes away), not just until the headers: a watch
+//! costs for as long as it is open. Used for watchers (WatchRenderJob and health Watch share
+//! one budget), which load shedding does not count once their headers are answered.
+
+use super::BoxFuture;
+use crate::error::{ServiceError, ServiceErrorCode};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::body::Body;
+use tonic::Status;
+use tower::{Layer, Service};
+
+/// The paths of the watch methods (ours and health's).
+pub const WATCH_PATHS: [&str; 2] = [
+    "/lottie.render.v1.RenderService/WatchRenderJob",
+    "/grpc.health.v1.Health/Watch",
+];
+/// Retry delay of a refused watcher: watches end as jobs end, within seconds to minutes.
+pub const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct StreamLimitLayer {
+    paths: &'static [&'static str],
+    open: Arc<Semaphore>,
+    reason: &'static str,
+}
+
+impl StreamLimitLayer {
+    /// At most `limit` streams of `paths` at once; one more is refused with `reason`.
+    pub fn new(
+        paths: &'static [&'static str],
+        limit: usize,
+        reason: &'static str,
+    ) -> StreamLimitLayer {
+        StreamLimitLayer {
+            paths,
+            open: Arc::new(Semaphore::new(limit.min(Semaphore::MAX_PERMITS))),
+            reason,
+        }
+    }
+}
+
+impl<S> Layer<S> for StreamLimitLayer {
+    type Service = StreamLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        StreamLimit {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamLimit<S> {
+    inner: S,
+    layer: StreamLimitLayer,
+}
+
+/// A response body that holds its stream's slot until it is dropped.
+struct SlotBody {
+    inner: Body,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl http_body::Body for SlotBody {
+    type Data = bytes::Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<S, RequestBody> Service<http::Request<RequestBody>> for StreamLimit<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<Body>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    RequestBody: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if !self.layer.paths.contains(&request.uri().path()) {
+            return Box::pin(inner.call(request));
+        }
+        let Ok(slot) = self.layer.open.clone().try_acquire_owned() else {
+            let response = Status::from(ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                self.layer.reason,
+                "too many streams of this kind are open on this instance; retry after the \
+                 delay or on another instance",
+                TOO_MANY_STREAMS_RETRY_AFTER,
+            ))
+            .into_http();
+            return Box::pin(async move { Ok(response) });
+        };
+        Box::pin(async move {
+            let response = inner.call(request).await?;
+            Ok(response.map(|inner| Body::new(SlotBody { inner, _slot: slot })))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::convert::Infallible;
+    use tower::ServiceExt;
+
+    /// Answers an empty stream body.
+    #[derive(Clone)]
+    struct Streams;
+
+    impl Service<http::Request<()>> for Streams {
+        type Response = http::Response<Body>;
+        type Error = Infallible;
+        type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<()>) -> Self::Future {
+            let body = http_body_util::Full::new(bytes::Bytes::from_static(b"x"));
+            Box::pin(async move { Ok(http::Response::new(Body::new(body))) })
+        }
+    }
+
+    fn request(path: &str) -> http::Request<()> {
+        http::Request::builder().uri(path).body(()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stream_beyond_the_limit_is_refused_until_an_open_one_is_dropped() {
+        let service = StreamLimitLayer::new(&WATCH_PATHS, 1, "TOO_MANY_WATCHERS").layer(Streams);
+        let open = service
+            .clone()
+            .oneshot(request(WATCH_PATHS[1]))
+            .await
+            .unwrap();
+        let refused = service
+            .clone()
+            .oneshot(request(WATCH_PATHS[0]))
+            .await
+            .unwrap();
+        let status = Status::from_header_map(refused.headers()).expect("a gRPC status");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(refused.headers()["grpc-retry-pushback-ms"], "5000");
+        // Other methods are not counted.
+        let other = service.clone().oneshot(request("/a/B")).await.unwrap();
+        assert!(Status::from_header_map(other.headers()).is_none());
+        // Once the stream's body is gone (read to its end here), its slot is free again.
+        let body = open.into_body();
+        drop(body.collect().await.unwrap());
+        let again = service.oneshot(request(WATCH_PATHS[0])).await.unwrap();
+        assert!(Status::from_header_map(again.headers()).is_none());
+    }
+}
