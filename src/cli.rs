@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand (`client` holds what the client verbs
 //! `template`, `submit` and `job` share).
 
+pub mod analyze;
 pub mod bench;
 pub mod bench_replays;
 pub mod bench_text;
@@ -54,6 +55,9 @@ pub enum Command {
     BenchReplays(bench_replays::BenchReplaysArgs),
     /// Measure what drawing text costs (with text versus text layers hidden).
     BenchText(bench_text::BenchTextArgs),
+    /// Build one template's report read from stdin (the analysis protocol; not for people).
+    #[command(hide = true)]
+    Analyze,
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -68,6 +72,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::BenchReplays(args) => bench_replays::run(args),
         Command::BenchText(args) => bench_text::run(args),
+        Command::Analyze => analyze::run(),
     }
 }
 

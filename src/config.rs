@@ -101,6 +101,10 @@ pub struct ServerSettings {
     /// The program run as `worker` for each render [default: this executable].
     #[arg(long, env = "LOTTIE_RENDER_WORKER_EXECUTABLE", hide = true)]
     pub worker_executable: Option<PathBuf>,
+    /// Template analyses (CreateTemplate's report) running at once, each in its own worker
+    /// process with a CPU and memory budget; a pool apart from the render workers.
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_WORKERS", default_value_t = crate::analysis::DEFAULT_ANALYSIS_WORKERS, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub analysis_workers: u16,
 }
 
 impl ServerSettings {
@@ -124,6 +128,7 @@ impl ServerSettings {
             redis_timeout_ms: DEFAULT_REDIS_TIMEOUT_MS,
             idempotency_lease_seconds: DEFAULT_IDEMPOTENCY_LEASE_SECONDS,
             worker_executable: None,
+            analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
         }
     }
 

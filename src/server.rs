@@ -4,6 +4,7 @@
 //! UNAVAILABLE, running renders finish within the grace period or are cancelled retryable)
 //! before the listener closes.
 
+use crate::analysis::AnalysisPool;
 use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
@@ -89,6 +90,7 @@ pub async fn run(
     let shared_jobs = redis
         .as_ref()
         .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
+    let analysis = AnalysisPool::new(executable.clone(), usize::from(settings.analysis_workers));
     let scheduler = Scheduler::start(
         SchedulerSettings {
             workers: settings.worker_count(),
@@ -116,9 +118,12 @@ pub async fn run(
         lease: settings.idempotency_lease(),
         retention: settings.retention(),
     };
-    let templates =
-        TemplateServiceServer::new(TemplateApi::new(templates_store.clone(), keys.clone()))
-            .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let templates = TemplateServiceServer::new(TemplateApi::new(
+        templates_store.clone(),
+        keys.clone(),
+        analysis,
+    ))
+    .max_decoding_message_size(MAX_REQUEST_BYTES);
     let renders = RenderServiceServer::new(RenderApi::new(
         templates_store,
         scheduler.clone(),

@@ -278,7 +278,7 @@ mod tests {
         let fonts: BTreeMap<String, Vec<u8>> =
             [("Open Sans".to_owned(), b"OTTO....".to_vec())].into();
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap());
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         let first = store
             .create("first", json, report.clone(), &BTreeMap::new())
             .unwrap();

@@ -5,13 +5,12 @@
 use super::blocking;
 use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
+use crate::analysis::AnalysisPool;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
-use crate::lottie::report::InspectReport;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
-use crate::lottie::text::fonts::FontBook;
 use crate::lottie::Template;
 use crate::storage::{StorageError, TemplateRecord, TemplateStore};
 use std::collections::BTreeMap;
@@ -23,10 +22,7 @@ use uuid::Uuid;
 
 /// Longest template name, characters.
 pub const MAX_TEMPLATE_NAME_CHARS: usize = 128;
-/// Fonts per template: a title card uses one or two families.
-pub const MAX_FONTS_PER_TEMPLATE: usize = 16;
-/// Largest font file: full CJK fonts reach ~16 MiB.
-pub const MAX_FONT_BYTES: usize = 16 * 1024 * 1024;
+pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 /// ListTemplates page size when the request says 0, and the largest allowed.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
@@ -40,50 +36,41 @@ const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttc
 pub struct TemplateApi {
     store: TemplateStore,
     keys: KeyPolicy,
+    analysis: AnalysisPool,
 }
 
 impl TemplateApi {
-    pub fn new(store: TemplateStore, keys: KeyPolicy) -> TemplateApi {
-        TemplateApi { store, keys }
+    pub fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> TemplateApi {
+        TemplateApi {
+            store,
+            keys,
+            analysis,
+        }
     }
 
-    /// Validates, fences and stores a template.
+    /// Validates, fences, analyses and stores a template. Parsing and fencing are linear
+    /// and run here (on a blocking thread); the report (text conversion, font parsing) is
+    /// built in an analysis worker, which dies with this future if the caller goes away.
     async fn create(
         &self,
         request: Arc<proto::CreateTemplateRequest>,
     ) -> Result<TemplateRecord, Status> {
+        {
+            let request = request.clone();
+            blocking(move || check_create(&request)).await?;
+        }
+        let fonts: BTreeMap<String, Vec<u8>> = request
+            .fonts
+            .iter()
+            .map(|(family, bytes)| (family.clone(), bytes.clone()))
+            .collect();
+        let report = self
+            .analysis
+            .analyze(&request.lottie_json, &fonts)
+            .await
+            .map_err(ServiceError::from)?;
         let store = self.store.clone();
         let record = blocking(move || {
-            let (violations, template) = validate_create(&request);
-            let template = match template {
-                Some(template) if violations.is_empty() => template,
-                _ => {
-                    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
-                        "TEMPLATE_INVALID"
-                    } else {
-                        "REQUEST_INVALID"
-                    };
-                    let message = violations
-                        .iter()
-                        .map(|v| format!("{}: {}", v.field, v.description))
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    return Err(ServiceError::invalid_argument(reason, message, violations));
-                }
-            };
-            let fonts = FontBook::new(
-                request
-                    .fonts
-                    .iter()
-                    .map(|(family, bytes)| (family.clone(), bytes.clone()))
-                    .collect(),
-            );
-            let report = InspectReport::with_fonts(&template, &fonts);
-            let fonts: BTreeMap<String, Vec<u8>> = request
-                .fonts
-                .iter()
-                .map(|(family, bytes)| (family.clone(), bytes.clone()))
-                .collect();
             store
                 .create(&request.name, &request.lottie_json, report, &fonts)
                 .map_err(storage_error)
@@ -92,6 +79,26 @@ impl TemplateApi {
         tracing::info!(template_id = %record.id, name = %record.name, "template created");
         Ok(record)
     }
+}
+
+/// Every problem with a CreateTemplateRequest found by linear checks (the template parsed
+/// and fenced), as one INVALID_ARGUMENT.
+fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceError> {
+    let (violations, template) = validate_create(request);
+    if template.is_some() && violations.is_empty() {
+        return Ok(());
+    }
+    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
+        "TEMPLATE_INVALID"
+    } else {
+        "REQUEST_INVALID"
+    };
+    let message = violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.description))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(ServiceError::invalid_argument(reason, message, violations))
 }
 
 /// Keys are scoped per method: the same key on SubmitRender is another key.
@@ -412,7 +419,10 @@ mod tests {
             lease: Duration::from_secs(60),
             retention: Duration::from_secs(60),
         };
-        (dir, TemplateApi::new(store, keys))
+        (
+            dir,
+            TemplateApi::new(store, keys, AnalysisPool::in_process()),
+        )
     }
 
     fn create_request(name: &str, json: Vec<u8>) -> Request<proto::CreateTemplateRequest> {
