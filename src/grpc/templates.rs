@@ -8,6 +8,7 @@ use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::store::IdempotencyStore;
 use crate::idempotency::IdempotencyKey;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
@@ -99,6 +100,35 @@ fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceErr
         .collect::<Vec<_>>()
         .join("; ");
     Err(ServiceError::invalid_argument(reason, message, violations))
+}
+
+/// Frees a claimed idempotency key when the call that claimed it ends without settling it.
+struct ReleaseKeyOnDrop {
+    store: Arc<dyn IdempotencyStore>,
+    key: String,
+    fingerprint: String,
+    armed: bool,
+}
+
+impl Drop for ReleaseKeyOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, key, fingerprint) = (
+            self.store.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.fingerprint),
+        );
+        runtime.spawn(async move {
+            if let Err(error) = store.release(&key, &fingerprint).await {
+                tracing::warn!(%error, "cannot release an idempotency key; its lease will");
+            }
+        });
+    }
 }
 
 /// Keys are scoped per method: the same key on SubmitRender is another key.
@@ -303,7 +333,16 @@ impl TemplateService for TemplateApi {
                 .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
             return Ok(response);
         }
+        // Dropped with this future when the caller hangs up mid-analysis: the key is freed
+        // at once, so the caller's retry runs instead of meeting the claim until its lease.
+        let mut release_if_dropped = ReleaseKeyOnDrop {
+            store: self.keys.store.clone(),
+            key: key.clone(),
+            fingerprint: fingerprint.clone(),
+            armed: true,
+        };
         let created = self.create(request).await;
+        release_if_dropped.armed = false;
         settle_key(
             self.keys.store.as_ref(),
             &key,

@@ -273,11 +273,7 @@ async fn a_caller_that_hangs_up_kills_its_analysis_worker() {
             .create_template(create_request("hangs up", cpu_bomb(1000, 5000)))
             .await
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while analysis_workers(&server.worker_executable).is_empty() {
-        assert!(Instant::now() < deadline, "no analysis worker started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_analysis_worker(&server.worker_executable, &call).await;
     call.abort();
     assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
     another_caller_is_served(&server).await;
@@ -307,11 +303,7 @@ async fn with_every_analysis_worker_busy_a_creation_is_unavailable_with_a_retry_
         busy.create_template(create_request("busy", cpu_bomb(1000, 5000)))
             .await
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while analysis_workers(&server.worker_executable).is_empty() {
-        assert!(Instant::now() < deadline, "no analysis worker started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_analysis_worker(&server.worker_executable, &hostile).await;
     let status = TemplateServiceClient::new(server.channel().await)
         .create_template(create_request("waits", corpus("tiny-solid-layer.json")))
         .await
@@ -347,4 +339,43 @@ async fn an_honest_text_template_is_analysed_in_a_worker_with_its_warnings() {
     let slots: Vec<&str> = created.text_slots.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(slots, ["OFF", "ON"]);
     assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+}
+
+/// Waits until an analysis worker of `executable` runs, or `call` ends (answered `Err` with its
+/// answer); fails after 20 s.
+async fn wait_for_analysis_worker(
+    executable: &Path,
+    call: &tokio::task::JoinHandle<Result<tonic::Response<proto::Template>, tonic::Status>>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while analysis_workers(executable).is_empty() {
+        assert!(
+            !call.is_finished(),
+            "the call ended before an analysis worker started"
+        );
+        assert!(Instant::now() < deadline, "no analysis worker started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_caller_that_hangs_up_mid_analysis_can_retry_with_the_same_idempotency_key_at_once() {
+    let server = ServerProcess::start(&[]);
+    let key = crate::helpers::unique_key();
+    let template = cpu_bomb(1000, 5000);
+    for attempt in ["first", "retry"] {
+        let mut templates = TemplateServiceClient::new(server.channel().await)
+            .max_encoding_message_size(64 * 1024 * 1024);
+        let mut request = tonic::Request::new(create_request("keyed", template.clone()));
+        request
+            .metadata_mut()
+            .insert("idempotency-key", key.parse().unwrap());
+        let call = tokio::spawn(async move { templates.create_template(request).await });
+        // The retry owns the key (an analysis starts) instead of meeting the first call's
+        // claim (ABORTED, IDEMPOTENCY_KEY_IN_PROGRESS, until the lease of 300 s runs out).
+        wait_for_analysis_worker(&server.worker_executable, &call).await;
+        call.abort();
+        assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+        println!("{attempt}: analysis started and was killed with its call");
+    }
 }
