@@ -379,3 +379,28 @@ async fn a_caller_that_hangs_up_mid_analysis_can_retry_with_the_same_idempotency
         println!("{attempt}: analysis started and was killed with its call");
     }
 }
+
+#[tokio::test]
+async fn a_template_over_the_analysis_memory_budget_is_too_complex() {
+    let server = ServerProcess::start(&[]);
+    // Every text slot names its font's family: a family of a megabyte named by two thousand
+    // text layers is gigabytes of report.
+    let family = "F".repeat(1024 * 1024);
+    let layers: Vec<Value> = (0..2000)
+        .map(|index| {
+            json!({"ty": 5, "nm": format!("text {index}"), "ind": index + 1, "ks": {}, "ip": 0,
+                "op": 30, "st": 0, "t": {"d": {"k": [{"t": 0, "s": {"s": 20, "f": "F",
+                "t": "Hi", "j": 0, "fc": [0, 0, 0]}}]}}})
+        })
+        .collect();
+    let template = serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30,
+        "w": 200, "h": 200, "fonts": {"list": [{"fName": "F", "fFamily": family}]},
+        "layers": layers}))
+    .unwrap();
+    let attack = attack(&server, "memory budget", template).await;
+    assert_within_server_budgets(&attack, "memory budget");
+    let status = attack.answer.as_ref().unwrap_err();
+    assert_too_complex(status);
+    assert!(status.message().contains("memory budget"), "{status:?}");
+    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+}
