@@ -105,6 +105,10 @@ pub struct ServerSettings {
     /// process with a CPU and memory budget; a pool apart from the render workers.
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_WORKERS", default_value_t = crate::analysis::DEFAULT_ANALYSIS_WORKERS, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub analysis_workers: u16,
+    /// The program run as `analyze` for each new template's report [default: this
+    /// executable; not `--worker-executable`, which may be a render-only stand-in].
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_EXECUTABLE", hide = true)]
+    pub analysis_executable: Option<PathBuf>,
 }
 
 impl ServerSettings {
@@ -129,6 +133,7 @@ impl ServerSettings {
             idempotency_lease_seconds: DEFAULT_IDEMPOTENCY_LEASE_SECONDS,
             worker_executable: None,
             analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
+            analysis_executable: None,
         }
     }
 

@@ -90,7 +90,11 @@ pub async fn run(
     let shared_jobs = redis
         .as_ref()
         .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
-    let analysis = AnalysisPool::new(executable.clone(), usize::from(settings.analysis_workers));
+    let analysis_executable = match settings.analysis_executable.clone() {
+        Some(executable) => executable,
+        None => std::env::current_exe().map_err(ServerError::Executable)?,
+    };
+    let analysis = AnalysisPool::new(analysis_executable, usize::from(settings.analysis_workers));
     let scheduler = Scheduler::start(
         SchedulerSettings {
             workers: settings.worker_count(),

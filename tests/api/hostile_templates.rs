@@ -77,6 +77,37 @@ fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequ
     }
 }
 
+/// A server process whose analysis workers run as an executable of their own (a symlink in
+/// a fresh directory), so this test sees its own analysis workers and no other test's.
+struct HostileServer {
+    server: ServerProcess,
+    analysis_executable: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for HostileServer {
+    type Target = ServerProcess;
+    fn deref(&self) -> &ServerProcess {
+        &self.server
+    }
+}
+
+fn start_server(extra_args: &[&str]) -> HostileServer {
+    let dir = tempfile::tempdir().unwrap();
+    let analysis_executable = dir.path().join("lottie-render-analysis-under-test");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lottie-render"), &analysis_executable).unwrap();
+    let mut args = vec![
+        "--analysis-executable",
+        analysis_executable.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra_args);
+    HostileServer {
+        server: ServerProcess::start(&args),
+        analysis_executable,
+        _dir: dir,
+    }
+}
+
 /// Analysis workers of `executable` alive now.
 fn analysis_workers(executable: &Path) -> Vec<u32> {
     let prefix = format!("{} analyze", executable.display());
@@ -214,16 +245,16 @@ fn assert_within_server_budgets(attack: &Attack, case: &str) {
 
 #[tokio::test]
 async fn a_memory_bomb_of_template_glyphs_is_too_complex_and_costs_the_server_nothing() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     let attack = attack(&server, "memory bomb", memory_bomb()).await;
     assert_within_server_budgets(&attack, "memory bomb");
     assert_too_complex(attack.answer.as_ref().unwrap_err());
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
 
 #[tokio::test]
 async fn box_text_that_never_fits_is_analysed_in_linear_time_outside_the_server() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     let template = cpu_bomb(1, 1500);
     assert!(template.len() < 2048, "{} bytes", template.len());
     let attack = attack(&server, "cpu bomb", template).await;
@@ -239,12 +270,12 @@ async fn box_text_that_never_fits_is_analysed_in_linear_time_outside_the_server(
         ),
         Err(status) => assert_too_complex(status),
     }
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
 
 #[tokio::test]
 async fn a_template_over_the_analysis_cpu_budget_is_too_complex_while_others_are_served() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     // Thousands of documents of box text that never fits: seconds of layout even when linear.
     let attack = attack(&server, "cpu budget", cpu_bomb(1000, 5000)).await;
     assert_within_server_budgets(&attack, "cpu budget");
@@ -260,12 +291,12 @@ async fn a_template_over_the_analysis_cpu_budget_is_too_complex_while_others_are
     } else {
         assert_too_complex(status);
     }
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
 
 #[tokio::test]
 async fn a_caller_that_hangs_up_kills_its_analysis_worker() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     let mut templates = TemplateServiceClient::new(server.channel().await)
         .max_encoding_message_size(64 * 1024 * 1024);
     let call = tokio::spawn(async move {
@@ -273,15 +304,15 @@ async fn a_caller_that_hangs_up_kills_its_analysis_worker() {
             .create_template(create_request("hangs up", cpu_bomb(1000, 5000)))
             .await
     });
-    wait_for_analysis_worker(&server.worker_executable, &call).await;
+    wait_for_analysis_worker(&server.analysis_executable, &call).await;
     call.abort();
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
     another_caller_is_served(&server).await;
 }
 
 #[tokio::test]
 async fn a_caller_whose_deadline_passes_kills_its_analysis_worker() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     let mut templates = TemplateServiceClient::new(server.channel().await)
         .max_encoding_message_size(64 * 1024 * 1024);
     let mut request = tonic::Request::new(create_request("short deadline", cpu_bomb(1000, 5000)));
@@ -291,19 +322,19 @@ async fn a_caller_whose_deadline_passes_kills_its_analysis_worker() {
         matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
         "{status:?}"
     );
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
 
 #[tokio::test]
 async fn with_every_analysis_worker_busy_a_creation_is_unavailable_with_a_retry_delay() {
-    let server = ServerProcess::start(&["--analysis-workers", "1"]);
+    let server = start_server(&["--analysis-workers", "1"]);
     let mut busy = TemplateServiceClient::new(server.channel().await)
         .max_encoding_message_size(64 * 1024 * 1024);
     let hostile = tokio::spawn(async move {
         busy.create_template(create_request("busy", cpu_bomb(1000, 5000)))
             .await
     });
-    wait_for_analysis_worker(&server.worker_executable, &hostile).await;
+    wait_for_analysis_worker(&server.analysis_executable, &hostile).await;
     let status = TemplateServiceClient::new(server.channel().await)
         .create_template(create_request("waits", corpus("tiny-solid-layer.json")))
         .await
@@ -313,7 +344,7 @@ async fn with_every_analysis_worker_busy_a_creation_is_unavailable_with_a_retry_
     assert_eq!(details.error_info().unwrap().reason, "ANALYSIS_BUSY");
     assert!(details.retry_info().is_some());
     hostile.abort();
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
     // The pool is free again: an honest template is created.
     TemplateServiceClient::new(server.channel().await)
         .create_template(create_request("after", corpus("tiny-solid-layer.json")))
@@ -323,7 +354,7 @@ async fn with_every_analysis_worker_busy_a_creation_is_unavailable_with_a_retry_
 
 #[tokio::test]
 async fn an_honest_text_template_is_analysed_in_a_worker_with_its_warnings() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     let created = TemplateServiceClient::new(server.channel().await)
         .create_template(create_request(
             "toggle",
@@ -338,7 +369,7 @@ async fn an_honest_text_template_is_analysed_in_a_worker_with_its_warnings() {
     assert_eq!(created.warnings, expected.warnings);
     let slots: Vec<&str> = created.text_slots.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(slots, ["OFF", "ON"]);
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
 
 /// Waits until an analysis worker of `executable` runs, or `call` ends (answered `Err` with its
@@ -360,7 +391,7 @@ async fn wait_for_analysis_worker(
 
 #[tokio::test]
 async fn a_caller_that_hangs_up_mid_analysis_can_retry_with_the_same_idempotency_key_at_once() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     let key = crate::helpers::unique_key();
     let template = cpu_bomb(1000, 5000);
     for attempt in ["first", "retry"] {
@@ -373,16 +404,16 @@ async fn a_caller_that_hangs_up_mid_analysis_can_retry_with_the_same_idempotency
         let call = tokio::spawn(async move { templates.create_template(request).await });
         // The retry owns the key (an analysis starts) instead of meeting the first call's
         // claim (ABORTED, IDEMPOTENCY_KEY_IN_PROGRESS, until the lease of 300 s runs out).
-        wait_for_analysis_worker(&server.worker_executable, &call).await;
+        wait_for_analysis_worker(&server.analysis_executable, &call).await;
         call.abort();
-        assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+        assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
         println!("{attempt}: analysis started and was killed with its call");
     }
 }
 
 #[tokio::test]
 async fn a_template_over_the_analysis_memory_budget_is_too_complex() {
-    let server = ServerProcess::start(&[]);
+    let server = start_server(&[]);
     // Every text slot names its font's family: a family of a megabyte named by two thousand
     // text layers is gigabytes of report.
     let family = "F".repeat(1024 * 1024);
@@ -402,5 +433,5 @@ async fn a_template_over_the_analysis_memory_budget_is_too_complex() {
     let status = attack.answer.as_ref().unwrap_err();
     assert_too_complex(status);
     assert!(status.message().contains("memory budget"), "{status:?}");
-    assert_no_analysis_worker_within(&server.worker_executable, WORKER_EXIT_LIMIT).await;
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
