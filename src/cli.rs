@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_hostile;
 pub mod bench_replays;
 pub mod bench_text;
 pub mod client;
@@ -58,6 +59,8 @@ pub enum Command {
     /// Build one template's report read from stdin (the analysis protocol; not for people).
     #[command(hide = true)]
     Analyze,
+    /// Replay the hostile set against a server: answer, time and the server's peak RSS.
+    BenchHostile(bench_hostile::BenchHostileArgs),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -73,6 +76,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::BenchReplays(args) => bench_replays::run(args),
         Command::BenchText(args) => bench_text::run(args),
         Command::Analyze => analyze::run(),
+        Command::BenchHostile(args) => bench_hostile::run(args),
     }
 }
 

@@ -109,6 +109,18 @@ pub struct ServerSettings {
     /// executable; not `--worker-executable`, which may be a render-only stand-in].
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_EXECUTABLE", hide = true)]
     pub analysis_executable: Option<PathBuf>,
+    /// Templates stored at most; CreateTemplate beyond it is answered RESOURCE_EXHAUSTED
+    /// (TEMPLATE_QUOTA_EXCEEDED).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_TEMPLATES", default_value_t = crate::storage::DEFAULT_MAX_TEMPLATES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_templates: u64,
+    /// Stored template bytes (JSON and fonts) at most, MiB; beyond it CreateTemplate is
+    /// answered RESOURCE_EXHAUSTED (TEMPLATE_QUOTA_EXCEEDED).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_TEMPLATE_STORAGE_MB", default_value_t = crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_template_storage_mb: u64,
+    /// Free space kept on the data directory's file system, MiB: below it SubmitRender and
+    /// CreateTemplate are answered RESOURCE_EXHAUSTED (DISK_FULL); 0 turns the check off.
+    #[arg(long, env = "LOTTIE_RENDER_MIN_FREE_DISK_MB", default_value_t = crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024))]
+    pub min_free_disk_mb: u64,
 }
 
 impl ServerSettings {
@@ -134,6 +146,9 @@ impl ServerSettings {
             worker_executable: None,
             analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
             analysis_executable: None,
+            max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
+            max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),
+            min_free_disk_mb: crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024),
         }
     }
 
@@ -180,4 +195,16 @@ impl ServerSettings {
 /// A non-negative finite number of seconds as a duration; `fallback` for anything else.
 fn seconds(value: f64, fallback: Duration) -> Duration {
     Duration::try_from_secs_f64(value).unwrap_or(fallback)
+}
+
+impl ServerSettings {
+    /// The template quota and the disk watermark.
+    pub fn storage_limits(&self) -> crate::storage::StorageLimits {
+        const MIB: u64 = 1024 * 1024;
+        crate::storage::StorageLimits {
+            max_templates: self.max_templates,
+            max_template_bytes: self.max_template_storage_mb.saturating_mul(MIB),
+            min_free_disk_bytes: self.min_free_disk_mb.saturating_mul(MIB),
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
-//! [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
+//! [`assets`], [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
 //! turning text layers into glyph shapes ([`text`]), retiming to the output frame rate
 //! ([`timeline`]) and the `inspect` report ([`report`]).
 
+pub mod assets;
 pub mod fence;
 pub mod model;
 pub mod modifications;

@@ -178,3 +178,22 @@ pub fn make_frame_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
     // replaces that frame's own buffers and reports failure through its return value.
     unsafe { ffmpeg_next::sys::av_frame_make_writable(frame.as_mut_ptr()) >= 0 }
 }
+
+/// Bytes an unprivileged process may still write on the file system holding `path`
+/// (statvfs: available blocks × fragment size).
+pub fn available_disk_bytes(path: &std::path::Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a NUL-terminated string that outlives the call, and statvfs writes
+    // only into `stats`, which lives on our stack.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // The field types differ between platforms (u32 or u64).
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    let (blocks, block_size) = (stats.f_bavail as u64, stats.f_frsize as u64);
+    Ok(blocks.saturating_mul(block_size))
+}

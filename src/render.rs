@@ -17,7 +17,7 @@ use frames::FrameSource;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
@@ -99,13 +99,14 @@ pub struct PreparedRender {
     pub frame_count: u32,
 }
 
-/// Parses and fences `template_bytes`, applies `modifications`, turns text layers into glyph
-/// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts when the template or a slot is at fault.
+/// Parses and fences `template_bytes` (image assets included: they must be embedded data),
+/// applies `modifications`, turns text layers into glyph shapes in `fonts` and retimes to the
+/// output frame rate. Fails before anything heavy starts when the template or a slot is at
+/// fault.
 pub fn prepare(
     template_bytes: &[u8],
     modifications: &Modifications,
     spec: OutputSpec,
-    resource_dir: &Path,
     fonts: &FontBook,
 ) -> Result<PreparedRender, RenderError> {
     let template = Template::parse(template_bytes)?;
@@ -126,7 +127,6 @@ pub fn prepare(
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),
-        resource_dir: resource_dir.to_path_buf(),
         width: spec.width.get() as usize,
         height: spec.height.get() as usize,
         frame_count: timeline.frame_count,
@@ -208,10 +208,10 @@ pub fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     Ok((size, hex))
 }
 
-/// Where a render's relative resources would be looked up: the template's directory.
-pub fn resource_dir_of(template_path: &Path) -> PathBuf {
-    template_path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
+/// The resource directory rlottie is given. rlottie opens a non-embedded image at
+/// `resource dir + u + p`, joined as strings (`lottieparser.cpp`, `parseAsset`); an empty
+/// directory would resolve relative names against the worker's working directory and take
+/// absolute ones as they are. `/dev/null` is a character device, never a directory, so the
+/// kernel refuses every path through it with ENOTDIR, `..` included: whatever slipped past
+/// [`crate::lottie::assets`], rlottie can read no file with it.
+pub const NO_RESOURCE_DIR: &str = "/dev/null/";

@@ -72,7 +72,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let metrics = Metrics::new();
-    let templates_store = TemplateStore::open(&settings.data_dir)?;
+    let templates_store =
+        TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
     let outputs = OutputStore::open(&settings.data_dir)?;
     let executable = match settings.worker_executable.clone() {
         Some(executable) => executable,

@@ -1,18 +1,29 @@
 //! Templates and outputs on disk.
 //!
 //! Templates live under `<data-dir>/templates/<id>/`: the JSON as uploaded
-//! (`template.json`), its fonts (`fonts/<n>.font`) and a small record (`record.json`: name,
-//! creation time, font families). A template is written into a temporary directory and
-//! renamed into place, so a crash never leaves half a template visible. Outputs live under
+//! (`template.json`), its fonts (`fonts/<n>.font`), its record (`record.json`: name,
+//! creation time, font families, report) and the bounded view answers show
+//! (`summary.json`, [`summary`]). A template is written into a temporary directory and
+//! renamed into place, so a crash never leaves half a template visible. Listing order and the
+//! quota's figures come from a name-only index ([`index`]). Outputs live under
 //! `<data-dir>/outputs/<job-id>.<ext>`; a worker writes `.partial-<job-id>.<ext>` and the
 //! scheduler renames it when the render succeeded. Object storage replaces this later;
 //! callers see only [`TemplateStore`] and [`OutputStore`].
 
+pub mod index;
+pub mod summary;
+
 use crate::lottie::report::InspectReport;
+use index::INDEX_DIR;
+pub use index::{
+    IndexEntry, StorageLimits, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES,
+    DEFAULT_MIN_FREE_DISK_BYTES,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use summary::TemplateSummary;
 use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +34,13 @@ pub enum StorageError {
     Io(#[from] std::io::Error),
     #[error("a stored record is damaged: {0}")]
     Damaged(String),
+    #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("the data directory's file system has {free_bytes} bytes free, less than the {watermark_bytes} bytes kept free")]
+    DiskFull {
+        free_bytes: u64,
+        watermark_bytes: u64,
+    },
 }
 
 /// What is kept about a template besides its JSON.
@@ -67,14 +85,28 @@ impl TemplateRecord {
 #[derive(Debug, Clone)]
 pub struct TemplateStore {
     root: PathBuf,
+    data_dir: PathBuf,
+    limits: StorageLimits,
 }
 
 impl TemplateStore {
-    /// A store under `data_dir/templates` (created when missing).
+    /// A store under `data_dir/templates` (created when missing) with the default limits.
+    /// Templates stored by an earlier version get their summary and index entry here, once.
     pub fn open(data_dir: &Path) -> Result<TemplateStore, StorageError> {
         let root = data_dir.join("templates");
-        std::fs::create_dir_all(&root)?;
-        Ok(TemplateStore { root })
+        std::fs::create_dir_all(root.join(INDEX_DIR))?;
+        let store = TemplateStore {
+            root,
+            data_dir: data_dir.to_path_buf(),
+            limits: StorageLimits::default(),
+        };
+        store.complete_index()?;
+        Ok(store)
+    }
+
+    /// The same store under other limits.
+    pub fn with_limits(self, limits: StorageLimits) -> TemplateStore {
+        TemplateStore { limits, ..self }
     }
 
     fn dir(&self, id: Uuid) -> PathBuf {
@@ -99,6 +131,9 @@ impl TemplateStore {
         report: InspectReport,
         fonts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<TemplateRecord, StorageError> {
+        let stored_bytes =
+            json.len() as u64 + fonts.values().map(|bytes| bytes.len() as u64).sum::<u64>();
+        self.check_room_for(stored_bytes)?;
         let id = Uuid::new_v4();
         let staging = tempfile::Builder::new()
             .prefix(".creating-")
@@ -127,13 +162,21 @@ impl TemplateStore {
             font_sha256,
             report,
         };
-        let record_json =
-            serde_json::to_vec(&record).map_err(|e| StorageError::Damaged(e.to_string()))?;
-        std::fs::write(staging.path().join("record.json"), record_json)?;
+        write_json(&staging.path().join("record.json"), &record)?;
+        write_json(
+            &staging.path().join("summary.json"),
+            &TemplateSummary::of(&record),
+        )?;
         // Renamed while still owned by the guard: if the rename fails, the staging
         // directory is removed instead of being left behind.
         std::fs::rename(staging.path(), self.dir(id))?;
         let _ = staging.keep();
+        // Indexed only once in place: an index entry always names a whole template.
+        self.write_index_entry(IndexEntry {
+            created_at_ms,
+            id,
+            stored_bytes,
+        })?;
         Ok(record)
     }
 
@@ -147,33 +190,45 @@ impl TemplateStore {
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
     }
 
-    /// Every template, newest first (ties by id).
-    pub fn list(&self) -> Result<Vec<TemplateRecord>, StorageError> {
-        let mut records = Vec::new();
-        for entry in std::fs::read_dir(&self.root)? {
-            let name = entry?.file_name();
-            // Skips `.creating-*` staging directories and anything else that is not an id.
-            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
-                continue;
-            };
-            match self.record(id) {
-                Ok(record) => records.push(record),
-                // Deleted between read_dir and read: not listed.
-                Err(StorageError::NotFound(_)) => {}
-                Err(error) => return Err(error),
+    /// The bounded view of a template (what Get and List answer). A template stored by an
+    /// instance of an earlier version while this one runs has no summary yet: built from its
+    /// record then.
+    pub fn summary(&self, id: Uuid) -> Result<TemplateSummary, StorageError> {
+        match std::fs::read(self.dir(id).join("summary.json")) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
             }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ok(TemplateSummary::of(&self.record(id)?))
+            }
+            Err(error) => Err(StorageError::Io(error)),
         }
-        records.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
-        Ok(records)
     }
 
     pub fn delete(&self, id: Uuid) -> Result<(), StorageError> {
-        self.record(id)?;
+        // The summary, not the record: it is small whatever was uploaded.
+        self.summary(id)?;
         // Renamed away first, so readers never see a half-deleted template.
         let doomed = self.root.join(format!(".deleting-{id}"));
         std::fs::rename(self.dir(id), &doomed)?;
+        for entry in self.index()?.into_iter().filter(|entry| entry.id == id) {
+            remove_if_present(&self.index_dir().join(entry.file_name()))?;
+        }
         std::fs::remove_dir_all(doomed)?;
         Ok(())
+    }
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Damaged(e.to_string()))?;
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> Result<(), StorageError> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(StorageError::Io(error)),
+        _ => Ok(()),
     }
 }
 
@@ -287,8 +342,17 @@ mod tests {
         assert_eq!(std::fs::read(store.json_path(first.id)).unwrap(), json);
         assert_eq!(store.record(second.id).unwrap(), second);
         assert_eq!(second.fonts["Open Sans"], "0.font");
-        let listed: Vec<_> = store.list().unwrap().into_iter().map(|r| r.name).collect();
+        let listed: Vec<_> = store
+            .index()
+            .unwrap()
+            .into_iter()
+            .map(|entry| store.summary(entry.id).unwrap().name)
+            .collect();
         assert_eq!(listed, ["second", "first"]);
+        assert_eq!(
+            store.index().unwrap()[0].stored_bytes,
+            json.len() as u64 + 8
+        );
         store.delete(first.id).unwrap();
         assert!(matches!(
             store.record(first.id),
@@ -298,11 +362,90 @@ mod tests {
             store.delete(first.id),
             Err(StorageError::NotFound(_))
         ));
-        assert_eq!(store.list().unwrap().len(), 1);
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates"))
+        assert_eq!(store.index().unwrap().len(), 1);
+        let mut leftovers: Vec<_> = std::fs::read_dir(dir.path().join("templates"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(leftovers, [std::ffi::OsString::from(second.id.to_string())]);
+        leftovers.sort();
+        assert_eq!(
+            leftovers,
+            [
+                std::ffi::OsString::from(INDEX_DIR),
+                std::ffi::OsString::from(second.id.to_string())
+            ]
+        );
+    }
+
+    fn tiny_template(store: &TemplateStore, name: &str) -> Result<TemplateRecord, StorageError> {
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
+        store.create(name, json, report, &BTreeMap::new())
+    }
+
+    #[test]
+    fn templates_over_the_count_or_byte_quota_are_refused_until_one_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = StorageLimits {
+            max_templates: 2,
+            min_free_disk_bytes: 0,
+            ..StorageLimits::default()
+        };
+        let store = TemplateStore::open(dir.path()).unwrap().with_limits(limits);
+        let first = tiny_template(&store, "a").unwrap();
+        tiny_template(&store, "b").unwrap();
+        assert!(matches!(
+            tiny_template(&store, "c"),
+            Err(StorageError::QuotaExceeded(_))
+        ));
+        store.delete(first.id).unwrap();
+        tiny_template(&store, "c").unwrap();
+        let bytes_limited = store.with_limits(StorageLimits {
+            max_templates: 100,
+            max_template_bytes: 150,
+            min_free_disk_bytes: 0,
+        });
+        assert!(matches!(
+            tiny_template(&bytes_limited, "d"),
+            Err(StorageError::QuotaExceeded(message)) if message.contains("150 byte limit")
+        ));
+    }
+
+    #[test]
+    fn a_watermark_above_the_free_space_refuses_new_templates() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path())
+            .unwrap()
+            .with_limits(StorageLimits {
+                min_free_disk_bytes: u64::MAX,
+                ..StorageLimits::default()
+            });
+        assert!(matches!(
+            tiny_template(&store, "a"),
+            Err(StorageError::DiskFull { .. })
+        ));
+        assert!(store.index().unwrap().is_empty());
+    }
+
+    #[test]
+    fn templates_stored_before_the_index_existed_are_indexed_when_the_store_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path()).unwrap();
+        let record = tiny_template(&store, "old").unwrap();
+        // What an earlier version left: no index, no summary; and a dangling index entry.
+        std::fs::remove_dir_all(dir.path().join("templates").join(INDEX_DIR)).unwrap();
+        std::fs::create_dir(dir.path().join("templates").join(INDEX_DIR)).unwrap();
+        std::fs::remove_file(store.dir(record.id).join("summary.json")).unwrap();
+        let ghost = IndexEntry {
+            created_at_ms: 5,
+            id: Uuid::new_v4(),
+            stored_bytes: 9,
+        };
+        store.write_index_entry(ghost).unwrap();
+        let reopened = TemplateStore::open(dir.path()).unwrap();
+        let index = reopened.index().unwrap();
+        assert_eq!(index.len(), 1);
+        assert_eq!(index[0].id, record.id);
+        assert_eq!(reopened.summary(record.id).unwrap().name, "old");
     }
 }

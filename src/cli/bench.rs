@@ -116,7 +116,6 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
             &bytes,
             &Modifications::default(),
             spec_for(Format::Webm)?,
-            &args.corpus,
             &crate::lottie::text::fonts::FontBook::default(),
         )
         .map_err(|e| format!("{file}: {e}"))?;
@@ -177,7 +176,6 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
                     &bytes,
                     &Modifications::default(),
                     spec,
-                    &args.corpus,
                     &crate::lottie::text::fonts::FontBook::default(),
                 )
                 .map_err(|e| e.to_string())?;

@@ -69,9 +69,8 @@ fn pipeline_wall(bytes: &[u8], spec: OutputSpec, args: &BenchTextArgs) -> Result
     let mut walls = Vec::new();
     for _ in 0..args.repeat.max(1) {
         let started = Instant::now();
-        let prepared =
-            render::prepare(bytes, &Modifications::default(), spec, &args.corpus, &fonts)
-                .map_err(|e| e.to_string())?;
+        let prepared = render::prepare(bytes, &Modifications::default(), spec, &fonts)
+            .map_err(|e| e.to_string())?;
         render::run(&prepared, &output, 0, &mut |_, _| {}).map_err(|e| e.to_string())?;
         walls.push(started.elapsed());
     }

@@ -79,20 +79,13 @@ fn read_job() -> Result<WorkerJob, Failure> {
 
 fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
     let template = std::fs::read(&job.template_path).map_err(RenderError::ReadTemplate)?;
-    let resource_dir = render::resource_dir_of(&job.template_path);
     let mut fonts = BTreeMap::new();
     for (family, path) in &job.fonts {
         let bytes = std::fs::read(path).map_err(RenderError::ReadTemplate)?;
         fonts.insert(family.clone(), bytes);
     }
     let fonts = FontBook::new(fonts);
-    let prepared = render::prepare(
-        &template,
-        &job.modifications,
-        job.output,
-        &resource_dir,
-        &fonts,
-    )?;
+    let prepared = render::prepare(&template, &job.modifications, job.output, &fonts)?;
     emit(&WorkerEvent::Started {
         frames_total: prepared.frame_count,
     });

@@ -55,11 +55,18 @@ mod tests {
                 ("sha256", 11),
                 ("created_at", 12),
                 ("warnings", 13),
+                ("warnings_truncated", 14),
+                ("slots_truncated", 15),
             ])
         );
         assert_eq!(
             fields(&set, "TextSlot"),
-            f(&[("id", 1), ("default_text", 2), ("font_family", 3)])
+            f(&[
+                ("id", 1),
+                ("default_text", 2),
+                ("font_family", 3),
+                ("default_text_truncated", 4)
+            ])
         );
         assert_eq!(
             fields(&set, "ColorSlot"),

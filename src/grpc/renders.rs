@@ -210,6 +210,8 @@ fn admit(
             .join("; ");
         return Err(ServiceError::invalid_argument(reason, message, violations));
     }
+    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
+    templates.check_disk_space().map_err(storage_error)?;
     let fingerprint = Fingerprint::of(&record.render_identity(), &submission.modifications, &spec);
     let job = Job::queued(
         Uuid::new_v4(),

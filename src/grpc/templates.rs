@@ -13,7 +13,9 @@ use crate::idempotency::IdempotencyKey;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::Template;
-use crate::storage::{StorageError, TemplateRecord, TemplateStore};
+use crate::storage::summary::TemplateSummary;
+use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
+use prost::Message;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +29,15 @@ pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 /// ListTemplates page size when the request says 0, and the largest allowed.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
+/// Encoded bytes of one ListTemplates page: a quarter of gRPC's default 4 MiB message limit,
+/// so stock clients read every page. A template's own answer is bounded far below it
+/// (`storage::summary`), so a page always holds at least one.
+pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 /// Retry delay when template storage fails.
 const STORAGE_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Retry delay when the template quota or the disk is full: freeing room takes someone
+/// deleting templates or the retention sweep removing outputs, minutes rather than seconds.
+pub const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// SFNT magic numbers: TrueType (0x00010000 and `true`), OpenType CFF (`OTTO`), collections.
 const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttcf"];
@@ -165,6 +174,18 @@ pub(crate) fn storage_error(error: StorageError) -> ServiceError {
         StorageError::Damaged(detail) => {
             ServiceError::internal(format!("damaged template record: {detail}"))
         }
+        StorageError::QuotaExceeded(message) => ServiceError::transient(
+            ServiceErrorCode::ResourceExhausted,
+            "TEMPLATE_QUOTA_EXCEEDED",
+            message,
+            STORAGE_FULL_RETRY_AFTER,
+        ),
+        error @ StorageError::DiskFull { .. } => ServiceError::transient(
+            ServiceErrorCode::ResourceExhausted,
+            "DISK_FULL",
+            format!("the server is out of disk space: {error}"),
+            STORAGE_FULL_RETRY_AFTER,
+        ),
     }
 }
 
@@ -234,30 +255,33 @@ fn validate_create(
     (violations, template)
 }
 
+/// The answer for a template: its bounded summary (what Get and List show too).
 fn to_proto(record: &TemplateRecord) -> proto::Template {
-    let report = &record.report;
+    summary_to_proto(&TemplateSummary::of(record))
+}
+
+fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
     proto::Template {
-        template_id: record.id.to_string(),
-        name: record.name.clone(),
-        width: u32::try_from(report.width).unwrap_or_default(),
-        height: u32::try_from(report.height).unwrap_or_default(),
-        frame_rate: report.frame_rate,
-        in_frame: report.in_frame,
-        out_frame: report.out_frame,
-        duration_seconds: report.duration_seconds,
-        text_slots: report
-            .slots
-            .texts
+        template_id: summary.id.to_string(),
+        name: summary.name.clone(),
+        width: u32::try_from(summary.width).unwrap_or_default(),
+        height: u32::try_from(summary.height).unwrap_or_default(),
+        frame_rate: summary.frame_rate,
+        in_frame: summary.in_frame,
+        out_frame: summary.out_frame,
+        duration_seconds: summary.duration_seconds,
+        text_slots: summary
+            .text_slots
             .iter()
             .map(|slot| proto::TextSlot {
                 id: slot.id.clone(),
                 default_text: slot.default_text.clone(),
                 font_family: slot.font_family.clone(),
+                default_text_truncated: slot.default_text_truncated,
             })
             .collect(),
-        color_slots: report
-            .slots
-            .colors
+        color_slots: summary
+            .color_slots
             .iter()
             .map(|slot| proto::ColorSlot {
                 id: slot.id.clone(),
@@ -269,15 +293,73 @@ fn to_proto(record: &TemplateRecord) -> proto::Template {
                 }),
             })
             .collect(),
-        sha256: report.sha256.clone(),
-        created_at: Some(prost_types::Timestamp::from(record.created_at())),
-        warnings: report.warnings.clone(),
+        sha256: summary.sha256.clone(),
+        created_at: Some(prost_types::Timestamp::from(summary.created_at())),
+        warnings: summary.warnings.clone(),
+        warnings_truncated: summary.warnings_truncated,
+        slots_truncated: summary.slots_truncated,
     }
 }
 
+/// One ListTemplates page from the index: the templates after `after` (newest first), at
+/// most `page_size` of them and at most [`MAX_PAGE_BYTES`] encoded. Reads the summaries of
+/// the templates shown only.
+fn list_page(
+    store: &TemplateStore,
+    after: Option<(u64, Uuid)>,
+    page_size: usize,
+) -> Result<proto::ListTemplatesResponse, ServiceError> {
+    let index = store.index().map_err(storage_error)?;
+    // Newest first, ties by id: the page starts after the token's position.
+    let start = after.map_or(0, |(millis, id)| {
+        index
+            .iter()
+            .position(|entry| {
+                (entry.created_at_ms < millis) || (entry.created_at_ms == millis && entry.id > id)
+            })
+            .unwrap_or(index.len())
+    });
+    let mut templates = Vec::new();
+    let mut page_bytes = 0;
+    let mut last_shown: Option<&IndexEntry> = None;
+    let mut more = false;
+    for entry in &index[start..] {
+        if templates.len() == page_size {
+            more = true;
+            break;
+        }
+        let template = match store.summary(entry.id) {
+            Ok(summary) => summary_to_proto(&summary),
+            // Deleted since the index was read: not listed.
+            Err(StorageError::NotFound(_)) => {
+                last_shown = Some(entry);
+                continue;
+            }
+            Err(error) => return Err(storage_error(error)),
+        };
+        // A repeated field's element costs its length, its length's varint and a tag byte.
+        let size = template.encoded_len() + prost::length_delimiter_len(template.encoded_len()) + 1;
+        if !templates.is_empty() && page_bytes + size > MAX_PAGE_BYTES {
+            more = true;
+            break;
+        }
+        page_bytes += size;
+        templates.push(template);
+        last_shown = Some(entry);
+    }
+    let next_page_token = match last_shown {
+        Some(last) if more => page_token(last.created_at_ms, last.id),
+        _ => String::new(),
+    };
+    Ok(proto::ListTemplatesResponse {
+        templates,
+        next_page_token,
+    })
+}
+
 /// ListTemplates page token: the sort key of the last template shown ("v1.<ms>.<id>").
-fn page_token(record: &TemplateRecord) -> String {
-    format!("v1.{}.{}", record.created_at_ms, record.id)
+fn page_token(created_at_ms: u64, id: Uuid) -> String {
+    format!("v1.{created_at_ms}.{id}")
 }
 
 fn parse_page_token(token: &str) -> Option<(u64, Uuid)> {
@@ -360,8 +442,8 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<proto::Template>, Status> {
         let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
-        let record = blocking(move || store.record(id).map_err(storage_error)).await?;
-        Ok(Response::new(to_proto(&record)))
+        let summary = blocking(move || store.summary(id).map_err(storage_error)).await?;
+        Ok(Response::new(summary_to_proto(&summary)))
     }
 
     async fn list_templates(
@@ -402,25 +484,8 @@ impl TemplateService for TemplateApi {
             .into());
         }
         let store = self.store.clone();
-        let records = blocking(move || store.list().map_err(storage_error)).await?;
-        // Newest first, ties by id: the page starts after the token's position.
-        let start = after.map_or(0, |(millis, id)| {
-            records
-                .iter()
-                .position(|r| {
-                    (r.created_at_ms < millis) || (r.created_at_ms == millis && r.id > id)
-                })
-                .unwrap_or(records.len())
-        });
-        let page: Vec<&TemplateRecord> = records.iter().skip(start).take(page_size).collect();
-        let next_page_token = match page.last() {
-            Some(last) if start + page.len() < records.len() => page_token(last),
-            _ => String::new(),
-        };
-        Ok(Response::new(proto::ListTemplatesResponse {
-            templates: page.into_iter().map(to_proto).collect(),
-            next_page_token,
-        }))
+        let page = blocking(move || list_page(&store, after, page_size)).await?;
+        Ok(Response::new(page))
     }
 
     async fn delete_template(

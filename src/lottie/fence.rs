@@ -60,15 +60,6 @@ pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateErr
                 &assets,
                 &mut warnings,
             )?;
-        } else if let Some(path) = &asset.p {
-            let embedded = path.starts_with("data:")
-                && json
-                    .pointer(&format!("/assets/{index}/e"))
-                    .and_then(Value::as_i64)
-                    == Some(1);
-            if !embedded {
-                warnings.add(format!("image asset '{}' is not embedded (data URI with \"e\": 1) and will not be drawn", asset.id));
-            }
         }
     }
     if count_expressions(json) > 0 {

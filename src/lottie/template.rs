@@ -1,12 +1,12 @@
 //! Bytes → [`Template`]: the size and nesting limits, JSON parsing, integer normalisation,
-//! the typed model and the fence, in that order, so that nothing downstream (least of all
+//! the typed model, the image assets and the fence, in that order, so that nothing downstream (least of all
 //! rlottie) ever sees a document that failed one of them.
 //!
 //! Key order is preserved through every rewrite (serde_json `preserve_order`): rlottie's
 //! streaming parser skips the keys of a shape item that come before its `ty`.
 
-use super::fence;
 use super::model::Animation;
+use super::{assets, fence};
 use crate::error::{Classified, ErrorClass};
 use serde::Deserialize;
 use serde_json::Value;
@@ -93,6 +93,8 @@ impl Template {
             let path = error.path().to_string();
             TemplateError::invalid(json_path(&path), error.into_inner().to_string())
         })?;
+        // Images are data, never paths: before the fence, so rlottie never sees a file name.
+        assets::check(&json)?;
         let warnings = fence::check(&model, &json)?;
         Ok(Template {
             sha256: hex_sha256(bytes),

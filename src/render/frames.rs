@@ -9,7 +9,6 @@
 use super::RenderError;
 use crate::encode::{EncoderInput, FramePreparer, PreparerFactory};
 use rlottie::{Animation, Bgra, Size, Surface};
-use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -34,8 +33,6 @@ pub struct Frame {
 pub struct FrameSource {
     /// Retimed, modified template JSON, ready for rlottie.
     pub json: Arc<String>,
-    /// Directory external resources would be resolved against (none are loaded from it).
-    pub resource_dir: PathBuf,
     pub width: usize,
     pub height: usize,
     pub frame_count: u32,
@@ -44,7 +41,7 @@ pub struct FrameSource {
 impl FrameSource {
     /// Loads the template into rlottie; `None` from rlottie means it refused the document.
     pub fn load(&self) -> Result<Animation, RenderError> {
-        Animation::from_data(self.json.as_bytes(), "", &self.resource_dir)
+        Animation::from_data(self.json.as_bytes(), "", super::NO_RESOURCE_DIR)
             .ok_or(RenderError::RendererRefused)
     }
 

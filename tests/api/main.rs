@@ -3,6 +3,7 @@
 mod cli;
 mod errors;
 mod helpers;
+mod hostile_assets;
 mod hostile_templates;
 mod idempotency;
 mod panic;

@@ -208,5 +208,6 @@ async fn a_server_process_serves_reports_its_costs_and_stops_cleanly() {
     assert!(server.log().iter().any(|line| line.contains(" serving ")));
     assert_ne!(server.address, server.metrics_address);
     assert!(server.data_dir.path().join("data").is_dir());
+    drop(health);
     assert!(server.stop(), "the server exits 0 on SIGTERM");
 }

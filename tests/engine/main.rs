@@ -3,6 +3,7 @@
 
 mod cli;
 mod corpus;
+mod embedded_images;
 mod helpers;
 mod malformed;
 mod pixels;

@@ -38,7 +38,6 @@ fn raw_frames(
         &bytes,
         modifications,
         spec(Format::Webm, fps, size, size),
-        &corpus(""),
         &lottie_render::lottie::text::fonts::FontBook::default(),
     )
     .unwrap();

@@ -40,7 +40,6 @@ fn alpha(template: &[u8], modifications: &Modifications, size: (u32, u32)) -> Ve
         template,
         modifications,
         spec(Format::Webm, 30, size.0, size.1),
-        &corpus(""),
         &FontBook::default(),
     )
     .unwrap();
@@ -249,7 +248,6 @@ fn rgba_frame(file: &str, size: (u32, u32), index: u32) -> Vec<u8> {
         &bytes,
         &Modifications::default(),
         spec(Format::Webm, 30, size.0, size.1),
-        &corpus(""),
         &FontBook::default(),
     )
     .unwrap();
@@ -384,7 +382,6 @@ fn a_text_that_changes_over_time_shows_each_keyframe_in_its_turn() {
         &bytes,
         &Modifications::default(),
         spec(Format::Webm, 60, WIDTH, HEIGHT),
-        &corpus(""),
         &FontBook::default(),
     )
     .unwrap();

@@ -1,0 +1,185 @@
+//! The listing index and the quota of [`TemplateStore`]: `templates/.index/` holds one empty
+//! file per template named `<created ms>.<id>.<stored bytes>`. Listing order, the template
+//! count and the bytes stored come from file names alone, so a listing or a quota check
+//! reads no record, and every instance sharing the data directory sees the same figures.
+//! An entry is written once its template is in place and removed when it is deleted, so an
+//! entry always names a whole template (one whose deletion was interrupted is dropped when
+//! a store opens).
+
+use super::summary::TemplateSummary;
+use super::{remove_if_present, write_json, StorageError, TemplateRecord, TemplateStore};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use uuid::Uuid;
+
+/// Directory of the listing index, under the templates directory (not an id, so never taken
+/// for a template).
+pub(super) const INDEX_DIR: &str = ".index";
+
+/// Templates stored at most (all callers together). Ten thousand templates are far more
+/// than a product uses; the figure bounds a listing's index read and the disk templates take.
+pub const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
+/// Bytes of stored templates (JSON and fonts) at most: 16 GiB, about two thousand templates
+/// at the largest size with a font each, or hundreds of thousands of typical ones.
+pub const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+/// Free space kept on the data directory's file system: below it, new templates and renders
+/// are refused so that running renders can still write their outputs (a two-minute
+/// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
+pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Named limits on what the stores keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageLimits {
+    pub max_templates: u64,
+    pub max_template_bytes: u64,
+    /// Free bytes the data directory's file system keeps (0: no watermark).
+    pub min_free_disk_bytes: u64,
+}
+
+impl Default for StorageLimits {
+    fn default() -> StorageLimits {
+        StorageLimits {
+            max_templates: DEFAULT_MAX_TEMPLATES,
+            max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
+            min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
+        }
+    }
+}
+
+/// One template in the listing order, as its index file names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub created_at_ms: u64,
+    pub id: Uuid,
+    /// Bytes the template takes (JSON and fonts), for the quota.
+    pub stored_bytes: u64,
+}
+
+impl IndexEntry {
+    pub(super) fn file_name(&self) -> String {
+        format!(
+            "{:020}.{}.{}",
+            self.created_at_ms, self.id, self.stored_bytes
+        )
+    }
+
+    fn parse(name: &str) -> Option<IndexEntry> {
+        let mut parts = name.split('.');
+        let entry = IndexEntry {
+            created_at_ms: parts.next()?.parse().ok()?,
+            id: Uuid::try_parse(parts.next()?).ok()?,
+            stored_bytes: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(entry)
+    }
+}
+
+impl TemplateStore {
+    pub(super) fn index_dir(&self) -> PathBuf {
+        self.root.join(INDEX_DIR)
+    }
+
+    /// Every template in the index, newest first (ties by id). Reads file names only.
+    pub fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(self.index_dir())? {
+            let name = entry?.file_name();
+            if let Some(parsed) = name.to_str().and_then(IndexEntry::parse) {
+                entries.push(parsed);
+            }
+        }
+        entries.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+        Ok(entries)
+    }
+
+    /// Refuses new data when the file system is nearly full (the watermark).
+    pub fn check_disk_space(&self) -> Result<(), StorageError> {
+        let watermark_bytes = self.limits.min_free_disk_bytes;
+        if watermark_bytes == 0 {
+            return Ok(());
+        }
+        let free_bytes = crate::os::available_disk_bytes(&self.data_dir)?;
+        if free_bytes < watermark_bytes {
+            return Err(StorageError::DiskFull {
+                free_bytes,
+                watermark_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a new template of `bytes` over the count or byte quota, or on a full disk.
+    /// Instances sharing the data directory read the same index, so the quota is shared; two
+    /// creations racing may overshoot it by one template each.
+    pub fn check_room_for(&self, bytes: u64) -> Result<(), StorageError> {
+        self.check_disk_space()?;
+        let index = self.index()?;
+        let count = index.len() as u64;
+        if count >= self.limits.max_templates {
+            return Err(StorageError::QuotaExceeded(format!(
+                "{count} templates are stored, the limit is {}; delete some first",
+                self.limits.max_templates
+            )));
+        }
+        let stored: u64 = index.iter().map(|entry| entry.stored_bytes).sum();
+        if stored.saturating_add(bytes) > self.limits.max_template_bytes {
+            return Err(StorageError::QuotaExceeded(format!(
+                "templates take {stored} bytes; {bytes} more would pass the {} byte limit; \
+                 delete some first",
+                self.limits.max_template_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes the summary and index entry of templates that lack them (stored by an earlier
+    /// version) and drops index entries whose template is gone (a deletion interrupted).
+    pub(super) fn complete_index(&self) -> Result<(), StorageError> {
+        let indexed: HashSet<Uuid> = self.index()?.into_iter().map(|entry| entry.id).collect();
+        let mut present = HashSet::new();
+        for entry in std::fs::read_dir(&self.root)? {
+            let name = entry?.file_name();
+            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
+                continue;
+            };
+            present.insert(id);
+            if indexed.contains(&id) {
+                continue;
+            }
+            let record = match self.record(id) {
+                Ok(record) => record,
+                Err(StorageError::NotFound(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            let summary_path = self.dir(id).join("summary.json");
+            if !summary_path.exists() {
+                write_json(&summary_path, &TemplateSummary::of(&record))?;
+            }
+            let stored_bytes = self.stored_bytes_on_disk(&record)?;
+            self.write_index_entry(IndexEntry {
+                created_at_ms: record.created_at_ms,
+                id,
+                stored_bytes,
+            })?;
+        }
+        for entry in self.index()? {
+            if !present.contains(&entry.id) {
+                remove_if_present(&self.index_dir().join(entry.file_name()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stored_bytes_on_disk(&self, record: &TemplateRecord) -> Result<u64, StorageError> {
+        let mut bytes = std::fs::metadata(self.json_path(record.id))?.len();
+        for file in record.fonts.values() {
+            bytes += std::fs::metadata(self.font_path(record.id, file))?.len();
+        }
+        Ok(bytes)
+    }
+
+    pub(super) fn write_index_entry(&self, entry: IndexEntry) -> Result<(), StorageError> {
+        std::fs::write(self.index_dir().join(entry.file_name()), b"")?;
+        Ok(())
+    }
+}
