@@ -515,6 +515,17 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     let (lines, overflows) = loop {
         let scale = size / units_per_em;
         let tracking_px = tracking / 1000.0 * size;
+        // A box lower than one line at this size cannot fit the text whatever the wrap: the
+        // step is skipped without wrapping (the last step still wraps, its lines are drawn).
+        if let Some((_, [_, box_height])) = document.text_box {
+            let last_step =
+                steps + 1 > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK;
+            if !last_step && (ascender + source.descender()) * scale > box_height + 1e-6 {
+                steps += 1;
+                size *= SHRINK_STEP;
+                continue;
+            }
+        }
         let lines: Vec<String> = match document.text_box {
             Some((_, [box_width, _])) => paragraphs
                 .iter()
@@ -753,6 +764,25 @@ mod tests {
         assert_eq!(layout.lines.len(), 1, "only the first line fits the box");
         println!("box text of {MAX_TEXT_CHARS} characters that never fits: {elapsed:?}");
         assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
+    }
+
+    #[test]
+    fn box_text_in_a_box_lower_than_a_line_ends_at_the_last_shrink_step_as_before() {
+        let mut doc = document("lorem ipsum dolor sit amet lorem ipsum");
+        doc.text_box = Some(([0.0, 0.0], [300.0, 1.0]));
+        let layout = lay_out(&doc, BUNDLED_FONT).unwrap();
+        // 0.95^13 ≈ 0.513 is the last step not below half the size.
+        assert!(
+            (layout.size - 40.0 * SHRINK_STEP.powi(13)).abs() < 1e-9,
+            "{}",
+            layout.size
+        );
+        assert!(layout.overflows);
+        assert_eq!(layout.lines.len(), 1, "only the first line is kept");
+        let mut wide_enough = doc.clone();
+        wide_enough.text_box = Some(([0.0, 0.0], [10_000.0, 1.0]));
+        let one_line = lay_out(&wide_enough, BUNDLED_FONT).unwrap();
+        assert_eq!(one_line.size, layout.size);
     }
 
     #[test]
