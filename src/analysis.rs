@@ -172,7 +172,14 @@ impl AnalysisPool {
             .map_err(|_| AnalysisError::Busy)?
             .map_err(|_| AnalysisError::Unavailable("the analysis pool is closed".into()))?;
         match &self.runner {
-            Runner::Workers(executable) => run_worker(executable, template, fonts).await,
+            Runner::Workers(executable) => {
+                let started = std::time::Instant::now();
+                let result = run_worker(executable, template, fonts).await;
+                if let Err(error) = &result {
+                    tracing::info!(%error, elapsed_ms = started.elapsed().as_millis() as u64, "template analysis failed");
+                }
+                result
+            }
             #[cfg(test)]
             Runner::InProcess => {
                 let (template, fonts) = (template.to_vec(), fonts.clone());
