@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand (`client` holds what the client verbs
 //! `template`, `submit` and `job` share).
 
+pub mod analyze;
 pub mod bench;
 pub mod bench_hostile;
 pub mod bench_replays;
@@ -55,6 +56,9 @@ pub enum Command {
     BenchReplays(bench_replays::BenchReplaysArgs),
     /// Measure what drawing text costs (with text versus text layers hidden).
     BenchText(bench_text::BenchTextArgs),
+    /// Build one template's report read from stdin (the analysis protocol; not for people).
+    #[command(hide = true)]
+    Analyze,
     /// Replay the hostile set against a server: answer, time and the server's peak RSS.
     BenchHostile(bench_hostile::BenchHostileArgs),
 }
@@ -71,6 +75,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::BenchReplays(args) => bench_replays::run(args),
         Command::BenchText(args) => bench_text::run(args),
+        Command::Analyze => analyze::run(),
         Command::BenchHostile(args) => bench_hostile::run(args),
     }
 }

@@ -113,6 +113,14 @@ pub struct ServerSettings {
     /// The program run as `worker` for each render [default: this executable].
     #[arg(long, env = "LOTTIE_RENDER_WORKER_EXECUTABLE", hide = true)]
     pub worker_executable: Option<PathBuf>,
+    /// Template analyses (CreateTemplate's report) running at once, each in its own worker
+    /// process with a CPU and memory budget; a pool apart from the render workers.
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_WORKERS", default_value_t = crate::analysis::DEFAULT_ANALYSIS_WORKERS, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub analysis_workers: u16,
+    /// The program run as `analyze` for each new template's report [default: this
+    /// executable; not `--worker-executable`, which may be a render-only stand-in].
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_EXECUTABLE", hide = true)]
+    pub analysis_executable: Option<PathBuf>,
     /// Templates stored at most; CreateTemplate beyond it is answered RESOURCE_EXHAUSTED
     /// (TEMPLATE_QUOTA_EXCEEDED).
     #[arg(long, env = "LOTTIE_RENDER_MAX_TEMPLATES", default_value_t = crate::storage::DEFAULT_MAX_TEMPLATES, value_parser = clap::value_parser!(u64).range(1..))]
@@ -163,6 +171,8 @@ impl ServerSettings {
             redis_timeout_ms: DEFAULT_REDIS_TIMEOUT_MS,
             idempotency_lease_seconds: DEFAULT_IDEMPOTENCY_LEASE_SECONDS,
             worker_executable: None,
+            analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
+            analysis_executable: None,
             max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
             max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),
             min_free_disk_mb: crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024),

@@ -8,6 +8,8 @@
 //! - [`encode`]: the encoder interface; GIF (gifski), MP4 (H.264) and WebM (VP9, alpha).
 //! - [`sandbox`]: one render in a `worker` child process with resource limits, a deadline
 //!   and classified outcomes; the worker protocol.
+//! - [`analysis`]: a new template's report built in an `analyze` child process under CPU,
+//!   memory and wall-clock budgets, from a small pool of its own; the analysis protocol.
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
 //! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
 //! - [`idempotency`]: the Idempotency-Key (validated key, tower layer, memory and Redis
@@ -25,6 +27,7 @@
 //!   client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up.
 
+pub mod analysis;
 pub mod cli;
 pub mod config;
 pub mod encode;

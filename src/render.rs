@@ -26,6 +26,8 @@ pub enum RenderError {
     Template(#[from] TemplateError),
     #[error(transparent)]
     Modification(#[from] ModificationError),
+    #[error(transparent)]
+    Text(#[from] text::TextError),
     #[error("the renderer refused the template (rlottie could not load it)")]
     RendererRefused,
     #[error("a render thread stopped unexpectedly")]
@@ -51,6 +53,7 @@ impl Classified for RenderError {
         match self {
             RenderError::Template(error) => error.class(),
             RenderError::Modification(error) => error.class(),
+            RenderError::Text(error) => error.class(),
             RenderError::RendererRefused | RenderError::OutputTooLong { .. } => {
                 ErrorClass::Deterministic
             }
@@ -69,6 +72,7 @@ impl Classified for RenderError {
         match self {
             RenderError::Template(error) => error.reason(),
             RenderError::Modification(error) => error.reason(),
+            RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => "TEMPLATE_UNRENDERABLE",
             RenderError::OutputTooLong { .. } => "OUTPUT_TOO_LONG",
             RenderError::RenderThreadDied => "RENDER_THREAD_DIED",
@@ -119,7 +123,7 @@ pub fn prepare(
     modifications::apply(&mut json, &slots, modifications)?;
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
-    text::convert_text_layers(&mut json, fonts);
+    text::convert_text_layers(&mut json, fonts)?;
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

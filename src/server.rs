@@ -4,6 +4,7 @@
 //! UNAVAILABLE, running renders finish within the grace period or are cancelled retryable)
 //! before the listener closes.
 
+use crate::analysis::AnalysisPool;
 use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
@@ -92,6 +93,11 @@ pub async fn run(
     let shared_jobs = redis
         .as_ref()
         .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
+    let analysis_executable = match settings.analysis_executable.clone() {
+        Some(executable) => executable,
+        None => std::env::current_exe().map_err(ServerError::Executable)?,
+    };
+    let analysis = AnalysisPool::new(analysis_executable, usize::from(settings.analysis_workers));
     let scheduler = Scheduler::start(
         SchedulerSettings {
             workers: settings.worker_count(),
@@ -119,9 +125,12 @@ pub async fn run(
         lease: settings.idempotency_lease(),
         retention: settings.retention(),
     };
-    let templates =
-        TemplateServiceServer::new(TemplateApi::new(templates_store.clone(), keys.clone()))
-            .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let templates = TemplateServiceServer::new(TemplateApi::new(
+        templates_store.clone(),
+        keys.clone(),
+        analysis,
+    ))
+    .max_decoding_message_size(MAX_REQUEST_BYTES);
     let renders = RenderServiceServer::new(
         RenderApi::new(
             templates_store,

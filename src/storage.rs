@@ -333,7 +333,7 @@ mod tests {
         let fonts: BTreeMap<String, Vec<u8>> =
             [("Open Sans".to_owned(), b"OTTO....".to_vec())].into();
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap());
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         let first = store
             .create("first", json, report.clone(), &BTreeMap::new())
             .unwrap();
@@ -379,7 +379,7 @@ mod tests {
 
     fn tiny_template(store: &TemplateStore, name: &str) -> Result<TemplateRecord, StorageError> {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap());
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         store.create(name, json, report, &BTreeMap::new())
     }
 

@@ -546,7 +546,7 @@ async fn streams_without_body(target: &Target) -> anyhow::Result<String> {
     drop(streams);
     driver.abort();
     Ok(format!(
-        "{opened} streams held open; bystander {} in {:.0} ms",
+        "{opened} calls opened without a body on one connection; bystander {} in {:.0} ms",
         outcome(&answer),
         waited.as_secs_f64() * 1e3
     ))

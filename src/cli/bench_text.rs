@@ -101,6 +101,7 @@ fn bench(args: &BenchTextArgs) -> Result<(), String> {
         let mut json: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
         let mut converted = json.clone();
         let layers = crate::lottie::text::convert_text_layers(&mut converted, &FontBook::default())
+            .map_err(|e| e.to_string())?
             .converted_layers;
         hide_text(&mut json);
         let hidden = serde_json::to_vec(&json).map_err(|e| e.to_string())?;

@@ -22,7 +22,13 @@ pub fn run(args: InspectArgs) -> ExitCode {
     };
     match Template::parse(&bytes) {
         Ok(template) => {
-            let report = InspectReport::new(&template);
+            let report = match InspectReport::new(&template) {
+                Ok(report) => report,
+                Err(error) => {
+                    eprintln!("error: {}: {error}", args.template.display());
+                    return ExitCode::from(exit::DETERMINISTIC as u8);
+                }
+            };
             match serde_json::to_string_pretty(&report) {
                 Ok(json) => {
                     println!("{json}");

@@ -5,13 +5,13 @@
 use super::blocking;
 use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
+use crate::analysis::AnalysisPool;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::store::IdempotencyStore;
 use crate::idempotency::IdempotencyKey;
-use crate::lottie::report::InspectReport;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
-use crate::lottie::text::fonts::FontBook;
 use crate::lottie::Template;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
@@ -25,10 +25,7 @@ use uuid::Uuid;
 
 /// Longest template name, characters.
 pub const MAX_TEMPLATE_NAME_CHARS: usize = 128;
-/// Fonts per template: a title card uses one or two families.
-pub const MAX_FONTS_PER_TEMPLATE: usize = 16;
-/// Largest font file: full CJK fonts reach ~16 MiB.
-pub const MAX_FONT_BYTES: usize = 16 * 1024 * 1024;
+pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 /// ListTemplates page size when the request says 0, and the largest allowed.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
@@ -49,50 +46,41 @@ const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttc
 pub struct TemplateApi {
     store: TemplateStore,
     keys: KeyPolicy,
+    analysis: AnalysisPool,
 }
 
 impl TemplateApi {
-    pub fn new(store: TemplateStore, keys: KeyPolicy) -> TemplateApi {
-        TemplateApi { store, keys }
+    pub fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> TemplateApi {
+        TemplateApi {
+            store,
+            keys,
+            analysis,
+        }
     }
 
-    /// Validates, fences and stores a template.
+    /// Validates, fences, analyses and stores a template. Parsing and fencing are linear
+    /// and run here (on a blocking thread); the report (text conversion, font parsing) is
+    /// built in an analysis worker, which dies with this future if the caller goes away.
     async fn create(
         &self,
         request: Arc<proto::CreateTemplateRequest>,
     ) -> Result<TemplateRecord, Status> {
+        {
+            let request = request.clone();
+            blocking(move || check_create(&request)).await?;
+        }
+        let fonts: BTreeMap<String, Vec<u8>> = request
+            .fonts
+            .iter()
+            .map(|(family, bytes)| (family.clone(), bytes.clone()))
+            .collect();
+        let report = self
+            .analysis
+            .analyze(&request.lottie_json, &fonts)
+            .await
+            .map_err(ServiceError::from)?;
         let store = self.store.clone();
         let record = blocking(move || {
-            let (violations, template) = validate_create(&request);
-            let template = match template {
-                Some(template) if violations.is_empty() => template,
-                _ => {
-                    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
-                        "TEMPLATE_INVALID"
-                    } else {
-                        "REQUEST_INVALID"
-                    };
-                    let message = violations
-                        .iter()
-                        .map(|v| format!("{}: {}", v.field, v.description))
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    return Err(ServiceError::invalid_argument(reason, message, violations));
-                }
-            };
-            let fonts = FontBook::new(
-                request
-                    .fonts
-                    .iter()
-                    .map(|(family, bytes)| (family.clone(), bytes.clone()))
-                    .collect(),
-            );
-            let report = InspectReport::with_fonts(&template, &fonts);
-            let fonts: BTreeMap<String, Vec<u8>> = request
-                .fonts
-                .iter()
-                .map(|(family, bytes)| (family.clone(), bytes.clone()))
-                .collect();
             store
                 .create(&request.name, &request.lottie_json, report, &fonts)
                 .map_err(storage_error)
@@ -100,6 +88,55 @@ impl TemplateApi {
         .await?;
         tracing::info!(template_id = %record.id, name = %record.name, "template created");
         Ok(record)
+    }
+}
+
+/// Every problem with a CreateTemplateRequest found by linear checks (the template parsed
+/// and fenced), as one INVALID_ARGUMENT.
+fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceError> {
+    let (violations, template) = validate_create(request);
+    if template.is_some() && violations.is_empty() {
+        return Ok(());
+    }
+    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
+        "TEMPLATE_INVALID"
+    } else {
+        "REQUEST_INVALID"
+    };
+    let message = violations
+        .iter()
+        .map(|v| format!("{}: {}", v.field, v.description))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(ServiceError::invalid_argument(reason, message, violations))
+}
+
+/// Frees a claimed idempotency key when the call that claimed it ends without settling it.
+struct ReleaseKeyOnDrop {
+    store: Arc<dyn IdempotencyStore>,
+    key: String,
+    fingerprint: String,
+    armed: bool,
+}
+
+impl Drop for ReleaseKeyOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, key, fingerprint) = (
+            self.store.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.fingerprint),
+        );
+        runtime.spawn(async move {
+            if let Err(error) = store.release(&key, &fingerprint).await {
+                tracing::warn!(%error, "cannot release an idempotency key; its lease will");
+            }
+        });
     }
 }
 
@@ -378,7 +415,16 @@ impl TemplateService for TemplateApi {
                 .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
             return Ok(response);
         }
+        // Dropped with this future when the caller hangs up mid-analysis: the key is freed
+        // at once, so the caller's retry runs instead of meeting the claim until its lease.
+        let mut release_if_dropped = ReleaseKeyOnDrop {
+            store: self.keys.store.clone(),
+            key: key.clone(),
+            fingerprint: fingerprint.clone(),
+            armed: true,
+        };
         let created = self.create(request).await;
+        release_if_dropped.armed = false;
         settle_key(
             self.keys.store.as_ref(),
             &key,
@@ -477,7 +523,10 @@ mod tests {
             lease: Duration::from_secs(60),
             retention: Duration::from_secs(60),
         };
-        (dir, TemplateApi::new(store, keys))
+        (
+            dir,
+            TemplateApi::new(store, keys, AnalysisPool::in_process()),
+        )
     }
 
     fn create_request(name: &str, json: Vec<u8>) -> Request<proto::CreateTemplateRequest> {

@@ -228,12 +228,14 @@ fn check_precomp_graph(
     Ok(())
 }
 
+/// Distinct warnings in the order found (a set beside the list: a template of thousands of
+/// layer types must not make this quadratic).
 #[derive(Default)]
-struct Warnings(Vec<String>);
+struct Warnings(Vec<String>, HashSet<String>);
 
 impl Warnings {
     fn add(&mut self, warning: String) {
-        if !self.0.contains(&warning) {
+        if self.1.insert(warning.clone()) {
             self.0.push(warning);
         }
     }
@@ -249,12 +251,7 @@ fn check_composition(
     assets: &HashMap<&str, (usize, AssetKind)>,
     warnings: &mut Warnings,
 ) -> Result<(), TemplateError> {
-    let mut parents: HashMap<i64, Option<i64>> = HashMap::new();
-    for layer in layers {
-        if let Some(ind) = layer.ind {
-            parents.insert(ind, layer.parent);
-        }
-    }
+    let mut parents = ParentChains::new(layers);
     for (index, layer) in layers.iter().enumerate() {
         let layer_path = format!("{path}[{index}]");
         if layer.ty == layer_type::IMAGE {
@@ -278,7 +275,7 @@ fn check_composition(
         if !(layer_type::PRECOMP..=layer_type::TEXT).contains(&layer.ty) {
             warnings.add(format!("layer type {} is not drawn", layer.ty));
         }
-        check_parent_chain(layer, &layer_path, &parents)?;
+        parents.check(layer, &layer_path)?;
         for (mask_index, mask) in layer.masks_properties.iter().enumerate() {
             if let Some(points) = mask.get("pt") {
                 check_path_property(
@@ -297,30 +294,71 @@ fn check_composition(
     Ok(())
 }
 
-fn check_parent_chain(
-    layer: &Layer,
-    layer_path: &str,
-    parents: &HashMap<i64, Option<i64>>,
-) -> Result<(), TemplateError> {
-    let Some(start) = layer.ind else {
-        return Ok(());
-    };
-    let mut seen = vec![start];
-    let mut current = layer.parent;
-    while let Some(parent) = current {
-        if seen.contains(&parent) {
-            seen.push(parent);
-            let chain: Vec<String> = seen.iter().map(i64::to_string).collect();
-            return Err(TemplateError::invalid(
-                format!("{layer_path}.parent"),
-                format!("parent cycle between layers {}", chain.join(" → ")),
-            ));
+/// The parent links of one composition, checked for cycles in time linear in the layer
+/// count: every layer index is walked at most once over all the layers' chains, because a
+/// chain that reaches an index already known to end (no cycle behind it) stops there.
+struct ParentChains {
+    /// `ind` → its layer's `parent` (the last layer with an `ind` wins, as before).
+    parents: HashMap<i64, Option<i64>>,
+    /// Indices whose chain is known to end without a cycle.
+    ends: HashSet<i64>,
+}
+
+impl ParentChains {
+    fn new(layers: &[Layer]) -> ParentChains {
+        let mut parents = HashMap::new();
+        for layer in layers {
+            if let Some(ind) = layer.ind {
+                parents.insert(ind, layer.parent);
+            }
         }
-        seen.push(parent);
-        // A parent that names no layer is ignored by players; only cycles are fatal.
-        current = parents.get(&parent).copied().flatten();
+        ParentChains {
+            parents,
+            ends: HashSet::new(),
+        }
     }
-    Ok(())
+
+    /// Fails when `layer`'s chain of parents comes back on itself: the chain is reported from
+    /// the layer to the first index met twice. With unique `ind`s (every real file) this is
+    /// exactly the per-layer walk it replaces; a layer whose `ind` a later layer reuses is
+    /// shadowed (players resolve `parent` to one layer per `ind`), so a chain through the
+    /// reused `ind` is that other layer's, and comes back to this one only through a cycle
+    /// of its own.
+    fn check(&mut self, layer: &Layer, layer_path: &str) -> Result<(), TemplateError> {
+        let Some(start) = layer.ind else {
+            return Ok(());
+        };
+        // The layer's own parent link is the map's unless another layer shares its `ind`;
+        // only a link the map holds may be cached as ending.
+        let start_is_mapped = self.parents.get(&start) == Some(&layer.parent);
+        let mut chain = vec![start];
+        let mut on_chain: HashSet<i64> = HashSet::from([start]);
+        let mut current = layer.parent;
+        while let Some(parent) = current {
+            if on_chain.contains(&parent) {
+                chain.push(parent);
+                let chain: Vec<String> = chain.iter().map(i64::to_string).collect();
+                return Err(TemplateError::invalid(
+                    format!("{layer_path}.parent"),
+                    format!("parent cycle between layers {}", chain.join(" → ")),
+                ));
+            }
+            if self.ends.contains(&parent) {
+                break;
+            }
+            chain.push(parent);
+            on_chain.insert(parent);
+            // A parent that names no layer is ignored by players; only cycles are fatal.
+            current = self.parents.get(&parent).copied().flatten();
+        }
+        let cached = if start_is_mapped {
+            &chain[..]
+        } else {
+            &chain[1..]
+        };
+        self.ends.extend(cached.iter().copied());
+        Ok(())
+    }
 }
 
 fn check_shapes(
@@ -502,4 +540,145 @@ fn count_expressions(json: &Value) -> usize {
         }
     }
     count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The per-layer walk the linear check replaced (cubic over a composition), kept to check
+    /// that the linear one gives the same answers.
+    fn check_parent_chain_before(
+        layer: &Layer,
+        layer_path: &str,
+        parents: &HashMap<i64, Option<i64>>,
+    ) -> Result<(), TemplateError> {
+        let Some(start) = layer.ind else {
+            return Ok(());
+        };
+        let mut seen = vec![start];
+        let mut current = layer.parent;
+        while let Some(parent) = current {
+            if seen.contains(&parent) {
+                seen.push(parent);
+                let chain: Vec<String> = seen.iter().map(i64::to_string).collect();
+                return Err(TemplateError::invalid(
+                    format!("{layer_path}.parent"),
+                    format!("parent cycle between layers {}", chain.join(" → ")),
+                ));
+            }
+            seen.push(parent);
+            current = parents.get(&parent).copied().flatten();
+        }
+        Ok(())
+    }
+
+    fn layers(links: &[(Option<i64>, Option<i64>)]) -> Vec<Layer> {
+        links
+            .iter()
+            .map(|(ind, parent)| {
+                serde_json::from_value(json!({"ty": 3, "ind": ind, "parent": parent})).unwrap()
+            })
+            .collect()
+    }
+
+    /// The first error of a composition, as `check_composition` reports it (layer order).
+    fn first_error_now(layers: &[Layer]) -> Option<String> {
+        let mut chains = ParentChains::new(layers);
+        layers.iter().enumerate().find_map(|(index, layer)| {
+            chains
+                .check(layer, &format!("$.layers[{index}]"))
+                .err()
+                .map(|error| error.to_string())
+        })
+    }
+
+    fn first_error_before(layers: &[Layer]) -> Option<String> {
+        let parents: HashMap<i64, Option<i64>> = layers
+            .iter()
+            .filter_map(|layer| Some((layer.ind?, layer.parent)))
+            .collect();
+        layers.iter().enumerate().find_map(|(index, layer)| {
+            check_parent_chain_before(layer, &format!("$.layers[{index}]"), &parents)
+                .err()
+                .map(|error| error.to_string())
+        })
+    }
+
+    #[test]
+    fn the_linear_parent_check_finds_the_same_cycles_as_the_per_layer_walk() {
+        let mut cases: Vec<Vec<(Option<i64>, Option<i64>)>> = vec![
+            vec![(Some(1), Some(2)), (Some(2), Some(1))],
+            vec![(Some(1), Some(1))],
+            vec![(Some(1), None), (Some(2), Some(1)), (Some(3), Some(2))],
+            vec![(Some(1), Some(9)), (Some(2), Some(1))],
+            vec![(None, Some(1)), (Some(1), None)],
+            vec![(Some(5), Some(4)), (Some(4), Some(3)), (Some(3), Some(4))],
+        ];
+        // Every parent assignment of four layers with unique indices (5^4 graphs), and a
+        // pseudo-random sample of larger ones.
+        for code in 0..625u32 {
+            let links = (0..4)
+                .map(|layer| {
+                    let choice = (code / 5u32.pow(layer)) % 5;
+                    (
+                        Some(i64::from(layer) + 1),
+                        (choice > 0).then_some(i64::from(choice)),
+                    )
+                })
+                .collect();
+            cases.push(links);
+        }
+        let mut state = 0x2545_f491_u64;
+        for _ in 0..300 {
+            let count = 2 + (state % 40) as i64;
+            let links = (1..=count)
+                .map(|ind| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let parent = (state >> 33) as i64 % (count + 3) - 1;
+                    (Some(ind), (parent > 0).then_some(parent))
+                })
+                .collect();
+            cases.push(links);
+        }
+        for links in cases {
+            let layers = layers(&links);
+            assert_eq!(
+                first_error_now(&layers),
+                first_error_before(&layers),
+                "{links:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_parent_chain_of_five_thousand_layers_fences_quickly() {
+        let mut layers: Vec<Value> = (1..=MAX_LAYERS_TOTAL as i64)
+            .map(|ind| json!({"ty": 3, "ind": ind, "parent": ind + 1, "ks": {}, "ip": 0, "op": 30, "st": 0}))
+            .collect();
+        let template = |layers: &Vec<Value>| {
+            serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100,
+                "h": 100, "layers": layers}))
+            .unwrap()
+        };
+        let started = std::time::Instant::now();
+        crate::lottie::Template::parse(&template(&layers)).unwrap();
+        let elapsed = started.elapsed();
+        println!("a chain of {MAX_LAYERS_TOTAL} parents fenced in {elapsed:?}");
+        assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
+        // Closing the chain into one cycle is found, from the first layer.
+        layers[MAX_LAYERS_TOTAL - 1]["parent"] = json!(1);
+        let error = crate::lottie::Template::parse(&template(&layers))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("$.layers[0].parent: parent cycle between layers 1 → 2 → 3"),
+            "{}",
+            &error[..200.min(error.len())]
+        );
+        assert!(error.ends_with("4999 → 5000 → 1"));
+    }
 }

@@ -1,10 +1,13 @@
 //! The `inspect` report: what a template is, what it offers to modify and what will not
-//! render as designed.
+//! render as designed. Building it runs text conversion (shaping, layout, glyph outlines),
+//! whose cost grows faster than the template: the service builds it in an analysis worker
+//! process (`crate::analysis`), never in the server.
 
 use super::slots::{self, Slots};
 use super::template::Template;
-use super::text::{self, fonts::FontBook};
+use super::text::{self, fonts::FontBook, TextError};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InspectReport {
@@ -25,22 +28,26 @@ pub struct InspectReport {
 
 impl InspectReport {
     /// The report with text drawn in the bundled font only (no uploaded fonts).
-    pub fn new(template: &Template) -> InspectReport {
+    pub fn new(template: &Template) -> Result<InspectReport, TextError> {
         InspectReport::with_fonts(template, &FontBook::default())
     }
 
     /// The report, text warnings (font fallbacks, unsupported text features, characters no
-    /// font has) included, for a template whose uploaded fonts are `fonts`.
-    pub fn with_fonts(template: &Template, fonts: &FontBook) -> InspectReport {
+    /// font has) included, for a template whose uploaded fonts are `fonts`. Fails when the
+    /// template's text is over its budget ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
+    pub fn with_fonts(template: &Template, fonts: &FontBook) -> Result<InspectReport, TextError> {
         let model = &template.model;
         let mut warnings = template.warnings.clone();
+        let mut seen: HashSet<String> = warnings.iter().cloned().collect();
         let mut converted = template.json.clone();
-        for warning in text::convert_text_layers(&mut converted, fonts).warnings {
-            if !warnings.contains(&warning) {
+        for warning in text::convert_text_layers(&mut converted, fonts)?.warnings {
+            if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }
         }
-        InspectReport {
+        // The converted copy is not needed past its warnings: free it before slot discovery.
+        drop(converted);
+        Ok(InspectReport {
             file_bytes: template.byte_len,
             sha256: template.sha256.clone(),
             version: model.v.clone(),
@@ -54,6 +61,6 @@ impl InspectReport {
             layer_count: template.layer_count(),
             slots: slots::discover(&template.json),
             warnings,
-        }
+        })
     }
 }

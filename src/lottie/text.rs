@@ -14,9 +14,10 @@ pub mod fonts;
 pub mod layout;
 pub mod outline;
 
-use chars::CharsSource;
+use chars::{CharsLibrary, CharsSource};
 use std::collections::HashMap;
 
+use crate::error::{Classified, ErrorClass};
 use fonts::FontBook;
 use layout::{Document, Justify, Layout};
 use rustybuzz::ttf_parser;
@@ -28,6 +29,39 @@ use std::collections::BTreeSet;
 pub const MAX_GLYPHS_PER_TEMPLATE: usize = 20_000;
 /// Text document keyframes drawn per layer (each becomes a group).
 pub const MAX_TEXT_KEYFRAMES: usize = 1000;
+/// Outline vertices of all glyphs drawn for one template. The glyph budget above at a
+/// generous 50 vertices a glyph (DejaVu Sans averages about 25): an honest template never
+/// comes near it, while a few glyphs of thousands of vertices each (the template's own
+/// `chars`) drawn many times would otherwise make gigabytes of paths. Each vertex costs about
+/// 350 bytes as JSON values, so the budget bounds text conversion to about 350 MB.
+pub const MAX_TEXT_VERTICES_PER_TEMPLATE: usize = 1_000_000;
+/// Distinct text warnings kept per template: a handful is normal; a text of thousands of
+/// characters no font has would otherwise make thousands (each naming its layer).
+pub const MAX_TEXT_WARNINGS: usize = 256;
+/// Characters of a layer name quoted in a warning (names are the caller's and unbounded).
+const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
+/// Reason of a template whose text (or whose analysis) is over its budget: the same template
+/// always is, so it is deterministic.
+pub const TOO_COMPLEX_REASON: &str = "TEMPLATE_TOO_COMPLEX";
+
+/// Text that would cost more than its budget to draw.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TextError {
+    #[error(
+        "text layer '{layer}': the template's texts make more than \
+         {MAX_TEXT_VERTICES_PER_TEMPLATE} glyph outline vertices"
+    )]
+    TooManyVertices { layer: String },
+}
+
+impl Classified for TextError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Deterministic
+    }
+    fn reason(&self) -> &'static str {
+        TOO_COMPLEX_REASON
+    }
+}
 
 /// What converting a template's text layers found.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -36,65 +70,118 @@ pub struct TextReport {
     pub warnings: Vec<String>,
 }
 
-/// Converts every text layer of `json` (top level and precomps) into a shape layer.
-pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> TextReport {
-    let families = font_families(json);
-    let chars: HashMap<String, CharsSource> = json
-        .pointer("/fonts/list")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|font| {
-                    let name = font.get("fName")?.as_str()?;
-                    let family = font.get("fFamily")?.as_str()?;
-                    let style = font.get("fStyle").and_then(Value::as_str);
-                    Some((
-                        name.to_owned(),
-                        CharsSource::for_family(json, family, style)?,
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+/// Text warnings, distinct and sorted, at most [`MAX_TEXT_WARNINGS`] of them.
+#[derive(Default)]
+struct TextWarnings {
+    kept: BTreeSet<String>,
+    dropped: usize,
+}
+
+impl TextWarnings {
+    fn insert(&mut self, warning: String) {
+        if self.kept.len() < MAX_TEXT_WARNINGS || self.kept.contains(&warning) {
+            self.kept.insert(warning);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    fn into_vec(self) -> Vec<String> {
+        let dropped = self.dropped;
+        let mut warnings: Vec<String> = self.kept.into_iter().collect();
+        if dropped > 0 {
+            warnings.push(format!("… and {dropped} more text warnings"));
+        }
+        warnings
+    }
+}
+
+/// What is left of a template's text budgets.
+struct TextBudget {
+    glyphs: usize,
+    vertices: usize,
+}
+
+impl TextBudget {
+    /// Takes `count` vertices, or fails for `layer` when they are not left.
+    fn spend_vertices(&mut self, count: usize, layer: &str) -> Result<(), TextError> {
+        self.vertices =
+            self.vertices
+                .checked_sub(count)
+                .ok_or_else(|| TextError::TooManyVertices {
+                    layer: layer.to_owned(),
+                })?;
+        Ok(())
+    }
+}
+
+/// The template's fonts, read once: font name (`fName`) → family (`fFamily`, the first entry
+/// naming the font wins) and the template's own glyphs of the font (the last entry wins).
+struct TemplateFonts {
+    families: HashMap<String, String>,
+    chars: HashMap<String, CharsSource>,
+}
+
+impl TemplateFonts {
+    fn new(json: &Value) -> TemplateFonts {
+        let library = CharsLibrary::new(json);
+        let mut families = HashMap::new();
+        let mut chars = HashMap::new();
+        for font in json
+            .pointer("/fonts/list")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(name), Some(family)) = (
+                font.get("fName").and_then(Value::as_str),
+                font.get("fFamily").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            families
+                .entry(name.to_owned())
+                .or_insert_with(|| family.to_owned());
+            let style = font.get("fStyle").and_then(Value::as_str);
+            if let Some(source) = library.source(family, style) {
+                chars.insert(name.to_owned(), source);
+            }
+        }
+        TemplateFonts { families, chars }
+    }
+}
+
+/// Converts every text layer of `json` (top level and precomps) into a shape layer. Fails,
+/// leaving `json` partly converted, when the texts are over the vertex budget.
+pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> Result<TextReport, TextError> {
+    let template_fonts = TemplateFonts::new(json);
     let mut report = TextReport::default();
-    let mut warnings = BTreeSet::new();
-    let mut glyph_budget = MAX_GLYPHS_PER_TEMPLATE;
+    let mut warnings = TextWarnings::default();
+    let mut budget = TextBudget {
+        glyphs: MAX_GLYPHS_PER_TEMPLATE,
+        vertices: MAX_TEXT_VERTICES_PER_TEMPLATE,
+    };
+    let mut failure = None;
     super::model::for_each_layer_list(json, |layers| {
         for layer in layers.iter_mut() {
+            if failure.is_some() {
+                return;
+            }
             let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
             // A hidden layer draws nothing: no glyphs to make.
             if layer.get("ty").and_then(Value::as_i64) == Some(5) && !hidden {
-                convert_layer(
-                    layer,
-                    fonts,
-                    &families,
-                    &chars,
-                    &mut glyph_budget,
-                    &mut warnings,
-                );
-                report.converted_layers += 1;
+                match convert_layer(layer, fonts, &template_fonts, &mut budget, &mut warnings) {
+                    Ok(()) => report.converted_layers += 1,
+                    Err(error) => failure = Some(error),
+                }
             }
         }
     });
-    report.warnings = warnings.into_iter().collect();
-    report
-}
-
-/// The template's font list: font name (`fName`) → family (`fFamily`).
-fn font_families(json: &Value) -> Vec<(String, String)> {
-    json.pointer("/fonts/list")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|font| {
-                    Some((
-                        font.get("fName")?.as_str()?.to_owned(),
-                        font.get("fFamily")?.as_str()?.to_owned(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    report.warnings = warnings.into_vec();
+    Ok(report)
 }
 
 fn number(value: Option<&Value>) -> Option<f64> {
@@ -147,9 +234,9 @@ fn shrink_factor(layout: &Layout, document: &Document) -> f64 {
 }
 
 /// Takes `layout`'s glyphs from the template's budget (cutting the layout when it runs out).
-fn spend(layout: &mut Layout, budget: &mut usize) {
-    layout.glyphs.truncate(*budget);
-    *budget -= layout.glyphs.len();
+fn spend(layout: &mut Layout, budget: &mut TextBudget) {
+    layout.glyphs.truncate(budget.glyphs);
+    budget.glyphs -= layout.glyphs.len();
 }
 
 /// Whether a glyph at `origin` can be drawn: glyphs pushed beyond the fence's coordinate
@@ -162,15 +249,20 @@ fn drawable(origin: [f64; 2]) -> bool {
 }
 
 /// The `sh` items of the glyphs of `layout` in the font `data` (font 0) and the bundled
-/// font (font 1, drawing what `data` lacks).
-fn font_paths(layout: &Layout, data: &[u8]) -> Vec<Value> {
+/// font (font 1, drawing what `data` lacks), their vertices taken from `budget`.
+fn font_paths(
+    layout: &Layout,
+    data: &[u8],
+    budget: &mut TextBudget,
+    layer: &str,
+) -> Result<Vec<Value>, TextError> {
     let mut items = Vec::new();
     let faces: Vec<Option<ttf_parser::Face<'_>>> = [data, fonts::BUNDLED_FONT]
         .iter()
         .map(|data| ttf_parser::Face::parse(data, 0).ok())
         .collect();
     let Some(Some(primary)) = faces.first() else {
-        return items;
+        return Ok(items);
     };
     let primary_units = f64::from(primary.units_per_em());
     for glyph in layout.glyphs.iter().filter(|g| drawable(g.origin)) {
@@ -179,24 +271,27 @@ fn font_paths(layout: &Layout, data: &[u8]) -> Vec<Value> {
         };
         // The layout's scale is per unit of the first font's em.
         let scale = layout.scale * primary_units / f64::from(face.units_per_em());
-        {
-            for contour in outline::glyph_contours(face, glyph.glyph, glyph.origin, scale) {
-                items.push(json!({
-                    "ty": "sh",
-                    "ks": {
-                        "a": 0,
-                        "k": {
-                            "c": true,
-                            "v": contour.vertices,
-                            "i": contour.in_tangents,
-                            "o": contour.out_tangents,
-                        }
+        let contours = outline::glyph_contours(face, glyph.glyph, glyph.origin, scale);
+        budget.spend_vertices(
+            contours.iter().map(|contour| contour.vertices.len()).sum(),
+            layer,
+        )?;
+        for contour in contours {
+            items.push(json!({
+                "ty": "sh",
+                "ks": {
+                    "a": 0,
+                    "k": {
+                        "c": true,
+                        "v": contour.vertices,
+                        "i": contour.in_tangents,
+                        "o": contour.out_tangents,
                     }
-                }));
-            }
+                }
+            }));
         }
     }
-    items
+    Ok(items)
 }
 
 /// The group of glyph paths (`items`), fill and stroke of one laid-out document.
@@ -263,16 +358,22 @@ fn hold_opacity(times: &[f64], index: usize) -> Value {
 fn convert_layer(
     layer: &mut Value,
     fonts: &FontBook,
-    families: &[(String, String)],
-    chars: &HashMap<String, CharsSource>,
-    glyph_budget: &mut usize,
-    warnings: &mut BTreeSet<String>,
-) {
+    template_fonts: &TemplateFonts,
+    budget: &mut TextBudget,
+    warnings: &mut TextWarnings,
+) -> Result<(), TextError> {
     let name = layer
         .get("nm")
         .and_then(Value::as_str)
-        .unwrap_or("(unnamed)")
-        .to_owned();
+        .unwrap_or("(unnamed)");
+    let name: String = if name.chars().count() > MAX_NAME_CHARS_IN_WARNINGS {
+        name.chars()
+            .take(MAX_NAME_CHARS_IN_WARNINGS)
+            .chain(['…'])
+            .collect()
+    } else {
+        name.to_owned()
+    };
     let text_data = layer.get("t").cloned().unwrap_or(Value::Null);
     if text_data
         .get("a")
@@ -320,10 +421,7 @@ fn convert_layer(
             .get("f")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let family = families
-            .iter()
-            .find(|(font, _)| font == font_name)
-            .map(|(_, family)| family.as_str());
+        let family = template_fonts.families.get(font_name).map(String::as_str);
         let document = document(text_document);
         if document.text.chars().count() > layout::MAX_TEXT_CHARS {
             warnings.insert(format!(
@@ -336,7 +434,7 @@ fn convert_layer(
         } else {
             document.text.clone()
         };
-        if *glyph_budget == 0 {
+        if budget.glyphs == 0 {
             warnings.insert(format!(
                 "the template's texts exceed {MAX_GLYPHS_PER_TEMPLATE} glyphs; the rest are not drawn"
             ));
@@ -349,9 +447,24 @@ fn convert_layer(
             continue;
         }
         // The designer's own outlines when they cover the whole text.
-        if let Some(source) = chars.get(font_name).filter(|c| c.covers(&shown_text)) {
+        if let Some(source) = template_fonts
+            .chars
+            .get(font_name)
+            .filter(|c| c.covers(&shown_text))
+        {
             let mut laid_out = layout::lay_out_with(&document, source);
-            spend(&mut laid_out, glyph_budget);
+            spend(&mut laid_out, budget);
+            // Counted before any path is made: a glyph of thousands of vertices drawn many
+            // times fails here, not after the memory is spent.
+            budget.spend_vertices(
+                laid_out
+                    .glyphs
+                    .iter()
+                    .filter(|glyph| drawable(glyph.origin))
+                    .map(|glyph| source.vertices(glyph.glyph))
+                    .sum(),
+                &name,
+            )?;
             let paths = laid_out
                 .glyphs
                 .iter()
@@ -366,7 +479,7 @@ fn convert_layer(
             ));
             continue;
         }
-        if chars.contains_key(font_name) {
+        if template_fonts.chars.contains_key(font_name) {
             warnings.insert(format!(
                 "text layer '{name}': the template's glyphs do not cover the text; it is drawn in a font instead"
             ));
@@ -385,7 +498,7 @@ fn convert_layer(
         let Some(mut laid_out) = laid_out else {
             continue;
         };
-        spend(&mut laid_out, glyph_budget);
+        spend(&mut laid_out, budget);
         if let Some(warning) = chosen.fallback_warning {
             warnings.insert(warning);
         }
@@ -401,7 +514,7 @@ fn convert_layer(
             ));
         }
         groups.push(glyph_group(
-            font_paths(&laid_out, &chosen.data),
+            font_paths(&laid_out, &chosen.data, budget, &name)?,
             text_document,
             shrink_factor(&laid_out, &document),
             hold_opacity(&times, index),
@@ -414,6 +527,7 @@ fn convert_layer(
         object.remove("t");
         object.insert("shapes".into(), Value::Array(groups));
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -436,7 +550,7 @@ mod tests {
     #[test]
     fn the_templates_own_glyphs_draw_a_text_they_cover_and_a_font_the_rest() {
         let mut covered = with_chars("II");
-        let report = convert_text_layers(&mut covered, &FontBook::default());
+        let report = convert_text_layers(&mut covered, &FontBook::default()).unwrap();
         let paths: Vec<&Value> = covered["layers"][0]["shapes"][0]["it"]
             .as_array()
             .unwrap()
@@ -449,7 +563,7 @@ mod tests {
         assert_eq!(paths[1]["ks"]["k"]["v"][2], json!([25.0, -35.0]));
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
         let mut uncovered = with_chars("IJ");
-        let report = convert_text_layers(&mut uncovered, &FontBook::default());
+        let report = convert_text_layers(&mut uncovered, &FontBook::default()).unwrap();
         assert!(report.warnings.iter().any(|w| w.contains("do not cover")));
         assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
     }
@@ -462,7 +576,7 @@ mod tests {
                 "t": {"d": {"k": [{"s": {"s": 1e300, "f": "x", "t": long, "tr": 1e12,
                     "lh": 1e200, "ls": -1e300, "j": 2, "fc": [0, 0, 0]}, "t": 0}]}}}]});
         let started = std::time::Instant::now();
-        let report = convert_text_layers(&mut json, &FontBook::default());
+        let report = convert_text_layers(&mut json, &FontBook::default()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
         assert!(report.warnings.iter().any(|w| w.contains("only the first")));
         let limit = super::super::fence::MAX_PATH_COORDINATE;
@@ -495,7 +609,7 @@ mod tests {
                     "p":{},"m":{"g":1,"a":{"a":0,"k":[0,0]}},"a":[{"s":{}}]}}]}"#,
         )
         .unwrap();
-        let report = convert_text_layers(&mut json, &FontBook::default());
+        let report = convert_text_layers(&mut json, &FontBook::default()).unwrap();
         assert_eq!(report.converted_layers, 1);
         let layer = &json["layers"][0];
         assert_eq!(layer["ty"], 4);

@@ -156,7 +156,8 @@ mod tests {
 
     fn record_with(texts: Vec<TextSlot>, warnings: Vec<String>) -> TemplateRecord {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let mut report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap());
+        let mut report =
+            InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         report.slots.texts = texts;
         report.warnings = warnings;
         TemplateRecord {

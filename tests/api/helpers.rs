@@ -37,6 +37,8 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
     let metrics_address = metrics.local_addr().unwrap();
     let mut settings = ServerSettings::new(address, data_dir.path().to_path_buf());
     settings.worker_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
+    // This test binary cannot run `analyze`; the real one can.
+    settings.analysis_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
     settings.workers = Some(1);
     configure(&mut settings);
     let (shutdown, stop) = oneshot::channel::<()>();

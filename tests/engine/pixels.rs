@@ -127,7 +127,8 @@ fn a_named_fill_slot_recolours_every_fill_with_that_name() {
     let file = "gradient-emoji-named-fills-24fps.json";
     let report = lottie_render::lottie::report::InspectReport::new(
         &lottie_render::lottie::Template::parse(&std::fs::read(corpus(file)).unwrap()).unwrap(),
-    );
+    )
+    .unwrap();
     let slot = report
         .slots
         .colors

@@ -1,10 +1,15 @@
 //! The template's own glyphs: Bodymovin exports may carry `chars`, each character's outline
 //! as drawn by the designer's font (at size 100, baseline at y = 0, y down). When every
 //! character of a text is there, those outlines are used instead of a substitute font.
+//!
+//! The `chars` list is read once per template ([`CharsLibrary::new`], linear in its size):
+//! every entry is indexed by family, by style and character, so a font of the template's
+//! font list finds its glyphs by lookups, however many fonts and styles the list names.
 
 use super::layout::{GlyphSource, Shaped, ShapedGlyph};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The em of `chars` data: outlines and advances are given for a 100 px font.
 const CHARS_EM: f64 = 100.0;
@@ -17,13 +22,41 @@ const DESCENT: f64 = 25.0;
 const MAX_ADVANCE: f64 = 1000.0;
 /// Paths of one glyph kept (real glyphs have a handful).
 const MAX_PATHS_PER_GLYPH: usize = 64;
+/// Glyphs kept per family: glyph ids are 16-bit, and no font has more.
+const MAX_GLYPHS_PER_FAMILY: usize = u16::MAX as usize;
 
-/// The `chars` of one font family.
+/// One glyph of `chars`: its advance (per 100), its `sh` items and their vertex count.
 #[derive(Debug, Clone, Default)]
+struct CharsGlyph {
+    advance: f64,
+    paths: Vec<Value>,
+    vertices: usize,
+}
+
+/// Every glyph of one family, indexed by style and character.
+#[derive(Debug, Default)]
+struct CharsFamily {
+    glyphs: Vec<CharsGlyph>,
+    /// The first entry of each character, whatever its style.
+    first: HashMap<char, u16>,
+    /// The first entry of each character per style (`None`: entries without a style).
+    by_style: HashMap<Option<String>, HashMap<char, u16>>,
+}
+
+/// The template's whole `chars`, by family.
+#[derive(Debug, Default)]
+pub struct CharsLibrary {
+    families: HashMap<String, Arc<CharsFamily>>,
+    /// `ascent` of the first font-list entry of each family.
+    ascents: HashMap<String, f64>,
+}
+
+/// The `chars` of one family as one style draws them: that style's outline of a character
+/// first, any other style's otherwise.
+#[derive(Debug, Clone)]
 pub struct CharsSource {
-    /// Advance (per 100) and `sh` items of each glyph, by glyph index.
-    glyphs: Vec<(f64, Vec<Value>)>,
-    index: HashMap<char, u16>,
+    family: Arc<CharsFamily>,
+    style: Option<String>,
     ascent: f64,
 }
 
@@ -72,32 +105,73 @@ fn static_paths(shapes: &Value, found: &mut Vec<Value>) {
     }
 }
 
-impl CharsSource {
-    /// The chars of `family` in `json` (all its styles; `style` first), if it has any.
-    pub fn for_family(json: &Value, family: &str, style: Option<&str>) -> Option<CharsSource> {
-        let chars = json.get("chars")?.as_array()?;
-        let ascent = json
-            .pointer("/fonts/list")
-            .and_then(Value::as_array)
-            .and_then(|list| {
-                list.iter()
-                    .find(|font| font.get("fFamily").and_then(Value::as_str) == Some(family))
-            })
-            .and_then(|font| font.get("ascent"))
-            .and_then(Value::as_f64)
-            .filter(|ascent| ascent.is_finite() && *ascent > 0.0)
-            .unwrap_or(DEFAULT_ASCENT);
-        let mut source = CharsSource {
-            ascent,
-            ..CharsSource::default()
+fn path_vertices(path: &Value) -> usize {
+    path.pointer("/ks/k/v")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+impl CharsFamily {
+    /// Adds `entry` (its character is `character`, its style `style`) unless that style
+    /// already has the character; the first entry of a character also stands for every style.
+    fn add(&mut self, entry: &Value, character: char, style: Option<String>) {
+        let styled = self.by_style.entry(style).or_default();
+        if styled.contains_key(&character) || self.glyphs.len() >= MAX_GLYPHS_PER_FAMILY {
+            return;
+        }
+        let Ok(glyph) = u16::try_from(self.glyphs.len()) else {
+            return;
         };
-        // The wanted style first, so it wins over another style's outline of a character.
-        let mut entries: Vec<&Value> = chars
-            .iter()
-            .filter(|entry| entry.get("fFamily").and_then(Value::as_str) == Some(family))
-            .collect();
-        entries.sort_by_key(|entry| entry.get("style").and_then(Value::as_str) != style);
-        for entry in entries {
+        let advance = entry
+            .get("w")
+            .and_then(Value::as_f64)
+            .filter(|w| w.is_finite())
+            .unwrap_or(0.0)
+            .clamp(0.0, MAX_ADVANCE);
+        let mut paths = Vec::new();
+        static_paths(
+            entry.pointer("/data/shapes").unwrap_or(&Value::Null),
+            &mut paths,
+        );
+        let vertices = paths.iter().map(path_vertices).sum();
+        styled.insert(character, glyph);
+        self.first.entry(character).or_insert(glyph);
+        self.glyphs.push(CharsGlyph {
+            advance,
+            paths,
+            vertices,
+        });
+    }
+}
+
+impl CharsLibrary {
+    /// Reads the `chars` and font list of `json` once.
+    pub fn new(json: &Value) -> CharsLibrary {
+        let mut library = CharsLibrary::default();
+        if let Some(list) = json.pointer("/fonts/list").and_then(Value::as_array) {
+            for font in list {
+                let Some(family) = font.get("fFamily").and_then(Value::as_str) else {
+                    continue;
+                };
+                if library.ascents.contains_key(family) {
+                    continue;
+                }
+                let ascent = font
+                    .get("ascent")
+                    .and_then(Value::as_f64)
+                    .filter(|ascent| ascent.is_finite() && *ascent > 0.0)
+                    .unwrap_or(DEFAULT_ASCENT);
+                library.ascents.insert(family.to_owned(), ascent);
+            }
+        }
+        let Some(chars) = json.get("chars").and_then(Value::as_array) else {
+            return library;
+        };
+        let mut families: HashMap<String, CharsFamily> = HashMap::new();
+        for entry in chars {
+            let Some(family) = entry.get("fFamily").and_then(Value::as_str) else {
+                continue;
+            };
             let Some(mut characters) = entry.get("ch").and_then(Value::as_str).map(str::chars)
             else {
                 continue;
@@ -105,43 +179,75 @@ impl CharsSource {
             let (Some(character), None) = (characters.next(), characters.next()) else {
                 continue;
             };
-            if source.index.contains_key(&character) {
-                continue;
-            }
-            let advance = entry
-                .get("w")
-                .and_then(Value::as_f64)
-                .filter(|w| w.is_finite())
-                .unwrap_or(0.0)
-                .clamp(0.0, MAX_ADVANCE);
-            let mut paths = Vec::new();
-            static_paths(
-                entry.pointer("/data/shapes").unwrap_or(&Value::Null),
-                &mut paths,
-            );
-            let Ok(glyph) = u16::try_from(source.glyphs.len()) else {
-                break;
-            };
-            source.index.insert(character, glyph);
-            source.glyphs.push((advance, paths));
+            let style = entry
+                .get("style")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            families
+                .entry(family.to_owned())
+                .or_default()
+                .add(entry, character, style);
         }
-        (!source.index.is_empty()).then_some(source)
+        library.families = families
+            .into_iter()
+            .map(|(family, glyphs)| (family, Arc::new(glyphs)))
+            .collect();
+        library
+    }
+
+    /// The chars of `family` in `style` (other styles standing in), if it has any.
+    pub fn source(&self, family: &str, style: Option<&str>) -> Option<CharsSource> {
+        let glyphs = self.families.get(family)?;
+        if glyphs.first.is_empty() {
+            return None;
+        }
+        Some(CharsSource {
+            family: glyphs.clone(),
+            style: style.map(str::to_owned),
+            ascent: self.ascents.get(family).copied().unwrap_or(DEFAULT_ASCENT),
+        })
+    }
+}
+
+impl CharsSource {
+    /// The chars of `family` in `json` (all its styles; `style` first), if it has any. Reads
+    /// the whole `chars` list: a template with many fonts builds one [`CharsLibrary`].
+    pub fn for_family(json: &Value, family: &str, style: Option<&str>) -> Option<CharsSource> {
+        CharsLibrary::new(json).source(family, style)
+    }
+
+    fn glyph_of(&self, character: char) -> Option<u16> {
+        self.family
+            .by_style
+            .get(&self.style)
+            .and_then(|styled| styled.get(&character))
+            .or_else(|| self.family.first.get(&character))
+            .copied()
     }
 
     /// Whether every character of `text` (line breaks aside) has an outline here.
     pub fn covers(&self, text: &str) -> bool {
         text.chars()
             .filter(|c| !matches!(c, '\r' | '\n' | '\u{3}'))
-            .all(|c| self.index.contains_key(&c))
+            .all(|c| self.glyph_of(c).is_some())
+    }
+
+    /// Vertices of the outline of `glyph` (what drawing it once costs).
+    pub fn vertices(&self, glyph: u16) -> usize {
+        self.family
+            .glyphs
+            .get(usize::from(glyph))
+            .map_or(0, |glyph| glyph.vertices)
     }
 
     /// The `sh` items of `glyph` placed at `origin` (pixels) for a font of `size` px.
     pub fn paths(&self, glyph: u16, origin: [f64; 2], size: f64) -> Vec<Value> {
         let scale = size / CHARS_EM;
-        let Some((_, paths)) = self.glyphs.get(usize::from(glyph)) else {
+        let Some(glyph) = self.family.glyphs.get(usize::from(glyph)) else {
             return Vec::new();
         };
-        paths
+        glyph
+            .paths
             .iter()
             .map(|path| {
                 let mut path = path.clone();
@@ -187,12 +293,12 @@ impl GlyphSource for CharsSource {
             .chars()
             .enumerate()
             .filter_map(|(position, c)| {
-                let glyph = *self.index.get(&c)?;
+                let glyph = self.glyph_of(c)?;
                 Some(ShapedGlyph {
                     glyph,
                     cluster: u32::try_from(position).unwrap_or(u32::MAX),
                     font: 0,
-                    advance: self.glyphs[usize::from(glyph)].0,
+                    advance: self.family.glyphs[usize::from(glyph)].advance,
                     x_offset: 0.0,
                     y_offset: 0.0,
                 })
@@ -203,7 +309,7 @@ impl GlyphSource for CharsSource {
     }
     fn missing(&self, text: &str) -> Vec<char> {
         text.chars()
-            .filter(|c| !c.is_whitespace() && !self.index.contains_key(c))
+            .filter(|c| !c.is_whitespace() && self.glyph_of(*c).is_none())
             .collect()
     }
 }

@@ -7,6 +7,12 @@ use std::sync::Arc;
 
 /// DejaVu Sans 2.37: Latin, Greek, Cyrillic, Arabic, Hebrew and many symbols.
 pub const BUNDLED_FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+/// Fonts uploaded per template: a title card uses one or two families.
+pub const MAX_FONTS_PER_TEMPLATE: usize = 16;
+/// Largest uploaded font file: full CJK fonts reach ~16 MiB.
+pub const MAX_FONT_BYTES: usize = 16 * 1024 * 1024;
+/// Characters of a template's font name quoted in a warning.
+const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 /// Its family name, as warnings name it.
 pub const BUNDLED_FAMILY: &str = "DejaVu Sans";
 
@@ -58,7 +64,12 @@ impl FontBook {
                 };
             }
         }
-        let shown = family.unwrap_or(font_name);
+        // The name is the template's and unbounded: a warning quotes its start.
+        let shown: String = family
+            .unwrap_or(font_name)
+            .chars()
+            .take(MAX_NAME_CHARS_IN_WARNINGS)
+            .collect();
         ChosenFont {
             data: BUNDLED.clone(),
             family: BUNDLED_FAMILY.to_owned(),

@@ -12,6 +12,13 @@ const SHRINK_STEP: f64 = 0.95;
 const MAX_SHRINK_STEPS: usize = 14;
 /// …down to this fraction of its size, and overflows beyond.
 const MIN_SHRINK: f64 = 0.5;
+/// An overlong word's rest within this many line widths (by its characters' widths) is
+/// measured shaped to decide whether it needs another break: each break takes at least half a
+/// line, so a handful of shaped measures cover that zone…
+const NEAR_LINE_WIDTHS: f64 = 2.0;
+/// …and at most this many are made per word whatever the font (negative tracking can make
+/// lines hold many characters).
+const MAX_SHAPED_CHECKS: usize = 8;
 /// Line height when the document gives none, as a multiple of the size (After Effects').
 const DEFAULT_LINE_HEIGHT: f64 = 1.2;
 /// Largest font size laid out, pixels (the canvas is at most 8,192 px; larger text only makes
@@ -335,7 +342,8 @@ fn tracking_steps(shaped: &Shaped) -> usize {
 /// opportunities of Unicode's line breaking algorithm (UAX #14: after spaces and hyphens,
 /// between CJK ideographs, never inside a word). Each segment is measured once (linear in the
 /// paragraph; kerning across a break is left out of the measure); a segment wider than the
-/// whole line is broken between characters.
+/// whole line is broken between characters, each character measured once (by
+/// [`split_overlong`]), so text that never fits its box costs no more than text that does.
 fn wrap(
     face: &dyn GlyphSource,
     paragraph: &str,
@@ -344,19 +352,23 @@ fn wrap(
     max_width: f64,
 ) -> Vec<String> {
     let measure = |text: &str| width(&face.shape(text), scale, tracking_px);
-    let mut segments = Vec::new();
-    let mut start = 0;
-    for (end, _) in unicode_linebreak::linebreaks(paragraph) {
-        if end > start {
-            segments.push(&paragraph[start..end]);
-        }
-        start = end;
-    }
+    let mut character_widths = CharacterWidths {
+        face,
+        scale,
+        tracking_px,
+        known: std::collections::HashMap::new(),
+    };
     let mut lines = Vec::new();
     let mut current = String::new();
     // Width of `current` with its trailing spaces (they only count when more follows).
     let mut current_width = 0.0;
-    for segment in segments {
+    let mut start = 0;
+    for (end, _) in unicode_linebreak::linebreaks(paragraph) {
+        let segment = &paragraph[start..end];
+        start = end;
+        if segment.is_empty() {
+            continue;
+        }
         let visible = segment.trim_end();
         let visible_width = measure(visible);
         let full_width = if visible.len() == segment.len() {
@@ -372,31 +384,101 @@ fn wrap(
         current.push_str(segment);
         current_width += full_width;
         // A segment that alone is wider than the line: split it where it must.
-        while current_width > max_width
+        if current_width > max_width
+            && current.trim_end().chars().nth(1).is_some()
             && measure(current.trim_end()) > max_width
-            && current.trim_end().chars().count() > 1
         {
-            let mut head = String::new();
-            let mut head_width = 0.0;
-            for character in current.chars() {
-                let character_width = measure(character.encode_utf8(&mut [0; 4]));
-                if !head.is_empty() && head_width + character_width > max_width {
-                    break;
-                }
-                head.push(character);
-                head_width += character_width;
-            }
-            let rest = current[head.len()..].to_owned();
-            if rest.trim_end().is_empty() {
-                break;
-            }
-            lines.push(head);
+            let rest = split_overlong(&current, max_width, &mut character_widths, &mut lines);
             current_width = measure(&rest);
             current = rest;
         }
     }
     lines.push(current.trim_end().to_owned());
     lines
+}
+
+/// Widths of single characters, each shaped once per paragraph.
+struct CharacterWidths<'a> {
+    face: &'a dyn GlyphSource,
+    scale: f64,
+    tracking_px: f64,
+    known: std::collections::HashMap<char, f64>,
+}
+
+impl CharacterWidths<'_> {
+    /// Width of `text` shaped as one run.
+    fn measure(&self, text: &str) -> f64 {
+        width(&self.face.shape(text), self.scale, self.tracking_px)
+    }
+
+    fn of(&mut self, character: char) -> f64 {
+        let (face, scale, tracking_px) = (self.face, self.scale, self.tracking_px);
+        *self.known.entry(character).or_insert_with(|| {
+            width(
+                &face.shape(character.encode_utf8(&mut [0; 4])),
+                scale,
+                tracking_px,
+            )
+        })
+    }
+}
+
+/// Breaks `text` (wider than `max_width`) between characters into lines of `lines`, greedily
+/// by the characters' own widths, each character visited once; answers what is left for the
+/// line after (never empty of visible characters unless `text` fits).
+fn split_overlong(
+    text: &str,
+    max_width: f64,
+    widths: &mut CharacterWidths<'_>,
+    lines: &mut Vec<String>,
+) -> String {
+    let characters: Vec<(usize, f64)> = text
+        .char_indices()
+        .map(|(offset, character)| (offset, widths.of(character)))
+        .collect();
+    // Width of the characters from each index to the end of `text`'s visible part.
+    let visible_end = text.trim_end().len();
+    let mut tail_width = vec![0.0; characters.len() + 1];
+    for index in (0..characters.len()).rev() {
+        let (offset, width) = characters[index];
+        tail_width[index] = tail_width[index + 1] + if offset < visible_end { width } else { 0.0 };
+    }
+    let mut head_start = 0;
+    let mut shaped_checks_left = MAX_SHAPED_CHECKS;
+    loop {
+        // Greedy head: the first character always, then while the line holds.
+        let mut head_end = head_start + 1;
+        let mut head_width = characters[head_start].1;
+        while head_end < characters.len() && head_width + characters[head_end].1 <= max_width {
+            head_width += characters[head_end].1;
+            head_end += 1;
+        }
+        let rest_offset = characters
+            .get(head_end)
+            .map_or(text.len(), |(offset, _)| *offset);
+        let rest = &text[rest_offset..];
+        if rest.trim_end().is_empty() {
+            return text[characters[head_start].0..].to_owned();
+        }
+        lines.push(text[characters[head_start].0..rest_offset].to_owned());
+        head_start = head_end;
+        let rest_visible = rest.trim_end();
+        if rest_visible.chars().nth(1).is_none() {
+            return rest.to_owned();
+        }
+        // Whether the rest still needs breaking is decided on its shaped width (kerning
+        // included) when that is close to the line's; far from it the characters' sum says
+        // the same. Shaping the rest costs its length, so it is done a bounded number of times.
+        let near = tail_width[head_start] <= NEAR_LINE_WIDTHS * max_width;
+        if near && shaped_checks_left > 0 {
+            shaped_checks_left -= 1;
+            if widths.measure(rest) <= max_width || widths.measure(rest_visible) <= max_width {
+                return rest.to_owned();
+            }
+        } else if tail_width[head_start] <= max_width {
+            return rest.to_owned();
+        }
+    }
 }
 
 /// Lays `document` out in the font `data` (the bundled font drawing what it lacks); `None`
@@ -433,6 +515,17 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     let (lines, overflows) = loop {
         let scale = size / units_per_em;
         let tracking_px = tracking / 1000.0 * size;
+        // A box lower than one line at this size cannot fit the text whatever the wrap: the
+        // step is skipped without wrapping (the last step still wraps, its lines are drawn).
+        if let Some((_, [_, box_height])) = document.text_box {
+            let last_step =
+                steps + 1 > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK;
+            if !last_step && (ascender + source.descender()) * scale > box_height + 1e-6 {
+                steps += 1;
+                size *= SHRINK_STEP;
+                continue;
+            }
+        }
         let lines: Vec<String> = match document.text_box {
             Some((_, [box_width, _])) => paragraphs
                 .iter()
@@ -502,6 +595,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
         _ => lines,
     };
     let count = lines.len();
+    let mut missing = std::collections::HashSet::new();
     for (index, line) in lines.iter().enumerate() {
         let shaped = face.shape(line);
         let line_width = width(&shaped, scale, tracking_px);
@@ -531,7 +625,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             }
         }
         for character in source.missing(line) {
-            if !layout.missing.contains(&character) {
+            if missing.insert(character) {
                 layout.missing.push(character);
             }
         }
@@ -560,6 +654,135 @@ mod tests {
             all_caps: false,
             text_box: None,
         }
+    }
+
+    /// The wrap as it was before it was made linear (quadratic in an overlong segment), kept
+    /// to check that the linear one breaks the same lines.
+    fn wrap_before(
+        face: &dyn GlyphSource,
+        paragraph: &str,
+        scale: f64,
+        tracking_px: f64,
+        max_width: f64,
+    ) -> Vec<String> {
+        let measure = |text: &str| width(&face.shape(text), scale, tracking_px);
+        let mut segments = Vec::new();
+        let mut start = 0;
+        for (end, _) in unicode_linebreak::linebreaks(paragraph) {
+            if end > start {
+                segments.push(&paragraph[start..end]);
+            }
+            start = end;
+        }
+        let mut lines = Vec::new();
+        let mut current = String::new();
+        let mut current_width = 0.0;
+        for segment in segments {
+            let visible = segment.trim_end();
+            let visible_width = measure(visible);
+            let full_width = if visible.len() == segment.len() {
+                visible_width
+            } else {
+                measure(segment)
+            };
+            if !current.is_empty() && current_width + visible_width > max_width {
+                lines.push(current.trim_end().to_owned());
+                current.clear();
+                current_width = 0.0;
+            }
+            current.push_str(segment);
+            current_width += full_width;
+            while current_width > max_width
+                && measure(current.trim_end()) > max_width
+                && current.trim_end().chars().count() > 1
+            {
+                let mut head = String::new();
+                let mut head_width = 0.0;
+                for character in current.chars() {
+                    let character_width = measure(character.encode_utf8(&mut [0; 4]));
+                    if !head.is_empty() && head_width + character_width > max_width {
+                        break;
+                    }
+                    head.push(character);
+                    head_width += character_width;
+                }
+                let rest = current[head.len()..].to_owned();
+                if rest.trim_end().is_empty() {
+                    break;
+                }
+                lines.push(head);
+                current_width = measure(&rest);
+                current = rest;
+            }
+        }
+        lines.push(current.trim_end().to_owned());
+        lines
+    }
+
+    #[test]
+    fn the_linear_wrap_breaks_the_same_lines_as_the_quadratic_one_did() {
+        let source = FontSource::with_fallbacks(BUNDLED_FONT, &[BUNDLED_FONT]).unwrap();
+        let texts = [
+            "Congratulations Alexandria Congratulations Alexandria Congratulations",
+            "日本語のテキストは単語の間に空白がありません",
+            "Supercalifragilisticexpialidocious",
+            "Supercalifragilisticexpialidocious and more words after it, trailing   ",
+            "A well-known, hyphen-separated sentence — with dashes — and 12,345 numbers.",
+            "سلام عليكم سلام عليكم سلام عليكم",
+            "WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW iiiiiiiiiiiiiiiiiiiiiiiiiiiii",
+            "",
+            "   ",
+        ];
+        let units = source.units_per_em();
+        for text in texts {
+            for size in [12.0, 40.0, 96.0] {
+                for tracking in [0.0, 200.0] {
+                    for max_width in [1.0, 30.0, 150.0, 300.0, 5000.0] {
+                        let scale = size / units;
+                        let tracking_px = tracking / 1000.0 * size;
+                        assert_eq!(
+                            wrap(&source, text, scale, tracking_px, max_width),
+                            wrap_before(&source, text, scale, tracking_px, max_width),
+                            "{text:?} at {size} px, tracking {tracking}, width {max_width}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn box_text_that_never_fits_costs_linear_time() {
+        // Every character is wider than the box: the quadratic wrap shaped the rest of the
+        // text once per character, at every shrink step.
+        let mut doc = document(&"W".repeat(MAX_TEXT_CHARS));
+        doc.text_box = Some(([0.0, 0.0], [1.0, 1.0]));
+        let started = std::time::Instant::now();
+        let layout = lay_out(&doc, BUNDLED_FONT).unwrap();
+        let elapsed = started.elapsed();
+        assert!(layout.overflows);
+        assert_eq!(layout.lines.len(), 1, "only the first line fits the box");
+        println!("box text of {MAX_TEXT_CHARS} characters that never fits: {elapsed:?}");
+        assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
+    }
+
+    #[test]
+    fn box_text_in_a_box_lower_than_a_line_ends_at_the_last_shrink_step_as_before() {
+        let mut doc = document("lorem ipsum dolor sit amet lorem ipsum");
+        doc.text_box = Some(([0.0, 0.0], [300.0, 1.0]));
+        let layout = lay_out(&doc, BUNDLED_FONT).unwrap();
+        // 0.95^13 ≈ 0.513 is the last step not below half the size.
+        assert!(
+            (layout.size - 40.0 * SHRINK_STEP.powi(13)).abs() < 1e-9,
+            "{}",
+            layout.size
+        );
+        assert!(layout.overflows);
+        assert_eq!(layout.lines.len(), 1, "only the first line is kept");
+        let mut wide_enough = doc.clone();
+        wide_enough.text_box = Some(([0.0, 0.0], [10_000.0, 1.0]));
+        let one_line = lay_out(&wide_enough, BUNDLED_FONT).unwrap();
+        assert_eq!(one_line.size, layout.size);
     }
 
     #[test]

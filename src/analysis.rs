@@ -1,0 +1,390 @@
+//! Template analysis where a blow-up costs nothing: the report of a new template (text
+//! shaping, layout, glyph outlines, the template's own `chars`, uploaded font parsing) is
+//! built by a `lottie-render analyze` child process ([`protocol`]) under a CPU-time, memory
+//! and wall-clock budget, never in the server. Analysis workers are a small pool of their own
+//! (renders use the scheduler's), so renders cannot starve template creation nor the reverse.
+//!
+//! Outcomes: a template over the CPU or memory budget is INVALID_ARGUMENT
+//! `TEMPLATE_TOO_COMPLEX` (the same input always breaches it); no worker free within
+//! [`WORKER_WAIT`], or the wall deadline passing while CPU was under budget (a loaded
+//! machine), is UNAVAILABLE with a retry delay. The analysis is tied to the call: when the
+//! call's future is dropped (the caller hung up or its deadline passed), the worker's process
+//! group is killed.
+
+pub mod protocol;
+
+use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
+use crate::lottie::report::InspectReport;
+use crate::lottie::text::TOO_COMPLEX_REASON;
+use crate::os::{self, ResourceLimits};
+use protocol::{AnalysisOutcome, InputHeader, MAX_OUTPUT_BYTES};
+use std::collections::BTreeMap;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+
+/// Analyses at once. An honest template analyses in tens of milliseconds, so two keep up with
+/// any creation rate a person or a deploy script makes, while a burst of hostile templates
+/// costs at most two cores' worth of CPU budget at a time (renders keep theirs).
+pub const DEFAULT_ANALYSIS_WORKERS: u16 = 2;
+/// CPU time one analysis may use, seconds. The heaviest honest templates we know analyse in
+/// well under a second; beyond this the template itself is the problem.
+pub const ANALYSIS_CPU_SECONDS: u64 = 5;
+/// Address space one analysis may map. The executable and its libraries map ~150 MiB; a
+/// template at the size limit parses to ~100 MiB of JSON values, its text conversion is bounded
+/// by `MAX_TEXT_VERTICES_PER_TEMPLATE` (~350 MiB); the rest is margin.
+pub const ANALYSIS_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
+/// Wall-clock limit of one analysis: four times its CPU budget, so that on an idle machine the
+/// CPU budget always fires first, and only a machine too loaded to give the worker a quarter of
+/// a core makes it pass (a transient answer).
+pub const ANALYSIS_WALL_DEADLINE: Duration = Duration::from_secs(4 * ANALYSIS_CPU_SECONDS);
+/// How long a call waits for a free analysis worker before UNAVAILABLE: a few honest analyses
+/// finish meanwhile; a queue of hostile ones does not hold callers for their whole budgets.
+pub const WORKER_WAIT: Duration = Duration::from_secs(2);
+/// Retry delay when no worker was free or the machine was too loaded.
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+/// File descriptors an analysis worker may hold: its three pipes and what the loader opens.
+const ANALYSIS_OPEN_FILES: u64 = 32;
+/// How much of the worker's stderr is kept for diagnostics.
+const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Environment of an analysis worker: nothing of the server's (secrets in URLs), only what
+/// keeps its address space about memory actually used (glibc's per-thread arenas).
+const ANALYSIS_ENVIRONMENT: &[(&str, &str)] = &[("MALLOC_ARENA_MAX", "2")];
+/// What the worker's stderr says when an allocation was refused under its address-space
+/// limit: Rust's allocation-failure abort, and the loader failing to map a library.
+const OUT_OF_MEMORY_SIGNS: [&str; 3] = [
+    "memory allocation of",
+    "Cannot allocate memory",
+    "failed to map segment",
+];
+
+/// Why an analysis produced no report.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnalysisError {
+    /// The template breached a budget (CPU, memory, text vertices, report size).
+    #[error("{0}")]
+    TooComplex(String),
+    /// The worker found the template invalid (the server's own check normally finds it first).
+    #[error("{message}")]
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
+    #[error("no analysis worker was free within {} s", WORKER_WAIT.as_secs())]
+    Busy,
+    #[error("the analysis did not finish within {} s (the machine is loaded)", ANALYSIS_WALL_DEADLINE.as_secs())]
+    DeadlineExceeded,
+    /// The worker could not be run (spawn failure, a transient failure it reported).
+    #[error("the analysis worker failed: {0}")]
+    Unavailable(String),
+    /// The worker crashed or answered nonsense: a bug of ours.
+    #[error("the analysis worker crashed: {0}")]
+    Crashed(String),
+}
+
+impl From<AnalysisError> for ServiceError {
+    fn from(error: AnalysisError) -> ServiceError {
+        let message = error.to_string();
+        let on_template = |reason, message: String| {
+            ServiceError::invalid_argument(
+                reason,
+                message.clone(),
+                vec![FieldViolation {
+                    field: "lottie_json".into(),
+                    description: message,
+                }],
+            )
+        };
+        match error {
+            AnalysisError::TooComplex(_) => on_template(TOO_COMPLEX_REASON, message),
+            AnalysisError::Invalid { reason, .. } => on_template(reason, message),
+            AnalysisError::Busy => ServiceError::transient(
+                ServiceErrorCode::Unavailable,
+                "ANALYSIS_BUSY",
+                message,
+                BUSY_RETRY_AFTER,
+            ),
+            AnalysisError::DeadlineExceeded => ServiceError::transient(
+                ServiceErrorCode::Unavailable,
+                "ANALYSIS_DEADLINE_EXCEEDED",
+                message,
+                BUSY_RETRY_AFTER,
+            ),
+            AnalysisError::Unavailable(_) => ServiceError::transient(
+                ServiceErrorCode::Unavailable,
+                "ANALYSIS_UNAVAILABLE",
+                message,
+                BUSY_RETRY_AFTER,
+            ),
+            AnalysisError::Crashed(_) => ServiceError::internal(message),
+        }
+    }
+}
+
+/// Where analyses run.
+#[derive(Debug, Clone)]
+enum Runner {
+    /// `executable analyze` child processes.
+    Workers(PathBuf),
+    /// On a blocking thread of this process: only the library's own unit tests, whose test
+    /// binary cannot run `analyze` (the worker path is tested over a real socket in tests/api).
+    #[cfg(test)]
+    InProcess,
+}
+
+/// The analysis workers of one server.
+#[derive(Debug, Clone)]
+pub struct AnalysisPool {
+    runner: Runner,
+    permits: Arc<Semaphore>,
+}
+
+impl AnalysisPool {
+    /// At most `workers` analyses at once, each in a `executable analyze` child process.
+    pub fn new(executable: PathBuf, workers: usize) -> AnalysisPool {
+        AnalysisPool {
+            runner: Runner::Workers(executable),
+            permits: Arc::new(Semaphore::new(workers.max(1))),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn in_process() -> AnalysisPool {
+        AnalysisPool {
+            runner: Runner::InProcess,
+            permits: Arc::new(Semaphore::new(DEFAULT_ANALYSIS_WORKERS.into())),
+        }
+    }
+
+    /// The report of `template` (already parsed and fenced by the caller) with its uploaded
+    /// `fonts`, built under the analysis budgets.
+    pub async fn analyze(
+        &self,
+        template: &[u8],
+        fonts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<InspectReport, AnalysisError> {
+        let _permit = tokio::time::timeout(WORKER_WAIT, self.permits.acquire())
+            .await
+            .map_err(|_| AnalysisError::Busy)?
+            .map_err(|_| AnalysisError::Unavailable("the analysis pool is closed".into()))?;
+        match &self.runner {
+            Runner::Workers(executable) => {
+                let started = std::time::Instant::now();
+                let result = run_worker(executable, template, fonts).await;
+                if let Err(error) = &result {
+                    tracing::info!(%error, elapsed_ms = started.elapsed().as_millis() as u64, "template analysis failed");
+                }
+                result
+            }
+            #[cfg(test)]
+            Runner::InProcess => {
+                let (template, fonts) = (template.to_vec(), fonts.clone());
+                tokio::task::spawn_blocking(move || {
+                    let template = crate::lottie::Template::parse(&template).map_err(|e| {
+                        AnalysisError::Invalid {
+                            reason: "TEMPLATE_INVALID",
+                            message: e.to_string(),
+                        }
+                    })?;
+                    let fonts = crate::lottie::text::fonts::FontBook::new(fonts);
+                    InspectReport::with_fonts(&template, &fonts)
+                        .map_err(|error| AnalysisError::TooComplex(error.to_string()))
+                })
+                .await
+                .map_err(|error| AnalysisError::Crashed(error.to_string()))?
+            }
+        }
+    }
+}
+
+/// The one place an analysis worker's command is built: an empty environment but
+/// [`ANALYSIS_ENVIRONMENT`], its own process group, the analysis budgets as rlimits, no file
+/// it may write, and death with the server (`os::apply_in_child`). When the sandbox's
+/// `sandbox::worker_command(executable, args, limits)` lands, it replaces this body.
+fn analysis_worker_command(executable: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(executable);
+    command
+        .arg("analyze")
+        .env_clear()
+        .envs(ANALYSIS_ENVIRONMENT.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    os::apply_in_child(
+        &mut command,
+        ResourceLimits {
+            address_space_bytes: ANALYSIS_MEMORY_BYTES,
+            cpu_seconds: ANALYSIS_CPU_SECONDS,
+            // It writes no file at all (RLIMIT_FSIZE does not apply to its pipes).
+            file_size_bytes: 0,
+            open_files: ANALYSIS_OPEN_FILES,
+        },
+    );
+    command
+}
+
+/// Kills a worker's whole process group when dropped: when the call's future is dropped
+/// mid-analysis (caller gone, deadline passed) and after every normal end alike.
+struct KillGroupOnDrop(Option<u32>);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            os::kill_process_group(group);
+        }
+    }
+}
+
+async fn run_worker(
+    executable: &Path,
+    template: &[u8],
+    fonts: &BTreeMap<String, Vec<u8>>,
+) -> Result<InspectReport, AnalysisError> {
+    let mut command = tokio::process::Command::from(analysis_worker_command(executable));
+    command.kill_on_drop(true);
+    let mut child = command.spawn().map_err(|error| {
+        AnalysisError::Unavailable(format!("cannot start the analysis worker: {error}"))
+    })?;
+    // Declared after `child`, so dropped first: the group dies while the child is unreaped
+    // (its id cannot have been reused).
+    let _group = KillGroupOnDrop(child.id());
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(AnalysisError::Unavailable(
+            "the analysis worker has no pipes".into(),
+        ));
+    };
+    let header = InputHeader::new(template, fonts).to_line();
+    let write = async move {
+        // A worker that dies before reading everything is classified by its exit below.
+        let _ = stdin.write_all(&header).await;
+        let _ = stdin.write_all(template).await;
+        for bytes in fonts.values() {
+            let _ = stdin.write_all(bytes).await;
+        }
+        drop(stdin);
+    };
+    let read_output = async move {
+        let mut output = Vec::new();
+        let _ = stdout
+            .take(MAX_OUTPUT_BYTES as u64 + 1)
+            .read_to_end(&mut output)
+            .await;
+        output
+    };
+    let work = async {
+        let ((), output, stderr_tail) =
+            tokio::join!(write, read_output, read_tail(stderr, STDERR_TAIL_BYTES));
+        let status = child.wait().await;
+        (output, stderr_tail, status)
+    };
+    let (output, stderr_tail, status) = tokio::time::timeout(ANALYSIS_WALL_DEADLINE, work)
+        .await
+        .map_err(|_| AnalysisError::DeadlineExceeded)?;
+    let status = status.map_err(|error| {
+        AnalysisError::Unavailable(format!("cannot wait for the analysis worker: {error}"))
+    })?;
+    if output.len() > MAX_OUTPUT_BYTES {
+        return Err(AnalysisError::Crashed(format!(
+            "the analysis answer is larger than {MAX_OUTPUT_BYTES} bytes"
+        )));
+    }
+    let outcome = tokio::task::spawn_blocking(move || {
+        serde_json::from_slice::<AnalysisOutcome>(&output).ok()
+    })
+    .await
+    .ok()
+    .flatten();
+    classify(status, outcome, &stderr_tail)
+}
+
+/// Every way an analysis worker can end, classified.
+fn classify(
+    status: std::process::ExitStatus,
+    outcome: Option<AnalysisOutcome>,
+    stderr_tail: &str,
+) -> Result<InspectReport, AnalysisError> {
+    use crate::sandbox::protocol::exit_code;
+    match (status.code(), outcome) {
+        (Some(exit_code::SUCCESS), Some(AnalysisOutcome::Analysed { report, .. })) => {
+            return Ok(report)
+        }
+        (
+            Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT),
+            Some(AnalysisOutcome::Failed {
+                class,
+                reason,
+                message,
+            }),
+        ) => {
+            return Err(match (class, reason.as_str()) {
+                (ErrorClass::Deterministic, TOO_COMPLEX_REASON) => {
+                    AnalysisError::TooComplex(message)
+                }
+                (ErrorClass::Deterministic, "TEMPLATE_INVALID") => AnalysisError::Invalid {
+                    reason: "TEMPLATE_INVALID",
+                    message,
+                },
+                (ErrorClass::Deterministic, "TEMPLATE_TOO_LARGE") => AnalysisError::Invalid {
+                    reason: "TEMPLATE_TOO_LARGE",
+                    message,
+                },
+                (ErrorClass::Transient, _) => {
+                    AnalysisError::Unavailable(format!("{message} ({reason})"))
+                }
+                _ => AnalysisError::Crashed(format!("unexpected failure {reason}: {message}")),
+            })
+        }
+        _ => {}
+    }
+    if status.signal() == Some(libc::SIGXCPU) {
+        return Err(AnalysisError::TooComplex(format!(
+            "analysing the template used up its CPU budget of {ANALYSIS_CPU_SECONDS} s"
+        )));
+    }
+    if OUT_OF_MEMORY_SIGNS
+        .iter()
+        .any(|sign| stderr_tail.contains(sign))
+    {
+        return Err(AnalysisError::TooComplex(format!(
+            "analysing the template used up its memory budget of {} MiB",
+            ANALYSIS_MEMORY_BYTES / (1024 * 1024)
+        )));
+    }
+    // We send SIGKILL only when the call ends early (then nobody reads this); another one
+    // comes from outside, nearly always the kernel's OOM killer: the machine, not the input.
+    if status.signal() == Some(libc::SIGKILL) {
+        return Err(AnalysisError::Unavailable(
+            "the analysis worker was killed from outside (SIGKILL)".into(),
+        ));
+    }
+    let last_line = stderr_tail
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default();
+    Err(AnalysisError::Crashed(format!("{status}: {last_line}")))
+}
+
+/// Reads a stream to its end, keeping only the last `limit` bytes.
+async fn read_tail(mut stream: impl AsyncRead + Unpin, limit: usize) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while let Ok(read) = stream.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buffer[..read]);
+        if tail.len() > 2 * limit {
+            tail.drain(..tail.len() - limit);
+        }
+    }
+    let start = tail.len().saturating_sub(limit);
+    String::from_utf8_lossy(&tail[start..]).into_owned()
+}

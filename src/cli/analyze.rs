@@ -1,0 +1,81 @@
+//! `lottie-render analyze`: builds one template's report from stdin under the analysis
+//! protocol ([`crate::analysis::protocol`]). The server runs it as a child process with a
+//! CPU-time and memory budget, so text shaping, layout, glyph outlines and font parsing on
+//! caller bytes never run in the server. Not for people: hidden from `--help`.
+
+use crate::analysis::protocol::{self, AnalysisOutcome, MAX_OUTPUT_BYTES};
+use crate::error::{Classified, ErrorClass};
+use crate::lottie::report::InspectReport;
+use crate::lottie::text::{fonts::FontBook, TOO_COMPLEX_REASON};
+use crate::lottie::Template;
+use crate::sandbox::protocol::exit_code;
+use std::io::Write;
+use std::process::ExitCode;
+
+pub fn run() -> ExitCode {
+    // The sandbox's `confine` (landlock with an empty file policy, seccomp) goes here, before
+    // the first caller byte is read, once the sandbox module offers it.
+    let outcome = analyse(std::io::stdin().lock());
+    let code = match &outcome {
+        AnalysisOutcome::Analysed { .. } => exit_code::SUCCESS,
+        AnalysisOutcome::Failed {
+            class: ErrorClass::Deterministic,
+            ..
+        } => exit_code::DETERMINISTIC,
+        AnalysisOutcome::Failed { .. } => exit_code::TRANSIENT,
+    };
+    let mut document = serde_json::to_vec(&outcome).unwrap_or_default();
+    if document.len() > MAX_OUTPUT_BYTES {
+        document = serde_json::to_vec(&failed(
+            ErrorClass::Deterministic,
+            TOO_COMPLEX_REASON,
+            format!("the template's report is larger than {MAX_OUTPUT_BYTES} bytes"),
+        ))
+        .unwrap_or_default();
+        return finish(&document, exit_code::DETERMINISTIC);
+    }
+    finish(&document, code)
+}
+
+fn finish(document: &[u8], code: i32) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(document)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return ExitCode::from(exit_code::TRANSIENT as u8);
+    }
+    ExitCode::from(code as u8)
+}
+
+fn failed(class: ErrorClass, reason: &str, message: String) -> AnalysisOutcome {
+    AnalysisOutcome::Failed {
+        class,
+        reason: reason.to_owned(),
+        message,
+    }
+}
+
+/// The outcome of analysing the input read from `reader`.
+pub fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
+    let input = match protocol::read_input(reader) {
+        Ok(input) => input,
+        // The server wrote it: a broken input is its fault, never the caller's.
+        Err(error) => return failed(ErrorClass::Transient, "ANALYSIS_INPUT", error.to_string()),
+    };
+    let template = match Template::parse(&input.template) {
+        Ok(template) => template,
+        Err(error) => return failed(error.class(), error.reason(), error.to_string()),
+    };
+    // The JSON tree is all that is needed from here on.
+    drop(input.template);
+    let fonts = FontBook::new(input.fonts);
+    match InspectReport::with_fonts(&template, &fonts) {
+        Ok(report) => AnalysisOutcome::Analysed {
+            report,
+            peak_rss_bytes: crate::os::own_peak_rss_bytes(),
+        },
+        Err(error) => failed(error.class(), error.reason(), error.to_string()),
+    }
+}

@@ -1,0 +1,437 @@
+//! Hostile templates at CreateTemplate (issue 9, "memory bomb" and "CPU bomb"): the report is
+//! built in an `analyze` worker under budgets, so the attack costs the caller one classified
+//! answer and the server process itself (measured on a real `serve` child) next to nothing;
+//! other callers are served meanwhile; no analysis worker outlives its call.
+
+use crate::helpers::corpus;
+use crate::process::ServerProcess;
+use lottie_render::grpc::proto;
+use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+/// Growth of the server's peak RSS a hostile template may cause: parsing and fencing a few
+/// megabytes of JSON is linear, tens of megabytes; the bombs took gigabytes in the server.
+const SERVER_RSS_BUDGET_BYTES: u64 = 100 * 1024 * 1024;
+/// Server CPU time a hostile template may cost: decoding, parsing and fencing (linear); the CPU
+/// bomb took seconds of server CPU.
+const SERVER_CPU_BUDGET: Duration = Duration::from_secs(1);
+/// Longest another caller may wait for a health check or a listing while a bomb is analysed
+/// (a wide margin on a loaded test machine; it is milliseconds).
+const OTHER_CALLER_LIMIT: Duration = Duration::from_secs(3);
+/// How long a killed analysis worker may take to disappear.
+const WORKER_EXIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// `chars` glyphs of many vertices drawn many times (under 1 MB): gigabytes of glyph paths
+/// when converted in full.
+fn memory_bomb() -> Vec<u8> {
+    let vertices = 9_000;
+    let points: Vec<Value> = (0..vertices)
+        .map(|index| json!([index % 97, -(index % 89)]))
+        .collect();
+    let zeros: Vec<Value> = (0..vertices).map(|_| json!([0, 0])).collect();
+    let glyph = json!({"ch": "A", "size": 100, "style": "Regular", "w": 60, "fFamily": "Bomb",
+        "data": {"shapes": [{"ty": "gr", "it": [{"ty": "sh", "ks": {"a": 0,
+            "k": {"c": true, "v": points, "i": zeros, "o": zeros}}}]}]}});
+    let keyframes: Vec<Value> = (0..20)
+        .map(|frame| {
+            json!({"t": frame, "s": {"s": 40, "f": "Bomb-Regular", "t": "A".repeat(5000),
+                "j": 0, "fc": [0, 0, 0]}})
+        })
+        .collect();
+    let template = json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 200, "h": 200,
+        "fonts": {"list": [{"fName": "Bomb-Regular", "fFamily": "Bomb", "fStyle": "Regular",
+            "ascent": 70}]},
+        "chars": [glyph],
+        "layers": [{"ty": 5, "nm": "bomb", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
+            "t": {"d": {"k": keyframes}}}]});
+    let bytes = serde_json::to_vec(&template).unwrap();
+    assert!(bytes.len() < 1024 * 1024, "{} bytes", bytes.len());
+    bytes
+}
+
+/// Box text that never fits (every character wider than its 1 × 1 box), `keyframes` documents
+/// of `characters` characters each: the quadratic wrap shaped the rest of the text once per
+/// character, at each of 15 shrink steps.
+fn cpu_bomb(keyframes: usize, characters: usize) -> Vec<u8> {
+    let documents: Vec<Value> = (0..keyframes)
+        .map(|frame| {
+            json!({"t": frame, "s": {"s": 100, "f": "x", "t": "W".repeat(characters),
+                "sz": [1, 1], "ps": [0, 0], "j": 0, "fc": [0, 0, 0]}})
+        })
+        .collect();
+    let template = json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 200, "h": 200,
+        "layers": [{"ty": 5, "nm": "bomb", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
+            "t": {"d": {"k": documents}}}]});
+    serde_json::to_vec(&template).unwrap()
+}
+
+fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
+    proto::CreateTemplateRequest {
+        name: name.into(),
+        lottie_json,
+        fonts: Default::default(),
+    }
+}
+
+/// A server process whose analysis workers run as an executable of their own (a symlink in
+/// a fresh directory), so this test sees its own analysis workers and no other test's.
+struct HostileServer {
+    server: ServerProcess,
+    analysis_executable: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for HostileServer {
+    type Target = ServerProcess;
+    fn deref(&self) -> &ServerProcess {
+        &self.server
+    }
+}
+
+fn start_server(extra_args: &[&str]) -> HostileServer {
+    let dir = tempfile::tempdir().unwrap();
+    let analysis_executable = dir.path().join("lottie-render-analysis-under-test");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lottie-render"), &analysis_executable).unwrap();
+    let mut args = vec![
+        "--analysis-executable",
+        analysis_executable.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra_args);
+    HostileServer {
+        server: ServerProcess::start(&args),
+        analysis_executable,
+        _dir: dir,
+    }
+}
+
+/// Analysis workers of `executable` alive now.
+fn analysis_workers(executable: &Path) -> Vec<u32> {
+    let prefix = format!("{} analyze", executable.display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+            .unwrap_or_default();
+        if !zombie && cmdline.starts_with(&prefix) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits until no analysis worker of `executable` runs; fails after `limit`.
+async fn assert_no_analysis_worker_within(executable: &Path, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let workers = analysis_workers(executable);
+        if workers.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "analysis workers still running: {workers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Health and a listing on a connection of their own answer within [`OTHER_CALLER_LIMIT`].
+async fn another_caller_is_served(server: &ServerProcess) {
+    let channel = server.channel().await;
+    let started = Instant::now();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap();
+    TemplateServiceClient::new(channel)
+        .list_templates(proto::ListTemplatesRequest {
+            page_size: 10,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited < OTHER_CALLER_LIMIT,
+        "another caller waited {waited:?}"
+    );
+}
+
+/// What one hostile CreateTemplate cost the server: its answer, and the growth of the
+/// server's peak RSS and CPU time.
+struct Attack {
+    answer: Result<proto::Template, tonic::Status>,
+    rss_growth: u64,
+    cpu: Duration,
+    wall: Duration,
+}
+
+/// Sends `template` while another caller checks it is served, then measures the server.
+async fn attack(server: &ServerProcess, name: &str, template: Vec<u8>) -> Attack {
+    let (rss_before, cpu_before) = (server.peak_rss_bytes(), server.cpu_time());
+    let mut templates = TemplateServiceClient::new(server.channel().await)
+        .max_encoding_message_size(64 * 1024 * 1024);
+    let started = Instant::now();
+    let name = name.to_owned();
+    let call = tokio::spawn(async move {
+        templates
+            .create_template(create_request(&name, template))
+            .await
+            .map(tonic::Response::into_inner)
+    });
+    another_caller_is_served(server).await;
+    let answer = call.await.unwrap();
+    let wall = started.elapsed();
+    Attack {
+        answer,
+        rss_growth: server.peak_rss_bytes().saturating_sub(rss_before),
+        cpu: server.cpu_time().saturating_sub(cpu_before),
+        wall,
+    }
+}
+
+fn assert_too_complex(status: &tonic::Status) {
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(
+        details.error_info().unwrap().reason,
+        "TEMPLATE_TOO_COMPLEX",
+        "{status:?}"
+    );
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+}
+
+fn assert_within_server_budgets(attack: &Attack, case: &str) {
+    println!(
+        "{case}: {} in {:?}; server peak RSS +{} KiB, server CPU {:?}",
+        match &attack.answer {
+            Ok(_) => "accepted".to_owned(),
+            Err(status) => format!("{:?} {}", status.code(), status.message()),
+        },
+        attack.wall,
+        attack.rss_growth / 1024,
+        attack.cpu
+    );
+    assert!(
+        attack.rss_growth < SERVER_RSS_BUDGET_BYTES,
+        "{case}: server peak RSS grew by {} bytes",
+        attack.rss_growth
+    );
+    assert!(
+        attack.cpu < SERVER_CPU_BUDGET,
+        "{case}: server CPU {:?}",
+        attack.cpu
+    );
+}
+
+#[tokio::test]
+async fn a_memory_bomb_of_template_glyphs_is_too_complex_and_costs_the_server_nothing() {
+    let server = start_server(&[]);
+    let attack = attack(&server, "memory bomb", memory_bomb()).await;
+    assert_within_server_budgets(&attack, "memory bomb");
+    assert_too_complex(attack.answer.as_ref().unwrap_err());
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+}
+
+#[tokio::test]
+async fn box_text_that_never_fits_is_analysed_in_linear_time_outside_the_server() {
+    let server = start_server(&[]);
+    let template = cpu_bomb(1, 1500);
+    assert!(template.len() < 2048, "{} bytes", template.len());
+    let attack = attack(&server, "cpu bomb", template).await;
+    assert_within_server_budgets(&attack, "cpu bomb");
+    match &attack.answer {
+        Ok(created) => assert!(
+            created
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("does not fit its box")),
+            "{:?}",
+            created.warnings
+        ),
+        Err(status) => assert_too_complex(status),
+    }
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+}
+
+#[tokio::test]
+async fn a_template_over_the_analysis_cpu_budget_is_too_complex_while_others_are_served() {
+    let server = start_server(&[]);
+    // Thousands of documents of box text that never fits: seconds of layout even when linear.
+    let attack = attack(&server, "cpu budget", cpu_bomb(1000, 5000)).await;
+    assert_within_server_budgets(&attack, "cpu budget");
+    let status = attack.answer.as_ref().unwrap_err();
+    if status.code() == Code::Unavailable {
+        // The machine was too loaded to give the worker its CPU budget before the wall
+        // deadline: transient, with a retry delay.
+        assert_eq!(
+            status.get_error_details().error_info().unwrap().reason,
+            "ANALYSIS_DEADLINE_EXCEEDED"
+        );
+        assert!(status.get_error_details().retry_info().is_some());
+    } else {
+        assert_too_complex(status);
+    }
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+}
+
+#[tokio::test]
+async fn a_caller_that_hangs_up_kills_its_analysis_worker() {
+    let server = start_server(&[]);
+    let mut templates = TemplateServiceClient::new(server.channel().await)
+        .max_encoding_message_size(64 * 1024 * 1024);
+    let call = tokio::spawn(async move {
+        templates
+            .create_template(create_request("hangs up", cpu_bomb(1000, 5000)))
+            .await
+    });
+    wait_for_analysis_worker(&server.analysis_executable, &call).await;
+    call.abort();
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+    another_caller_is_served(&server).await;
+}
+
+#[tokio::test]
+async fn a_caller_whose_deadline_passes_kills_its_analysis_worker() {
+    let server = start_server(&[]);
+    let mut templates = TemplateServiceClient::new(server.channel().await)
+        .max_encoding_message_size(64 * 1024 * 1024);
+    let mut request = tonic::Request::new(create_request("short deadline", cpu_bomb(1000, 5000)));
+    request.set_timeout(Duration::from_secs(2));
+    let status = templates.create_template(request).await.unwrap_err();
+    assert!(
+        matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{status:?}"
+    );
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+}
+
+#[tokio::test]
+async fn with_every_analysis_worker_busy_a_creation_is_unavailable_with_a_retry_delay() {
+    let server = start_server(&["--analysis-workers", "1"]);
+    let mut busy = TemplateServiceClient::new(server.channel().await)
+        .max_encoding_message_size(64 * 1024 * 1024);
+    let hostile = tokio::spawn(async move {
+        busy.create_template(create_request("busy", cpu_bomb(1000, 5000)))
+            .await
+    });
+    wait_for_analysis_worker(&server.analysis_executable, &hostile).await;
+    let status = TemplateServiceClient::new(server.channel().await)
+        .create_template(create_request("waits", corpus("tiny-solid-layer.json")))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(details.error_info().unwrap().reason, "ANALYSIS_BUSY");
+    assert!(details.retry_info().is_some());
+    hostile.abort();
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+    // The pool is free again: an honest template is created.
+    TemplateServiceClient::new(server.channel().await)
+        .create_template(create_request("after", corpus("tiny-solid-layer.json")))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_honest_text_template_is_analysed_in_a_worker_with_its_warnings() {
+    let server = start_server(&[]);
+    let created = TemplateServiceClient::new(server.channel().await)
+        .create_template(create_request(
+            "toggle",
+            corpus("ui-toggle-on-off-text.json"),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let template =
+        lottie_render::lottie::Template::parse(&corpus("ui-toggle-on-off-text.json")).unwrap();
+    let expected = lottie_render::lottie::report::InspectReport::new(&template).unwrap();
+    assert_eq!(created.warnings, expected.warnings);
+    let slots: Vec<&str> = created.text_slots.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(slots, ["OFF", "ON"]);
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+}
+
+/// Waits until an analysis worker of `executable` runs, or `call` ends (answered `Err` with its
+/// answer); fails after 20 s.
+async fn wait_for_analysis_worker(
+    executable: &Path,
+    call: &tokio::task::JoinHandle<Result<tonic::Response<proto::Template>, tonic::Status>>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while analysis_workers(executable).is_empty() {
+        assert!(
+            !call.is_finished(),
+            "the call ended before an analysis worker started"
+        );
+        assert!(Instant::now() < deadline, "no analysis worker started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_caller_that_hangs_up_mid_analysis_can_retry_with_the_same_idempotency_key_at_once() {
+    let server = start_server(&[]);
+    let key = crate::helpers::unique_key();
+    let template = cpu_bomb(1000, 5000);
+    for attempt in ["first", "retry"] {
+        let mut templates = TemplateServiceClient::new(server.channel().await)
+            .max_encoding_message_size(64 * 1024 * 1024);
+        let mut request = tonic::Request::new(create_request("keyed", template.clone()));
+        request
+            .metadata_mut()
+            .insert("idempotency-key", key.parse().unwrap());
+        let call = tokio::spawn(async move { templates.create_template(request).await });
+        // The retry owns the key (an analysis starts) instead of meeting the first call's
+        // claim (ABORTED, IDEMPOTENCY_KEY_IN_PROGRESS, until the lease of 300 s runs out).
+        wait_for_analysis_worker(&server.analysis_executable, &call).await;
+        call.abort();
+        assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+        println!("{attempt}: analysis started and was killed with its call");
+    }
+}
+
+#[tokio::test]
+async fn a_template_over_the_analysis_memory_budget_is_too_complex() {
+    let server = start_server(&[]);
+    // Every text slot names its font's family: a family of a megabyte named by two thousand
+    // text layers is gigabytes of report.
+    let family = "F".repeat(1024 * 1024);
+    let layers: Vec<Value> = (0..2000)
+        .map(|index| {
+            json!({"ty": 5, "nm": format!("text {index}"), "ind": index + 1, "ks": {}, "ip": 0,
+                "op": 30, "st": 0, "t": {"d": {"k": [{"t": 0, "s": {"s": 20, "f": "F",
+                "t": "Hi", "j": 0, "fc": [0, 0, 0]}}]}}})
+        })
+        .collect();
+    let template = serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30,
+        "w": 200, "h": 200, "fonts": {"list": [{"fName": "F", "fFamily": family}]},
+        "layers": layers}))
+    .unwrap();
+    let attack = attack(&server, "memory budget", template).await;
+    assert_within_server_budgets(&attack, "memory budget");
+    let status = attack.answer.as_ref().unwrap_err();
+    assert_too_complex(status);
+    assert!(status.message().contains("memory budget"), "{status:?}");
+    assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+}
