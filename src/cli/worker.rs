@@ -103,6 +103,12 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
         let bytes = std::fs::read(path).map_err(RenderError::ReadTemplate)?;
         fonts.insert(family.clone(), bytes);
     }
+    // Counted before confinement, which hides the cgroup files that hold a CPU quota.
+    let threads = if job.threads == 0 {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        job.threads
+    };
     // The output exists before confinement, which allows writing it and creating nothing.
     std::fs::File::create(&job.output_path).map_err(RenderError::ReadOutput)?;
     let policy = FilePolicy {
@@ -125,11 +131,6 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
     emit(&WorkerEvent::Started {
         frames_total: prepared.frame_count,
     });
-    let threads = if job.threads == 0 {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    } else {
-        job.threads
-    };
     let mut last_report = Instant::now();
     let mut last_step = 0;
     let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {

@@ -21,8 +21,17 @@ use std::path::PathBuf;
 /// sockets to the worker itself. Older kernels get what they support.
 const LANDLOCK_ABI: ABI = ABI::V6;
 
-/// What a worker may open once confined; everything else on the file system is refused
-/// (EACCES), including directories, devices and /proc.
+/// Files every confined worker may read, whatever its policy: facts about the machine that
+/// the libraries read at run time and would otherwise guess differently.
+/// - `/sys/devices/system/cpu/online`: glibc's processor count (C++'s
+///   `hardware_concurrency`, libvpx); refused, it falls back to the affinity mask, which in a
+///   container can differ, and with it thread counts and encoder output.
+/// - `/dev/urandom`: FFmpeg's random seeds (Matroska segment ids); refused, FFmpeg spins on
+///   the clock for entropy instead.
+pub const SYSTEM_READABLE_FILES: &[&str] = &["/sys/devices/system/cpu/online", "/dev/urandom"];
+
+/// What a worker may open once confined (besides [`SYSTEM_READABLE_FILES`]); everything
+/// else on the file system is refused (EACCES), including directories, devices and /proc.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FilePolicy {
     /// Files it may read.
@@ -105,6 +114,7 @@ fn restrict_files(policy: &FilePolicy) -> Result<LandlockState, landlock::Rulese
         .handle_access(AccessNet::from_all(LANDLOCK_ABI))?
         .scope(Scope::from_all(LANDLOCK_ABI))?
         .create()?
+        .add_rules(path_beneath_rules(SYSTEM_READABLE_FILES, read))?
         .add_rules(path_beneath_rules(&policy.readable, read))?
         .add_rules(path_beneath_rules(&policy.writable, read_write))?
         .restrict_self()?;
