@@ -263,6 +263,34 @@ pub fn try_fork() -> std::io::Result<()> {
     }
 }
 
+/// Tries to raise this process's hard address-space limit by one page (the sandbox self-test
+/// proves a worker cannot: running as root, it could otherwise lift its memory budget).
+pub fn try_raise_address_space_limit() -> std::io::Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes into the struct on our stack.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_max == libc::RLIM_INFINITY {
+        return Err(std::io::Error::other(
+            "there is no address-space limit to raise",
+        ));
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_cur,
+        rlim_max: limit.rlim_max.saturating_add(4096),
+    };
+    // SAFETY: setrlimit only reads the struct on our stack.
+    if unsafe { libc::setrlimit(libc::RLIMIT_AS, &raised) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Asks the kernel whether this process may signal `process` (signal 0: nothing is
 /// delivered, only the permission check runs). The sandbox self-test proves a worker may not
 /// signal its parent.

@@ -97,7 +97,10 @@ pub const MECHANISMS: &[(&str, &str)] = &[
         "oom_score_adj",
         "the OOM killer prefers workers over the server",
     ),
-    ("process_limit", "RLIMIT_NPROC set on workers"),
+    (
+        "resource_limits",
+        "RLIMIT_NPROC set on workers, and no limit can be raised",
+    ),
     ("network", "workers cannot open sockets"),
     ("filesystem", "workers open only their job's files"),
     ("processes", "workers cannot fork, spawn or exec"),

@@ -216,6 +216,10 @@ fn a_worker_writing_an_endless_line_is_killed_as_a_protocol_violation_and_the_pa
     let growth = lottie_render::os::own_peak_rss_bytes()
         .unwrap()
         .saturating_sub(peak_before);
+    println!(
+        "endless line: killed after {:?}, the parent's peak RSS grew by {growth} bytes",
+        started.elapsed()
+    );
     let failure = run.result.unwrap_err();
     assert!(
         matches!(failure.kind, FailureKind::Crashed { .. })
@@ -260,6 +264,7 @@ const REQUIRED_PROBES: &[&str] = &[
     "read its template",
     "write its output",
     "fork",
+    "raise its address-space limit",
     "spawn /bin/true",
     "start a thread (rendering needs them)",
     "signal its parent",
@@ -275,7 +280,9 @@ fn the_worker_self_test_is_refused_everything_forbidden_and_still_does_its_job()
         "LOTTIE_RENDER_REDIS_URL",
         "redis://:hunter2-secret@127.0.0.1:6379",
     );
+    let started = Instant::now();
     let report = sandbox::self_test(&crate::helpers::executable()).unwrap();
+    println!("the sandbox self-test took {:?}", started.elapsed());
     let names: Vec<&str> = report
         .probes
         .iter()

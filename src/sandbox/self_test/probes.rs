@@ -176,7 +176,7 @@ fn before_confinement(
         ),
         probe(
             &format!("RLIMIT_NPROC is {WORKER_MAX_PROCESSES}"),
-            "process_limit",
+            "resource_limits",
             Expected::Works,
             format!("{max_processes:?}"),
             max_processes == Some(WORKER_MAX_PROCESSES),
@@ -290,6 +290,11 @@ fn processes_and_signals() -> Vec<Probe> {
         .map(|mut child| child.wait());
     vec![
         refused("fork", "processes", os::try_fork()),
+        refused(
+            "raise its address-space limit",
+            "resource_limits",
+            os::try_raise_address_space_limit(),
+        ),
         refused("spawn /bin/true", "processes", spawn),
         works(
             "start a thread (rendering needs them)",
