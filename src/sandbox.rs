@@ -174,35 +174,11 @@ fn run_worker_process(
         // A worker that dies before reading its job is classified by its exit below.
         let _ = stdin.write_all(&job_json);
     }
-    let mut last_event = None;
-    let mut reported_peak_rss = None;
-    let mut protocol_violation = None;
-    if let Some(stdout) = child.stdout.take() {
-        let mut lines = BoundedLines::new(stdout, MAX_WORKER_LINE_BYTES);
-        loop {
-            let line = match lines.next_line() {
-                Ok(Some(line)) => line,
-                Ok(None) | Err(LineError::Read(_)) => break,
-                Err(error @ LineError::TooLong { .. }) => {
-                    // Not one byte more is read: the worker is killed at once.
-                    os::kill_process_group(process_group);
-                    protocol_violation = Some(error);
-                    break;
-                }
-            };
-            if let Ok(event) = serde_json::from_slice::<WorkerEvent>(line) {
-                if let WorkerEvent::Succeeded {
-                    peak_rss_bytes: Some(peak),
-                    ..
-                } = event
-                {
-                    reported_peak_rss = Some(peak);
-                }
-                on_event(&event);
-                last_event = Some(event);
-            }
-        }
-    }
+    let events = child
+        .stdout
+        .take()
+        .map(|stdout| read_events(stdout, process_group, on_event))
+        .unwrap_or_default();
     let status = os::wait_with_usage(&mut child);
     let timed_out = watchdog.finish();
     // Whatever happened, nothing of the worker's group may outlive it.
@@ -215,10 +191,12 @@ fn run_worker_process(
     // wait4's ru_maxrss also counts the parent's pages the child had before exec; the
     // worker's own VmHWM is exact, so it wins when reported.
     *usage = ResourceUsage {
-        max_rss_bytes: reported_peak_rss.unwrap_or(worker_usage.max_rss_bytes),
+        max_rss_bytes: events
+            .reported_peak_rss
+            .unwrap_or(worker_usage.max_rss_bytes),
         ..worker_usage
     };
-    if let Some(violation) = protocol_violation {
+    if let Some(violation) = events.protocol_violation {
         if !cancel.is_cancelled() && !timed_out {
             // A worker that breaks the protocol may be under an attacker's control: a crash
             // (retried once, then its fingerprint quarantined), never a result.
@@ -234,12 +212,55 @@ fn run_worker_process(
     }
     classify(
         status,
-        last_event,
+        events.last,
         &stderr_tail,
         timed_out,
         cancel.is_cancelled(),
         settings,
     )
+}
+
+/// What a worker said on stdout.
+#[derive(Default)]
+struct Events {
+    last: Option<WorkerEvent>,
+    /// The worker's own peak RSS, from its `succeeded` event.
+    reported_peak_rss: Option<u64>,
+    /// Set when the worker wrote a line past [`MAX_WORKER_LINE_BYTES`] (it was killed).
+    protocol_violation: Option<LineError>,
+}
+
+/// Reads the worker's events as they come, in lines of at most [`MAX_WORKER_LINE_BYTES`]:
+/// a longer line kills the worker's group at once and ends the reading.
+fn read_events(
+    stdout: impl Read,
+    process_group: u32,
+    on_event: &mut dyn FnMut(&WorkerEvent),
+) -> Events {
+    let mut events = Events::default();
+    let mut lines = BoundedLines::new(stdout, MAX_WORKER_LINE_BYTES);
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(LineError::Read(_)) => return events,
+            Err(error @ LineError::TooLong { .. }) => {
+                os::kill_process_group(process_group);
+                events.protocol_violation = Some(error);
+                return events;
+            }
+        };
+        if let Ok(event) = serde_json::from_slice::<WorkerEvent>(line) {
+            if let WorkerEvent::Succeeded {
+                peak_rss_bytes: Some(peak),
+                ..
+            } = event
+            {
+                events.reported_peak_rss = Some(peak);
+            }
+            on_event(&event);
+            events.last = Some(event);
+        }
+    }
 }
 
 fn classify(
