@@ -17,11 +17,11 @@ use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
 use crate::lottie::text::TOO_COMPLEX_REASON;
 use crate::os::{self, ResourceLimits};
+use crate::sandbox;
 use protocol::{AnalysisOutcome, InputHeader, MAX_OUTPUT_BYTES};
 use std::collections::BTreeMap;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -51,9 +51,6 @@ pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 const ANALYSIS_OPEN_FILES: u64 = 32;
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
-/// Environment of an analysis worker: nothing of the server's (secrets in URLs), only what
-/// keeps its address space about memory actually used (glibc's per-thread arenas).
-const ANALYSIS_ENVIRONMENT: &[(&str, &str)] = &[("MALLOC_ARENA_MAX", "2")];
 /// What the worker's stderr says when an allocation was refused under its address-space
 /// limit: Rust's allocation-failure abort, and the loader failing to map a library.
 const OUT_OF_MEMORY_SIGNS: [&str; 3] = [
@@ -201,31 +198,24 @@ impl AnalysisPool {
     }
 }
 
-/// The one place an analysis worker's command is built: an empty environment but
-/// [`ANALYSIS_ENVIRONMENT`], its own process group, the analysis budgets as rlimits, no file
-/// it may write, and death with the server (`os::apply_in_child`). When the sandbox's
-/// `sandbox::worker_command(executable, args, limits)` lands, it replaces this body.
+/// The one place an analysis worker's command is built: the sandbox's worker command (an
+/// allow-listed environment, no inherited descriptors, its own process group, death with the
+/// server, the OOM killer's first pick) with the analysis budgets as rlimits and no file it
+/// may write. The worker confines itself (no file at all, no network, no new processes)
+/// before it reads its input.
 fn analysis_worker_command(executable: &Path) -> std::process::Command {
-    let mut command = std::process::Command::new(executable);
-    command
-        .arg("analyze")
-        .env_clear()
-        .envs(ANALYSIS_ENVIRONMENT.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    os::apply_in_child(
-        &mut command,
+    sandbox::worker_command(
+        executable,
+        ["analyze"],
         ResourceLimits {
             address_space_bytes: ANALYSIS_MEMORY_BYTES,
             cpu_seconds: ANALYSIS_CPU_SECONDS,
             // It writes no file at all (RLIMIT_FSIZE does not apply to its pipes).
             file_size_bytes: 0,
             open_files: ANALYSIS_OPEN_FILES,
+            processes: sandbox::WORKER_MAX_PROCESSES,
         },
-    );
-    command
+    )
 }
 
 /// Kills a worker's whole process group when dropped: when the call's future is dropped

@@ -49,7 +49,7 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Run one render job read from stdin (the sandbox protocol; not for people).
     #[command(hide = true)]
-    Worker,
+    Worker(worker::WorkerArgs),
     /// Measure rendering, encoding and the whole pipeline on the benchmark templates.
     Bench(bench::BenchArgs),
     /// Measure how fast idempotent replays are answered (memory and Redis key stores).
@@ -71,7 +71,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Job(args) => job::run(args),
         Command::Render(args) => render::run(args),
         Command::Inspect(args) => inspect::run(args),
-        Command::Worker => worker::run(),
+        Command::Worker(args) => worker::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchReplays(args) => bench_replays::run(args),
         Command::BenchText(args) => bench_text::run(args),

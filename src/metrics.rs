@@ -36,6 +36,12 @@ pub struct FormatLabels {
     pub format: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MechanismLabels {
+    /// A sandbox protection, one of `sandbox::self_test::MECHANISMS`.
+    pub mechanism: String,
+}
+
 fn duration_histogram() -> Histogram {
     // 0.25 s … ~17 min.
     Histogram::new(exponential_buckets(0.25, 2.0, 13))
@@ -62,6 +68,7 @@ pub struct Metrics {
     pub render_joins: Counter,
     pub render_cache_hits: Counter,
     pub idempotent_replays: Counter,
+    pub sandbox_protection: Family<MechanismLabels, Gauge>,
 }
 
 impl Metrics {
@@ -151,6 +158,13 @@ impl Metrics {
             "SubmitRender calls answered with the job of an earlier call with the same key",
             idempotent_replays.clone(),
         );
+        let sandbox_protection = Family::<MechanismLabels, Gauge>::default();
+        registry.register(
+            "sandbox_protection",
+            "Worker sandbox protections in force on this kernel, by mechanism (1 in force, \
+             0 not), from the sandbox self-test run at start-up",
+            sandbox_protection.clone(),
+        );
         Arc::new(Metrics {
             registry,
             requests,
@@ -166,6 +180,7 @@ impl Metrics {
             render_joins,
             render_cache_hits,
             idempotent_replays,
+            sandbox_protection,
         })
     }
 
@@ -184,6 +199,14 @@ impl Metrics {
                 code: code.to_owned(),
             })
             .inc();
+    }
+
+    pub fn record_sandbox_protection(&self, mechanism: &str, in_force: bool) {
+        self.sandbox_protection
+            .get_or_create(&MechanismLabels {
+                mechanism: mechanism.to_owned(),
+            })
+            .set(i64::from(in_force));
     }
 
     pub fn rejection(&self, reason: &str) {

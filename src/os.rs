@@ -1,7 +1,10 @@
-//! The crate's only unsafe code, all of it thin calls into C: resource limits and the
-//! parent-death signal applied in a forked child before exec, killing a process group,
-//! reaping a child with its resource usage, this process's own usage, thread priority, and
-//! the one FFmpeg call its safe wrapper lacks (making a frame writable before reuse).
+//! The crate's only unsafe code, all of it thin calls into C: resource limits, the
+//! parent-death signal, the OOM killer's preference and closing inherited descriptors, applied
+//! in a forked child before exec; killing a process group, reaping a child with its resource
+//! usage, this process's own usage, thread priority, the one FFmpeg call its safe wrapper
+//! lacks (making a frame writable before reuse), and the few raw calls the sandbox self-test
+//! makes to prove a worker cannot do them (fork, signalling another process, an inheritable
+//! descriptor).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
@@ -18,21 +21,37 @@ pub struct ResourceLimits {
     pub file_size_bytes: u64,
     /// Open file descriptors (RLIMIT_NOFILE).
     pub open_files: u64,
+    /// Processes and threads of the worker's user (RLIMIT_NPROC). Not enforced for root,
+    /// which is why the worker's seccomp filter also refuses new processes.
+    pub processes: u64,
 }
 
-/// Applies `limits`, disables core dumps and asks the kernel to SIGKILL the worker if its
-/// parent dies, so no worker outlives the process that started it.
+/// `oom_score_adj` of a worker: the most the kernel's OOM killer can prefer a process, so
+/// under memory pressure it takes a worker (one job, retried) before the server (every job).
+pub const WORKER_OOM_SCORE_ADJ: i32 = 1000;
+/// [`WORKER_OOM_SCORE_ADJ`] as written to `/proc/self/oom_score_adj` between fork and exec,
+/// where formatting a number (it allocates) is not allowed.
+const WORKER_OOM_SCORE_ADJ_TEXT: &[u8] = b"1000";
+
+/// Applies `limits`, disables core dumps, asks the kernel to SIGKILL the worker if its
+/// parent dies (so no worker outlives the process that started it), makes the worker the
+/// OOM killer's first choice ([`WORKER_OOM_SCORE_ADJ`]) and marks every descriptor above
+/// stderr close-on-exec, so the worker inherits nothing but its three pipes whatever the
+/// parent (or a C library in it) left open without `O_CLOEXEC`.
 pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
     let ResourceLimits {
         address_space_bytes,
         cpu_seconds,
         file_size_bytes,
         open_files,
+        processes,
     } = limits;
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
-    // functions (setrlimit, prctl, getppid) on values copied into it; it allocates nothing
-    // on the success path.
+    // functions (setrlimit, prctl, getppid, open, write, close, syscall(close_range)) on
+    // values copied into it or on static C strings; it allocates nothing on the success path.
+    // close_range only sets FD_CLOEXEC (it closes nothing), so the pipe std uses to report an
+    // exec failure, itself close-on-exec already, keeps working until exec.
     unsafe {
         command.pre_exec(move || {
             let set = |resource, value: u64| {
@@ -58,6 +77,27 @@ pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
             set(libc::RLIMIT_FSIZE, file_size_bytes)?;
             set(libc::RLIMIT_NOFILE, open_files)?;
             set(libc::RLIMIT_CORE, 0)?;
+            set(libc::RLIMIT_NPROC, processes)?;
+            // Best effort, like every mechanism the kernel may lack (Linux < 5.11 has no
+            // CLOSE_RANGE_CLOEXEC): the self-test reports what is in force.
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+            );
+            let oom_score_adj = libc::open(
+                c"/proc/self/oom_score_adj".as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC,
+            );
+            if oom_score_adj >= 0 {
+                libc::write(
+                    oom_score_adj,
+                    WORKER_OOM_SCORE_ADJ_TEXT.as_ptr().cast(),
+                    WORKER_OOM_SCORE_ADJ_TEXT.len(),
+                );
+                libc::close(oom_score_adj);
+            }
             if libc::prctl(
                 libc::PR_SET_PDEATHSIG,
                 libc::SIGKILL as libc::c_ulong,
@@ -150,10 +190,36 @@ pub fn own_usage() -> ResourceUsage {
 /// Unlike `ru_maxrss` it starts afresh at exec, so a worker forked from a large parent
 /// reports only its own memory.
 pub fn own_peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    peak_rss_of_status(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+fn peak_rss_of_status(status: &str) -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// `/proc/self/status`, opened once so that [`own_peak_rss_bytes`] can still be read after
+/// the worker has confined itself (Landlock then refuses to open it again; procfs renders
+/// the file anew on every read from the start of an open descriptor).
+#[derive(Debug)]
+pub struct PeakRssProbe(std::fs::File);
+
+impl PeakRssProbe {
+    pub fn open() -> Option<PeakRssProbe> {
+        std::fs::File::open("/proc/self/status")
+            .ok()
+            .map(PeakRssProbe)
+    }
+
+    /// Peak resident set size so far, bytes.
+    pub fn read(&mut self) -> Option<u64> {
+        use std::io::{Read, Seek};
+        self.0.rewind().ok()?;
+        let mut status = String::new();
+        self.0.read_to_string(&mut status).ok()?;
+        peak_rss_of_status(&status)
+    }
 }
 
 /// Lowers the scheduling priority of the calling thread by `increment` nice steps. Render
@@ -196,4 +262,101 @@ pub fn available_disk_bytes(path: &std::path::Path) -> std::io::Result<u64> {
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
     let (blocks, block_size) = (stats.f_bavail as u64, stats.f_frsize as u64);
     Ok(blocks.saturating_mul(block_size))
+}
+
+/// Tries to fork (the sandbox self-test proves a worker cannot). A child that comes into being
+/// exits at once and is reaped; Ok means the fork worked.
+pub fn try_fork() -> std::io::Result<()> {
+    // SAFETY: fork has no preconditions here; the child calls only _exit (async-signal-safe)
+    // and touches no memory of ours; the parent reaps it with waitpid on its own stack.
+    unsafe {
+        match libc::fork() {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => libc::_exit(0),
+            child => {
+                let mut status = 0;
+                libc::waitpid(child, &mut status, 0);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Tries to raise this process's hard address-space limit by one page (the sandbox self-test
+/// proves a worker cannot: running as root, it could otherwise lift its memory budget).
+pub fn try_raise_address_space_limit() -> std::io::Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes into the struct on our stack.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_max == libc::RLIM_INFINITY {
+        return Err(std::io::Error::other(
+            "there is no address-space limit to raise",
+        ));
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_cur,
+        rlim_max: limit.rlim_max.saturating_add(4096),
+    };
+    // SAFETY: setrlimit only reads the struct on our stack.
+    if unsafe { libc::setrlimit(libc::RLIMIT_AS, &raised) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Asks the kernel whether this process may signal `process` (signal 0: nothing is
+/// delivered, only the permission check runs). The sandbox self-test proves a worker may not
+/// signal its parent.
+pub fn may_signal(process: u32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(process).map_err(std::io::Error::other)?;
+    // SAFETY: kill with signal 0 delivers nothing and touches no memory of ours.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A duplicate of `descriptor` without close-on-exec, so it would be inherited by any child
+/// exec'd while it is open. The sandbox self-test plants one to prove workers inherit no
+/// descriptor beyond their pipes.
+pub fn inheritable_duplicate(
+    descriptor: std::os::fd::BorrowedFd<'_>,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: dup only reads a live descriptor (the borrow keeps it open) and returns a new
+    // one (without FD_CLOEXEC, which dup never sets) or -1.
+    let duplicate = unsafe { libc::dup(descriptor.as_raw_fd()) };
+    if duplicate < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `duplicate` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(duplicate) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oom_score_written_before_exec_is_the_named_one() {
+        assert_eq!(
+            WORKER_OOM_SCORE_ADJ.to_string().as_bytes(),
+            WORKER_OOM_SCORE_ADJ_TEXT
+        );
+    }
+
+    #[test]
+    fn the_peak_rss_probe_reads_again_from_an_open_descriptor() {
+        let mut probe = PeakRssProbe::open().unwrap();
+        let first = probe.read().unwrap();
+        let second = probe.read().unwrap();
+        assert!(first > 0 && second >= first, "{first} then {second}");
+    }
 }

@@ -1,21 +1,33 @@
 //! Running one render in a `lottie-render worker` child process, fenced off so that a
-//! crash, hang or memory blow-up inside rlottie (C++ parsing untrusted data) costs one job
-//! and never the caller. The child gets resource limits, its own process
-//! group (killed as a whole on deadline, cancel or when the parent goes away; limits in
-//! [`crate::os`]) and speaks
-//! the NDJSON [`protocol`]. Every way it can end is classified here ([`WorkerFailure`]).
+//! crash, hang, memory blow-up or takeover inside rlottie (C++ parsing untrusted data) costs
+//! one job and never the caller. The child is started by [`worker_command`] (allow-listed
+//! environment, no inherited descriptors, resource limits, its own process group killed as a
+//! whole on deadline, cancel or when the parent goes away), confines itself before it reads
+//! caller data ([`confine`]: Landlock and seccomp), speaks the NDJSON [`protocol`] in bounded
+//! [`lines`], and every way it can end is classified here ([`WorkerFailure`]).
+//! [`self_test`] proves all of that on the running kernel.
 
+pub mod confine;
+pub mod lines;
 pub mod protocol;
+pub mod seccomp;
+pub mod self_test;
+pub mod spawn;
 
 use crate::error::ErrorClass;
 use crate::os;
 pub use crate::os::{ResourceLimits, ResourceUsage};
 use crate::render::OutputInfo;
+use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
 use protocol::{exit_code, WorkerEvent, WorkerJob};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+pub use self_test::{self_test, SelfTestReport};
+pub use spawn::{
+    worker_command, worker_limits, Watchdog, MAX_OUTPUT_BYTES, WORKER_ENVIRONMENT,
+    WORKER_MAX_PROCESSES, WORKER_OPEN_FILES,
+};
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,10 +35,6 @@ use std::time::{Duration, Instant};
 /// Address space a worker may map. Rendering 1920×1920 with two threads and an encoder's
 /// lookahead needs a few hundred MiB; glibc and thread stacks reserve more than they use.
 pub const DEFAULT_WORKER_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
-/// Largest output file a worker may write.
-pub const MAX_OUTPUT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
-/// File descriptors a worker may hold (it needs a handful: pipes, template, output).
-pub const WORKER_OPEN_FILES: u64 = 256;
 /// Fixed part of a render's deadline: process start, template load, encoder set-up.
 pub const DEADLINE_BASE: Duration = Duration::from_secs(30);
 /// Time allowed per output megapixel (frames × width × height / 1e6). Measured costs are
@@ -39,8 +47,6 @@ pub const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
 pub const MEMORY_EXCEEDED_REASON: &str = "RENDER_MEMORY_EXCEEDED";
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
-/// How often the watchdog checks for cancellation.
-const WATCHDOG_TICK: Duration = Duration::from_millis(20);
 
 /// Deadline for a render of `frames` frames of `width` × `height`.
 pub fn default_deadline(frames: u32, width: u32, height: u32) -> Duration {
@@ -58,15 +64,7 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     fn limits(&self) -> ResourceLimits {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
-        ResourceLimits {
-            address_space_bytes: self.memory_bytes,
-            // All cores busy for the whole deadline, plus a little: the wall-clock deadline
-            // normally fires first; this catches a worker that escapes it.
-            cpu_seconds: self.deadline.as_secs().saturating_add(1) * cores + 5,
-            file_size_bytes: MAX_OUTPUT_BYTES,
-            open_files: WORKER_OPEN_FILES,
-        }
+        worker_limits(self.memory_bytes, self.deadline)
     }
 }
 
@@ -163,42 +161,11 @@ fn run_worker_process(
     };
     let job_json = serde_json::to_vec(job)
         .map_err(|error| spawn_failed(format!("cannot encode the job: {error}")))?;
-    let mut command = Command::new(&settings.executable);
-    command
-        .arg("worker")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        // glibc reserves 64 MiB of address space per malloc arena and thread; two arenas
-        // keep the address-space limit about memory actually used.
-        .env("MALLOC_ARENA_MAX", "2")
-        .env_remove("RUST_LOG");
-    os::apply_in_child(&mut command, settings.limits());
-    let mut child = command
+    let mut child = worker_command(&settings.executable, ["worker"], settings.limits())
         .spawn()
         .map_err(|error| spawn_failed(format!("cannot start the worker: {error}")))?;
     let process_group = child.id();
-    let finished = Arc::new(AtomicBool::new(false));
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let (finished, timed_out, cancel) = (finished.clone(), timed_out.clone(), cancel.clone());
-        let deadline = Instant::now() + settings.deadline;
-        std::thread::spawn(move || {
-            while !finished.load(Ordering::SeqCst) {
-                if Instant::now() >= deadline {
-                    timed_out.store(true, Ordering::SeqCst);
-                    os::kill_process_group(process_group);
-                    return;
-                }
-                if cancel.is_cancelled() {
-                    os::kill_process_group(process_group);
-                    return;
-                }
-                std::thread::sleep(WATCHDOG_TICK);
-            }
-        })
-    };
+    let watchdog = Watchdog::start(process_group, settings.deadline, cancel);
     let stderr_reader = child
         .stderr
         .take()
@@ -207,29 +174,15 @@ fn run_worker_process(
         // A worker that dies before reading its job is classified by its exit below.
         let _ = stdin.write_all(&job_json);
     }
-    let mut last_event = None;
-    let mut reported_peak_rss = None;
-    if let Some(stdout) = child.stdout.take() {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(event) = serde_json::from_str::<WorkerEvent>(&line) {
-                if let WorkerEvent::Succeeded {
-                    peak_rss_bytes: Some(peak),
-                    ..
-                } = event
-                {
-                    reported_peak_rss = Some(peak);
-                }
-                on_event(&event);
-                last_event = Some(event);
-            }
-        }
-    }
+    let events = child
+        .stdout
+        .take()
+        .map(|stdout| read_events(stdout, process_group, on_event))
+        .unwrap_or_default();
     let status = os::wait_with_usage(&mut child);
-    finished.store(true, Ordering::SeqCst);
+    let timed_out = watchdog.finish();
     // Whatever happened, nothing of the worker's group may outlive it.
     os::kill_process_group(process_group);
-    let _ = watchdog.join();
     let stderr_tail = stderr_reader
         .and_then(|reader| reader.join().ok())
         .unwrap_or_default();
@@ -238,17 +191,76 @@ fn run_worker_process(
     // wait4's ru_maxrss also counts the parent's pages the child had before exec; the
     // worker's own VmHWM is exact, so it wins when reported.
     *usage = ResourceUsage {
-        max_rss_bytes: reported_peak_rss.unwrap_or(worker_usage.max_rss_bytes),
+        max_rss_bytes: events
+            .reported_peak_rss
+            .unwrap_or(worker_usage.max_rss_bytes),
         ..worker_usage
     };
+    if let Some(violation) = events.protocol_violation {
+        if !cancel.is_cancelled() && !timed_out {
+            // A worker that breaks the protocol may be under an attacker's control: a crash
+            // (retried once, then its fingerprint quarantined), never a result.
+            return Err(WorkerFailure {
+                kind: FailureKind::Crashed {
+                    signal: status.signal(),
+                },
+                class: ErrorClass::Transient,
+                reason: "RENDER_CRASHED".into(),
+                message: format!("the worker broke the protocol: it wrote {violation}"),
+            });
+        }
+    }
     classify(
         status,
-        last_event,
+        events.last,
         &stderr_tail,
-        timed_out.load(Ordering::SeqCst),
+        timed_out,
         cancel.is_cancelled(),
         settings,
     )
+}
+
+/// What a worker said on stdout.
+#[derive(Default)]
+struct Events {
+    last: Option<WorkerEvent>,
+    /// The worker's own peak RSS, from its `succeeded` event.
+    reported_peak_rss: Option<u64>,
+    /// Set when the worker wrote a line past [`MAX_WORKER_LINE_BYTES`] (it was killed).
+    protocol_violation: Option<LineError>,
+}
+
+/// Reads the worker's events as they come, in lines of at most [`MAX_WORKER_LINE_BYTES`]:
+/// a longer line kills the worker's group at once and ends the reading.
+fn read_events(
+    stdout: impl Read,
+    process_group: u32,
+    on_event: &mut dyn FnMut(&WorkerEvent),
+) -> Events {
+    let mut events = Events::default();
+    let mut lines = BoundedLines::new(stdout, MAX_WORKER_LINE_BYTES);
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(LineError::Read(_)) => return events,
+            Err(error @ LineError::TooLong { .. }) => {
+                os::kill_process_group(process_group);
+                events.protocol_violation = Some(error);
+                return events;
+            }
+        };
+        if let Ok(event) = serde_json::from_slice::<WorkerEvent>(line) {
+            if let WorkerEvent::Succeeded {
+                peak_rss_bytes: Some(peak),
+                ..
+            } = event
+            {
+                events.reported_peak_rss = Some(peak);
+            }
+            on_event(&event);
+            events.last = Some(event);
+        }
+    }
 }
 
 fn classify(

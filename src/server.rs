@@ -81,6 +81,18 @@ pub async fn run(
         Some(executable) => executable,
         None => std::env::current_exe().map_err(ServerError::Executable)?,
     };
+    // The sandbox self-test runs once before serving (a fraction of a second, off the async
+    // runtime, its worker gone before the first request); what it finds is logged and
+    // exported as lottie_render_sandbox_protection.
+    {
+        let (executable, metrics) = (executable.clone(), metrics.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            for (mechanism, in_force) in crate::sandbox::self_test::check_at_start_up(&executable) {
+                metrics.record_sandbox_protection(mechanism, in_force);
+            }
+        })
+        .await;
+    }
     let redis = match settings.redis() {
         Some(redis) => {
             tracing::info!(prefix = %redis.key_prefix, "keys and job records in Redis");

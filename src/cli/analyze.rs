@@ -8,14 +8,21 @@ use crate::error::{Classified, ErrorClass};
 use crate::lottie::report::InspectReport;
 use crate::lottie::text::{fonts::FontBook, TOO_COMPLEX_REASON};
 use crate::lottie::Template;
+use crate::sandbox::confine::{confine, FilePolicy};
 use crate::sandbox::protocol::exit_code;
 use std::io::Write;
 use std::process::ExitCode;
 
 pub fn run() -> ExitCode {
-    // The sandbox's `confine` (landlock with an empty file policy, seccomp) goes here, before
-    // the first caller byte is read, once the sandbox module offers it.
-    let outcome = analyse(std::io::stdin().lock());
+    // Before the first caller byte is read: no file at all, no network, no new processes.
+    let outcome = match confine(&FilePolicy::nothing()) {
+        Ok(_) => analyse(std::io::stdin().lock()),
+        Err(error) => failed(
+            ErrorClass::Transient,
+            "ANALYSIS_UNAVAILABLE",
+            format!("the analysis worker cannot confine itself: {error}"),
+        ),
+    };
     let code = match &outcome {
         AnalysisOutcome::Analysed { .. } => exit_code::SUCCESS,
         AnalysisOutcome::Failed {

@@ -1,11 +1,17 @@
 //! `lottie-render worker`: runs one job from stdin under the sandbox protocol
 //! (see [`crate::sandbox::protocol`]). Nothing here trusts the job: a malformed one is a
-//! deterministic failure like any bad template.
+//! deterministic failure like any bad template. Before it parses the template or the fonts,
+//! the worker reads them into memory, creates its output file and confines itself to
+//! writing that one file ([`crate::sandbox::confine`]: no other file, no network, no new
+//! processes). `--self-test` (hidden) runs the sandbox self-test instead of a job.
 
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::text::fonts::FontBook;
+use crate::os::PeakRssProbe;
 use crate::render::{self, RenderError};
-use crate::sandbox::protocol::{exit_code, WorkerEvent, WorkerJob};
+use crate::sandbox::confine::{confine, FilePolicy};
+use crate::sandbox::protocol::{bounded_failure_message, exit_code, WorkerEvent, WorkerJob};
+use clap::Args;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -19,12 +25,24 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// promised an update at least every 5%), and at the last frame.
 const PROGRESS_STEPS: u64 = 20;
 
-pub fn run() -> ExitCode {
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Try everything the sandbox forbids and report what was refused (JSON on stdout).
+    #[arg(long, hide = true)]
+    pub self_test: bool,
+}
+
+pub fn run(args: WorkerArgs) -> ExitCode {
+    if args.self_test {
+        return crate::sandbox::self_test::worker_main();
+    }
+    // Opened before confinement, which refuses /proc.
+    let mut peak_rss = PeakRssProbe::open();
     let code = match read_job().and_then(|job| execute(&job)) {
         Ok(output) => {
             emit(&WorkerEvent::Succeeded {
                 output,
-                peak_rss_bytes: crate::os::own_peak_rss_bytes(),
+                peak_rss_bytes: peak_rss.as_mut().and_then(PeakRssProbe::read),
             });
             exit_code::SUCCESS
         }
@@ -33,7 +51,7 @@ pub fn run() -> ExitCode {
             emit(&WorkerEvent::Failed {
                 class: failure.class,
                 reason: failure.reason.into(),
-                message: failure.message,
+                message: bounded_failure_message(failure.message),
             });
             match class {
                 ErrorClass::Deterministic => exit_code::DETERMINISTIC,
@@ -84,16 +102,28 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
         let bytes = std::fs::read(path).map_err(RenderError::ReadTemplate)?;
         fonts.insert(family.clone(), bytes);
     }
-    let fonts = FontBook::new(fonts);
-    let prepared = render::prepare(&template, &job.modifications, job.output, &fonts)?;
-    emit(&WorkerEvent::Started {
-        frames_total: prepared.frame_count,
-    });
+    // Counted before confinement, which hides the cgroup files that hold a CPU quota.
     let threads = if job.threads == 0 {
         std::thread::available_parallelism().map_or(1, usize::from)
     } else {
         job.threads
     };
+    // The output exists before confinement, which allows writing it and creating nothing.
+    std::fs::File::create(&job.output_path).map_err(RenderError::ReadOutput)?;
+    let policy = FilePolicy {
+        readable: Vec::new(),
+        writable: vec![job.output_path.clone()],
+    };
+    confine(&policy).map_err(|error| Failure {
+        class: ErrorClass::Transient,
+        reason: "WORKER_UNAVAILABLE",
+        message: format!("the worker cannot confine itself: {error}"),
+    })?;
+    let fonts = FontBook::new(fonts);
+    let prepared = render::prepare(&template, &job.modifications, job.output, &fonts)?;
+    emit(&WorkerEvent::Started {
+        frames_total: prepared.frame_count,
+    });
     let mut last_report = Instant::now();
     let mut last_step = 0;
     let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {

@@ -26,6 +26,27 @@ pub mod exit_code {
     pub const TRANSIENT: i32 = 75;
 }
 
+/// Longest failure message a worker sends, bytes: enough for any error of ours with its
+/// JSON path; longer ones (a path into a deeply nested template) are cut, so that every
+/// event stays far below [`crate::sandbox::lines::MAX_WORKER_LINE_BYTES`].
+pub const MAX_FAILURE_MESSAGE_BYTES: usize = 1024;
+
+/// `message` cut to at most [`MAX_FAILURE_MESSAGE_BYTES`] at a character boundary, marked
+/// with an ellipsis when cut.
+pub fn bounded_failure_message(mut message: String) -> String {
+    const ELLIPSIS: &str = "…";
+    if message.len() <= MAX_FAILURE_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_FAILURE_MESSAGE_BYTES - ELLIPSIS.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message.truncate(end);
+    message.push_str(ELLIPSIS);
+    message
+}
+
 /// One render, as the worker receives it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,4 +85,18 @@ pub enum WorkerEvent {
         reason: String,
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_failure_message_is_cut_at_a_character_boundary_with_an_ellipsis() {
+        let long = "é".repeat(MAX_FAILURE_MESSAGE_BYTES);
+        let cut = bounded_failure_message(long);
+        assert!(cut.len() <= MAX_FAILURE_MESSAGE_BYTES, "{}", cut.len());
+        assert!(cut.ends_with("é…"), "{cut}");
+        assert_eq!(bounded_failure_message("short".into()), "short");
+    }
 }

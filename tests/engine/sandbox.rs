@@ -1,9 +1,11 @@
 //! The sandbox's classification of how a worker ends, with real processes standing in for
-//! misbehaving workers (scripts that crash, hang, or fork children), and the guarantee that
-//! nothing of a killed worker is left running.
+//! misbehaving workers (scripts that crash, hang, fork children or flood their output), the
+//! guarantee that nothing of a killed worker is left running, and the self-test of a real
+//! worker proving its environment, descriptors, network, file-system and process limits.
 
 use crate::helpers::{corpus, spec, tempdir};
 use lottie_render::error::ErrorClass;
+use lottie_render::sandbox::confine::{Confinement, LandlockState};
 use lottie_render::sandbox::protocol::WorkerJob;
 use lottie_render::sandbox::{self, CancelToken, FailureKind, SandboxSettings};
 use lottie_render::spec::{Format, Modifications};
@@ -192,4 +194,126 @@ fn a_real_worker_reports_its_cpu_time_and_peak_memory() {
         "{}",
         run.usage.max_rss_bytes
     );
+}
+
+#[test]
+fn a_worker_writing_an_endless_line_is_killed_as_a_protocol_violation_and_the_parent_stays_small() {
+    let dir = tempdir();
+    let marker = "333.5";
+    let peak_before = lottie_render::os::own_peak_rss_bytes().unwrap();
+    let started = Instant::now();
+    // An endless stream without a newline: a parent that buffered lines whole would grow
+    // until the deadline (gigabytes a second) and then report a timeout.
+    let run = run(
+        script(
+            dir.path(),
+            &format!("sleep {marker} & yes lottie | tr -d '\\n'"),
+        ),
+        Duration::from_secs(10),
+        &CancelToken::default(),
+        dir.path(),
+    );
+    let growth = lottie_render::os::own_peak_rss_bytes()
+        .unwrap()
+        .saturating_sub(peak_before);
+    println!(
+        "endless line: killed after {:?}, the parent's peak RSS grew by {growth} bytes",
+        started.elapsed()
+    );
+    let failure = run.result.unwrap_err();
+    assert!(
+        matches!(failure.kind, FailureKind::Crashed { .. })
+            && failure.reason == "RENDER_CRASHED"
+            && failure.message.contains(&format!(
+                "longer than {} bytes",
+                sandbox::lines::MAX_WORKER_LINE_BYTES
+            )),
+        "{failure:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "killed only after {:?}",
+        started.elapsed()
+    );
+    // Other tests run in this process at the same time: a wide margin, far below what an
+    // unbounded line would take.
+    assert!(growth < 256 << 20, "the parent grew by {growth} bytes");
+    assert!(
+        processes_with(marker).is_empty(),
+        "left running: {:?}",
+        processes_with(marker)
+    );
+}
+
+/// Every probe the self-test must have run, so that a probe silently dropped fails here.
+const REQUIRED_PROBES: &[&str] = &[
+    "read LOTTIE_RENDER_REDIS_URL or any variable outside the allow-list",
+    "use a descriptor above stderr inherited from the parent",
+    "oom_score_adj is 1000",
+    "RLIMIT_NPROC is 4096",
+    "connect to 127.0.0.1:6379 (Redis) over TCP",
+    "open a UDP socket",
+    "open a unix socket",
+    "read /etc/passwd",
+    "read a file beside the template that the policy does not name",
+    "list the job's directory",
+    "create a file in /tmp",
+    "create a file beside the output",
+    "open /dev/ptmx",
+    "make its output world-writable (chmod)",
+    "read its template",
+    "write its output",
+    "fork",
+    "raise its address-space limit",
+    "spawn /bin/true",
+    "start a thread (rendering needs them)",
+    "signal its parent",
+    "exec /bin/true",
+    "the output file holds what the worker wrote (seen by the parent)",
+    "leave a new file in the job's directory (seen by the parent)",
+];
+
+#[test]
+fn the_worker_self_test_is_refused_everything_forbidden_and_still_does_its_job() {
+    // A secret in the server's environment, as a deployment with a Redis password has it.
+    std::env::set_var(
+        "LOTTIE_RENDER_REDIS_URL",
+        "redis://:hunter2-secret@127.0.0.1:6379",
+    );
+    let started = Instant::now();
+    let report = sandbox::self_test(&crate::helpers::executable()).unwrap();
+    println!("the sandbox self-test took {:?}", started.elapsed());
+    let names: Vec<&str> = report
+        .probes
+        .iter()
+        .map(|probe| probe.name.as_str())
+        .collect();
+    for required in REQUIRED_PROBES {
+        assert!(names.contains(required), "probe missing: {required}");
+    }
+    let failures: Vec<String> = report
+        .failures()
+        .iter()
+        .map(|probe| format!("{} ({:?}): {}", probe.name, probe.expected, probe.observed))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(
+        report.confinement,
+        Some(Confinement {
+            landlock: LandlockState::Full,
+            seccomp: true
+        }),
+        "{:?}",
+        report.confine_error
+    );
+    let mut environment = report.environment.clone();
+    environment.sort();
+    assert_eq!(environment, ["LANG", "LC_ALL", "MALLOC_ARENA_MAX", "PATH"]);
+    let off: Vec<&str> = report
+        .protections()
+        .into_iter()
+        .filter(|(_, in_force)| !in_force)
+        .map(|(mechanism, _)| mechanism)
+        .collect();
+    assert!(off.is_empty(), "not in force: {off:?}");
 }

@@ -1,0 +1,125 @@
+//! Starting a worker process, the parent's half of the sandbox: an allow-listed environment,
+//! no inherited descriptors beyond the three pipes, resource limits, its own process group,
+//! death with its parent and the OOM killer's first pick (the pre-exec part is in
+//! [`crate::os`]); and the watchdog that kills the group at its deadline or on cancel. Every
+//! worker kind starts through [`worker_command`], so they all get the same fence.
+
+use crate::os::{self, ResourceLimits};
+use crate::sandbox::CancelToken;
+use std::ffi::OsStr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The whole environment of a worker, by name and value; nothing of the parent's environment
+/// is passed on (it may hold credentials such as `LOTTIE_RENDER_REDIS_URL` with a password).
+/// - `PATH`: a fixed system path; a worker runs no programs, but libraries may look.
+/// - `MALLOC_ARENA_MAX`: glibc reserves 64 MiB of address space per malloc arena and thread;
+///   two arenas keep the address-space limit about memory actually used.
+/// - `LANG`, `LC_ALL`: a UTF-8 locale that needs no locale files.
+pub const WORKER_ENVIRONMENT: &[(&str, &str)] = &[
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("MALLOC_ARENA_MAX", "2"),
+    ("LANG", "C.UTF-8"),
+    ("LC_ALL", "C.UTF-8"),
+];
+/// Processes and threads a worker's user may have (RLIMIT_NPROC). The kernel counts every
+/// thread of the user, the server's and other workers' included, so this is a backstop
+/// against a runaway fork loop rather than a tight budget; the seccomp filter is what
+/// refuses new processes (and root is exempt from this limit anyway).
+pub const WORKER_MAX_PROCESSES: u64 = 4096;
+/// File descriptors a worker may hold (it needs a handful: pipes, template, output).
+pub const WORKER_OPEN_FILES: u64 = 256;
+/// Largest output file a worker may write.
+pub const MAX_OUTPUT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// How often the watchdog checks for its deadline and for cancellation.
+const WATCHDOG_TICK: Duration = Duration::from_millis(20);
+
+/// Resource limits of a worker with `memory_bytes` of address space and a wall-clock
+/// `deadline`.
+pub fn worker_limits(memory_bytes: u64, deadline: Duration) -> ResourceLimits {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
+    ResourceLimits {
+        address_space_bytes: memory_bytes,
+        // All cores busy for the whole deadline, plus a little: the wall-clock deadline
+        // normally fires first; this catches a worker that escapes it.
+        cpu_seconds: deadline.as_secs().saturating_add(1) * cores + 5,
+        file_size_bytes: MAX_OUTPUT_BYTES,
+        open_files: WORKER_OPEN_FILES,
+        processes: WORKER_MAX_PROCESSES,
+    }
+}
+
+/// A command running `executable` with `args` as a sandboxed worker: stdin, stdout and stderr
+/// piped, the [`WORKER_ENVIRONMENT`] only, `limits`, its own process group (so
+/// [`os::kill_process_group`] with its pid ends it and anything it started), SIGKILL when the
+/// parent dies, `oom_score_adj` [`os::WORKER_OOM_SCORE_ADJ`] and no inherited descriptor
+/// beyond the pipes. The worker itself then confines what it may open and call
+/// ([`crate::sandbox::confine`]) before it touches caller data.
+pub fn worker_command<I, S>(executable: &Path, args: I, limits: ResourceLimits) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut command = Command::new(executable);
+    command
+        .args(args)
+        .env_clear()
+        .envs(WORKER_ENVIRONMENT.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    os::apply_in_child(&mut command, limits);
+    command
+}
+
+/// Kills a worker's process group when its deadline passes or it is cancelled, from a thread
+/// of its own, until [`Watchdog::finish`].
+pub struct Watchdog {
+    finished: Arc<AtomicBool>,
+    timed_out: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Watchdog {
+    pub fn start(process_group: u32, deadline: Duration, cancel: &CancelToken) -> Watchdog {
+        let finished = Arc::new(AtomicBool::new(false));
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (finished, timed_out, cancel) =
+                (finished.clone(), timed_out.clone(), cancel.clone());
+            let deadline = Instant::now() + deadline;
+            std::thread::spawn(move || {
+                while !finished.load(Ordering::SeqCst) {
+                    if Instant::now() >= deadline {
+                        timed_out.store(true, Ordering::SeqCst);
+                        os::kill_process_group(process_group);
+                        return;
+                    }
+                    if cancel.is_cancelled() {
+                        os::kill_process_group(process_group);
+                        return;
+                    }
+                    std::thread::sleep(WATCHDOG_TICK);
+                }
+            })
+        };
+        Watchdog {
+            finished,
+            timed_out,
+            thread,
+        }
+    }
+
+    /// Stops watching; true when the deadline had passed and the group was killed for it.
+    pub fn finish(self) -> bool {
+        self.finished.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+        self.timed_out.load(Ordering::SeqCst)
+    }
+}
