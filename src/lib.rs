@@ -6,8 +6,9 @@
 //! - [`spec`]: what a render asks for, as valid-by-construction domain types.
 //! - [`render`]: rlottie frames rendered in parallel, pixel conversion, the frame pipeline.
 //! - [`encode`]: the encoder interface; GIF (gifski), MP4 (H.264) and WebM (VP9, alpha).
-//! - [`sandbox`]: one render in a `worker` child process with resource limits, a deadline
-//!   and classified outcomes; the worker protocol.
+//! - [`sandbox`]: one render in a sandboxed `worker` child process (allow-listed
+//!   environment, rlimits, Landlock, seccomp), with a deadline, classified outcomes and a
+//!   self-test; the worker protocol.
 //! - [`analysis`]: a new template's report built in an `analyze` child process under CPU,
 //!   memory and wall-clock budgets, from a small pool of its own; the analysis protocol.
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
@@ -16,15 +17,16 @@
 //!   stores).
 //! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
 //!   the scheduler that runs them in worker processes.
-//! - [`middleware`]: tower layers of the server (request metrics, catch-panic, load shedding).
+//! - [`middleware`]: tower layers of the server (request metrics, catch-panic, request body
+//!   deadline and budget, load shedding, request size, stream limit).
 //! - [`metrics`]: Prometheus metrics and their HTTP endpoint.
 //! - [`storage`]: templates and outputs on disk (object storage later).
 //! - [`redis_client`]: the Redis connection shared by the key store and shared job records.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
 //!   and its settings.
-//! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `bench`, and the
-//!   client verbs `template`, `submit`, `job`).
+//! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
+//!   benches, and the client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up.
 
 pub mod analysis;

@@ -195,18 +195,7 @@ impl TestApp {
 
     /// The Prometheus text of the metrics endpoint.
     pub async fn metrics_text(&self) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(self.metrics_address)
-            .await
-            .unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.unwrap();
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-        response
+        metrics_text(self.metrics_address).await
     }
 
     /// The value of one sample (`name{labels}` exactly as exposed), 0 when absent.
@@ -234,6 +223,20 @@ impl TestApp {
             server.await.unwrap();
         }
     }
+}
+
+/// The Prometheus text served at `address` (`GET /metrics`).
+pub async fn metrics_text(address: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
 }
 
 pub fn corpus_path(name: &str) -> PathBuf {

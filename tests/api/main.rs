@@ -5,6 +5,7 @@ mod connections;
 mod errors;
 mod helpers;
 mod hostile_assets;
+mod hostile_sandbox;
 mod hostile_templates;
 mod idempotency;
 mod panic;

@@ -33,8 +33,18 @@ impl ServerProcess {
 
     /// As [`ServerProcess::start`], with extra environment variables for the server.
     pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> ServerProcess {
+        ServerProcess::start_with_worker(super::helpers::own_worker_executable, extra_args, env)
+    }
+
+    /// As [`ServerProcess::start_with_env`], with the worker executable that `worker` makes in
+    /// the server's temporary directory (a stand-in script, say).
+    pub fn start_with_worker(
+        worker: impl FnOnce(&std::path::Path) -> PathBuf,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServerProcess {
         let data_dir = tempfile::tempdir().unwrap();
-        let worker_executable = super::helpers::own_worker_executable(data_dir.path());
+        let worker_executable = worker(data_dir.path());
         let mut command = Command::new(env!("CARGO_BIN_EXE_lottie-render"));
         command
             .arg("serve")
@@ -121,6 +131,11 @@ impl ServerProcess {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
+    }
+
+    /// The Prometheus text of the server's metrics endpoint.
+    pub async fn metrics_text(&self) -> String {
+        super::helpers::metrics_text(self.metrics_address).await
     }
 
     /// Every line the server logged so far.
