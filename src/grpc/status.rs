@@ -19,6 +19,16 @@ pub const ERROR_DOMAIN: &str = "lottie-render";
 pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 /// HTTP-style retry delay in whole seconds, for callers and proxies that read it.
 pub const RETRY_AFTER_HEADER: &str = "retry-after";
+/// Longest status message, bytes. A status travels in the trailers (`grpc-message`, and again
+/// inside `grpc-status-details-bin`, base64), and stock clients cap the whole header list
+/// (grpc-java at 8 KiB, h2/hyper at 16 KiB): a longer answer (say, a parent cycle through
+/// 5,000 layers) would reach the caller as a connection error instead of its classified status.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 512;
+/// Bytes of field violations (paths and descriptions) one status carries; the rest are
+/// counted in a last violation, so the trailers stay under the 8 KiB clients accept.
+pub const MAX_VIOLATION_BYTES: usize = 4096;
+/// Longest field path or description of one violation, bytes.
+pub const MAX_VIOLATION_PART_BYTES: usize = 256;
 
 impl From<ServiceError> for Status {
     fn from(error: ServiceError) -> Status {
@@ -33,9 +43,23 @@ impl From<ServiceError> for Status {
         };
         let mut details = ErrorDetails::new();
         details.set_error_info(error.reason, ERROR_DOMAIN, HashMap::new());
-        for violation in &error.violations {
-            details
-                .add_bad_request_violation(violation.field.clone(), violation.description.clone());
+        let mut budget = MAX_VIOLATION_BYTES;
+        for (shown, violation) in error.violations.iter().enumerate() {
+            let field = truncated(&violation.field, MAX_VIOLATION_PART_BYTES);
+            let description = truncated(&violation.description, MAX_VIOLATION_PART_BYTES);
+            let size = field.len() + description.len();
+            if size > budget {
+                details.add_bad_request_violation(
+                    "",
+                    format!(
+                        "{} more violations not shown",
+                        error.violations.len() - shown
+                    ),
+                );
+                break;
+            }
+            budget -= size;
+            details.add_bad_request_violation(field, description);
         }
         let retry_after = error
             .retry_after
@@ -43,7 +67,8 @@ impl From<ServiceError> for Status {
         if let Some(delay) = retry_after {
             details.set_retry_info(Some(delay));
         }
-        let mut status = Status::with_error_details(code, error.message, details);
+        let message = truncated(&error.message, MAX_STATUS_MESSAGE_BYTES);
+        let mut status = Status::with_error_details(code, message, details);
         let metadata = status.metadata_mut();
         match (error.code.class(), retry_after) {
             (Some(ErrorClass::Deterministic), _) => {
@@ -60,6 +85,19 @@ impl From<ServiceError> for Status {
         }
         status
     }
+}
+
+/// `text` cut to at most `limit` bytes at a character boundary, marked with "…" when cut.
+fn truncated(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let ellipsis = "…";
+    let mut end = limit.saturating_sub(ellipsis.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &text[..end])
 }
 
 #[cfg(test)]
@@ -153,5 +191,45 @@ mod tests {
             status.get_error_details().error_info().unwrap().reason,
             "INTERNAL"
         );
+    }
+
+    #[test]
+    fn a_huge_error_is_cut_to_fit_the_trailers_stock_clients_accept() {
+        let violations = (0..1000)
+            .map(|index| FieldViolation {
+                field: format!("modifications.texts[\"slot-{index}\"]"),
+                description: "é".repeat(400),
+            })
+            .collect();
+        let status = Status::from(ServiceError::invalid_argument(
+            "REQUEST_INVALID",
+            "ü".repeat(100_000),
+            violations,
+        ));
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES);
+        assert!(status.message().ends_with('…'));
+        let encoded = status.into_http::<tonic::body::Body>();
+        let trailer_bytes: usize = encoded
+            .headers()
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len())
+            .sum();
+        assert!(
+            trailer_bytes < 8 * 1024,
+            "{trailer_bytes} bytes of trailers"
+        );
+        let status = Status::from_header_map(encoded.headers()).unwrap();
+        let violations = status
+            .get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations
+            .clone();
+        let last = violations.last().unwrap();
+        assert!(
+            last.description.ends_with("more violations not shown"),
+            "{last:?}"
+        );
+        assert!(violations.len() > 5 && violations.len() < 1000);
     }
 }

@@ -435,3 +435,44 @@ async fn a_template_over_the_analysis_memory_budget_is_too_complex() {
     assert!(status.message().contains("memory budget"), "{status:?}");
     assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
+
+/// `count` null layers in one parent chain (`ring`: the first's parent is the last, a cycle
+/// through every layer).
+fn parent_chain(count: u32, ring: bool) -> Vec<u8> {
+    let layers: Vec<Value> = (1..=count)
+        .map(|index| {
+            let parent = if index > 1 {
+                Some(index - 1)
+            } else if ring {
+                Some(count)
+            } else {
+                None
+            };
+            let mut layer = json!({"ddd": 0, "ind": index, "ty": 3, "ip": 0, "op": 30, "st": 0,
+                "sr": 1, "ks": {"o": {"a": 0, "k": 100}, "p": {"a": 0, "k": [0, 0, 0]}}});
+            if let Some(parent) = parent {
+                layer["parent"] = json!(parent);
+            }
+            layer
+        })
+        .collect();
+    serde_json::to_vec(
+        &json!({"v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+        "layers": layers}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_parent_chain_through_every_layer_is_fenced_in_linear_time_in_the_server() {
+    let server = start_server(&[]);
+    // 5,000 layers is the fence's limit; the old check was cubic in the layer count.
+    let chain = attack(&server, "parent chain", parent_chain(5000, false)).await;
+    assert_within_server_budgets(&chain, "parent chain");
+    assert!(chain.answer.is_ok(), "{:?}", chain.answer);
+    let ring = attack(&server, "parent ring", parent_chain(5000, true)).await;
+    assert_within_server_budgets(&ring, "parent ring");
+    let status = ring.answer.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("parent cycle"), "{status:?}");
+}
