@@ -22,7 +22,7 @@ use tonic_types::StatusExt;
 #[derive(Debug, clap::Args)]
 pub struct BenchHostileArgs {
     /// A running server to attack; when unset, this executable's `serve` is started for the
-    /// run with `--workers 1 --queue-capacity 2` and its own data directory.
+    /// run with its own data directory and [`STARTED_SERVER_FLAGS`].
     #[arg(long)]
     pub server: Option<SocketAddr>,
     /// The process id of `--server`, to read its peak RSS from /proc (same machine only).
@@ -33,6 +33,21 @@ pub struct BenchHostileArgs {
     pub only: Option<String>,
 }
 
+/// Flags of the server the bench starts: one worker and a short queue so the fan-out case
+/// shows the bound at small numbers, a 2 s body deadline and 64 watchers so the slow-body
+/// and watcher cases finish quickly (the defaults are 30 s and 1,024).
+const STARTED_SERVER_FLAGS: [&str; 8] = [
+    "--workers",
+    "1",
+    "--queue-capacity",
+    "2",
+    "--request-body-timeout-ms",
+    "2000",
+    "--max-watchers",
+    "64",
+];
+/// Watch streams the watcher case opens (the started server allows 64).
+const WATCH_STREAMS: usize = 80;
 /// How long the started server may take to log that it serves.
 const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long one case may take before it is reported as hanging.
@@ -79,8 +94,9 @@ impl Drop for StartedServer {
 fn start_server() -> anyhow::Result<(StartedServer, SocketAddr)> {
     let data_dir = tempfile::tempdir()?;
     let mut child = Command::new(std::env::current_exe()?)
-        .args(["serve", "--listen", "127.0.0.1:0", "--workers", "1"])
-        .args(["--queue-capacity", "2", "--data-dir"])
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(STARTED_SERVER_FLAGS)
+        .arg("--data-dir")
         .arg(data_dir.path())
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
@@ -177,9 +193,14 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
         }
     };
     println!(
-        "hostile set against {} ({} cores)",
+        "hostile set against {} ({} cores){}",
         target.address,
-        std::thread::available_parallelism().map_or(1, usize::from)
+        std::thread::available_parallelism().map_or(1, usize::from),
+        if args.server.is_none() {
+            format!(", started with {}", STARTED_SERVER_FLAGS.join(" "))
+        } else {
+            String::new()
+        }
     );
     println!("| case | expected | answer | ms | bystander worst ms | server peak RSS MiB |");
     println!("|---|---|---|---|---|---|");
@@ -325,6 +346,16 @@ fn cases() -> Vec<Case> {
             name: "512-streams-without-body",
             expected: "bystander served",
             attack: |target| Box::pin(streams_without_body(target)),
+        },
+        Case {
+            name: "headers-then-silence",
+            expected: "REQUEST_BODY_TIMEOUT at the body deadline",
+            attack: |target| Box::pin(headers_then_silence(target)),
+        },
+        Case {
+            name: "80-health-watches",
+            expected: "TOO_MANY_WATCHERS beyond the cap",
+            attack: |target| Box::pin(many_watches(target)),
         },
         Case {
             name: "60-identical-submissions-new-keys",
@@ -550,6 +581,70 @@ async fn streams_without_body(target: &Target) -> anyhow::Result<String> {
         outcome(&answer),
         waited.as_secs_f64() * 1e3
     ))
+}
+
+/// One call whose headers arrive and whose body never does; answers what the server said.
+async fn headers_then_silence(target: &Target) -> anyhow::Result<String> {
+    let tcp = tokio::net::TcpStream::connect(target.address).await?;
+    let (client, connection) = h2::client::handshake(tcp).await?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await?;
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!(
+            "http://{}/lottie.render.v1.TemplateService/ListTemplates",
+            target.address
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())?;
+    let (response, _body_sender) = client.send_request(request, false)?;
+    let started = Instant::now();
+    let response = response.await?;
+    // A refusal comes as trailers-only headers; a served call would need a body first.
+    let status = Status::from_header_map(response.headers());
+    let answer = match status {
+        Some(status) => outcome::<()>(&Err(status)),
+        None => format!("HTTP {}", response.status()),
+    };
+    driver.abort();
+    Ok(format!(
+        "{answer} after {:.1} s",
+        started.elapsed().as_secs_f64()
+    ))
+}
+
+/// Opens [`WATCH_STREAMS`] health Watch streams over four connections and holds them; counts
+/// the answers.
+async fn many_watches(target: &Target) -> anyhow::Result<String> {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let mut channels = Vec::new();
+    for _ in 0..4 {
+        channels.push(target.channel().await?);
+    }
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    let mut held = Vec::new();
+    for index in 0..WATCH_STREAMS {
+        let mut health = HealthClient::new(channels[index % channels.len()].clone());
+        let answer = health
+            .watch(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await;
+        *counts.entry(outcome(&answer)).or_default() += 1;
+        if let Ok(stream) = answer {
+            held.push(stream.into_inner());
+        }
+    }
+    drop(held);
+    Ok(counts
+        .iter()
+        .map(|(answer, count)| format!("{count}× {answer}"))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 /// Registers a template that renders for a few seconds, then sends
