@@ -80,6 +80,24 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Runs a benchmark's future on a fresh runtime: exit 0, or 1 with the error on stderr.
+fn run_bench(bench: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(bench) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Exit codes of the subcommands for people: the worker's, so scripts can tell a bad
 /// input (65) from a failure worth retrying (75) or a crash (70).
 pub mod exit {

@@ -62,20 +62,7 @@ const IDENTICAL_SUBMISSIONS: usize = 60;
 const STOCK_CLIENT_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
 
 pub fn run(args: BenchHostileArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench(&args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::run_bench(bench(&args))
 }
 
 /// A server started for the run, killed when the run ends.
