@@ -3,6 +3,7 @@
 
 mod cli;
 mod corpus;
+mod fuzz_findings;
 mod helpers;
 mod malformed;
 mod pixels;
