@@ -1,6 +1,7 @@
 //! Request conversion: arbitrary bytes as the body of a RenderRequest and of a
 //! CreateTemplateRequest, through the server's strict decoder and into domain types, as the
-//! gRPC handlers do before anything else runs.
+//! gRPC handlers do before anything else runs; and as the other caller-written strings the
+//! server reads (the `idempotency-key` metadata, template and job ids).
 //!
 //! Promises checked beyond "no panic": an undecodable or unknown-field body is
 //! INVALID_ARGUMENT (never INTERNAL: prost and the descriptor-driven decoder must agree on
@@ -13,10 +14,12 @@ use libfuzzer_sys::fuzz_target;
 use lottie_render::error::{ServiceError, ServiceErrorCode};
 use lottie_render::grpc::codec::decode_strictly;
 use lottie_render::grpc::convert::{
-    RenderSubmission, MAX_MODIFICATIONS_PER_MAP, MAX_SLOT_ID_CHARS, MAX_TEXT_CHARS,
+    parse_id, RenderSubmission, MAX_MODIFICATIONS_PER_MAP, MAX_SLOT_ID_CHARS, MAX_TEXT_CHARS,
 };
 use lottie_render::grpc::proto;
 use lottie_render::grpc::templates::validate_create;
+use lottie_render::idempotency::key::MAX_IDEMPOTENCY_KEY_LEN;
+use lottie_render::idempotency::IdempotencyKey;
 
 /// An error may quote the caller's bytes (escaped, so up to 10 characters per byte for
 /// `\u{10ffff}`-style escapes) plus a fixed text per violation.
@@ -110,7 +113,30 @@ fn create_template_request(data: &[u8]) {
     assert!(size <= 16 * data.len() + 4096, "violations of {size} bytes");
 }
 
+fn metadata_and_ids(data: &[u8]) {
+    match IdempotencyKey::from_header(Some(data)) {
+        Ok(key) => {
+            assert!((1..=MAX_IDEMPOTENCY_KEY_LEN).contains(&key.as_str().len()));
+            assert!(key.as_str().bytes().all(|byte| byte.is_ascii_graphic()));
+        }
+        Err(error) => {
+            assert_eq!(error.code, ServiceErrorCode::InvalidArgument);
+            assert_error_bounded(&error, data.len());
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        match parse_id("job_id", text) {
+            Ok(id) => assert_eq!(id.hyphenated().to_string(), text.to_ascii_lowercase()),
+            Err(error) => {
+                assert_eq!(error.code, ServiceErrorCode::InvalidArgument);
+                assert_error_bounded(&error, data.len());
+            }
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     render_request(data);
     create_template_request(data);
+    metadata_and_ids(data);
 });
