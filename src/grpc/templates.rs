@@ -190,7 +190,7 @@ pub(crate) fn storage_error(error: StorageError) -> ServiceError {
 }
 
 /// Every problem with a CreateTemplateRequest, the template's own included.
-fn validate_create(
+pub fn validate_create(
     request: &proto::CreateTemplateRequest,
 ) -> (Vec<FieldViolation>, Option<Template>) {
     let mut violations = Vec::new();

@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// Longest font family a text slot reports, characters: the limit on an uploaded font's
+/// family (`grpc::templates::MAX_TEMPLATE_NAME_CHARS`), so no longer name could match one
+/// anyway. Every text slot set in a font repeats its family: unbounded, one long family in
+/// the font list and many text layers made a report far larger than the template (caught
+/// by the `slots` fuzz target's report budget: 16 KB of template, 500 KB of report).
+pub const MAX_FONT_FAMILY_CHARS: usize = 128;
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ColorSlot {
     pub id: String,
@@ -162,10 +169,12 @@ fn discover_text(
         .and_then(|s| s.get("f"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let font_family = font_families
+    let font_family: String = font_families
         .get(font_name)
-        .cloned()
-        .unwrap_or_else(|| font_name.to_owned());
+        .map_or(font_name, String::as_str)
+        .chars()
+        .take(MAX_FONT_FAMILY_CHARS)
+        .collect();
     let slot = texts.entry(id.to_owned()).or_insert_with(|| TextSlot {
         id: id.to_owned(),
         default_text,
@@ -194,4 +203,48 @@ fn font_families(json: &Value) -> BTreeMap<String, String> {
 /// The property a root `slots` entry provides for `sid`.
 pub fn slot_property<'a>(root_slots: Option<&'a Value>, sid: &str) -> Option<&'a Value> {
     root_slots?.get(sid)?.get("p")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_long_font_family_shared_by_many_text_layers_keeps_the_report_small() {
+        // Caught by the `slots` fuzz target's report budget: every text slot repeated the
+        // whole family name, so 50 layers made a 500 KB report out of a 16 KB template.
+        let family = "F".repeat(10_000);
+        let layers: Vec<Value> = (0..50)
+            .map(|index| {
+                json!({"ty": 5, "nm": format!("t{index}"),
+                    "t": {"d": {"k": [{"s": {"t": "x", "f": "A", "s": 10}, "t": 0}]}}})
+            })
+            .collect();
+        let template = json!({"fonts": {"list": [{"fName": "A", "fFamily": family}]},
+            "layers": layers});
+        let found = discover(&template);
+        assert_eq!(found.texts.len(), 50);
+        for slot in &found.texts {
+            assert_eq!(slot.font_family, "F".repeat(MAX_FONT_FAMILY_CHARS));
+        }
+        let report_bytes = serde_json::to_vec(&found).unwrap().len();
+        let template_bytes = template.to_string().len();
+        assert!(
+            report_bytes < template_bytes,
+            "{report_bytes} bytes of report for {template_bytes} bytes of template"
+        );
+    }
+
+    #[test]
+    fn a_text_slot_reports_its_family_from_the_font_list_else_the_font_name() {
+        let template = json!({"fonts": {"list": [{"fName": "Sans-Bold", "fFamily": "Sans"}]},
+        "layers": [
+            {"ty": 5, "nm": "listed", "t": {"d": {"k": [{"s": {"t": "a", "f": "Sans-Bold"}, "t": 0}]}}},
+            {"ty": 5, "nm": "unlisted", "t": {"d": {"k": [{"s": {"t": "b", "f": "Serif"}, "t": 0}]}}}
+        ]});
+        let found = discover(&template);
+        assert_eq!(found.text("listed").unwrap().font_family, "Sans");
+        assert_eq!(found.text("unlisted").unwrap().font_family, "Serif");
+    }
 }

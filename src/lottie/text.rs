@@ -70,6 +70,34 @@ pub struct TextReport {
     pub warnings: Vec<String>,
 }
 
+/// Characters no font has named in one warning; the rest are counted. One warning per
+/// document, not per character, so a long text in a script no font covers (found by the
+/// `prepare` fuzz target: 300 CJK characters in an 11 KB template drew 3 MB of warnings)
+/// draws one line.
+const MAX_MISSING_CHARACTERS_NAMED: usize = 16;
+
+/// The warning for a document whose `missing` characters no font has.
+fn missing_characters_warning(name: &str, missing: &[char]) -> String {
+    let mut distinct: Vec<char> = missing.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let named: Vec<String> = distinct
+        .iter()
+        .take(MAX_MISSING_CHARACTERS_NAMED)
+        .map(|character| format!("U+{:04X}", u32::from(*character)))
+        .collect();
+    let more = distinct.len().saturating_sub(MAX_MISSING_CHARACTERS_NAMED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "text layer '{name}': characters {}{more} are in no available font; they are drawn as the font's .notdef",
+        named.join(", ")
+    )
+}
+
 /// Text warnings, distinct and sorted, at most [`MAX_TEXT_WARNINGS`] of them.
 #[derive(Default)]
 struct TextWarnings {
@@ -502,11 +530,8 @@ fn convert_layer(
         if let Some(warning) = chosen.fallback_warning {
             warnings.insert(warning);
         }
-        for missing in &laid_out.missing {
-            warnings.insert(format!(
-                "text layer '{name}': character U+{:04X} is in no available font; it is drawn as the font's .notdef",
-                u32::from(*missing)
-            ));
+        if !laid_out.missing.is_empty() {
+            warnings.insert(missing_characters_warning(&name, &laid_out.missing));
         }
         if laid_out.overflows {
             warnings.insert(format!(

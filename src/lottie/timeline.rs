@@ -30,7 +30,9 @@ pub fn retime(json: &mut Value, fps: u32) -> Timeline {
         .unwrap_or(f64::from(fps));
     let ip = json.get("ip").and_then(Value::as_f64).unwrap_or(0.0);
     let op = json.get("op").and_then(Value::as_f64).unwrap_or(ip + 1.0);
-    let factor = f64::from(fps) / template_fps;
+    // Finite even for a frame rate of 5e-324 fps, which the fence lets through (it only asks
+    // for more than zero).
+    let factor = (f64::from(fps) / template_fps).min(f64::MAX);
     let frames = frame_count((op - ip) / template_fps, fps);
     if let Some(root) = json.as_object_mut() {
         root.insert("fr".to_owned(), Value::from(fps));
@@ -50,9 +52,15 @@ pub fn retime(json: &mut Value, fps: u32) -> Timeline {
     }
 }
 
+/// Scales one time. A product beyond the largest float is clamped to it: serde_json writes
+/// infinity as `null`, which rlottie refuses (caught by the `prepare` fuzz target's check: a
+/// keyframe at 1.7e308 of a 24 fps template rendered at 30 fps). A time that large lies past
+/// any timeline either way.
 fn scale_field(object: &mut serde_json::Map<String, Value>, key: &str, factor: f64) {
     if let Some(value) = object.get(key).and_then(Value::as_f64) {
-        object.insert(key.to_owned(), Value::from(value * factor));
+        // Both finite, so the product is never NaN.
+        let scaled = (value * factor).clamp(-f64::MAX, f64::MAX);
+        object.insert(key.to_owned(), Value::from(scaled));
     }
 }
 
@@ -121,6 +129,25 @@ mod tests {
             Some(&json!(1)),
             "integers untouched"
         );
+    }
+
+    #[test]
+    fn times_that_would_overflow_when_scaled_stay_numbers() {
+        // Caught by the `prepare` fuzz target: 1.7e308 × 30/24 is infinite, written as null.
+        let mut json = json!({"fr": 24, "ip": 0, "op": 48, "w": 10, "h": 10,
+            "layers": [{"ty": 4, "ip": 0, "op": 48, "st": -1.7e308,
+                "ks": {"o": {"a": 1, "k": [{"t": 0, "s": [0]}, {"t": 1.7e308, "s": [100]}]}}}]});
+        retime(&mut json, 30);
+        assert_eq!(json.pointer("/layers/0/ks/o/k/1/t"), Some(&json!(f64::MAX)));
+        assert_eq!(json.pointer("/layers/0/st"), Some(&json!(-f64::MAX)));
+
+        // A frame rate of 5e-324 makes the factor itself infinite; times stay finite too.
+        let mut json = json!({"fr": 5e-324, "ip": 0, "op": 5e-324, "w": 10, "h": 10,
+            "layers": [{"ty": 4, "ip": 0, "op": 5e-324, "st": 0,
+                "ks": {"o": {"a": 1, "k": [{"t": 0, "s": [0]}, {"t": 5e-324, "s": [100]}]}}}]});
+        let timeline = retime(&mut json, 60);
+        assert_eq!(timeline.frame_count, 60);
+        assert!(!json.to_string().contains("null"), "{json}");
     }
 
     #[test]
