@@ -11,6 +11,7 @@
 //! callers see only [`TemplateStore`] and [`OutputStore`].
 
 pub mod index;
+pub mod record_cache;
 pub mod summary;
 
 use crate::lottie::report::InspectReport;
@@ -22,6 +23,7 @@ pub use index::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use summary::TemplateSummary;
 use uuid::Uuid;
@@ -87,6 +89,7 @@ pub struct TemplateStore {
     root: PathBuf,
     data_dir: PathBuf,
     limits: StorageLimits,
+    records: record_cache::RecordCache,
 }
 
 impl TemplateStore {
@@ -99,6 +102,7 @@ impl TemplateStore {
             root,
             data_dir: data_dir.to_path_buf(),
             limits: StorageLimits::default(),
+            records: Default::default(),
         };
         store.complete_index()?;
         Ok(store)
@@ -188,6 +192,26 @@ impl TemplateStore {
             _ => StorageError::Io(error),
         })?;
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
+    }
+
+    /// The template's record, shared: parsed once and kept ([`record_cache`]); each call
+    /// still checks the record exists, so a deleted template is NOT_FOUND at once.
+    pub fn cached_record(&self, id: Uuid) -> Result<Arc<TemplateRecord>, StorageError> {
+        let path = self.dir(id).join("record.json");
+        let size = match std::fs::metadata(&path) {
+            Ok(metadata) => metadata.len(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                self.records.remove(id);
+                return Err(StorageError::NotFound(id));
+            }
+            Err(error) => return Err(StorageError::Io(error)),
+        };
+        if let Some(record) = self.records.get(id) {
+            return Ok(record);
+        }
+        let record = Arc::new(self.record(id)?);
+        self.records.insert(id, record.clone(), size);
+        Ok(record)
     }
 
     /// The bounded view of a template (what Get and List answer). A template stored by an
@@ -375,6 +399,57 @@ mod tests {
                 std::ffi::OsString::from(second.id.to_string())
             ]
         );
+    }
+
+    #[test]
+    fn a_record_is_parsed_once_for_admission_and_a_deleted_one_is_not_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path()).unwrap();
+        // Another instance on the same data directory: its own cache.
+        let other = TemplateStore::open(dir.path()).unwrap();
+        let created = tiny_template(&store, "cached").unwrap();
+        let first = store.cached_record(created.id).unwrap();
+        let again = store.cached_record(created.id).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the second read is the kept record"
+        );
+        assert_eq!(*first, created);
+        other.delete(created.id).unwrap();
+        assert!(matches!(
+            store.cached_record(created.id),
+            Err(StorageError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn the_record_cache_keeps_at_most_its_count_and_bytes() {
+        use record_cache::{RecordCache, MAX_CACHED_RECORDS, MAX_CACHED_RECORD_BYTES};
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path()).unwrap();
+        let record = Arc::new(tiny_template(&store, "one").unwrap());
+        let cache = RecordCache::default();
+        let ids: Vec<Uuid> = (0..MAX_CACHED_RECORDS + 10)
+            .map(|_| Uuid::new_v4())
+            .collect();
+        for id in &ids {
+            cache.insert(*id, record.clone(), 1);
+        }
+        assert!(cache.get(ids[0]).is_none(), "the oldest went first");
+        assert!(cache.get(ids[ids.len() - 1]).is_some());
+        let kept = ids.iter().filter(|id| cache.get(**id).is_some()).count();
+        assert_eq!(kept, MAX_CACHED_RECORDS);
+        let big = Uuid::new_v4();
+        cache.insert(big, record.clone(), MAX_CACHED_RECORD_BYTES);
+        assert!(cache.get(big).is_some());
+        assert_eq!(
+            ids.iter().filter(|id| cache.get(**id).is_some()).count(),
+            0,
+            "a record of the whole budget leaves room for nothing else"
+        );
+        let too_big = Uuid::new_v4();
+        cache.insert(too_big, record, MAX_CACHED_RECORD_BYTES + 1);
+        assert!(cache.get(too_big).is_none());
     }
 
     fn tiny_template(store: &TemplateStore, name: &str) -> Result<TemplateRecord, StorageError> {

@@ -146,7 +146,7 @@ fn admit(
     limits: JobLimits,
 ) -> Result<(Job, RenderWork), ServiceError> {
     let template_id = submission.template_id;
-    let record = match templates.record(template_id) {
+    let record = match templates.cached_record(template_id) {
         Ok(record) => record,
         // Well-formed but unknown: the request is wrong (DESIGN.md), not a missing resource.
         Err(StorageError::NotFound(_)) => {

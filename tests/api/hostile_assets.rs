@@ -464,6 +464,71 @@ async fn listing_costs_the_server_no_more_cpu_when_stored_templates_are_large() 
 }
 
 #[tokio::test]
+async fn submissions_naming_a_template_with_a_huge_record_cost_the_server_one_parse() {
+    use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
+    /// Submissions in flight at once, over as many connections as the per-connection share
+    /// needs.
+    const CONCURRENT: usize = 64;
+    const CONNECTIONS: usize = 4;
+    /// What the burst may add to the server's peak RSS: one parsed record (~7 MB) and
+    /// buffers; parsing the record per submission held ~14 MB per call in flight.
+    const RSS_BUDGET_BYTES: u64 = 96 * 1024 * 1024;
+    let server = ServerProcess::start(&[]);
+    let created = TemplateServiceClient::new(server.channel().await)
+        .create_template(create_request(
+            "big",
+            &template_with_default_text(7_000_000),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut clients = Vec::new();
+    for _ in 0..CONNECTIONS {
+        clients.push(RenderServiceClient::new(server.channel().await));
+    }
+    let submit = |index: usize| {
+        // A slot the template lacks: refused at admission, after the record is read, so
+        // nothing renders.
+        let mut request = small_request(&created.template_id, proto::Format::Gif);
+        request.modifications = Some(proto::Modifications {
+            texts: [("no-such-slot".to_owned(), "x".to_owned())].into(),
+            colors: Default::default(),
+        });
+        let mut request = tonic::Request::new(request);
+        request.metadata_mut().insert(
+            "idempotency-key",
+            format!("huge-record-{index}").parse().unwrap(),
+        );
+        let mut renders = clients[index % CONNECTIONS].clone();
+        async move { renders.submit_render(request).await }
+    };
+    // The first reads the record (and keeps it).
+    assert_eq!(submit(0).await.unwrap_err().code(), Code::InvalidArgument);
+    let (rss_before, cpu_before) = (server.peak_rss_bytes(), server.cpu_time());
+    let answers = futures_util::future::join_all((1..=CONCURRENT).map(submit)).await;
+    for answer in answers {
+        let status = answer.unwrap_err();
+        assert_eq!(
+            status.get_error_details().error_info().unwrap().reason,
+            "SLOT_UNKNOWN",
+            "{status:?}"
+        );
+    }
+    let grown = server.peak_rss_bytes().saturating_sub(rss_before);
+    let spent = server.cpu_time() - cpu_before;
+    println!(
+        "{CONCURRENT} concurrent submissions naming a template with a 7 MB record: server peak RSS +{} MiB, {spent:?} of server CPU",
+        grown / (1024 * 1024)
+    );
+    assert!(
+        grown < RSS_BUDGET_BYTES,
+        "server peak RSS grew by {grown} bytes"
+    );
+    drop(clients);
+    assert!(server.stop());
+}
+
+#[tokio::test]
 async fn two_servers_on_one_data_directory_list_the_same_templates_and_share_the_quota() {
     let shared = tempfile::tempdir().unwrap();
     let path = shared.path().to_path_buf();
