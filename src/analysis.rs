@@ -125,8 +125,11 @@ impl From<AnalysisError> for ServiceError {
 /// Where analyses run.
 #[derive(Debug, Clone)]
 enum Runner {
-    /// `executable analyze` child processes.
-    Workers(PathBuf),
+    /// `executable analyze` child processes with `memory_bytes` of address space each.
+    Workers {
+        executable: PathBuf,
+        memory_bytes: u64,
+    },
     /// On a blocking thread of this process: only the library's own unit tests, whose test
     /// binary cannot run `analyze` (the worker path is tested over a real socket in tests/api).
     #[cfg(test)]
@@ -141,10 +144,14 @@ pub struct AnalysisPool {
 }
 
 impl AnalysisPool {
-    /// At most `workers` analyses at once, each in a `executable analyze` child process.
-    pub fn new(executable: PathBuf, workers: usize) -> AnalysisPool {
+    /// At most `workers` analyses at once, each in a `executable analyze` child process with
+    /// `memory_bytes` of address space ([`ANALYSIS_MEMORY_BYTES`] by default).
+    pub fn new(executable: PathBuf, workers: usize, memory_bytes: u64) -> AnalysisPool {
         AnalysisPool {
-            runner: Runner::Workers(executable),
+            runner: Runner::Workers {
+                executable,
+                memory_bytes,
+            },
             permits: Arc::new(Semaphore::new(workers.max(1))),
         }
     }
@@ -169,9 +176,12 @@ impl AnalysisPool {
             .map_err(|_| AnalysisError::Busy)?
             .map_err(|_| AnalysisError::Unavailable("the analysis pool is closed".into()))?;
         match &self.runner {
-            Runner::Workers(executable) => {
+            Runner::Workers {
+                executable,
+                memory_bytes,
+            } => {
                 let started = std::time::Instant::now();
-                let result = run_worker(executable, template, fonts).await;
+                let result = run_worker(executable, *memory_bytes, template, fonts).await;
                 if let Err(error) = &result {
                     tracing::info!(%error, elapsed_ms = started.elapsed().as_millis() as u64, "template analysis failed");
                 }
@@ -203,12 +213,12 @@ impl AnalysisPool {
 /// server, the OOM killer's first pick) with the analysis budgets as rlimits and no file it
 /// may write. The worker confines itself (no file at all, no network, no new processes)
 /// before it reads its input.
-fn analysis_worker_command(executable: &Path) -> std::process::Command {
+fn analysis_worker_command(executable: &Path, memory_bytes: u64) -> std::process::Command {
     sandbox::worker_command(
         executable,
         ["analyze"],
         ResourceLimits {
-            address_space_bytes: ANALYSIS_MEMORY_BYTES,
+            address_space_bytes: memory_bytes,
             cpu_seconds: ANALYSIS_CPU_SECONDS,
             // It writes no file at all (RLIMIT_FSIZE does not apply to its pipes).
             file_size_bytes: 0,
@@ -232,10 +242,12 @@ impl Drop for KillGroupOnDrop {
 
 async fn run_worker(
     executable: &Path,
+    memory_bytes: u64,
     template: &[u8],
     fonts: &BTreeMap<String, Vec<u8>>,
 ) -> Result<InspectReport, AnalysisError> {
-    let mut command = tokio::process::Command::from(analysis_worker_command(executable));
+    let mut command =
+        tokio::process::Command::from(analysis_worker_command(executable, memory_bytes));
     command.kill_on_drop(true);
     let mut child = command.spawn().map_err(|error| {
         AnalysisError::Unavailable(format!("cannot start the analysis worker: {error}"))
@@ -291,7 +303,7 @@ async fn run_worker(
     .await
     .ok()
     .flatten();
-    classify(status, outcome, &stderr_tail)
+    classify(status, outcome, &stderr_tail, memory_bytes)
 }
 
 /// Every way an analysis worker can end, classified.
@@ -299,6 +311,7 @@ fn classify(
     status: std::process::ExitStatus,
     outcome: Option<AnalysisOutcome>,
     stderr_tail: &str,
+    memory_bytes: u64,
 ) -> Result<InspectReport, AnalysisError> {
     use crate::sandbox::protocol::exit_code;
     match (status.code(), outcome) {
@@ -344,7 +357,7 @@ fn classify(
     {
         return Err(AnalysisError::TooComplex(format!(
             "analysing the template used up its memory budget of {} MiB",
-            ANALYSIS_MEMORY_BYTES / (1024 * 1024)
+            memory_bytes / (1024 * 1024)
         )));
     }
     // We send SIGKILL only when the call ends early (then nobody reads this); another one

@@ -117,6 +117,10 @@ pub struct ServerSettings {
     /// process with a CPU and memory budget; a pool apart from the render workers.
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_WORKERS", default_value_t = crate::analysis::DEFAULT_ANALYSIS_WORKERS, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub analysis_workers: u16,
+    /// Address space of one template analysis, MiB; a template whose analysis needs more is
+    /// answered INVALID_ARGUMENT (TEMPLATE_TOO_COMPLEX).
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_MEMORY_MB", default_value_t = crate::analysis::ANALYSIS_MEMORY_BYTES / (1024 * 1024), value_parser = clap::value_parser!(u64).range(128..))]
+    pub analysis_memory_mb: u64,
     /// The program run as `analyze` for each new template's report [default: this
     /// executable; not `--worker-executable`, which may be a render-only stand-in].
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_EXECUTABLE", hide = true)]
@@ -172,6 +176,7 @@ impl ServerSettings {
             idempotency_lease_seconds: DEFAULT_IDEMPOTENCY_LEASE_SECONDS,
             worker_executable: None,
             analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
+            analysis_memory_mb: crate::analysis::ANALYSIS_MEMORY_BYTES / (1024 * 1024),
             analysis_executable: None,
             max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
             max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),

@@ -109,7 +109,11 @@ pub async fn run(
         Some(executable) => executable,
         None => std::env::current_exe().map_err(ServerError::Executable)?,
     };
-    let analysis = AnalysisPool::new(analysis_executable, usize::from(settings.analysis_workers));
+    let analysis = AnalysisPool::new(
+        analysis_executable,
+        usize::from(settings.analysis_workers),
+        settings.analysis_memory_mb.saturating_mul(1024 * 1024),
+    );
     let scheduler = Scheduler::start(
         SchedulerSettings {
             workers: settings.worker_count(),

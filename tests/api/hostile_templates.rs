@@ -413,27 +413,40 @@ async fn a_caller_that_hangs_up_mid_analysis_can_retry_with_the_same_idempotency
 
 #[tokio::test]
 async fn a_template_over_the_analysis_memory_budget_is_too_complex() {
-    let server = start_server(&[]);
-    // Every text slot names its font's family: a family of a megabyte named by two thousand
-    // text layers is gigabytes of report.
-    let family = "F".repeat(1024 * 1024);
-    let layers: Vec<Value> = (0..2000)
-        .map(|index| {
-            json!({"ty": 5, "nm": format!("text {index}"), "ind": index + 1, "ks": {}, "ip": 0,
-                "op": 30, "st": 0, "t": {"d": {"k": [{"t": 0, "s": {"s": 20, "f": "F",
-                "t": "Hi", "j": 0, "fc": [0, 0, 0]}}]}}})
+    /// An analysis budget the template below needs more than (the default, 1 GiB, takes it).
+    const SMALL_BUDGET_MB: &str = "256";
+    // 20,000 glyphs (the per-template limit) in four text documents: within the vertex
+    // budget, but hundreds of megabytes of glyph paths while the report is built.
+    let documents: Vec<Value> = (0..4)
+        .map(|frame| {
+            json!({"t": frame, "s": {"s": 20, "f": "F", "t": "B".repeat(5000), "j": 0,
+                "fc": [0, 0, 0]}})
         })
         .collect();
     let template = serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30,
-        "w": 200, "h": 200, "fonts": {"list": [{"fName": "F", "fFamily": family}]},
-        "layers": layers}))
+        "w": 200, "h": 200, "fonts": {"list": [{"fName": "F", "fFamily": "DejaVu Sans"}]},
+        "layers": [{"ty": 5, "nm": "text", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
+            "t": {"d": {"k": documents}}}]}))
     .unwrap();
-    let attack = attack(&server, "memory budget", template).await;
-    assert_within_server_budgets(&attack, "memory budget");
-    let status = attack.answer.as_ref().unwrap_err();
+    let server = start_server(&["--analysis-memory-mb", SMALL_BUDGET_MB]);
+    // The small budget itself fits an honest text template.
+    let honest = attack(
+        &server,
+        "honest text",
+        corpus("slots-text-document-sid.json"),
+    )
+    .await;
+    assert!(honest.answer.is_ok(), "{:?}", honest.answer.map(|_| ()));
+    let refused = attack(&server, "memory budget", template.clone()).await;
+    assert_within_server_budgets(&refused, "memory budget");
+    let status = refused.answer.as_ref().unwrap_err();
     assert_too_complex(status);
     assert!(status.message().contains("memory budget"), "{status:?}");
     assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
+    // The budget is what refused it: under the default one the same template is accepted.
+    let roomy = start_server(&[]);
+    let accepted = attack(&roomy, "default budget", template).await;
+    assert!(accepted.answer.is_ok(), "{:?}", accepted.answer.map(|_| ()));
 }
 
 /// `count` null layers in one parent chain (`ring`: the first's parent is the last, a cycle
