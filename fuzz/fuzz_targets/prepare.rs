@@ -199,7 +199,10 @@ fuzz_target!(|data: &[u8]| {
         Err(error) => panic!("a validated request was refused: {error}"),
     }
 
-    let report = text::convert_text_layers(&mut json, &FontBook::default());
+    // Over the text budget is a classified refusal (TEMPLATE_TOO_COMPLEX), as in the worker.
+    let Ok(report) = text::convert_text_layers(&mut json, &FontBook::default()) else {
+        return;
+    };
     let modification_bytes: usize = modifications
         .texts
         .iter()
