@@ -19,6 +19,7 @@ use prost::Message;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
@@ -35,6 +36,16 @@ pub const MAX_PAGE_SIZE: usize = 100;
 pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 /// Retry delay when template storage fails.
 const STORAGE_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Templates parsed and fenced at once in the server. Parsing is linear, but with a large
+/// constant for crafted input: an 8 MB template of 119,000 tiny fills peaks at ~550 MB of JSON
+/// tree (four at once took the server to 2 GB). Honest templates parse in milliseconds, so two
+/// slots rarely make anyone wait, and bound the server's share whatever is sent.
+pub const MAX_CONCURRENT_TEMPLATE_PARSES: usize = 2;
+/// How long a CreateTemplate waits for a parse slot before UNAVAILABLE
+/// (`TEMPLATE_PARSING_BUSY`): several large parses finish meanwhile.
+const PARSE_WAIT: Duration = Duration::from_secs(10);
+/// Retry delay when no parse slot was free.
+const PARSE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Retry delay when the template quota or the disk is full: freeing room takes someone
 /// deleting templates or the retention sweep removing outputs, minutes rather than seconds.
 pub const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -47,6 +58,8 @@ pub struct TemplateApi {
     store: TemplateStore,
     keys: KeyPolicy,
     analysis: AnalysisPool,
+    /// Parse slots: at most [`MAX_CONCURRENT_TEMPLATE_PARSES`] templates parsed at once.
+    parses: Arc<Semaphore>,
 }
 
 impl TemplateApi {
@@ -55,6 +68,7 @@ impl TemplateApi {
             store,
             keys,
             analysis,
+            parses: Arc::new(Semaphore::new(MAX_CONCURRENT_TEMPLATE_PARSES)),
         }
     }
 
@@ -66,8 +80,29 @@ impl TemplateApi {
         request: Arc<proto::CreateTemplateRequest>,
     ) -> Result<TemplateRecord, Status> {
         {
+            let slot = tokio::time::timeout(PARSE_WAIT, self.parses.clone().acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or_else(|| {
+                    ServiceError::transient(
+                        ServiceErrorCode::Unavailable,
+                        "TEMPLATE_PARSING_BUSY",
+                        format!(
+                            "no template could be parsed within {} s; retry after the delay",
+                            PARSE_WAIT.as_secs()
+                        ),
+                        PARSE_BUSY_RETRY_AFTER,
+                    )
+                })?;
             let request = request.clone();
-            blocking(move || check_create(&request)).await?;
+            // The slot moves into the blocking task: a parse whose caller went away still
+            // holds it until the parse ends.
+            blocking(move || {
+                let _slot = slot;
+                check_create(&request)
+            })
+            .await?;
         }
         let fonts: BTreeMap<String, Vec<u8>> = request
             .fonts

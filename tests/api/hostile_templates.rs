@@ -489,3 +489,56 @@ async fn a_parent_chain_through_every_layer_is_fenced_in_linear_time_in_the_serv
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("parent cycle"), "{status:?}");
 }
+
+/// An 8 MB template of 119,000 tiny fills: the densest JSON the size limit allows, about
+/// 550 MB of parsed tree in the server.
+fn dense_template() -> Vec<u8> {
+    let fill = json!({"ty": "fl", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100},
+        "nm": "f"});
+    let fills = vec![fill; 119_000];
+    serde_json::to_vec(
+        &json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+        "layers": [{"ddd": 0, "ind": 1, "ty": 4, "ks": {}, "ip": 0, "op": 30, "st": 0,
+            "shapes": [{"ty": "gr", "it": fills}]}]}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn dense_templates_sent_at_once_are_parsed_two_at_a_time() {
+    /// Dense templates sent at once, each on its own connection.
+    const AT_ONCE: usize = 4;
+    let template = dense_template();
+    assert!(template.len() < 8 * 1024 * 1024, "{} bytes", template.len());
+    let alone = start_server(&[]);
+    let one = attack(&alone, "one dense template", template.clone()).await;
+    assert!(one.answer.is_ok(), "{:?}", one.answer.map(|_| ()));
+    drop(alone);
+    let server = start_server(&[]);
+    let rss_before = server.peak_rss_bytes();
+    let mut calls = Vec::new();
+    for index in 0..AT_ONCE {
+        let mut templates = TemplateServiceClient::new(server.channel().await)
+            .max_encoding_message_size(64 * 1024 * 1024);
+        let request = create_request(&format!("dense {index}"), template.clone());
+        calls.push(tokio::spawn(async move {
+            templates.create_template(request).await
+        }));
+    }
+    for call in calls {
+        let answer = call.await.unwrap();
+        assert!(answer.is_ok(), "{:?}", answer.map(|_| ()));
+    }
+    let grown = server.peak_rss_bytes().saturating_sub(rss_before);
+    println!(
+        "one dense template: server peak RSS +{} MiB; {AT_ONCE} at once: +{} MiB",
+        one.rss_growth / (1024 * 1024),
+        grown / (1024 * 1024)
+    );
+    // Two parse slots: about twice one parse, where four parses at once took four times.
+    assert!(
+        grown < one.rss_growth * 5 / 2,
+        "{AT_ONCE} at once grew the server by {grown} bytes, one by {}",
+        one.rss_growth
+    );
+}
