@@ -51,14 +51,6 @@ pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 const ANALYSIS_OPEN_FILES: u64 = 32;
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
-/// What the worker's stderr says when an allocation was refused under its address-space
-/// limit: Rust's allocation-failure abort, and the loader failing to map a library.
-const OUT_OF_MEMORY_SIGNS: [&str; 3] = [
-    "memory allocation of",
-    "Cannot allocate memory",
-    "failed to map segment",
-];
-
 /// Why an analysis produced no report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AnalysisError {
@@ -351,10 +343,7 @@ fn classify(
             "analysing the template used up its CPU budget of {ANALYSIS_CPU_SECONDS} s"
         )));
     }
-    if OUT_OF_MEMORY_SIGNS
-        .iter()
-        .any(|sign| stderr_tail.contains(sign))
-    {
+    if sandbox::ran_out_of_memory(stderr_tail) {
         return Err(AnalysisError::TooComplex(format!(
             "analysing the template used up its memory budget of {} MiB",
             memory_bytes / (1024 * 1024)

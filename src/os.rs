@@ -245,6 +245,19 @@ pub fn make_frame_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
     unsafe { ffmpeg_next::sys::av_frame_make_writable(frame.as_mut_ptr()) >= 0 }
 }
 
+/// Hands memory this process has freed back to the kernel (glibc's `malloc_trim`). glibc keeps
+/// freed small allocations in the arena of the thread that made them; after a parse of
+/// hundreds of megabytes of small JSON values on a blocking thread, that memory would stay
+/// resident in that thread's arena, so parses spread over several threads would add up in
+/// RSS even though at most two run at once.
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only walks glibc's own heaps and returns unused pages; it has no
+    // preconditions and touches no memory of ours.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Bytes an unprivileged process may still write on the file system holding `path`
 /// (statvfs: available blocks × fragment size).
 pub fn available_disk_bytes(path: &std::path::Path) -> std::io::Result<u64> {

@@ -326,17 +326,7 @@ fn classify(
         }
         _ => {}
     }
-    // Rust's allocation-failure abort, C++'s bad_alloc, and the dynamic loader failing to map
-    // the worker's libraries under a tiny limit.
-    let out_of_memory_signs = [
-        "memory allocation of",
-        "std::bad_alloc",
-        "failed to map segment",
-        "Cannot allocate memory",
-    ]
-    .iter()
-    .any(|sign| stderr_tail.contains(sign));
-    if out_of_memory_signs {
+    if ran_out_of_memory(stderr_tail) {
         return Err(out_of_memory());
     }
     // We only send SIGKILL on deadline or cancel (handled above); any other SIGKILL comes
@@ -386,6 +376,23 @@ fn classify(
         "RENDER_CRASHED",
         message,
     ))
+}
+
+/// What a worker's stderr says when an allocation was refused under its address-space limit:
+/// Rust's allocation-failure abort, C++'s bad_alloc, and the dynamic loader failing to map the
+/// worker's libraries under a tiny limit. Every worker kind (render, analysis) reads it.
+const OUT_OF_MEMORY_SIGNS: [&str; 4] = [
+    "memory allocation of",
+    "std::bad_alloc",
+    "failed to map segment",
+    "Cannot allocate memory",
+];
+
+/// Whether a worker's stderr tail shows it ran out of its address space.
+pub fn ran_out_of_memory(stderr_tail: &str) -> bool {
+    OUT_OF_MEMORY_SIGNS
+        .iter()
+        .any(|sign| stderr_tail.contains(sign))
 }
 
 fn signal_name(signal: i32) -> &'static str {

@@ -516,27 +516,43 @@ fn parent_chain(count: u32) -> Value {
     animation(layers, vec![])
 }
 
-/// One HTTP/2 connection opens [`FLOOD_STREAMS`] calls with headers and no body; another
-/// connection's call must still be served.
-async fn streams_without_body(target: &Target) -> anyhow::Result<String> {
+/// A raw HTTP/2 connection to the target (for calls a gRPC client would not make) and the
+/// task that drives it (abort it to close the connection).
+async fn raw_connection(
+    target: &Target,
+) -> anyhow::Result<(
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+)> {
     let tcp = tokio::net::TcpStream::connect(target.address).await?;
     let (client, connection) = h2::client::handshake(tcp).await?;
     let driver = tokio::spawn(async move {
         let _ = connection.await;
     });
-    let mut client = client.ready().await?;
+    Ok((client.ready().await?, driver))
+}
+
+/// The headers of a ListTemplates call, whose body the caller then sends or withholds.
+fn list_templates_headers(target: &Target) -> anyhow::Result<http::Request<()>> {
+    Ok(http::Request::builder()
+        .method("POST")
+        .uri(format!(
+            "http://{}/lottie.render.v1.TemplateService/ListTemplates",
+            target.address
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())?)
+}
+
+/// One HTTP/2 connection opens [`FLOOD_STREAMS`] calls with headers and no body; another
+/// connection's call must still be served.
+async fn streams_without_body(target: &Target) -> anyhow::Result<String> {
+    let (mut client, driver) = raw_connection(target).await?;
     let mut opened = 0;
     let mut streams = Vec::new();
     for _ in 0..FLOOD_STREAMS {
-        let request = http::Request::builder()
-            .method("POST")
-            .uri(format!(
-                "http://{}/lottie.render.v1.TemplateService/ListTemplates",
-                target.address
-            ))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())?;
+        let request = list_templates_headers(target)?;
         // Beyond the server's stream limit, h2 makes the caller wait: stop there.
         match tokio::time::timeout(Duration::from_millis(200), client.clone().ready()).await {
             Ok(Ok(ready)) => client = ready,
@@ -564,7 +580,7 @@ async fn streams_without_body(target: &Target) -> anyhow::Result<String> {
     drop(streams);
     driver.abort();
     Ok(format!(
-        "{opened} calls opened without a body on one connection; bystander {} in {:.0} ms",
+        "{opened} calls started without a body on one connection (h2 holds those beyond the server's stream limit); bystander {} in {:.0} ms",
         outcome(&answer),
         waited.as_secs_f64() * 1e3
     ))
@@ -572,21 +588,8 @@ async fn streams_without_body(target: &Target) -> anyhow::Result<String> {
 
 /// One call whose headers arrive and whose body never does; answers what the server said.
 async fn headers_then_silence(target: &Target) -> anyhow::Result<String> {
-    let tcp = tokio::net::TcpStream::connect(target.address).await?;
-    let (client, connection) = h2::client::handshake(tcp).await?;
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let mut client = client.ready().await?;
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(format!(
-            "http://{}/lottie.render.v1.TemplateService/ListTemplates",
-            target.address
-        ))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())?;
+    let (mut client, driver) = raw_connection(target).await?;
+    let request = list_templates_headers(target)?;
     let (response, _body_sender) = client.send_request(request, false)?;
     let started = Instant::now();
     let response = response.await?;

@@ -44,6 +44,10 @@ pub const MAX_CONCURRENT_TEMPLATE_PARSES: usize = 2;
 /// How long a CreateTemplate waits for a parse slot before UNAVAILABLE
 /// (`TEMPLATE_PARSING_BUSY`): several large parses finish meanwhile.
 const PARSE_WAIT: Duration = Duration::from_secs(10);
+/// A template larger than this has its freed parse tree handed back to the kernel at once
+/// ([`crate::os::release_free_memory`], a few milliseconds): otherwise each blocking thread's
+/// allocator arena keeps the last large tree it held, and the parse slots bound nothing.
+const TRIM_AFTER_PARSING_BYTES: usize = 1024 * 1024;
 /// Retry delay when no parse slot was free.
 const PARSE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Retry delay when the template quota or the disk is full: freeing room takes someone
@@ -100,7 +104,11 @@ impl TemplateApi {
             // holds it until the parse ends.
             blocking(move || {
                 let _slot = slot;
-                check_create(&request)
+                let checked = check_create(&request);
+                if request.lottie_json.len() > TRIM_AFTER_PARSING_BYTES {
+                    crate::os::release_free_memory();
+                }
+                checked
             })
             .await?;
         }

@@ -273,6 +273,12 @@ pub fn color(r: f64, g: f64, b: f64) -> proto::Color {
 /// each test that counts workers gives its server an executable path of its own).
 pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
     let prefix = format!("{} worker", executable.display());
+    live_processes(|cmdline| cmdline.starts_with(&prefix))
+}
+
+/// Live (not zombie) processes anywhere on the machine whose command line (arguments joined
+/// by spaces) `matches`.
+pub fn live_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -288,7 +294,7 @@ pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
             .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
             .unwrap_or_default();
-        if !zombie && cmdline.starts_with(&prefix) {
+        if !zombie && matches(&cmdline) {
             found.push((pid, cmdline));
         }
     }

@@ -143,22 +143,10 @@ fn flooders_left(server: &ServerProcess) -> Vec<String> {
         .join("flooding-worker")
         .display()
         .to_string();
-    let mut left = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
-            .unwrap_or_default();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    crate::helpers::live_processes(|cmdline| cmdline.contains(&marker))
+        .into_iter()
         // The server names the script in its own arguments.
-        if !zombie && pid != server.pid() && cmdline.contains(&marker) {
-            left.push(cmdline);
-        }
-    }
-    left
+        .filter(|(pid, _)| *pid != server.pid())
+        .map(|(_, cmdline)| cmdline)
+        .collect()
 }

@@ -111,25 +111,10 @@ fn start_server(extra_args: &[&str]) -> HostileServer {
 /// Analysis workers of `executable` alive now.
 fn analysis_workers(executable: &Path) -> Vec<u32> {
     let prefix = format!("{} analyze", executable.display());
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
-            .unwrap_or_default();
-        if !zombie && cmdline.starts_with(&prefix) {
-            found.push(pid);
-        }
-    }
-    found
+    crate::helpers::live_processes(|cmdline| cmdline.starts_with(&prefix))
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// Waits until no analysis worker of `executable` runs; fails after `limit`.
