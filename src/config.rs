@@ -152,6 +152,15 @@ pub struct ServerSettings {
     /// A download whose caller reads nothing for this long is ended, milliseconds.
     #[arg(long, env = "LOTTIE_RENDER_DOWNLOAD_IDLE_TIMEOUT_MS", default_value_t = DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub download_idle_timeout_ms: u64,
+    /// Whether calls must say who they are: `off` (one anonymous tenant), `optional` (known
+    /// identities get their tenant, others the default tenant) or `required` (a call without
+    /// a known identity is answered UNAUTHENTICATED).
+    #[arg(long, env = "LOTTIE_RENDER_AUTH", value_enum, default_value_t = crate::auth::AuthMode::Off)]
+    pub auth: crate::auth::AuthMode,
+    /// API keys, one a line: `TENANT CALLER SHA256HEX` (the hex SHA-256 of the key callers
+    /// send as `authorization: Bearer KEY`).
+    #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
+    pub api_keys: Option<PathBuf>,
 }
 
 impl ServerSettings {
@@ -185,6 +194,8 @@ impl ServerSettings {
             max_watchers: DEFAULT_MAX_WATCHERS,
             max_downloads: DEFAULT_MAX_DOWNLOADS,
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
+            auth: crate::auth::AuthMode::Off,
+            api_keys: None,
         }
     }
 

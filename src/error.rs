@@ -37,6 +37,9 @@ pub enum ServiceErrorCode {
     InvalidArgument,
     /// The named template or job does not exist: never retry.
     NotFound,
+    /// The call carries no known identity where one is required (or a credential that is
+    /// not known): never retry with the same credential.
+    Unauthenticated,
     /// The call needs another state of the resource (downloading a job that has not
     /// succeeded): do not retry until that changes.
     FailedPrecondition,
@@ -55,6 +58,7 @@ impl ServiceErrorCode {
         match self {
             ServiceErrorCode::InvalidArgument
             | ServiceErrorCode::NotFound
+            | ServiceErrorCode::Unauthenticated
             | ServiceErrorCode::FailedPrecondition => Some(ErrorClass::Deterministic),
             ServiceErrorCode::ResourceExhausted
             | ServiceErrorCode::Unavailable

@@ -9,6 +9,7 @@
 //! - [`sandbox`]: one render in a sandboxed `worker` child process (allow-listed
 //!   environment, rlimits, Landlock, seccomp), with a deadline, classified outcomes and a
 //!   self-test; the worker protocol.
+//! - [`auth`]: who is calling — the caller and its tenant, resolved once per request.
 //! - [`analysis`]: a new template's report built in an `analyze` child process under CPU,
 //!   memory and wall-clock budgets, from a small pool of its own; the analysis protocol.
 //! - [`os`]: the only unsafe code: rlimits, process groups, resource usage (libc).
@@ -30,6 +31,7 @@
 //! - [`telemetry`]: logging set-up.
 
 pub mod analysis;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod encode;

@@ -5,6 +5,7 @@
 //! before the listener closes.
 
 use crate::analysis::AnalysisPool;
+use crate::auth::{ApiKeys, Identities, IdentityLayer};
 use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
@@ -42,6 +43,11 @@ pub enum ServerError {
     Redis(crate::redis_client::RedisError),
     #[error("cannot build server reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    #[error("cannot read the API keys file {path}: {reason}")]
+    ApiKeys {
+        path: std::path::PathBuf,
+        reason: String,
+    },
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -74,6 +80,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let metrics = Metrics::new();
+    let identities = Arc::new(Identities::new(settings.auth, load_api_keys(&settings)?));
     let templates_store =
         TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
     let outputs = OutputStore::open(&settings.data_dir)?;
@@ -221,6 +228,7 @@ pub async fn run(
     };
     let stack = middleware_with(
         metrics.clone(),
+        identities,
         StackLimits {
             max_concurrent_requests: settings.max_concurrent_requests as usize,
             request_body_timeout: settings.request_body_timeout(),
@@ -295,7 +303,10 @@ pub type Middleware = Stack<
                 RequestBodyLayer,
                 Stack<
                     IdempotencyKeyLayer,
-                    Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>,
+                    Stack<
+                        IdentityLayer,
+                        Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>,
+                    >,
                 >,
             >,
         >,
@@ -318,6 +329,10 @@ pub struct StackLimits {
 pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
     middleware_with(
         metrics,
+        Arc::new(Identities::new(
+            crate::auth::AuthMode::Off,
+            ApiKeys::default(),
+        )),
         StackLimits {
             max_concurrent_requests,
             request_body_timeout: Duration::from_millis(
@@ -329,12 +344,19 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
 }
 
 /// Builds the tower stack. Each layer sees what the ones inside it answer.
-pub fn middleware_with(metrics: Arc<Metrics>, limits: StackLimits) -> Middleware {
+pub fn middleware_with(
+    metrics: Arc<Metrics>,
+    identities: Arc<Identities>,
+    limits: StackLimits,
+) -> Middleware {
     tower::ServiceBuilder::new()
         // Counts every answer as the caller sees it, refusals of the layers below included.
         .layer(RequestMetricsLayer::new(metrics))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
         .layer(CatchPanicLayer)
+        // Says who is calling (its tenant scopes everything below) from the headers and the
+        // connection; a call that must and cannot is refused before its body is received.
+        .layer(IdentityLayer::new(identities))
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before its body is even received; the handlers claim it once the request is valid.
         .layer(IdempotencyKeyLayer)
@@ -356,6 +378,21 @@ pub fn middleware_with(metrics: Arc<Metrics>, limits: StackLimits) -> Middleware
             "TOO_MANY_WATCHERS",
         ))
         .into_inner()
+}
+
+/// The API keys of `--api-keys`, none when unset.
+fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
+    let Some(path) = &settings.api_keys else {
+        return Ok(ApiKeys::default());
+    };
+    let failed = |reason: String| ServerError::ApiKeys {
+        path: path.clone(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|error| failed(error.to_string()))?;
+    let keys = ApiKeys::parse(&text).map_err(|error| failed(error.to_string()))?;
+    tracing::info!(path = %path.display(), keys = keys.len(), mode = ?settings.auth, "api keys loaded");
+    Ok(keys)
 }
 
 /// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's

@@ -35,6 +35,7 @@ impl From<ServiceError> for Status {
         let code = match error.code {
             ServiceErrorCode::InvalidArgument => Code::InvalidArgument,
             ServiceErrorCode::NotFound => Code::NotFound,
+            ServiceErrorCode::Unauthenticated => Code::Unauthenticated,
             ServiceErrorCode::FailedPrecondition => Code::FailedPrecondition,
             ServiceErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ServiceErrorCode::Unavailable => Code::Unavailable,

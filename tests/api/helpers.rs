@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
@@ -20,6 +21,8 @@ pub struct TestApp {
     pub address: SocketAddr,
     pub metrics_address: SocketAddr,
     pub data_dir: tempfile::TempDir,
+    /// The API key the helper clients send (`authorization: Bearer KEY`); none by default.
+    api_key: std::sync::Mutex<Option<String>>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -64,6 +67,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
         address,
         metrics_address,
         data_dir,
+        api_key: std::sync::Mutex::new(None),
         shutdown: Some(shutdown),
         server: Some(server),
     }
@@ -83,13 +87,67 @@ pub fn unique_key() -> String {
     )
 }
 
+/// Adds `authorization: Bearer KEY` to every call when it has a key.
+#[derive(Clone)]
+pub struct BearerKey(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for BearerKey {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+pub type Intercepted = InterceptedService<Channel, BearerKey>;
+
+/// A `--api-keys` file in `dir` with lines `TENANT CALLER sha256(KEY)`.
+pub fn api_keys_file(dir: &std::path::Path, keys: &[(&str, &str, &str)]) -> PathBuf {
+    let path = dir.join("api-keys");
+    let text: String = keys
+        .iter()
+        .map(|(tenant, caller, key)| {
+            format!(
+                "{tenant} {caller} {}\n",
+                lottie_render::auth::api_keys::sha256_hex(key)
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 impl TestApp {
-    pub fn templates(&self) -> TemplateServiceClient<Channel> {
-        TemplateServiceClient::new(self.channel.clone())
+    /// Makes the helper clients (and every helper method) call with this API key.
+    pub fn use_api_key(&self, key: Option<&str>) {
+        *self.api_key.lock().unwrap() = key.map(str::to_string);
     }
 
-    pub fn renders(&self) -> RenderServiceClient<Channel> {
-        RenderServiceClient::new(self.channel.clone())
+    fn bearer(&self, key: Option<&str>) -> BearerKey {
+        BearerKey(key.map(|key| format!("Bearer {key}").parse().unwrap()))
+    }
+
+    pub fn templates(&self) -> TemplateServiceClient<Intercepted> {
+        let key = self.api_key.lock().unwrap().clone();
+        self.templates_as(key.as_deref())
+    }
+
+    pub fn renders(&self) -> RenderServiceClient<Intercepted> {
+        let key = self.api_key.lock().unwrap().clone();
+        self.renders_as(key.as_deref())
+    }
+
+    /// A template client calling with `key` (none: no authorization header).
+    pub fn templates_as(&self, key: Option<&str>) -> TemplateServiceClient<Intercepted> {
+        TemplateServiceClient::with_interceptor(self.channel.clone(), self.bearer(key))
+    }
+
+    /// A render client calling with `key` (none: no authorization header).
+    pub fn renders_as(&self, key: Option<&str>) -> RenderServiceClient<Intercepted> {
+        RenderServiceClient::with_interceptor(self.channel.clone(), self.bearer(key))
     }
 
     /// Registers a corpus file; answers the template.

@@ -1,5 +1,6 @@
 //! The gRPC service over a real socket: one server per test on a random port, real clients.
 
+mod auth;
 mod cli;
 mod connections;
 mod errors;

@@ -1,0 +1,83 @@
+//! `IdentityLayer`: resolves each request's [`Caller`] once, from its headers and
+//! connection, and puts it on the request's extensions for the handlers; a call that must
+//! say who it is and does not is answered UNAUTHENTICATED (pushback -1) from its headers,
+//! before its body is received or anything is counted for it.
+
+use super::caller::Caller;
+use super::identity::Identities;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tonic::Status;
+use tower::{Layer, Service};
+
+#[derive(Debug, Clone)]
+pub struct IdentityLayer {
+    identities: Arc<Identities>,
+}
+
+impl IdentityLayer {
+    pub fn new(identities: Arc<Identities>) -> IdentityLayer {
+        IdentityLayer { identities }
+    }
+}
+
+impl<S> Layer<S> for IdentityLayer {
+    type Service = Identity<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Identity {
+            inner,
+            identities: self.identities.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Identity<S> {
+    inner: S,
+    identities: Arc<Identities>,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for Identity<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    RequestBody: Send + 'static,
+    ResponseBody: Default + Send + 'static,
+{
+    type Response = http::Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
+        let resolved = self.identities.resolve(
+            request.uri().path(),
+            request.headers(),
+            request.extensions(),
+        );
+        match resolved {
+            Ok(caller) => {
+                request.extensions_mut().insert::<Caller>(caller);
+            }
+            Err(refusal) => {
+                let response = Status::from(refusal).into_http::<ResponseBody>();
+                return Box::pin(async move { Ok(response) });
+            }
+        }
+        // The usual tower dance: the clone that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(inner.call(request))
+    }
+}
