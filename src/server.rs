@@ -156,7 +156,7 @@ pub async fn run(
     .max_decoding_message_size(MAX_REQUEST_BYTES);
     let renders = RenderServiceServer::new(
         RenderApi::new(
-            templates_store,
+            templates_store.clone(),
             scheduler.clone(),
             JobLimits {
                 max_megapixels: settings.max_job_megapixels,
@@ -192,7 +192,11 @@ pub async fn run(
         tracing::info!(listen = ?listener.local_addr().ok(), "serving metrics");
         tokio::spawn(crate::metrics::serve(listener, metrics.clone()))
     });
-    let sweeper = tokio::spawn(sweep_expired(scheduler.clone(), settings.retention()));
+    let sweeper = tokio::spawn(sweep_expired(
+        scheduler.clone(),
+        templates_store,
+        settings.retention(),
+    ));
     let local = listeners.grpc.local_addr().ok();
     tracing::info!(
         listen = ?local,
@@ -447,14 +451,23 @@ async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>
     }
 }
 
-async fn sweep_expired(scheduler: Arc<Scheduler>, retention: Duration) {
+async fn sweep_expired(scheduler: Arc<Scheduler>, templates: TemplateStore, retention: Duration) {
     let mut interval =
         tokio::time::interval((retention / 4).clamp(MIN_SWEEP_INTERVAL, MAX_SWEEP_INTERVAL));
     loop {
         interval.tick().await;
-        let scheduler = scheduler.clone();
+        let (scheduler, templates) = (scheduler.clone(), templates.clone());
         // File removal blocks; it runs off the runtime.
-        let _ = tokio::task::spawn_blocking(move || scheduler.expire(retention)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            scheduler.expire(retention);
+            // Template files pinned by jobs of an instance that stopped without ending them.
+            match templates.sweep_pins(retention) {
+                Ok(0) => {}
+                Ok(removed) => tracing::info!(removed, "removed template files of lost jobs"),
+                Err(error) => tracing::warn!(%error, "cannot sweep template files of lost jobs"),
+            }
+        })
+        .await;
     }
 }
 

@@ -26,7 +26,8 @@ const WATCH_BACKLOG: usize = 128;
 
 struct Entry {
     job: Job,
-    work: Arc<RenderWork>,
+    /// Until the job ends: then its template files may go ([`RenderWork::pin`]).
+    work: Option<Arc<RenderWork>>,
     cancel: CancelToken,
     changes: broadcast::Sender<Job>,
     /// Jobs of the same fingerprint that follow this one's render.
@@ -42,6 +43,7 @@ impl Entry {
         let (changes, _) = broadcast::channel(WATCH_BACKLOG);
         // Above the version a job is shared with before it is admitted (0).
         job.version = job.version.max(1);
+        let work = (!job.state.is_terminal()).then_some(work);
         Entry {
             job,
             work,
@@ -55,8 +57,10 @@ impl Entry {
 
     fn publish(&mut self) {
         if self.job.state.is_terminal() {
-            // Every change of a job is published: an ended follower waits for nothing.
+            // Every change of a job is published: an ended follower waits for nothing, and
+            // an ended job renders nothing.
             self.slot = None;
+            self.work = None;
         }
         self.job.version += 1;
         // No receiver is fine: nobody is watching.
@@ -295,11 +299,12 @@ impl JobBoard {
             .map(|entry| (entry.job.clone(), entry.changes.subscribe()))
     }
 
+    /// What a job that has not ended renders, and its cancel token.
     pub fn work(&self, id: Uuid) -> Option<(Arc<RenderWork>, CancelToken)> {
         lock(&self.state)
             .entries
             .get(&id)
-            .map(|entry| (entry.work.clone(), entry.cancel.clone()))
+            .and_then(|entry| Some((entry.work.clone()?, entry.cancel.clone())))
     }
 
     /// The jobs following `id`'s render.
@@ -457,7 +462,12 @@ mod tests {
     }
 
     fn fingerprint(template_sha256: &str) -> Fingerprint {
-        Fingerprint::of(template_sha256, &Modifications::default(), &output())
+        Fingerprint::of(
+            &crate::auth::TenantId::default(),
+            template_sha256,
+            &Modifications::default(),
+            &output(),
+        )
     }
 
     fn job(fingerprint: &Fingerprint) -> (Job, Arc<RenderWork>) {
@@ -467,9 +477,11 @@ mod tests {
             output: output(),
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
+            pin: None,
         });
         let job = Job::queued(
             Uuid::new_v4(),
+            crate::auth::TenantId::default(),
             Uuid::new_v4(),
             fingerprint.clone(),
             Format::Gif,
@@ -505,6 +517,21 @@ mod tests {
         assert!(
             matches!(board.admit(&late, &work), Admission::Reuses(source) if source.id == leader.id)
         );
+    }
+
+    #[test]
+    fn an_ended_job_lets_go_of_its_work_and_so_of_its_template_files() {
+        let board = JobBoard::default();
+        let (job, work) = job(&fingerprint("w"));
+        assert_eq!(board.admit(&job, &work), Admission::Leads);
+        assert_eq!(Arc::strong_count(&work), 2, "the board keeps the work");
+        board.update(job.id, |job| {
+            job.finish(JobState::Cancelled, None);
+            true
+        });
+        assert_eq!(Arc::strong_count(&work), 1, "and lets go of it at the end");
+        assert!(board.work(job.id).is_none());
+        assert_eq!(board.get(job.id).unwrap().state, JobState::Cancelled);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The listing index and the quota of [`TemplateStore`]: `templates/.index/` holds one empty
-//! file per template named `<created ms>.<id>.<stored bytes>`. Listing order, the template
-//! count and the bytes stored come from file names alone, so a listing or a quota check
+//! file per template named `<created ms>.<id>.<stored bytes>`, followed by `.<tenant>` for a
+//! template of any tenant but the default one (whose entries keep the name they had before
+//! tenants). Listing order, a tenant's templates, the template count and the bytes stored
+//! come from file names alone, so a listing or a quota check
 //! reads no record, and every instance sharing the data directory sees the same figures.
 //! An entry is written once its template is in place and removed when it is deleted, so an
 //! entry always names a whole template (one whose deletion was interrupted is dropped when
@@ -8,6 +10,7 @@
 
 use super::summary::TemplateSummary;
 use super::{remove_if_present, write_json, StorageError, TemplateRecord, TemplateStore};
+use crate::auth::TenantId;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use uuid::Uuid;
@@ -47,30 +50,42 @@ impl Default for StorageLimits {
 }
 
 /// One template in the listing order, as its index file names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
     pub created_at_ms: u64,
     pub id: Uuid,
     /// Bytes the template takes (JSON and fonts), for the quota.
     pub stored_bytes: u64,
+    /// The tenant that owns the template.
+    pub tenant: TenantId,
 }
 
 impl IndexEntry {
     pub(super) fn file_name(&self) -> String {
-        format!(
+        let name = format!(
             "{:020}.{}.{}",
             self.created_at_ms, self.id, self.stored_bytes
-        )
+        );
+        if self.tenant.is_default() {
+            name
+        } else {
+            // A tenant name is plain (letters, digits, '.', '_', '-'): it ends the name.
+            format!("{name}.{}", self.tenant)
+        }
     }
 
     fn parse(name: &str) -> Option<IndexEntry> {
-        let mut parts = name.split('.');
-        let entry = IndexEntry {
+        // The tenant may hold dots itself: it is everything after the third.
+        let mut parts = name.splitn(4, '.');
+        Some(IndexEntry {
             created_at_ms: parts.next()?.parse().ok()?,
             id: Uuid::try_parse(parts.next()?).ok()?,
             stored_bytes: parts.next()?.parse().ok()?,
-        };
-        parts.next().is_none().then_some(entry)
+            tenant: match parts.next() {
+                None => TenantId::default_tenant(),
+                Some(tenant) => TenantId::parse(tenant).ok()?,
+            },
+        })
     }
 }
 
@@ -89,6 +104,13 @@ impl TemplateStore {
             }
         }
         entries.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+        Ok(entries)
+    }
+
+    /// The templates of `tenant` in the index, newest first (ties by id).
+    pub fn index_of(&self, tenant: &TenantId) -> Result<Vec<IndexEntry>, StorageError> {
+        let mut entries = self.index()?;
+        entries.retain(|entry| entry.tenant == *tenant);
         Ok(entries)
     }
 
@@ -146,7 +168,7 @@ impl TemplateStore {
             if indexed.contains(&id) {
                 continue;
             }
-            let record = match self.record(id) {
+            let record = match self.read_record(id) {
                 Ok(record) => record,
                 Err(StorageError::NotFound(_)) => continue,
                 Err(error) => return Err(error),
@@ -160,6 +182,7 @@ impl TemplateStore {
                 created_at_ms: record.created_at_ms,
                 id,
                 stored_bytes,
+                tenant: record.tenant.clone(),
             })?;
         }
         for entry in self.index()? {
