@@ -485,3 +485,58 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
     a_deleted_templates_queued_job_still_renders_and_new_submissions_are_refused(Store::Redis)
         .await;
 }
+
+async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, configure) = two_tenants(store, dir.path());
+    let crashing = crate::helpers::crashing_worker(dir.path(), &dir.path().join("starts"));
+    let app = spawn_app_with(|settings| {
+        configure(settings);
+        settings.worker_executable = Some(crashing);
+    })
+    .await;
+    let acme_template = create_as(&app, ACME_KEY, BALL).await;
+    let globex_template = create_as(&app, GLOBEX_KEY, BALL).await;
+    let (crashed, _) = submit_as(
+        &app,
+        ACME_KEY,
+        &unique_key(),
+        small_request(&acme_template.template_id, proto::Format::Gif),
+    )
+    .await
+    .unwrap();
+    let crashed = finished_as(&app, ACME_KEY, &crashed.job_id).await;
+    assert_eq!(crashed.error.unwrap().reason, "RENDER_CRASHED");
+    let refused = submit_as(
+        &app,
+        ACME_KEY,
+        &unique_key(),
+        small_request(&acme_template.template_id, proto::Format::Gif),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(reason(&refused), "RENDER_QUARANTINED");
+    // Globex's identical request is its own: accepted, and it renders (and crashes) itself.
+    let (accepted, _) = submit_as(
+        &app,
+        GLOBEX_KEY,
+        &unique_key(),
+        small_request(&globex_template.template_id, proto::Format::Gif),
+    )
+    .await
+    .expect("the quarantine is acme's");
+    let ended = finished_as(&app, GLOBEX_KEY, &accepted.job_id).await;
+    assert_eq!(ended.error.unwrap().reason, "RENDER_CRASHED");
+    assert_eq!(worker_starts(dir.path()), 4, "two attempts per tenant");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another_in_memory() {
+    a_request_quarantined_for_one_tenant_is_still_accepted_for_another(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another_with_redis() {
+    a_request_quarantined_for_one_tenant_is_still_accepted_for_another(Store::Redis).await;
+}
