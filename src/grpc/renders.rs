@@ -453,6 +453,7 @@ impl RenderApi {
         let job = submitted?;
         tracing::info!(
             job_id = %job.id,
+            tenant = %job.tenant,
             template_id = %job.template_id,
             fingerprint = %job.fingerprint,
             frames_total = job.frames_total,
