@@ -150,7 +150,7 @@ impl TemplateStore {
     ) -> Result<TemplateRecord, StorageError> {
         let stored_bytes =
             json.len() as u64 + fonts.values().map(|bytes| bytes.len() as u64).sum::<u64>();
-        self.check_room_for(stored_bytes)?;
+        self.check_room_for(tenant, stored_bytes)?;
         let id = Uuid::new_v4();
         let staging = tempfile::Builder::new()
             .prefix(".creating-")
@@ -516,6 +516,44 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_over_its_own_share_is_refused_while_another_still_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
+        let (acme, globex) = (
+            TenantId::parse("acme").unwrap(),
+            TenantId::parse("globex").unwrap(),
+        );
+        for limits in [
+            StorageLimits {
+                max_templates_per_tenant: 1,
+                min_free_disk_bytes: 0,
+                ..StorageLimits::default()
+            },
+            StorageLimits {
+                max_template_bytes_per_tenant: json.len() as u64 + 1,
+                min_free_disk_bytes: 0,
+                ..StorageLimits::default()
+            },
+        ] {
+            let store = TemplateStore::open(dir.path()).unwrap().with_limits(limits);
+            let create = |tenant: &TenantId| {
+                store.create(tenant, "t", json, report.clone(), &BTreeMap::new())
+            };
+            let first = create(&acme).unwrap();
+            assert!(
+                matches!(create(&acme), Err(StorageError::QuotaExceeded(message)) if message.contains("your tenant")),
+                "{limits:?}"
+            );
+            let other = create(&globex).unwrap();
+            store.delete(&acme, first.id).unwrap();
+            let again = create(&acme).unwrap();
+            store.delete(&acme, again.id).unwrap();
+            store.delete(&globex, other.id).unwrap();
+        }
+    }
+
+    #[test]
     fn templates_over_the_count_or_byte_quota_are_refused_until_one_is_deleted() {
         let dir = tempfile::tempdir().unwrap();
         let limits = StorageLimits {
@@ -536,6 +574,7 @@ mod tests {
             max_templates: 100,
             max_template_bytes: 150,
             min_free_disk_bytes: 0,
+            ..StorageLimits::default()
         });
         assert!(matches!(
             tiny_template(&bytes_limited, "d"),

@@ -35,6 +35,10 @@ pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 pub struct StorageLimits {
     pub max_templates: u64,
     pub max_template_bytes: u64,
+    /// A tenant's share of the two above (0: none of its own, only the shared limits), so
+    /// that one tenant cannot fill the store for all.
+    pub max_templates_per_tenant: u64,
+    pub max_template_bytes_per_tenant: u64,
     /// Free bytes the data directory's file system keeps (0: no watermark).
     pub min_free_disk_bytes: u64,
 }
@@ -44,6 +48,8 @@ impl Default for StorageLimits {
         StorageLimits {
             max_templates: DEFAULT_MAX_TEMPLATES,
             max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
+            max_templates_per_tenant: 0,
+            max_template_bytes_per_tenant: 0,
             min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
         }
     }
@@ -130,12 +136,35 @@ impl TemplateStore {
         Ok(())
     }
 
-    /// Refuses a new template of `bytes` over the count or byte quota, or on a full disk.
-    /// Instances sharing the data directory read the same index, so the quota is shared; two
-    /// creations racing may overshoot it by one template each.
-    pub fn check_room_for(&self, bytes: u64) -> Result<(), StorageError> {
+    /// Refuses a new template of `bytes` for `tenant` over the count or byte quota (all
+    /// tenants' or `tenant`'s own), or on a full disk. Instances sharing the data directory
+    /// read the same index, so the quota is shared; two creations racing may overshoot it by
+    /// one template each.
+    pub fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
         self.check_disk_space()?;
         let index = self.index()?;
+        let (own_count, own_bytes) = index
+            .iter()
+            .filter(|entry| entry.tenant == *tenant)
+            .fold((0u64, 0u64), |(count, stored), entry| {
+                (count + 1, stored.saturating_add(entry.stored_bytes))
+            });
+        let limits = &self.limits;
+        if limits.max_templates_per_tenant > 0 && own_count >= limits.max_templates_per_tenant {
+            return Err(StorageError::QuotaExceeded(format!(
+                "your tenant stores {own_count} templates, its limit is {}; delete some first",
+                limits.max_templates_per_tenant
+            )));
+        }
+        if limits.max_template_bytes_per_tenant > 0
+            && own_bytes.saturating_add(bytes) > limits.max_template_bytes_per_tenant
+        {
+            return Err(StorageError::QuotaExceeded(format!(
+                "your tenant's templates take {own_bytes} bytes; {bytes} more would pass its \
+                 {} byte limit; delete some first",
+                limits.max_template_bytes_per_tenant
+            )));
+        }
         let count = index.len() as u64;
         if count >= self.limits.max_templates {
             return Err(StorageError::QuotaExceeded(format!(
