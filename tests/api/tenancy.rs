@@ -1,8 +1,9 @@
 //! Tenancy over a real socket, each scenario against both stores (in memory and Redis): two
 //! API keys of two tenants cannot see, delete, cancel, watch, download, replay or
 //! de-duplicate into each other's templates and jobs (another tenant's object is NOT_FOUND
-//! exactly as an unknown id), and a deleted template's accepted job still renders while new
-//! submissions naming it are refused.
+//! exactly as an unknown id), a request quarantined for one tenant is still another's to
+//! render, a deleted template's accepted job still renders while new submissions naming it are
+//! refused, and a tenant over its own template share is refused while another still creates.
 
 use crate::helpers::{api_keys_file, small_request, spawn_app_with, unique_key, TestApp};
 use crate::idempotency::{counting_worker, redis_url, unique_prefix, worker_starts, Store};
@@ -449,6 +450,27 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
         "the template's own files are gone at once"
     );
 
+    // Globex cannot cancel acme's live job: unknown to it, and left running.
+    let refused = app
+        .renders_as(Some(GLOBEX_KEY))
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: blocker.job_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::NotFound);
+    let live = app
+        .renders_as(Some(ACME_KEY))
+        .get_render_job(proto::GetRenderJobRequest {
+            job_id: blocker.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!matches!(
+        JobState::try_from(live.state).unwrap(),
+        JobState::Cancelled | JobState::Failed | JobState::Succeeded
+    ));
     app.renders_as(Some(ACME_KEY))
         .cancel_render_job(proto::CancelRenderJobRequest {
             job_id: blocker.job_id.clone(),
@@ -539,4 +561,35 @@ async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another_in_m
 #[tokio::test]
 async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another_with_redis() {
     a_request_quarantined_for_one_tenant_is_still_accepted_for_another(Store::Redis).await;
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_template_share_is_refused_while_another_still_creates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, configure) = two_tenants(Store::Memory, dir.path());
+    let app = spawn_app_with(|settings| {
+        configure(settings);
+        settings.max_templates_per_tenant = 1;
+    })
+    .await;
+    create_as(&app, ACME_KEY, BALL).await;
+    let refused = app
+        .templates_as(Some(ACME_KEY))
+        .create_template(proto::CreateTemplateRequest {
+            name: "second".into(),
+            lottie_json: crate::helpers::corpus(BALL),
+            fonts: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (refused.code(), reason(&refused)),
+        (
+            Code::ResourceExhausted,
+            "TEMPLATE_QUOTA_EXCEEDED".to_owned()
+        )
+    );
+    assert!(refused.get_error_details().retry_info().is_some());
+    create_as(&app, GLOBEX_KEY, BALL).await;
+    app.stop().await;
 }
