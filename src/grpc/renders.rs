@@ -26,6 +26,7 @@ use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::spec::Format;
 use crate::storage::{StorageError, TemplateStore};
+use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -238,6 +239,7 @@ fn admit(
             .iter()
             .map(|(family, file)| (family.clone(), templates.font_path(template_id, file)))
             .collect(),
+        trace_parent: None,
     };
     Ok((job, work))
 }
@@ -511,10 +513,13 @@ impl RenderService for RenderApi {
                     .map_or_else(|| Status::internal("no idempotency key"), Status::from))
             }
         };
+        let trace_parent = CallSpan::of(request.extensions());
         let submission = RenderSubmission::try_from(request.into_inner())?;
         let templates = self.templates.clone();
         let limits = self.limits;
-        let (job, work) = blocking(move || admit(&templates, submission, limits)).await?;
+        let (job, mut work) = blocking(move || admit(&templates, submission, limits)).await?;
+        // The render's span will be a child of this call's.
+        work.trace_parent = trace_parent;
         // From here on the call records and creates things: it runs to its end on its own
         // task even if the caller goes away (a timed-out call is exactly what gets retried).
         let api = self.clone();

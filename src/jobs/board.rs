@@ -467,6 +467,7 @@ mod tests {
             output: output(),
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
+            trace_parent: None,
         });
         let job = Job::queued(
             Uuid::new_v4(),

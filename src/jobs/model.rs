@@ -121,4 +121,7 @@ pub struct RenderWork {
     pub deadline: Duration,
     /// The template's uploaded fonts: family → font file.
     pub fonts: std::collections::BTreeMap<String, PathBuf>,
+    /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
+    /// in memory only: a job renders on the instance that accepted it.
+    pub trace_parent: Option<opentelemetry::trace::SpanContext>,
 }

@@ -13,3 +13,4 @@ mod panic;
 mod process;
 mod renders;
 mod templates;
+mod traces;
