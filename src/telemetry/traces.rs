@@ -314,31 +314,36 @@ impl SpanProcessor for SharedProcessor {
 #[derive(Debug)]
 struct LoggedExporter<E> {
     inner: E,
-    /// Failures since the last line, and when that line was written.
-    failures: Mutex<(u64, Option<Instant>)>,
+    failures: Mutex<FailureLog>,
+}
+
+/// Failures since the last line, and when that line was written.
+#[derive(Debug, Default)]
+struct FailureLog {
+    unlogged: u64,
+    last_line: Option<Instant>,
+}
+
+impl FailureLog {
+    /// Counts a failure at `now`; answers the count to log when a line is due.
+    fn failed(&mut self, now: Instant) -> Option<u64> {
+        self.unlogged += 1;
+        let due = self
+            .last_line
+            .is_none_or(|last| now.saturating_duration_since(last) >= EXPORT_FAILURE_LOG_INTERVAL);
+        if !due {
+            return None;
+        }
+        self.last_line = Some(now);
+        Some(std::mem::take(&mut self.unlogged))
+    }
 }
 
 impl<E> LoggedExporter<E> {
     fn new(inner: E) -> LoggedExporter<E> {
         LoggedExporter {
             inner,
-            failures: Mutex::new((0, None)),
-        }
-    }
-
-    fn record_failure(&self, error: &dyn std::fmt::Display) {
-        // Exports never run concurrently; a poisoned count is still a count.
-        let mut failures = self
-            .failures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        failures.0 += 1;
-        if failures
-            .1
-            .is_none_or(|last| last.elapsed() >= EXPORT_FAILURE_LOG_INTERVAL)
-        {
-            tracing::warn!(%error, failures = failures.0, "cannot export spans");
-            *failures = (0, Some(Instant::now()));
+            failures: Mutex::new(FailureLog::default()),
         }
     }
 }
@@ -347,7 +352,15 @@ impl<E: SpanExporter> SpanExporter for LoggedExporter<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let result = self.inner.export(batch).await;
         if let Err(error) = &result {
-            self.record_failure(error);
+            // Exports never run concurrently; a poisoned count is still a count.
+            let due = self
+                .failures
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .failed(Instant::now());
+            if let Some(failures) = due {
+                tracing::warn!(%error, failures, "cannot export spans");
+            }
         }
         result
     }
@@ -362,5 +375,101 @@ impl<E: SpanExporter> SpanExporter for LoggedExporter<E> {
 
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::worker_spans::{SpanValue, WorkerTrace};
+    use opentelemetry::trace::{SpanId, TraceId};
+    use opentelemetry_sdk::trace::InMemorySpanExporter;
+
+    #[test]
+    fn export_failures_are_logged_at_most_once_an_interval_with_their_count() {
+        let mut log = FailureLog::default();
+        let start = Instant::now();
+        assert_eq!(log.failed(start), Some(1));
+        assert_eq!(log.failed(start + Duration::from_secs(1)), None);
+        assert_eq!(log.failed(start + Duration::from_secs(30)), None);
+        let next = start + EXPORT_FAILURE_LOG_INTERVAL;
+        assert_eq!(log.failed(next), Some(3));
+        assert_eq!(log.failed(next + Duration::from_secs(1)), None);
+    }
+
+    #[test]
+    fn with_traces_off_no_render_span_is_built_and_the_worker_gets_no_traceparent() {
+        let parent = SpanContext::new(
+            TraceId::from_hex(TRACE).unwrap(),
+            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::default(),
+        );
+        let span = Tracing::off().render_span(Some(&parent), || unreachable!());
+        assert_eq!(span.traceparent(), None);
+    }
+
+    fn client_span(flags: TraceFlags) -> SpanContext {
+        SpanContext::new(
+            TraceId::from_hex(TRACE).unwrap(),
+            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            flags,
+            true,
+            TraceState::default(),
+        )
+    }
+
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+    #[test]
+    fn worker_spans_are_exported_with_their_own_ids_and_times_and_garbage_is_not() {
+        let exporter = InMemorySpanExporter::default();
+        let tracing = Tracing::with_exporter(exporter.clone());
+        let render = tracing.render_span(Some(&client_span(TraceFlags::SAMPLED)), Vec::new);
+        let traceparent = render.traceparent().unwrap();
+        let mut trace = WorkerTrace::from_traceparent(Some(&traceparent)).unwrap();
+        let step = trace.start(None);
+        let step_id = step.span_id;
+        trace.finish(step, "prepare", [("frames", SpanValue::Int(3))], true);
+        let mut spans = trace.into_spans();
+        let reported = spans[0].clone();
+        spans.push(WorkerSpan {
+            trace_id: "1".repeat(32),
+            span_id: "0000000000000009".into(),
+            ..reported.clone()
+        });
+        render.export_worker_spans(&spans);
+        render.end(None);
+        let exported = exporter.get_finished_spans().unwrap();
+        assert_eq!(exported.len(), 2, "{exported:#?}");
+        let worker = exported.iter().find(|span| span.name == "prepare").unwrap();
+        let render = exported.iter().find(|span| span.name == "render").unwrap();
+        assert_eq!(worker.span_context.span_id(), step_id);
+        assert_eq!(
+            worker.span_context.trace_id(),
+            TraceId::from_hex(TRACE).unwrap()
+        );
+        assert_eq!(worker.parent_span_id, render.span_context.span_id());
+        assert!(worker.parent_span_is_remote);
+        assert_eq!(
+            worker.start_time,
+            std::time::UNIX_EPOCH + Duration::from_nanos(reported.start_unix_nanos)
+        );
+        assert_eq!(worker.status, Status::error("the step failed"));
+        assert_eq!(
+            render.parent_span_id,
+            client_span(TraceFlags::SAMPLED).span_id()
+        );
+    }
+
+    #[test]
+    fn a_caller_that_does_not_sample_gets_no_render_or_worker_spans() {
+        let exporter = InMemorySpanExporter::default();
+        let tracing = Tracing::with_exporter(exporter.clone());
+        let render = tracing.render_span(Some(&client_span(TraceFlags::default())), Vec::new);
+        assert_eq!(render.traceparent(), None);
+        render.end(None);
+        assert!(exporter.get_finished_spans().unwrap().is_empty());
     }
 }
