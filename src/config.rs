@@ -178,6 +178,13 @@ pub struct ServerSettings {
     /// send as `authorization: Bearer KEY`).
     #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
     pub api_keys: Option<PathBuf>,
+    /// OpenTelemetry collector to export traces to over OTLP/gRPC (`http://HOST:4317`); no
+    /// traces when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Traces go here instead (tests: an in-memory exporter); not a flag.
+    #[arg(skip)]
+    pub tracing: Option<crate::telemetry::traces::Tracing>,
 }
 
 impl ServerSettings {
@@ -215,6 +222,8 @@ impl ServerSettings {
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
             auth: crate::auth::AuthMode::Off,
             api_keys: None,
+            otlp_endpoint: None,
+            tracing: None,
         }
     }
 

@@ -28,7 +28,8 @@
 //!   and its settings.
 //! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
 //!   benches, and the client verbs `template`, `submit`, `job`).
-//! - [`telemetry`]: logging set-up.
+//! - [`telemetry`]: logging set-up; OpenTelemetry traces (per server, OTLP export) and the
+//!   spans a worker reports back.
 
 pub mod analysis;
 pub mod auth;

@@ -1,6 +1,8 @@
 //! Tower middleware of the gRPC server, one per file as `Foo` + `FooLayer`; the stack is built
 //! in [`crate::server`] with a why-comment on each layer.
 //!
+//! - [`trace_context`]: one OpenTelemetry server span per call, child of the caller's W3C
+//!   `traceparent`.
 //! - [`request_metrics`]: counts every answered call by method and status code, and every
 //!   error by its ErrorInfo reason.
 //! - [`catch_panic`]: a panic in a handler answers INTERNAL and the server keeps serving.
@@ -19,6 +21,7 @@ pub mod request_body;
 pub mod request_metrics;
 pub mod request_size;
 pub mod stream_limit;
+pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
 pub use load_shed::LoadShedLayer;
@@ -26,6 +29,7 @@ pub use request_body::RequestBodyLayer;
 pub use request_metrics::RequestMetricsLayer;
 pub use request_size::RequestSizeLayer;
 pub use stream_limit::StreamLimitLayer;
+pub use trace_context::TraceContextLayer;
 
 use std::future::Future;
 use std::pin::Pin;

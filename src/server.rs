@@ -23,9 +23,10 @@ use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::WATCH_PATHS;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
-use crate::middleware::{RequestBodyLayer, StreamLimitLayer};
+use crate::middleware::{RequestBodyLayer, StreamLimitLayer, TraceContextLayer};
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
+use crate::telemetry::traces::{Tracing, TracingError};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub enum ServerError {
     },
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Tracing(#[from] TracingError),
 }
 
 /// Sockets the server answers on, bound by the caller (port 0 in tests).
@@ -80,6 +83,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let metrics = Metrics::new();
+    let (tracing, own_tracing) = tracing_of(&settings)?;
     let identities = Arc::new(Identities::new(settings.auth, load_api_keys(&settings)?));
     let templates_store =
         TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
@@ -126,6 +130,7 @@ pub async fn run(
             workers: settings.worker_count(),
             executable,
             worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
+            tracing: tracing.clone(),
         },
         settings.queue_capacity as usize,
         outputs,
@@ -231,6 +236,7 @@ pub async fn run(
         }
     };
     let stack = middleware_with(
+        tracing.clone(),
         metrics.clone(),
         identities,
         StackLimits {
@@ -291,6 +297,10 @@ pub async fn run(
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();
     }
+    if own_tracing {
+        // The last spans (the drain's) are exported; the exporter may wait on the network.
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
+    }
     served?;
     tracing::info!("stopped");
     Ok(())
@@ -309,7 +319,10 @@ pub type Middleware = Stack<
                     IdempotencyKeyLayer,
                     Stack<
                         IdentityLayer,
-                        Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>,
+                        Stack<
+                            CatchPanicLayer,
+                            Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                        >,
                     >,
                 >,
             >,
@@ -332,6 +345,7 @@ pub struct StackLimits {
 /// can put it in front of services of their own).
 pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
     middleware_with(
+        Tracing::off(),
         metrics,
         Arc::new(Identities::new(
             crate::auth::AuthMode::Off,
@@ -349,11 +363,15 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
 
 /// Builds the tower stack. Each layer sees what the ones inside it answer.
 pub fn middleware_with(
+    tracing: Tracing,
     metrics: Arc<Metrics>,
     identities: Arc<Identities>,
     limits: StackLimits,
 ) -> Middleware {
     tower::ServiceBuilder::new()
+        // A server span per call, child of the caller's `traceparent`: outermost, so that
+        // every refusal below is traced with its status.
+        .layer(TraceContextLayer::new(tracing))
         // Counts every answer as the caller sees it, refusals of the layers below included.
         .layer(RequestMetricsLayer::new(metrics))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
@@ -382,6 +400,22 @@ pub fn middleware_with(
             "TOO_MANY_WATCHERS",
         ))
         .into_inner()
+}
+
+/// The server's traces: the settings' own handle (tests), or OTLP export to
+/// `--otlp-endpoint`, or off. Also answers whether the server built it (and so shuts it down).
+fn tracing_of(settings: &ServerSettings) -> Result<(Tracing, bool), ServerError> {
+    if let Some(tracing) = &settings.tracing {
+        return Ok((tracing.clone(), false));
+    }
+    match &settings.otlp_endpoint {
+        Some(endpoint) => {
+            let tracing = Tracing::otlp(endpoint)?;
+            tracing::info!(%endpoint, "exporting traces over OTLP");
+            Ok((tracing, true))
+        }
+        None => Ok((Tracing::off(), false)),
+    }
 }
 
 /// The API keys of `--api-keys`, none when unset.

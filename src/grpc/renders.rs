@@ -33,6 +33,7 @@ use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::spec::Format;
 use crate::storage::{StorageError, TemplateStore};
+use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -265,6 +266,7 @@ fn admit(
         deadline,
         fonts: pin.fonts.clone(),
         pin: Some(Arc::new(pin)),
+        trace_parent: None,
     };
     Ok((job, work))
 }
@@ -552,11 +554,16 @@ impl RenderService for RenderApi {
                     .map_or_else(|| Status::internal("no idempotency key"), Status::from))
             }
         };
-        let tenant = Caller::of(request.extensions()).tenant;
+        let caller_extensions = request.extensions();
+        let tenant = Caller::of(caller_extensions).tenant;
+        let trace_parent = CallSpan::of(caller_extensions);
         let submission = RenderSubmission::try_from(request.into_inner())?;
         let templates = self.templates.clone();
         let limits = self.limits;
-        let (job, work) = blocking(move || admit(&templates, tenant, submission, limits)).await?;
+        let (job, mut work) =
+            blocking(move || admit(&templates, tenant, submission, limits)).await?;
+        // The render's span will be a child of this call's.
+        work.trace_parent = trace_parent;
         // From here on the call records and creates things: it runs to its end on its own
         // task even if the caller goes away (a timed-out call is exactly what gets retried).
         let api = self.clone();

@@ -478,6 +478,7 @@ mod tests {
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
             pin: None,
+            trace_parent: None,
         });
         let job = Job::queued(
             Uuid::new_v4(),

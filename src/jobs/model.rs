@@ -133,4 +133,7 @@ pub struct RenderWork {
     /// render, even if the template is deleted meanwhile; the board lets go of the work when
     /// the job ends, and the files go with the last reference.
     pub pin: Option<std::sync::Arc<crate::storage::pins::TemplatePin>>,
+    /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
+    /// in memory only: a job renders on the instance that accepted it.
+    pub trace_parent: Option<opentelemetry::trace::SpanContext>,
 }

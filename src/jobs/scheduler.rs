@@ -21,7 +21,10 @@ use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
 use crate::storage::OutputStore;
+use crate::telemetry::traces::{RenderSpan, Tracing};
+use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
 use futures_util::StreamExt;
+use opentelemetry::KeyValue;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,6 +72,8 @@ pub struct SchedulerSettings {
     pub workers: usize,
     pub executable: PathBuf,
     pub worker_memory_bytes: u64,
+    /// Where render spans (and the spans workers report) go; off by default.
+    pub tracing: Tracing,
 }
 
 #[derive(Debug)]
@@ -610,10 +615,24 @@ impl Scheduler {
         let span = tracing::info_span!("job", job_id = %id, template_id = %job.template_id);
         let _entered = span.enter();
         tracing::info!(frames_total = job.frames_total, "render started");
+        let mut render_span = self
+            .settings
+            .tracing
+            .render_span(work.trace_parent.as_ref(), || {
+                vec![
+                    KeyValue::new("job.id", id.to_string()),
+                    KeyValue::new("template.id", job.template_id.to_string()),
+                    KeyValue::new("output.format", work.output.format.extension()),
+                    KeyValue::new("frames", i64::from(job.frames_total)),
+                ]
+            });
         self.metrics.jobs_running.inc();
         let started = Instant::now();
-        let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel);
+        let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel, &render_span);
         let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
+        render_span.set_attribute(KeyValue::new("job.state", state.label()));
+        render_span.set_attribute(KeyValue::new("attempts", i64::from(attempts)));
+        render_span.end(error.as_ref().map(|error| error.reason.as_str()));
         let job = self.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
@@ -651,13 +670,15 @@ impl Scheduler {
         }
     }
 
-    /// Worker runs until one does not crash or the attempts are used up.
+    /// Worker runs until one does not crash or the attempts are used up; the spans each
+    /// worker reports are exported under `render_span`.
     fn run_attempts(
         &self,
         id: Uuid,
         fingerprint: &Fingerprint,
         work: &RenderWork,
         cancel: &CancelToken,
+        render_span: &RenderSpan,
     ) -> (WorkerRun, u32) {
         let extension = work.output.format.extension();
         let job = WorkerJob {
@@ -667,6 +688,7 @@ impl Scheduler {
             output_path: self.outputs.partial_path(id, extension),
             threads: 0,
             fonts: work.fonts.clone(),
+            traceparent: render_span.traceparent(),
         };
         let settings = SandboxSettings {
             executable: self.settings.executable.clone(),
@@ -675,8 +697,16 @@ impl Scheduler {
         };
         let mut attempt = 1;
         loop {
-            let mut on_event = |event: &WorkerEvent| self.publish_progress(id, event);
+            let mut spans = Vec::new();
+            let mut on_event = |event: &WorkerEvent| match event {
+                WorkerEvent::Span(span) if spans.len() < MAX_WORKER_SPANS => {
+                    spans.push(span.clone());
+                }
+                WorkerEvent::Span(_) => {}
+                _ => self.publish_progress(id, event),
+            };
             let run = sandbox::run_worker(&job, &settings, cancel, &mut on_event);
+            render_span.export_worker_spans(&spans);
             let crashed = matches!(
                 &run.result,
                 Err(failure) if matches!(failure.kind, FailureKind::Crashed { .. })

@@ -14,3 +14,4 @@ mod process;
 mod renders;
 mod templates;
 mod tenancy;
+mod traces;
