@@ -161,6 +161,9 @@ pub struct ServerSettings {
     /// send as `authorization: Bearer KEY`).
     #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
     pub api_keys: Option<PathBuf>,
+    /// Connection age and grace (crate::mesh).
+    #[command(flatten)]
+    pub mesh: crate::mesh::MeshSettings,
 }
 
 impl ServerSettings {
@@ -196,6 +199,7 @@ impl ServerSettings {
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
             auth: crate::auth::AuthMode::Off,
             api_keys: None,
+            mesh: crate::mesh::MeshSettings::default(),
         }
     }
 

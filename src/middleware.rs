@@ -1,13 +1,13 @@
 //! Tower middleware of the gRPC server, one per file as `Foo` + `FooLayer`; the stack is built
 //! in [`crate::server`] with a why-comment on each layer.
 //!
-//! - [`request_metrics`]: counts every answered call by method and status code, and every
-//!   error by its ErrorInfo reason.
+//! - [`request_metrics`]: counts every answered call by method and status code, times it by
+//!   method, and counts every error by its ErrorInfo reason.
 //! - [`catch_panic`]: a panic in a handler answers INTERNAL and the server keeps serving.
 //! - [`load_shed`]: beyond a number of calls in flight, answers RESOURCE_EXHAUSTED at once
 //!   with a retry delay instead of queueing inside the server.
-//! - [`request_size`]: a request above the size limit is INVALID_ARGUMENT, not tonic's
-//!   OUT_OF_RANGE.
+//! - [`request_size`]: a request above the size limit (inflated, when gzip) is
+//!   INVALID_ARGUMENT, not tonic's OUT_OF_RANGE; one that does not inflate is too.
 //! - [`request_body`]: the request message is received whole, under a deadline and a global
 //!   byte budget, before load shedding counts the call.
 //! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot

@@ -19,6 +19,8 @@ use crate::idempotency::IdempotencyKeyLayer;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
+use crate::mesh::connection_age::AgedConnection;
+use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::WATCH_PATHS;
@@ -31,6 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tonic::codec::CompressionEncoding;
 use tower::layer::util::{Identity, Stack};
 
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +156,11 @@ pub async fn run(
         keys.clone(),
         analysis,
     ))
-    .max_decoding_message_size(MAX_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_REQUEST_BYTES)
+    // gzip both ways (responses only to clients that accept it); tonic bounds the inflated
+    // size by max_decoding_message_size.
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
     let renders = RenderServiceServer::new(
         RenderApi::new(
             templates_store,
@@ -170,12 +177,29 @@ pub async fn run(
             settings.download_idle_timeout(),
         )),
     )
-    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
     let (health, health_service) = tonic_health::server::health_reporter();
+    let health_service = health_service
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
     health
         .set_serving::<TemplateServiceServer<TemplateApi>>()
         .await;
     health.set_serving::<RenderServiceServer<RenderApi>>().await;
+    // The `liveness` and `readiness` services of Kubernetes' probes (crate::mesh::probes).
+    let probes = Arc::new(
+        Probes::start(
+            health.clone(),
+            ReadinessSources {
+                queue: scheduler.queue.clone(),
+                redis: redis.clone(),
+                draining: draining.clone(),
+            },
+        )
+        .await,
+    );
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -204,6 +228,7 @@ pub async fn run(
     let (drained_signal, drained_done) = tokio::sync::oneshot::channel::<()>();
     let drained = {
         let (health, scheduler, draining) = (health.clone(), scheduler.clone(), draining.clone());
+        let probes = probes.clone();
         let grace = settings.shutdown_grace();
         async move {
             shutdown.await;
@@ -212,6 +237,7 @@ pub async fn run(
                 "shutting down: health NOT_SERVING, refusing submissions, draining renders"
             );
             draining.store(true, Ordering::SeqCst);
+            probes.drain().await;
             health
                 .set_service_status("", tonic_health::ServingStatus::NotServing)
                 .await;
@@ -238,6 +264,11 @@ pub async fn run(
     let incoming = tonic::transport::server::TcpIncoming::from(listeners.grpc)
         .with_nodelay(Some(true))
         .with_keepalive(Some(TCP_KEEPALIVE));
+    // Each connection is closed at its age plus the grace, whatever is still open on it.
+    let lifetime = settings.mesh.max_connection_age() + settings.mesh.max_connection_age_grace();
+    let incoming = futures_util::StreamExt::map(incoming, move |accepted| {
+        accepted.map(|stream| AgedConnection::new(stream, lifetime))
+    });
     let serving = tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
@@ -248,6 +279,9 @@ pub async fn run(
         .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
         .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+        // GOAWAY at the age: the client reconnects, maybe to another replica, and its calls
+        // in flight go on (tonic's own grace is not used: see crate::mesh::connection_age).
+        .max_connection_age(settings.mesh.max_connection_age())
         .layer(stack)
         .add_service(health_service)
         .add_service(reflection_v1)

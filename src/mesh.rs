@@ -1,0 +1,53 @@
+//! How the server fits a service mesh and Kubernetes: its settings (connection age and grace),
+//! connections closed after their age so clients rebalance across replicas
+//! ([`connection_age`]), and the `liveness` and `readiness` health services with what flips
+//! them ([`probes`]).
+
+pub mod connection_age;
+pub mod probes;
+
+use std::time::Duration;
+
+/// A connection is asked to go away (HTTP/2 GOAWAY) after this long, seconds. Behind a plain
+/// Kubernetes Service (kube-proxy balances connections, not calls) a client keeps the replica
+/// it first reached for as long as its connection lives, so a new replica would get no
+/// traffic from clients already connected; five minutes rebalances soon after a scale-up,
+/// and one TCP and HTTP/2 handshake per client every five minutes costs nothing.
+pub const DEFAULT_MAX_CONNECTION_AGE_SECONDS: u64 = 300;
+/// Calls in flight when a connection reaches its age get this long to end before the
+/// connection is closed under them, seconds: every unary call and most downloads end well
+/// within a minute; a WatchRenderJob stream still open then is cut and its client watches
+/// again (on a new connection).
+pub const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 = 60;
+
+/// Settings of the mesh and Kubernetes fit (flattened into `serve`'s flags).
+#[derive(Debug, Clone, clap::Args)]
+pub struct MeshSettings {
+    /// A connection older than this is sent GOAWAY (its client reconnects, maybe to another
+    /// replica), seconds.
+    #[arg(long, env = "LOTTIE_RENDER_MAX_CONNECTION_AGE_SECONDS", default_value_t = DEFAULT_MAX_CONNECTION_AGE_SECONDS, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub max_connection_age_seconds: u64,
+    /// Calls in flight at a connection's age get this long to end before the connection is
+    /// closed, seconds.
+    #[arg(long, env = "LOTTIE_RENDER_MAX_CONNECTION_AGE_GRACE_SECONDS", default_value_t = DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub max_connection_age_grace_seconds: u64,
+}
+
+impl Default for MeshSettings {
+    fn default() -> MeshSettings {
+        MeshSettings {
+            max_connection_age_seconds: DEFAULT_MAX_CONNECTION_AGE_SECONDS,
+            max_connection_age_grace_seconds: DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS,
+        }
+    }
+}
+
+impl MeshSettings {
+    pub fn max_connection_age(&self) -> Duration {
+        Duration::from_secs(self.max_connection_age_seconds)
+    }
+
+    pub fn max_connection_age_grace(&self) -> Duration {
+        Duration::from_secs(self.max_connection_age_grace_seconds)
+    }
+}
