@@ -12,8 +12,12 @@
 //!   byte budget, before load shedding counts the call.
 //! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot
 //!   for as long as it is open.
+//! - [`inflation_budget`]: a compressed request holds its service's message limit from a
+//!   shared budget while it is decoded and handled (put on each service, not the stack: the
+//!   limit is the service's).
 
 pub mod catch_panic;
+pub mod inflation_budget;
 pub mod load_shed;
 pub mod request_body;
 pub mod request_metrics;
@@ -21,6 +25,7 @@ pub mod request_size;
 pub mod stream_limit;
 
 pub use catch_panic::CatchPanicLayer;
+pub use inflation_budget::InflationBudgetLayer;
 pub use load_shed::LoadShedLayer;
 pub use request_body::RequestBodyLayer;
 pub use request_metrics::RequestMetricsLayer;

@@ -22,10 +22,11 @@ use crate::jobs::Scheduler;
 use crate::mesh::connection_age::AgedConnection;
 use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
+use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::WATCH_PATHS;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
-use crate::middleware::{RequestBodyLayer, StreamLimitLayer};
+use crate::middleware::{InflationBudgetLayer, RequestBodyLayer, StreamLimitLayer};
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
 use std::future::Future;
@@ -35,6 +36,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
 use tower::layer::util::{Identity, Stack};
+use tower::Layer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -151,6 +153,8 @@ pub async fn run(
         lease: settings.idempotency_lease(),
         retention: settings.retention(),
     };
+    // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
+    let inflation = shared_budget(INFLATION_BUDGET_BYTES);
     let templates = TemplateServiceServer::new(TemplateApi::new(
         templates_store.clone(),
         keys.clone(),
@@ -161,6 +165,8 @@ pub async fn run(
     // size by max_decoding_message_size.
     .accept_compressed(CompressionEncoding::Gzip)
     .send_compressed(CompressionEncoding::Gzip);
+    let templates =
+        InflationBudgetLayer::new(inflation.clone(), MAX_REQUEST_BYTES).layer(templates);
     let renders = RenderServiceServer::new(
         RenderApi::new(
             templates_store,
@@ -180,10 +186,15 @@ pub async fn run(
     .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
     .accept_compressed(CompressionEncoding::Gzip)
     .send_compressed(CompressionEncoding::Gzip);
+    let renders =
+        InflationBudgetLayer::new(inflation.clone(), MAX_RENDER_REQUEST_BYTES).layer(renders);
     let (health, health_service) = tonic_health::server::health_reporter();
     let health_service = health_service
+        .max_decoding_message_size(MAX_HEALTH_REQUEST_BYTES)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
+    let health_service =
+        InflationBudgetLayer::new(inflation, MAX_HEALTH_REQUEST_BYTES).layer(health_service);
     health
         .set_serving::<TemplateServiceServer<TemplateApi>>()
         .await;
@@ -429,6 +440,9 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
     Ok(keys)
 }
 
+/// Largest health request: a service name (ours are under 50 bytes). tonic's default is 4 MiB,
+/// which a compressed request would inflate to.
+const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
 /// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's
 /// and most proxies' 100. An honest client multiplexing more waits for a stream to end
 /// (its transport queues); a hostile one is refused by h2 (REFUSED_STREAM).
