@@ -161,7 +161,7 @@ pub struct ServerSettings {
     /// send as `authorization: Bearer KEY`).
     #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
     pub api_keys: Option<PathBuf>,
-    /// Connection age and grace (crate::mesh).
+    /// HTTP/2 keepalive, connection age and grace (crate::mesh).
     #[command(flatten)]
     pub mesh: crate::mesh::MeshSettings,
 }

@@ -1,4 +1,5 @@
-//! How the server fits a service mesh and Kubernetes: its settings (connection age and grace),
+//! How the server fits a service mesh and Kubernetes: its settings (HTTP/2 keepalive,
+//! connection age and grace),
 //! connections closed after their age so clients rebalance across replicas
 //! ([`connection_age`]), and the `liveness` and `readiness` health services with what flips
 //! them ([`probes`]).
@@ -19,6 +20,14 @@ pub const DEFAULT_MAX_CONNECTION_AGE_SECONDS: u64 = 300;
 /// within a minute; a WatchRenderJob stream still open then is cut and its client watches
 /// again (on a new connection).
 pub const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 = 60;
+/// HTTP/2 PING after this much silence on a connection: well under the idle timeouts of
+/// cloud load balancers and NATs (350 s and more), so a quiet connection (a client waiting
+/// on a long WatchRenderJob) is neither dropped by them nor kept for a peer that vanished.
+pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL_SECONDS: u64 = 30;
+/// The connection (with every stream and slot it holds) is closed when the PING is not
+/// answered within this: a peer that vanished holds nothing for long, while a loaded but
+/// live peer answers a PING within milliseconds.
+pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS: u64 = 10;
 
 /// Settings of the mesh and Kubernetes fit (flattened into `serve`'s flags).
 #[derive(Debug, Clone, clap::Args)]
@@ -31,6 +40,12 @@ pub struct MeshSettings {
     /// closed, seconds.
     #[arg(long, env = "LOTTIE_RENDER_MAX_CONNECTION_AGE_GRACE_SECONDS", default_value_t = DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub max_connection_age_grace_seconds: u64,
+    /// HTTP/2 PING after this much silence on a connection, seconds.
+    #[arg(long, env = "LOTTIE_RENDER_HTTP2_KEEPALIVE_INTERVAL_SECONDS", default_value_t = DEFAULT_HTTP2_KEEPALIVE_INTERVAL_SECONDS, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub http2_keepalive_interval_seconds: u64,
+    /// A connection whose peer does not answer the PING within this is closed, seconds.
+    #[arg(long, env = "LOTTIE_RENDER_HTTP2_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub http2_keepalive_timeout_seconds: u64,
 }
 
 impl Default for MeshSettings {
@@ -38,6 +53,8 @@ impl Default for MeshSettings {
         MeshSettings {
             max_connection_age_seconds: DEFAULT_MAX_CONNECTION_AGE_SECONDS,
             max_connection_age_grace_seconds: DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS,
+            http2_keepalive_interval_seconds: DEFAULT_HTTP2_KEEPALIVE_INTERVAL_SECONDS,
+            http2_keepalive_timeout_seconds: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS,
         }
     }
 }
@@ -49,5 +66,13 @@ impl MeshSettings {
 
     pub fn max_connection_age_grace(&self) -> Duration {
         Duration::from_secs(self.max_connection_age_grace_seconds)
+    }
+
+    pub fn http2_keepalive_interval(&self) -> Duration {
+        Duration::from_secs(self.http2_keepalive_interval_seconds)
+    }
+
+    pub fn http2_keepalive_timeout(&self) -> Duration {
+        Duration::from_secs(self.http2_keepalive_timeout_seconds)
     }
 }

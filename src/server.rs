@@ -285,8 +285,8 @@ pub async fn run(
         .concurrency_limit_per_connection(per_connection_concurrency(
             settings.max_concurrent_requests as usize,
         ))
-        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .http2_keepalive_interval(Some(settings.mesh.http2_keepalive_interval()))
+        .http2_keepalive_timeout(Some(settings.mesh.http2_keepalive_timeout()))
         .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
         .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
@@ -450,11 +450,6 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 /// Share of `--max-concurrent-requests` one connection may have in the stack at once (its
 /// further calls wait on their stream): one connection cannot take the whole instance.
 const PER_CONNECTION_SHARE_DIVISOR: usize = 8;
-/// HTTP/2 PING after this much silence on a connection…
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-/// …and the connection (with every stream and slot it holds) is closed when the PING is not
-/// answered within this: a peer that vanished holds nothing for long.
-const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest header list of one request: our metadata is a few hundred bytes (an
 /// idempotency key of at most 255, tracing headers); 16 KiB is hyper's default, said here.
 const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;

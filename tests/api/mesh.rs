@@ -215,6 +215,65 @@ async fn a_connection_is_sent_goaway_at_its_age_its_calls_in_flight_get_the_grac
     app.stop().await;
 }
 
+/// Reads HTTP/2 frames from `socket` until the server closes it; answers the PING frames
+/// seen (type 6, without the ACK flag).
+async fn pings_until_closed(socket: &mut tokio::net::TcpStream) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut pings = 0;
+    let mut header = [0u8; 9];
+    while socket.read_exact(&mut header).await.is_ok() {
+        let length = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let mut payload = vec![0u8; length];
+        if socket.read_exact(&mut payload).await.is_err() {
+            break;
+        }
+        if header[3] == 6 && header[4] & 1 == 0 {
+            pings += 1;
+        }
+    }
+    pings
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_answering_pings_is_disconnected_after_the_keepalive_interval_and_timeout(
+) {
+    use tokio::io::AsyncWriteExt;
+    const INTERVAL: Duration = Duration::from_secs(1);
+    const TIMEOUT: Duration = Duration::from_secs(1);
+    let app = spawn_app_with(|settings| {
+        settings.mesh.http2_keepalive_interval_seconds = INTERVAL.as_secs();
+        settings.mesh.http2_keepalive_timeout_seconds = TIMEOUT.as_secs();
+    })
+    .await;
+    let mut socket = tokio::net::TcpStream::connect(app.address).await.unwrap();
+    let opened = Instant::now();
+    // The client preface, empty SETTINGS and the ACK of the server's: a live HTTP/2 peer that
+    // then never answers a PING.
+    socket
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    socket
+        .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    socket
+        .write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0])
+        .await
+        .unwrap();
+    let pings = tokio::time::timeout(Duration::from_secs(30), pings_until_closed(&mut socket))
+        .await
+        .expect("the server closes the connection within 30 s");
+    let closed_after = opened.elapsed();
+    println!("{pings} unanswered PING(s), closed after {closed_after:?}");
+    assert!(pings >= 1, "the server pinged before closing");
+    assert!(
+        closed_after >= INTERVAL + TIMEOUT,
+        "closed after {closed_after:?}"
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn gzip_requests_are_accepted_and_answers_are_gzip_only_for_clients_that_accept_it() {
     let app = spawn_app().await;
