@@ -16,20 +16,21 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
 
-/// An accepted socket that fails every read and write once its deadline has passed.
+/// An accepted connection (a TCP socket by default; any stream, so a TLS acceptor of our own
+/// can wrap it or be wrapped) that fails every read and write once its deadline has passed.
 #[derive(Debug)]
-pub struct AgedConnection {
-    stream: TcpStream,
+pub struct AgedConnection<IO = TcpStream> {
+    stream: IO,
     /// Boxed so the connection stays `Unpin`; polled on every read, so an idle connection is
     /// woken (and ended) at the deadline too.
     deadline: Pin<Box<tokio::time::Sleep>>,
 }
 
-impl AgedConnection {
+impl<IO> AgedConnection<IO> {
     /// `stream`, to be closed `lifetime` from now.
-    pub fn new(stream: TcpStream, lifetime: Duration) -> AgedConnection {
+    pub fn new(stream: IO, lifetime: Duration) -> AgedConnection<IO> {
         AgedConnection {
             stream,
             deadline: Box::pin(tokio::time::sleep(lifetime)),
@@ -46,7 +47,7 @@ impl AgedConnection {
     }
 }
 
-impl AsyncRead for AgedConnection {
+impl<IO: AsyncRead + Unpin> AsyncRead for AgedConnection<IO> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -60,7 +61,7 @@ impl AsyncRead for AgedConnection {
     }
 }
 
-impl AsyncWrite for AgedConnection {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for AgedConnection<IO> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -102,11 +103,11 @@ impl AsyncWrite for AgedConnection {
     }
 }
 
-impl Connected for AgedConnection {
-    // The plain socket's, so layers reading the peer address see no difference.
-    type ConnectInfo = TcpConnectInfo;
+impl<IO: Connected> Connected for AgedConnection<IO> {
+    // The wrapped stream's, so layers reading the peer address see no difference.
+    type ConnectInfo = IO::ConnectInfo;
 
-    fn connect_info(&self) -> TcpConnectInfo {
+    fn connect_info(&self) -> IO::ConnectInfo {
         self.stream.connect_info()
     }
 }
