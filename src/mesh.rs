@@ -1,5 +1,5 @@
 //! How the server fits a service mesh and Kubernetes: its settings (HTTP/2 keepalive,
-//! connection age and grace),
+//! connection age and grace, the least time a shutdown stays reachable),
 //! connections closed after their age so clients rebalance across replicas
 //! ([`connection_age`]), and the `liveness` and `readiness` health services with what flips
 //! them ([`probes`]).
@@ -20,6 +20,10 @@ pub const DEFAULT_MAX_CONNECTION_AGE_SECONDS: u64 = 300;
 /// within a minute; a WatchRenderJob stream still open then is cut and its client watches
 /// again (on a new connection).
 pub const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 = 60;
+/// After SIGTERM the listener stays open at least this long, seconds, even with nothing to
+/// drain: off by default (outside Kubernetes nobody routes by endpoint lists); see
+/// [`MeshSettings::drain_min_seconds`].
+pub const DEFAULT_DRAIN_MIN_SECONDS: u64 = 0;
 /// HTTP/2 PING after this much silence on a connection: well under the idle timeouts of
 /// cloud load balancers and NATs (350 s and more), so a quiet connection (a client waiting
 /// on a long WatchRenderJob) is neither dropped by them nor kept for a peer that vanished.
@@ -46,6 +50,13 @@ pub struct MeshSettings {
     /// A connection whose peer does not answer the PING within this is closed, seconds.
     #[arg(long, env = "LOTTIE_RENDER_HTTP2_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub http2_keepalive_timeout_seconds: u64,
+    /// After SIGTERM, keep answering (and accepting connections) at least this long, seconds,
+    /// even when there is nothing to drain. Kubernetes removes a terminating pod's endpoint
+    /// while it sends SIGTERM, but every node's kube-proxy (and a mesh's endpoint discovery)
+    /// learns it a few seconds later; a caller routed here meanwhile is then answered instead
+    /// of refused at the socket. This is what a preStop `sleep` hook is usually for.
+    #[arg(long, env = "LOTTIE_RENDER_DRAIN_MIN_SECONDS", default_value_t = DEFAULT_DRAIN_MIN_SECONDS, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub drain_min_seconds: u64,
 }
 
 impl Default for MeshSettings {
@@ -55,6 +66,7 @@ impl Default for MeshSettings {
             max_connection_age_grace_seconds: DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS,
             http2_keepalive_interval_seconds: DEFAULT_HTTP2_KEEPALIVE_INTERVAL_SECONDS,
             http2_keepalive_timeout_seconds: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS,
+            drain_min_seconds: DEFAULT_DRAIN_MIN_SECONDS,
         }
     }
 }
@@ -70,6 +82,10 @@ impl MeshSettings {
 
     pub fn http2_keepalive_interval(&self) -> Duration {
         Duration::from_secs(self.http2_keepalive_interval_seconds)
+    }
+
+    pub fn drain_min(&self) -> Duration {
+        Duration::from_secs(self.drain_min_seconds)
     }
 
     pub fn http2_keepalive_timeout(&self) -> Duration {

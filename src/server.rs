@@ -241,8 +241,10 @@ pub async fn run(
         let (health, scheduler, draining) = (health.clone(), scheduler.clone(), draining.clone());
         let probes = probes.clone();
         let grace = settings.shutdown_grace();
+        let reachable_for = settings.mesh.drain_min();
         async move {
             shutdown.await;
+            let shutdown_began = tokio::time::Instant::now();
             tracing::info!(
                 grace_seconds = grace.as_secs_f64(),
                 "shutting down: health NOT_SERVING, refusing submissions, draining renders"
@@ -259,6 +261,9 @@ pub async fn run(
                 .set_not_serving::<RenderServiceServer<RenderApi>>()
                 .await;
             scheduler.drain(grace).await;
+            // Callers routed here before every node forgot this endpoint are still answered
+            // (crate::mesh: why no preStop hook is needed).
+            tokio::time::sleep_until(shutdown_began + reachable_for).await;
             tracing::info!("renders drained; closing the listener");
             let _ = drained_signal.send(());
         }

@@ -100,6 +100,37 @@ async fn readiness_is_not_serving_while_the_queue_is_full_and_while_draining_and
 }
 
 #[tokio::test]
+async fn after_sigterm_a_new_connection_is_answered_for_the_drain_minimum_even_with_nothing_to_drain(
+) {
+    const DRAIN_MIN: Duration = Duration::from_secs(3);
+    let mut app = spawn_app_with(|settings| {
+        settings.mesh.drain_min_seconds = DRAIN_MIN.as_secs();
+    })
+    .await;
+    let began = Instant::now();
+    app.begin_shutdown();
+    wait_for_health(&app, "", ServingStatus::NotServing).await;
+    // A caller whose endpoint list still names this instance connects now: it is answered
+    // (and told to go elsewhere), not refused at the socket.
+    let late = Channel::from_shared(format!("http://{}", app.address))
+        .unwrap()
+        .connect()
+        .await
+        .expect("the listener is still open");
+    assert_eq!(
+        health_status(&late, READINESS).await,
+        ServingStatus::NotServing as i32
+    );
+    drop(late);
+    app.stop().await;
+    assert!(
+        began.elapsed() >= DRAIN_MIN,
+        "stopped after {:?}",
+        began.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn readiness_is_not_serving_while_redis_is_down_and_serving_again_when_it_is_back() {
     let redis = OwnRedis::start();
     let port = redis.port;
