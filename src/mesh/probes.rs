@@ -161,6 +161,8 @@ async fn follow_readiness(
         if now != last {
             match now {
                 Ok(()) => tracing::info!("ready again"),
+                // Asked for: the drain is logged where it begins.
+                Err(NotReady::Draining) => tracing::info!("not ready: draining"),
                 Err(reason) => tracing::warn!(?reason, "not ready"),
             }
             health
