@@ -16,10 +16,12 @@ use std::time::Duration;
 /// and one TCP and HTTP/2 handshake per client every five minutes costs nothing.
 pub const DEFAULT_MAX_CONNECTION_AGE_SECONDS: u64 = 300;
 /// Calls in flight when a connection reaches its age get this long to end before the
-/// connection is closed under them, seconds: every unary call and most downloads end well
-/// within a minute; a WatchRenderJob stream still open then is cut and its client watches
-/// again (on a new connection).
-pub const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 = 60;
+/// connection is closed under them, seconds: the longest render (`sandbox::MAX_DEADLINE`), so
+/// a WatchRenderJob of a running render, or a download at any honest speed, ends on its own.
+/// A long grace costs no rebalancing: after the GOAWAY every *new* call goes to a new
+/// connection; the grace only bounds how long a stream that never ends (a health Watch)
+/// keeps the old one.
+pub const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 = crate::sandbox::MAX_DEADLINE.as_secs();
 /// After SIGTERM the listener stays open at least this long, seconds, even with nothing to
 /// drain: off by default (outside Kubernetes nobody routes by endpoint lists); see
 /// [`MeshSettings::drain_min_seconds`].
