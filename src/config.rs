@@ -185,6 +185,9 @@ pub struct ServerSettings {
     /// Traces go here instead (tests: an in-memory exporter); not a flag.
     #[arg(skip)]
     pub tracing: Option<crate::telemetry::traces::Tracing>,
+    /// HTTP/2 keepalive, connection age and grace (crate::mesh).
+    #[command(flatten)]
+    pub mesh: crate::mesh::MeshSettings,
 }
 
 impl ServerSettings {
@@ -224,6 +227,7 @@ impl ServerSettings {
             api_keys: None,
             otlp_endpoint: None,
             tracing: None,
+            mesh: crate::mesh::MeshSettings::default(),
         }
     }
 

@@ -19,11 +19,16 @@ use crate::idempotency::IdempotencyKeyLayer;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
+use crate::mesh::connection_age::AgedConnection;
+use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
+use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::WATCH_PATHS;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
-use crate::middleware::{RequestBodyLayer, StreamLimitLayer, TraceContextLayer};
+use crate::middleware::{
+    InflationBudgetLayer, RequestBodyLayer, StreamLimitLayer, TraceContextLayer,
+};
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
 use crate::telemetry::traces::{Tracing, TracingError};
@@ -32,7 +37,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tonic::codec::CompressionEncoding;
 use tower::layer::util::{Identity, Stack};
+use tower::Layer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -153,12 +160,20 @@ pub async fn run(
         lease: settings.idempotency_lease(),
         retention: settings.retention(),
     };
+    // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
+    let inflation = shared_budget(INFLATION_BUDGET_BYTES);
     let templates = TemplateServiceServer::new(TemplateApi::new(
         templates_store.clone(),
         keys.clone(),
         analysis,
     ))
-    .max_decoding_message_size(MAX_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_REQUEST_BYTES)
+    // gzip both ways (responses only to clients that accept it); tonic bounds the inflated
+    // size by max_decoding_message_size.
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
+    let templates =
+        InflationBudgetLayer::new(inflation.clone(), MAX_REQUEST_BYTES).layer(templates);
     let renders = RenderServiceServer::new(
         RenderApi::new(
             templates_store.clone(),
@@ -175,12 +190,34 @@ pub async fn run(
             settings.download_idle_timeout(),
         )),
     )
-    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
+    let renders =
+        InflationBudgetLayer::new(inflation.clone(), MAX_RENDER_REQUEST_BYTES).layer(renders);
     let (health, health_service) = tonic_health::server::health_reporter();
+    let health_service = health_service
+        .max_decoding_message_size(MAX_HEALTH_REQUEST_BYTES)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
+    let health_service =
+        InflationBudgetLayer::new(inflation, MAX_HEALTH_REQUEST_BYTES).layer(health_service);
     health
         .set_serving::<TemplateServiceServer<TemplateApi>>()
         .await;
     health.set_serving::<RenderServiceServer<RenderApi>>().await;
+    // The `liveness` and `readiness` services of Kubernetes' probes (crate::mesh::probes).
+    let probes = Arc::new(
+        Probes::start(
+            health.clone(),
+            ReadinessSources {
+                queue: scheduler.queue.clone(),
+                redis: redis.clone(),
+                draining: draining.clone(),
+            },
+        )
+        .await,
+    );
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -213,14 +250,18 @@ pub async fn run(
     let (drained_signal, drained_done) = tokio::sync::oneshot::channel::<()>();
     let drained = {
         let (health, scheduler, draining) = (health.clone(), scheduler.clone(), draining.clone());
+        let probes = probes.clone();
         let grace = settings.shutdown_grace();
+        let reachable_for = settings.mesh.drain_min();
         async move {
             shutdown.await;
+            let shutdown_began = tokio::time::Instant::now();
             tracing::info!(
                 grace_seconds = grace.as_secs_f64(),
                 "shutting down: health NOT_SERVING, refusing submissions, draining renders"
             );
             draining.store(true, Ordering::SeqCst);
+            probes.drain().await;
             health
                 .set_service_status("", tonic_health::ServingStatus::NotServing)
                 .await;
@@ -231,6 +272,9 @@ pub async fn run(
                 .set_not_serving::<RenderServiceServer<RenderApi>>()
                 .await;
             scheduler.drain(grace).await;
+            // Callers routed here before every node forgot this endpoint are still answered
+            // (crate::mesh: why no preStop hook is needed).
+            tokio::time::sleep_until(shutdown_began + reachable_for).await;
             tracing::info!("renders drained; closing the listener");
             let _ = drained_signal.send(());
         }
@@ -248,16 +292,24 @@ pub async fn run(
     let incoming = tonic::transport::server::TcpIncoming::from(listeners.grpc)
         .with_nodelay(Some(true))
         .with_keepalive(Some(TCP_KEEPALIVE));
+    // Each connection is closed at its age plus the grace, whatever is still open on it.
+    let lifetime = settings.mesh.max_connection_age() + settings.mesh.max_connection_age_grace();
+    let incoming = futures_util::StreamExt::map(incoming, move |accepted| {
+        accepted.map(|stream| AgedConnection::new(stream, lifetime))
+    });
     let serving = tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
             settings.max_concurrent_requests as usize,
         ))
-        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .http2_keepalive_interval(Some(settings.mesh.http2_keepalive_interval()))
+        .http2_keepalive_timeout(Some(settings.mesh.http2_keepalive_timeout()))
         .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
         .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+        // GOAWAY at the age: the client reconnects, maybe to another replica, and its calls
+        // in flight go on (tonic's own grace is not used: see crate::mesh::connection_age).
+        .max_connection_age(settings.mesh.max_connection_age())
         .layer(stack)
         .add_service(health_service)
         .add_service(reflection_v1)
@@ -433,6 +485,9 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
     Ok(keys)
 }
 
+/// Largest health request: a service name (ours are under 50 bytes). tonic's default is 4 MiB,
+/// which a compressed request would inflate to.
+const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
 /// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's
 /// and most proxies' 100. An honest client multiplexing more waits for a stream to end
 /// (its transport queues); a hostile one is refused by h2 (REFUSED_STREAM).
@@ -440,11 +495,6 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 /// Share of `--max-concurrent-requests` one connection may have in the stack at once (its
 /// further calls wait on their stream): one connection cannot take the whole instance.
 const PER_CONNECTION_SHARE_DIVISOR: usize = 8;
-/// HTTP/2 PING after this much silence on a connection…
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-/// …and the connection (with every stream and slot it holds) is closed when the PING is not
-/// answered within this: a peer that vanished holds nothing for long.
-const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest header list of one request: our metadata is a few hundred bytes (an
 /// idempotency key of at most 255, tracing headers); 16 KiB is hyper's default, said here.
 const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;

@@ -670,6 +670,10 @@ impl RenderService for RenderApi {
             }
             Err(error) => return Err(storage_error(StorageError::Io(error)).into()),
         };
-        Ok(Response::new(self.downloads.stream(file, job.id, slot)))
+        let mut response = Response::new(self.downloads.stream(file, job.id, slot));
+        // MP4, WebM and GIF are compressed already: gzip would only spend CPU (on the
+        // runtime) for nothing, whatever the client accepts.
+        response.disable_compression();
+        Ok(response)
     }
 }

@@ -141,6 +141,11 @@ impl RenderQueue {
         lock(&self.state).followers
     }
 
+    /// Whether a new job would be refused for want of room (readiness reads it).
+    pub fn is_full(&self) -> bool {
+        lock(&self.state).waiting() >= self.capacity
+    }
+
     /// Refuses new jobs, wakes every waiting worker loop and answers the jobs left waiting.
     pub fn close(&self) -> Vec<Uuid> {
         let mut state = lock(&self.state);
@@ -163,7 +168,9 @@ mod tests {
         assert_eq!(queue.try_push(a), Ok(1));
         assert_eq!(queue.try_push(b), Ok(2));
         assert_eq!(queue.try_push(c), Err(PushRefused::Full { length: 2 }));
+        assert!(queue.is_full());
         assert_eq!(queue.pop().await, Some(a));
+        assert!(!queue.is_full());
         assert!(queue.remove(b));
         assert!(!queue.remove(b));
         assert_eq!(queue.try_push(c), Ok(1));

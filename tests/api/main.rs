@@ -9,6 +9,7 @@ mod hostile_assets;
 mod hostile_sandbox;
 mod hostile_templates;
 mod idempotency;
+mod mesh;
 mod panic;
 mod process;
 mod renders;
