@@ -161,6 +161,19 @@ pub struct ServerSettings {
     /// send as `authorization: Bearer KEY`).
     #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
     pub api_keys: Option<PathBuf>,
+    /// Certificate and sidecar identities, one a line: `TENANT IDENTITY` (a SPIFFE id such
+    /// as `spiffe://cluster.local/ns/web/sa/billing`, a certificate's subject CN, or a
+    /// Linkerd identity name).
+    #[arg(long, env = "LOTTIE_RENDER_IDENTITIES")]
+    pub identities: Option<PathBuf>,
+    /// Believe the identity a mesh sidecar puts in `x-forwarded-client-cert` (Envoy, Istio)
+    /// or `l5d-client-id` (Linkerd). Only behind a sidecar that sets or strips these headers
+    /// on every call: anyone else could write them.
+    #[arg(long, env = "LOTTIE_RENDER_TRUST_SIDECAR_IDENTITY")]
+    pub trust_sidecar_identity: bool,
+    /// TLS and mTLS on the gRPC listener (plaintext without them).
+    #[command(flatten)]
+    pub tls: crate::tls::TlsSettings,
 }
 
 impl ServerSettings {
@@ -196,6 +209,9 @@ impl ServerSettings {
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
             auth: crate::auth::AuthMode::Off,
             api_keys: None,
+            identities: None,
+            trust_sidecar_identity: false,
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 

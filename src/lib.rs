@@ -29,6 +29,8 @@
 //! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
 //!   benches, and the client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up.
+//! - [`tls`]: TLS and mTLS on the gRPC listener (our own accept loop, so certificates
+//!   reload without a restart) and the watcher that re-reads changed configuration files.
 
 pub mod analysis;
 pub mod auth;
@@ -50,3 +52,4 @@ pub mod server;
 pub mod spec;
 pub mod storage;
 pub mod telemetry;
+pub mod tls;
