@@ -69,6 +69,8 @@ mod tests {
 
     fn certificate(common_name: Option<&str>, alternative_names: Vec<SanType>) -> Vec<u8> {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        // rcgen names a certificate "rcgen self signed cert" unless told otherwise.
+        params.distinguished_name = rcgen::DistinguishedName::new();
         if let Some(name) = common_name {
             params.distinguished_name.push(DnType::CommonName, name);
         }

@@ -114,23 +114,16 @@ fn split_outside_quotes(text: &str, separator: char) -> Result<Vec<&str>, Sideca
     Ok(parts)
 }
 
-/// A value without its surrounding double quotes, `\"` and `\\` unescaped.
+/// A value without its surrounding double quotes and with `\"` as `"`. Other backslashes
+/// stay: they belong to the value (a subject's `\,` is the DN's own escape).
 fn unquote(value: &str) -> String {
-    let Some(inner) = value
+    match value
         .strip_prefix('"')
         .and_then(|rest| rest.strip_suffix('"'))
-    else {
-        return value.to_owned();
-    };
-    let mut unquoted = String::with_capacity(inner.len());
-    let mut characters = inner.chars();
-    while let Some(character) = characters.next() {
-        match character {
-            '\\' => unquoted.extend(characters.next()),
-            other => unquoted.push(other),
-        }
+    {
+        Some(inner) => inner.replace("\\\"", "\""),
+        None => value.to_owned(),
     }
-    unquoted
 }
 
 /// The CN of a distinguished name as Envoy writes it: RFC 2253 (`CN=client,OU=web,O=acme`,

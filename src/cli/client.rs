@@ -221,7 +221,11 @@ pub fn report_status(status: &Status) -> ExitCode {
         eprintln!("  retry after {:.1} s", delay.as_secs_f64());
     }
     let code = match status.code() {
-        Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition => exit::DETERMINISTIC,
+        Code::InvalidArgument
+        | Code::NotFound
+        | Code::FailedPrecondition
+        | Code::Unauthenticated
+        | Code::PermissionDenied => exit::DETERMINISTIC,
         Code::Unavailable | Code::ResourceExhausted | Code::Aborted | Code::DeadlineExceeded => {
             exit::TRANSIENT
         }
