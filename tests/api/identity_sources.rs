@@ -319,6 +319,7 @@ async fn the_api_keys_file_is_re_read_when_it_changes_and_a_broken_one_keeps_the
     assert_eq!(list("old-key").await, Err(Code::Unauthenticated));
 
     std::fs::write(&keys, "acme billing not-a-hash\n").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let kept = "lottie_render_config_reloads_total{file=\"api_keys\",outcome=\"kept_previous\"}";
     while app.metric(kept).await < 1.0 {
         assert!(
@@ -328,5 +329,48 @@ async fn the_api_keys_file_is_re_read_when_it_changes_and_a_broken_one_keeps_the
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(list("new-key").await, Ok(()));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_identities_file_is_re_read_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let identities = dir.path().join("identities");
+    std::fs::write(
+        &identities,
+        "acme spiffe://cluster.local/ns/acme/sa/billing\n",
+    )
+    .unwrap();
+    let app = spawn_app_with(|settings| {
+        settings.auth = AuthMode::Required;
+        settings.identities = Some(identities.clone());
+        settings.trust_sidecar_identity = true;
+    })
+    .await;
+    let linkerd = "web.initech.serviceaccount.identity.linkerd.cluster.local";
+    let list = || async {
+        let mut request = tonic::Request::new(proto::ListTemplatesRequest::default());
+        request
+            .metadata_mut()
+            .insert("l5d-client-id", linkerd.parse().unwrap());
+        app.templates_as(None)
+            .list_templates(request)
+            .await
+            .map(drop)
+            .map_err(|status| status.code())
+    };
+    assert_eq!(list().await, Err(Code::Unauthenticated));
+
+    let replacement = dir.path().join("identities.new");
+    std::fs::write(&replacement, format!("initech {linkerd}\n")).unwrap();
+    std::fs::rename(&replacement, &identities).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while list().await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new identity never worked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     app.stop().await;
 }
