@@ -104,7 +104,8 @@ pub async fn run(
         &identities,
     );
     watched.extend(tls.as_ref().map(crate::tls::watch));
-    let configuration_watcher = crate::tls::watch::spawn(watched, metrics.clone());
+    // Their state now is the baseline; the watcher starts once nothing below can fail.
+    let configuration_watcher = crate::tls::watch::Watcher::new(watched);
     let templates_store =
         TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
     let outputs = OutputStore::open(&settings.data_dir)?;
@@ -217,6 +218,7 @@ pub async fn run(
         tokio::spawn(crate::metrics::serve(listener, metrics.clone()))
     });
     let sweeper = tokio::spawn(sweep_expired(scheduler.clone(), settings.retention()));
+    let configuration_watcher = configuration_watcher.spawn(metrics.clone());
     let local = listeners.grpc.local_addr().ok();
     tracing::info!(
         listen = ?local,

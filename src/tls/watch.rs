@@ -28,6 +28,15 @@ pub struct WatchedFiles {
     pub reload: Reload,
 }
 
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Watcher")
+            .field("groups", &self.groups)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for WatchedFiles {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
@@ -58,22 +67,8 @@ impl Fingerprint {
     }
 }
 
-/// Watches `groups` until the task is aborted; none when there is nothing to watch. The
-/// files' state when this is called (just after they were read at start-up) is the
-/// baseline.
-pub fn spawn(
-    groups: Vec<WatchedFiles>,
-    metrics: Arc<Metrics>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    if groups.is_empty() {
-        return None;
-    }
-    Some(tokio::spawn(
-        Watcher::new(groups).run(metrics, RELOAD_POLL_INTERVAL),
-    ))
-}
-
-struct Watcher {
+/// The watched files and the state they were last seen in.
+pub struct Watcher {
     groups: Arc<Vec<WatchedFiles>>,
     seen: Vec<Vec<Fingerprint>>,
 }
@@ -92,12 +87,22 @@ fn fingerprints(groups: &[WatchedFiles]) -> Vec<Vec<Fingerprint>> {
 }
 
 impl Watcher {
-    fn new(groups: Vec<WatchedFiles>) -> Watcher {
+    /// Takes the files' state now as the baseline: call it just after the files were read
+    /// at start-up, so a change made while the server starts is not missed.
+    pub fn new(groups: Vec<WatchedFiles>) -> Watcher {
         let seen = fingerprints(&groups);
         Watcher {
             groups: Arc::new(groups),
             seen,
         }
+    }
+
+    /// Watches until the task is aborted; none when there is nothing to watch.
+    pub fn spawn(self, metrics: Arc<Metrics>) -> Option<tokio::task::JoinHandle<()>> {
+        if self.groups.is_empty() {
+            return None;
+        }
+        Some(tokio::spawn(self.run(metrics, RELOAD_POLL_INTERVAL)))
     }
 
     async fn run(mut self, metrics: Arc<Metrics>, every: Duration) {
