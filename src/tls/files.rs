@@ -133,3 +133,78 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsFilesError> {
         reason: error.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (String, String) {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        (certified.cert.pem(), certified.signing_key.serialize_pem())
+    }
+
+    #[test]
+    fn good_files_build_a_configuration_and_each_kind_of_bad_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let (cert, key) = pair();
+        let (other_cert, other_key) = pair();
+        let files = TlsFiles {
+            cert: write("cert.pem", &cert),
+            key: write("key.pem", &key),
+            client_ca: Some(write("ca.pem", &other_cert)),
+        };
+        let config = server_config(&files).unwrap();
+        assert_eq!(config.alpn_protocols, vec![b"h2".to_vec()]);
+
+        let with = |change: &dyn Fn(&mut TlsFiles)| {
+            let mut files = files.clone();
+            change(&mut files);
+            server_config(&files).unwrap_err()
+        };
+        let read: fn(&TlsFilesError) -> bool = |e| matches!(e, TlsFilesError::Read { .. });
+        let certificates: fn(&TlsFilesError) -> bool =
+            |e| matches!(e, TlsFilesError::Certificates { .. });
+        let key: fn(&TlsFilesError) -> bool = |e| matches!(e, TlsFilesError::Key { .. });
+        let mismatch: fn(&TlsFilesError) -> bool =
+            |e| matches!(e, TlsFilesError::KeyMismatch { .. });
+        for (case, error, expected) in [
+            (
+                "missing certificate",
+                with(&|files| files.cert = dir.path().join("absent.pem")),
+                read,
+            ),
+            (
+                "no certificate in the file",
+                with(&|files| files.cert = write("empty.pem", "hello")),
+                certificates,
+            ),
+            (
+                "a key where the certificate goes",
+                with(&|files| files.cert = write("key-as-cert.pem", &other_key)),
+                certificates,
+            ),
+            (
+                "no key in the file",
+                with(&|files| files.key = write("cert-as-key.pem", &cert)),
+                key,
+            ),
+            (
+                "the key of another certificate",
+                with(&|files| files.key = write("other-key.pem", &other_key)),
+                mismatch,
+            ),
+            (
+                "a client CA file without certificates",
+                with(&|files| files.client_ca = Some(write("empty-ca.pem", ""))),
+                certificates,
+            ),
+        ] {
+            assert!(expected(&error), "{case}: {error}");
+        }
+    }
+}

@@ -204,4 +204,40 @@ mod tests {
             .encode()
             .contains(r#"config_reloads_total{file="test",outcome="applied"} 1"#));
     }
+
+    #[tokio::test]
+    async fn a_kubernetes_secret_update_is_seen_through_its_symlinks_even_with_equal_content() {
+        // A mounted Secret: tls.crt -> ..data/tls.crt, ..data -> ..<timestamp>; an update
+        // writes a new timestamped folder and swaps ..data in one rename.
+        let dir = tempfile::tempdir().unwrap();
+        let version = |name: &str| {
+            let folder = dir.path().join(name);
+            std::fs::create_dir(&folder).unwrap();
+            std::fs::write(folder.join("tls.crt"), "same bytes").unwrap();
+        };
+        version("..2026_01_01");
+        std::os::unix::fs::symlink("..2026_01_01", dir.path().join("..data")).unwrap();
+        let mounted = dir.path().join("tls.crt");
+        std::os::unix::fs::symlink("..data/tls.crt", &mounted).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let counted = count.clone();
+        let watcher = Watcher::new(vec![WatchedFiles {
+            name: "tls",
+            paths: vec![mounted],
+            reload: Box::new(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(String::new())
+            }),
+        }]);
+        let task = tokio::spawn(watcher.run(Metrics::new(), Duration::from_millis(20)));
+        version("..2026_02_01");
+        std::os::unix::fs::symlink("..2026_02_01", dir.path().join("..data_tmp")).unwrap();
+        std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while count.load(Ordering::SeqCst) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "never reloaded");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        task.abort();
+    }
 }
