@@ -9,9 +9,10 @@ use crate::tls::watch::WatchedFiles;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Largest identity configuration file: a million keys' lines is about 100 MB; a file far
-/// beyond a few MB is the wrong file.
-pub const MAX_IDENTITY_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest identity configuration file: a line is about 100 bytes, so 8 MiB holds some
+/// 80,000 keys or identities, far more than a service hands out (and every call's key is
+/// compared with each stored one); beyond it is the wrong file.
+pub const MAX_IDENTITY_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Why an identity configuration file was refused (the message carries the line).
 #[derive(Debug, thiserror::Error)]
