@@ -1,14 +1,18 @@
 //! Who is calling: the [`Caller`] resolved once per request by the [`IdentityLayer`] (from
-//! an API key today; mTLS peer certificates and trusted sidecar headers are resolved the
-//! same way) and the [`TenantId`] that scopes every template, job, output and idempotency
-//! key it can see.
+//! the mTLS peer certificate, a trusted sidecar's header or an API key) and the
+//! [`TenantId`] that scopes every template, job, output and idempotency key it can see.
 
 pub mod api_keys;
 pub mod caller;
+pub mod files;
 pub mod identity;
+pub mod known_identities;
 pub mod layer;
+pub mod peer_certificate;
+pub mod sidecar;
 
 pub use api_keys::ApiKeys;
 pub use caller::{Caller, IdentitySource, TenantId, TenantIdError};
 pub use identity::{AuthMode, Identities};
+pub use known_identities::KnownIdentities;
 pub use layer::IdentityLayer;

@@ -188,6 +188,19 @@ pub struct ServerSettings {
     /// HTTP/2 keepalive, connection age and grace (crate::mesh).
     #[command(flatten)]
     pub mesh: crate::mesh::MeshSettings,
+    /// Certificate and sidecar identities, one a line: `TENANT IDENTITY` (a SPIFFE id such
+    /// as `spiffe://cluster.local/ns/web/sa/billing`, a certificate's subject CN, or a
+    /// Linkerd identity name).
+    #[arg(long, env = "LOTTIE_RENDER_IDENTITIES")]
+    pub identities: Option<PathBuf>,
+    /// Believe the identity a mesh sidecar puts in `x-forwarded-client-cert` (Envoy, Istio)
+    /// or `l5d-client-id` (Linkerd). Only behind a sidecar that sets or strips these headers
+    /// on every call: anyone else could write them.
+    #[arg(long, env = "LOTTIE_RENDER_TRUST_SIDECAR_IDENTITY")]
+    pub trust_sidecar_identity: bool,
+    /// TLS and mTLS on the gRPC listener (plaintext without them).
+    #[command(flatten)]
+    pub tls: crate::tls::TlsSettings,
 }
 
 impl ServerSettings {
@@ -228,6 +241,9 @@ impl ServerSettings {
             otlp_endpoint: None,
             tracing: None,
             mesh: crate::mesh::MeshSettings::default(),
+            identities: None,
+            trust_sidecar_identity: false,
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 

@@ -32,6 +32,8 @@
 //!   benches, and the client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up; OpenTelemetry traces (per server, OTLP export) and the
 //!   spans a worker reports back.
+//! - [`tls`]: TLS and mTLS on the gRPC listener (our own accept loop, so certificates
+//!   reload without a restart) and the watcher that re-reads changed configuration files.
 
 pub mod analysis;
 pub mod auth;
@@ -54,3 +56,4 @@ pub mod server;
 pub mod spec;
 pub mod storage;
 pub mod telemetry;
+pub mod tls;

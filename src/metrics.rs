@@ -49,6 +49,14 @@ pub struct MechanismLabels {
     pub mechanism: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// What was re-read: `tls`, `api_keys` or `identities`.
+    pub file: String,
+    /// `applied`, or `kept_previous` when the new file was refused.
+    pub outcome: String,
+}
+
 fn duration_histogram() -> Histogram {
     // 0.25 s … ~17 min.
     Histogram::new(exponential_buckets(0.25, 2.0, 13))
@@ -83,6 +91,8 @@ pub struct Metrics {
     pub render_cache_hits: Counter,
     pub idempotent_replays: Counter,
     pub sandbox_protection: Family<MechanismLabels, Gauge>,
+    pub tls_handshake_failures: Family<ReasonLabels, Counter>,
+    pub config_reloads: Family<ReloadLabels, Counter>,
 }
 
 impl Metrics {
@@ -189,6 +199,20 @@ impl Metrics {
              0 not), from the sandbox self-test run at start-up",
             sandbox_protection.clone(),
         );
+        let tls_handshake_failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed (reason refused: bad or missing client certificate, \
+             not TLS; timeout: not finished in time)",
+            tls_handshake_failures.clone(),
+        );
+        let config_reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Changed configuration files re-read, by file and outcome (kept_previous: the new \
+             file was refused and the previous configuration stays)",
+            config_reloads.clone(),
+        );
         Arc::new(Metrics {
             registry,
             requests,
@@ -206,6 +230,8 @@ impl Metrics {
             render_cache_hits,
             idempotent_replays,
             sandbox_protection,
+            tls_handshake_failures,
+            config_reloads,
         })
     }
 
@@ -241,6 +267,23 @@ impl Metrics {
                 mechanism: mechanism.to_owned(),
             })
             .set(i64::from(in_force));
+    }
+
+    pub fn tls_handshake_failure(&self, reason: &str) {
+        self.tls_handshake_failures
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn config_reload(&self, file: &str, applied: bool) {
+        self.config_reloads
+            .get_or_create(&ReloadLabels {
+                file: file.to_owned(),
+                outcome: if applied { "applied" } else { "kept_previous" }.to_owned(),
+            })
+            .inc();
     }
 
     pub fn rejection(&self, reason: &str) {

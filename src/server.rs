@@ -5,7 +5,7 @@
 //! before the listener closes.
 
 use crate::analysis::AnalysisPool;
-use crate::auth::{ApiKeys, Identities, IdentityLayer};
+use crate::auth::{ApiKeys, Identities, IdentityLayer, KnownIdentities};
 use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
@@ -56,6 +56,13 @@ pub enum ServerError {
         path: std::path::PathBuf,
         reason: String,
     },
+    #[error("cannot read the identities file {path}: {reason}")]
+    KnownIdentities {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] crate::tls::TlsFilesError),
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
     #[error(transparent)]
@@ -91,7 +98,25 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     let metrics = Metrics::new();
     let (tracing, own_tracing) = tracing_of(&settings)?;
-    let identities = Arc::new(Identities::new(settings.auth, load_api_keys(&settings)?));
+    let mut identities = Identities::new(settings.auth, load_api_keys(&settings)?)
+        .trusting_sidecar_identity(settings.trust_sidecar_identity);
+    if let Some(known) = load_known_identities(&settings)? {
+        identities = identities.with_known_identities(known);
+    }
+    let identities = Arc::new(identities);
+    let tls = match settings.tls.files() {
+        Some(files) => Some(Arc::new(crate::tls::ReloadableTls::load(files)?)),
+        None => None,
+    };
+    // Changed certificates, keys and identity files are put in force without a restart.
+    let mut watched = crate::auth::files::watches(
+        settings.api_keys.as_deref(),
+        settings.identities.as_deref(),
+        &identities,
+    );
+    watched.extend(tls.as_ref().map(crate::tls::watch));
+    // Their state now is the baseline; the watcher starts once nothing below can fail.
+    let configuration_watcher = crate::tls::watch::Watcher::new(watched);
     let templates_store =
         TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
     let outputs = OutputStore::open(&settings.data_dir)?;
@@ -239,12 +264,18 @@ pub async fn run(
         templates_store,
         settings.retention(),
     ));
+    let configuration_watcher = configuration_watcher.spawn(metrics.clone());
     let local = listeners.grpc.local_addr().ok();
     tracing::info!(
         listen = ?local,
         data_dir = %settings.data_dir.display(),
         workers = settings.worker_count(),
         queue_capacity = settings.queue_capacity,
+        tls = match (&tls, &settings.tls.tls_client_ca) {
+            (None, _) => "off",
+            (Some(_), None) => "tls",
+            (Some(_), Some(_)) => "mtls",
+        },
         "serving"
     );
     let (drained_signal, drained_done) = tokio::sync::oneshot::channel::<()>();
@@ -294,10 +325,7 @@ pub async fn run(
         .with_keepalive(Some(TCP_KEEPALIVE));
     // Each connection is closed at its age plus the grace, whatever is still open on it.
     let lifetime = settings.mesh.max_connection_age() + settings.mesh.max_connection_age_grace();
-    let incoming = futures_util::StreamExt::map(incoming, move |accepted| {
-        accepted.map(|stream| AgedConnection::new(stream, lifetime))
-    });
-    let serving = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
             settings.max_concurrent_requests as usize,
@@ -315,8 +343,24 @@ pub async fn run(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(templates)
-        .add_service(renders)
-        .serve_with_incoming_shutdown(incoming, drained);
+        .add_service(renders);
+    // With TLS, our accept loop hands tonic handshaken connections (so certificates can be
+    // replaced while serving); tonic puts the peer's certificates on each request.
+    let serving = match tls {
+        Some(tls) => {
+            let handshaken = crate::tls::TlsIncoming::new(incoming, tls, metrics.clone());
+            let aged = futures_util::StreamExt::map(handshaken, move |accepted| {
+                accepted.map(|stream| AgedConnection::new(stream, lifetime))
+            });
+            futures_util::future::Either::Left(router.serve_with_incoming_shutdown(aged, drained))
+        }
+        None => {
+            let aged = futures_util::StreamExt::map(incoming, move |accepted| {
+                accepted.map(|stream| AgedConnection::new(stream, lifetime))
+            });
+            futures_util::future::Either::Right(router.serve_with_incoming_shutdown(aged, drained))
+        }
+    };
     // After the drain, calls still open (a health Watch never ends by itself; an idle peer
     // may never close) get a moment, then the server stops regardless.
     let served = tokio::select! {
@@ -345,6 +389,9 @@ pub async fn run(
     }
     if let Some(heartbeat) = heartbeat {
         heartbeat.abort();
+    }
+    if let Some(watcher) = configuration_watcher {
+        watcher.abort();
     }
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();
@@ -475,12 +522,10 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
     let Some(path) = &settings.api_keys else {
         return Ok(ApiKeys::default());
     };
-    let failed = |reason: String| ServerError::ApiKeys {
+    let keys = crate::auth::files::read_api_keys(path).map_err(|error| ServerError::ApiKeys {
         path: path.clone(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|error| failed(error.to_string()))?;
-    let keys = ApiKeys::parse(&text).map_err(|error| failed(error.to_string()))?;
+        reason: error.reason,
+    })?;
     tracing::info!(path = %path.display(), keys = keys.len(), mode = ?settings.auth, "api keys loaded");
     Ok(keys)
 }
@@ -488,6 +533,24 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
 /// Largest health request: a service name (ours are under 50 bytes). tonic's default is 4 MiB,
 /// which a compressed request would inflate to.
 const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
+
+/// The certificate and sidecar identities of `--identities`, none when unset.
+fn load_known_identities(
+    settings: &ServerSettings,
+) -> Result<Option<KnownIdentities>, ServerError> {
+    let Some(path) = &settings.identities else {
+        return Ok(None);
+    };
+    let known = crate::auth::files::read_known_identities(path).map_err(|error| {
+        ServerError::KnownIdentities {
+            path: path.clone(),
+            reason: error.reason,
+        }
+    })?;
+    tracing::info!(path = %path.display(), identities = known.len(), "identities loaded");
+    Ok(Some(known))
+}
+
 /// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's
 /// and most proxies' 100. An honest client multiplexing more waits for a stream to end
 /// (its transport queues); a hostile one is refused by h2 (REFUSED_STREAM).

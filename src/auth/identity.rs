@@ -1,8 +1,18 @@
 //! How a request's [`Caller`] is resolved: the authentication mode and the identity
-//! configuration (API keys today), replaceable at run time when its files change.
+//! configuration (API keys, certificate and sidecar identities), replaceable at run time
+//! when its files change.
+//!
+//! Sources, in order; the first one the request presents decides, and an identity it
+//! presents that is not known is refused (never silently the default tenant):
+//! 1. the mTLS peer certificate (SPIFFE id, else subject CN), when `--identities` is set;
+//! 2. a trusted sidecar's header (`x-forwarded-client-cert`, then `l5d-client-id`), only
+//!    under `--trust-sidecar-identity`;
+//! 3. an API key (`authorization: Bearer KEY`).
 
 use super::api_keys::{ApiKeys, MAX_API_KEY_BYTES};
 use super::caller::{Caller, IdentitySource};
+use super::known_identities::KnownIdentities;
+use super::{peer_certificate, sidecar};
 use crate::error::{ServiceError, ServiceErrorCode};
 use std::sync::{Arc, RwLock};
 
@@ -36,6 +46,11 @@ const OPEN_PATH_PREFIXES: [&str; 3] = [
 pub struct Identities {
     mode: AuthMode,
     api_keys: RwLock<Arc<ApiKeys>>,
+    /// Certificate and sidecar identities (`--identities`); none: peer certificates name
+    /// no one (mTLS is then transport security only).
+    known: Option<RwLock<Arc<KnownIdentities>>>,
+    /// `--trust-sidecar-identity`: read the mesh sidecar's headers.
+    trust_sidecar: bool,
 }
 
 impl Identities {
@@ -43,7 +58,21 @@ impl Identities {
         Identities {
             mode,
             api_keys: RwLock::new(Arc::new(api_keys)),
+            known: None,
+            trust_sidecar: false,
         }
+    }
+
+    /// With the certificate and sidecar identities of `--identities`.
+    pub fn with_known_identities(mut self, known: KnownIdentities) -> Identities {
+        self.known = Some(RwLock::new(Arc::new(known)));
+        self
+    }
+
+    /// Believing the sidecar's identity headers (`--trust-sidecar-identity`).
+    pub fn trusting_sidecar_identity(mut self, trust: bool) -> Identities {
+        self.trust_sidecar = trust;
+        self
     }
 
     pub fn mode(&self) -> AuthMode {
@@ -60,6 +89,39 @@ impl Identities {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(api_keys);
     }
 
+    /// Replaces the certificate and sidecar identities (the file changed); does nothing
+    /// when the server has no identities file.
+    pub fn replace_known_identities(&self, known: KnownIdentities) {
+        if let Some(lock) = &self.known {
+            *lock
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(known);
+        }
+    }
+
+    /// The tenant of a certificate or sidecar identity, or why it has none.
+    fn known_caller(
+        &self,
+        identity: String,
+        source: IdentitySource,
+    ) -> Result<Caller, ServiceError> {
+        let tenant = self.known.as_ref().and_then(|lock| {
+            lock.read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .tenant_of(&identity)
+        });
+        match tenant {
+            Some(tenant) => Ok(Caller {
+                tenant,
+                name: Arc::from(identity),
+                source,
+            }),
+            None => Err(unauthenticated(&format!(
+                "the identity {identity:?} is not in this server's identities file"
+            ))),
+        }
+    }
+
     fn api_keys(&self) -> Arc<ApiKeys> {
         self.api_keys
             .read()
@@ -72,7 +134,7 @@ impl Identities {
         &self,
         path: &str,
         headers: &http::HeaderMap,
-        _extensions: &http::Extensions,
+        extensions: &http::Extensions,
     ) -> Result<Caller, ServiceError> {
         if self.mode == AuthMode::Off
             || OPEN_PATH_PREFIXES
@@ -80,6 +142,18 @@ impl Identities {
                 .any(|prefix| path.starts_with(prefix))
         {
             return Ok(Caller::anonymous());
+        }
+        if self.known.is_some() {
+            if let Some(identity) = peer_certificate::peer_identity(extensions) {
+                let identity = identity.map_err(|error| unauthenticated(&error.to_string()))?;
+                return self.known_caller(identity, IdentitySource::PeerCertificate);
+            }
+        }
+        if self.trust_sidecar {
+            if let Some(identity) = sidecar::sidecar_identity(headers) {
+                let identity = identity.map_err(|error| unauthenticated(&error.to_string()))?;
+                return self.known_caller(identity, IdentitySource::Sidecar);
+            }
         }
         if let Some(value) = headers.get(http::header::AUTHORIZATION) {
             let key = bearer_token(value.as_bytes())
@@ -96,7 +170,8 @@ impl Identities {
         }
         match self.mode {
             AuthMode::Required => Err(unauthenticated(
-                "this server requires an identity: an API key (authorization: Bearer KEY)",
+                "this server requires an identity: a client certificate, a mesh sidecar's \
+                 identity or an API key (authorization: Bearer KEY)",
             )),
             AuthMode::Off | AuthMode::Optional => Ok(Caller::anonymous()),
         }

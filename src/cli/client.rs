@@ -7,9 +7,12 @@
 
 use super::exit;
 use crate::grpc::proto;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tonic::transport::Channel;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
@@ -26,7 +29,56 @@ pub struct ServerAddress {
         global = true
     )]
     pub server: String,
+    /// CA certificates (PEM) that sign the server's certificate; needed with an `https://`
+    /// server (this client trusts no system roots).
+    #[arg(long, env = "LOTTIE_RENDER_TLS_CA", global = true)]
+    pub tls_ca: Option<PathBuf>,
+    /// This client's certificate (PEM) for a server that asks for one (mTLS).
+    #[arg(
+        long = "tls-cert",
+        env = "LOTTIE_RENDER_CLIENT_TLS_CERT",
+        global = true,
+        requires = "client_tls_key"
+    )]
+    pub client_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(
+        long = "tls-key",
+        env = "LOTTIE_RENDER_CLIENT_TLS_KEY",
+        global = true,
+        requires = "client_tls_cert"
+    )]
+    pub client_tls_key: Option<PathBuf>,
+    /// The name the server's certificate must carry, when it is not `--server`'s host.
+    #[arg(long, env = "LOTTIE_RENDER_TLS_DOMAIN", global = true)]
+    pub tls_domain: Option<String>,
+    /// API key, sent as `authorization: Bearer KEY` on every call.
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_API_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
 }
+
+/// Adds `authorization: Bearer KEY` to every call when an API key is given.
+#[derive(Debug, Clone)]
+pub struct ApiKeyHeader(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for ApiKeyHeader {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A connection to the server, calling with the API key when one is given.
+pub type Connection = InterceptedService<Channel, ApiKeyHeader>;
 
 /// Why a client subcommand stopped.
 #[derive(Debug)]
@@ -74,16 +126,82 @@ where
     }
 }
 
-pub async fn connect(address: &ServerAddress) -> Result<Channel, ClientError> {
-    let endpoint = Channel::from_shared(address.server.clone())
+pub async fn connect(address: &ServerAddress) -> Result<Connection, ClientError> {
+    let mut endpoint = Channel::from_shared(address.server.clone())
         .map_err(|error| ClientError::Usage(format!("--server {}: {error}", address.server)))?
         .connect_timeout(CONNECT_TIMEOUT);
-    endpoint.connect().await.map_err(|error| {
+    if let Some(tls) = client_tls(address)? {
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|error| ClientError::Usage(format!("TLS settings: {error}")))?;
+    }
+    let api_key = match &address.api_key {
+        Some(key) => {
+            let mut value = MetadataValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                ClientError::Usage("--api-key: an API key is printable ASCII".into())
+            })?;
+            value.set_sensitive(true);
+            Some(value)
+        }
+        None => None,
+    };
+    let channel = endpoint.connect().await.map_err(|error| {
         ClientError::Status(Status::unavailable(format!(
-            "cannot connect to {}: {error}",
-            address.server
+            "cannot connect to {}: {}",
+            address.server,
+            error_chain(&error)
         )))
-    })
+    })?;
+    Ok(InterceptedService::new(channel, ApiKeyHeader(api_key)))
+}
+
+/// The TLS settings of an `https://` server; none for `http://`.
+fn client_tls(address: &ServerAddress) -> Result<Option<ClientTlsConfig>, ClientError> {
+    let https = address.server.starts_with("https://");
+    let tls_flags = address.tls_ca.is_some()
+        || address.client_tls_cert.is_some()
+        || address.tls_domain.is_some();
+    if !https {
+        return if tls_flags {
+            Err(ClientError::Usage(format!(
+                "--server {}: TLS flags need an https:// server",
+                address.server
+            )))
+        } else {
+            Ok(None)
+        };
+    }
+    let Some(ca) = &address.tls_ca else {
+        return Err(ClientError::Usage(
+            "an https:// server needs --tls-ca (the CA certificate that signs the server's)".into(),
+        ));
+    };
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read_pem(ca)?));
+    if let (Some(cert), Some(key)) = (&address.client_tls_cert, &address.client_tls_key) {
+        tls = tls.identity(Identity::from_pem(read_pem(cert)?, read_pem(key)?));
+    }
+    if let Some(domain) = &address.tls_domain {
+        tls = tls.domain_name(domain.clone());
+    }
+    Ok(Some(tls))
+}
+
+fn read_pem(path: &Path) -> Result<Vec<u8>, ClientError> {
+    std::fs::read(path)
+        .map_err(|error| ClientError::Usage(format!("cannot read {}: {error}", path.display())))
+}
+
+/// An error with its causes (`connect` errors say little at the top: the TLS reason is a
+/// few sources down).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Prints a refusal with everything the service said; answers the exit code of its class.
@@ -103,7 +221,11 @@ pub fn report_status(status: &Status) -> ExitCode {
         eprintln!("  retry after {:.1} s", delay.as_secs_f64());
     }
     let code = match status.code() {
-        Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition => exit::DETERMINISTIC,
+        Code::InvalidArgument
+        | Code::NotFound
+        | Code::FailedPrecondition
+        | Code::Unauthenticated
+        | Code::PermissionDenied => exit::DETERMINISTIC,
         Code::Unavailable | Code::ResourceExhausted | Code::Aborted | Code::DeadlineExceeded => {
             exit::TRANSIENT
         }

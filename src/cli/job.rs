@@ -2,7 +2,8 @@
 //! and downloading that `submit --wait -o` shares.
 
 use super::client::{
-    connect, job_exit_code, print_job, run_client, state_name, ClientError, ServerAddress,
+    connect, job_exit_code, print_job, run_client, state_name, ClientError, Connection,
+    ServerAddress,
 };
 use super::render::Progress;
 use crate::grpc::proto;
@@ -11,7 +12,6 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use tonic::transport::Channel;
 
 #[derive(Debug, clap::Args)]
 pub struct JobArgs {
@@ -78,7 +78,7 @@ pub fn run(args: JobArgs) -> ExitCode {
 
 /// Follows a job with WatchRenderJob to its terminal state, showing progress.
 pub async fn watch(
-    client: &mut RenderServiceClient<Channel>,
+    client: &mut RenderServiceClient<Connection>,
     job_id: &str,
 ) -> Result<proto::RenderJob, ClientError> {
     let mut stream = client
@@ -119,7 +119,7 @@ pub async fn watch(
 /// Streams a succeeded job's output into `path` (a temporary file renamed when complete and
 /// matching the job's sha256).
 pub async fn download(
-    client: &mut RenderServiceClient<Channel>,
+    client: &mut RenderServiceClient<Connection>,
     job: &proto::RenderJob,
     path: &Path,
 ) -> Result<(), ClientError> {

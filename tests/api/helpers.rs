@@ -44,6 +44,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
     settings.analysis_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
     settings.workers = Some(1);
     configure(&mut settings);
+    let tls = settings.tls.files().is_some();
     let (shutdown, stop) = oneshot::channel::<()>();
     let listeners = Listeners {
         grpc: listener,
@@ -56,12 +57,14 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
         .await
         .unwrap();
     });
-    // The listener is bound already, so connecting cannot race the server's start.
-    let channel = Channel::from_shared(format!("http://{address}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    // The listener is bound already, so connecting cannot race the server's start. A TLS
+    // server's tests connect with clients of their own (tests/api/tls.rs).
+    let endpoint = Channel::from_shared(format!("http://{address}")).unwrap();
+    let channel = if tls {
+        endpoint.connect_lazy()
+    } else {
+        endpoint.connect().await.unwrap()
+    };
     TestApp {
         channel,
         address,

@@ -1,0 +1,236 @@
+//! The caller's identity as a mesh sidecar vouches for it, read only under
+//! `--trust-sidecar-identity` (anyone who reaches the port directly can write these
+//! headers; a sidecar in front of every call sets or strips them):
+//! - `x-forwarded-client-cert` (XFCC) as Envoy and Istio write it: elements separated by
+//!   `,`, `key=value` pairs within an element by `;`, values with `,`, `;` or `=` in double
+//!   quotes (a `"` inside escaped as `\"`); keys case-insensitive (`By`, `Hash`, `Cert`,
+//!   `Chain`, `Subject`, `URI`, `DNS`).
+//! - `l5d-client-id`: the Linkerd identity name of the meshed client.
+
+use super::known_identities::MAX_IDENTITY_BYTES;
+
+pub const XFCC_HEADER: &str = "x-forwarded-client-cert";
+pub const LINKERD_CLIENT_ID_HEADER: &str = "l5d-client-id";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SidecarHeaderError {
+    #[error("the {0} header is not readable text")]
+    NotText(&'static str),
+    #[error("the x-forwarded-client-cert header has an unterminated quoted value")]
+    UnterminatedQuote,
+    #[error("the x-forwarded-client-cert header names no client (no URI, no subject CN)")]
+    NoIdentity,
+    #[error("the l5d-client-id header is empty or longer than {MAX_IDENTITY_BYTES} bytes")]
+    LinkerdIdentity,
+}
+
+/// The identity a trusted sidecar put on the request: XFCC first, then `l5d-client-id`;
+/// none when neither header is there.
+pub fn sidecar_identity(headers: &http::HeaderMap) -> Option<Result<String, SidecarHeaderError>> {
+    // Several header lines are one comma-separated list (RFC 9110); the last line holds the
+    // last element.
+    if let Some(value) = headers.get_all(XFCC_HEADER).iter().next_back() {
+        return Some(
+            value
+                .to_str()
+                .map_err(|_| SidecarHeaderError::NotText(XFCC_HEADER))
+                .and_then(xfcc_identity),
+        );
+    }
+    let value = headers.get(LINKERD_CLIENT_ID_HEADER)?;
+    Some(
+        value
+            .to_str()
+            .map_err(|_| SidecarHeaderError::NotText(LINKERD_CLIENT_ID_HEADER))
+            .and_then(|name| {
+                let name = name.trim();
+                if name.is_empty() || name.len() > MAX_IDENTITY_BYTES {
+                    Err(SidecarHeaderError::LinkerdIdentity)
+                } else {
+                    Ok(name.to_owned())
+                }
+            }),
+    )
+}
+
+/// The client of an XFCC header value: the `URI` (SPIFFE id) of its last element, else
+/// the CN of that element's `Subject`.
+///
+/// Why the last element: each proxy on the way appends the certificate of its direct peer
+/// at the end (Envoy's APPEND_FORWARD; Istio's default SANITIZE_SET leaves only its own
+/// element). The last one is what our own sidecar saw and verified; earlier elements were
+/// written by hops (or a caller) we have no reason to believe.
+pub fn xfcc_identity(value: &str) -> Result<String, SidecarHeaderError> {
+    let elements = split_outside_quotes(value, ',')?;
+    let last = elements
+        .iter()
+        .rev()
+        .find(|element| !element.trim().is_empty())
+        .ok_or(SidecarHeaderError::NoIdentity)?;
+    let mut uri = None;
+    let mut subject = None;
+    for pair in split_outside_quotes(last, ';')? {
+        let Some((key, value)) = pair.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if key.eq_ignore_ascii_case("uri") {
+            uri = Some(unquote(value.trim()));
+        } else if key.eq_ignore_ascii_case("subject") {
+            subject = Some(unquote(value.trim()));
+        }
+    }
+    let identity = uri
+        .filter(|uri| !uri.is_empty())
+        .or_else(|| subject.as_deref().and_then(common_name))
+        .ok_or(SidecarHeaderError::NoIdentity)?;
+    if identity.len() > MAX_IDENTITY_BYTES {
+        return Err(SidecarHeaderError::NoIdentity);
+    }
+    Ok(identity)
+}
+
+/// Splits on `separator` where it is not inside a double-quoted part (in which `\"` is a
+/// quote, not the end).
+fn split_outside_quotes(text: &str, separator: char) -> Result<Vec<&str>, SidecarHeaderError> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (index, character) in text.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if quoted && character == '\\' {
+            escaped = true;
+        } else if character == '"' {
+            quoted = !quoted;
+        } else if character == separator && !quoted {
+            parts.push(&text[start..index]);
+            start = index + separator.len_utf8();
+        }
+    }
+    if quoted {
+        return Err(SidecarHeaderError::UnterminatedQuote);
+    }
+    parts.push(&text[start..]);
+    Ok(parts)
+}
+
+/// A value without its surrounding double quotes and with `\"` as `"`. Other backslashes
+/// stay: they belong to the value (a subject's `\,` is the DN's own escape).
+fn unquote(value: &str) -> String {
+    match value
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        Some(inner) => inner.replace("\\\"", "\""),
+        None => value.to_owned(),
+    }
+}
+
+/// The CN of a distinguished name as Envoy writes it: RFC 2253 (`CN=client,OU=web,O=acme`,
+/// `\,` inside a value) or OpenSSL's one-line form (`/C=US/O=acme/CN=client`).
+fn common_name(subject: &str) -> Option<String> {
+    let attributes: Vec<String> = if let Some(slashed) = subject.strip_prefix('/') {
+        slashed.split('/').map(str::to_owned).collect()
+    } else {
+        let mut attributes = Vec::new();
+        let mut current = String::new();
+        let mut characters = subject.chars();
+        while let Some(character) = characters.next() {
+            match character {
+                '\\' => current.extend(characters.next()),
+                ',' | '+' => attributes.push(std::mem::take(&mut current)),
+                other => current.push(other),
+            }
+        }
+        attributes.push(current);
+        attributes
+    };
+    attributes.iter().find_map(|attribute| {
+        let (key, value) = attribute.split_once('=')?;
+        let value = value.trim();
+        (key.trim().eq_ignore_ascii_case("cn") && !value.is_empty()).then(|| value.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape Istio writes (istio.io's example of the sleep client calling httpbin; its
+    /// sidecar sanitizes and sets one element; the hash here is made up).
+    const ISTIO: &str = "By=spiffe://cluster.local/ns/default/sa/httpbin;\
+        Hash=6bfe59e2a08e81c4e2b6e1b0b5b3c8e4e3fbe8b6e1e6f2c0b3a7f0e5d1c2b3a4;\
+        Subject=\"\";URI=spiffe://cluster.local/ns/default/sa/sleep";
+
+    #[test]
+    fn the_client_of_an_xfcc_header_is_the_uri_of_its_last_element_else_its_subject_cn() {
+        for (value, identity) in [
+            (ISTIO, Ok("spiffe://cluster.local/ns/default/sa/sleep")),
+            // Two hops (APPEND_FORWARD): the element our sidecar appended is the last.
+            (
+                "By=spiffe://cluster.local/ns/edge/sa/gateway;URI=spiffe://evil/ns/x/sa/forged,\
+                 By=spiffe://cluster.local/ns/render/sa/lottie;Hash=abc;\
+                 Subject=\"CN=gateway,OU=edge,O=acme\";URI=spiffe://cluster.local/ns/edge/sa/gateway",
+                Ok("spiffe://cluster.local/ns/edge/sa/gateway"),
+            ),
+            // Envoy's documented shape without a URI: the subject's CN, quoted commas kept
+            // inside the subject.
+            (
+                "By=http://frontend.lyft.com;Hash=468ed33be74eee6556d90c0149c1309e9ba61d64;\
+                 Subject=\"CN=Test Client,OU=Lyft,L=San Francisco,ST=CA,C=US\"",
+                Ok("Test Client"),
+            ),
+            (
+                "Hash=1;Subject=\"/C=US/ST=CA/L=San Francisco/OU=Lyft/CN=Test Client\";URI=",
+                Ok("Test Client"),
+            ),
+            (
+                "Subject=\"CN=acme\\, inc. \\\"ops\\\",O=acme\"",
+                Ok("acme, inc. \"ops\""),
+            ),
+            // Keys are case-insensitive; a quoted URI is unquoted.
+            ("by=x;uri=\"spiffe://a/b\"", Ok("spiffe://a/b")),
+            ("By=x;Hash=1;Subject=\"\";URI=", Err(SidecarHeaderError::NoIdentity)),
+            ("", Err(SidecarHeaderError::NoIdentity)),
+            (
+                "URI=spiffe://a/b;Subject=\"CN=x",
+                Err(SidecarHeaderError::UnterminatedQuote),
+            ),
+        ] {
+            assert_eq!(
+                xfcc_identity(value),
+                identity.map(str::to_owned),
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn xfcc_comes_before_the_linkerd_header_and_neither_means_none() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(sidecar_identity(&headers), None);
+        headers.insert(
+            LINKERD_CLIENT_ID_HEADER,
+            "web.acme.serviceaccount.identity.linkerd.cluster.local"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            sidecar_identity(&headers),
+            Some(Ok(
+                "web.acme.serviceaccount.identity.linkerd.cluster.local".to_owned()
+            ))
+        );
+        headers.insert(XFCC_HEADER, ISTIO.parse().unwrap());
+        assert_eq!(
+            sidecar_identity(&headers),
+            Some(Ok("spiffe://cluster.local/ns/default/sa/sleep".to_owned()))
+        );
+        let mut empty = http::HeaderMap::new();
+        empty.insert(LINKERD_CLIENT_ID_HEADER, " ".parse().unwrap());
+        assert_eq!(
+            sidecar_identity(&empty),
+            Some(Err(SidecarHeaderError::LinkerdIdentity))
+        );
+    }
+}
