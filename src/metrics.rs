@@ -26,6 +26,14 @@ pub struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantRefusalLabels {
+    /// A tenant from configuration (API keys) or `default`: a bounded set.
+    pub tenant: String,
+    /// `TENANT_JOB_LIMIT` or `TENANT_RATE_LIMITED`.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// Terminal state: succeeded, failed or cancelled.
     pub outcome: String,
@@ -69,6 +77,7 @@ pub struct Metrics {
     pub render_cache_hits: Counter,
     pub idempotent_replays: Counter,
     pub sandbox_protection: Family<MechanismLabels, Gauge>,
+    pub tenant_refusals: Family<TenantRefusalLabels, Counter>,
 }
 
 impl Metrics {
@@ -165,6 +174,13 @@ impl Metrics {
              0 not), from the sandbox self-test run at start-up",
             sandbox_protection.clone(),
         );
+        let tenant_refusals = Family::<TenantRefusalLabels, Counter>::default();
+        registry.register(
+            "tenant_refusals",
+            "Calls refused for a tenant's fair share (job limit or request rate), by tenant and \
+             reason",
+            tenant_refusals.clone(),
+        );
         Arc::new(Metrics {
             registry,
             requests,
@@ -181,6 +197,7 @@ impl Metrics {
             render_cache_hits,
             idempotent_replays,
             sandbox_protection,
+            tenant_refusals,
         })
     }
 
@@ -207,6 +224,15 @@ impl Metrics {
                 mechanism: mechanism.to_owned(),
             })
             .set(i64::from(in_force));
+    }
+
+    pub fn tenant_refusal(&self, tenant: &str, reason: &str) {
+        self.tenant_refusals
+            .get_or_create(&TenantRefusalLabels {
+                tenant: tenant.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn rejection(&self, reason: &str) {

@@ -12,6 +12,8 @@
 //!   byte budget, before load shedding counts the call.
 //! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot
 //!   for as long as it is open.
+//! - [`tenant_rate_limit`]: at most a number of calls per second per tenant, answered
+//!   RESOURCE_EXHAUSTED with the wait beyond it.
 
 pub mod catch_panic;
 pub mod load_shed;
@@ -19,6 +21,7 @@ pub mod request_body;
 pub mod request_metrics;
 pub mod request_size;
 pub mod stream_limit;
+pub mod tenant_rate_limit;
 
 pub use catch_panic::CatchPanicLayer;
 pub use load_shed::LoadShedLayer;
@@ -26,6 +29,7 @@ pub use request_body::RequestBodyLayer;
 pub use request_metrics::RequestMetricsLayer;
 pub use request_size::RequestSizeLayer;
 pub use stream_limit::StreamLimitLayer;
+pub use tenant_rate_limit::TenantRateLimitLayer;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -14,12 +14,15 @@ use super::blocking;
 use super::convert::{parse_id, RenderSubmission};
 use super::proto::{self, render_service_server::RenderService};
 use super::templates::storage_error;
+use crate::auth::{Caller, TenantId};
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
-use crate::jobs::scheduler::{SubmitRefused, CANCEL_SETTLE, OWNER_CHECK_INTERVAL};
+use crate::jobs::scheduler::{
+    SubmitRefused, CANCEL_SETTLE, OWNER_CHECK_INTERVAL, TENANT_JOB_LIMIT_REASON,
+};
 use crate::jobs::shared::SharedError;
 use crate::jobs::{Fingerprint, Job, JobState, RenderWork, Scheduler};
 use crate::lottie::modifications::{self, ModificationError};
@@ -330,6 +333,7 @@ impl RenderApi {
         key: IdempotencyKey,
         job: Job,
         work: RenderWork,
+        tenant: TenantId,
     ) -> Result<Response<proto::RenderJob>, Status> {
         let key = format!("{SUBMIT_RENDER_SCOPE}:{}", key.as_str());
         let fingerprint = job.fingerprint.as_str().to_owned();
@@ -393,9 +397,20 @@ impl RenderApi {
         }
         let submitted = self
             .scheduler
-            .submit(job, work)
+            .submit(job, work, tenant.clone())
             .await
             .map_err(|refused| match refused {
+                SubmitRefused::Queue(PushRefused::TenantFull { held, limit }) => {
+                    ServiceError::transient(
+                        ServiceErrorCode::ResourceExhausted,
+                        TENANT_JOB_LIMIT_REASON,
+                        format!(
+                            "tenant {tenant} has {held} jobs queued or running, its limit \
+                             ({limit}); retry when one has ended"
+                        ),
+                        self.scheduler.tenant_retry_after(&tenant),
+                    )
+                }
                 SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
                     ServiceErrorCode::ResourceExhausted,
                     "QUEUE_FULL",
@@ -511,6 +526,7 @@ impl RenderService for RenderApi {
                     .map_or_else(|| Status::internal("no idempotency key"), Status::from))
             }
         };
+        let tenant = Caller::of(request.extensions()).tenant;
         let submission = RenderSubmission::try_from(request.into_inner())?;
         let templates = self.templates.clone();
         let limits = self.limits;
@@ -518,7 +534,7 @@ impl RenderService for RenderApi {
         // From here on the call records and creates things: it runs to its end on its own
         // task even if the caller goes away (a timed-out call is exactly what gets retried).
         let api = self.clone();
-        let accepted = tokio::spawn(async move { api.accept(key, job, work).await });
+        let accepted = tokio::spawn(async move { api.accept(key, job, work, tenant).await });
         match accepted.await {
             Ok(answer) => answer,
             Err(join_error) => Err(ServiceError::internal(join_error).into()),

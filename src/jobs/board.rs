@@ -13,6 +13,7 @@ use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::lock;
 use super::queue::{FollowerSlot, PushRefused, RenderQueue};
 use super::Fingerprint;
+use crate::auth::TenantId;
 use crate::sandbox::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -156,9 +157,12 @@ impl JobBoard {
         }
     }
 
-    /// A slot for a new follower (always, when followers are not counted).
-    fn follower_slot(&self) -> Result<Option<FollowerSlot>, PushRefused> {
-        self.admission.as_ref().map(FollowerSlot::take).transpose()
+    /// A slot of `tenant` for a new follower (always, when followers are not counted).
+    fn follower_slot(&self, tenant: &TenantId) -> Result<Option<FollowerSlot>, PushRefused> {
+        self.admission
+            .as_ref()
+            .map(|queue| FollowerSlot::take(queue, tenant))
+            .transpose()
     }
 
     fn replicate(&self, job: &Job) {
@@ -171,8 +175,9 @@ impl JobBoard {
     /// Adds `job`, deciding atomically whether it renders, follows a running render of its
     /// fingerprint, or may reuse a succeeded one. A job that follows is inserted already
     /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
-    pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
-        let admission = self.admit_locally(job, work);
+    /// A follower counts against `tenant`'s share of the queue.
+    pub fn admit(&self, job: &Job, work: &Arc<RenderWork>, tenant: &TenantId) -> Admission {
+        let admission = self.admit_locally(job, work, tenant);
         match &admission {
             Admission::Leads | Admission::Follows(_) => {
                 if let Some(job) = self.get(job.id) {
@@ -184,7 +189,7 @@ impl JobBoard {
         admission
     }
 
-    fn admit_locally(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
+    fn admit_locally(&self, job: &Job, work: &Arc<RenderWork>, tenant: &TenantId) -> Admission {
         let mut state = lock(&self.state);
         let leader = state
             .renders
@@ -196,7 +201,7 @@ impl JobBoard {
                 Admission::Reuses(Box::new(leader))
             }
             Some(leader) if !leader.state.is_terminal() => {
-                let slot = match self.follower_slot() {
+                let slot = match self.follower_slot(tenant) {
                     Ok(slot) => slot,
                     Err(refused) => return Admission::Refused(refused),
                 };
@@ -234,8 +239,9 @@ impl JobBoard {
         job: Job,
         work: Arc<RenderWork>,
         leader: Uuid,
+        tenant: &TenantId,
     ) -> Result<(), PushRefused> {
-        let slot = self.follower_slot()?;
+        let slot = self.follower_slot(tenant)?;
         self.replicate(&job);
         let mut entry = Entry::new(job, work, Some(leader));
         entry.slot = slot;
@@ -484,8 +490,14 @@ mod tests {
         let fingerprint = fingerprint("t");
         let (leader, work) = job(&fingerprint);
         let (follower, _) = job(&fingerprint);
-        assert_eq!(board.admit(&leader, &work), Admission::Leads);
-        assert_eq!(board.admit(&follower, &work), Admission::Follows(leader.id));
+        assert_eq!(
+            board.admit(&leader, &work, &TenantId::default_tenant()),
+            Admission::Leads
+        );
+        assert_eq!(
+            board.admit(&follower, &work, &TenantId::default_tenant()),
+            Admission::Follows(leader.id)
+        );
         board.update(leader.id, |job| {
             job.state = JobState::Running;
             job.frames_done = 5;
@@ -503,7 +515,7 @@ mod tests {
         assert_eq!(board.get(follower.id).unwrap().state, JobState::Succeeded);
         let (late, _) = job(&fingerprint);
         assert!(
-            matches!(board.admit(&late, &work), Admission::Reuses(source) if source.id == leader.id)
+            matches!(board.admit(&late, &work, &TenantId::default_tenant()), Admission::Reuses(source) if source.id == leader.id)
         );
     }
 
@@ -512,8 +524,8 @@ mod tests {
         let board = JobBoard::default();
         let (leader, work) = job(&fingerprint("a"));
         let (follower, _) = job(&leader.fingerprint);
-        board.admit(&leader, &work);
-        board.admit(&follower, &work);
+        board.admit(&leader, &work, &TenantId::default_tenant());
+        board.admit(&follower, &work, &TenantId::default_tenant());
         let failure = JobFailure {
             reason: "QUEUE_FULL".into(),
             message: "full".into(),
@@ -525,6 +537,9 @@ mod tests {
         assert_eq!(ended.state, JobState::Failed);
         assert!(ended.error.unwrap().retryable);
         let (next, _) = job(&leader.fingerprint);
-        assert_eq!(board.admit(&next, &work), Admission::Leads);
+        assert_eq!(
+            board.admit(&next, &work, &TenantId::default_tenant()),
+            Admission::Leads
+        );
     }
 }

@@ -12,10 +12,10 @@
 use super::board::{Admission, JobBoard, Replication};
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
-use super::queue::PushRefused;
-use super::queue::RenderQueue;
+use super::queue::{PushRefused, QueuedJob, RenderQueue, StartedJob};
 use super::shared::{RenderClaim, SharedError, SharedJobs};
 use super::Fingerprint;
+use crate::auth::TenantId;
 use crate::error::ErrorClass;
 use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
@@ -41,6 +41,8 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// Retry delay of a job cancelled by shutdown: another instance (or this one restarted)
 /// takes it.
 const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Reason of a job refused because its tenant holds its share of the queue.
+pub const TENANT_JOB_LIMIT_REASON: &str = "TENANT_JOB_LIMIT";
 /// Version of a shared record that is final (a job refused before it was admitted).
 const FINAL_VERSION: u64 = 1 << 52;
 /// How long shutdown waits for shared records to be written.
@@ -69,6 +71,9 @@ pub struct SchedulerSettings {
     pub workers: usize,
     pub executable: PathBuf,
     pub worker_memory_bytes: u64,
+    /// Jobs one tenant may have queued, following or running at once (none: no limit but
+    /// the queue's).
+    pub tenant_max_jobs: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -105,7 +110,8 @@ impl Scheduler {
             }
             None => (JobBoard::default(), None),
         };
-        let queue = Arc::new(RenderQueue::new(queue_capacity));
+        let queue =
+            Arc::new(RenderQueue::new(queue_capacity).with_tenant_limit(settings.tenant_max_jobs));
         // Followers of a render wait like queued renders: they count against the capacity.
         let board = board.counting_followers_in(queue.clone());
         let scheduler = Arc::new(Scheduler {
@@ -147,13 +153,27 @@ impl Scheduler {
             .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
 
+    /// How long a caller refused for its tenant's share should wait: until one of the
+    /// tenant's jobs likely ends ([`super::queue::TenantLoad::slot_frees_in`]), within the
+    /// bounds of every retry delay (never 0).
+    pub fn tenant_retry_after(&self, tenant: &TenantId) -> Duration {
+        let average = Duration::try_from_secs_f64(*lock(&self.average_job_seconds))
+            .unwrap_or(MAX_RETRY_AFTER);
+        self.queue
+            .tenant_load(tenant)
+            .slot_frees_in(average, self.settings.workers)
+            .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
+    }
+
     /// Adds a new job: it follows a running render of the same fingerprint (on this instance
     /// or, with shared jobs, on another), starts from a succeeded one's output, or is
     /// queued. On refusal the job is not kept.
+    /// The job counts against `tenant`'s share of the queue (`--tenant-max-jobs`).
     pub async fn submit(
         self: &Arc<Self>,
         mut job: Job,
         work: RenderWork,
+        tenant: TenantId,
     ) -> Result<Job, SubmitRefused> {
         let work = Arc::new(work);
         if let Some(shared) = self.shared.clone() {
@@ -198,8 +218,9 @@ impl Scheduler {
                             .await?;
                     }
                     Some(remote) if !remote.state.is_terminal() => {
-                        let followed = self.follow_remote(job.clone(), work, remote);
+                        let followed = self.follow_remote(job.clone(), work, remote, &tenant);
                         if let Err(refused) = followed {
+                            self.count_tenant_refusal(&tenant, refused);
                             self.share_refusal(&job, refused).await;
                         }
                         return followed.map_err(SubmitRefused::Queue);
@@ -220,14 +241,26 @@ impl Scheduler {
         let scheduler = self.clone();
         let submitted = {
             let job = job.clone();
-            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work))
+            let tenant = tenant.clone();
+            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work, &tenant))
                 .await
                 .map_err(|error| SubmitRefused::Internal(error.to_string()))?
         };
         if let Err(refused) = &submitted {
+            self.count_tenant_refusal(&tenant, *refused);
             self.share_refusal(&job, *refused).await;
         }
         submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// Counts a refusal for the tenant's share (the label set is bounded: tenants come from
+    /// configuration).
+    fn count_tenant_refusal(&self, tenant: &TenantId, refused: PushRefused) {
+        if let PushRefused::TenantFull { held, limit } = refused {
+            self.metrics
+                .tenant_refusal(tenant.as_str(), TENANT_JOB_LIMIT_REASON);
+            tracing::info!(tenant = %tenant, held, limit, "job refused: the tenant holds its share");
+        }
     }
 
     /// Ends the shared record of a job the queue refused (it said QUEUED), so that nobody
@@ -260,6 +293,7 @@ impl Scheduler {
         JobFailure {
             reason: match refused {
                 PushRefused::Full { .. } => "QUEUE_FULL".into(),
+                PushRefused::TenantFull { .. } => TENANT_JOB_LIMIT_REASON.into(),
                 PushRefused::Closed => "SERVER_SHUTTING_DOWN".into(),
             },
             message: "the render this job shared was refused by a full or closing queue; \
@@ -321,11 +355,12 @@ impl Scheduler {
         job: Job,
         work: Arc<RenderWork>,
         leader: Job,
+        tenant: &TenantId,
     ) -> Result<Job, PushRefused> {
         let mut follower = job;
         super::board::mirror(&mut follower, &leader);
         self.board
-            .insert_following(follower.clone(), work, leader.id)?;
+            .insert_following(follower.clone(), work, leader.id, tenant)?;
         self.metrics.render_joins.inc();
         tracing::info!(job_id = %follower.id, template_id = %follower.template_id, leader_job_id = %leader.id, "job joins the render of an identical request on another instance");
         let scheduler = self.clone();
@@ -425,12 +460,18 @@ impl Scheduler {
         &self,
         job: Job,
         work: Arc<RenderWork>,
+        tenant: &TenantId,
     ) -> Result<Job, super::queue::PushRefused> {
         let id = job.id;
         loop {
-            match self.board.admit(&job, &work) {
+            match self.board.admit(&job, &work, tenant) {
                 Admission::Leads => {
-                    return match self.queue.try_push(id) {
+                    let queued = QueuedJob {
+                        id,
+                        tenant: tenant.clone(),
+                        deadline: work.deadline,
+                    };
+                    return match self.queue.try_push(queued) {
                         Ok(depth) => {
                             self.metrics.queue_depth.set(depth as i64);
                             Ok(job)
@@ -550,7 +591,8 @@ impl Scheduler {
     }
 
     async fn worker_loop(self: Arc<Self>) {
-        while let Some(id) = self.queue.pop().await {
+        while let Some(started) = self.queue.pop().await {
+            let id = started.id;
             self.metrics.queue_depth.set(self.queue.len() as i64);
             let scheduler = self.clone();
             let ran = tokio::task::spawn_blocking(move || scheduler.run_job(id)).await;
@@ -571,6 +613,8 @@ impl Scheduler {
                     true
                 });
             }
+            // The job has ended (or its runner panicked): its tenant's slot frees.
+            drop::<StartedJob>(started);
         }
     }
 
