@@ -303,3 +303,49 @@ impl ServerSettings {
         Duration::from_millis(self.download_idle_timeout_ms)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::AuthMode;
+
+    #[test]
+    fn the_default_job_limit_applies_only_where_there_can_be_several_tenants() {
+        for (auth, flag, expected) in [
+            (AuthMode::Off, None, None),
+            (
+                AuthMode::Optional,
+                None,
+                Some(DEFAULT_TENANT_MAX_JOBS as usize),
+            ),
+            (
+                AuthMode::Required,
+                None,
+                Some(DEFAULT_TENANT_MAX_JOBS as usize),
+            ),
+            (AuthMode::Off, Some(5), Some(5)),
+            (AuthMode::Required, Some(7), Some(7)),
+        ] {
+            let mut settings = ServerSettings::new(
+                "127.0.0.1:0".parse().unwrap(),
+                PathBuf::from("/nonexistent"),
+            );
+            settings.auth = auth;
+            settings.tenant_max_jobs = flag;
+            assert_eq!(settings.tenant_job_limit(), expected, "{auth:?} {flag:?}");
+        }
+    }
+
+    #[test]
+    fn the_burst_defaults_to_one_second_of_the_rate() {
+        let mut settings = ServerSettings::new(
+            "127.0.0.1:0".parse().unwrap(),
+            PathBuf::from("/nonexistent"),
+        );
+        assert_eq!(settings.tenant_rate(), None);
+        settings.tenant_requests_per_second = Some(20);
+        assert_eq!(settings.tenant_rate().map(|rate| rate.burst), Some(20));
+        settings.tenant_burst = Some(50);
+        assert_eq!(settings.tenant_rate().map(|rate| rate.burst), Some(50));
+    }
+}
