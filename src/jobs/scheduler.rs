@@ -168,6 +168,7 @@ impl Scheduler {
     /// Adds a new job: it follows a running render of the same fingerprint (on this instance
     /// or, with shared jobs, on another), starts from a succeeded one's output, or is
     /// queued. On refusal the job is not kept.
+    ///
     /// The job counts against `tenant`'s share of the queue (`--tenant-max-jobs`).
     pub async fn submit(
         self: &Arc<Self>,
@@ -595,7 +596,8 @@ impl Scheduler {
             let id = started.id;
             self.metrics.queue_depth.set(self.queue.len() as i64);
             let scheduler = self.clone();
-            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(id)).await;
+            // The job's tenant slot goes with it: freed as the job ends (or its runner panics).
+            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(started)).await;
             if let Err(error) = ran {
                 // A bug of ours in run_job: the job must not stay RUNNING for ever.
                 let template_id = self.board.get(id).map(|job| job.template_id.to_string());
@@ -613,13 +615,14 @@ impl Scheduler {
                     true
                 });
             }
-            // The job has ended (or its runner panicked): its tenant's slot frees.
-            drop::<StartedJob>(started);
         }
     }
 
-    /// Runs one job to a terminal state (blocking: waits for worker processes).
-    fn run_job(&self, id: Uuid) {
+    /// Runs one job to a terminal state (blocking: waits for worker processes). Its tenant's
+    /// slot (`slot`) is given back before a rendered job is seen to end, so a caller that saw
+    /// it end may submit again at once.
+    fn run_job(&self, slot: StartedJob) {
+        let id = slot.id;
         let Some((work, cancel)) = self.board.work(id) else {
             return;
         };
@@ -658,6 +661,7 @@ impl Scheduler {
         let started = Instant::now();
         let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel);
         let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
+        drop(slot);
         let job = self.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
