@@ -171,7 +171,7 @@ pub struct ServerSettings {
     /// optional|required`; with `--auth off` (one tenant) only the queue's capacity].
     #[arg(long, env = "LOTTIE_RENDER_TENANT_MAX_JOBS", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub tenant_max_jobs: Option<u32>,
-    /// Calls per second one tenant may make (health checks aside), sustained; beyond it
+    /// Calls per second one tenant may make (health checks and reflection aside), sustained; beyond it
     /// RESOURCE_EXHAUSTED (TENANT_RATE_LIMITED) with the wait [default: off].
     #[arg(long, env = "LOTTIE_RENDER_TENANT_REQUESTS_PER_SECOND", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub tenant_requests_per_second: Option<u32>,

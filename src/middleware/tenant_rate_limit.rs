@@ -1,9 +1,12 @@
 //! `TenantRateLimitLayer`: at most `--tenant-requests-per-second` calls per tenant, with
 //! bursts of `--tenant-burst`; one more is answered RESOURCE_EXHAUSTED (reason
 //! TENANT_RATE_LIMITED) with the exact wait the limiter reports, from the headers, before the
-//! body is received. Health checks are never limited (probes and the mesh must always see
-//! the instance). It sits after the identity layer, which put the caller (and so its tenant)
-//! on the request; without one every call is the default tenant's.
+//! body is received. It sits after the identity layer, which put the caller (and so its
+//! tenant) on the request; without one every call is the default tenant's. The calls the
+//! identity layer leaves open are not limited: health checks (probes and the mesh must always
+//! see the instance) and reflection (it carries no identity, so charging it to the default
+//! tenant would make a keyed caller's grpcurl spend another tenant's allowance; load shedding
+//! bounds it).
 //!
 //! The limiter is governor's keyed GCRA limiter, keyed by tenant. Its memory is bounded: the
 //! keys are the tenants of callers the identity layer let through, that is tenants from
@@ -13,6 +16,7 @@
 //! do not stay either.
 
 use super::BoxFuture;
+use crate::auth::identity::OPEN_PATH_PREFIXES;
 use crate::auth::Caller;
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::metrics::Metrics;
@@ -27,8 +31,6 @@ use tower::{Layer, Service};
 
 /// Reason of a call refused for its tenant's request rate.
 pub const TENANT_RATE_LIMITED_REASON: &str = "TENANT_RATE_LIMITED";
-/// Calls never limited (health checks).
-const NEVER_LIMITED_PREFIX: &str = "/grpc.health.v1.Health/";
 /// How often idle tenants are forgotten: a minute keeps the map at the tenants active lately
 /// at the cost of one short lock a minute.
 pub const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
@@ -131,7 +133,11 @@ impl<S> TenantRateLimit<S> {
     /// The wait before the caller's tenant may call again, when it must wait.
     fn wait<B>(&self, request: &http::Request<B>) -> Option<(Duration, Caller)> {
         let limiter = self.limiter.as_ref()?;
-        if request.uri().path().starts_with(NEVER_LIMITED_PREFIX) {
+        let path = request.uri().path();
+        if OPEN_PATH_PREFIXES
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
+        {
             return None;
         }
         let caller = Caller::of(request.extensions());
@@ -234,7 +240,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_tenant_over_its_rate_waits_while_other_tenants_and_health_are_served() {
+    async fn a_tenant_over_its_rate_waits_while_other_tenants_health_and_reflection_are_served() {
         let metrics = Metrics::new();
         let rate = TenantRate {
             per_second: 1,
@@ -263,10 +269,13 @@ mod tests {
         // Another tenant, and anonymous callers (the default tenant), have their own allowance.
         assert!(call(&service, "/a/B", Some("globex")).await.is_none());
         assert!(call(&service, "/a/B", None).await.is_none());
-        for _ in 0..5 {
-            assert!(call(&service, "/grpc.health.v1.Health/Check", Some("acme"))
-                .await
-                .is_none());
+        for open in [
+            "/grpc.health.v1.Health/Check",
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        ] {
+            for _ in 0..5 {
+                assert!(call(&service, open, Some("acme")).await.is_none(), "{open}");
+            }
         }
         assert!(metrics.encode().contains(
             r#"lottie_render_tenant_refusals_total{tenant="acme",reason="TENANT_RATE_LIMITED"} 1"#
