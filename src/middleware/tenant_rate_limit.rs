@@ -58,10 +58,7 @@ impl std::fmt::Debug for TenantRateLimitLayer {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("TenantRateLimitLayer")
-            .field(
-                "tenants",
-                &self.limiter.as_ref().map(|limiter| limiter.len()),
-            )
+            .field("tenants", &self.tenants())
             .finish()
     }
 }
@@ -84,6 +81,23 @@ impl TenantRateLimitLayer {
         }
         TenantRateLimitLayer { limiter, metrics }
     }
+
+    /// Tenants the limiter remembers now.
+    pub fn tenants(&self) -> usize {
+        self.limiter.as_ref().map_or(0, |limiter| limiter.len())
+    }
+
+    /// Forgets the tenants whose allowance is full again (what the timer does).
+    pub fn forget_idle(&self) {
+        if let Some(limiter) = &self.limiter {
+            forget_idle(limiter);
+        }
+    }
+}
+
+fn forget_idle(limiter: &TenantLimiter) {
+    limiter.retain_recent();
+    limiter.shrink_to_fit();
 }
 
 /// Every [`FORGET_IDLE_TENANTS_EVERY`], drops the tenants whose allowance is full again (their
@@ -96,8 +110,7 @@ async fn forget_idle_tenants(limiter: Weak<TenantLimiter>) {
         let Some(limiter) = limiter.upgrade() else {
             return;
         };
-        limiter.retain_recent();
-        limiter.shrink_to_fit();
+        forget_idle(&limiter);
     }
 }
 
@@ -280,6 +293,29 @@ mod tests {
         assert!(metrics.encode().contains(
             r#"lottie_render_tenant_refusals_total{tenant="acme",reason="TENANT_RATE_LIMITED"} 1"#
         ));
+    }
+
+    #[tokio::test]
+    async fn tenants_whose_allowance_is_full_again_are_forgotten() {
+        let rate = TenantRate {
+            per_second: 1000,
+            burst: 1,
+        };
+        let layer = TenantRateLimitLayer::new(Some(rate), Metrics::new());
+        let service = layer.layer(Answers);
+        for tenant in ["acme", "globex"] {
+            assert!(call(&service, "/a/B", Some(tenant)).await.is_none());
+        }
+        assert_eq!(layer.tenants(), 2);
+        // Each allowance refills within a millisecond; then nothing is remembered.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while layer.tenants() > 0 {
+            assert!(std::time::Instant::now() < deadline, "{layer:?}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            layer.forget_idle();
+        }
+        // A forgotten tenant starts with a full allowance.
+        assert!(call(&service, "/a/B", Some("acme")).await.is_none());
     }
 
     #[tokio::test]
