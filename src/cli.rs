@@ -36,7 +36,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the gRPC service.
-    Serve(serve::ServeArgs),
+    // Boxed: the server's settings are far larger than any other command's arguments.
+    Serve(Box<serve::ServeArgs>),
     /// Register, show, list or delete templates on a server.
     Template(template::TemplateArgs),
     /// Submit a render to a server (optionally wait for it and save the output).
@@ -65,7 +66,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Template(args) => template::run(args),
         Command::Submit(args) => submit::run(args),
         Command::Job(args) => job::run(args),

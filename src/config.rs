@@ -138,6 +138,23 @@ pub struct ServerSettings {
     /// answered RESOURCE_EXHAUSTED (TEMPLATE_QUOTA_EXCEEDED).
     #[arg(long, env = "LOTTIE_RENDER_MAX_TEMPLATE_STORAGE_MB", default_value_t = crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
     pub max_template_storage_mb: u64,
+    /// Templates one tenant stores at most (within `--max-templates`); 0: no limit of its
+    /// own. Beyond it that tenant's CreateTemplate is answered RESOURCE_EXHAUSTED
+    /// (TEMPLATE_QUOTA_EXCEEDED).
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_MAX_TEMPLATES_PER_TENANT",
+        default_value_t = 0
+    )]
+    pub max_templates_per_tenant: u64,
+    /// Template bytes one tenant stores at most, MiB (within `--max-template-storage-mb`);
+    /// 0: no limit of its own.
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_MAX_TEMPLATE_STORAGE_MB_PER_TENANT",
+        default_value_t = 0
+    )]
+    pub max_template_storage_mb_per_tenant: u64,
     /// Free space kept on the data directory's file system, MiB: below it SubmitRender and
     /// CreateTemplate are answered RESOURCE_EXHAUSTED (DISK_FULL); 0 turns the check off.
     #[arg(long, env = "LOTTIE_RENDER_MIN_FREE_DISK_MB", default_value_t = crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024))]
@@ -178,6 +195,16 @@ pub struct ServerSettings {
     /// Calls one tenant may make at once above its rate [default: one second's worth].
     #[arg(long, env = "LOTTIE_RENDER_TENANT_BURST", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub tenant_burst: Option<u32>,
+    /// OpenTelemetry collector to export traces to over OTLP/gRPC (`http://HOST:4317`); no
+    /// traces when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Traces go here instead (tests: an in-memory exporter); not a flag.
+    #[arg(skip)]
+    pub tracing: Option<crate::telemetry::traces::Tracing>,
+    /// HTTP/2 keepalive, connection age and grace (crate::mesh).
+    #[command(flatten)]
+    pub mesh: crate::mesh::MeshSettings,
 }
 
 impl ServerSettings {
@@ -206,6 +233,8 @@ impl ServerSettings {
             analysis_executable: None,
             max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
             max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),
+            max_templates_per_tenant: 0,
+            max_template_storage_mb_per_tenant: 0,
             min_free_disk_mb: crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024),
             request_body_timeout_ms: DEFAULT_REQUEST_BODY_TIMEOUT_MS,
             max_watchers: DEFAULT_MAX_WATCHERS,
@@ -216,6 +245,9 @@ impl ServerSettings {
             tenant_max_jobs: None,
             tenant_requests_per_second: None,
             tenant_burst: None,
+            otlp_endpoint: None,
+            tracing: None,
+            mesh: crate::mesh::MeshSettings::default(),
         }
     }
 
@@ -291,6 +323,10 @@ impl ServerSettings {
         crate::storage::StorageLimits {
             max_templates: self.max_templates,
             max_template_bytes: self.max_template_storage_mb.saturating_mul(MIB),
+            max_templates_per_tenant: self.max_templates_per_tenant,
+            max_template_bytes_per_tenant: self
+                .max_template_storage_mb_per_tenant
+                .saturating_mul(MIB),
             min_free_disk_bytes: self.min_free_disk_mb.saturating_mul(MIB),
         }
     }

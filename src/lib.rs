@@ -21,6 +21,8 @@
 //! - [`middleware`]: tower layers of the server (request metrics, catch-panic, request body
 //!   deadline and budget, load shedding, request size, stream limit).
 //! - [`metrics`]: Prometheus metrics and their HTTP endpoint.
+//! - [`mesh`]: the service mesh and Kubernetes fit (connection age and grace, the liveness
+//!   and readiness health services).
 //! - [`storage`]: templates and outputs on disk (object storage later).
 //! - [`redis_client`]: the Redis connection shared by the key store and shared job records.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
@@ -28,7 +30,8 @@
 //!   and its settings.
 //! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
 //!   benches, and the client verbs `template`, `submit`, `job`).
-//! - [`telemetry`]: logging set-up.
+//! - [`telemetry`]: logging set-up; OpenTelemetry traces (per server, OTLP export) and the
+//!   spans a worker reports back.
 
 pub mod analysis;
 pub mod auth;
@@ -40,6 +43,7 @@ pub mod grpc;
 pub mod idempotency;
 pub mod jobs;
 pub mod lottie;
+pub mod mesh;
 pub mod metrics;
 pub mod middleware;
 pub mod os;

@@ -1,8 +1,9 @@
-//! Prometheus metrics: requests by method and code, rejections by reason, queue depth, job
-//! durations and outcomes, frames per second, worker crashes, quarantined fingerprints,
-//! shared renders (joins, cache hits) and idempotent replays.
-//! Served over HTTP (`GET /metrics`, text exposition format) on `--metrics-listen`; each
-//! server instance has its own registry, so tests running several servers stay apart.
+//! Prometheus metrics: requests by method and code, request latency by method, rejections by
+//! reason, queue depth, job durations and outcomes, frames per second, worker crashes,
+//! quarantined fingerprints, shared renders (joins, cache hits) and idempotent replays.
+//! Served over HTTP (`GET /metrics`) on `--metrics-listen` in the OpenMetrics text format
+//! (what prometheus-client's text encoder writes, `# EOF` last), said so by its content type;
+//! each server instance has its own registry, so tests running several servers stay apart.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -18,6 +19,12 @@ pub struct RequestLabels {
     pub method: String,
     /// gRPC status code name, e.g. `InvalidArgument`.
     pub code: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    /// gRPC method name, e.g. `SubmitRender`; one of a fixed set, `unknown` for the rest.
+    pub method: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,6 +62,12 @@ fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.25, 2.0, 13))
 }
 
+fn request_duration_histogram() -> Histogram {
+    // 1 ms … ~33 s: a health check or a GetRenderJob takes about a millisecond, a
+    // CreateTemplate with its analysis seconds.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
 fn fps_histogram() -> Histogram {
     // 1 … 2048 frames per second.
     Histogram::new(exponential_buckets(1.0, 2.0, 12))
@@ -64,6 +77,7 @@ fn fps_histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
+    pub request_duration_seconds: Family<MethodLabels, Histogram, fn() -> Histogram>,
     pub rejections: Family<ReasonLabels, Counter>,
     pub queue_depth: Gauge,
     pub jobs_running: Gauge,
@@ -88,6 +102,16 @@ impl Metrics {
             "grpc_requests",
             "gRPC calls answered, by method and status code",
             requests.clone(),
+        );
+        let request_duration_seconds =
+            Family::<MethodLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                request_duration_histogram,
+            );
+        registry.register(
+            "request_duration_seconds",
+            "Time from a gRPC call's headers to its answer's headers (a unary call's whole \
+             handling; a stream's start), by method",
+            request_duration_seconds.clone(),
         );
         let rejections = Family::<ReasonLabels, Counter>::default();
         registry.register(
@@ -184,6 +208,7 @@ impl Metrics {
         Arc::new(Metrics {
             registry,
             requests,
+            request_duration_seconds,
             rejections,
             queue_depth,
             jobs_running,
@@ -218,6 +243,15 @@ impl Metrics {
             .inc();
     }
 
+    /// One answered call of `method` that took `elapsed` to its answer's headers.
+    pub fn request_duration(&self, method: &str, elapsed: std::time::Duration) {
+        self.request_duration_seconds
+            .get_or_create(&MethodLabels {
+                method: method.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
     pub fn record_sandbox_protection(&self, mechanism: &str, in_force: bool) {
         self.sandbox_protection
             .get_or_create(&MechanismLabels {
@@ -244,6 +278,12 @@ impl Metrics {
     }
 }
 
+/// The content type of [`Metrics::encode`]'s text: prometheus-client's text encoder writes
+/// OpenMetrics 1.0 (`_total` counters, `# EOF`), not Prometheus' 0.0.4 text format.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of the endpoint's other answers.
+const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
+
 /// Pause after a failed accept on the metrics listener.
 const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -267,12 +307,13 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
             let service = service_fn(move |request: Request<Incoming>| {
                 let metrics = metrics.clone();
                 async move {
-                    let (status, body) =
+                    let (status, content_type, body) =
                         if request.method() == Method::GET && request.uri().path() == "/metrics" {
-                            (StatusCode::OK, metrics.encode())
+                            (StatusCode::OK, METRICS_CONTENT_TYPE, metrics.encode())
                         } else {
                             (
                                 StatusCode::NOT_FOUND,
+                                PLAIN_TEXT,
                                 "not found; try GET /metrics\n".into(),
                             )
                         };
@@ -280,9 +321,7 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
                     *response.status_mut() = status;
                     response.headers_mut().insert(
                         hyper::header::CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static(
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        ),
+                        hyper::header::HeaderValue::from_static(content_type),
                     );
                     Ok::<_, std::convert::Infallible>(response)
                 }

@@ -258,7 +258,10 @@ fn read_events(
                 events.reported_peak_rss = Some(peak);
             }
             on_event(&event);
-            events.last = Some(event);
+            // A span is a side note: the run's outcome is the last event of the protocol.
+            if !matches!(event, WorkerEvent::Span(_)) {
+                events.last = Some(event);
+            }
         }
     }
 }
@@ -424,4 +427,36 @@ fn read_tail(mut stream: impl Read, limit: usize) -> String {
     }
     let start = tail.len().saturating_sub(limit);
     String::from_utf8_lossy(&tail[start..]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_lines_are_side_notes_and_malformed_ones_are_ignored() {
+        let span = r#"{"event":"span","name":"prepare","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"a1b2c3d4e5f60718","parent_span_id":"00f067aa0ba902b7","start_unix_nanos":1,"end_unix_nanos":2}"#;
+        let output = [
+            r#"{"event":"started","frames_total":3}"#,
+            // Garbage in a span: a float id, a missing field, an unknown field, not JSON.
+            r#"{"event":"span","name":"x","trace_id":1.5,"span_id":"","parent_span_id":"","start_unix_nanos":1,"end_unix_nanos":2}"#,
+            r#"{"event":"span","name":"x"}"#,
+            &span.replace(r#""end_unix_nanos":2"#, r#""end_unix_nanos":2,"evil":true"#),
+            r#"{"event":"span","#,
+            r#"{"event":"succeeded","output":{"content_type":"image/gif","size_bytes":1,"sha256":"00","width":1,"height":1,"fps":1,"frame_count":3,"duration_seconds":3.0}}"#,
+            // After the outcome: seen, but the outcome stays the run's last protocol event.
+            span,
+        ]
+        .join("\n");
+        let mut seen = Vec::new();
+        let events = read_events(output.as_bytes(), 0, &mut |event| seen.push(event.clone()));
+        assert!(events.protocol_violation.is_none());
+        assert!(matches!(events.last, Some(WorkerEvent::Succeeded { .. })));
+        let spans = seen
+            .iter()
+            .filter(|event| matches!(event, WorkerEvent::Span(_)))
+            .count();
+        assert_eq!(spans, 1, "{seen:?}");
+        assert_eq!(seen.len(), 3, "{seen:?}");
+    }
 }

@@ -19,20 +19,29 @@ use crate::idempotency::IdempotencyKeyLayer;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
+use crate::mesh::connection_age::AgedConnection;
+use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
+use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::WATCH_PATHS;
 use crate::middleware::tenant_rate_limit::TenantRate;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
-use crate::middleware::{RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer};
+use crate::middleware::{
+    InflationBudgetLayer, RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer,
+    TraceContextLayer,
+};
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
+use crate::telemetry::traces::{Tracing, TracingError};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tonic::codec::CompressionEncoding;
 use tower::layer::util::{Identity, Stack};
+use tower::Layer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -51,6 +60,8 @@ pub enum ServerError {
     },
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Tracing(#[from] TracingError),
 }
 
 /// Sockets the server answers on, bound by the caller (port 0 in tests).
@@ -81,6 +92,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let metrics = Metrics::new();
+    let (tracing, own_tracing) = tracing_of(&settings)?;
     let identities = Arc::new(Identities::new(settings.auth, load_api_keys(&settings)?));
     let templates_store =
         TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
@@ -128,6 +140,7 @@ pub async fn run(
             executable,
             worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
             tenant_max_jobs: settings.tenant_job_limit(),
+            tracing: tracing.clone(),
         },
         settings.queue_capacity as usize,
         outputs,
@@ -150,15 +163,23 @@ pub async fn run(
         lease: settings.idempotency_lease(),
         retention: settings.retention(),
     };
+    // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
+    let inflation = shared_budget(INFLATION_BUDGET_BYTES);
     let templates = TemplateServiceServer::new(TemplateApi::new(
         templates_store.clone(),
         keys.clone(),
         analysis,
     ))
-    .max_decoding_message_size(MAX_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_REQUEST_BYTES)
+    // gzip both ways (responses only to clients that accept it); tonic bounds the inflated
+    // size by max_decoding_message_size.
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
+    let templates =
+        InflationBudgetLayer::new(inflation.clone(), MAX_REQUEST_BYTES).layer(templates);
     let renders = RenderServiceServer::new(
         RenderApi::new(
-            templates_store,
+            templates_store.clone(),
             scheduler.clone(),
             JobLimits {
                 max_megapixels: settings.max_job_megapixels,
@@ -172,12 +193,34 @@ pub async fn run(
             settings.download_idle_timeout(),
         )),
     )
-    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES);
+    .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
+    .accept_compressed(CompressionEncoding::Gzip)
+    .send_compressed(CompressionEncoding::Gzip);
+    let renders =
+        InflationBudgetLayer::new(inflation.clone(), MAX_RENDER_REQUEST_BYTES).layer(renders);
     let (health, health_service) = tonic_health::server::health_reporter();
+    let health_service = health_service
+        .max_decoding_message_size(MAX_HEALTH_REQUEST_BYTES)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
+    let health_service =
+        InflationBudgetLayer::new(inflation, MAX_HEALTH_REQUEST_BYTES).layer(health_service);
     health
         .set_serving::<TemplateServiceServer<TemplateApi>>()
         .await;
     health.set_serving::<RenderServiceServer<RenderApi>>().await;
+    // The `liveness` and `readiness` services of Kubernetes' probes (crate::mesh::probes).
+    let probes = Arc::new(
+        Probes::start(
+            health.clone(),
+            ReadinessSources {
+                queue: scheduler.queue.clone(),
+                redis: redis.clone(),
+                draining: draining.clone(),
+            },
+        )
+        .await,
+    );
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -194,7 +237,11 @@ pub async fn run(
         tracing::info!(listen = ?listener.local_addr().ok(), "serving metrics");
         tokio::spawn(crate::metrics::serve(listener, metrics.clone()))
     });
-    let sweeper = tokio::spawn(sweep_expired(scheduler.clone(), settings.retention()));
+    let sweeper = tokio::spawn(sweep_expired(
+        scheduler.clone(),
+        templates_store,
+        settings.retention(),
+    ));
     let local = listeners.grpc.local_addr().ok();
     tracing::info!(
         listen = ?local,
@@ -208,14 +255,18 @@ pub async fn run(
     let (drained_signal, drained_done) = tokio::sync::oneshot::channel::<()>();
     let drained = {
         let (health, scheduler, draining) = (health.clone(), scheduler.clone(), draining.clone());
+        let probes = probes.clone();
         let grace = settings.shutdown_grace();
+        let reachable_for = settings.mesh.drain_min();
         async move {
             shutdown.await;
+            let shutdown_began = tokio::time::Instant::now();
             tracing::info!(
                 grace_seconds = grace.as_secs_f64(),
                 "shutting down: health NOT_SERVING, refusing submissions, draining renders"
             );
             draining.store(true, Ordering::SeqCst);
+            probes.drain().await;
             health
                 .set_service_status("", tonic_health::ServingStatus::NotServing)
                 .await;
@@ -226,11 +277,15 @@ pub async fn run(
                 .set_not_serving::<RenderServiceServer<RenderApi>>()
                 .await;
             scheduler.drain(grace).await;
+            // Callers routed here before every node forgot this endpoint are still answered
+            // (crate::mesh: why no preStop hook is needed).
+            tokio::time::sleep_until(shutdown_began + reachable_for).await;
             tracing::info!("renders drained; closing the listener");
             let _ = drained_signal.send(());
         }
     };
     let stack = middleware_with(
+        tracing.clone(),
         metrics.clone(),
         identities,
         StackLimits {
@@ -243,16 +298,24 @@ pub async fn run(
     let incoming = tonic::transport::server::TcpIncoming::from(listeners.grpc)
         .with_nodelay(Some(true))
         .with_keepalive(Some(TCP_KEEPALIVE));
+    // Each connection is closed at its age plus the grace, whatever is still open on it.
+    let lifetime = settings.mesh.max_connection_age() + settings.mesh.max_connection_age_grace();
+    let incoming = futures_util::StreamExt::map(incoming, move |accepted| {
+        accepted.map(|stream| AgedConnection::new(stream, lifetime))
+    });
     let serving = tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
             settings.max_concurrent_requests as usize,
         ))
-        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .http2_keepalive_interval(Some(settings.mesh.http2_keepalive_interval()))
+        .http2_keepalive_timeout(Some(settings.mesh.http2_keepalive_timeout()))
         .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
         .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+        // GOAWAY at the age: the client reconnects, maybe to another replica, and its calls
+        // in flight go on (tonic's own grace is not used: see crate::mesh::connection_age).
+        .max_connection_age(settings.mesh.max_connection_age())
         .layer(stack)
         .add_service(health_service)
         .add_service(reflection_v1)
@@ -292,6 +355,10 @@ pub async fn run(
     if let Some(metrics_server) = metrics_server {
         metrics_server.abort();
     }
+    if own_tracing {
+        // The last spans (the drain's) are exported; the exporter may wait on the network.
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
+    }
     served?;
     tracing::info!("stopped");
     Ok(())
@@ -312,7 +379,10 @@ pub type Middleware = Stack<
                         TenantRateLimitLayer,
                         Stack<
                             IdentityLayer,
-                            Stack<CatchPanicLayer, Stack<RequestMetricsLayer, Identity>>,
+                            Stack<
+                                CatchPanicLayer,
+                                Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                            >,
                         >,
                     >,
                 >,
@@ -338,6 +408,7 @@ pub struct StackLimits {
 /// can put it in front of services of their own).
 pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
     middleware_with(
+        Tracing::off(),
         metrics,
         Arc::new(Identities::new(
             crate::auth::AuthMode::Off,
@@ -356,11 +427,15 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
 
 /// Builds the tower stack. Each layer sees what the ones inside it answer.
 pub fn middleware_with(
+    tracing: Tracing,
     metrics: Arc<Metrics>,
     identities: Arc<Identities>,
     limits: StackLimits,
 ) -> Middleware {
     tower::ServiceBuilder::new()
+        // A server span per call, child of the caller's `traceparent`: outermost, so that
+        // every refusal below is traced with its status.
+        .layer(TraceContextLayer::new(tracing))
         // Counts every answer as the caller sees it, refusals of the layers below included.
         .layer(RequestMetricsLayer::new(metrics.clone()))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
@@ -394,6 +469,22 @@ pub fn middleware_with(
         .into_inner()
 }
 
+/// The server's traces: the settings' own handle (tests), or OTLP export to
+/// `--otlp-endpoint`, or off. Also answers whether the server built it (and so shuts it down).
+fn tracing_of(settings: &ServerSettings) -> Result<(Tracing, bool), ServerError> {
+    if let Some(tracing) = &settings.tracing {
+        return Ok((tracing.clone(), false));
+    }
+    match &settings.otlp_endpoint {
+        Some(endpoint) => {
+            let tracing = Tracing::otlp(endpoint)?;
+            tracing::info!(%endpoint, "exporting traces over OTLP");
+            Ok((tracing, true))
+        }
+        None => Ok((Tracing::off(), false)),
+    }
+}
+
 /// The API keys of `--api-keys`, none when unset.
 fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
     let Some(path) = &settings.api_keys else {
@@ -409,6 +500,9 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
     Ok(keys)
 }
 
+/// Largest health request: a service name (ours are under 50 bytes). tonic's default is 4 MiB,
+/// which a compressed request would inflate to.
+const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
 /// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's
 /// and most proxies' 100. An honest client multiplexing more waits for a stream to end
 /// (its transport queues); a hostile one is refused by h2 (REFUSED_STREAM).
@@ -416,11 +510,6 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 /// Share of `--max-concurrent-requests` one connection may have in the stack at once (its
 /// further calls wait on their stream): one connection cannot take the whole instance.
 const PER_CONNECTION_SHARE_DIVISOR: usize = 8;
-/// HTTP/2 PING after this much silence on a connection…
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
-/// …and the connection (with every stream and slot it holds) is closed when the PING is not
-/// answered within this: a peer that vanished holds nothing for long.
-const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest header list of one request: our metadata is a few hundred bytes (an
 /// idempotency key of at most 255, tracing headers); 16 KiB is hyper's default, said here.
 const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
@@ -461,14 +550,23 @@ async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>
     }
 }
 
-async fn sweep_expired(scheduler: Arc<Scheduler>, retention: Duration) {
+async fn sweep_expired(scheduler: Arc<Scheduler>, templates: TemplateStore, retention: Duration) {
     let mut interval =
         tokio::time::interval((retention / 4).clamp(MIN_SWEEP_INTERVAL, MAX_SWEEP_INTERVAL));
     loop {
         interval.tick().await;
-        let scheduler = scheduler.clone();
+        let (scheduler, templates) = (scheduler.clone(), templates.clone());
         // File removal blocks; it runs off the runtime.
-        let _ = tokio::task::spawn_blocking(move || scheduler.expire(retention)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            scheduler.expire(retention);
+            // Template files pinned by jobs of an instance that stopped without ending them.
+            match templates.sweep_pins(retention) {
+                Ok(0) => {}
+                Ok(removed) => tracing::info!(removed, "removed template files of lost jobs"),
+                Err(error) => tracing::warn!(%error, "cannot sweep template files of lost jobs"),
+            }
+        })
+        .await;
     }
 }
 

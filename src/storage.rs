@@ -1,19 +1,26 @@
 //! Templates and outputs on disk.
 //!
-//! Templates live under `<data-dir>/templates/<id>/`: the JSON as uploaded
+//! Templates live under `<data-dir>/templates/<id>/` (ids are ours, never a caller's or a
+//! tenant's name, so nothing a caller chooses becomes a path): the JSON as uploaded
 //! (`template.json`), its fonts (`fonts/<n>.font`), its record (`record.json`: name,
 //! creation time, font families, report) and the bounded view answers show
 //! (`summary.json`, [`summary`]). A template is written into a temporary directory and
 //! renamed into place, so a crash never leaves half a template visible. Listing order and the
-//! quota's figures come from a name-only index ([`index`]). Outputs live under
+//! quota's figures come from a name-only index ([`index`]). Every template belongs to a
+//! tenant: reads, listing and deletion take the caller's tenant and answer another tenant's
+//! template exactly as an unknown one (`NotFound`). An accepted job renders from hard links
+//! of its template's files ([`pins`]), so deleting the template hides it at once while the
+//! jobs already accepted still render. Outputs live under
 //! `<data-dir>/outputs/<job-id>.<ext>`; a worker writes `.partial-<job-id>.<ext>` and the
 //! scheduler renames it when the render succeeded. Object storage replaces this later;
 //! callers see only [`TemplateStore`] and [`OutputStore`].
 
 pub mod index;
+pub mod pins;
 pub mod record_cache;
 pub mod summary;
 
+use crate::auth::TenantId;
 use crate::lottie::report::InspectReport;
 use index::INDEX_DIR;
 pub use index::{
@@ -49,6 +56,10 @@ pub enum StorageError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TemplateRecord {
     pub id: Uuid,
+    /// The tenant whose caller created it; only that tenant's callers see it. Records
+    /// written before tenants belong to the default tenant.
+    #[serde(default)]
+    pub tenant: TenantId,
     pub name: String,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: u64,
@@ -98,6 +109,7 @@ impl TemplateStore {
     pub fn open(data_dir: &Path) -> Result<TemplateStore, StorageError> {
         let root = data_dir.join("templates");
         std::fs::create_dir_all(root.join(INDEX_DIR))?;
+        std::fs::create_dir_all(root.join(pins::PINS_DIR))?;
         let store = TemplateStore {
             root,
             data_dir: data_dir.to_path_buf(),
@@ -127,9 +139,10 @@ impl TemplateStore {
         self.dir(id).join("fonts").join(file)
     }
 
-    /// Stores a new template; answers its record.
+    /// Stores a new template of `tenant`; answers its record.
     pub fn create(
         &self,
+        tenant: &TenantId,
         name: &str,
         json: &[u8],
         report: InspectReport,
@@ -137,7 +150,7 @@ impl TemplateStore {
     ) -> Result<TemplateRecord, StorageError> {
         let stored_bytes =
             json.len() as u64 + fonts.values().map(|bytes| bytes.len() as u64).sum::<u64>();
-        self.check_room_for(stored_bytes)?;
+        self.check_room_for(tenant, stored_bytes)?;
         let id = Uuid::new_v4();
         let staging = tempfile::Builder::new()
             .prefix(".creating-")
@@ -160,6 +173,7 @@ impl TemplateStore {
             .map_or(0, |d| d.as_millis() as u64);
         let record = TemplateRecord {
             id,
+            tenant: tenant.clone(),
             name: name.to_owned(),
             created_at_ms,
             fonts: font_files,
@@ -180,11 +194,21 @@ impl TemplateStore {
             created_at_ms,
             id,
             stored_bytes,
+            tenant: tenant.clone(),
         })?;
         Ok(record)
     }
 
-    pub fn record(&self, id: Uuid) -> Result<TemplateRecord, StorageError> {
+    /// The record of `tenant`'s template `id` (another tenant's is `NotFound`, as an unknown
+    /// one).
+    pub fn record(&self, tenant: &TenantId, id: Uuid) -> Result<TemplateRecord, StorageError> {
+        let record = self.read_record(id)?;
+        owned_by(tenant, &record.tenant, id)?;
+        Ok(record)
+    }
+
+    /// The record of template `id`, whoever owns it.
+    fn read_record(&self, id: Uuid) -> Result<TemplateRecord, StorageError> {
         let bytes = std::fs::read(self.dir(id).join("record.json")).map_err(|error| match error
             .kind()
         {
@@ -194,9 +218,19 @@ impl TemplateStore {
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
     }
 
-    /// The template's record, shared: parsed once and kept ([`record_cache`]); each call
-    /// still checks the record exists, so a deleted template is NOT_FOUND at once.
-    pub fn cached_record(&self, id: Uuid) -> Result<Arc<TemplateRecord>, StorageError> {
+    /// The record of `tenant`'s template, shared: parsed once and kept ([`record_cache`]);
+    /// each call still checks the record exists, so a deleted template is NOT_FOUND at once.
+    pub fn cached_record(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Arc<TemplateRecord>, StorageError> {
+        let record = self.cached_record_of_anyone(id)?;
+        owned_by(tenant, &record.tenant, id)?;
+        Ok(record)
+    }
+
+    fn cached_record_of_anyone(&self, id: Uuid) -> Result<Arc<TemplateRecord>, StorageError> {
         let path = self.dir(id).join("record.json");
         let size = match std::fs::metadata(&path) {
             Ok(metadata) => metadata.len(),
@@ -209,29 +243,35 @@ impl TemplateStore {
         if let Some(record) = self.records.get(id) {
             return Ok(record);
         }
-        let record = Arc::new(self.record(id)?);
+        let record = Arc::new(self.read_record(id)?);
         self.records.insert(id, record.clone(), size);
         Ok(record)
     }
 
-    /// The bounded view of a template (what Get and List answer). A template stored by an
-    /// instance of an earlier version while this one runs has no summary yet: built from its
-    /// record then.
-    pub fn summary(&self, id: Uuid) -> Result<TemplateSummary, StorageError> {
-        match std::fs::read(self.dir(id).join("summary.json")) {
+    /// The bounded view of `tenant`'s template (what Get and List answer). A template stored
+    /// by an instance of an earlier version while this one runs has no summary yet: built
+    /// from its record then.
+    pub fn summary(&self, tenant: &TenantId, id: Uuid) -> Result<TemplateSummary, StorageError> {
+        let summary: TemplateSummary = match std::fs::read(self.dir(id).join("summary.json")) {
             Ok(bytes) => {
-                serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
+                serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))?
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Ok(TemplateSummary::of(&self.record(id)?))
+                TemplateSummary::of(&self.read_record(id)?)
             }
-            Err(error) => Err(StorageError::Io(error)),
-        }
+            Err(error) => return Err(StorageError::Io(error)),
+        };
+        owned_by(tenant, &summary.tenant, id)?;
+        Ok(summary)
     }
 
-    pub fn delete(&self, id: Uuid) -> Result<(), StorageError> {
+    /// Deletes `tenant`'s template: it is gone for every later read, listing and submission
+    /// at once. Jobs accepted before render from their own links of its files ([`pins`]), so
+    /// the files' space is freed when the last of them ends.
+    pub fn delete(&self, tenant: &TenantId, id: Uuid) -> Result<(), StorageError> {
         // The summary, not the record: it is small whatever was uploaded.
-        self.summary(id)?;
+        self.summary(tenant, id)?;
+        self.records.remove(id);
         // Renamed away first, so readers never see a half-deleted template.
         let doomed = self.root.join(format!(".deleting-{id}"));
         std::fs::rename(self.dir(id), &doomed)?;
@@ -240,6 +280,16 @@ impl TemplateStore {
         }
         std::fs::remove_dir_all(doomed)?;
         Ok(())
+    }
+}
+
+/// Another tenant's template is answered exactly as an unknown one: same error, same message,
+/// so that no caller learns that an id exists elsewhere.
+fn owned_by(caller: &TenantId, owner: &TenantId, id: Uuid) -> Result<(), StorageError> {
+    if caller == owner {
+        Ok(())
+    } else {
+        Err(StorageError::NotFound(id))
     }
 }
 
@@ -350,6 +400,10 @@ impl OutputStore {
 mod tests {
     use super::*;
 
+    fn anyone() -> TenantId {
+        TenantId::default_tenant()
+    }
+
     #[test]
     fn templates_round_trip_list_newest_first_and_delete() {
         let dir = tempfile::tempdir().unwrap();
@@ -359,31 +413,33 @@ mod tests {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         let first = store
-            .create("first", json, report.clone(), &BTreeMap::new())
+            .create(&anyone(), "first", json, report.clone(), &BTreeMap::new())
             .unwrap();
         std::thread::sleep(Duration::from_millis(5));
-        let second = store.create("second", json, report, &fonts).unwrap();
+        let second = store
+            .create(&anyone(), "second", json, report, &fonts)
+            .unwrap();
         assert_eq!(std::fs::read(store.json_path(first.id)).unwrap(), json);
-        assert_eq!(store.record(second.id).unwrap(), second);
+        assert_eq!(store.record(&anyone(), second.id).unwrap(), second);
         assert_eq!(second.fonts["Open Sans"], "0.font");
         let listed: Vec<_> = store
             .index()
             .unwrap()
             .into_iter()
-            .map(|entry| store.summary(entry.id).unwrap().name)
+            .map(|entry| store.summary(&anyone(), entry.id).unwrap().name)
             .collect();
         assert_eq!(listed, ["second", "first"]);
         assert_eq!(
             store.index().unwrap()[0].stored_bytes,
             json.len() as u64 + 8
         );
-        store.delete(first.id).unwrap();
+        store.delete(&anyone(), first.id).unwrap();
         assert!(matches!(
-            store.record(first.id),
+            store.record(&anyone(), first.id),
             Err(StorageError::NotFound(_))
         ));
         assert!(matches!(
-            store.delete(first.id),
+            store.delete(&anyone(), first.id),
             Err(StorageError::NotFound(_))
         ));
         assert_eq!(store.index().unwrap().len(), 1);
@@ -396,6 +452,7 @@ mod tests {
             leftovers,
             [
                 std::ffi::OsString::from(INDEX_DIR),
+                std::ffi::OsString::from(pins::PINS_DIR),
                 std::ffi::OsString::from(second.id.to_string())
             ]
         );
@@ -408,16 +465,16 @@ mod tests {
         // Another instance on the same data directory: its own cache.
         let other = TemplateStore::open(dir.path()).unwrap();
         let created = tiny_template(&store, "cached").unwrap();
-        let first = store.cached_record(created.id).unwrap();
-        let again = store.cached_record(created.id).unwrap();
+        let first = store.cached_record(&anyone(), created.id).unwrap();
+        let again = store.cached_record(&anyone(), created.id).unwrap();
         assert!(
             Arc::ptr_eq(&first, &again),
             "the second read is the kept record"
         );
         assert_eq!(*first, created);
-        other.delete(created.id).unwrap();
+        other.delete(&anyone(), created.id).unwrap();
         assert!(matches!(
-            store.cached_record(created.id),
+            store.cached_record(&anyone(), created.id),
             Err(StorageError::NotFound(_))
         ));
     }
@@ -455,7 +512,45 @@ mod tests {
     fn tiny_template(store: &TemplateStore, name: &str) -> Result<TemplateRecord, StorageError> {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
-        store.create(name, json, report, &BTreeMap::new())
+        store.create(&anyone(), name, json, report, &BTreeMap::new())
+    }
+
+    #[test]
+    fn a_tenant_over_its_own_share_is_refused_while_another_still_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
+        let (acme, globex) = (
+            TenantId::parse("acme").unwrap(),
+            TenantId::parse("globex").unwrap(),
+        );
+        for limits in [
+            StorageLimits {
+                max_templates_per_tenant: 1,
+                min_free_disk_bytes: 0,
+                ..StorageLimits::default()
+            },
+            StorageLimits {
+                max_template_bytes_per_tenant: json.len() as u64 + 1,
+                min_free_disk_bytes: 0,
+                ..StorageLimits::default()
+            },
+        ] {
+            let store = TemplateStore::open(dir.path()).unwrap().with_limits(limits);
+            let create = |tenant: &TenantId| {
+                store.create(tenant, "t", json, report.clone(), &BTreeMap::new())
+            };
+            let first = create(&acme).unwrap();
+            assert!(
+                matches!(create(&acme), Err(StorageError::QuotaExceeded(message)) if message.contains("your tenant")),
+                "{limits:?}"
+            );
+            let other = create(&globex).unwrap();
+            store.delete(&acme, first.id).unwrap();
+            let again = create(&acme).unwrap();
+            store.delete(&acme, again.id).unwrap();
+            store.delete(&globex, other.id).unwrap();
+        }
     }
 
     #[test]
@@ -473,12 +568,13 @@ mod tests {
             tiny_template(&store, "c"),
             Err(StorageError::QuotaExceeded(_))
         ));
-        store.delete(first.id).unwrap();
+        store.delete(&anyone(), first.id).unwrap();
         tiny_template(&store, "c").unwrap();
         let bytes_limited = store.with_limits(StorageLimits {
             max_templates: 100,
             max_template_bytes: 150,
             min_free_disk_bytes: 0,
+            ..StorageLimits::default()
         });
         assert!(matches!(
             tiny_template(&bytes_limited, "d"),
@@ -515,12 +611,13 @@ mod tests {
             created_at_ms: 5,
             id: Uuid::new_v4(),
             stored_bytes: 9,
+            tenant: anyone(),
         };
         store.write_index_entry(ghost).unwrap();
         let reopened = TemplateStore::open(dir.path()).unwrap();
         let index = reopened.index().unwrap();
         assert_eq!(index.len(), 1);
         assert_eq!(index[0].id, record.id);
-        assert_eq!(reopened.summary(record.id).unwrap().name, "old");
+        assert_eq!(reopened.summary(&anyone(), record.id).unwrap().name, "old");
     }
 }

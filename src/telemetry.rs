@@ -1,5 +1,9 @@
 //! Logging set-up: `tracing` to stderr, filtered by `RUST_LOG` (default `info`), as text
-//! for people or JSON lines for log collectors.
+//! for people or JSON lines for log collectors. OpenTelemetry traces (per server, exported
+//! over OTLP) are in [`traces`]; the spans a worker reports back, in [`worker_spans`].
+
+pub mod traces;
+pub mod worker_spans;
 
 use tracing_subscriber::EnvFilter;
 

@@ -56,6 +56,28 @@ impl TenantId {
     }
 }
 
+/// Stored as its name (job records, template records); a stored name that is not a tenant
+/// name is a damaged record, refused like any other.
+impl serde::Serialize for TenantId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TenantId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<TenantId, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        TenantId::parse(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Records written before tenants existed belong to the default tenant.
+impl Default for TenantId {
+    fn default() -> TenantId {
+        TenantId::default_tenant()
+    }
+}
+
 impl fmt::Display for TenantId {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(&self.0)

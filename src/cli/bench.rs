@@ -296,6 +296,7 @@ fn run_pipeline(
         output_path: scratch.join(format!("pipeline.{}", spec.format.extension())),
         threads: 0,
         fonts: Default::default(),
+        traceparent: None,
     };
     let settings = SandboxSettings {
         executable: executable.to_path_buf(),

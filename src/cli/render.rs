@@ -130,6 +130,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         output_path: partial.path().to_path_buf(),
         threads: args.threads,
         fonts,
+        traceparent: None,
     };
     let mut progress = Progress::new(frames);
     let result = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |event| {

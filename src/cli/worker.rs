@@ -3,7 +3,9 @@
 //! deterministic failure like any bad template. Before it parses the template or the fonts,
 //! the worker reads them into memory, creates its output file and confines itself to
 //! writing that one file ([`crate::sandbox::confine`]: no other file, no network, no new
-//! processes). `--self-test` (hidden) runs the sandbox self-test instead of a job.
+//! processes). A traced job's steps are timed and reported as `span` events
+//! ([`crate::telemetry::worker_spans`]). `--self-test` (hidden) runs the sandbox self-test
+//! instead of a job.
 
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::text::fonts::FontBook;
@@ -11,11 +13,14 @@ use crate::os::PeakRssProbe;
 use crate::render::{self, RenderError};
 use crate::sandbox::confine::{confine, FilePolicy};
 use crate::sandbox::protocol::{bounded_failure_message, exit_code, WorkerEvent, WorkerJob};
+use crate::telemetry::worker_spans::{
+    OpenSpan, SpanValue, WorkerSpan, WorkerTrace, PROCESS_ATTRIBUTE, WORKER_PROCESS,
+};
 use clap::Args;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Largest job document read from stdin; a job is a few hundred bytes plus modifications.
 const MAX_JOB_BYTES: u64 = 1024 * 1024;
@@ -36,9 +41,25 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     if args.self_test {
         return crate::sandbox::self_test::worker_main();
     }
+    let began = SystemTime::now();
     // Opened before confinement, which refuses /proc.
     let mut peak_rss = PeakRssProbe::open();
-    let code = match read_job().and_then(|job| execute(&job)) {
+    let mut steps = Steps::default();
+    let outcome = read_job().and_then(|job| {
+        steps.trace = WorkerTrace::from_traceparent(job.traceparent.as_deref());
+        steps.run = steps
+            .trace
+            .as_ref()
+            .map(|trace| trace.start_at(None, began));
+        steps.format = Some(job.output.format.extension());
+        execute(&job, &mut steps)
+    });
+    // The spans first: the parent reads the run's outcome from the last event.
+    let failure_reason = outcome.as_ref().err().map(|failure| failure.reason);
+    for span in steps.finish(failure_reason) {
+        emit(&WorkerEvent::Span(span));
+    }
+    let code = match outcome {
         Ok(output) => {
             emit(&WorkerEvent::Succeeded {
                 output,
@@ -60,6 +81,59 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         }
     };
     ExitCode::from(code as u8)
+}
+
+/// The timed steps of this run, when its job is traced: the run itself (from the process's
+/// first instant) and its steps as children.
+#[derive(Default)]
+struct Steps {
+    trace: Option<WorkerTrace>,
+    run: Option<OpenSpan>,
+    format: Option<&'static str>,
+    frames: Option<u32>,
+}
+
+impl Steps {
+    /// Starts a step under the run (nothing when untraced).
+    fn start(&self) -> Option<OpenSpan> {
+        let trace = self.trace.as_ref()?;
+        Some(trace.start(self.run.as_ref()))
+    }
+
+    /// Ends a step started by [`Steps::start`].
+    fn end(
+        &mut self,
+        step: Option<OpenSpan>,
+        name: &str,
+        attributes: Vec<(&'static str, SpanValue)>,
+        failed: bool,
+    ) {
+        if let (Some(trace), Some(step)) = (self.trace.as_mut(), step) {
+            trace.finish(step, name, attributes, failed);
+        }
+    }
+
+    /// Ends the run's span (marked as the worker's, with its pid) and answers every span.
+    fn finish(mut self, failure_reason: Option<&'static str>) -> Vec<WorkerSpan> {
+        let (Some(mut trace), Some(run)) = (self.trace.take(), self.run.take()) else {
+            return Vec::new();
+        };
+        let mut attributes = vec![
+            (PROCESS_ATTRIBUTE, SpanValue::Text(WORKER_PROCESS.into())),
+            ("process.pid", SpanValue::Int(i64::from(std::process::id()))),
+        ];
+        if let Some(format) = self.format {
+            attributes.push(("output.format", SpanValue::Text(format.into())));
+        }
+        if let Some(frames) = self.frames {
+            attributes.push(("frames", SpanValue::Int(i64::from(frames))));
+        }
+        if let Some(reason) = failure_reason {
+            attributes.push(("error.reason", SpanValue::Text(reason.into())));
+        }
+        trace.finish(run, "worker", attributes, failure_reason.is_some());
+        trace.into_spans()
+    }
 }
 
 struct Failure {
@@ -95,7 +169,48 @@ fn read_job() -> Result<WorkerJob, Failure> {
     serde_json::from_slice(&input).map_err(|error| invalid(format!("job is not valid: {error}")))
 }
 
-fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
+fn execute(job: &WorkerJob, steps: &mut Steps) -> Result<render::OutputInfo, Failure> {
+    let step = steps.start();
+    let inputs = read_inputs_and_confine(job);
+    steps.end(step, "read_inputs", Vec::new(), inputs.is_err());
+    let (template, fonts, threads) = inputs?;
+    let step = steps.start();
+    let prepared = render::prepare(&template, &job.modifications, job.output, &fonts);
+    steps.end(step, "prepare", Vec::new(), prepared.is_err());
+    let prepared = prepared?;
+    steps.frames = Some(prepared.frame_count);
+    emit(&WorkerEvent::Started {
+        frames_total: prepared.frame_count,
+    });
+    let mut last_report = Instant::now();
+    let mut last_step = 0;
+    let step = steps.start();
+    let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {
+        let step = u64::from(done) * PROGRESS_STEPS / u64::from(total.max(1));
+        if done == total || step != last_step || last_report.elapsed() >= PROGRESS_INTERVAL {
+            last_report = Instant::now();
+            last_step = step;
+            emit(&WorkerEvent::Progress {
+                frames_done: done,
+                frames_total: total,
+            });
+        }
+    });
+    let attributes = vec![
+        ("frames", SpanValue::Int(i64::from(prepared.frame_count))),
+        (
+            "threads",
+            SpanValue::Int(i64::try_from(threads).unwrap_or(i64::MAX)),
+        ),
+    ];
+    steps.end(step, "render_encode", attributes, output.is_err());
+    output.map_err(Failure::from)
+}
+
+/// Reads the template and fonts, creates the output file and confines the process: what the
+/// worker does before it touches caller data. Answers the template, the fonts and the number
+/// of render threads.
+fn read_inputs_and_confine(job: &WorkerJob) -> Result<(Vec<u8>, FontBook, usize), Failure> {
     let template = std::fs::read(&job.template_path).map_err(RenderError::ReadTemplate)?;
     let mut fonts = BTreeMap::new();
     for (family, path) in &job.fonts {
@@ -119,25 +234,7 @@ fn execute(job: &WorkerJob) -> Result<render::OutputInfo, Failure> {
         reason: "WORKER_UNAVAILABLE",
         message: format!("the worker cannot confine itself: {error}"),
     })?;
-    let fonts = FontBook::new(fonts);
-    let prepared = render::prepare(&template, &job.modifications, job.output, &fonts)?;
-    emit(&WorkerEvent::Started {
-        frames_total: prepared.frame_count,
-    });
-    let mut last_report = Instant::now();
-    let mut last_step = 0;
-    let output = render::run(&prepared, &job.output_path, threads, &mut |done, total| {
-        let step = u64::from(done) * PROGRESS_STEPS / u64::from(total.max(1));
-        if done == total || step != last_step || last_report.elapsed() >= PROGRESS_INTERVAL {
-            last_report = Instant::now();
-            last_step = step;
-            emit(&WorkerEvent::Progress {
-                frames_done: done,
-                frames_total: total,
-            });
-        }
-    })?;
-    Ok(output)
+    Ok((template, FontBook::new(fonts), threads))
 }
 
 /// One NDJSON line on stdout, flushed at once so the parent sees progress live.

@@ -5,6 +5,10 @@
 //! slots, frames × pixels within the job budget, GIF length), then the quarantine; every
 //! violation of a stage comes back in one answer. A valid job is queued and answered at once
 //! (QUEUED); rendering happens in the scheduler's sandboxed workers.
+//!
+//! Everything is scoped to the caller's tenant: its templates, its jobs (another tenant's job
+//! is JOB_NOT_FOUND exactly as an unknown id), its idempotency keys, and fingerprints that
+//! include the tenant (so de-duplication and the quarantine never cross tenants).
 
 mod download;
 
@@ -17,7 +21,9 @@ use super::templates::storage_error;
 use crate::auth::{Caller, TenantId};
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::claim::{
+    claim_key, scoped_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER,
+};
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
 use crate::jobs::scheduler::{
@@ -29,6 +35,7 @@ use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::spec::Format;
 use crate::storage::{StorageError, TemplateStore};
+use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -109,20 +116,24 @@ impl RenderApi {
         RenderApi { downloads, ..self }
     }
 
-    /// A job of this instance, or of another one sharing Redis.
-    async fn find_job(&self, id: Uuid) -> Result<Option<Job>, ServiceError> {
-        if let Some(job) = self.scheduler.board.get(id) {
-            return Ok(Some(job));
-        }
-        match &self.scheduler.shared {
-            Some(shared) => shared.get(id).await.map_err(shared_unavailable),
-            None => Ok(None),
-        }
+    /// A job of `tenant` on this instance, or on another one sharing Redis (another
+    /// tenant's job is not found, as an unknown one).
+    async fn find_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>, ServiceError> {
+        let job = match self.scheduler.board.get(id) {
+            Some(job) => Some(job),
+            None => match &self.scheduler.shared {
+                Some(shared) => shared.get(id).await.map_err(shared_unavailable)?,
+                None => None,
+            },
+        };
+        Ok(job.filter(|job| job.tenant == *tenant))
     }
 
-    async fn job(&self, field_value: &str) -> Result<Job, ServiceError> {
+    async fn job(&self, tenant: &TenantId, field_value: &str) -> Result<Job, ServiceError> {
         let id = parse_id("job_id", field_value)?;
-        self.find_job(id).await?.ok_or_else(|| job_not_found(id))
+        self.find_job(tenant, id)
+            .await?
+            .ok_or_else(|| job_not_found(id))
     }
 }
 
@@ -142,27 +153,33 @@ fn draining() -> ServiceError {
     )
 }
 
-/// Checks `submission` against its template; answers the job and the work to queue.
+/// A template id that is well-formed but names no template of the caller's tenant (unknown,
+/// deleted, or another tenant's: the same answer): the request is wrong (DESIGN.md), not a
+/// missing resource.
+fn template_not_found(template_id: Uuid) -> ServiceError {
+    let description = format!("template {template_id} does not exist");
+    ServiceError::invalid_argument(
+        "TEMPLATE_NOT_FOUND",
+        description.clone(),
+        vec![FieldViolation {
+            field: "template_id".into(),
+            description,
+        }],
+    )
+}
+
+/// Checks `submission` of a caller of `tenant` against its template; answers the job and
+/// the work to queue (with the template's files pinned for it).
 fn admit(
     templates: &TemplateStore,
+    tenant: TenantId,
     submission: RenderSubmission,
     limits: JobLimits,
 ) -> Result<(Job, RenderWork), ServiceError> {
     let template_id = submission.template_id;
-    let record = match templates.cached_record(template_id) {
+    let record = match templates.cached_record(&tenant, template_id) {
         Ok(record) => record,
-        // Well-formed but unknown: the request is wrong (DESIGN.md), not a missing resource.
-        Err(StorageError::NotFound(_)) => {
-            let description = format!("template {template_id} does not exist");
-            return Err(ServiceError::invalid_argument(
-                "TEMPLATE_NOT_FOUND",
-                description.clone(),
-                vec![FieldViolation {
-                    field: "template_id".into(),
-                    description,
-                }],
-            ));
-        }
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(storage_error(error)),
     };
     let report = &record.report;
@@ -221,9 +238,22 @@ fn admit(
     }
     // Outputs need disk: a nearly full data directory refuses new renders until it has room.
     templates.check_disk_space().map_err(storage_error)?;
-    let fingerprint = Fingerprint::of(&record.render_identity(), &submission.modifications, &spec);
+    let fingerprint = Fingerprint::of(
+        &tenant,
+        &record.render_identity(),
+        &submission.modifications,
+        &spec,
+    );
+    let job_id = Uuid::new_v4();
+    // Deleted since the record was read: refused as if the deletion came first.
+    let pin = match templates.pin(&record, job_id) {
+        Ok(pin) => pin,
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+        Err(error) => return Err(storage_error(error)),
+    };
     let job = Job::queued(
-        Uuid::new_v4(),
+        job_id,
+        tenant,
         template_id,
         fingerprint,
         spec.format,
@@ -232,15 +262,13 @@ fn admit(
     let deadline = crate::sandbox::default_deadline(frames, spec.width.get(), spec.height.get())
         .min(limits.max_duration);
     let work = RenderWork {
-        template_path: templates.json_path(template_id),
+        template_path: pin.template_path.clone(),
         modifications: submission.modifications,
         output: spec,
         deadline,
-        fonts: record
-            .fonts
-            .iter()
-            .map(|(family, file)| (family.clone(), templates.font_path(template_id, file)))
-            .collect(),
+        fonts: pin.fonts.clone(),
+        pin: Some(Arc::new(pin)),
+        trace_parent: None,
     };
     Ok((job, work))
 }
@@ -333,18 +361,24 @@ impl RenderApi {
         key: IdempotencyKey,
         job: Job,
         work: RenderWork,
-        tenant: TenantId,
     ) -> Result<Response<proto::RenderJob>, Status> {
-        let key = format!("{SUBMIT_RENDER_SCOPE}:{}", key.as_str());
+        let key = scoped_key(&job.tenant, SUBMIT_RENDER_SCOPE, &key);
+        let tenant = job.tenant.clone();
         let fingerprint = job.fingerprint.as_str().to_owned();
         let outcome = claim_key(
             self.keys.store.as_ref(),
             &key,
             &fingerprint,
             self.keys.lease,
-            |id| async move {
-                // A job that failed transiently or was cancelled frees its key.
-                Ok(self.find_job(id).await?.filter(|job| !releases_key(job)))
+            |id| {
+                let tenant = tenant.clone();
+                async move {
+                    // A job that failed transiently or was cancelled frees its key.
+                    Ok(self
+                        .find_job(&tenant, id)
+                        .await?
+                        .filter(|job| !releases_key(job)))
+                }
             },
         )
         .await?;
@@ -397,7 +431,7 @@ impl RenderApi {
         }
         let submitted = self
             .scheduler
-            .submit(job, work, tenant.clone())
+            .submit(job, work)
             .await
             .map_err(|refused| match refused {
                 SubmitRefused::Queue(PushRefused::TenantFull { held, limit }) => {
@@ -434,6 +468,7 @@ impl RenderApi {
         let job = submitted?;
         tracing::info!(
             job_id = %job.id,
+            tenant = %job.tenant,
             template_id = %job.template_id,
             fingerprint = %job.fingerprint,
             frames_total = job.frames_total,
@@ -443,16 +478,19 @@ impl RenderApi {
         Ok(Response::new(job_to_proto(&job)))
     }
 
-    /// WatchRenderJob for a job of another instance: its shared snapshots.
+    /// WatchRenderJob for a job of `tenant` on another instance: its shared snapshots.
     async fn watch_shared_job(
         &self,
+        tenant: &TenantId,
         id: Uuid,
     ) -> Result<Response<ReceiverStream<Result<proto::RenderJob, Status>>>, Status> {
         let Some(shared) = self.scheduler.shared.clone() else {
             return Err(job_not_found(id).into());
         };
         let (current, changes) = shared.watch(id).await.map_err(shared_unavailable)?;
-        let current = current.ok_or_else(|| job_not_found(id))?;
+        let current = current
+            .filter(|job| job.tenant == *tenant)
+            .ok_or_else(|| job_not_found(id))?;
         let updates = futures_util::stream::unfold(
             (Box::pin(changes), shared),
             move |(mut changes, shared)| async move {
@@ -474,14 +512,17 @@ impl RenderApi {
         Ok(Response::new(forward_snapshots(current, updates)))
     }
 
-    /// CancelRenderJob for a job of another instance: its owner is asked, and the answer is
-    /// the job once it has ended (or as it is after [`CANCEL_SETTLE`]).
-    async fn cancel_shared_job(&self, id: Uuid) -> Result<Job, ServiceError> {
+    /// CancelRenderJob for a job of `tenant` on another instance: its owner is asked, and
+    /// the answer is the job once it has ended (or as it is after [`CANCEL_SETTLE`]).
+    async fn cancel_shared_job(&self, tenant: &TenantId, id: Uuid) -> Result<Job, ServiceError> {
         let Some(shared) = self.scheduler.shared.clone() else {
             return Err(job_not_found(id));
         };
         let (current, changes) = shared.watch(id).await.map_err(shared_unavailable)?;
-        let current = current.ok_or_else(|| job_not_found(id))?;
+        // Another tenant's job: not found, and its owner is never asked.
+        let current = current
+            .filter(|job| job.tenant == *tenant)
+            .ok_or_else(|| job_not_found(id))?;
         if current.state.is_terminal() {
             return Ok(current);
         }
@@ -526,15 +567,20 @@ impl RenderService for RenderApi {
                     .map_or_else(|| Status::internal("no idempotency key"), Status::from))
             }
         };
-        let tenant = Caller::of(request.extensions()).tenant;
+        let caller_extensions = request.extensions();
+        let tenant = Caller::of(caller_extensions).tenant;
+        let trace_parent = CallSpan::of(caller_extensions);
         let submission = RenderSubmission::try_from(request.into_inner())?;
         let templates = self.templates.clone();
         let limits = self.limits;
-        let (job, work) = blocking(move || admit(&templates, submission, limits)).await?;
+        let (job, mut work) =
+            blocking(move || admit(&templates, tenant, submission, limits)).await?;
+        // The render's span will be a child of this call's.
+        work.trace_parent = trace_parent;
         // From here on the call records and creates things: it runs to its end on its own
         // task even if the caller goes away (a timed-out call is exactly what gets retried).
         let api = self.clone();
-        let accepted = tokio::spawn(async move { api.accept(key, job, work, tenant).await });
+        let accepted = tokio::spawn(async move { api.accept(key, job, work).await });
         match accepted.await {
             Ok(answer) => answer,
             Err(join_error) => Err(ServiceError::internal(join_error).into()),
@@ -545,7 +591,8 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::GetRenderJobRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
-        let job = self.job(&request.get_ref().job_id).await?;
+        let tenant = Caller::of(request.extensions()).tenant;
+        let job = self.job(&tenant, &request.get_ref().job_id).await?;
         Ok(Response::new(job_to_proto(&job)))
     }
 
@@ -555,11 +602,15 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::WatchRenderJobRequest>,
     ) -> Result<Response<Self::WatchRenderJobStream>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("job_id", &request.get_ref().job_id)?;
         let board = self.scheduler.board.clone();
         let Some((job, changes)) = board.subscribe(id) else {
-            return self.watch_shared_job(id).await;
+            return self.watch_shared_job(&tenant, id).await;
         };
+        if job.tenant != tenant {
+            return Err(job_not_found(id).into());
+        }
         let updates = futures_util::stream::unfold(
             (changes, board),
             move |(mut changes, board)| async move {
@@ -580,10 +631,16 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::CancelRenderJobRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("job_id", &request.get_ref().job_id)?;
-        let job = match self.scheduler.cancel(id).await {
-            Some(job) => job,
-            None => self.cancel_shared_job(id).await?,
+        let job = match self.scheduler.board.get(id) {
+            // Another tenant's job is left alone and not found, as an unknown one.
+            Some(job) if job.tenant != tenant => return Err(job_not_found(id).into()),
+            Some(_) => match self.scheduler.cancel(id).await {
+                Some(job) => job,
+                None => return Err(job_not_found(id).into()),
+            },
+            None => self.cancel_shared_job(&tenant, id).await?,
         };
         tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "cancel requested");
         Ok(Response::new(job_to_proto(&job)))
@@ -595,7 +652,8 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::DownloadRenderOutputRequest>,
     ) -> Result<Response<Self::DownloadRenderOutputStream>, Status> {
-        let job = self.job(&request.get_ref().job_id).await?;
+        let tenant = Caller::of(request.extensions()).tenant;
+        let job = self.job(&tenant, &request.get_ref().job_id).await?;
         if job.state != JobState::Succeeded {
             return Err(ServiceError::deterministic(
                 ServiceErrorCode::FailedPrecondition,
@@ -625,6 +683,10 @@ impl RenderService for RenderApi {
             }
             Err(error) => return Err(storage_error(StorageError::Io(error)).into()),
         };
-        Ok(Response::new(self.downloads.stream(file, job.id, slot)))
+        let mut response = Response::new(self.downloads.stream(file, job.id, slot));
+        // MP4, WebM and GIF are compressed already: gzip would only spend CPU (on the
+        // runtime) for nothing, whatever the client accepts.
+        response.disable_compression();
+        Ok(response)
     }
 }

@@ -1,13 +1,20 @@
 //! TemplateService: registering, reading, listing and deleting templates. A template is
 //! parsed and fenced once, at creation (the same code the worker runs), and its report is
 //! stored beside it. File and parse work runs on blocking threads, never on the runtime.
+//! Templates belong to the caller's tenant: Get, List and Delete see only that tenant's (another
+//! tenant's template is TEMPLATE_NOT_FOUND exactly as an unknown id), and idempotency keys are
+//! the tenant's own. Deleting is immediate for every caller; jobs already accepted keep
+//! rendering from their pinned files (`storage::pins`).
 
 use super::blocking;
 use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
+use crate::auth::{Caller, TenantId};
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::{claim_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::claim::{
+    claim_key, scoped_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER,
+};
 use crate::idempotency::store::IdempotencyStore;
 use crate::idempotency::IdempotencyKey;
 use crate::lottie::template::hex_sha256;
@@ -81,6 +88,7 @@ impl TemplateApi {
     /// built in an analysis worker, which dies with this future if the caller goes away.
     async fn create(
         &self,
+        tenant: TenantId,
         request: Arc<proto::CreateTemplateRequest>,
     ) -> Result<TemplateRecord, Status> {
         {
@@ -125,11 +133,11 @@ impl TemplateApi {
         let store = self.store.clone();
         let record = blocking(move || {
             store
-                .create(&request.name, &request.lottie_json, report, &fonts)
+                .create(&tenant, &request.name, &request.lottie_json, report, &fonts)
                 .map_err(storage_error)
         })
         .await?;
-        tracing::info!(template_id = %record.id, name = %record.name, "template created");
+        tracing::info!(template_id = %record.id, tenant = %record.tenant, name = %record.name, "template created");
         Ok(record)
     }
 }
@@ -349,10 +357,11 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
 /// the templates shown only.
 fn list_page(
     store: &TemplateStore,
+    tenant: &TenantId,
     after: Option<(u64, Uuid)>,
     page_size: usize,
 ) -> Result<proto::ListTemplatesResponse, ServiceError> {
-    let index = store.index().map_err(storage_error)?;
+    let index = store.index_of(tenant).map_err(storage_error)?;
     // Newest first, ties by id: the page starts after the token's position.
     let start = after.map_or(0, |(millis, id)| {
         index
@@ -371,7 +380,7 @@ fn list_page(
             more = true;
             break;
         }
-        let template = match store.summary(entry.id) {
+        let template = match store.summary(tenant, entry.id) {
             Ok(summary) => summary_to_proto(&summary),
             // Deleted since the index was read: not listed.
             Err(StorageError::NotFound(_)) => {
@@ -417,13 +426,14 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::CreateTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
         let key = request
             .extensions()
             .get::<IdempotencyKey>()
-            .map(|key| format!("{CREATE_TEMPLATE_SCOPE}:{}", key.as_str()));
+            .map(|key| scoped_key(&tenant, CREATE_TEMPLATE_SCOPE, key));
         let request = Arc::new(request.into_inner());
         let Some(key) = key else {
-            let record = self.create(request).await?;
+            let record = self.create(tenant, request).await?;
             return Ok(Response::new(to_proto(&record)));
         };
         let fingerprint = {
@@ -437,9 +447,9 @@ impl TemplateService for TemplateApi {
             &fingerprint,
             self.keys.lease,
             |id| {
-                let store = store.clone();
+                let (store, tenant) = (store.clone(), tenant.clone());
                 async move {
-                    match tokio::task::spawn_blocking(move || store.record(id)).await {
+                    match tokio::task::spawn_blocking(move || store.record(&tenant, id)).await {
                         Ok(Ok(record)) => Ok(Some(record)),
                         // Deleted since: the key is free again.
                         Ok(Err(StorageError::NotFound(_))) => Ok(None),
@@ -466,7 +476,7 @@ impl TemplateService for TemplateApi {
             fingerprint: fingerprint.clone(),
             armed: true,
         };
-        let created = self.create(request).await;
+        let created = self.create(tenant, request).await;
         release_if_dropped.armed = false;
         settle_key(
             self.keys.store.as_ref(),
@@ -483,9 +493,10 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::GetTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
-        let summary = blocking(move || store.summary(id).map_err(storage_error)).await?;
+        let summary = blocking(move || store.summary(&tenant, id).map_err(storage_error)).await?;
         Ok(Response::new(summary_to_proto(&summary)))
     }
 
@@ -493,6 +504,7 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::ListTemplatesRequest>,
     ) -> Result<Response<proto::ListTemplatesResponse>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
         let request = request.into_inner();
         let mut violations = Vec::new();
         let page_size = match request.page_size as usize {
@@ -527,7 +539,7 @@ impl TemplateService for TemplateApi {
             .into());
         }
         let store = self.store.clone();
-        let page = blocking(move || list_page(&store, after, page_size)).await?;
+        let page = blocking(move || list_page(&store, &tenant, after, page_size)).await?;
         Ok(Response::new(page))
     }
 
@@ -535,10 +547,12 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::DeleteTemplateRequest>,
     ) -> Result<Response<()>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
-        blocking(move || store.delete(id).map_err(storage_error)).await?;
-        tracing::info!(template_id = %id, "template deleted");
+        let owner = tenant.clone();
+        blocking(move || store.delete(&owner, id).map_err(storage_error)).await?;
+        tracing::info!(template_id = %id, %tenant, "template deleted");
         Ok(Response::new(()))
     }
 }

@@ -7,8 +7,9 @@
 //! template, an expired record) frees the key for this call; an unreachable store is
 //! UNAVAILABLE: nothing is created without the check.
 
-use super::key::IDEMPOTENCY_KEY_HEADER;
+use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
 use super::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
+use crate::auth::TenantId;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use std::future::Future;
 use std::time::Duration;
@@ -35,6 +36,19 @@ pub struct KeyPolicy {
     pub lease: Duration,
     /// How long a key answers with what it created.
     pub retention: Duration,
+}
+
+/// The name under which the store records `key` sent to `method` by a caller of `tenant`:
+/// the same key on another method is another key, and so is the same key from another
+/// tenant (it gets its own resource, never another tenant's replay or IDEMPOTENCY_KEY_REUSED).
+/// The default tenant's names are the ones used before tenants, so records in Redis survive
+/// an upgrade; other tenants' start with `tenant/`, which no method name does.
+pub fn scoped_key(tenant: &TenantId, method: &str, key: &IdempotencyKey) -> String {
+    if tenant.is_default() {
+        format!("{method}:{}", key.as_str())
+    } else {
+        format!("tenant/{tenant}/{method}:{}", key.as_str())
+    }
 }
 
 /// What a key says about a call.

@@ -27,7 +27,8 @@ const WATCH_BACKLOG: usize = 128;
 
 struct Entry {
     job: Job,
-    work: Arc<RenderWork>,
+    /// Until the job ends: then its template files may go ([`RenderWork::pin`]).
+    work: Option<Arc<RenderWork>>,
     cancel: CancelToken,
     changes: broadcast::Sender<Job>,
     /// Jobs of the same fingerprint that follow this one's render.
@@ -43,6 +44,7 @@ impl Entry {
         let (changes, _) = broadcast::channel(WATCH_BACKLOG);
         // Above the version a job is shared with before it is admitted (0).
         job.version = job.version.max(1);
+        let work = (!job.state.is_terminal()).then_some(work);
         Entry {
             job,
             work,
@@ -56,8 +58,10 @@ impl Entry {
 
     fn publish(&mut self) {
         if self.job.state.is_terminal() {
-            // Every change of a job is published: an ended follower waits for nothing.
+            // Every change of a job is published: an ended follower waits for nothing, and
+            // an ended job renders nothing.
             self.slot = None;
+            self.work = None;
         }
         self.job.version += 1;
         // No receiver is fine: nobody is watching.
@@ -175,9 +179,9 @@ impl JobBoard {
     /// Adds `job`, deciding atomically whether it renders, follows a running render of its
     /// fingerprint, or may reuse a succeeded one. A job that follows is inserted already
     /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
-    /// A follower counts against `tenant`'s share of the queue.
-    pub fn admit(&self, job: &Job, work: &Arc<RenderWork>, tenant: &TenantId) -> Admission {
-        let admission = self.admit_locally(job, work, tenant);
+    /// A follower counts against its tenant's share of the queue.
+    pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
+        let admission = self.admit_locally(job, work);
         match &admission {
             Admission::Leads | Admission::Follows(_) => {
                 if let Some(job) = self.get(job.id) {
@@ -189,7 +193,7 @@ impl JobBoard {
         admission
     }
 
-    fn admit_locally(&self, job: &Job, work: &Arc<RenderWork>, tenant: &TenantId) -> Admission {
+    fn admit_locally(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
         let mut state = lock(&self.state);
         let leader = state
             .renders
@@ -201,7 +205,7 @@ impl JobBoard {
                 Admission::Reuses(Box::new(leader))
             }
             Some(leader) if !leader.state.is_terminal() => {
-                let slot = match self.follower_slot(tenant) {
+                let slot = match self.follower_slot(&job.tenant) {
                     Ok(slot) => slot,
                     Err(refused) => return Admission::Refused(refused),
                 };
@@ -239,9 +243,8 @@ impl JobBoard {
         job: Job,
         work: Arc<RenderWork>,
         leader: Uuid,
-        tenant: &TenantId,
     ) -> Result<(), PushRefused> {
-        let slot = self.follower_slot(tenant)?;
+        let slot = self.follower_slot(&job.tenant)?;
         self.replicate(&job);
         let mut entry = Entry::new(job, work, Some(leader));
         entry.slot = slot;
@@ -301,11 +304,12 @@ impl JobBoard {
             .map(|entry| (entry.job.clone(), entry.changes.subscribe()))
     }
 
+    /// What a job that has not ended renders, and its cancel token.
     pub fn work(&self, id: Uuid) -> Option<(Arc<RenderWork>, CancelToken)> {
         lock(&self.state)
             .entries
             .get(&id)
-            .map(|entry| (entry.work.clone(), entry.cancel.clone()))
+            .and_then(|entry| Some((entry.work.clone()?, entry.cancel.clone())))
     }
 
     /// The jobs following `id`'s render.
@@ -463,7 +467,12 @@ mod tests {
     }
 
     fn fingerprint(template_sha256: &str) -> Fingerprint {
-        Fingerprint::of(template_sha256, &Modifications::default(), &output())
+        Fingerprint::of(
+            &crate::auth::TenantId::default(),
+            template_sha256,
+            &Modifications::default(),
+            &output(),
+        )
     }
 
     fn job(fingerprint: &Fingerprint) -> (Job, Arc<RenderWork>) {
@@ -473,9 +482,12 @@ mod tests {
             output: output(),
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
+            pin: None,
+            trace_parent: None,
         });
         let job = Job::queued(
             Uuid::new_v4(),
+            crate::auth::TenantId::default(),
             Uuid::new_v4(),
             fingerprint.clone(),
             Format::Gif,
@@ -490,14 +502,8 @@ mod tests {
         let fingerprint = fingerprint("t");
         let (leader, work) = job(&fingerprint);
         let (follower, _) = job(&fingerprint);
-        assert_eq!(
-            board.admit(&leader, &work, &TenantId::default_tenant()),
-            Admission::Leads
-        );
-        assert_eq!(
-            board.admit(&follower, &work, &TenantId::default_tenant()),
-            Admission::Follows(leader.id)
-        );
+        assert_eq!(board.admit(&leader, &work), Admission::Leads);
+        assert_eq!(board.admit(&follower, &work), Admission::Follows(leader.id));
         board.update(leader.id, |job| {
             job.state = JobState::Running;
             job.frames_done = 5;
@@ -515,8 +521,23 @@ mod tests {
         assert_eq!(board.get(follower.id).unwrap().state, JobState::Succeeded);
         let (late, _) = job(&fingerprint);
         assert!(
-            matches!(board.admit(&late, &work, &TenantId::default_tenant()), Admission::Reuses(source) if source.id == leader.id)
+            matches!(board.admit(&late, &work), Admission::Reuses(source) if source.id == leader.id)
         );
+    }
+
+    #[test]
+    fn an_ended_job_lets_go_of_its_work_and_so_of_its_template_files() {
+        let board = JobBoard::default();
+        let (job, work) = job(&fingerprint("w"));
+        assert_eq!(board.admit(&job, &work), Admission::Leads);
+        assert_eq!(Arc::strong_count(&work), 2, "the board keeps the work");
+        board.update(job.id, |job| {
+            job.finish(JobState::Cancelled, None);
+            true
+        });
+        assert_eq!(Arc::strong_count(&work), 1, "and lets go of it at the end");
+        assert!(board.work(job.id).is_none());
+        assert_eq!(board.get(job.id).unwrap().state, JobState::Cancelled);
     }
 
     #[test]
@@ -524,8 +545,8 @@ mod tests {
         let board = JobBoard::default();
         let (leader, work) = job(&fingerprint("a"));
         let (follower, _) = job(&leader.fingerprint);
-        board.admit(&leader, &work, &TenantId::default_tenant());
-        board.admit(&follower, &work, &TenantId::default_tenant());
+        board.admit(&leader, &work);
+        board.admit(&follower, &work);
         let failure = JobFailure {
             reason: "QUEUE_FULL".into(),
             message: "full".into(),
@@ -537,9 +558,6 @@ mod tests {
         assert_eq!(ended.state, JobState::Failed);
         assert!(ended.error.unwrap().retryable);
         let (next, _) = job(&leader.fingerprint);
-        assert_eq!(
-            board.admit(&next, &work, &TenantId::default_tenant()),
-            Admission::Leads
-        );
+        assert_eq!(board.admit(&next, &work), Admission::Leads);
     }
 }

@@ -1,10 +1,14 @@
 //! A job's fingerprint (DESIGN.md): the hash of the canonical, validated request plus the
-//! template's sha256 (and its fonts', see `TemplateRecord::render_identity`). Same
-//! fingerprint ⇒ same output bytes, so it keys quarantine, idempotency-key payload checks and
-//! render de-duplication. Canonical means: maps sorted by key (the domain types
+//! template's sha256 (and its fonts', see `TemplateRecord::render_identity`) and the caller's
+//! tenant. Same fingerprint ⇒ same output bytes, so it keys quarantine, idempotency-key
+//! payload checks and render de-duplication; the tenant in it keeps all three within one
+//! tenant (two tenants' identical requests render twice, and one tenant's crashing request
+//! quarantines nothing for another). The default tenant's fingerprints leave the tenant out,
+//! so they are the ones of the service before tenants (records in Redis stay valid). Canonical means: maps sorted by key (the domain types
 //! hold BTreeMaps), defaults filled in, numbers printed by one algorithm (serde_json's ryu),
 //! so neither field order nor map order on the wire changes it.
 
+use crate::auth::TenantId;
 use crate::lottie::template::hex_sha256;
 use crate::spec::{Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
@@ -17,15 +21,24 @@ pub struct Fingerprint(String);
 struct Canonical<'a> {
     /// Bumped when the meaning of a rendered request changes (so old fingerprints expire).
     version: u32,
+    /// None for the default tenant (its fingerprints predate tenants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
     template_sha256: &'a str,
     modifications: &'a Modifications,
     output: &'a OutputSpec,
 }
 
 impl Fingerprint {
-    pub fn of(template_sha256: &str, modifications: &Modifications, output: &OutputSpec) -> Self {
+    pub fn of(
+        tenant: &TenantId,
+        template_sha256: &str,
+        modifications: &Modifications,
+        output: &OutputSpec,
+    ) -> Self {
         let canonical = Canonical {
             version: 1,
+            tenant: (!tenant.is_default()).then(|| tenant.as_str()),
             template_sha256,
             modifications,
             output,
@@ -72,12 +85,46 @@ mod tests {
         let mut two = Modifications::default();
         two.colors.insert("b".into(), blue);
         two.colors.insert("a".into(), red);
-        let base = Fingerprint::of("abc", &one, &output(Format::Mp4));
-        assert_eq!(base, Fingerprint::of("abc", &two, &output(Format::Mp4)));
-        assert_ne!(base, Fingerprint::of("abd", &one, &output(Format::Mp4)));
-        assert_ne!(base, Fingerprint::of("abc", &one, &output(Format::Gif)));
+        let base = Fingerprint::of(&TenantId::default(), "abc", &one, &output(Format::Mp4));
+        assert_eq!(
+            base,
+            Fingerprint::of(&TenantId::default(), "abc", &two, &output(Format::Mp4))
+        );
+        assert_ne!(
+            base,
+            Fingerprint::of(&TenantId::default(), "abd", &one, &output(Format::Mp4))
+        );
+        assert_ne!(
+            base,
+            Fingerprint::of(&TenantId::default(), "abc", &one, &output(Format::Gif))
+        );
         two.texts.insert("title".into(), "hi".into());
-        assert_ne!(base, Fingerprint::of("abc", &two, &output(Format::Mp4)));
+        assert_ne!(
+            base,
+            Fingerprint::of(&TenantId::default(), "abc", &two, &output(Format::Mp4))
+        );
+    }
+
+    #[test]
+    fn the_tenant_is_part_of_the_fingerprint_and_the_default_tenant_keeps_the_old_one() {
+        let modifications = Modifications::default();
+        let spec = output(Format::Gif);
+        let default = Fingerprint::of(&TenantId::default(), "t", &modifications, &spec);
+        let acme = TenantId::parse("acme").unwrap();
+        let other = TenantId::parse("other").unwrap();
+        assert_ne!(default, Fingerprint::of(&acme, "t", &modifications, &spec));
+        assert_ne!(
+            Fingerprint::of(&acme, "t", &modifications, &spec),
+            Fingerprint::of(&other, "t", &modifications, &spec)
+        );
+        // What the service computed before tenants (version 1, no tenant field).
+        let before = serde_json::json!({
+            "version": 1,
+            "template_sha256": "t",
+            "modifications": modifications,
+            "output": spec,
+        });
+        assert_eq!(default.as_str(), hex_sha256(before.to_string().as_bytes()));
     }
 
     #[test]
@@ -90,8 +137,8 @@ mod tests {
             .insert("a".into(), Rgba::new(0.0, 0.0, 0.0, None).unwrap());
         let spec = output(Format::Mp4);
         assert_eq!(
-            Fingerprint::of("t", &one, &spec),
-            Fingerprint::of("t", &two, &spec)
+            Fingerprint::of(&TenantId::default(), "t", &one, &spec),
+            Fingerprint::of(&TenantId::default(), "t", &two, &spec)
         );
     }
 }

@@ -1,6 +1,7 @@
 //! A render job as the service tracks it: state, progress, output or classified failure.
 
 use super::Fingerprint;
+use crate::auth::TenantId;
 use crate::render::OutputInfo;
 use crate::spec::{Format, Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,11 @@ pub struct JobFailure {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: Uuid,
+    /// The tenant whose caller submitted it: only that tenant's callers see it (another
+    /// tenant's lookups answer NOT_FOUND). Records written before tenants existed belong to
+    /// the default tenant.
+    #[serde(default)]
+    pub tenant: TenantId,
     pub template_id: Uuid,
     pub fingerprint: Fingerprint,
     /// What the job produces (its output file's extension).
@@ -77,6 +83,7 @@ pub struct Job {
 impl Job {
     pub fn queued(
         id: Uuid,
+        tenant: TenantId,
         template_id: Uuid,
         fingerprint: Fingerprint,
         format: Format,
@@ -84,6 +91,7 @@ impl Job {
     ) -> Job {
         Job {
             id,
+            tenant,
             template_id,
             fingerprint,
             format,
@@ -121,4 +129,11 @@ pub struct RenderWork {
     pub deadline: Duration,
     /// The template's uploaded fonts: family → font file.
     pub fonts: std::collections::BTreeMap<String, PathBuf>,
+    /// Keeps the template's files (which the paths above name) for as long as the job may
+    /// render, even if the template is deleted meanwhile; the board lets go of the work when
+    /// the job ends, and the files go with the last reference.
+    pub pin: Option<std::sync::Arc<crate::storage::pins::TemplatePin>>,
+    /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
+    /// in memory only: a job renders on the instance that accepted it.
+    pub trace_parent: Option<opentelemetry::trace::SpanContext>,
 }

@@ -395,6 +395,11 @@ impl RenderQueue {
         }
     }
 
+    /// Whether a new job would be refused for want of room (readiness reads it).
+    pub fn is_full(&self) -> bool {
+        lock(&self.state).waiting() >= self.capacity
+    }
+
     /// Refuses new jobs, wakes every waiting worker loop and answers the jobs left waiting.
     pub fn close(&self) -> Vec<Uuid> {
         let mut state = lock(&self.state);
@@ -472,7 +477,9 @@ mod tests {
             queue.try_push(of_default(c)),
             Err(PushRefused::Full { length: 2 })
         );
+        assert!(queue.is_full());
         assert_eq!(queue.pop().await.map(|job| job.id), Some(a));
+        assert!(!queue.is_full());
         assert!(queue.remove(b));
         assert!(!queue.remove(b));
         assert_eq!(queue.try_push(of_default(c)), Ok(1));

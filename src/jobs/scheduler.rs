@@ -21,7 +21,10 @@ use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
 use crate::storage::OutputStore;
+use crate::telemetry::traces::{RenderSpan, Tracing};
+use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
 use futures_util::StreamExt;
+use opentelemetry::KeyValue;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -74,6 +77,8 @@ pub struct SchedulerSettings {
     /// Jobs one tenant may have queued, following or running at once (none: no limit but
     /// the queue's).
     pub tenant_max_jobs: Option<usize>,
+    /// Where render spans (and the spans workers report) go; off by default.
+    pub tracing: Tracing,
 }
 
 #[derive(Debug)]
@@ -169,13 +174,13 @@ impl Scheduler {
     /// or, with shared jobs, on another), starts from a succeeded one's output, or is
     /// queued. On refusal the job is not kept.
     ///
-    /// The job counts against `tenant`'s share of the queue (`--tenant-max-jobs`).
+    /// The job counts against its tenant's share of the queue (`--tenant-max-jobs`).
     pub async fn submit(
         self: &Arc<Self>,
         mut job: Job,
         work: RenderWork,
-        tenant: TenantId,
     ) -> Result<Job, SubmitRefused> {
+        let tenant = job.tenant.clone();
         let work = Arc::new(work);
         if let Some(shared) = self.shared.clone() {
             job.owner = Some(shared.instance());
@@ -219,7 +224,7 @@ impl Scheduler {
                             .await?;
                     }
                     Some(remote) if !remote.state.is_terminal() => {
-                        let followed = self.follow_remote(job.clone(), work, remote, &tenant);
+                        let followed = self.follow_remote(job.clone(), work, remote);
                         if let Err(refused) = followed {
                             self.count_tenant_refusal(&tenant, refused);
                             self.share_refusal(&job, refused).await;
@@ -242,8 +247,7 @@ impl Scheduler {
         let scheduler = self.clone();
         let submitted = {
             let job = job.clone();
-            let tenant = tenant.clone();
-            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work, &tenant))
+            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work))
                 .await
                 .map_err(|error| SubmitRefused::Internal(error.to_string()))?
         };
@@ -356,12 +360,11 @@ impl Scheduler {
         job: Job,
         work: Arc<RenderWork>,
         leader: Job,
-        tenant: &TenantId,
     ) -> Result<Job, PushRefused> {
         let mut follower = job;
         super::board::mirror(&mut follower, &leader);
         self.board
-            .insert_following(follower.clone(), work, leader.id, tenant)?;
+            .insert_following(follower.clone(), work, leader.id)?;
         self.metrics.render_joins.inc();
         tracing::info!(job_id = %follower.id, template_id = %follower.template_id, leader_job_id = %leader.id, "job joins the render of an identical request on another instance");
         let scheduler = self.clone();
@@ -461,15 +464,14 @@ impl Scheduler {
         &self,
         job: Job,
         work: Arc<RenderWork>,
-        tenant: &TenantId,
     ) -> Result<Job, super::queue::PushRefused> {
         let id = job.id;
         loop {
-            match self.board.admit(&job, &work, tenant) {
+            match self.board.admit(&job, &work) {
                 Admission::Leads => {
                     let queued = QueuedJob {
                         id,
-                        tenant: tenant.clone(),
+                        tenant: job.tenant.clone(),
                         deadline: work.deadline,
                     };
                     return match self.queue.try_push(queued) {
@@ -657,11 +659,25 @@ impl Scheduler {
         let span = tracing::info_span!("job", job_id = %id, template_id = %job.template_id);
         let _entered = span.enter();
         tracing::info!(frames_total = job.frames_total, "render started");
+        let mut render_span = self
+            .settings
+            .tracing
+            .render_span(work.trace_parent.as_ref(), || {
+                vec![
+                    KeyValue::new("job.id", id.to_string()),
+                    KeyValue::new("template.id", job.template_id.to_string()),
+                    KeyValue::new("output.format", work.output.format.extension()),
+                    KeyValue::new("frames", i64::from(job.frames_total)),
+                ]
+            });
         self.metrics.jobs_running.inc();
         let started = Instant::now();
-        let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel);
+        let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel, &render_span);
         let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
         drop(slot);
+        render_span.set_attribute(KeyValue::new("job.state", state.label()));
+        render_span.set_attribute(KeyValue::new("attempts", i64::from(attempts)));
+        render_span.end(error.as_ref().map(|error| error.reason.as_str()));
         let job = self.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
@@ -699,13 +715,15 @@ impl Scheduler {
         }
     }
 
-    /// Worker runs until one does not crash or the attempts are used up.
+    /// Worker runs until one does not crash or the attempts are used up; the spans each
+    /// worker reports are exported under `render_span`.
     fn run_attempts(
         &self,
         id: Uuid,
         fingerprint: &Fingerprint,
         work: &RenderWork,
         cancel: &CancelToken,
+        render_span: &RenderSpan,
     ) -> (WorkerRun, u32) {
         let extension = work.output.format.extension();
         let job = WorkerJob {
@@ -715,6 +733,7 @@ impl Scheduler {
             output_path: self.outputs.partial_path(id, extension),
             threads: 0,
             fonts: work.fonts.clone(),
+            traceparent: render_span.traceparent(),
         };
         let settings = SandboxSettings {
             executable: self.settings.executable.clone(),
@@ -723,8 +742,16 @@ impl Scheduler {
         };
         let mut attempt = 1;
         loop {
-            let mut on_event = |event: &WorkerEvent| self.publish_progress(id, event);
+            let mut spans = Vec::new();
+            let mut on_event = |event: &WorkerEvent| match event {
+                WorkerEvent::Span(span) if spans.len() < MAX_WORKER_SPANS => {
+                    spans.push(span.clone());
+                }
+                WorkerEvent::Span(_) => {}
+                _ => self.publish_progress(id, event),
+            };
             let run = sandbox::run_worker(&job, &settings, cancel, &mut on_event);
+            render_span.export_worker_spans(&spans);
             let crashed = matches!(
                 &run.result,
                 Err(failure) if matches!(failure.kind, FailureKind::Crashed { .. })

@@ -1,5 +1,7 @@
-//! `RequestMetricsLayer`: counts every answered call by method and gRPC status code, and
-//! every error by its ErrorInfo reason (rejections by reason), as the caller sees them:
+//! `RequestMetricsLayer`: counts every answered call by method and gRPC status code, every
+//! error by its ErrorInfo reason (rejections by reason), and times every call by method (to
+//! its answer's headers: a unary call's whole handling, a stream's start; a Watch stream's
+//! life is not latency), as the caller sees them:
 //! it sits outermost, so refusals by the layers inside it are counted too. Errors travel as
 //! trailers-only answers (status in the headers); an answer without a status in its headers
 //! is a success whose status follows in the trailers.
@@ -101,8 +103,10 @@ where
         let metrics = self.metrics.clone();
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        let started = std::time::Instant::now();
         Box::pin(async move {
             let response = inner.call(request).await?;
+            metrics.request_duration(&method, started.elapsed());
             match Status::from_header_map(response.headers()) {
                 Some(status) if status.code() != tonic::Code::Ok => {
                     metrics.request(&method, &format!("{:?}", status.code()));

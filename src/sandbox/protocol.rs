@@ -4,7 +4,9 @@
 //! 1. The parent writes one [`WorkerJob`] as JSON to the child's stdin and closes it.
 //! 2. The child writes [`WorkerEvent`]s as NDJSON (one JSON object a line) to stdout:
 //!    `started` once, `progress` as frames are encoded, then exactly one of `succeeded`
-//!    or `failed`. Human diagnostics go to stderr.
+//!    or `failed`. When the job carries a `traceparent`, a few `span` events (timed steps
+//!    of the run, [`crate::telemetry::worker_spans`]) come before that last event. Human
+//!    diagnostics go to stderr.
 //! 3. The child writes the output file to `output_path` (the parent owns temp naming and the
 //!    final rename) and exits with [`exit_code::SUCCESS`], [`exit_code::DETERMINISTIC`]
 //!    (the input is at fault: never retry) or [`exit_code::TRANSIENT`] (retry may succeed).
@@ -13,6 +15,7 @@
 use crate::error::ErrorClass;
 use crate::render::OutputInfo;
 use crate::spec::{Modifications, OutputSpec};
+use crate::telemetry::worker_spans::WorkerSpan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -62,6 +65,10 @@ pub struct WorkerJob {
     /// Fonts for text layers: family → font file (the template's uploaded fonts).
     #[serde(default)]
     pub fonts: BTreeMap<String, PathBuf>,
+    /// W3C `traceparent` of the server's render span: the worker reports its spans under it.
+    /// None when the job is not traced (the worker then records nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,6 +92,8 @@ pub enum WorkerEvent {
         reason: String,
         message: String,
     },
+    /// One timed step of the run (only when the job carries a `traceparent`).
+    Span(WorkerSpan),
 }
 
 #[cfg(test)]

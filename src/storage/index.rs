@@ -1,6 +1,8 @@
 //! The listing index and the quota of [`TemplateStore`]: `templates/.index/` holds one empty
-//! file per template named `<created ms>.<id>.<stored bytes>`. Listing order, the template
-//! count and the bytes stored come from file names alone, so a listing or a quota check
+//! file per template named `<created ms>.<id>.<stored bytes>`, followed by `.<tenant>` for a
+//! template of any tenant but the default one (whose entries keep the name they had before
+//! tenants). Listing order, a tenant's templates, the template count and the bytes stored
+//! come from file names alone, so a listing or a quota check
 //! reads no record, and every instance sharing the data directory sees the same figures.
 //! An entry is written once its template is in place and removed when it is deleted, so an
 //! entry always names a whole template (one whose deletion was interrupted is dropped when
@@ -8,6 +10,7 @@
 
 use super::summary::TemplateSummary;
 use super::{remove_if_present, write_json, StorageError, TemplateRecord, TemplateStore};
+use crate::auth::TenantId;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use uuid::Uuid;
@@ -32,6 +35,10 @@ pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 pub struct StorageLimits {
     pub max_templates: u64,
     pub max_template_bytes: u64,
+    /// A tenant's share of the two above (0: none of its own, only the shared limits), so
+    /// that one tenant cannot fill the store for all.
+    pub max_templates_per_tenant: u64,
+    pub max_template_bytes_per_tenant: u64,
     /// Free bytes the data directory's file system keeps (0: no watermark).
     pub min_free_disk_bytes: u64,
 }
@@ -41,36 +48,50 @@ impl Default for StorageLimits {
         StorageLimits {
             max_templates: DEFAULT_MAX_TEMPLATES,
             max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
+            max_templates_per_tenant: 0,
+            max_template_bytes_per_tenant: 0,
             min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
         }
     }
 }
 
 /// One template in the listing order, as its index file names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
     pub created_at_ms: u64,
     pub id: Uuid,
     /// Bytes the template takes (JSON and fonts), for the quota.
     pub stored_bytes: u64,
+    /// The tenant that owns the template.
+    pub tenant: TenantId,
 }
 
 impl IndexEntry {
     pub(super) fn file_name(&self) -> String {
-        format!(
+        let name = format!(
             "{:020}.{}.{}",
             self.created_at_ms, self.id, self.stored_bytes
-        )
+        );
+        if self.tenant.is_default() {
+            name
+        } else {
+            // A tenant name is plain (letters, digits, '.', '_', '-'): it ends the name.
+            format!("{name}.{}", self.tenant)
+        }
     }
 
     fn parse(name: &str) -> Option<IndexEntry> {
-        let mut parts = name.split('.');
-        let entry = IndexEntry {
+        // The tenant may hold dots itself: it is everything after the third.
+        let mut parts = name.splitn(4, '.');
+        Some(IndexEntry {
             created_at_ms: parts.next()?.parse().ok()?,
             id: Uuid::try_parse(parts.next()?).ok()?,
             stored_bytes: parts.next()?.parse().ok()?,
-        };
-        parts.next().is_none().then_some(entry)
+            tenant: match parts.next() {
+                None => TenantId::default_tenant(),
+                Some(tenant) => TenantId::parse(tenant).ok()?,
+            },
+        })
     }
 }
 
@@ -92,6 +113,13 @@ impl TemplateStore {
         Ok(entries)
     }
 
+    /// The templates of `tenant` in the index, newest first (ties by id).
+    pub fn index_of(&self, tenant: &TenantId) -> Result<Vec<IndexEntry>, StorageError> {
+        let mut entries = self.index()?;
+        entries.retain(|entry| entry.tenant == *tenant);
+        Ok(entries)
+    }
+
     /// Refuses new data when the file system is nearly full (the watermark).
     pub fn check_disk_space(&self) -> Result<(), StorageError> {
         let watermark_bytes = self.limits.min_free_disk_bytes;
@@ -108,12 +136,35 @@ impl TemplateStore {
         Ok(())
     }
 
-    /// Refuses a new template of `bytes` over the count or byte quota, or on a full disk.
-    /// Instances sharing the data directory read the same index, so the quota is shared; two
-    /// creations racing may overshoot it by one template each.
-    pub fn check_room_for(&self, bytes: u64) -> Result<(), StorageError> {
+    /// Refuses a new template of `bytes` for `tenant` over the count or byte quota (all
+    /// tenants' or `tenant`'s own), or on a full disk. Instances sharing the data directory
+    /// read the same index, so the quota is shared; two creations racing may overshoot it by
+    /// one template each.
+    pub fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
         self.check_disk_space()?;
         let index = self.index()?;
+        let (own_count, own_bytes) = index
+            .iter()
+            .filter(|entry| entry.tenant == *tenant)
+            .fold((0u64, 0u64), |(count, stored), entry| {
+                (count + 1, stored.saturating_add(entry.stored_bytes))
+            });
+        let limits = &self.limits;
+        if limits.max_templates_per_tenant > 0 && own_count >= limits.max_templates_per_tenant {
+            return Err(StorageError::QuotaExceeded(format!(
+                "your tenant stores {own_count} templates, its limit is {}; delete some first",
+                limits.max_templates_per_tenant
+            )));
+        }
+        if limits.max_template_bytes_per_tenant > 0
+            && own_bytes.saturating_add(bytes) > limits.max_template_bytes_per_tenant
+        {
+            return Err(StorageError::QuotaExceeded(format!(
+                "your tenant's templates take {own_bytes} bytes; {bytes} more would pass its \
+                 {} byte limit; delete some first",
+                limits.max_template_bytes_per_tenant
+            )));
+        }
         let count = index.len() as u64;
         if count >= self.limits.max_templates {
             return Err(StorageError::QuotaExceeded(format!(
@@ -146,7 +197,7 @@ impl TemplateStore {
             if indexed.contains(&id) {
                 continue;
             }
-            let record = match self.record(id) {
+            let record = match self.read_record(id) {
                 Ok(record) => record,
                 Err(StorageError::NotFound(_)) => continue,
                 Err(error) => return Err(error),
@@ -160,6 +211,7 @@ impl TemplateStore {
                 created_at_ms: record.created_at_ms,
                 id,
                 stored_bytes,
+                tenant: record.tenant.clone(),
             })?;
         }
         for entry in self.index()? {

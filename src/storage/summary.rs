@@ -5,6 +5,7 @@
 //! caller knows it sees less than there is.
 
 use super::TemplateRecord;
+use crate::auth::TenantId;
 use crate::spec::Rgba;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -28,6 +29,9 @@ const SLOT_OVERHEAD_BYTES: usize = 48;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TemplateSummary {
     pub id: Uuid,
+    /// The tenant that owns the template (summaries written before tenants: the default).
+    #[serde(default)]
+    pub tenant: TenantId,
     pub name: String,
     pub created_at_ms: u64,
     pub sha256: String,
@@ -106,6 +110,7 @@ impl TemplateSummary {
             .collect();
         TemplateSummary {
             id: record.id,
+            tenant: record.tenant.clone(),
             name: record.name.clone(),
             created_at_ms: record.created_at_ms,
             sha256: report.sha256.clone(),
@@ -162,6 +167,7 @@ mod tests {
         report.warnings = warnings;
         TemplateRecord {
             id: Uuid::new_v4(),
+            tenant: Default::default(),
             name: "t".into(),
             created_at_ms: 1,
             fonts: BTreeMap::new(),

@@ -22,7 +22,7 @@ const BALL: &str = "slots-ball-colors-opacity.json";
 const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 
 /// A raw HTTP/2 connection to the server.
-async fn raw_connection(
+pub(crate) async fn raw_connection(
     address: SocketAddr,
     builder: h2::client::Builder,
 ) -> h2::client::SendRequest<Bytes> {
@@ -35,7 +35,7 @@ async fn raw_connection(
 }
 
 /// The headers of a gRPC call to `path`.
-fn grpc_headers(address: SocketAddr, path: &str) -> http::Request<()> {
+pub(crate) fn grpc_headers(address: SocketAddr, path: &str) -> http::Request<()> {
     http::Request::builder()
         .method("POST")
         .uri(format!("http://{address}{path}"))
@@ -46,7 +46,7 @@ fn grpc_headers(address: SocketAddr, path: &str) -> http::Request<()> {
 }
 
 /// `message` as one length-prefixed gRPC message.
-fn grpc_message(message: &impl Message) -> Bytes {
+pub(crate) fn grpc_message(message: &impl Message) -> Bytes {
     let encoded = message.encode_to_vec();
     let mut framed = vec![0u8];
     framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
@@ -55,11 +55,11 @@ fn grpc_message(message: &impl Message) -> Bytes {
 }
 
 /// The gRPC status of a trailers-only answer (every refusal is one).
-fn status_of(response: &http::Response<h2::RecvStream>) -> Option<Status> {
+pub(crate) fn status_of(response: &http::Response<h2::RecvStream>) -> Option<Status> {
     Status::from_header_map(response.headers())
 }
 
-fn reason(status: &Status) -> String {
+pub(crate) fn reason(status: &Status) -> String {
     status
         .get_error_details()
         .error_info()
@@ -348,13 +348,13 @@ async fn a_stalled_download_is_ended_and_its_slot_freed() {
 
 /// A redis-server of this test's own on a spare port (so CLIENT LIST counts only the
 /// servers under test), stopped when dropped.
-struct OwnRedis {
-    port: u16,
+pub(crate) struct OwnRedis {
+    pub(crate) port: u16,
     process: std::process::Child,
 }
 
 impl OwnRedis {
-    fn start() -> OwnRedis {
+    pub(crate) fn start() -> OwnRedis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -363,7 +363,7 @@ impl OwnRedis {
         OwnRedis::start_on(port)
     }
 
-    fn start_on(port: u16) -> OwnRedis {
+    pub(crate) fn start_on(port: u16) -> OwnRedis {
         let mut process = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -381,7 +381,7 @@ impl OwnRedis {
         panic!("redis-server did not listen on {port}");
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 

@@ -3,9 +3,10 @@
 //! job of a tenant runs before another tenant's backlog; a tenant over its request rate is
 //! told the wait while the other is served.
 //!
-//! Renders of tenant acme's template wait at a gate (a stand-in worker that holds the job
-//! until a file exists, then runs the real worker), so what runs and what waits is decided by
-//! the test, not by timing.
+//! Renders of tenant acme wait at a gate (a stand-in worker that holds the job until a file
+//! exists, then runs the real worker), so what runs and what waits is decided by the test, not
+//! by timing. The worker tells acme's jobs by their output width: acme asks for 100 to 109 px,
+//! globex for 120 (the job a worker reads names no tenant, and a pinned copy of the template).
 
 use crate::helpers::{api_keys_file, small_request, spawn_app_with, unique_key, TestApp};
 use lottie_render::auth::AuthMode;
@@ -21,18 +22,17 @@ const GLOBEX: &str = "globex-secret-key";
 /// How long a test waits for a job to reach a state.
 const STATE_LIMIT: Duration = Duration::from_secs(120);
 
-/// A worker that, for a job mentioning the text in `pattern_file`, waits until `gate`
-/// exists, then runs the real worker on the job.
-fn gated_worker(dir: &Path, pattern_file: &Path, gate: &Path) -> PathBuf {
+/// A worker that, for a job 100 to 109 px wide, waits until `gate` exists, then runs the real
+/// worker on the job.
+fn gated_worker(dir: &Path, gate: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let script = dir.join("gated-worker");
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\njob=$(cat)\npattern=$(cat '{pattern}')\ncase \"$job\" in\n  \
-             *\"$pattern\"*) while [ ! -e '{gate}' ]; do sleep 0.02; done ;;\nesac\n\
-             printf '%s' \"$job\" | exec '{real}' \"$@\"\n",
-            pattern = pattern_file.display(),
+            "#!/bin/sh\njob=$(cat)\ncase \"$job\" in\n  \
+             *'\"width\":10'[0-9][,}}]*) while [ ! -e '{gate}' ]; do sleep 0.02; done ;;\n\
+             esac\nprintf '%s' \"$job\" | exec '{real}' \"$@\"\n",
             gate = gate.display(),
             real = env!("CARGO_BIN_EXE_lottie-render"),
         ),
@@ -58,9 +58,7 @@ impl Tenants {
             dir.path(),
             &[("acme", "billing", ACME), ("globex", "ops", GLOBEX)],
         );
-        let pattern = dir.path().join("gated-template");
-        std::fs::write(&pattern, "no template is gated yet").unwrap();
-        let worker = gated_worker(dir.path(), &pattern, &dir.path().join("gate"));
+        let worker = gated_worker(dir.path(), &dir.path().join("gate"));
         let app = spawn_app_with(|settings| {
             settings.auth = AuthMode::Required;
             settings.api_keys = Some(keys);
@@ -74,7 +72,6 @@ impl Tenants {
         app.use_api_key(Some(GLOBEX));
         let globex_template = app.create_template(BALL).await.template_id;
         app.use_api_key(None);
-        std::fs::write(&pattern, &acme_template).unwrap();
         Tenants {
             app,
             dir,
@@ -88,7 +85,7 @@ impl Tenants {
     }
 
     /// SubmitRender as the tenant of `key`, of its own template at `width` (each width is
-    /// another render: identical requests would share one).
+    /// another render: identical requests would share one; 100 to 109 are held at the gate).
     async fn submit(&self, key: &str, width: u32) -> Result<proto::RenderJob, Status> {
         let template = if key == ACME {
             &self.acme_template

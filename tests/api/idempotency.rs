@@ -21,12 +21,12 @@ const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 const RENDERER_REFUSES: &str = "malformed/keyframe-empty-easing-arrays.json";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Store {
+pub(crate) enum Store {
     Memory,
     Redis,
 }
 
-fn redis_url() -> String {
+pub(crate) fn redis_url() -> String {
     std::env::var("LOTTIE_RENDER_TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned())
 }
@@ -34,7 +34,7 @@ fn redis_url() -> String {
 static PREFIXES: AtomicU64 = AtomicU64::new(0);
 
 /// A Redis key prefix no other test (or run) uses.
-fn unique_prefix() -> String {
+pub(crate) fn unique_prefix() -> String {
     format!(
         "lottie-render-test:{}:{}:{}:",
         std::process::id(),
@@ -47,7 +47,7 @@ fn unique_prefix() -> String {
 }
 
 /// A worker stand-in that logs its start to `count_file`, then runs the real worker.
-fn counting_worker(dir: &Path, count_file: &Path) -> PathBuf {
+pub(crate) fn counting_worker(dir: &Path, count_file: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let script = dir.join("counting-worker");
     std::fs::write(
@@ -77,7 +77,7 @@ async fn app_on(store: Store, dir: &Path, configure: impl FnOnce(&mut ServerSett
     .await
 }
 
-fn worker_starts(dir: &Path) -> usize {
+pub(crate) fn worker_starts(dir: &Path) -> usize {
     std::fs::read_to_string(dir.join("starts"))
         .map(|text| text.lines().count())
         .unwrap_or(0)
@@ -463,6 +463,7 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
     // What a call that died between recording its key and creating its job leaves behind:
     // the key claimed for this request's fingerprint.
     let fingerprint = lottie_render::jobs::Fingerprint::of(
+        &lottie_render::auth::TenantId::default_tenant(),
         &template.sha256,
         &Default::default(),
         &lottie_render::spec::OutputSpec {

@@ -50,6 +50,7 @@ pub fn render_in_worker(
         output_path: output_path.clone(),
         threads: 2,
         fonts: Default::default(),
+        traceparent: None,
     };
     let settings = SandboxSettings {
         executable: executable(),

@@ -33,6 +33,7 @@ fn run(
         output_path: dir.join("out.gif"),
         threads: 1,
         fonts: Default::default(),
+        traceparent: None,
     };
     let settings = SandboxSettings {
         executable,

@@ -1,0 +1,190 @@
+//! `TraceContextLayer`: one OpenTelemetry server span per call, child of the caller's span
+//! when the call carries a W3C `traceparent` (and `tracestate`), else the root of a new
+//! trace. It sits outermost, so refusals by the layers inside it are traced too. The span
+//! carries `rpc.system`, `rpc.service`, `rpc.method` and `rpc.grpc.status_code` (from the
+//! answer's headers: errors travel trailers-only; an answer without a status there is a
+//! success whose status follows in the trailers), and ends when the answer's headers are
+//! ready (for a stream: when it starts). Its context goes into the request's extensions
+//! ([`CallSpan`]) so a job can keep it. With traces off, calls pass untouched.
+
+use super::BoxFuture;
+use crate::telemetry::traces::{CallSpan, Tracing};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _};
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use std::task::{Context, Poll};
+use tower::{Layer, Service};
+
+/// Longest service or method name put on a span as it is; callers choose paths, and a
+/// span must not carry whatever they send.
+const MAX_NAME_BYTES: usize = 128;
+/// What an unreadable path is called on its span.
+const UNKNOWN: &str = "unknown";
+
+#[derive(Debug, Clone)]
+pub struct TraceContextLayer {
+    tracing: Tracing,
+}
+
+impl TraceContextLayer {
+    pub fn new(tracing: Tracing) -> TraceContextLayer {
+        TraceContextLayer { tracing }
+    }
+}
+
+impl<S> Layer<S> for TraceContextLayer {
+    type Service = TraceContext<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        TraceContext {
+            inner,
+            tracing: self.tracing.clone(),
+            propagator: TraceContextPropagator::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceContext<S> {
+    inner: S,
+    tracing: Tracing,
+    propagator: TraceContextPropagator,
+}
+
+/// "/package.Service/Method" → ("package.Service", "Method"), each a bounded dotted word;
+/// "unknown" for anything else.
+fn rpc_names(path: &str) -> (&str, &str) {
+    let readable = |name: &str| {
+        !name.is_empty()
+            && name.len() <= MAX_NAME_BYTES
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
+    };
+    match path.strip_prefix('/').and_then(|rest| rest.split_once('/')) {
+        Some((service, method)) if readable(service) && readable(method) => (service, method),
+        _ => (UNKNOWN, UNKNOWN),
+    }
+}
+
+/// The request's headers as the propagator reads them.
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|value| value.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// The gRPC status code in an answer's headers; 0 (OK) when the status follows in the
+/// trailers.
+fn status_code(headers: &http::HeaderMap) -> i64 {
+    headers
+        .get("grpc-status")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Codes that mean the server failed (OpenTelemetry's gRPC conventions for server spans);
+/// the others are the caller's business and leave the span's status unset.
+fn is_server_error(code: i64) -> bool {
+    use tonic::Code;
+    [
+        Code::Unknown,
+        Code::DeadlineExceeded,
+        Code::Unimplemented,
+        Code::Internal,
+        Code::Unavailable,
+        Code::DataLoss,
+    ]
+    .iter()
+    .any(|error| *error as i64 == code)
+}
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for TraceContext<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    RequestBody: Send + 'static,
+    ResponseBody: Send + 'static,
+{
+    type Response = http::Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
+        // The usual tower dance: the clone that was polled ready serves this call.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let Some(tracer) = self.tracing.tracer() else {
+            return Box::pin(inner.call(request));
+        };
+        let parent = self.propagator.extract(&HeaderExtractor(request.headers()));
+        let (service, method) = rpc_names(request.uri().path());
+        let mut span = tracer
+            .span_builder(format!("{service}/{method}"))
+            .with_kind(SpanKind::Server)
+            .with_attributes([
+                KeyValue::new("rpc.system", "grpc"),
+                KeyValue::new("rpc.service", service.to_owned()),
+                KeyValue::new("rpc.method", method.to_owned()),
+            ])
+            .start_with_context(tracer, &parent);
+        request
+            .extensions_mut()
+            .insert(CallSpan(span.span_context().clone()));
+        Box::pin(async move {
+            let answer = inner.call(request).await;
+            match &answer {
+                Ok(response) => {
+                    let code = status_code(response.headers());
+                    span.set_attribute(KeyValue::new("rpc.grpc.status_code", code));
+                    if is_server_error(code) {
+                        span.set_status(Status::error(format!("grpc status {code}")));
+                    }
+                }
+                Err(_) => span.set_status(Status::error("the transport failed")),
+            }
+            span.end();
+            answer
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rpc_names;
+
+    #[test]
+    fn rpc_names_come_from_readable_paths_only() {
+        assert_eq!(
+            rpc_names("/lottie.render.v1.RenderService/SubmitRender"),
+            ("lottie.render.v1.RenderService", "SubmitRender")
+        );
+        let long = format!("/{}/Method", "a".repeat(200));
+        for path in [
+            "/",
+            "/x",
+            "/a b/c",
+            "/svc/",
+            "//m",
+            "/svc/m/extra",
+            long.as_str(),
+        ] {
+            assert_eq!(rpc_names(path), ("unknown", "unknown"), "{path}");
+        }
+    }
+}
