@@ -51,6 +51,11 @@ pub const DEFAULT_MAX_DOWNLOADS: u32 = 64;
 /// buffer: a minute covers any honest pause (a proxy, a GC), not a parked stream.
 pub const DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS: u64 = 60_000;
 
+/// Jobs one tenant may have queued, following or running at once when authentication is on:
+/// half the default queue, so one tenant alone can never fill the waiting room and a second
+/// tenant always finds the other half.
+pub const DEFAULT_TENANT_MAX_JOBS: u32 = 32;
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerSettings {
     /// Address to listen on for gRPC.
@@ -178,6 +183,18 @@ pub struct ServerSettings {
     /// send as `authorization: Bearer KEY`).
     #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
     pub api_keys: Option<PathBuf>,
+    /// Jobs one tenant may have queued, following an identical render or running at once;
+    /// one more is answered RESOURCE_EXHAUSTED (TENANT_JOB_LIMIT) [default: 32 with `--auth
+    /// optional|required`; with `--auth off` (one tenant) only the queue's capacity].
+    #[arg(long, env = "LOTTIE_RENDER_TENANT_MAX_JOBS", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tenant_max_jobs: Option<u32>,
+    /// Calls per second one tenant may make (health checks and reflection aside), sustained; beyond it
+    /// RESOURCE_EXHAUSTED (TENANT_RATE_LIMITED) with the wait [default: off].
+    #[arg(long, env = "LOTTIE_RENDER_TENANT_REQUESTS_PER_SECOND", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tenant_requests_per_second: Option<u32>,
+    /// Calls one tenant may make at once above its rate [default: one second's worth].
+    #[arg(long, env = "LOTTIE_RENDER_TENANT_BURST", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tenant_burst: Option<u32>,
     /// OpenTelemetry collector to export traces to over OTLP/gRPC (`http://HOST:4317`); no
     /// traces when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
@@ -238,6 +255,9 @@ impl ServerSettings {
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
             auth: crate::auth::AuthMode::Off,
             api_keys: None,
+            tenant_max_jobs: None,
+            tenant_requests_per_second: None,
+            tenant_burst: None,
             otlp_endpoint: None,
             tracing: None,
             mesh: crate::mesh::MeshSettings::default(),
@@ -268,6 +288,26 @@ impl ServerSettings {
                 pool_size: self.redis_pool_size as usize,
                 timeout: Duration::from_millis(self.redis_timeout_ms),
             })
+    }
+
+    /// The per-tenant job limit in force: the flag's, else [`DEFAULT_TENANT_MAX_JOBS`] when
+    /// callers can be of several tenants, else none (one tenant: the queue is its limit).
+    pub fn tenant_job_limit(&self) -> Option<usize> {
+        match (self.tenant_max_jobs, self.auth) {
+            (Some(limit), _) => Some(limit as usize),
+            (None, crate::auth::AuthMode::Off) => None,
+            (None, _) => Some(DEFAULT_TENANT_MAX_JOBS as usize),
+        }
+    }
+
+    /// The per-tenant request rate in force, when one is set.
+    pub fn tenant_rate(&self) -> Option<crate::middleware::tenant_rate_limit::TenantRate> {
+        self.tenant_requests_per_second.map(|per_second| {
+            crate::middleware::tenant_rate_limit::TenantRate {
+                per_second,
+                burst: self.tenant_burst.unwrap_or(per_second),
+            }
+        })
     }
 
     pub fn retention(&self) -> Duration {
@@ -313,5 +353,51 @@ impl ServerSettings {
 
     pub fn download_idle_timeout(&self) -> Duration {
         Duration::from_millis(self.download_idle_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::AuthMode;
+
+    #[test]
+    fn the_default_job_limit_applies_only_where_there_can_be_several_tenants() {
+        for (auth, flag, expected) in [
+            (AuthMode::Off, None, None),
+            (
+                AuthMode::Optional,
+                None,
+                Some(DEFAULT_TENANT_MAX_JOBS as usize),
+            ),
+            (
+                AuthMode::Required,
+                None,
+                Some(DEFAULT_TENANT_MAX_JOBS as usize),
+            ),
+            (AuthMode::Off, Some(5), Some(5)),
+            (AuthMode::Required, Some(7), Some(7)),
+        ] {
+            let mut settings = ServerSettings::new(
+                "127.0.0.1:0".parse().unwrap(),
+                PathBuf::from("/nonexistent"),
+            );
+            settings.auth = auth;
+            settings.tenant_max_jobs = flag;
+            assert_eq!(settings.tenant_job_limit(), expected, "{auth:?} {flag:?}");
+        }
+    }
+
+    #[test]
+    fn the_burst_defaults_to_one_second_of_the_rate() {
+        let mut settings = ServerSettings::new(
+            "127.0.0.1:0".parse().unwrap(),
+            PathBuf::from("/nonexistent"),
+        );
+        assert_eq!(settings.tenant_rate(), None);
+        settings.tenant_requests_per_second = Some(20);
+        assert_eq!(settings.tenant_rate().map(|rate| rate.burst), Some(20));
+        settings.tenant_burst = Some(50);
+        assert_eq!(settings.tenant_rate().map(|rate| rate.burst), Some(50));
     }
 }

@@ -33,6 +33,14 @@ pub struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantRefusalLabels {
+    /// A tenant from configuration (API keys) or `default`: a bounded set.
+    pub tenant: String,
+    /// `TENANT_JOB_LIMIT` or `TENANT_RATE_LIMITED`.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// Terminal state: succeeded, failed or cancelled.
     pub outcome: String,
@@ -93,6 +101,7 @@ pub struct Metrics {
     pub sandbox_protection: Family<MechanismLabels, Gauge>,
     pub tls_handshake_failures: Family<ReasonLabels, Counter>,
     pub config_reloads: Family<ReloadLabels, Counter>,
+    pub tenant_refusals: Family<TenantRefusalLabels, Counter>,
 }
 
 impl Metrics {
@@ -213,6 +222,13 @@ impl Metrics {
              file was refused and the previous configuration stays)",
             config_reloads.clone(),
         );
+        let tenant_refusals = Family::<TenantRefusalLabels, Counter>::default();
+        registry.register(
+            "tenant_refusals",
+            "Calls refused for a tenant's fair share (job limit or request rate), by tenant and \
+             reason",
+            tenant_refusals.clone(),
+        );
         Arc::new(Metrics {
             registry,
             requests,
@@ -232,6 +248,7 @@ impl Metrics {
             sandbox_protection,
             tls_handshake_failures,
             config_reloads,
+            tenant_refusals,
         })
     }
 
@@ -272,6 +289,15 @@ impl Metrics {
     pub fn tls_handshake_failure(&self, reason: &str) {
         self.tls_handshake_failures
             .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn tenant_refusal(&self, tenant: &str, reason: &str) {
+        self.tenant_refusals
+            .get_or_create(&TenantRefusalLabels {
+                tenant: tenant.to_owned(),
                 reason: reason.to_owned(),
             })
             .inc();

@@ -14,6 +14,8 @@
 //!   byte budget, before load shedding counts the call.
 //! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot
 //!   for as long as it is open.
+//! - [`tenant_rate_limit`]: at most a number of calls per second per tenant, answered
+//!   RESOURCE_EXHAUSTED with the wait beyond it.
 //! - [`inflation_budget`]: a compressed request holds its service's message limit from a
 //!   shared budget while it is decoded and handled (put on each service, not the stack: the
 //!   limit is the service's).
@@ -25,6 +27,7 @@ pub mod request_body;
 pub mod request_metrics;
 pub mod request_size;
 pub mod stream_limit;
+pub mod tenant_rate_limit;
 pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
@@ -34,6 +37,7 @@ pub use request_body::RequestBodyLayer;
 pub use request_metrics::RequestMetricsLayer;
 pub use request_size::RequestSizeLayer;
 pub use stream_limit::StreamLimitLayer;
+pub use tenant_rate_limit::TenantRateLimitLayer;
 pub use trace_context::TraceContextLayer;
 
 use std::future::Future;

@@ -25,9 +25,11 @@ use crate::metrics::Metrics;
 use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::WATCH_PATHS;
+use crate::middleware::tenant_rate_limit::TenantRate;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
 use crate::middleware::{
-    InflationBudgetLayer, RequestBodyLayer, StreamLimitLayer, TraceContextLayer,
+    InflationBudgetLayer, RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer,
+    TraceContextLayer,
 };
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
@@ -162,6 +164,7 @@ pub async fn run(
             workers: settings.worker_count(),
             executable,
             worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
+            tenant_max_jobs: settings.tenant_job_limit(),
             tracing: tracing.clone(),
         },
         settings.queue_capacity as usize,
@@ -276,6 +279,8 @@ pub async fn run(
             (Some(_), None) => "tls",
             (Some(_), Some(_)) => "mtls",
         },
+        tenant_max_jobs = ?settings.tenant_job_limit(),
+        tenant_rate = ?settings.tenant_rate(),
         "serving"
     );
     let (drained_signal, drained_done) = tokio::sync::oneshot::channel::<()>();
@@ -318,6 +323,7 @@ pub async fn run(
             max_concurrent_requests: settings.max_concurrent_requests as usize,
             request_body_timeout: settings.request_body_timeout(),
             max_watchers: settings.max_watchers as usize,
+            tenant_rate: settings.tenant_rate(),
         },
     );
     let incoming = tonic::transport::server::TcpIncoming::from(listeners.grpc)
@@ -417,10 +423,13 @@ pub type Middleware = Stack<
                 Stack<
                     IdempotencyKeyLayer,
                     Stack<
-                        IdentityLayer,
+                        TenantRateLimitLayer,
                         Stack<
-                            CatchPanicLayer,
-                            Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                            IdentityLayer,
+                            Stack<
+                                CatchPanicLayer,
+                                Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                            >,
                         >,
                     >,
                 >,
@@ -438,6 +447,8 @@ pub struct StackLimits {
     pub request_body_timeout: Duration,
     /// Watch streams (ours and health's) open at once.
     pub max_watchers: usize,
+    /// Calls per second of one tenant (none: not limited).
+    pub tenant_rate: Option<TenantRate>,
 }
 
 /// Builds the tower stack with the default body deadline and watcher cap (public so tests
@@ -456,6 +467,7 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
                 crate::config::DEFAULT_REQUEST_BODY_TIMEOUT_MS,
             ),
             max_watchers: crate::config::DEFAULT_MAX_WATCHERS as usize,
+            tenant_rate: None,
         },
     )
 }
@@ -472,12 +484,15 @@ pub fn middleware_with(
         // every refusal below is traced with its status.
         .layer(TraceContextLayer::new(tracing))
         // Counts every answer as the caller sees it, refusals of the layers below included.
-        .layer(RequestMetricsLayer::new(metrics))
+        .layer(RequestMetricsLayer::new(metrics.clone()))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
         .layer(CatchPanicLayer)
         // Says who is calling (its tenant scopes everything below) from the headers and the
         // connection; a call that must and cannot is refused before its body is received.
         .layer(IdentityLayer::new(identities))
+        // A tenant over its request rate is told how long to wait, from the headers: its
+        // calls cost no body, no permit and no handler while others' are served.
+        .layer(TenantRateLimitLayer::new(limits.tenant_rate, metrics))
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before its body is even received; the handlers claim it once the request is valid.
         .layer(IdempotencyKeyLayer)

@@ -35,7 +35,7 @@ pub const UNAUTHENTICATED_REASON: &str = "UNAUTHENTICATED";
 /// Calls that never need an identity: health checks (Kubernetes' gRPC probes and the mesh
 /// send no credential) and reflection (the schema is public; grpcurl needs it to build a
 /// request at all).
-const OPEN_PATH_PREFIXES: [&str; 3] = [
+pub const OPEN_PATH_PREFIXES: [&str; 3] = [
     "/grpc.health.v1.Health/",
     "/grpc.reflection.v1.ServerReflection/",
     "/grpc.reflection.v1alpha.ServerReflection/",

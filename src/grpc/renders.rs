@@ -26,7 +26,9 @@ use crate::idempotency::claim::{
 };
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::queue::PushRefused;
-use crate::jobs::scheduler::{SubmitRefused, CANCEL_SETTLE, OWNER_CHECK_INTERVAL};
+use crate::jobs::scheduler::{
+    SubmitRefused, CANCEL_SETTLE, OWNER_CHECK_INTERVAL, TENANT_JOB_LIMIT_REASON,
+};
 use crate::jobs::shared::SharedError;
 use crate::jobs::{Fingerprint, Job, JobState, RenderWork, Scheduler};
 use crate::lottie::modifications::{self, ModificationError};
@@ -432,6 +434,17 @@ impl RenderApi {
             .submit(job, work)
             .await
             .map_err(|refused| match refused {
+                SubmitRefused::Queue(PushRefused::TenantFull { held, limit }) => {
+                    ServiceError::transient(
+                        ServiceErrorCode::ResourceExhausted,
+                        TENANT_JOB_LIMIT_REASON,
+                        format!(
+                            "tenant {tenant} has {held} jobs queued or running, its limit \
+                             ({limit}); retry when one has ended"
+                        ),
+                        self.scheduler.tenant_retry_after(&tenant),
+                    )
+                }
                 SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
                     ServiceErrorCode::ResourceExhausted,
                     "QUEUE_FULL",

@@ -13,6 +13,7 @@ use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::lock;
 use super::queue::{FollowerSlot, PushRefused, RenderQueue};
 use super::Fingerprint;
+use crate::auth::TenantId;
 use crate::sandbox::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -160,9 +161,12 @@ impl JobBoard {
         }
     }
 
-    /// A slot for a new follower (always, when followers are not counted).
-    fn follower_slot(&self) -> Result<Option<FollowerSlot>, PushRefused> {
-        self.admission.as_ref().map(FollowerSlot::take).transpose()
+    /// A slot of `tenant` for a new follower (always, when followers are not counted).
+    fn follower_slot(&self, tenant: &TenantId) -> Result<Option<FollowerSlot>, PushRefused> {
+        self.admission
+            .as_ref()
+            .map(|queue| FollowerSlot::take(queue, tenant))
+            .transpose()
     }
 
     fn replicate(&self, job: &Job) {
@@ -175,6 +179,7 @@ impl JobBoard {
     /// Adds `job`, deciding atomically whether it renders, follows a running render of its
     /// fingerprint, or may reuse a succeeded one. A job that follows is inserted already
     /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
+    /// A follower counts against its tenant's share of the queue.
     pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
         let admission = self.admit_locally(job, work);
         match &admission {
@@ -200,7 +205,7 @@ impl JobBoard {
                 Admission::Reuses(Box::new(leader))
             }
             Some(leader) if !leader.state.is_terminal() => {
-                let slot = match self.follower_slot() {
+                let slot = match self.follower_slot(&job.tenant) {
                     Ok(slot) => slot,
                     Err(refused) => return Admission::Refused(refused),
                 };
@@ -239,7 +244,7 @@ impl JobBoard {
         work: Arc<RenderWork>,
         leader: Uuid,
     ) -> Result<(), PushRefused> {
-        let slot = self.follower_slot()?;
+        let slot = self.follower_slot(&job.tenant)?;
         self.replicate(&job);
         let mut entry = Entry::new(job, work, Some(leader));
         entry.slot = slot;

@@ -12,10 +12,10 @@
 use super::board::{Admission, JobBoard, Replication};
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
-use super::queue::PushRefused;
-use super::queue::RenderQueue;
+use super::queue::{PushRefused, QueuedJob, RenderQueue, StartedJob};
 use super::shared::{RenderClaim, SharedError, SharedJobs};
 use super::Fingerprint;
+use crate::auth::TenantId;
 use crate::error::ErrorClass;
 use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
@@ -44,6 +44,8 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// Retry delay of a job cancelled by shutdown: another instance (or this one restarted)
 /// takes it.
 const SHUTDOWN_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Reason of a job refused because its tenant holds its share of the queue.
+pub const TENANT_JOB_LIMIT_REASON: &str = "TENANT_JOB_LIMIT";
 /// Version of a shared record that is final (a job refused before it was admitted).
 const FINAL_VERSION: u64 = 1 << 52;
 /// How long shutdown waits for shared records to be written.
@@ -72,6 +74,9 @@ pub struct SchedulerSettings {
     pub workers: usize,
     pub executable: PathBuf,
     pub worker_memory_bytes: u64,
+    /// Jobs one tenant may have queued, following or running at once (none: no limit but
+    /// the queue's).
+    pub tenant_max_jobs: Option<usize>,
     /// Where render spans (and the spans workers report) go; off by default.
     pub tracing: Tracing,
 }
@@ -110,7 +115,8 @@ impl Scheduler {
             }
             None => (JobBoard::default(), None),
         };
-        let queue = Arc::new(RenderQueue::new(queue_capacity));
+        let queue =
+            Arc::new(RenderQueue::new(queue_capacity).with_tenant_limit(settings.tenant_max_jobs));
         // Followers of a render wait like queued renders: they count against the capacity.
         let board = board.counting_followers_in(queue.clone());
         let scheduler = Arc::new(Scheduler {
@@ -152,14 +158,29 @@ impl Scheduler {
             .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
 
+    /// How long a caller refused for its tenant's share should wait: until one of the
+    /// tenant's jobs likely ends ([`super::queue::TenantLoad::slot_frees_in`]), within the
+    /// bounds of every retry delay (never 0).
+    pub fn tenant_retry_after(&self, tenant: &TenantId) -> Duration {
+        let average = Duration::try_from_secs_f64(*lock(&self.average_job_seconds))
+            .unwrap_or(MAX_RETRY_AFTER);
+        self.queue
+            .tenant_load(tenant)
+            .slot_frees_in(average, self.settings.workers)
+            .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
+    }
+
     /// Adds a new job: it follows a running render of the same fingerprint (on this instance
     /// or, with shared jobs, on another), starts from a succeeded one's output, or is
     /// queued. On refusal the job is not kept.
+    ///
+    /// The job counts against its tenant's share of the queue (`--tenant-max-jobs`).
     pub async fn submit(
         self: &Arc<Self>,
         mut job: Job,
         work: RenderWork,
     ) -> Result<Job, SubmitRefused> {
+        let tenant = job.tenant.clone();
         let work = Arc::new(work);
         if let Some(shared) = self.shared.clone() {
             job.owner = Some(shared.instance());
@@ -205,6 +226,7 @@ impl Scheduler {
                     Some(remote) if !remote.state.is_terminal() => {
                         let followed = self.follow_remote(job.clone(), work, remote);
                         if let Err(refused) = followed {
+                            self.count_tenant_refusal(&tenant, refused);
                             self.share_refusal(&job, refused).await;
                         }
                         return followed.map_err(SubmitRefused::Queue);
@@ -230,9 +252,20 @@ impl Scheduler {
                 .map_err(|error| SubmitRefused::Internal(error.to_string()))?
         };
         if let Err(refused) = &submitted {
+            self.count_tenant_refusal(&tenant, *refused);
             self.share_refusal(&job, *refused).await;
         }
         submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// Counts a refusal for the tenant's share (the label set is bounded: tenants come from
+    /// configuration).
+    fn count_tenant_refusal(&self, tenant: &TenantId, refused: PushRefused) {
+        if let PushRefused::TenantFull { held, limit } = refused {
+            self.metrics
+                .tenant_refusal(tenant.as_str(), TENANT_JOB_LIMIT_REASON);
+            tracing::info!(tenant = %tenant, held, limit, "job refused: the tenant holds its share");
+        }
     }
 
     /// Ends the shared record of a job the queue refused (it said QUEUED), so that nobody
@@ -265,6 +298,7 @@ impl Scheduler {
         JobFailure {
             reason: match refused {
                 PushRefused::Full { .. } => "QUEUE_FULL".into(),
+                PushRefused::TenantFull { .. } => TENANT_JOB_LIMIT_REASON.into(),
                 PushRefused::Closed => "SERVER_SHUTTING_DOWN".into(),
             },
             message: "the render this job shared was refused by a full or closing queue; \
@@ -435,7 +469,12 @@ impl Scheduler {
         loop {
             match self.board.admit(&job, &work) {
                 Admission::Leads => {
-                    return match self.queue.try_push(id) {
+                    let queued = QueuedJob {
+                        id,
+                        tenant: job.tenant.clone(),
+                        deadline: work.deadline,
+                    };
+                    return match self.queue.try_push(queued) {
                         Ok(depth) => {
                             self.metrics.queue_depth.set(depth as i64);
                             Ok(job)
@@ -555,10 +594,12 @@ impl Scheduler {
     }
 
     async fn worker_loop(self: Arc<Self>) {
-        while let Some(id) = self.queue.pop().await {
+        while let Some(started) = self.queue.pop().await {
+            let id = started.id;
             self.metrics.queue_depth.set(self.queue.len() as i64);
             let scheduler = self.clone();
-            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(id)).await;
+            // The job's tenant slot goes with it: freed as the job ends (or its runner panics).
+            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(started)).await;
             if let Err(error) = ran {
                 // A bug of ours in run_job: the job must not stay RUNNING for ever.
                 let template_id = self.board.get(id).map(|job| job.template_id.to_string());
@@ -579,8 +620,11 @@ impl Scheduler {
         }
     }
 
-    /// Runs one job to a terminal state (blocking: waits for worker processes).
-    fn run_job(&self, id: Uuid) {
+    /// Runs one job to a terminal state (blocking: waits for worker processes). Its tenant's
+    /// slot (`slot`) is given back before a rendered job is seen to end, so a caller that saw
+    /// it end may submit again at once.
+    fn run_job(&self, slot: StartedJob) {
+        let id = slot.id;
         let Some((work, cancel)) = self.board.work(id) else {
             return;
         };
@@ -630,6 +674,7 @@ impl Scheduler {
         let started = Instant::now();
         let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel, &render_span);
         let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
+        drop(slot);
         render_span.set_attribute(KeyValue::new("job.state", state.label()));
         render_span.set_attribute(KeyValue::new("attempts", i64::from(attempts)));
         render_span.end(error.as_ref().map(|error| error.reason.as_str()));

@@ -69,6 +69,7 @@ async fn spawn_who_am_i(
                 max_concurrent_requests: 16,
                 request_body_timeout: Duration::from_secs(5),
                 max_watchers: 4,
+                tenant_rate: None,
             },
         ))
         .add_service(WhoAmI);

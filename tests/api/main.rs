@@ -4,6 +4,7 @@ mod auth;
 mod cli;
 mod connections;
 mod errors;
+mod fair_share;
 mod helpers;
 mod hostile_assets;
 mod hostile_sandbox;
