@@ -293,3 +293,76 @@ async fn silent_peers_holding_handshakes_open_do_not_hold_up_a_real_client() {
     drop(silent);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn callers_named_by_their_client_certificates_see_only_their_own_tenants_templates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_ca, client_ca) = (TestCa::new("server ca"), TestCa::new("client ca"));
+    let tls = server_tls(dir.path(), &server_ca, Some(&client_ca));
+    let identities = dir.path().join("identities");
+    // One tenant named by a SPIFFE id, the other by a subject CN (no SPIFFE id).
+    std::fs::write(
+        &identities,
+        "acme spiffe://cluster.local/ns/acme/sa/billing\nglobex Globex Reports\n",
+    )
+    .unwrap();
+    let app = spawn_app_with(|settings| {
+        settings.tls = tls;
+        settings.auth = AuthMode::Required;
+        settings.identities = Some(identities);
+    })
+    .await;
+    let acme = client_ca.client("billing", Some("spiffe://cluster.local/ns/acme/sa/billing"));
+    let globex = client_ca.client("Globex Reports", None);
+    let mut as_acme = TemplateServiceClient::new(
+        tls_channel(app.address, &server_ca, Some(&acme))
+            .await
+            .unwrap(),
+    );
+    let mut as_globex = TemplateServiceClient::new(
+        tls_channel(app.address, &server_ca, Some(&globex))
+            .await
+            .unwrap(),
+    );
+
+    let created = as_acme
+        .create_template(proto::CreateTemplateRequest {
+            name: "acme's ball".into(),
+            lottie_json: crate::helpers::corpus("slots-ball-colors-opacity.json"),
+            fonts: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let listed = |response: proto::ListTemplatesResponse| -> Vec<String> {
+        response
+            .templates
+            .into_iter()
+            .map(|template| template.template_id)
+            .collect()
+    };
+    let acme_sees = listed(
+        as_acme
+            .list_templates(proto::ListTemplatesRequest::default())
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    assert_eq!(acme_sees, vec![created.template_id.clone()]);
+    let globex_sees = listed(
+        as_globex
+            .list_templates(proto::ListTemplatesRequest::default())
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    assert!(globex_sees.is_empty(), "{globex_sees:?}");
+    let status = as_globex
+        .get_template(proto::GetTemplateRequest {
+            template_id: created.template_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    app.stop().await;
+}
