@@ -16,3 +16,4 @@ pub use caller::{Caller, IdentitySource, TenantId, TenantIdError};
 pub use identity::{AuthMode, Identities};
 pub use known_identities::KnownIdentities;
 pub use layer::IdentityLayer;
+pub use sidecar::TrustedSidecar;

@@ -42,8 +42,9 @@ pub const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
 /// request (64 MiB) at about 20 Mbit/s. A call holds no shedding permit meanwhile, but a
 /// stream and buffered bytes, so it must end.
 pub const DEFAULT_REQUEST_BODY_TIMEOUT_MS: u64 = 30_000;
-/// WatchRenderJob and health Watch streams open at once on one instance: each costs a task,
-/// a subscription and a stream; a thousand followers is far beyond an honest deployment.
+/// WatchRenderJob streams open at once on one instance, and health Watch streams apart (health
+/// needs no identity): each costs a task, a subscription and a stream; a thousand followers is
+/// far beyond an honest deployment.
 pub const DEFAULT_MAX_WATCHERS: u32 = 1024;
 /// DownloadRenderOutput streams at once: each holds an open file and up to 4 MiB read ahead.
 pub const DEFAULT_MAX_DOWNLOADS: u32 = 64;
@@ -163,8 +164,8 @@ pub struct ServerSettings {
     /// milliseconds; beyond it the call is answered UNAVAILABLE (REQUEST_BODY_TIMEOUT).
     #[arg(long, env = "LOTTIE_RENDER_REQUEST_BODY_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub request_body_timeout_ms: u64,
-    /// WatchRenderJob and health Watch streams open at once; one more is answered
-    /// RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS).
+    /// WatchRenderJob streams open at once, and health Watch streams apart; one more is
+    /// answered RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS).
     #[arg(long, env = "LOTTIE_RENDER_MAX_WATCHERS", default_value_t = DEFAULT_MAX_WATCHERS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_watchers: u32,
     /// DownloadRenderOutput streams at once; one more is answered RESOURCE_EXHAUSTED
@@ -210,11 +211,12 @@ pub struct ServerSettings {
     /// Linkerd identity name).
     #[arg(long, env = "LOTTIE_RENDER_IDENTITIES")]
     pub identities: Option<PathBuf>,
-    /// Believe the identity a mesh sidecar puts in `x-forwarded-client-cert` (Envoy, Istio)
-    /// or `l5d-client-id` (Linkerd). Only behind a sidecar that sets or strips these headers
-    /// on every call: anyone else could write them.
-    #[arg(long, env = "LOTTIE_RENDER_TRUST_SIDECAR_IDENTITY")]
-    pub trust_sidecar_identity: bool,
+    /// Believe the identity the mesh sidecar in front of every call puts in its own header:
+    /// `envoy` (Envoy, Istio) reads `x-forwarded-client-cert`, `linkerd` reads
+    /// `l5d-client-id`, and the other mesh's header is ignored (that sidecar leaves it as the
+    /// caller wrote it). Only behind such a sidecar: anyone else could write the header.
+    #[arg(long, env = "LOTTIE_RENDER_TRUST_SIDECAR_IDENTITY", value_enum)]
+    pub trust_sidecar_identity: Option<crate::auth::TrustedSidecar>,
     /// TLS and mTLS on the gRPC listener (plaintext without them).
     #[command(flatten)]
     pub tls: crate::tls::TlsSettings,
@@ -262,7 +264,7 @@ impl ServerSettings {
             tracing: None,
             mesh: crate::mesh::MeshSettings::default(),
             identities: None,
-            trust_sidecar_identity: false,
+            trust_sidecar_identity: None,
             tls: crate::tls::TlsSettings::default(),
         }
     }

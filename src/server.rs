@@ -24,7 +24,7 @@ use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
 use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
-use crate::middleware::stream_limit::WATCH_PATHS;
+use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
 use crate::middleware::tenant_rate_limit::TenantRate;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
 use crate::middleware::{
@@ -415,20 +415,23 @@ pub async fn run(
 pub type Middleware = Stack<
     StreamLimitLayer,
     Stack<
-        RequestSizeLayer,
+        StreamLimitLayer,
         Stack<
-            LoadShedLayer,
+            RequestSizeLayer,
             Stack<
-                RequestBodyLayer,
+                LoadShedLayer,
                 Stack<
-                    IdempotencyKeyLayer,
+                    RequestBodyLayer,
                     Stack<
-                        TenantRateLimitLayer,
+                        IdempotencyKeyLayer,
                         Stack<
-                            IdentityLayer,
+                            TenantRateLimitLayer,
                             Stack<
-                                CatchPanicLayer,
-                                Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                                IdentityLayer,
+                                Stack<
+                                    CatchPanicLayer,
+                                    Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                                >,
                             >,
                         >,
                     >,
@@ -507,9 +510,16 @@ pub fn middleware_with(
         // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
         .layer(RequestSizeLayer)
         // Watch streams live long and load shedding forgets them once their headers are
-        // answered: they have a cap of their own, a slot held for the stream's life.
+        // answered: they have a cap of their own, a slot held for the stream's life. Health
+        // watchers (who need no identity) have theirs apart from WatchRenderJob's, so peers
+        // that are no tenant's cannot take the slots the tenants need.
         .layer(StreamLimitLayer::new(
-            &WATCH_PATHS,
+            &RENDER_WATCH_PATHS,
+            limits.max_watchers,
+            "TOO_MANY_WATCHERS",
+        ))
+        .layer(StreamLimitLayer::new(
+            &HEALTH_WATCH_PATHS,
             limits.max_watchers,
             "TOO_MANY_WATCHERS",
         ))

@@ -220,17 +220,16 @@ impl TemplateStore {
 
     /// The record of `tenant`'s template, shared: parsed once and kept ([`record_cache`]);
     /// each call still checks the record exists, so a deleted template is NOT_FOUND at once.
+    ///
+    /// Another tenant's record is neither read nor kept: its owner is checked in the small
+    /// summary first. Reading and parsing a record (its size is the uploader's choice) would
+    /// make the answer to another tenant's id measurably slower than an unknown id's, and a
+    /// damaged one would answer INTERNAL instead of NOT_FOUND.
     pub fn cached_record(
         &self,
         tenant: &TenantId,
         id: Uuid,
     ) -> Result<Arc<TemplateRecord>, StorageError> {
-        let record = self.cached_record_of_anyone(id)?;
-        owned_by(tenant, &record.tenant, id)?;
-        Ok(record)
-    }
-
-    fn cached_record_of_anyone(&self, id: Uuid) -> Result<Arc<TemplateRecord>, StorageError> {
         let path = self.dir(id).join("record.json");
         let size = match std::fs::metadata(&path) {
             Ok(metadata) => metadata.len(),
@@ -241,9 +240,12 @@ impl TemplateStore {
             Err(error) => return Err(StorageError::Io(error)),
         };
         if let Some(record) = self.records.get(id) {
+            owned_by(tenant, &record.tenant, id)?;
             return Ok(record);
         }
+        self.summary(tenant, id)?;
         let record = Arc::new(self.read_record(id)?);
+        owned_by(tenant, &record.tenant, id)?;
         self.records.insert(id, record.clone(), size);
         Ok(record)
     }
@@ -476,6 +478,46 @@ mod tests {
         assert!(matches!(
             store.cached_record(&anyone(), created.id),
             Err(StorageError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn another_tenants_record_is_neither_read_nor_kept_for_a_caller_that_cannot_see_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(dir.path()).unwrap();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
+        let (acme, globex) = (
+            TenantId::parse("acme").unwrap(),
+            TenantId::parse("globex").unwrap(),
+        );
+        let created = store
+            .create(&acme, "acme's", json, report, &BTreeMap::new())
+            .unwrap();
+        let unknown = Uuid::new_v4();
+        for id in [created.id, unknown] {
+            assert!(
+                matches!(
+                    store.cached_record(&globex, id),
+                    Err(StorageError::NotFound(found)) if found == id
+                ),
+                "{id}"
+            );
+        }
+        assert!(
+            store.records.get(created.id).is_none(),
+            "a foreign lookup kept acme's record"
+        );
+        // Not read at all: a record that does not parse still answers NOT_FOUND, as an
+        // unknown id does, and not the INTERNAL of a damaged record.
+        std::fs::write(store.dir(created.id).join("record.json"), b"{").unwrap();
+        assert!(matches!(
+            store.cached_record(&globex, created.id),
+            Err(StorageError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.cached_record(&acme, created.id),
+            Err(StorageError::Damaged(_))
         ));
     }
 

@@ -5,14 +5,15 @@
 //! Sources, in order; the first one the request presents decides, and an identity it
 //! presents that is not known is refused (never silently the default tenant):
 //! 1. the mTLS peer certificate (SPIFFE id, else subject CN), when `--identities` is set;
-//! 2. a trusted sidecar's header (`x-forwarded-client-cert`, then `l5d-client-id`), only
-//!    under `--trust-sidecar-identity`;
+//! 2. the trusted sidecar's header, only under `--trust-sidecar-identity`, and only that
+//!    mesh's (`x-forwarded-client-cert` for `envoy`, `l5d-client-id` for `linkerd`);
 //! 3. an API key (`authorization: Bearer KEY`).
 
 use super::api_keys::{ApiKeys, MAX_API_KEY_BYTES};
 use super::caller::{Caller, IdentitySource};
 use super::known_identities::KnownIdentities;
-use super::{peer_certificate, sidecar};
+use super::peer_certificate;
+use super::sidecar::{self, TrustedSidecar};
 use crate::error::{ServiceError, ServiceErrorCode};
 use std::sync::{Arc, RwLock};
 
@@ -49,8 +50,9 @@ pub struct Identities {
     /// Certificate and sidecar identities (`--identities`); none: peer certificates name
     /// no one (mTLS is then transport security only).
     known: Option<RwLock<Arc<KnownIdentities>>>,
-    /// `--trust-sidecar-identity`: read the mesh sidecar's headers.
-    trust_sidecar: bool,
+    /// `--trust-sidecar-identity`: the mesh whose sidecar's header is read (none: no
+    /// sidecar header is).
+    trust_sidecar: Option<TrustedSidecar>,
 }
 
 impl Identities {
@@ -59,7 +61,7 @@ impl Identities {
             mode,
             api_keys: RwLock::new(Arc::new(api_keys)),
             known: None,
-            trust_sidecar: false,
+            trust_sidecar: None,
         }
     }
 
@@ -69,8 +71,8 @@ impl Identities {
         self
     }
 
-    /// Believing the sidecar's identity headers (`--trust-sidecar-identity`).
-    pub fn trusting_sidecar_identity(mut self, trust: bool) -> Identities {
+    /// Believing this mesh sidecar's identity header (`--trust-sidecar-identity`).
+    pub fn trusting_sidecar_identity(mut self, trust: Option<TrustedSidecar>) -> Identities {
         self.trust_sidecar = trust;
         self
     }
@@ -149,8 +151,8 @@ impl Identities {
                 return self.known_caller(identity, IdentitySource::PeerCertificate);
             }
         }
-        if self.trust_sidecar {
-            if let Some(identity) = sidecar::sidecar_identity(headers) {
+        if let Some(sidecar) = self.trust_sidecar {
+            if let Some(identity) = sidecar::sidecar_identity(headers, sidecar) {
                 let identity = identity.map_err(|error| unauthenticated(&error.to_string()))?;
                 return self.known_caller(identity, IdentitySource::Sidecar);
             }

@@ -53,6 +53,7 @@ pub fn certificate_identity(der: &[u8]) -> Result<String, PeerCertificateError> 
             .iter_common_name()
             .next()
             .and_then(|name| name.as_str().ok())
+            .filter(|name| !looks_like_spiffe_id(name))
             .map(str::to_owned)
             .ok_or(PeerCertificateError::NoIdentity)?,
     };
@@ -60,6 +61,16 @@ pub fn certificate_identity(der: &[u8]) -> Result<String, PeerCertificateError> 
         return Err(PeerCertificateError::NoIdentity);
     }
     Ok(identity)
+}
+
+/// Whether a common name poses as a SPIFFE id. A SPIFFE id is the certificate's URI SAN,
+/// which only a SPIFFE issuer writes; a CN is whatever the CA let its requester write, and a
+/// CA that issues CNs to many services (one cert-manager issuer for a cluster) must not let
+/// one of them be named by another tenant's `spiffe://` line of the identities file.
+pub fn looks_like_spiffe_id(name: &str) -> bool {
+    name.trim_start()
+        .get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("spiffe://"))
 }
 
 #[cfg(test)]
@@ -105,6 +116,19 @@ mod tests {
             (
                 "neither",
                 certificate(None, vec![dns("reports.globex.test")]),
+                Err(PeerCertificateError::NoIdentity),
+            ),
+            (
+                "a CN posing as a SPIFFE id names no one",
+                certificate(
+                    Some("spiffe://acme.test/billing"),
+                    vec![dns("reports.globex.test")],
+                ),
+                Err(PeerCertificateError::NoIdentity),
+            ),
+            (
+                "in any case",
+                certificate(Some(" SPIFFE://acme.test/billing"), Vec::new()),
                 Err(PeerCertificateError::NoIdentity),
             ),
         ] {

@@ -1,6 +1,9 @@
 //! The caller's identity as a mesh sidecar vouches for it, read only under
-//! `--trust-sidecar-identity` (anyone who reaches the port directly can write these
-//! headers; a sidecar in front of every call sets or strips them):
+//! `--trust-sidecar-identity envoy|linkerd`, and then only from the header of that mesh
+//! (anyone who reaches the port directly can write these headers; a sidecar in front of
+//! every call sets or strips its own header, and leaves the other mesh's header as the
+//! caller wrote it: Linkerd passes a forged `x-forwarded-client-cert` through, Istio a
+//! forged `l5d-client-id`):
 //! - `x-forwarded-client-cert` (XFCC) as Envoy and Istio write it: elements separated by
 //!   `,`, `key=value` pairs within an element by `;`, values with `,`, `;` or `=` in double
 //!   quotes (a `"` inside escaped as `\"`); keys case-insensitive (`By`, `Hash`, `Cert`,
@@ -8,6 +11,7 @@
 //! - `l5d-client-id`: the Linkerd identity name of the meshed client.
 
 use super::known_identities::MAX_IDENTITY_BYTES;
+use super::peer_certificate::looks_like_spiffe_id;
 
 pub const XFCC_HEADER: &str = "x-forwarded-client-cert";
 pub const LINKERD_CLIENT_ID_HEADER: &str = "l5d-client-id";
@@ -20,24 +24,53 @@ pub enum SidecarHeaderError {
     UnterminatedQuote,
     #[error("the x-forwarded-client-cert header names no client (no URI, no subject CN)")]
     NoIdentity,
-    #[error("the l5d-client-id header is empty or longer than {MAX_IDENTITY_BYTES} bytes")]
+    #[error(
+        "the l5d-client-id header is empty, longer than {MAX_IDENTITY_BYTES} bytes or repeated"
+    )]
     LinkerdIdentity,
 }
 
-/// The identity a trusted sidecar put on the request: XFCC first, then `l5d-client-id`;
-/// none when neither header is there.
-pub fn sidecar_identity(headers: &http::HeaderMap) -> Option<Result<String, SidecarHeaderError>> {
+/// The mesh whose sidecar is in front of the server (`--trust-sidecar-identity`): only its
+/// identity header is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrustedSidecar {
+    /// Envoy or Istio: `x-forwarded-client-cert`.
+    Envoy,
+    /// Linkerd: `l5d-client-id`.
+    Linkerd,
+}
+
+/// The identity the trusted sidecar put on the request, from its own header only; none when
+/// that header is not there.
+pub fn sidecar_identity(
+    headers: &http::HeaderMap,
+    sidecar: TrustedSidecar,
+) -> Option<Result<String, SidecarHeaderError>> {
+    match sidecar {
+        TrustedSidecar::Envoy => xfcc_header_identity(headers),
+        TrustedSidecar::Linkerd => linkerd_identity(headers),
+    }
+}
+
+fn xfcc_header_identity(headers: &http::HeaderMap) -> Option<Result<String, SidecarHeaderError>> {
     // Several header lines are one comma-separated list (RFC 9110); the last line holds the
     // last element.
-    if let Some(value) = headers.get_all(XFCC_HEADER).iter().next_back() {
-        return Some(
-            value
-                .to_str()
-                .map_err(|_| SidecarHeaderError::NotText(XFCC_HEADER))
-                .and_then(xfcc_identity),
-        );
+    let value = headers.get_all(XFCC_HEADER).iter().next_back()?;
+    Some(
+        value
+            .to_str()
+            .map_err(|_| SidecarHeaderError::NotText(XFCC_HEADER))
+            .and_then(xfcc_identity),
+    )
+}
+
+fn linkerd_identity(headers: &http::HeaderMap) -> Option<Result<String, SidecarHeaderError>> {
+    let mut values = headers.get_all(LINKERD_CLIENT_ID_HEADER).iter();
+    let value = values.next()?;
+    // Linkerd sets exactly one; a second line is not its doing.
+    if values.next().is_some() {
+        return Some(Err(SidecarHeaderError::LinkerdIdentity));
     }
-    let value = headers.get(LINKERD_CLIENT_ID_HEADER)?;
     Some(
         value
             .to_str()
@@ -148,7 +181,9 @@ fn common_name(subject: &str) -> Option<String> {
     attributes.iter().find_map(|attribute| {
         let (key, value) = attribute.split_once('=')?;
         let value = value.trim();
-        (key.trim().eq_ignore_ascii_case("cn") && !value.is_empty()).then(|| value.to_owned())
+        // A CN posing as a SPIFFE id is no one (see `looks_like_spiffe_id`).
+        (key.trim().eq_ignore_ascii_case("cn") && !value.is_empty() && !looks_like_spiffe_id(value))
+            .then(|| value.to_owned())
     })
 }
 
@@ -191,6 +226,11 @@ mod tests {
             // Keys are case-insensitive; a quoted URI is unquoted.
             ("by=x;uri=\"spiffe://a/b\"", Ok("spiffe://a/b")),
             ("By=x;Hash=1;Subject=\"\";URI=", Err(SidecarHeaderError::NoIdentity)),
+            // A subject CN posing as a SPIFFE id (the URI is the SPIFFE id) names no one.
+            (
+                "By=x;Subject=\"CN=spiffe://cluster.local/ns/acme/sa/billing\";URI=",
+                Err(SidecarHeaderError::NoIdentity),
+            ),
             ("", Err(SidecarHeaderError::NoIdentity)),
             (
                 "URI=spiffe://a/b;Subject=\"CN=x",
@@ -206,31 +246,44 @@ mod tests {
     }
 
     #[test]
-    fn xfcc_comes_before_the_linkerd_header_and_neither_means_none() {
+    fn each_sidecar_is_believed_only_in_its_own_header() {
+        let linkerd_name = "web.acme.serviceaccount.identity.linkerd.cluster.local";
         let mut headers = http::HeaderMap::new();
-        assert_eq!(sidecar_identity(&headers), None);
-        headers.insert(
-            LINKERD_CLIENT_ID_HEADER,
-            "web.acme.serviceaccount.identity.linkerd.cluster.local"
-                .parse()
-                .unwrap(),
-        );
+        for sidecar in [TrustedSidecar::Envoy, TrustedSidecar::Linkerd] {
+            assert_eq!(sidecar_identity(&headers, sidecar), None, "{sidecar:?}");
+        }
+        headers.insert(LINKERD_CLIENT_ID_HEADER, linkerd_name.parse().unwrap());
+        // Behind Istio, an l5d-client-id is whatever the caller wrote.
+        assert_eq!(sidecar_identity(&headers, TrustedSidecar::Envoy), None);
         assert_eq!(
-            sidecar_identity(&headers),
-            Some(Ok(
-                "web.acme.serviceaccount.identity.linkerd.cluster.local".to_owned()
-            ))
+            sidecar_identity(&headers, TrustedSidecar::Linkerd),
+            Some(Ok(linkerd_name.to_owned()))
         );
         headers.insert(XFCC_HEADER, ISTIO.parse().unwrap());
         assert_eq!(
-            sidecar_identity(&headers),
+            sidecar_identity(&headers, TrustedSidecar::Envoy),
             Some(Ok("spiffe://cluster.local/ns/default/sa/sleep".to_owned()))
         );
+        // Behind Linkerd, an x-forwarded-client-cert is whatever the caller wrote.
+        assert_eq!(
+            sidecar_identity(&headers, TrustedSidecar::Linkerd),
+            Some(Ok(linkerd_name.to_owned()))
+        );
+    }
+
+    #[test]
+    fn an_empty_or_repeated_linkerd_header_names_no_one() {
         let mut empty = http::HeaderMap::new();
         empty.insert(LINKERD_CLIENT_ID_HEADER, " ".parse().unwrap());
-        assert_eq!(
-            sidecar_identity(&empty),
-            Some(Err(SidecarHeaderError::LinkerdIdentity))
-        );
+        let mut repeated = http::HeaderMap::new();
+        repeated.append(LINKERD_CLIENT_ID_HEADER, "a.linkerd".parse().unwrap());
+        repeated.append(LINKERD_CLIENT_ID_HEADER, "b.linkerd".parse().unwrap());
+        for headers in [empty, repeated] {
+            assert_eq!(
+                sidecar_identity(&headers, TrustedSidecar::Linkerd),
+                Some(Err(SidecarHeaderError::LinkerdIdentity)),
+                "{headers:?}"
+            );
+        }
     }
 }

@@ -119,7 +119,7 @@ impl RenderApi {
     /// A job of `tenant` on this instance, or on another one sharing Redis (another
     /// tenant's job is not found, as an unknown one).
     async fn find_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>, ServiceError> {
-        let job = match self.scheduler.board.get(id) {
+        let job = match self.local_job(tenant, id) {
             Some(job) => Some(job),
             None => match &self.scheduler.shared {
                 Some(shared) => shared.get(id).await.map_err(shared_unavailable)?,
@@ -127,6 +127,17 @@ impl RenderApi {
             },
         };
         Ok(job.filter(|job| job.tenant == *tenant))
+    }
+
+    /// A job of `tenant` on this instance's board. Another tenant's job here is absent for
+    /// the caller, exactly as an unknown id: the lookup goes on to the shared records as an
+    /// unknown id's does, so that neither the answer (UNAVAILABLE while Redis is down) nor
+    /// its time (a Redis round trip) tells that the id is a job of this instance.
+    fn local_job(&self, tenant: &TenantId, id: Uuid) -> Option<Job> {
+        self.scheduler
+            .board
+            .get(id)
+            .filter(|job| job.tenant == *tenant)
     }
 
     async fn job(&self, tenant: &TenantId, field_value: &str) -> Result<Job, ServiceError> {
@@ -605,12 +616,11 @@ impl RenderService for RenderApi {
         let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("job_id", &request.get_ref().job_id)?;
         let board = self.scheduler.board.clone();
-        let Some((job, changes)) = board.subscribe(id) else {
+        // Another tenant's job here is looked for in the shared records, as an unknown id.
+        let Some((job, changes)) = board.subscribe(id).filter(|(job, _)| job.tenant == tenant)
+        else {
             return self.watch_shared_job(&tenant, id).await;
         };
-        if job.tenant != tenant {
-            return Err(job_not_found(id).into());
-        }
         let updates = futures_util::stream::unfold(
             (changes, board),
             move |(mut changes, board)| async move {
@@ -633,9 +643,9 @@ impl RenderService for RenderApi {
     ) -> Result<Response<proto::RenderJob>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("job_id", &request.get_ref().job_id)?;
-        let job = match self.scheduler.board.get(id) {
-            // Another tenant's job is left alone and not found, as an unknown one.
-            Some(job) if job.tenant != tenant => return Err(job_not_found(id).into()),
+        // Another tenant's job here is left alone and looked for in the shared records, as
+        // an unknown id (where it is not found for this tenant either, and never cancelled).
+        let job = match self.local_job(&tenant, id) {
             Some(_) => match self.scheduler.cancel(id).await {
                 Some(job) => job,
                 None => return Err(job_not_found(id).into()),

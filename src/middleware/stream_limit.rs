@@ -2,8 +2,10 @@
 //! instance; one more is answered RESOURCE_EXHAUSTED (with its reason and a retry delay) at
 //! once, from its headers. The slot is held for the life of the response stream (until its
 //! body ends or is dropped, when the caller goes away), not just until the headers: a watch
-//! costs for as long as it is open. Used for watchers (WatchRenderJob and health Watch share
-//! one budget), which load shedding does not count once their headers are answered.
+//! costs for as long as it is open. Used for watchers, which load shedding does not count
+//! once their headers are answered: WatchRenderJob and health Watch each have a budget of
+//! their own, because health needs no identity (under `--auth required` too), and peers
+//! that are no tenant's must not hold the slots the tenants' WatchRenderJob calls need.
 
 use super::BoxFuture;
 use crate::error::{ServiceError, ServiceErrorCode};
@@ -17,10 +19,11 @@ use tonic::Status;
 use tower::{Layer, Service};
 
 /// The paths of the watch methods (ours and health's).
-pub const WATCH_PATHS: [&str; 2] = [
-    "/lottie.render.v1.RenderService/WatchRenderJob",
-    "/grpc.health.v1.Health/Watch",
-];
+pub const WATCH_PATHS: [&str; 2] = [RENDER_WATCH_PATHS[0], HEALTH_WATCH_PATHS[0]];
+/// The watch of the contract: its callers are the tenants.
+pub const RENDER_WATCH_PATHS: [&str; 1] = ["/lottie.render.v1.RenderService/WatchRenderJob"];
+/// Health's watch: open to anyone who can connect.
+pub const HEALTH_WATCH_PATHS: [&str; 1] = ["/grpc.health.v1.Health/Watch"];
 /// Retry delay of a refused watcher: watches end as jobs end, within seconds to minutes.
 pub const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
 

@@ -1,7 +1,8 @@
 //! Each identity source resolves the right tenant over a real socket: the mTLS peer
 //! certificate (SPIFFE id, else CN), a trusted sidecar's `x-forwarded-client-cert` (Istio's
 //! shape) or `l5d-client-id`, and an API key; sidecar headers are ignored without
-//! `--trust-sidecar-identity`; the API keys file is re-read when it changes.
+//! `--trust-sidecar-identity`, and the other mesh's header is ignored with it; the API keys
+//! file is re-read when it changes.
 //!
 //! The tenant is seen through a small service behind the server's own tower stack
 //! (`middleware_with`, the identity layer included) and its own TLS accept loop, which
@@ -10,7 +11,7 @@
 use crate::helpers::{api_keys_file, spawn_app_with};
 use crate::pki::{server_tls, tls_channel, TestCa};
 use lottie_render::auth::{
-    api_keys::sha256_hex, ApiKeys, AuthMode, Caller, Identities, KnownIdentities,
+    api_keys::sha256_hex, ApiKeys, AuthMode, Caller, Identities, KnownIdentities, TrustedSidecar,
 };
 use lottie_render::grpc::proto;
 use lottie_render::metrics::Metrics;
@@ -135,7 +136,7 @@ globex Globex Reports
 initech web.initech.serviceaccount.identity.linkerd.cluster.local
 ";
 
-fn identities(mode: AuthMode, trust_sidecar: bool) -> Identities {
+fn identities(mode: AuthMode, trust_sidecar: Option<TrustedSidecar>) -> Identities {
     let keys = ApiKeys::parse(&format!("hooli ops {}", sha256_hex("hooli-key"))).unwrap();
     Identities::new(mode, keys)
         .with_known_identities(KnownIdentities::parse(IDENTITIES).unwrap())
@@ -152,7 +153,7 @@ async fn a_peer_certificate_names_its_tenant_by_spiffe_id_else_by_common_name() 
     let dir = tempfile::tempdir().unwrap();
     let (server_ca, client_ca) = (TestCa::new("server ca"), TestCa::new("client ca"));
     let tls = server_tls(dir.path(), &server_ca, Some(&client_ca));
-    let (address, _stop) = spawn_who_am_i(identities(AuthMode::Required, false), Some(tls)).await;
+    let (address, _stop) = spawn_who_am_i(identities(AuthMode::Required, None), Some(tls)).await;
 
     for (case, certificate, api_key, expected) in [
         (
@@ -201,16 +202,29 @@ async fn a_peer_certificate_names_its_tenant_by_spiffe_id_else_by_common_name() 
 
 #[tokio::test]
 async fn trusted_sidecar_headers_and_api_keys_name_their_tenants() {
-    let (address, _stop) = spawn_who_am_i(identities(AuthMode::Required, true), None).await;
-    let channel = plaintext(address).await;
-    for (case, headers, expected) in [
+    let (envoy_address, _stop_envoy) = spawn_who_am_i(
+        identities(AuthMode::Required, Some(TrustedSidecar::Envoy)),
+        None,
+    )
+    .await;
+    let (linkerd_address, _stop_linkerd) = spawn_who_am_i(
+        identities(AuthMode::Required, Some(TrustedSidecar::Linkerd)),
+        None,
+    )
+    .await;
+    let envoy = plaintext(envoy_address).await;
+    let linkerd = plaintext(linkerd_address).await;
+    let initech = "web.initech.serviceaccount.identity.linkerd.cluster.local";
+    for (case, channel, headers, expected) in [
         (
             "Istio's x-forwarded-client-cert",
+            &envoy,
             vec![("x-forwarded-client-cert", ISTIO_XFCC)],
             Ok("acme spiffe://cluster.local/ns/acme/sa/billing Sidecar"),
         ),
         (
             "the last XFCC element is the one our sidecar added",
+            &envoy,
             vec![(
                 "x-forwarded-client-cert",
                 "By=spiffe://cluster.local/ns/edge/sa/gw;URI=spiffe://cluster.local/ns/acme/sa/billing,\
@@ -220,36 +234,72 @@ async fn trusted_sidecar_headers_and_api_keys_name_their_tenants() {
         ),
         (
             "Linkerd's l5d-client-id",
-            vec![(
-                "l5d-client-id",
-                "web.initech.serviceaccount.identity.linkerd.cluster.local",
-            )],
+            &linkerd,
+            vec![("l5d-client-id", initech)],
             Ok("initech web.initech.serviceaccount.identity.linkerd.cluster.local Sidecar"),
         ),
         (
             "an API key",
+            &envoy,
             vec![("authorization", "Bearer hooli-key")],
             Ok("hooli ops ApiKey"),
         ),
         (
             "the sidecar's identity comes before an API key",
+            &envoy,
             vec![
                 ("x-forwarded-client-cert", ISTIO_XFCC),
                 ("authorization", "Bearer hooli-key"),
             ],
             Ok("acme spiffe://cluster.local/ns/acme/sa/billing Sidecar"),
         ),
+        // Istio's sidecar leaves an l5d-client-id as the caller wrote it (and, for a caller
+        // without a mesh certificate, removes the XFCC): it must not pick the tenant.
+        (
+            "behind Envoy, a forged l5d-client-id is ignored",
+            &envoy,
+            vec![("l5d-client-id", initech)],
+            Err(Code::Unauthenticated),
+        ),
+        (
+            "behind Envoy, a forged l5d-client-id does not displace the API key",
+            &envoy,
+            vec![
+                ("l5d-client-id", initech),
+                ("authorization", "Bearer hooli-key"),
+            ],
+            Ok("hooli ops ApiKey"),
+        ),
+        // Linkerd's proxy leaves an x-forwarded-client-cert as the caller wrote it.
+        (
+            "behind Linkerd, a forged x-forwarded-client-cert is ignored",
+            &linkerd,
+            vec![("x-forwarded-client-cert", ISTIO_XFCC)],
+            Err(Code::Unauthenticated),
+        ),
+        (
+            "behind Linkerd, a forged x-forwarded-client-cert does not displace Linkerd's",
+            &linkerd,
+            vec![
+                ("x-forwarded-client-cert", ISTIO_XFCC),
+                ("l5d-client-id", initech),
+            ],
+            Ok("initech web.initech.serviceaccount.identity.linkerd.cluster.local Sidecar"),
+        ),
         (
             "a sidecar identity the file does not name",
+            &linkerd,
             vec![("l5d-client-id", "web.umbrella.serviceaccount.identity.linkerd.cluster.local")],
             Err(Code::Unauthenticated),
         ),
         (
             "an XFCC header that names no one",
+            &envoy,
             vec![("x-forwarded-client-cert", "By=spiffe://x;Hash=ab;Subject=\"\";URI=")],
             Err(Code::Unauthenticated),
         ),
-        ("nothing at all", vec![], Err(Code::Unauthenticated)),
+        ("nothing at all", &envoy, vec![], Err(Code::Unauthenticated)),
+        ("nothing at all", &linkerd, vec![], Err(Code::Unauthenticated)),
     ] {
         let answer = who_am_i(channel.clone(), &headers).await;
         assert_eq!(
@@ -268,7 +318,7 @@ async fn sidecar_headers_are_ignored_without_trust_sidecar_identity() {
         // …or is refused for having no identity at all.
         (AuthMode::Required, Err(Code::Unauthenticated)),
     ] {
-        let (address, _stop) = spawn_who_am_i(identities(mode, false), None).await;
+        let (address, _stop) = spawn_who_am_i(identities(mode, None), None).await;
         let channel = plaintext(address).await;
         for forged in [
             ("x-forwarded-client-cert", ISTIO_XFCC),
@@ -346,7 +396,7 @@ async fn the_identities_file_is_re_read_when_it_changes() {
     let app = spawn_app_with(|settings| {
         settings.auth = AuthMode::Required;
         settings.identities = Some(identities.clone());
-        settings.trust_sidecar_identity = true;
+        settings.trust_sidecar_identity = Some(TrustedSidecar::Linkerd);
     })
     .await;
     let linkerd = "web.initech.serviceaccount.identity.linkerd.cluster.local";

@@ -593,3 +593,64 @@ async fn a_tenant_over_its_template_share_is_refused_while_another_still_creates
     create_as(&app, GLOBEX_KEY, BALL).await;
     app.stop().await;
 }
+
+/// With shared jobs, an id's lookup ends in Redis when this instance has no job of the
+/// caller's tenant by that id. Another tenant's job on this instance must take that same path:
+/// answered from the board at once, it would be NOT_FOUND while an unknown id is UNAVAILABLE
+/// (Redis down), and faster by a Redis round trip (Redis up).
+#[tokio::test]
+async fn another_tenants_job_on_this_instance_is_answered_as_an_unknown_id_while_redis_is_down() {
+    let redis = crate::connections::OwnRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, configure) = two_tenants(Store::Redis, dir.path());
+    let url = redis.url();
+    let app = spawn_app_with(|settings| {
+        configure(settings);
+        settings.redis_url = Some(url);
+    })
+    .await;
+    let template = create_as(&app, ACME_KEY, BALL).await;
+    let (job, _) = submit_as(
+        &app,
+        ACME_KEY,
+        &unique_key(),
+        small_request(&template.template_id, proto::Format::Gif),
+    )
+    .await
+    .unwrap();
+    finished_as(&app, ACME_KEY, &job.job_id).await;
+    drop(redis);
+
+    let unknown = Uuid::new_v4().to_string();
+    let answers = |job_id: String| {
+        let app = &app;
+        async move {
+            let refusals: Vec<_> = job_calls_as(app, GLOBEX_KEY, &job_id)
+                .await
+                .iter()
+                .map(|(call, status)| (*call, status.code(), reason(status)))
+                .collect();
+            refusals
+        }
+    };
+    let expected = answers(unknown).await;
+    assert_eq!(
+        expected,
+        ["get", "watch", "cancel", "download"]
+            .map(|call| (call, Code::Unavailable, "JOB_STORE_UNAVAILABLE".to_owned()))
+            .to_vec(),
+        "an unknown id needs Redis"
+    );
+    assert_eq!(answers(job.job_id.clone()).await, expected);
+    // Its own tenant still sees it from this instance.
+    let own = app
+        .renders_as(Some(ACME_KEY))
+        .get_render_job(proto::GetRenderJobRequest {
+            job_id: job.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(own.state, JobState::Succeeded as i32);
+    app.stop().await;
+}
