@@ -79,7 +79,9 @@ def messages():
 def start_server(executable, data_dir):
     server = subprocess.Popen(
         [executable, "serve", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir", data_dir],
-        env={"RUST_LOG": "info", "NO_COLOR": "1", "PATH": os.environ.get("PATH", "")},
+        # LOTTIE_RENDER_* settings of the caller's environment apply (e.g. _SPARE_WORKERS).
+        env={"RUST_LOG": "info", "NO_COLOR": "1", "PATH": os.environ.get("PATH", ""),
+             **{k: v for k, v in os.environ.items() if k.startswith("LOTTIE_RENDER_")}},
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found = threading.Event()
     address = []

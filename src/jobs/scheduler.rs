@@ -80,8 +80,8 @@ pub struct SchedulerSettings {
     pub tenant_max_jobs: Option<usize>,
     /// Where render spans (and the spans workers report) go; off by default.
     pub tracing: Tracing,
-    /// Keep one worker started ahead of its job ([`sandbox::spare`]).
-    pub spare_workers: bool,
+    /// Workers kept started ahead of their job ([`sandbox::spare`]); 0: none.
+    pub spare_workers: usize,
 }
 
 #[derive(Debug)]
@@ -99,7 +99,7 @@ pub struct Scheduler {
     average_job_seconds: Mutex<f64>,
     shutting_down: AtomicBool,
     loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    /// The worker started ahead of the next job, when enabled.
+    /// The workers started ahead of the next jobs, when enabled.
     spares: Option<Arc<SpareWorkers>>,
 }
 
@@ -124,11 +124,12 @@ impl Scheduler {
             Arc::new(RenderQueue::new(queue_capacity).with_tenant_limit(settings.tenant_max_jobs));
         // Followers of a render wait like queued renders: they count against the capacity.
         let board = board.counting_followers_in(queue.clone());
-        let spares = settings.spare_workers.then(|| {
+        let spares = (settings.spare_workers > 0).then(|| {
             SpareWorkers::start(
                 SpareSettings {
                     executable: settings.executable.clone(),
                     memory_bytes: settings.worker_memory_bytes,
+                    count: settings.spare_workers,
                 },
                 metrics.clone(),
             )

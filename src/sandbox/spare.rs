@@ -1,13 +1,15 @@
-//! One render worker started ahead of its job (a "spare"), so that a small job does not wait
+//! Render workers started ahead of their jobs ("spares"), so that a small job does not wait
 //! for a process to start and its libraries to load. The spare is an ordinary
 //! `lottie-render worker` started by [`worker_command`] with every fence of the sandbox; it
 //! blocks reading its job on stdin and has touched no caller data, so it has nothing to
 //! confine yet: it confines itself once the job arrives, exactly as a worker started for that
 //! job does. A worker still runs one job and exits.
 //!
-//! A supervisor thread owns the spare: it starts one, replaces it when the scheduler takes it
-//! ([`SpareWorkers::take`]) and, with a growing delay, when it dies while waiting; closing
-//! ([`SpareWorkers::close`]) kills the waiting spare and starts no other. The supervisor
+//! A supervisor thread owns the spares: it starts [`SpareSettings::count`] of them, replaces
+//! one when the scheduler takes it ([`SpareWorkers::take`]) and, with a growing delay, when
+//! one dies while waiting; closing ([`SpareWorkers::close`]) kills the waiting spares and
+//! starts no other. Starting a worker (loading some 140 shared libraries) takes longer than a
+//! small job, so jobs submitted back to back need more than one spare to find one ready. The supervisor
 //! thread starts every spare because the kernel's parent-death signal
 //! ([`crate::os::apply_in_child`]) follows the thread that started a process: a spare started
 //! from a short-lived thread would be killed with it. So the thread lives on until
@@ -17,6 +19,7 @@ use super::spawn::{worker_command, worker_limits};
 use super::MAX_DEADLINE;
 use crate::metrics::Metrics;
 use crate::os;
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -65,11 +68,14 @@ pub struct SpareSettings {
     /// The `lottie-render` executable to run as `worker`.
     pub executable: PathBuf,
     pub memory_bytes: u64,
+    /// Spares kept waiting (at least 1).
+    pub count: usize,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    spare: Option<SpareWorker>,
+    /// Oldest first: the one most likely done loading its libraries.
+    spares: VecDeque<SpareWorker>,
     /// A live spare was handed to a job since the supervisor last looked: the run of
     /// deaths is over.
     taken: bool,
@@ -77,7 +83,7 @@ struct State {
     stopping: bool,
 }
 
-/// The pre-started worker and the thread that keeps one ready.
+/// The pre-started workers and the thread that keeps them ready.
 #[derive(Debug)]
 pub struct SpareWorkers {
     state: Mutex<State>,
@@ -88,7 +94,7 @@ pub struct SpareWorkers {
 }
 
 impl SpareWorkers {
-    /// Starts the supervisor, which starts the first spare at once.
+    /// Starts the supervisor, which starts the spares at once.
     pub fn start(settings: SpareSettings, metrics: Arc<Metrics>) -> Arc<SpareWorkers> {
         let spares = Arc::new(SpareWorkers {
             state: Mutex::new(State::default()),
@@ -113,35 +119,40 @@ impl SpareWorkers {
         spares
     }
 
-    /// The waiting spare, if one is alive; the supervisor starts the next at once.
+    /// The oldest waiting spare that is alive, if any; the supervisor starts the next at once.
     pub fn take(&self) -> Option<SpareWorker> {
-        let mut state = lock(&self.state);
-        let mut spare = state.spare.take()?;
-        self.changed.notify_all();
-        let alive = !spare.is_gone();
-        state.taken |= alive;
-        if !alive {
-            drop(state);
+        let mut dead = Vec::new();
+        let taken = {
+            let mut state = lock(&self.state);
+            let mut taken = None;
+            while let Some(mut spare) = state.spares.pop_front() {
+                if spare.is_gone() {
+                    dead.push(spare);
+                } else {
+                    taken = Some(spare);
+                    break;
+                }
+            }
+            state.taken |= taken.is_some();
+            self.changed.notify_all();
+            taken
+        };
+        for spare in dead {
             self.metrics.spare_worker_deaths.inc();
-            tracing::warn!(
-                pid = spare.pid(),
-                "the spare worker died while waiting; starting the job's own"
-            );
-            spare.kill();
-            return None;
+            tracing::warn!(pid = spare.pid(), "a spare worker died while waiting");
         }
-        Some(spare)
+        taken
     }
 
-    /// No more spares: kills the waiting one. Workers already handed out run on.
+    /// No more spares: kills the waiting ones. Workers already handed out run on.
     pub fn close(&self) {
-        let spare = {
+        let spares = {
             let mut state = lock(&self.state);
             state.closed = true;
             self.changed.notify_all();
-            state.spare.take()
+            std::mem::take(&mut state.spares)
         };
-        if let Some(spare) = spare {
+        for spare in spares {
             tracing::debug!(pid = spare.pid(), "spare worker stopped");
             spare.kill();
         }
@@ -159,7 +170,7 @@ impl SpareWorkers {
         }
     }
 
-    /// The supervisor: keeps one spare waiting until closed, then waits to be stopped.
+    /// The supervisor: keeps the spares waiting until closed, then waits to be stopped.
     fn supervise(&self) {
         let mut deaths_in_a_row: u32 = 0;
         let mut state = lock(&self.state);
@@ -174,24 +185,22 @@ impl SpareWorkers {
                 state = wait(&self.changed, state, None);
                 continue;
             }
-            let waiting_alive = state.spare.as_mut().map(|spare| !spare.is_gone());
-            match waiting_alive {
-                Some(true) => {
-                    state = wait(&self.changed, state, Some(SPARE_CHECK_INTERVAL));
-                    continue;
-                }
-                Some(false) => {
-                    if let Some(spare) = state.spare.take() {
-                        self.metrics.spare_worker_deaths.inc();
-                        tracing::warn!(
-                            pid = spare.pid(),
-                            "the spare worker died while waiting; replacing it"
-                        );
-                        spare.kill();
-                    }
+            let waiting = std::mem::take(&mut state.spares);
+            for mut spare in waiting {
+                if spare.is_gone() {
+                    self.metrics.spare_worker_deaths.inc();
+                    tracing::warn!(
+                        pid = spare.pid(),
+                        "a spare worker died while waiting; replacing it"
+                    );
                     deaths_in_a_row = deaths_in_a_row.saturating_add(1);
+                } else {
+                    state.spares.push_back(spare);
                 }
-                None => {}
+            }
+            if state.spares.len() >= self.settings.count.max(1) {
+                state = wait(&self.changed, state, Some(SPARE_CHECK_INTERVAL));
+                continue;
             }
             if deaths_in_a_row > 0 {
                 // A backoff that close and stop cut short.
@@ -212,7 +221,7 @@ impl SpareWorkers {
             state = lock(&self.state);
             match started {
                 Some(spare) if state.closed => spare.kill(),
-                Some(spare) => state.spare = Some(spare),
+                Some(spare) => state.spares.push_back(spare),
                 None => deaths_in_a_row = deaths_in_a_row.saturating_add(1),
             }
         }
@@ -241,7 +250,7 @@ impl SpareWorkers {
 
 impl Drop for SpareWorkers {
     fn drop(&mut self) {
-        if let Some(spare) = lock(&self.state).spare.take() {
+        for spare in std::mem::take(&mut lock(&self.state).spares) {
             spare.kill();
         }
     }

@@ -1,5 +1,5 @@
-//! The spare worker (`--spare-workers 1`): a render worker started ahead of its job takes
-//! the next job, is replaced when taken or when it dies while waiting, has the job's budgets
+//! Spare workers (`--spare-workers`): a render worker started ahead of its job takes the
+//! next job, is replaced when taken or when it dies while waiting, has the job's budgets
 //! counted from the job and not from its start, and nothing of it outlives the server.
 
 use crate::helpers::{
@@ -16,7 +16,8 @@ const BALL: &str = "slots-ball-colors-opacity.json";
 /// the first replacement waits 100 ms).
 const REPLACEMENT_LIMIT: Duration = Duration::from_secs(10);
 
-/// A server with one worker and a spare, whose workers run as `executable`.
+/// A server with one worker and one spare (unless `configure` says otherwise), whose workers
+/// run as `executable`.
 async fn app_with_spare(
     executable: &Path,
     configure: impl FnOnce(&mut lottie_render::config::ServerSettings),
@@ -148,6 +149,16 @@ async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job()
         1.0
     );
     app.stop().await;
+}
+
+#[tokio::test]
+async fn as_many_spares_wait_as_asked_for_and_shutdown_ends_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |settings| settings.spare_workers = 2).await;
+    wait_for_workers(&executable, 2).await;
+    app.stop().await;
+    assert_eq!(worker_processes(&executable), []);
 }
 
 #[tokio::test]
