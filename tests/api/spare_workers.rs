@@ -12,6 +12,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const BALL: &str = "slots-ball-colors-opacity.json";
+/// rlottie's own regression file: renders frame 25 for ever (a job that never finishes).
+const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 /// How long a replacement spare may take to appear (the supervisor looks every 250 ms, and
 /// the first replacement waits 100 ms).
 const REPLACEMENT_LIMIT: Duration = Duration::from_secs(10);
@@ -148,6 +150,46 @@ async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job()
         app.metric("lottie_render_spare_worker_hits_total").await,
         1.0
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let spare = the_spare(&executable).await;
+    let cpu_limit = |pid: u32| -> u64 {
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let line = limits
+            .lines()
+            .find(|line| line.starts_with("Max cpu time"))
+            .unwrap()
+            .to_owned();
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    let waiting = cpu_limit(spare);
+
+    let job = app
+        .submit(small_request(&template.template_id, proto::Format::Webm))
+        .await
+        .unwrap();
+    app.wait_for_state(&job.job_id, JobState::Running).await;
+    // A small job's deadline is about 30 s: its CPU budget is tens of seconds per core,
+    // far below the 30 minutes per core a spare starts with.
+    // (Polled: the job is RUNNING a moment before the spare is handed it.)
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    let mut running = cpu_limit(spare);
+    while running >= waiting / 10 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        running = cpu_limit(spare);
+    }
+    assert!(
+        running < waiting / 10,
+        "the job runs under {running} s of CPU; the spare waited under {waiting} s"
+    );
+    app.cancel(&job.job_id).await;
     app.stop().await;
 }
 
