@@ -34,6 +34,13 @@ pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 512;
 pub const DEFAULT_REDIS_POOL_SIZE: u32 = 16;
 /// A Redis round trip is well under a millisecond on a LAN; 500 ms means it is in trouble.
 pub const DEFAULT_REDIS_TIMEOUT_MS: u64 = 500;
+/// Render workers started ahead of their job: a job taken by one skips the process start
+/// (30–50 ms of loading shared libraries, most of a small job's time). A worker takes longer
+/// to start than a small job to render, so jobs that come back to back need more than one
+/// spare to find one ready (`./dev bench-latency`); each holds ~12 MiB of private memory.
+pub const DEFAULT_SPARE_WORKERS: u8 = 2;
+/// Most spare workers: beyond this they only hold memory.
+pub const MAX_SPARE_WORKERS: u8 = 4;
 /// Prefix of the service's Redis keys.
 pub const DEFAULT_REDIS_KEY_PREFIX: &str = "lottie-render:";
 /// A key claimed by a call that died is freed after this (the 300 s).
@@ -69,6 +76,11 @@ pub struct ServerSettings {
     /// least 1].
     #[arg(long, env = "LOTTIE_RENDER_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: Option<u16>,
+    /// Render workers started ahead of their job (0 to 4), sandboxed and waiting on stdin with
+    /// their libraries loaded, so a small job does not wait for a process to start. Each
+    /// still runs one job and exits; the next spare starts as one is taken.
+    #[arg(long, env = "LOTTIE_RENDER_SPARE_WORKERS", default_value_t = DEFAULT_SPARE_WORKERS, value_parser = clap::value_parser!(u8).range(0..=MAX_SPARE_WORKERS as i64))]
+    pub spare_workers: u8,
     /// Jobs waiting for a worker; a submission beyond it is answered RESOURCE_EXHAUSTED.
     #[arg(long, env = "LOTTIE_RENDER_QUEUE_CAPACITY", default_value_t = DEFAULT_QUEUE_CAPACITY, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub queue_capacity: u32,
@@ -229,6 +241,7 @@ impl ServerSettings {
             listen,
             data_dir,
             workers: None,
+            spare_workers: DEFAULT_SPARE_WORKERS,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             metrics_listen: None,
             retention_seconds: DEFAULT_RETENTION_SECONDS,

@@ -102,6 +102,9 @@ pub struct Metrics {
     pub tls_handshake_failures: Family<ReasonLabels, Counter>,
     pub config_reloads: Family<ReloadLabels, Counter>,
     pub tenant_refusals: Family<TenantRefusalLabels, Counter>,
+    pub workers_started: Counter,
+    pub spare_worker_hits: Counter,
+    pub spare_worker_deaths: Counter,
 }
 
 impl Metrics {
@@ -195,6 +198,24 @@ impl Metrics {
             "Jobs that succeeded at once with the stored output of an identical request",
             render_cache_hits.clone(),
         );
+        let workers_started = Counter::default();
+        registry.register(
+            "workers_started",
+            "Render worker processes started, spares started ahead of their job included",
+            workers_started.clone(),
+        );
+        let spare_worker_hits = Counter::default();
+        registry.register(
+            "spare_worker_hits",
+            "Renders handed to a worker started ahead of the job (a spare) instead of a new one",
+            spare_worker_hits.clone(),
+        );
+        let spare_worker_deaths = Counter::default();
+        registry.register(
+            "spare_worker_deaths",
+            "Spare workers that died while waiting for a job (each is replaced, with a backoff)",
+            spare_worker_deaths.clone(),
+        );
         let idempotent_replays = Counter::default();
         registry.register(
             "idempotent_replays",
@@ -249,6 +270,9 @@ impl Metrics {
             tls_handshake_failures,
             config_reloads,
             tenant_refusals,
+            workers_started,
+            spare_worker_hits,
+            spare_worker_deaths,
         })
     }
 

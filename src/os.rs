@@ -119,6 +119,58 @@ pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
     }
 }
 
+/// Gives process `pid` (a child of ours, same user) `cpu_seconds` of CPU time from now: its
+/// RLIMIT_CPU becomes what it has used so far, rounded up to a whole second, plus
+/// `cpu_seconds` (soft limit: SIGXCPU; hard limit one second later: SIGKILL), as
+/// [`apply_in_child`] sets it for a process started with its job. For a worker started ahead
+/// of its job, so that its budget counts the job and not the wait. Only ever lowers the
+/// limit the process was started with (raising a hard limit needs privilege).
+pub fn limit_cpu_from_now(pid: u32, cpu_seconds: u64) -> std::io::Result<()> {
+    let used = cpu_time_of(pid)?;
+    let soft = used
+        .as_secs()
+        .saturating_add(u64::from(used.subsec_nanos() > 0))
+        .saturating_add(cpu_seconds);
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: soft.saturating_add(1),
+    };
+    let pid = libc::pid_t::try_from(pid).map_err(std::io::Error::other)?;
+    // SAFETY: prlimit reads the limit from our stack and writes nothing (null old value).
+    if unsafe { libc::prlimit(pid, libc::RLIMIT_CPU, &limit, std::ptr::null_mut()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// User + system CPU time of process `pid` so far, from `/proc/PID/stat`.
+pub fn cpu_time_of(pid: u32) -> std::io::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    cpu_time_of_stat(&stat, clock_ticks_per_second())
+        .ok_or_else(|| std::io::Error::other(format!("cannot read /proc/{pid}/stat")))
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line; the command name (field 2,
+/// in parentheses) may hold spaces and parentheses, so fields are counted after its last `)`.
+fn cpu_time_of_stat(stat: &str, ticks_per_second: u64) -> Option<Duration> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    let ticks = user.checked_add(system)?;
+    let per_second = ticks_per_second.max(1);
+    Some(
+        Duration::from_secs(ticks / per_second)
+            + Duration::from_nanos((ticks % per_second) * 1_000_000_000 / per_second),
+    )
+}
+
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
 /// Sends SIGKILL to a whole process group.
 pub fn kill_process_group(process_group: u32) {
     let Ok(pgid) = libc::pid_t::try_from(process_group) else {
@@ -371,5 +423,35 @@ mod tests {
         let first = probe.read().unwrap();
         let second = probe.read().unwrap();
         assert!(first > 0 && second >= first, "{first} then {second}");
+    }
+
+    #[test]
+    fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 250 130 0 0 20 0 1 0";
+        assert_eq!(
+            cpu_time_of_stat(stat, 100),
+            Some(Duration::from_millis(3800))
+        );
+        assert_eq!(cpu_time_of_stat("42 (x) S 1", 100), None);
+        assert_eq!(cpu_time_of_stat("no name at all", 100), None);
+    }
+
+    #[test]
+    fn a_child_given_cpu_seconds_from_now_has_its_limit_lowered_to_them() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep is installed");
+        limit_cpu_from_now(child.id(), 7).unwrap();
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let line = limits
+            .lines()
+            .find(|line| line.starts_with("Max cpu time"))
+            .unwrap();
+        let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+        // A fresh sleep has used under a second: 0 or 1 (rounded up) plus 7.
+        assert!(numbers == ["7", "8"] || numbers == ["8", "9"], "{line}");
     }
 }

@@ -12,6 +12,7 @@ pub mod lines;
 pub mod protocol;
 pub mod seccomp;
 pub mod self_test;
+pub mod spare;
 pub mod spawn;
 
 use crate::error::ErrorClass;
@@ -123,6 +124,9 @@ pub struct WorkerRun {
     /// memory is the worker's own report when it succeeded, else the kernel's ru_maxrss.
     pub usage: ResourceUsage,
     pub wall: Duration,
+    /// Whether a spare (a worker started ahead of the job) ran it; else a worker was started
+    /// for it (or none could be).
+    pub on_spare: bool,
 }
 
 /// Runs `job` in a fresh worker process; `on_event` sees every protocol event as it arrives.
@@ -132,9 +136,31 @@ pub fn run_worker(
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(&WorkerEvent),
 ) -> WorkerRun {
+    run_worker_on(None, job, settings, cancel, on_event)
+}
+
+/// [`run_worker`] on `spare`, a worker started ahead of the job ([`spare`]), when given and
+/// still able to take it; else on a worker started for it. The spare's CPU-time budget and
+/// wall-clock deadline are the job's, counted from the moment it is handed the job.
+pub fn run_worker_on(
+    spare: Option<spare::SpareWorker>,
+    job: &WorkerJob,
+    settings: &SandboxSettings,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(&WorkerEvent),
+) -> WorkerRun {
     let started = Instant::now();
     let mut usage = ResourceUsage::default();
-    let result = run_worker_process(job, settings, cancel, on_event, &mut usage);
+    let mut on_spare = false;
+    let result = run_worker_process(
+        spare,
+        job,
+        settings,
+        cancel,
+        on_event,
+        &mut usage,
+        &mut on_spare,
+    );
     if result.is_err() {
         // A failed, killed or crashed worker may leave a partial file behind.
         let _ = std::fs::remove_file(&job.output_path);
@@ -143,15 +169,18 @@ pub fn run_worker(
         result,
         usage,
         wall: started.elapsed(),
+        on_spare,
     }
 }
 
 fn run_worker_process(
+    spare: Option<spare::SpareWorker>,
     job: &WorkerJob,
     settings: &SandboxSettings,
     cancel: &CancelToken,
     on_event: &mut dyn FnMut(&WorkerEvent),
     usage: &mut ResourceUsage,
+    on_spare: &mut bool,
 ) -> Result<OutputInfo, WorkerFailure> {
     let spawn_failed = |message: String| WorkerFailure {
         kind: FailureKind::SpawnFailed,
@@ -161,9 +190,15 @@ fn run_worker_process(
     };
     let job_json = serde_json::to_vec(job)
         .map_err(|error| spawn_failed(format!("cannot encode the job: {error}")))?;
-    let mut child = worker_command(&settings.executable, ["worker"], settings.limits())
-        .spawn()
-        .map_err(|error| spawn_failed(format!("cannot start the worker: {error}")))?;
+    let mut child = match spare.and_then(|spare| hand_over(spare, settings)) {
+        Some(child) => {
+            *on_spare = true;
+            child
+        }
+        None => worker_command(&settings.executable, ["worker"], settings.limits())
+            .spawn()
+            .map_err(|error| spawn_failed(format!("cannot start the worker: {error}")))?,
+    };
     let process_group = child.id();
     let watchdog = Watchdog::start(process_group, settings.deadline, cancel);
     let stderr_reader = child
@@ -218,6 +253,32 @@ fn run_worker_process(
         cancel.is_cancelled(),
         settings,
     )
+}
+
+/// Gives a spare the job's CPU-time budget counted from now (it was started with the
+/// loosest); None, with the spare killed, when that fails: the job then gets a worker of
+/// its own rather than one whose budget is not its own.
+fn hand_over(
+    mut spare: spare::SpareWorker,
+    settings: &SandboxSettings,
+) -> Option<std::process::Child> {
+    let pid = spare.pid();
+    match os::limit_cpu_from_now(pid, settings.limits().cpu_seconds) {
+        Ok(()) => {
+            tracing::debug!(
+                pid,
+                waited_ms = spare.started.elapsed().as_millis() as u64,
+                "job handed to the spare worker"
+            );
+            Some(spare.child)
+        }
+        Err(error) => {
+            tracing::warn!(pid, %error, "cannot give the spare worker its job's budget; starting the job's own");
+            os::kill_process_group(pid);
+            let _ = spare.child.wait();
+            None
+        }
+    }
 }
 
 /// What a worker said on stdout.

@@ -166,6 +166,7 @@ pub async fn run(
             worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
             tenant_max_jobs: settings.tenant_job_limit(),
             tracing: tracing.clone(),
+            spare_workers: usize::from(settings.spare_workers),
         },
         settings.queue_capacity as usize,
         outputs,

@@ -41,11 +41,13 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     if args.self_test {
         return crate::sandbox::self_test::worker_main();
     }
-    let began = SystemTime::now();
     // Opened before confinement, which refuses /proc.
     let mut peak_rss = PeakRssProbe::open();
     let mut steps = Steps::default();
     let outcome = read_job().and_then(|job| {
+        // The run starts with its job: a spare worker ([`crate::sandbox::spare`]) was
+        // started long before, and waiting is not the job's time.
+        let began = SystemTime::now();
         steps.trace = WorkerTrace::from_traceparent(job.traceparent.as_deref());
         steps.run = steps
             .trace
@@ -83,8 +85,8 @@ pub fn run(args: WorkerArgs) -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// The timed steps of this run, when its job is traced: the run itself (from the process's
-/// first instant) and its steps as children.
+/// The timed steps of this run, when its job is traced: the run itself (from the job's
+/// arrival on stdin) and its steps as children.
 #[derive(Default)]
 struct Steps {
     trace: Option<WorkerTrace>,

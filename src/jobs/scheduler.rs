@@ -19,6 +19,7 @@ use crate::auth::TenantId;
 use crate::error::ErrorClass;
 use crate::metrics::{FormatLabels, Metrics, OutcomeLabels};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
+use crate::sandbox::spare::{SpareSettings, SpareWorkers};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
 use crate::storage::OutputStore;
 use crate::telemetry::traces::{RenderSpan, Tracing};
@@ -79,6 +80,8 @@ pub struct SchedulerSettings {
     pub tenant_max_jobs: Option<usize>,
     /// Where render spans (and the spans workers report) go; off by default.
     pub tracing: Tracing,
+    /// Workers kept started ahead of their job ([`sandbox::spare`]); 0: none.
+    pub spare_workers: usize,
 }
 
 #[derive(Debug)]
@@ -96,6 +99,8 @@ pub struct Scheduler {
     average_job_seconds: Mutex<f64>,
     shutting_down: AtomicBool,
     loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The workers started ahead of the next jobs, when enabled.
+    spares: Option<Arc<SpareWorkers>>,
 }
 
 impl Scheduler {
@@ -119,6 +124,16 @@ impl Scheduler {
             Arc::new(RenderQueue::new(queue_capacity).with_tenant_limit(settings.tenant_max_jobs));
         // Followers of a render wait like queued renders: they count against the capacity.
         let board = board.counting_followers_in(queue.clone());
+        let spares = (settings.spare_workers > 0).then(|| {
+            SpareWorkers::start(
+                SpareSettings {
+                    executable: settings.executable.clone(),
+                    memory_bytes: settings.worker_memory_bytes,
+                    count: settings.spare_workers,
+                },
+                metrics.clone(),
+            )
+        });
         let scheduler = Arc::new(Scheduler {
             board: Arc::new(board),
             queue,
@@ -131,6 +146,7 @@ impl Scheduler {
             average_job_seconds: Mutex::new(INITIAL_JOB_SECONDS),
             shutting_down: AtomicBool::new(false),
             loops: Mutex::new(Vec::new()),
+            spares,
         });
         let loops = (0..scheduler.settings.workers)
             .map(|_| tokio::spawn(scheduler.clone().worker_loop()))
@@ -543,6 +559,10 @@ impl Scheduler {
     /// to finish and are then cancelled (retryable). Returns when every worker is gone.
     pub async fn drain(&self, grace: Duration) {
         let waiting = self.queue.close();
+        // No job will come for a spare.
+        if let Some(spares) = &self.spares {
+            spares.close();
+        }
         self.metrics.queue_depth.set(0);
         for id in waiting {
             if let Some(job) = self.board.update(id, |job| {
@@ -571,6 +591,11 @@ impl Scheduler {
                 token.cancel();
             }
             all.await;
+        }
+        // Every worker has ended: the thread that started the spares (their parent, for
+        // the kernel's parent-death signal) may go.
+        if let Some(spares) = &self.spares {
+            spares.stop();
         }
         // The last states (cancelled, by shutdown) must reach the other instances.
         self.flush_shared().await;
@@ -750,7 +775,19 @@ impl Scheduler {
                 WorkerEvent::Span(_) => {}
                 _ => self.publish_progress(id, event),
             };
-            let run = sandbox::run_worker(&job, &settings, cancel, &mut on_event);
+            // A retry after a crash runs on a worker started for it, as the first run may
+            // have failed for the spare's sake.
+            let spare = match (&self.spares, attempt) {
+                (Some(spares), 1) => spares.take(),
+                _ => None,
+            };
+            let run = sandbox::run_worker_on(spare, &job, &settings, cancel, &mut on_event);
+            if run.on_spare {
+                self.metrics.spare_worker_hits.inc();
+            } else if !matches!(&run.result, Err(failure) if failure.kind == FailureKind::SpawnFailed)
+            {
+                self.metrics.workers_started.inc();
+            }
             render_span.export_worker_spans(&spans);
             let crashed = matches!(
                 &run.result,

@@ -79,33 +79,36 @@ where
 }
 
 /// Kills a worker's process group when its deadline passes or it is cancelled, from a thread
-/// of its own, until [`Watchdog::finish`].
+/// of its own, until [`Watchdog::finish`] (which wakes it at once: a finished job does not
+/// wait for the next tick).
 pub struct Watchdog {
-    finished: Arc<AtomicBool>,
+    finished: std::sync::mpsc::Sender<()>,
     timed_out: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
 
 impl Watchdog {
     pub fn start(process_group: u32, deadline: Duration, cancel: &CancelToken) -> Watchdog {
-        let finished = Arc::new(AtomicBool::new(false));
+        let (finished, finishing) = std::sync::mpsc::channel::<()>();
         let timed_out = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (finished, timed_out, cancel) =
-                (finished.clone(), timed_out.clone(), cancel.clone());
+            let (timed_out, cancel) = (timed_out.clone(), cancel.clone());
             let deadline = Instant::now() + deadline;
-            std::thread::spawn(move || {
-                while !finished.load(Ordering::SeqCst) {
-                    if Instant::now() >= deadline {
-                        timed_out.store(true, Ordering::SeqCst);
-                        os::kill_process_group(process_group);
-                        return;
-                    }
-                    if cancel.is_cancelled() {
-                        os::kill_process_group(process_group);
-                        return;
-                    }
-                    std::thread::sleep(WATCHDOG_TICK);
+            std::thread::spawn(move || loop {
+                let now = Instant::now();
+                if now >= deadline {
+                    timed_out.store(true, Ordering::SeqCst);
+                    os::kill_process_group(process_group);
+                    return;
+                }
+                if cancel.is_cancelled() {
+                    os::kill_process_group(process_group);
+                    return;
+                }
+                match finishing.recv_timeout(WATCHDOG_TICK.min(deadline - now)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    // Finished (the sender sent or was dropped).
+                    _ => return,
                 }
             })
         };
@@ -118,7 +121,7 @@ impl Watchdog {
 
     /// Stops watching; true when the deadline had passed and the group was killed for it.
     pub fn finish(self) -> bool {
-        self.finished.store(true, Ordering::SeqCst);
+        let _ = self.finished.send(());
         let _ = self.thread.join();
         self.timed_out.load(Ordering::SeqCst)
     }

@@ -119,8 +119,7 @@ impl WorkerTrace {
         self.start_at(parent, SystemTime::now())
     }
 
-    /// Starts a span that began at `start` (the worker's first instant, before its job was
-    /// read).
+    /// Starts a span that began at `start` (the run's span: when the worker had its job).
     pub fn start_at(&self, parent: Option<&OpenSpan>, start: SystemTime) -> OpenSpan {
         OpenSpan {
             span_id: random_span_id(),

@@ -43,6 +43,8 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
     // This test binary cannot run `analyze`; the real one can.
     settings.analysis_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
     settings.workers = Some(1);
+    // Tests count the worker processes their jobs start; the spare-worker tests turn it on.
+    settings.spare_workers = 0;
     configure(&mut settings);
     let tls = settings.tls.files().is_some();
     let (shutdown, stop) = oneshot::channel::<()>();

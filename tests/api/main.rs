@@ -16,6 +16,7 @@ mod panic;
 mod pki;
 mod process;
 mod renders;
+mod spare_workers;
 mod templates;
 mod tenancy;
 mod tls;

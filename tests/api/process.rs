@@ -55,6 +55,9 @@ impl ServerProcess {
             .arg(&worker_executable)
             .args(extra_args)
             .env("RUST_LOG", "info")
+            // Tests count the worker processes their jobs start; the spare-worker tests turn
+            // it on (an argument or `env` wins over this).
+            .env("LOTTIE_RENDER_SPARE_WORKERS", "0")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

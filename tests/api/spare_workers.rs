@@ -1,0 +1,228 @@
+//! Spare workers (`--spare-workers`): a render worker started ahead of its job takes the
+//! next job, is replaced when taken or when it dies while waiting, has the job's budgets
+//! counted from the job and not from its start, and nothing of it outlives the server.
+
+use crate::helpers::{
+    own_worker_executable, small_request, spawn_app_with, wait_for_workers, worker_processes,
+    TestApp, WATCH_LIMIT,
+};
+use crate::process::ServerProcess;
+use lottie_render::grpc::proto::{self, JobState};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BALL: &str = "slots-ball-colors-opacity.json";
+/// rlottie's own regression file: renders frame 25 for ever (a job that never finishes).
+const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
+/// How long a replacement spare may take to appear (the supervisor looks every 250 ms, and
+/// the first replacement waits 100 ms).
+const REPLACEMENT_LIMIT: Duration = Duration::from_secs(10);
+
+/// A server with one worker and one spare (unless `configure` says otherwise), whose workers
+/// run as `executable`.
+async fn app_with_spare(
+    executable: &Path,
+    configure: impl FnOnce(&mut lottie_render::config::ServerSettings),
+) -> TestApp {
+    let executable = executable.to_path_buf();
+    spawn_app_with(move |settings| {
+        settings.worker_executable = Some(executable);
+        settings.spare_workers = 1;
+        configure(settings);
+    })
+    .await
+}
+
+/// The one worker process of `executable` alive now (the waiting spare), once there is one.
+async fn the_spare(executable: &Path) -> u32 {
+    wait_for_workers(executable, 1).await;
+    worker_processes(executable)[0].0
+}
+
+/// Waits until the only worker of `executable` is another process than `previous`.
+async fn a_spare_other_than(executable: &Path, previous: u32) -> u32 {
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    loop {
+        let workers = worker_processes(executable);
+        if let [(pid, _)] = workers.as_slice() {
+            if *pid != previous {
+                return *pid;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new spare replaced {previous}: {workers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn is_alive(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie is not alive either.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+async fn render_succeeds(app: &TestApp, template_id: &str, width: u32) {
+    let mut request = small_request(template_id, proto::Format::Mp4);
+    if let Some(output) = request.output.as_mut() {
+        output.width = width;
+    }
+    let job = app.submit(request).await.unwrap();
+    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
+    let last = seen.last().unwrap();
+    assert_eq!(last.state, JobState::Succeeded as i32, "{last:?}");
+}
+
+#[tokio::test]
+async fn a_job_is_served_by_the_worker_that_was_waiting_before_it_was_submitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let spare = the_spare(&executable).await;
+
+    render_succeeds(&app, &template.template_id, 100).await;
+
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_hits_total").await,
+        1.0
+    );
+    // The spare ran the job and exited (one job, one process); the next spare waits.
+    assert!(!is_alive(spare), "the spare {spare} is still running");
+    let next = a_spare_other_than(&executable, spare).await;
+    // No worker was started for the job itself: the first spare and its replacement.
+    assert_eq!(app.metric("lottie_render_workers_started_total").await, 2.0);
+
+    render_succeeds(&app, &template.template_id, 101).await;
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_hits_total").await,
+        2.0
+    );
+    assert!(!is_alive(next));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_spare_killed_while_waiting_is_replaced_and_the_next_job_runs_on_the_replacement() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let spare = the_spare(&executable).await;
+
+    std::process::Command::new("kill")
+        .args(["-KILL", &spare.to_string()])
+        .status()
+        .unwrap();
+    let replacement = a_spare_other_than(&executable, spare).await;
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_deaths_total").await,
+        1.0
+    );
+
+    render_succeeds(&app, &template.template_id, 100).await;
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_hits_total").await,
+        1.0
+    );
+    assert!(!is_alive(replacement));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |settings| settings.max_job_seconds = 1.0).await;
+    let template = app.create_template(BALL).await;
+    let spare = the_spare(&executable).await;
+    // The wait is the point: longer than any job's deadline here (1 s).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(is_alive(spare));
+
+    render_succeeds(&app, &template.template_id, 100).await;
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_hits_total").await,
+        1.0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let spare = the_spare(&executable).await;
+    let cpu_limit = |pid: u32| -> u64 {
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let line = limits
+            .lines()
+            .find(|line| line.starts_with("Max cpu time"))
+            .unwrap()
+            .to_owned();
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    let waiting = cpu_limit(spare);
+
+    let job = app
+        .submit(small_request(&template.template_id, proto::Format::Webm))
+        .await
+        .unwrap();
+    app.wait_for_state(&job.job_id, JobState::Running).await;
+    // A small job's deadline is about 30 s: its CPU budget is tens of seconds per core,
+    // far below the 30 minutes per core a spare starts with.
+    // (Polled: the job is RUNNING a moment before the spare is handed it.)
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    let mut running = cpu_limit(spare);
+    while running >= waiting / 10 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        running = cpu_limit(spare);
+    }
+    assert!(
+        running < waiting / 10,
+        "the job runs under {running} s of CPU; the spare waited under {waiting} s"
+    );
+    app.cancel(&job.job_id).await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn as_many_spares_wait_as_asked_for_and_shutdown_ends_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |settings| settings.spare_workers = 2).await;
+    wait_for_workers(&executable, 2).await;
+    app.stop().await;
+    assert_eq!(worker_processes(&executable), []);
+}
+
+#[tokio::test]
+async fn shutdown_leaves_no_spare_worker_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let spare = the_spare(&executable).await;
+    app.stop().await;
+    assert_eq!(worker_processes(&executable), []);
+    assert!(!is_alive(spare));
+}
+
+#[test]
+fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
+    let server = ServerProcess::start(&["--spare-workers", "1", "--workers", "1"]);
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while server.workers().is_empty() {
+        assert!(Instant::now() < deadline, "no spare worker started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let executable = server.worker_executable.clone();
+    assert!(server.stop(), "the server did not exit cleanly");
+    assert_eq!(worker_processes(&executable), []);
+}
