@@ -338,6 +338,7 @@ def arguments():
     parser.add_argument("--chromium", default="/usr/bin/chromium", help="the Chromium binary")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep the outputs there")
     parser.add_argument("--only", metavar="TEXT", help="only the cases whose id contains TEXT (e.g. mp4-hd)")
+    parser.add_argument("--failures", action="store_true", help="print only the cases that FAIL")
     parser.add_argument("--paths", default=",".join(PATHS),
                         help="Chromium's decode paths to check, comma-separated (gpu, software)")
     args = parser.parse_args()
@@ -383,7 +384,7 @@ def measure_all(chromium, work, paths):
     return answers
 
 
-def report(path, chosen, answer):
+def report(path, chosen, answer, failures_only):
     """Prints one path's table; returns (its summary, how many failed)."""
     print(f"\nChromium, {path} path ({' '.join(PATHS[path])}):")
     print(f"{'format':6} {'size':9} {'colour':28} {'decoded':46} {'max error':>9}  result")
@@ -397,6 +398,8 @@ def report(path, chosen, answer):
         # Rounded up, so that an error shown as 2.0 passes.
         shown = "-" if error is None else f"{math.ceil(error * 10 - 1e-9) / 10:.1f}"
         size = f"{case.width}×{case.height}"
+        if passed and failures_only:
+            continue
         print(f"{case.fmt:6} {size:9} {case.describe():28} {got:46} {shown:>9}  {'PASS' if passed else 'FAIL'}")
     per_format = ", ".join(f"{fmt} {counted[fmt] - failed[fmt]}/{counted[fmt]}" for fmt in FORMATS if counted[fmt])
     total = sum(failed.values())
@@ -412,7 +415,7 @@ def main():
         answers = measure_all(args.chromium, work, args.paths)
 
         version = subprocess.run([args.chromium, "--version"], capture_output=True, text=True).stdout.strip()
-        print(f"{version}; {len(chosen)} outputs rendered in {rendered_in:.1f} s by {args.binary}")
+        print(f"{version}; {len(chosen)} outputs rendered in {rendered_in:.1f} s by {os.path.relpath(args.binary)}")
         print(f"tolerance {TOLERANCE}/255 per channel; solid: every pixel of the middle; "
               f"gradient: {GRADIENT_BANDS} bands of {GRADIENT_BAND_WIDTH} columns, mean per band")
         for fmt in FORMATS:
@@ -421,7 +424,7 @@ def main():
                 print(f"{fmt} tags (ffprobe): {tags(work / 'site' / sample.file)}")
         summaries, failed = [], 0
         for path in args.paths:
-            summary, path_failed = report(path, chosen, answers[path])
+            summary, path_failed = report(path, chosen, answers[path], args.failures)
             summaries.append(summary)
             failed += path_failed
     print("\n" + "; ".join(summaries) + (f" — {failed} FAIL" if failed else " — all PASS"))
