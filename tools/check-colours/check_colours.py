@@ -3,10 +3,10 @@
 
 Renders solid fills and a gradient with the `render` verb of a lottie-render binary, as MP4,
 WebM and GIF at an SD, an HD and an odd size; serves them and page.html on localhost; Chromium
-(Debian's package, headless) draws one frame of each onto a canvas and posts the pixels it read
-back; every channel is compared with the requested colour. One line per case, a summary, and
-exit status 1 when any case is off by more than TOLERANCE (2 when the check itself could not
-run). Python's standard library only.
+(Debian's package, headless), once per decode path (PATHS), draws one frame of each onto a
+canvas and posts the pixels it read back; every channel is compared with the requested colour.
+One line per case, a summary per path, and exit status 1 when any case is off by more than
+TOLERANCE (2 when the check itself could not run). Python's standard library only.
 """
 
 import argparse
