@@ -44,3 +44,23 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// The inner service that was polled ready, leaving a clone in its place: tower's rule that
+/// the service which answered `poll_ready` serves the call, for layers that call it from a
+/// future of their own.
+pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
+}
+
+/// A call refused from its headers: the status as the layer's response, nothing called.
+pub(crate) fn refuse<ResponseBody, Error>(
+    status: tonic::Status,
+) -> BoxFuture<Result<http::Response<ResponseBody>, Error>>
+where
+    ResponseBody: Default + Send + 'static,
+    Error: 'static,
+{
+    let response = status.into_http::<ResponseBody>();
+    Box::pin(async move { Ok(response) })
+}

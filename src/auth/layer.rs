@@ -5,8 +5,7 @@
 
 use super::caller::Caller;
 use super::identity::Identities;
-use std::future::Future;
-use std::pin::Pin;
+use crate::middleware::BoxFuture;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tonic::Status;
@@ -40,8 +39,6 @@ pub struct Identity<S> {
     identities: Arc<Identities>,
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
 impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for Identity<S>
 where
     S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
@@ -71,13 +68,10 @@ where
                 request.extensions_mut().insert::<Caller>(caller);
             }
             Err(refusal) => {
-                let response = Status::from(refusal).into_http::<ResponseBody>();
-                return Box::pin(async move { Ok(response) });
+                return crate::middleware::refuse(Status::from(refusal));
             }
         }
-        // The usual tower dance: the clone that was polled ready serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = crate::middleware::take_ready(&mut self.inner);
         Box::pin(inner.call(request))
     }
 }

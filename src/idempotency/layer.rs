@@ -6,8 +6,7 @@
 //! is validated (`super::claim`).
 
 use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
-use std::future::Future;
-use std::pin::Pin;
+use crate::middleware::BoxFuture;
 use std::task::{Context, Poll};
 use tonic::Status;
 use tower::{Layer, Service};
@@ -32,8 +31,6 @@ impl<S> Layer<S> for IdempotencyKeyLayer {
 pub struct IdempotencyKeyService<S> {
     inner: S,
 }
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for IdempotencyKeyService<S>
 where
@@ -67,14 +64,11 @@ where
                     request.extensions_mut().insert(key);
                 }
                 Err(refusal) => {
-                    let response = Status::from(refusal).into_http::<ResponseBody>();
-                    return Box::pin(async move { Ok(response) });
+                    return crate::middleware::refuse(Status::from(refusal));
                 }
             }
         }
-        // The usual tower dance: the clone that was polled ready serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = crate::middleware::take_ready(&mut self.inner);
         Box::pin(inner.call(request))
     }
 }

@@ -63,9 +63,7 @@ where
 
     fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
         let path = request.uri().path().to_owned();
-        // The usual tower dance: the clone that was polled ready serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request))) {
             Ok(future) => future,
             Err(panic) => {

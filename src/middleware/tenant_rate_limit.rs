@@ -191,13 +191,10 @@ where
                     caller.tenant
                 ),
                 wait,
-            ))
-            .into_http();
-            return Box::pin(async move { Ok(response) });
+            ));
+            return super::refuse(response);
         }
-        // The usual tower dance: the clone that was polled ready serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         Box::pin(inner.call(request))
     }
 }

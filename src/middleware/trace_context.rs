@@ -126,9 +126,7 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
-        // The usual tower dance: the clone that was polled ready serves this call.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         let Some(tracer) = self.tracing.tracer() else {
             return Box::pin(inner.call(request));
         };
