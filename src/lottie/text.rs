@@ -593,34 +593,88 @@ mod tests {
         assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
     }
 
-    #[test]
-    fn hostile_text_documents_are_bounded() {
-        let long = "W".repeat(20_000);
-        let mut json = json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+    /// A template of one text layer showing `text` in the bundled font with the document
+    /// fields `fields` (size, tracking, line height, shift, justification).
+    fn one_text_layer(text: &str, fields: Value) -> Value {
+        let mut document = json!({"f": "x", "t": text, "fc": [0, 0, 0]});
+        if let (Some(document), Some(fields)) = (document.as_object_mut(), fields.as_object()) {
+            document.extend(fields.clone());
+        }
+        json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
             "layers": [{"ty": 5, "nm": "evil", "ks": {}, "ip": 0, "op": 30, "st": 0,
-                "t": {"d": {"k": [{"s": {"s": 1e300, "f": "x", "t": long, "tr": 1e12,
-                    "lh": 1e200, "ls": -1e300, "j": 2, "fc": [0, 0, 0]}, "t": 0}]}}}]});
-        let started = std::time::Instant::now();
-        let report = convert_text_layers(&mut json, &FontBook::default()).unwrap();
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
-        let limit = super::super::fence::MAX_PATH_COORDINATE;
-        let shapes = json["layers"][0]["shapes"].to_string();
-        let values: Vec<f64> = serde_json::from_str::<Value>(&shapes)
-            .unwrap()
-            .pointer("/0/it")
-            .and_then(Value::as_array)
+                "t": {"d": {"k": [{"s": document, "t": 0}]}}}]})
+    }
+
+    /// The vertices of the glyph paths of the converted layer's first group.
+    fn glyph_paths(json: &Value) -> Vec<Vec<[f64; 2]>> {
+        json["layers"][0]["shapes"][0]["it"]
+            .as_array()
             .unwrap()
             .iter()
             .filter(|item| item["ty"] == "sh")
-            .flat_map(|item| item["ks"]["k"]["v"].as_array().unwrap().clone())
-            .flat_map(|point| point.as_array().unwrap().clone())
-            .map(|v| v.as_f64().unwrap())
-            .collect();
+            .map(|item| {
+                item["ks"]["k"]["v"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|point| [point[0].as_f64().unwrap(), point[1].as_f64().unwrap()])
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hostile_text_documents_are_bounded() {
+        let long = "W".repeat(20_000);
+        let limit = super::super::fence::MAX_PATH_COORDINATE;
+        // Absurd size and tracking, centred: the size is cut to MAX_FONT_SIZE, the tracking
+        // to 10 em, the text to MAX_TEXT_CHARS; each W then stands its advance plus 10 em
+        // after the one before, and the line is centred on x = 0.
+        let absurd = json!({"s": 1e300, "tr": 1e12, "lh": 1e200, "j": 2});
+        let mut on_the_baseline = one_text_layer(&long, absurd.clone());
+        let report = convert_text_layers(&mut on_the_baseline, &FontBook::default()).unwrap();
+        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
+        let paths = glyph_paths(&on_the_baseline);
+        let coordinates: Vec<f64> = paths.iter().flatten().flatten().copied().collect();
         assert!(
-            values.iter().all(|v| v.abs() <= limit * 1.01),
+            coordinates.iter().all(|v| v.abs() <= limit * 1.01),
             "coordinates bounded"
         );
+        // Exactly the glyphs whose origin is within the limit are drawn: those within
+        // limit / pitch places of the middle one, by the font's own advance of W.
+        let face = ttf_parser::Face::parse(fonts::BUNDLED_FONT, 0).unwrap();
+        let w = face.glyph_index('W').unwrap();
+        let size = layout::MAX_FONT_SIZE;
+        let advance =
+            f64::from(face.glyph_hor_advance(w).unwrap()) / f64::from(face.units_per_em()) * size;
+        let pitch = advance + 10.0 * size;
+        let expected_glyphs = 2 * (limit / pitch).floor() as usize + 1;
+        let mut lone = one_text_layer("W", json!({"s": size}));
+        convert_text_layers(&mut lone, &FontBook::default()).unwrap();
+        let contours_per_glyph = glyph_paths(&lone).len();
+        assert!(contours_per_glyph > 0);
+        assert_eq!(
+            paths.len(),
+            expected_glyphs * contours_per_glyph,
+            "{expected_glyphs} glyphs of {contours_per_glyph} contours each"
+        );
+
+        // The same with its baseline shifted 1e300 px: every glyph lies beyond the limit,
+        // so none is drawn; the layer is still a shape layer with its fill.
+        let mut shifted = absurd;
+        shifted["ls"] = json!(-1e300);
+        let mut off_the_canvas = one_text_layer(&long, shifted);
+        let report = convert_text_layers(&mut off_the_canvas, &FontBook::default()).unwrap();
+        assert_eq!(report.converted_layers, 1);
+        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
+        assert_eq!(glyph_paths(&off_the_canvas), Vec::<Vec<[f64; 2]>>::new());
+        let layer = &off_the_canvas["layers"][0];
+        assert_eq!(layer["ty"], 4);
+        assert!(layer["shapes"][0]["it"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|item| item["ty"] == "fl"));
     }
 
     #[test]
