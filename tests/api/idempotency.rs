@@ -214,7 +214,7 @@ fn wire_bytes(request: &proto::RenderRequest, fields: [u32; 3], colors: &[&str])
         // A Modifications holding one entry is that entry as the map field writes it.
         let mut one = proto::Modifications::default();
         one.colors
-            .insert((*id).to_owned(), modifications.colors[*id].clone());
+            .insert((*id).to_owned(), modifications.colors[*id]);
         entries.extend(one.encode_to_vec());
     }
     let mut bytes = Vec::new();
@@ -234,7 +234,7 @@ fn wire_bytes(request: &proto::RenderRequest, fields: [u32; 3], colors: &[&str])
             }
             3 => bytes.extend(
                 proto::RenderRequest {
-                    output: request.output.clone(),
+                    output: request.output,
                     ..Default::default()
                 }
                 .encode_to_vec(),
