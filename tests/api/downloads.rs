@@ -12,7 +12,7 @@ const PHOTOGRAPHS: &str = "image-base64-43-images-precomps.json";
 const CHUNK_BYTES: usize = 1024 * 1024;
 
 #[tokio::test]
-async fn an_output_above_a_mebibyte_downloads_in_ordered_full_chunks_with_its_sha256_intact() {
+async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha256_intact() {
     let app = spawn_app().await;
     let template = app.create_template(PHOTOGRAPHS).await;
     let job = app
