@@ -508,3 +508,144 @@ fn a_missing_sample_is_not_zero() {
         None
     );
 }
+
+/// Lowercase hex sha256 of `bytes`, as the service reports digests.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// A stand-in for this crate's binary (as worker or analysis executable) that, while engaged,
+/// stops itself (SIGSTOP) before it runs the real binary: a test holds a render or an analysis
+/// at its very start for as long as it needs, deterministically, where stopping a fast
+/// process from outside would race it. Disengaged, it runs the real binary at once.
+pub struct Hold {
+    pub script: PathBuf,
+    flag: PathBuf,
+}
+
+impl Hold {
+    /// The stand-in script in `dir`, disengaged.
+    pub fn new(dir: &std::path::Path) -> Hold {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join("holding-lottie-render");
+        let flag = dir.join("hold");
+        // Shell builtins only: the sandbox clears the environment (no PATH needed).
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nif [ -e '{}' ]; then kill -STOP $$; fi\nexec '{}' \"$@\"\n",
+                flag.display(),
+                env!("CARGO_BIN_EXE_lottie-render")
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Hold { script, flag }
+    }
+
+    /// Processes started from now on stop at the hold.
+    pub fn engage(&self) {
+        std::fs::write(&self.flag, b"").unwrap();
+    }
+
+    /// Processes started from now on run at once (those held stay held).
+    pub fn disengage(&self) {
+        let _ = std::fs::remove_file(&self.flag);
+    }
+
+    /// Processes stopped at the hold now.
+    pub fn held(&self) -> Vec<u32> {
+        let script = self.script.display().to_string();
+        live_processes(|cmdline| cmdline.contains(&script))
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .filter(|pid| process_state(*pid) == Some('T'))
+            .collect()
+    }
+
+    /// Waits (up to a minute) until `count` processes are held; their ids.
+    pub async fn wait_for_held(&self, count: usize) -> Vec<u32> {
+        for _ in 0..6000 {
+            let held = self.held();
+            if held.len() == count {
+                return held;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("expected {count} held processes, found {:?}", self.held());
+    }
+
+    /// Lets a held process go on (SIGCONT).
+    pub fn release(&self, pid: u32) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status();
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // A failed test must not leave stopped processes behind.
+        self.disengage();
+        for pid in self.held() {
+            self.release(pid);
+        }
+    }
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z` zombie…), `None` if gone.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Checks that `status` is `code` with ErrorInfo `reason` and answers the retry delay it
+/// carries, after checking that its three forms agree: RetryInfo, `grpc-retry-pushback-ms`
+/// (the same milliseconds) and `retry-after` (whole seconds rounded up, at least 1). A
+/// deterministic refusal answers `None` after checking `grpc-retry-pushback-ms: -1` and that
+/// it carries neither RetryInfo nor `retry-after`.
+pub fn refusal_delay(status: &Status, code: tonic::Code, reason: &str) -> Option<Duration> {
+    use tonic_types::StatusExt;
+    assert_eq!(status.code(), code, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(
+        details.error_info().map(|info| info.reason.as_str()),
+        Some(reason),
+        "{status:?}"
+    );
+    let header = |name: &str| {
+        status
+            .metadata()
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    match details.retry_info().and_then(|info| info.retry_delay) {
+        Some(delay) => {
+            assert_eq!(
+                header("grpc-retry-pushback-ms"),
+                Some(delay.as_millis().to_string()),
+                "{status:?}"
+            );
+            let seconds = (delay.as_secs() + u64::from(delay.subsec_nanos() > 0)).max(1);
+            assert_eq!(
+                header("retry-after"),
+                Some(seconds.to_string()),
+                "{status:?}"
+            );
+            Some(delay)
+        }
+        None => {
+            assert_eq!(
+                header("grpc-retry-pushback-ms").as_deref(),
+                Some("-1"),
+                "{status:?}"
+            );
+            assert_eq!(header("retry-after"), None, "{status:?}");
+            None
+        }
+    }
+}
