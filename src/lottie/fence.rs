@@ -691,4 +691,28 @@ mod tests {
         );
         assert!(error.ends_with("4999 → 5000 → 1"));
     }
+
+    #[test]
+    fn more_expressions_than_the_limit_are_refused_and_the_limit_itself_passes() {
+        let template = |count: usize| {
+            let sliders: Vec<Value> = (0..count)
+                .map(|_| json!({"ty": 0, "v": {"a": 0, "k": 0, "x": "time"}}))
+                .collect();
+            serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100,
+                "h": 100, "layers": [{"ty": 3, "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
+                    "ef": [{"ty": 5, "ef": sliders}]}]}))
+            .unwrap()
+        };
+        assert!(crate::lottie::Template::parse(&template(MAX_EXPRESSIONS)).is_ok());
+        let error = crate::lottie::Template::parse(&template(MAX_EXPRESSIONS + 1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            format!(
+                "$: {} properties have an expression, more than the {MAX_EXPRESSIONS} limit",
+                MAX_EXPRESSIONS + 1
+            )
+        );
+    }
 }

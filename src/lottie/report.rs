@@ -3,9 +3,9 @@
 //! whose cost grows faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
+use super::expressions;
 use super::slots::{self, Slots};
 use super::template::Template;
-use super::expressions;
 use super::text::{self, fonts::FontBook, TextError};
 use crate::spec::Fps;
 use serde::{Deserialize, Serialize};

@@ -32,8 +32,10 @@ fn square_layer(index: i64, name: &str, colour: [f64; 3], position: Value) -> Va
 }
 
 fn template(layers: Vec<Value>) -> Vec<u8> {
-    serde_json::to_vec(&json!({"v": "5.7.0", "fr": FPS, "ip": 0, "op": 60, "w": WIDTH, "h": HEIGHT,
-        "ddd": 0, "assets": [], "layers": layers}))
+    serde_json::to_vec(
+        &json!({"v": "5.7.0", "fr": FPS, "ip": 0, "op": 60, "w": WIDTH, "h": HEIGHT,
+        "ddd": 0, "assets": [], "layers": layers}),
+    )
     .unwrap()
 }
 
@@ -66,7 +68,8 @@ fn frames(template: &[u8], indices: &[u32]) -> Vec<Vec<u8>> {
 fn centre(rgba: &[u8], channel: usize) -> Option<(f64, f64)> {
     let (mut sum_x, mut sum_y, mut count) = (0.0, 0.0, 0.0);
     for (index, pixel) in rgba.chunks(4).enumerate() {
-        let dominant = (0..3).all(|c| c == channel || pixel[channel] > pixel[c].saturating_add(100));
+        let dominant =
+            (0..3).all(|c| c == channel || pixel[channel] > pixel[c].saturating_add(100));
         if pixel[3] > 200 && dominant {
             sum_x += (index as u32 % WIDTH) as f64 + 0.5;
             sum_y += (index as u32 / WIDTH) as f64 + 0.5;
@@ -111,7 +114,11 @@ fn loop_out_cycle_repeats_the_keyframes() {
     for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
         let phase = f64::from(index % 10) / 10.0;
         let found = centre(&rgba, 0).expect("the square is drawn");
-        assert_near(found, (20.0 + 60.0 * phase, 50.0), &format!("frame {index}"));
+        assert_near(
+            found,
+            (20.0 + 60.0 * phase, 50.0),
+            &format!("frame {index}"),
+        );
     }
 }
 
@@ -150,7 +157,10 @@ fn an_endless_expression_keeps_its_static_value_and_is_reported() {
         1,
         "stuck",
         [1.0, 0.0, 0.0],
-        expression([40.0, 60.0, 0.0], "var $bm_rt;\nwhile (true) {}\n$bm_rt = [0, 0];"),
+        expression(
+            [40.0, 60.0, 0.0],
+            "var $bm_rt;\nwhile (true) {}\n$bm_rt = [0, 0];",
+        ),
     )]);
     let rendered = frames(&bytes, &[0, 20]);
     for rgba in &rendered {
@@ -197,7 +207,11 @@ fn a_layer_follows_another_layers_position_through_this_comp() {
     for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
         let progress = (f64::from(*index) / 30.0).min(1.0);
         let a = (20.0 + 160.0 * progress, 30.0);
-        assert_near(centre(&rgba, 0).expect("A drawn"), a, &format!("A at {index}"));
+        assert_near(
+            centre(&rgba, 0).expect("A drawn"),
+            a,
+            &format!("A at {index}"),
+        );
         assert_near(
             centre(&rgba, 1).expect("B drawn"),
             (a.0, a.1 + 40.0),
@@ -212,7 +226,9 @@ fn every_expression_of_the_ripple_template_bakes() {
     let template = Template::parse(&bytes).expect("fenced");
     let warnings = InspectReport::new(&template).expect("report").warnings;
     assert!(
-        !warnings.iter().any(|warning| warning.contains("expression")),
+        !warnings
+            .iter()
+            .any(|warning| warning.contains("expression")),
         "{warnings:?}"
     );
 }

@@ -1013,7 +1013,7 @@ var __lottieExpressions = (function () {
             var frame = start + i * step;
             out.push(plain(prop.valueAtTime(frame / frameRate)));
         }
-        prop.cache = new Map();
+        // The values stay cached: later expressions reading this property reuse them.
         return JSON.stringify(out);
     }
 
