@@ -438,6 +438,117 @@ mod tests {
         assert!(report.work_polls < MAX_EXPRESSION_WORK_POLLS / 100);
     }
 
+    /// The baked opacity of a one-layer template (30 fps, frames 0..60) at `frame`.
+    fn baked_opacity(opacity: Value, frame: f64) -> f64 {
+        let mut json = json!({"fr": 30, "ip": 0, "op": 60, "w": 10, "h": 10, "layers": [
+            {"ty": 4, "ind": 1, "nm": "A", "ip": 0, "op": 60, "st": 0, "shapes": [],
+             "ks": {"o": opacity}}]});
+        let report = bake(&mut json, 30);
+        assert_eq!(report.warnings, Vec::<String>::new());
+        let property = &json["layers"][0]["ks"]["o"];
+        let number = |value: &Value| {
+            value
+                .as_f64()
+                .or_else(|| value.get(0).and_then(Value::as_f64))
+                .unwrap()
+        };
+        let Some(keyframes) = property["k"].as_array() else {
+            return number(&property["k"]);
+        };
+        let at = keyframes
+            .iter()
+            .rposition(|k| k["t"].as_f64().unwrap() <= frame)
+            .unwrap();
+        let (key, next) = (&keyframes[at], keyframes.get(at + 1));
+        let start = number(&key["s"]);
+        match next {
+            Some(next) if key.get("h").is_none() => {
+                let (t0, t1) = (key["t"].as_f64().unwrap(), next["t"].as_f64().unwrap());
+                start + (number(&next["s"]) - start) * (frame - t0) / (t1 - t0)
+            }
+            _ => start,
+        }
+    }
+
+    #[test]
+    fn the_expression_vocabulary_gives_the_values_after_effects_defines() {
+        let ramp = |from: f64, to: f64| {
+            json!([{"t": from, "s": [0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+                   {"t": to, "s": [100]}])
+        };
+        let cases: Vec<(&str, Value, f64, f64)> = vec![
+            ("linear(time, 0, 1, 0, 100)", json!(0), 15.0, 50.0),
+            ("clamp(time * 200, 0, 100)", json!(0), 6.0, 40.0),
+            ("clamp(time * 200, 0, 100)", json!(0), 15.0, 100.0),
+            ("ease(time, 0.5, 1, 20, 100)", json!(0), 6.0, 20.0),
+            ("ease(time, 0, 1, 0, 100)", json!(0), 30.0, 100.0),
+            ("length([3, 4]) + normalize([3, 4])[0]", json!(0), 3.0, 5.6),
+            (
+                "thisComp.layer(1).name == 'A' ? index * 7 : 0",
+                json!(0),
+                3.0,
+                7.0,
+            ),
+            ("Math.max(thisLayer.index, 3)", json!(0), 3.0, 3.0),
+            ("valueAtTime(time / 2)", ramp(0.0, 30.0), 20.0, 100.0 / 3.0),
+            ("loopOut('cycle')", ramp(0.0, 10.0), 14.0, 40.0),
+            ("loopOut('pingpong')", ramp(0.0, 10.0), 15.0, 50.0),
+            ("loopOut('pingpong')", ramp(0.0, 10.0), 12.0, 80.0),
+            ("loopOut('offset')", ramp(0.0, 10.0), 15.0, 150.0),
+            ("loopOut('continue')", ramp(0.0, 10.0), 15.0, 150.0),
+            ("loopIn('cycle')", ramp(10.0, 20.0), 5.0, 50.0),
+            (
+                "var $bm_rt;\n$bm_rt = $bm_div($bm_sum(value, 10), 2);",
+                json!(30),
+                3.0,
+                20.0,
+            ),
+            ("random() === random() ? 0 : 1", json!(0), 3.0, 1.0),
+        ];
+        for (source, k, frame, expected) in cases {
+            let animated = k.is_array();
+            let opacity = json!({"a": i32::from(animated), "k": k, "x": source});
+            let value = baked_opacity(opacity, frame);
+            assert!(
+                (value - expected).abs() < 0.01,
+                "{source} at frame {frame}: {value}, expected {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn random_numbers_are_the_same_on_every_bake() {
+        let opacity = json!({"a": 0, "k": 0, "x": "random(0, 100)"});
+        let first: Vec<f64> = (0..30)
+            .map(|f| baked_opacity(opacity.clone(), f64::from(f)))
+            .collect();
+        let second: Vec<f64> = (0..30)
+            .map(|f| baked_opacity(opacity.clone(), f64::from(f)))
+            .collect();
+        assert_eq!(first, second);
+        assert!(first.iter().all(|v| (0.0..=100.0).contains(v)));
+        assert!(first.windows(2).any(|pair| pair[0] != pair[1]), "{first:?}");
+    }
+
+    #[test]
+    fn an_expression_over_the_memory_limit_is_reported_and_the_next_one_still_bakes() {
+        let mut json = json!({"fr": 30, "ip": 0, "op": 30, "w": 10, "h": 10, "layers": [
+            {"ty": 4, "ind": 1, "nm": "hog", "ip": 0, "op": 30, "st": 0, "shapes": [],
+             "ks": {"o": {"a": 0, "k": 100,
+                "x": "var a = []; for (;;) { a.push('x'.repeat(1 << 24) + a.length); } 0"}}},
+            {"ty": 4, "ind": 2, "nm": "fine", "ip": 0, "op": 30, "st": 0, "shapes": [],
+             "ks": {"o": {"a": 0, "k": 100, "x": "time * 10"}}}]});
+        let report = bake(&mut json, 30);
+        assert_eq!(report.baked, 1, "{:?}", report.warnings);
+        assert_eq!(report.warnings.len(), 1);
+        assert!(
+            report.warnings[0].contains("out of memory"),
+            "{:?}",
+            report.warnings
+        );
+        assert_eq!(json["layers"][0]["ks"]["o"]["k"], json!(100));
+    }
+
     #[test]
     fn keyframe_runs_of_equal_values_are_held() {
         let mut property = json!({"a": 0, "k": 0, "x": "1"});
