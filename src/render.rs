@@ -100,9 +100,9 @@ pub struct PreparedRender {
 }
 
 /// Parses and fences `template_bytes` (image assets included: they must be embedded data),
-/// applies `modifications`, turns text layers into glyph shapes in `fonts` and retimes to the
-/// output frame rate. Fails before anything heavy starts when the template or a slot is at
-/// fault.
+/// applies `modifications`, bakes expressions into keyframes, turns text layers into glyph
+/// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts
+/// when the template or a slot is at fault.
 pub fn prepare(
     template_bytes: &[u8],
     modifications: &Modifications,
