@@ -232,3 +232,38 @@ fn every_expression_of_the_ripple_template_bakes() {
         "{warnings:?}"
     );
 }
+
+#[test]
+fn expressions_bake_inside_the_sandboxed_worker_too() {
+    // The same time expression, rendered by a real worker process (seccomp, Landlock, rlimits)
+    // to WebM and decoded by ffmpeg: QuickJS runs under the worker's confinement.
+    let bytes = template(vec![square_layer(
+        1,
+        "mover",
+        [1.0, 0.0, 0.0],
+        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
+    )]);
+    let dir = crate::helpers::tempdir();
+    let path = dir.path().join("moving.json");
+    std::fs::write(&path, bytes).unwrap();
+    let (output, result) = crate::helpers::render_in_worker(
+        &path,
+        Modifications::default(),
+        spec(Format::Webm, FPS, WIDTH, HEIGHT),
+        dir.path(),
+        std::time::Duration::from_secs(300),
+    );
+    result.expect("the worker renders it");
+    let decoded = crate::helpers::decode_rgba(&output, WIDTH, HEIGHT);
+    for index in [6u32, 18] {
+        let seconds = f64::from(index) / f64::from(FPS);
+        let found = centre(&decoded[index as usize], 0).expect("the square is drawn");
+        let expected = (seconds * 100.0, 50.0);
+        let distance = ((found.0 - expected.0).powi(2) + (found.1 - expected.1).powi(2)).sqrt();
+        // VP9 blurs edges a little; the centre stays within a pixel and a half.
+        assert!(
+            distance < 1.5,
+            "frame {index}: {found:?}, expected {expected:?}"
+        );
+    }
+}
