@@ -36,6 +36,9 @@ pub const MAX_PATH_VERTICES: usize = 10_000;
 pub const MAX_PATH_COORDINATE: f64 = 1_000_000.0;
 /// Colour stops of one gradient.
 pub const MAX_GRADIENT_STOPS: i64 = 256;
+/// Properties with an expression. Real templates have a handful to a few hundred (a rigged
+/// character); each is compiled and baked at every output frame in the worker.
+pub const MAX_EXPRESSIONS: usize = 5_000;
 
 /// Checks every limit; answers the warnings for features that will not render as a
 /// designer expects.
@@ -62,8 +65,15 @@ pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateErr
             )?;
         }
     }
-    if count_expressions(json) > 0 {
-        warnings.add("expressions are present; they are not evaluated (each property shows its static value)".to_owned());
+    // Expressions are evaluated in the worker (`super::expressions`), within its work, memory
+    // and baked-value budgets; the ones it cannot evaluate are warned about in the report, by
+    // path. Their number is bounded here so that finding and compiling them stays small too.
+    let expressions = count_expressions(json);
+    if expressions > MAX_EXPRESSIONS {
+        return Err(TemplateError::invalid(
+            "$",
+            format!("{expressions} properties have an expression, more than the {MAX_EXPRESSIONS} limit"),
+        ));
     }
     Ok(warnings.into_vec())
 }
@@ -902,6 +912,30 @@ mod tests {
         assert_eq!(
             refusal(&keyframed(7)).as_deref(),
             Some("$.layers[0].shapes[1].g.k")
+        );
+    }
+
+    #[test]
+    fn more_expressions_than_the_limit_are_refused_and_the_limit_itself_passes() {
+        let template = |count: usize| {
+            let sliders: Vec<Value> = (0..count)
+                .map(|_| json!({"ty": 0, "v": {"a": 0, "k": 0, "x": "time"}}))
+                .collect();
+            serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100,
+                "h": 100, "layers": [{"ty": 3, "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
+                    "ef": [{"ty": 5, "ef": sliders}]}]}))
+            .unwrap()
+        };
+        assert!(crate::lottie::Template::parse(&template(MAX_EXPRESSIONS)).is_ok());
+        let error = crate::lottie::Template::parse(&template(MAX_EXPRESSIONS + 1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            format!(
+                "$: {} properties have an expression, more than the {MAX_EXPRESSIONS} limit",
+                MAX_EXPRESSIONS + 1
+            )
         );
     }
 }

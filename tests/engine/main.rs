@@ -4,6 +4,7 @@
 mod cli;
 mod corpus;
 mod embedded_images;
+mod expressions;
 mod fuzz_findings;
 mod helpers;
 mod malformed;
