@@ -3,6 +3,7 @@
 //! whose cost grows faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
+use super::mattes;
 use super::slots::{self, Slots};
 use super::template::Template;
 use super::text::{self, fonts::FontBook, TextError};
@@ -33,14 +34,17 @@ impl InspectReport {
     }
 
     /// The report, text warnings (font fallbacks, unsupported text features, characters no
-    /// font has) included, for a template whose uploaded fonts are `fonts`. Fails when the
-    /// template's text is over its budget ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
+    /// font has) and matte and mask warnings ([`mattes`]) included, for a template whose
+    /// uploaded fonts are `fonts`. Fails when the template's text is over its budget
+    /// ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
     pub fn with_fonts(template: &Template, fonts: &FontBook) -> Result<InspectReport, TextError> {
         let model = &template.model;
         let mut warnings = template.warnings.clone();
         let mut seen: HashSet<String> = warnings.iter().cloned().collect();
         let mut converted = template.json.clone();
-        for warning in text::convert_text_layers(&mut converted, fonts)?.warnings {
+        let text_warnings = text::convert_text_layers(&mut converted, fonts)?.warnings;
+        let matte_warnings = mattes::lower_mattes_and_masks(&mut converted).warnings;
+        for warning in text_warnings.into_iter().chain(matte_warnings) {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }

@@ -7,6 +7,7 @@ mod embedded_images;
 mod fuzz_findings;
 mod helpers;
 mod malformed;
+mod mattes;
 mod pixels;
 mod sandbox;
 mod text;
