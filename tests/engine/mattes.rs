@@ -133,7 +133,7 @@ fn check(pixels: &[[u8; 4]], expected: impl Fn(f64, f64) -> Expected) -> usize {
     let mut coloured = 0;
     for (index, pixel) in pixels.iter().enumerate() {
         let (circle, square) = distances(index);
-        if circle.abs() < EDGE_MARGIN || square.abs() < EDGE_MARGIN {
+        if on_edge(circle) || on_edge(square) {
             continue;
         }
         match expected(circle, square) {
@@ -159,14 +159,18 @@ fn check(pixels: &[[u8; 4]], expected: impl Fn(f64, f64) -> Expected) -> usize {
     coloured
 }
 
-/// Pixels of the circle ∩ square region away from edges (computed, not rendered).
+/// Pixels of the circle ∩ square region off their edges (computed, not rendered).
 fn intersection_area() -> usize {
     (0..(SIZE * SIZE) as usize)
         .filter(|&index| {
             let (circle, square) = distances(index);
-            circle < -EDGE_MARGIN && square < -EDGE_MARGIN
+            !on_edge(circle) && !on_edge(square) && circle < 0.0 && square < 0.0
         })
         .count()
+}
+
+fn on_edge(distance: f64) -> bool {
+    distance.abs() < EDGE_MARGIN
 }
 
 #[test]
@@ -294,10 +298,11 @@ fn left_half_mask(mode: &str, expansion: f64) -> Value {
     })
 }
 
-/// A red canvas-filling layer with `masks`.
+/// A red canvas-filling layer with `masks` (mask paths are in layer space: the layer is
+/// not moved, so they are in canvas space too).
 fn masked_canvas(masks: Vec<Value>) -> Value {
-    let rect = json!({"ty": "rc", "d": 1, "s": {"a": 0, "k": [100, 100]}, "p": {"a": 0, "k": [0, 0]}, "r": {"a": 0, "k": 0}});
-    let layer = shape_layer(1, rect, RED, [50.0, 50.0]);
+    let rect = json!({"ty": "rc", "d": 1, "s": {"a": 0, "k": [100, 100]}, "p": {"a": 0, "k": [50, 50]}, "r": {"a": 0, "k": 0}});
+    let layer = shape_layer(1, rect, RED, [0.0, 0.0]);
     let layer = with(layer, "hasMask", json!(true));
     animation(vec![with(layer, "masksProperties", json!(masks))], vec![])
 }
