@@ -257,8 +257,8 @@ impl Lowering {
 
     /// Matted shape, solid and image layers become matted precomps of themselves.
     fn wrap_matted_layers(&mut self, layers: &mut [Value]) {
-        for position in 1..layers.len() {
-            let layer = &layers[position];
+        // The top layer has no layer above to be its matte: rlottie and lottie-web skip it.
+        for layer in layers.iter_mut().skip(1) {
             let drawn_plain = matches!(
                 layer.get("ty").and_then(Value::as_i64),
                 Some(layer_type::SOLID | layer_type::IMAGE | layer_type::SHAPE)
@@ -267,7 +267,7 @@ impl Lowering {
             if !has_track_matte(layer) || !drawn_plain || hidden {
                 continue;
             }
-            let Value::Object(mut inner) = std::mem::take(&mut layers[position]) else {
+            let Value::Object(mut inner) = std::mem::take(layer) else {
                 continue;
             };
             let id = self.wrapper_asset_id();
@@ -289,7 +289,7 @@ impl Lowering {
             inner.insert("ks".to_owned(), identity_transform());
             self.new_assets
                 .push(json!({ "id": id, "layers": [Value::Object(inner)] }));
-            layers[position] = Value::Object(wrapper);
+            *layer = Value::Object(wrapper);
             self.lowered_layers += 1;
         }
     }

@@ -127,6 +127,11 @@ enum Expected {
     Either,
 }
 
+/// Opaque (but for antialiasing near an edge) and of `color` (but for rounding).
+fn close_to(pixel: &[u8; 4], color: [u8; 3]) -> bool {
+    pixel[3] >= 250 && (0..3).all(|c| pixel[c].abs_diff(color[c]) <= 8)
+}
+
 /// Checks every pixel against `expected(circle distance, square distance)`; answers how many
 /// pixels were coloured as expected (so a test can also require that something was drawn).
 fn check(pixels: &[[u8; 4]], expected: impl Fn(f64, f64) -> Expected) -> usize {
@@ -354,4 +359,49 @@ fn mask_expansion_is_reported_as_not_drawn() {
     );
     let plain = report(&masked_canvas(vec![left_half_mask("a", 0.0)]));
     assert!(!plain.iter().any(|w| w.contains("mask")), "{plain:?}");
+}
+
+#[test]
+fn a_text_layer_is_a_matte_source_like_a_shape_layer() {
+    // The template's own glyph for "I" is a 20×70 box (in units of a 100-point font) standing
+    // on the baseline: at size 100 with its origin at (40, 80) it covers x 40..60, y 10..80.
+    // The text lowering keeps `td` on the glyph layer, so the canvas-wide red square below
+    // shows through the letter only.
+    let text = json!({
+        "ddd": 0, "ind": 1, "ty": 5, "nm": "letters", "sr": 1, "td": 1,
+        "ks": transform([40.0, 80.0]), "ip": 0, "op": 30, "st": 0,
+        "t": {"d": {"k": [{"s": {"s": 100, "f": "Box-Regular", "t": "I", "j": 0, "fc": [0, 0, 0]}, "t": 0}]},
+              "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": []}
+    });
+    let canvas = json!({"ty": "rc", "d": 1, "s": {"a": 0, "k": [100, 100]}, "p": {"a": 0, "k": [50, 50]}, "r": {"a": 0, "k": 0}});
+    let matted = with(shape_layer(2, canvas, RED, [0.0, 0.0]), "tt", json!(1));
+    let mut template = animation(vec![text, matted], vec![]);
+    template["fonts"] = json!({"list": [{"fName": "Box-Regular", "fFamily": "Box", "fStyle": "Regular", "ascent": 70}]});
+    template["chars"] = json!([{"ch": "I", "size": 100, "style": "Regular", "w": 30, "fFamily": "Box",
+        "data": {"shapes": [{"ty": "gr", "it": [{"ty": "sh", "ks": {"a": 0, "k": {"c": true,
+            "v": [[0, 0], [20, 0], [20, -70], [0, -70]],
+            "i": [[0, 0], [0, 0], [0, 0], [0, 0]], "o": [[0, 0], [0, 0], [0, 0], [0, 0]]}}}]}]}}]);
+    let mut red = 0;
+    for (index, pixel) in frame(&template).iter().enumerate() {
+        let (x, y) = (
+            (index % SIZE as usize) as f64 + 0.5,
+            (index / SIZE as usize) as f64 + 0.5,
+        );
+        if [x - 40.0, x - 60.0, y - 10.0, y - 80.0]
+            .iter()
+            .any(|distance| on_edge(*distance))
+        {
+            continue;
+        }
+        if (40.0..60.0).contains(&x) && (10.0..80.0).contains(&y) {
+            assert!(close_to(pixel, RED), "letter pixel ({x}, {y}) is {pixel:?}");
+            red += 1;
+        } else {
+            assert!(
+                pixel[3] <= 5,
+                "pixel ({x}, {y}) outside the letter is {pixel:?}"
+            );
+        }
+    }
+    assert!(red > 1000, "only {red} pixels of the letter");
 }
