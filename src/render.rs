@@ -11,7 +11,7 @@ use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
-use crate::lottie::{expressions, slots, timeline, Template, TemplateError};
+use crate::lottie::{expressions, mattes, slots, timeline, Template, TemplateError};
 use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
 use serde::{Deserialize, Serialize};
@@ -127,6 +127,8 @@ pub fn prepare(
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
     text::convert_text_layers(&mut json, fonts)?;
+    // After text: lowered text layers can be matted or matte sources like any shape layer.
+    mattes::lower_mattes_and_masks(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

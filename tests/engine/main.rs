@@ -8,6 +8,7 @@ mod expressions;
 mod fuzz_findings;
 mod helpers;
 mod malformed;
+mod mattes;
 mod pixels;
 mod sandbox;
 mod text;
