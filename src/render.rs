@@ -123,7 +123,7 @@ pub fn prepare(
     modifications::apply(&mut json, &slots, modifications)?;
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
-    text::convert_text_layers(&mut json, fonts)?;
+    text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),
