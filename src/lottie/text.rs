@@ -612,21 +612,15 @@ fn convert_layer(
     if let Some(layer_animators) = &layer_animators {
         for feature in &layer_animators.unsupported {
             warnings.insert(format!(
-                "text layer '{name}': text animators' {feature} are not supported; the text renders without them"
+                "text layer '{name}': text animators' {feature} are not supported; the text renders without that part"
             ));
         }
     }
-    // The layer's frames, on the output's frame grid of its composition.
+    // The layer's frames in its composition, on the output's frame grid.
     let sampling = layer_animators.as_ref().map(|_| {
         let field = |key: &str| number(layer.get(key));
         let from = field("ip").unwrap_or(0.0);
-        animators::Sampling::new(
-            from,
-            field("op").unwrap_or(from),
-            step,
-            field("st").unwrap_or(0.0),
-            field("sr").unwrap_or(1.0),
-        )
+        animators::Sampling::new(from, field("op").unwrap_or(from), step)
     });
     if text_data
         .get("p")

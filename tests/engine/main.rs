@@ -10,3 +10,4 @@ mod malformed;
 mod pixels;
 mod sandbox;
 mod text;
+mod text_animators;

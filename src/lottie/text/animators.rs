@@ -769,28 +769,27 @@ pub enum OverBudget {
     Keyframes,
 }
 
-/// When to sample: the layer's frame times (its own time, where its keyframes live).
+/// When to sample: frame times of the layer's composition. Keyframe times are the
+/// composition's, not shifted by the layer's start (lottie-web subtracts `st` from both the
+/// frame and the keyframe times; rlottie reads them so too).
 #[derive(Debug, Clone)]
 pub struct Sampling {
     pub times: Vec<f64>,
+    /// More frame times than the whole sample budget: nothing is sampled.
+    pub over_budget: bool,
 }
 
 impl Sampling {
-    /// The times of a layer shown over `[from, to]` of its composition (which runs on a grid
-    /// of `step` frames: one output frame), starting at `start` (`st`) with stretch
-    /// `stretch` (`sr`); one time when nothing is animated.
-    pub fn new(from: f64, to: f64, step: f64, start: f64, stretch: f64) -> Sampling {
-        let stretch = if stretch.is_finite() && stretch != 0.0 {
-            stretch
-        } else {
-            1.0
-        };
+    /// The times of a layer shown over `[from, to]` of its composition, on a grid of `step`
+    /// frames (one output frame).
+    pub fn new(from: f64, to: f64, step: f64) -> Sampling {
         let step = if step.is_finite() && step > 0.0 {
             step
         } else {
             1.0
         };
         let mut times = Vec::new();
+        let mut over_budget = false;
         if from.is_finite() && to.is_finite() && to >= from {
             let first = (from / step).ceil();
             let last = (to / step).floor();
@@ -798,15 +797,16 @@ impl Sampling {
             let count = (last - first + 1.0).max(0.0);
             if count <= MAX_ANIMATOR_SAMPLES as f64 {
                 for k in 0..count as usize {
-                    let frame = (first + k as f64) * step;
-                    times.push((frame - start) / stretch);
+                    times.push((first + k as f64) * step);
                 }
+            } else {
+                over_budget = true;
             }
         }
         if times.is_empty() {
-            times.push((from - start) / stretch);
+            times.push(from);
         }
-        Sampling { times }
+        Sampling { times, over_budget }
     }
 
     /// Only the times in `[from, to)` (a text keyframe's span), with `from` itself.
@@ -831,7 +831,10 @@ impl Sampling {
                 self.times.first().copied().unwrap_or(0.0)
             });
         }
-        Sampling { times }
+        Sampling {
+            times,
+            over_budget: self.over_budget,
+        }
     }
 }
 
@@ -1033,9 +1036,9 @@ pub fn lower(
         sampling.times.iter().take(1).copied().collect()
     };
     let glyph_count = layout.glyphs.len();
-    let drawn_count = drawn.iter().filter(|drawn| **drawn).count();
-    let samples = drawn_count.saturating_mul(times.len());
-    if samples > budget.samples {
+    // Every glyph counts (spaces too: tracking is computed for them).
+    let samples = glyph_count.saturating_mul(times.len());
+    if samples > budget.samples || (sampling.over_budget && animators.is_animated()) {
         return Err(OverBudget::Samples);
     }
     let letters: Vec<char> = layout.text.chars().collect();

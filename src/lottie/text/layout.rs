@@ -634,7 +634,14 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             .map_or(cursor, |found| cursor + found);
         cursor = (line_start + line.len()).min(text.len());
         let shaped = face.shape(line);
-        let line_width = width(&shaped, scale, tracking_px);
+        // Tracking follows every cluster but the line's last when aligning it, as lottie-web
+        // measures a line (`lineWidth` starts at minus one tracking step).
+        let line_width = width(&shaped, scale, tracking_px)
+            - if shaped.glyphs.is_empty() {
+                0.0
+            } else {
+                tracking_px
+            };
         let baseline = first_baseline + line_height * index as f64;
         let (anchor, span) = match document.text_box {
             Some(([left, _], [box_width, _])) => (left, box_width),
