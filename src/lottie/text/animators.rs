@@ -1210,13 +1210,13 @@ pub fn lower(
                     state.stroke_width += width * m;
                 }
                 if let Some(color) = properties.stroke_color {
-                    for k in 0..3 {
-                        state.stroke[k] += (color[k] - state.stroke[k]) * m;
+                    for (channel, target) in state.stroke.iter_mut().zip(color) {
+                        *channel += (target - *channel) * m;
                     }
                 }
                 if let Some(color) = properties.fill_color {
-                    for k in 0..3 {
-                        state.fill[k] += (color[k] - state.fill[k]) * m;
+                    for (channel, target) in state.fill.iter_mut().zip(color) {
+                        *channel += (target - *channel) * m;
                     }
                 }
                 if let Some(hue) = properties.hue {
