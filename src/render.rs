@@ -126,7 +126,7 @@ pub fn prepare(
     expressions::bake(&mut json, spec.fps.get());
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
-    text::convert_text_layers(&mut json, fonts)?;
+    text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;
     // After text: lowered text layers can be matted or matte sources like any shape layer.
     mattes::lower_mattes_and_masks(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());

@@ -12,3 +12,4 @@ mod mattes;
 mod pixels;
 mod sandbox;
 mod text;
+mod text_animators;

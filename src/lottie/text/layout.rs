@@ -96,6 +96,13 @@ pub struct PlacedGlyph {
     /// Which font of the source (0: the chosen one; 1…: fallbacks for characters it lacks).
     pub font: u8,
     pub origin: [f64; 2],
+    /// The character (index into [`Layout::text`]'s characters) its cluster starts at: text
+    /// animators select characters, and a glyph moves with its character.
+    pub letter: usize,
+    /// Its line (index into [`Layout::lines`]).
+    pub line: usize,
+    /// Its advance, pixels (tracking not included).
+    pub advance: f64,
 }
 
 /// A line placed: its horizontal extent and baseline.
@@ -119,6 +126,8 @@ pub struct Layout {
     /// Box text that still does not fit at half its size (the lines below the box are left
     /// out).
     pub overflows: bool,
+    /// The text laid out (capitals applied, `\r\n` as `\r`, cut at [`MAX_TEXT_CHARS`]).
+    pub text: String,
 }
 
 /// One shaped run: glyphs with advances and offsets in font units.
@@ -132,8 +141,9 @@ pub struct Shaped {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShapedGlyph {
     pub glyph: u16,
-    /// The character cluster it draws (glyphs of one cluster: a letter and its marks, or a
-    /// ligature's parts, move together under tracking).
+    /// The character cluster it draws, as the byte offset in the shaped text of its first
+    /// character (glyphs of one cluster: a letter and its marks, or a ligature's parts, move
+    /// together under tracking).
     pub cluster: u32,
     pub font: u8,
     pub advance: f64,
@@ -189,17 +199,18 @@ impl<'a> FontSource<'a> {
 
     /// Shapes one run of one direction, split into sub-runs by font.
     fn shape_by_font(&self, text: &str, direction: Option<rustybuzz::Direction>) -> Shaped {
-        let mut pieces: Vec<(usize, String)> = Vec::new();
-        for character in text.chars() {
+        // (font, byte offset of the piece in `text`, piece)
+        let mut pieces: Vec<(usize, usize, String)> = Vec::new();
+        for (offset, character) in text.char_indices() {
             // Spaces and marks stay with the run they are in.
             let font = if character.is_whitespace() || is_mark(character) {
-                pieces.last().map_or(0, |(font, _)| *font)
+                pieces.last().map_or(0, |(font, _, _)| *font)
             } else {
                 self.font_for(character)
             };
             match pieces.last_mut() {
-                Some((last, piece)) if *last == font => piece.push(character),
-                _ => pieces.push((font, character.to_string())),
+                Some((last, _, piece)) if *last == font => piece.push(character),
+                _ => pieces.push((font, offset, character.to_string())),
             }
         }
         if direction == Some(rustybuzz::Direction::RightToLeft) {
@@ -210,9 +221,10 @@ impl<'a> FontSource<'a> {
             glyphs: Vec::new(),
             advance: 0.0,
         };
-        // Clusters are byte offsets within a piece; an offset per piece keeps them apart.
-        let mut piece_offset = 0u32;
-        for (font, piece) in pieces {
+        // Clusters are byte offsets within a piece; the piece's offset makes them offsets in
+        // `text`.
+        for (font, piece_start, piece) in pieces {
+            let piece_offset = u32::try_from(piece_start).unwrap_or(u32::MAX);
             let (face, outlines) = &self.faces[font];
             // Advances in the first font's units, whatever em the fallback uses.
             let factor = primary_units / f64::from(outlines.units_per_em());
@@ -229,8 +241,6 @@ impl<'a> FontSource<'a> {
                 shaped.advance += glyph.advance;
                 shaped.glyphs.push(glyph);
             }
-            piece_offset =
-                piece_offset.saturating_add(u32::try_from(piece.len()).unwrap_or(u32::MAX));
         }
         shaped
     }
@@ -268,8 +278,15 @@ impl GlyphSource for FontSource<'_> {
                 } else {
                     rustybuzz::Direction::LeftToRight
                 };
+                let run_start = u32::try_from(run.start).unwrap_or(u32::MAX);
                 let part = self.shape_by_font(&text[run], Some(direction));
-                shaped.glyphs.extend(part.glyphs);
+                // Clusters as byte offsets in `text`, not in the run.
+                shaped
+                    .glyphs
+                    .extend(part.glyphs.into_iter().map(|glyph| ShapedGlyph {
+                        cluster: glyph.cluster.saturating_add(run_start),
+                        ..glyph
+                    }));
                 shaped.advance += part.advance;
             }
         }
@@ -578,7 +595,21 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
         scale,
         missing: Vec::new(),
         overflows,
+        text: String::new(),
     };
+    // Character index of each byte offset of `text` (a glyph's cluster is a byte offset).
+    let mut letter_at = vec![0usize; text.len() + 1];
+    for (index, (offset, character)) in text.char_indices().enumerate() {
+        for slot in letter_at.iter_mut().skip(offset).take(character.len_utf8()) {
+            *slot = index;
+        }
+    }
+    if let Some(last) = letter_at.last_mut() {
+        *last = text.chars().count();
+    }
+    // Lines are pieces of `text` in order (wrapping trims spaces between them): each is
+    // found from where the previous one ended.
+    let mut cursor = 0;
     // Box text that does not fit even at half its size loses the lines below the box, as
     // After Effects hides them: nothing ever spills out of a title card.
     let lines: Vec<String> = match document.text_box {
@@ -597,8 +628,20 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     let count = lines.len();
     let mut missing = std::collections::HashSet::new();
     for (index, line) in lines.iter().enumerate() {
+        let line_start = text
+            .get(cursor..)
+            .and_then(|rest| rest.find(line.as_str()))
+            .map_or(cursor, |found| cursor + found);
+        cursor = (line_start + line.len()).min(text.len());
         let shaped = face.shape(line);
-        let line_width = width(&shaped, scale, tracking_px);
+        // Tracking follows every cluster but the line's last when aligning it, as lottie-web
+        // measures a line (`lineWidth` starts at minus one tracking step).
+        let line_width = width(&shaped, scale, tracking_px)
+            - if shaped.glyphs.is_empty() {
+                0.0
+            } else {
+                tracking_px
+            };
         let baseline = first_baseline + line_height * index as f64;
         let (anchor, span) = match document.text_box {
             Some(([left, _], [box_width, _])) => (left, box_width),
@@ -611,6 +654,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
         };
         let mut pen = left;
         for (glyph_index, shaped_glyph) in shaped.glyphs.iter().enumerate() {
+            let byte = line_start.saturating_add(shaped_glyph.cluster as usize);
             layout.glyphs.push(PlacedGlyph {
                 glyph: shaped_glyph.glyph,
                 font: shaped_glyph.font,
@@ -618,6 +662,13 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
                     pen + shaped_glyph.x_offset * scale,
                     baseline - shaped_glyph.y_offset * scale,
                 ],
+                letter: letter_at
+                    .get(byte)
+                    .or(letter_at.last())
+                    .copied()
+                    .unwrap_or(0),
+                line: index,
+                advance: shaped_glyph.advance * scale,
             });
             pen += shaped_glyph.advance * scale;
             if ends_cluster(&shaped, glyph_index) {
@@ -635,6 +686,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             baseline,
         });
     }
+    layout.text = text;
     layout
 }
 
