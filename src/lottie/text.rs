@@ -874,15 +874,21 @@ mod tests {
             coordinates.iter().all(|v| v.abs() <= limit * 1.01),
             "coordinates bounded"
         );
-        // Exactly the glyphs whose origin is within the limit are drawn: those within
-        // limit / pitch places of the middle one, by the font's own advance of W.
+        // Exactly the glyphs whose origin is within the limit are drawn. By the font's own
+        // advance of W: glyph i of n stands at i pitches from the left end of a centred line
+        // n advances plus n − 1 trackings wide (no tracking after the last glyph, as
+        // lottie-web measures a line).
         let face = ttf_parser::Face::parse(fonts::BUNDLED_FONT, 0).unwrap();
         let w = face.glyph_index('W').unwrap();
         let size = layout::MAX_FONT_SIZE;
         let advance =
             f64::from(face.glyph_hor_advance(w).unwrap()) / f64::from(face.units_per_em()) * size;
         let pitch = advance + 10.0 * size;
-        let expected_glyphs = 2 * (limit / pitch).floor() as usize + 1;
+        let count = layout::MAX_TEXT_CHARS;
+        let width = count as f64 * advance + (count - 1) as f64 * 10.0 * size;
+        let expected_glyphs = (0..count)
+            .filter(|&i| (i as f64 * pitch - width / 2.0).abs() <= limit)
+            .count();
         let mut lone = one_text_layer("W", json!({"s": size}));
         convert_text_layers(&mut lone, &FontBook::default()).unwrap();
         let contours_per_glyph = glyph_paths(&lone).len();
