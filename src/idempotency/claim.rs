@@ -88,15 +88,7 @@ where
     loop {
         let claimed = match store.claim(key, &claimant, lease).await {
             Ok(claimed) => claimed,
-            Err(error) => {
-                // A claim that timed out may still have been recorded: this claimant's
-                // token frees it if so (and nothing else), so the caller's retry does not
-                // meet its own claim until the lease runs out.
-                if let Err(error) = store.release(key, &claimant).await {
-                    tracing::warn!(%error, "cannot release a claim that may have been recorded; its lease will");
-                }
-                return Err(store_unavailable(error));
-            }
+            Err(error) => return Err(unclaimed(store, key, &claimant, error).await),
         };
         let record = match claimed {
             Claim::Claimed => return Ok(KeyOutcome::Owned(claimant)),
@@ -129,18 +121,29 @@ where
             KeyRecord::Bound { id, .. } => match answering(*id).await? {
                 Some(answer) => return Ok(KeyOutcome::Replay(answer)),
                 // Released: the first caller to swap the record creates anew.
-                None => {
-                    if store
-                        .replace(key, &record, &claimant, lease)
-                        .await
-                        .map_err(store_unavailable)?
-                    {
-                        return Ok(KeyOutcome::Owned(claimant));
-                    }
-                }
+                None => match store.replace(key, &record, &claimant, lease).await {
+                    Ok(true) => return Ok(KeyOutcome::Owned(claimant)),
+                    Ok(false) => {}
+                    Err(error) => return Err(unclaimed(store, key, &claimant, error).await),
+                },
             },
         }
     }
+}
+
+/// The answer to a claim (or replace) that failed: it may have been recorded all the same
+/// (a reply that timed out), so `claimant`'s token frees it if so, and nothing else, lest
+/// the caller's retry meet its own claim until the lease runs out.
+async fn unclaimed(
+    store: &dyn IdempotencyStore,
+    key: &str,
+    claimant: &Claimant,
+    error: StoreError,
+) -> ServiceError {
+    if let Err(error) = store.release(key, claimant).await {
+        tracing::warn!(%error, "cannot release a claim that may have been recorded; its lease will");
+    }
+    store_unavailable(error)
 }
 
 /// After the call created `id` (or failed to): binds the key to it, or frees the key, as
