@@ -393,15 +393,18 @@ impl RenderApi {
             },
         )
         .await?;
-        if let KeyOutcome::Replay(job) = outcome {
-            self.scheduler.metrics().idempotent_replays.inc();
-            tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
-            let mut response = Response::new(job_to_proto(&job));
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-            return Ok(response);
-        }
+        let claimant = match outcome {
+            KeyOutcome::Owned(claimant) => claimant,
+            KeyOutcome::Replay(job) => {
+                self.scheduler.metrics().idempotent_replays.inc();
+                tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
+                let mut response = Response::new(job_to_proto(&job));
+                response
+                    .metadata_mut()
+                    .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+                return Ok(response);
+            }
+        };
         // After the key: a retry of a request that crashed the renderer replays its failed
         // job; only a new request with a quarantined fingerprint is refused.
         let quarantined = match self.scheduler.is_quarantined(&job.fingerprint).await {
@@ -410,7 +413,7 @@ impl RenderApi {
                 settle_key(
                     self.keys.store.as_ref(),
                     &key,
-                    &fingerprint,
+                    &claimant,
                     None,
                     self.keys.retention,
                 )
@@ -422,7 +425,7 @@ impl RenderApi {
             settle_key(
                 self.keys.store.as_ref(),
                 &key,
-                &fingerprint,
+                &claimant,
                 None,
                 self.keys.retention,
             )
@@ -471,7 +474,7 @@ impl RenderApi {
         settle_key(
             self.keys.store.as_ref(),
             &key,
-            &fingerprint,
+            &claimant,
             submitted.as_ref().ok().map(|job| job.id),
             self.keys.retention,
         )

@@ -15,7 +15,7 @@ use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{
     claim_key, scoped_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER,
 };
-use crate::idempotency::store::IdempotencyStore;
+use crate::idempotency::store::{Claimant, IdempotencyStore};
 use crate::idempotency::IdempotencyKey;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
@@ -166,7 +166,7 @@ fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceErr
 struct ReleaseKeyOnDrop {
     store: Arc<dyn IdempotencyStore>,
     key: String,
-    fingerprint: String,
+    claimant: Option<Claimant>,
     armed: bool,
 }
 
@@ -178,13 +178,12 @@ impl Drop for ReleaseKeyOnDrop {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (store, key, fingerprint) = (
-            self.store.clone(),
-            std::mem::take(&mut self.key),
-            std::mem::take(&mut self.fingerprint),
-        );
+        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
+        let Some(claimant) = self.claimant.take() else {
+            return;
+        };
         runtime.spawn(async move {
-            if let Err(error) = store.release(&key, &fingerprint).await {
+            if let Err(error) = store.release(&key, &claimant).await {
                 tracing::warn!(%error, "cannot release an idempotency key; its lease will");
             }
         });
@@ -460,20 +459,23 @@ impl TemplateService for TemplateApi {
             },
         )
         .await?;
-        if let KeyOutcome::Replay(record) = outcome {
-            tracing::info!(template_id = %record.id, "idempotent replay of CreateTemplate");
-            let mut response = Response::new(to_proto(&record));
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-            return Ok(response);
-        }
+        let claimant = match outcome {
+            KeyOutcome::Owned(claimant) => claimant,
+            KeyOutcome::Replay(record) => {
+                tracing::info!(template_id = %record.id, "idempotent replay of CreateTemplate");
+                let mut response = Response::new(to_proto(&record));
+                response
+                    .metadata_mut()
+                    .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+                return Ok(response);
+            }
+        };
         // Dropped with this future when the caller hangs up mid-analysis: the key is freed
         // at once, so the caller's retry runs instead of meeting the claim until its lease.
         let mut release_if_dropped = ReleaseKeyOnDrop {
             store: self.keys.store.clone(),
             key: key.clone(),
-            fingerprint: fingerprint.clone(),
+            claimant: Some(claimant.clone()),
             armed: true,
         };
         let created = self.create(tenant, request).await;
@@ -481,7 +483,7 @@ impl TemplateService for TemplateApi {
         settle_key(
             self.keys.store.as_ref(),
             &key,
-            &fingerprint,
+            &claimant,
             created.as_ref().ok().map(|record| record.id),
             self.keys.retention,
         )

@@ -8,7 +8,7 @@
 //! UNAVAILABLE: nothing is created without the check.
 
 use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
-use super::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
+use super::store::{Claim, Claimant, IdempotencyStore, KeyRecord, StoreError};
 use crate::auth::TenantId;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use std::future::Future;
@@ -53,8 +53,9 @@ pub fn scoped_key(tenant: &TenantId, method: &str, key: &IdempotencyKey) -> Stri
 
 /// What a key says about a call.
 pub enum KeyOutcome<T> {
-    /// The caller holds the key: create the resource, then bind the key to it.
-    Owned,
+    /// The caller holds the key as this claimant: create the resource, then bind the key
+    /// to it (or release it) as the same claimant.
+    Owned(Claimant),
     /// An earlier call with this key and payload created this; answer it again.
     Replay(T),
 }
@@ -83,13 +84,14 @@ where
     Fut: Future<Output = Result<Option<T>, ServiceError>>,
 {
     let give_up = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+    let claimant = Claimant::new(fingerprint);
     loop {
-        let record = match store
-            .claim(key, fingerprint, lease)
-            .await
-            .map_err(store_unavailable)?
-        {
-            Claim::Claimed => return Ok(KeyOutcome::Owned),
+        let claimed = match store.claim(key, &claimant, lease).await {
+            Ok(claimed) => claimed,
+            Err(error) => return Err(unclaimed(store, key, &claimant, error).await),
+        };
+        let record = match claimed {
+            Claim::Claimed => return Ok(KeyOutcome::Owned(claimant)),
             Claim::Existing(record) => record,
         };
         if record.fingerprint() != fingerprint {
@@ -119,40 +121,62 @@ where
             KeyRecord::Bound { id, .. } => match answering(*id).await? {
                 Some(answer) => return Ok(KeyOutcome::Replay(answer)),
                 // Released: the first caller to swap the record creates anew.
-                None => {
-                    if store
-                        .replace(key, &record, fingerprint, lease)
-                        .await
-                        .map_err(store_unavailable)?
-                    {
-                        return Ok(KeyOutcome::Owned);
-                    }
-                }
+                None => match store.replace(key, &record, &claimant, lease).await {
+                    Ok(true) => return Ok(KeyOutcome::Owned(claimant)),
+                    Ok(false) => {}
+                    Err(error) => return Err(unclaimed(store, key, &claimant, error).await),
+                },
             },
         }
     }
 }
 
-/// After the call created `id` (or failed to): binds the key to it, or frees the key.
+/// The answer to a claim (or replace) that failed: it may have been recorded all the same
+/// (a reply that timed out), so `claimant`'s token frees it if so, and nothing else, lest
+/// the caller's retry meet its own claim until the lease runs out.
+async fn unclaimed(
+    store: &dyn IdempotencyStore,
+    key: &str,
+    claimant: &Claimant,
+    error: StoreError,
+) -> ServiceError {
+    if let Err(error) = store.release(key, claimant).await {
+        tracing::warn!(%error, "cannot release a claim that may have been recorded; its lease will");
+    }
+    store_unavailable(error)
+}
+
+/// After the call created `id` (or failed to): binds the key to it, or frees the key, as
+/// the claimant that claimed it.
+///
+/// A call that outlived its lease may find the key claimed since by another call with the
+/// same request (its caller's retry, most likely). Then neither is rebound: the key stays
+/// with the later claimant, which answers every retry from then on, and this call's own
+/// resource (created, and answered to this call's caller, who asked for it and may be
+/// waiting on it) is not tied to the key. What a caller sees: the call that lost its lease
+/// still answers what it created; the key answers one resource for its whole retention, the
+/// later claimant's; nothing the later claimant holds is overwritten or freed.
 pub async fn settle_key(
     store: &dyn IdempotencyStore,
     key: &str,
-    fingerprint: &str,
+    claimant: &Claimant,
     created: Option<Uuid>,
     retention: Duration,
 ) {
     match created {
-        Some(id) => match store.bind(key, fingerprint, id, retention).await {
+        Some(id) => match store.bind(key, claimant, id, retention).await {
             Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(%id, "the idempotency key's lease ran out before the call ended")
-            }
+            Ok(false) => tracing::warn!(
+                %id,
+                "the idempotency key's lease ran out before the call ended; the key stays \
+                 with whoever claimed it since"
+            ),
             // The resource exists and is answered; a retry meets the claim (ABORTED) until
             // its lease runs out.
             Err(error) => tracing::warn!(%id, %error, "cannot bind an idempotency key"),
         },
         None => {
-            if let Err(error) = store.release(key, fingerprint).await {
+            if let Err(error) = store.release(key, claimant).await {
                 tracing::warn!(%error, "cannot release an idempotency key; its lease will");
             }
         }

@@ -2,11 +2,12 @@
 //! another instance is still recognised. Claims are `SET NX PX` in a Lua script that answers
 //! the current record when the key is taken (atomic, one round trip, the lease as expiry);
 //! bind, replace and release are compare-and-set scripts (the record changes only if it is
-//! still what the caller saw). Every call has a deadline ([`RedisClient`]): a slow or
+//! still what the caller saw: an in-progress record holds its claimant's token, so only the
+//! claimant holding the key can bind or release it). Every call has a deadline ([`RedisClient`]): a slow or
 //! unreachable Redis is an error the service answers UNAVAILABLE (fail closed, never a render
 //! without the check). The pool reconnects by itself when Redis comes back.
 
-use super::store::{Claim, IdempotencyStore, KeyRecord, StoreError};
+use super::store::{Claim, Claimant, IdempotencyStore, KeyRecord, StoreError};
 use crate::redis_client::{millis, unavailable, RedisClient, RedisError};
 use deadpool_redis::redis::Script;
 use std::sync::Arc;
@@ -54,14 +55,11 @@ impl IdempotencyStore for RedisStore {
     async fn claim(
         &self,
         key: &str,
-        fingerprint: &str,
+        claimant: &Claimant,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let redis_key = self.key(key);
-        let claimed = KeyRecord::InProgress {
-            fingerprint: fingerprint.to_owned(),
-        }
-        .encode();
+        let claimed = claimant.record().encode();
         let current: String = self
             .redis
             .within_deadline(async {
@@ -85,15 +83,13 @@ impl IdempotencyStore for RedisStore {
     async fn bind(
         &self,
         key: &str,
-        fingerprint: &str,
+        claimant: &Claimant,
         id: Uuid,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let claimed = KeyRecord::InProgress {
-            fingerprint: fingerprint.to_owned(),
-        };
+        let claimed = claimant.record();
         let bound = KeyRecord::Bound {
-            fingerprint: fingerprint.to_owned(),
+            fingerprint: claimant.fingerprint.clone(),
             id,
         };
         Ok(self
@@ -106,22 +102,18 @@ impl IdempotencyStore for RedisStore {
         &self,
         key: &str,
         expected: &KeyRecord,
-        fingerprint: &str,
+        claimant: &Claimant,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        let claimed = KeyRecord::InProgress {
-            fingerprint: fingerprint.to_owned(),
-        };
+        let claimed = claimant.record();
         Ok(self
             .redis
             .compare_and_set(&self.key(key), &expected.encode(), &claimed.encode(), lease)
             .await?)
     }
 
-    async fn release(&self, key: &str, fingerprint: &str) -> Result<(), StoreError> {
-        let claimed = KeyRecord::InProgress {
-            fingerprint: fingerprint.to_owned(),
-        };
+    async fn release(&self, key: &str, claimant: &Claimant) -> Result<(), StoreError> {
+        let claimed = claimant.record();
         self.redis
             .compare_and_delete(&self.key(key), &claimed.encode())
             .await?;

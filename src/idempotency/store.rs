@@ -8,6 +8,12 @@
 //! job for the retention period; [`IdempotencyStore::replace`] re-claims a key whose job was
 //! released (failed transiently, cancelled, or gone), compare-and-set, so two retries cannot
 //! both win; [`IdempotencyStore::release`] drops a claim whose job was never created.
+//!
+//! Every claim carries a token of its own ([`Claimant`]): only the call holding the current
+//! claim may bind or release the key. A call whose lease ran out while it was still creating,
+//! and whose key another call with the same request claimed since, holds the same fingerprint
+//! but not the same token, so it can no longer tie the key to its own resource (nor free the
+//! other call's claim).
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -19,9 +25,14 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum KeyRecord {
-    /// Recorded; the job is being created (under a lease).
-    InProgress { fingerprint: String },
-    /// The key answered with this job.
+    /// Recorded; the job is being created (under a lease) by the call holding `claim`.
+    InProgress {
+        fingerprint: String,
+        /// The claimant's token (nil in a record written before tokens: nobody holds it,
+        /// so it only ends with its lease).
+        #[serde(default)]
+        claim: Uuid,
+    },
     /// The key answered with this job (SubmitRender) or template (CreateTemplate).
     Bound { fingerprint: String, id: Uuid },
 }
@@ -29,7 +40,7 @@ pub enum KeyRecord {
 impl KeyRecord {
     pub fn fingerprint(&self) -> &str {
         match self {
-            KeyRecord::InProgress { fingerprint } | KeyRecord::Bound { fingerprint, .. } => {
+            KeyRecord::InProgress { fingerprint, .. } | KeyRecord::Bound { fingerprint, .. } => {
                 fingerprint
             }
         }
@@ -43,6 +54,31 @@ impl KeyRecord {
 
     pub fn decode(text: &str) -> Result<KeyRecord, StoreError> {
         serde_json::from_str(text).map_err(|error| StoreError::Damaged(error.to_string()))
+    }
+}
+
+/// One call's claim of a key: its request's fingerprint and a token no other call has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimant {
+    pub fingerprint: String,
+    pub token: Uuid,
+}
+
+impl Claimant {
+    /// A new claimant for a request with `fingerprint`.
+    pub fn new(fingerprint: &str) -> Claimant {
+        Claimant {
+            fingerprint: fingerprint.to_owned(),
+            token: Uuid::new_v4(),
+        }
+    }
+
+    /// The record of a key while this claimant holds it.
+    pub fn record(&self) -> KeyRecord {
+        KeyRecord::InProgress {
+            fingerprint: self.fingerprint.clone(),
+            claim: self.token,
+        }
     }
 }
 
@@ -67,36 +103,38 @@ pub enum StoreError {
 
 #[tonic::async_trait]
 pub trait IdempotencyStore: Send + Sync + std::fmt::Debug + 'static {
-    /// Records `key` as in progress for `fingerprint` with a `lease`, unless it is recorded.
+    /// Records `key` as in progress for `claimant` with a `lease`, unless it is recorded.
     async fn claim(
         &self,
         key: &str,
-        fingerprint: &str,
+        claimant: &Claimant,
         lease: Duration,
     ) -> Result<Claim, StoreError>;
 
-    /// Ties a key claimed for `fingerprint` to `id` for `ttl`; false when the claim was
-    /// lost meanwhile (its lease ran out and another caller took the key).
+    /// Ties a key `claimant` holds to `id` for `ttl`; false when the claim was lost
+    /// meanwhile (its lease ran out and another caller took the key, even one with the
+    /// same request).
     async fn bind(
         &self,
         key: &str,
-        fingerprint: &str,
+        claimant: &Claimant,
         id: Uuid,
         ttl: Duration,
     ) -> Result<bool, StoreError>;
 
     /// Compare-and-set: when the key still holds `expected`, claims it (in progress, lease)
-    /// for `fingerprint`; false when something else changed it first.
+    /// for `claimant`; false when something else changed it first.
     async fn replace(
         &self,
         key: &str,
         expected: &KeyRecord,
-        fingerprint: &str,
+        claimant: &Claimant,
         lease: Duration,
     ) -> Result<bool, StoreError>;
 
-    /// Drops an in-progress claim for `fingerprint` (its job was never created).
-    async fn release(&self, key: &str, fingerprint: &str) -> Result<(), StoreError>;
+    /// Drops the claim `claimant` holds (its job was never created); a claim it no longer
+    /// holds is left alone.
+    async fn release(&self, key: &str, claimant: &Claimant) -> Result<(), StoreError>;
 }
 
 /// Claims between two sweeps of expired entries in the memory store.
@@ -145,7 +183,7 @@ impl IdempotencyStore for MemoryStore {
     async fn claim(
         &self,
         key: &str,
-        fingerprint: &str,
+        claimant: &Claimant,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         Ok(self.with_state(|state, now| {
@@ -156,10 +194,9 @@ impl IdempotencyStore for MemoryStore {
             if let Some(record) = state.live(key, now) {
                 return Claim::Existing(record.clone());
             }
-            let record = KeyRecord::InProgress {
-                fingerprint: fingerprint.to_owned(),
-            };
-            state.records.insert(key.to_owned(), (record, now + lease));
+            state
+                .records
+                .insert(key.to_owned(), (claimant.record(), now + lease));
             Claim::Claimed
         }))
     }
@@ -167,19 +204,17 @@ impl IdempotencyStore for MemoryStore {
     async fn bind(
         &self,
         key: &str,
-        fingerprint: &str,
+        claimant: &Claimant,
         id: Uuid,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let claimed = KeyRecord::InProgress {
-            fingerprint: fingerprint.to_owned(),
-        };
+        let claimed = claimant.record();
         Ok(self.with_state(|state, now| {
             if state.live(key, now) != Some(&claimed) {
                 return false;
             }
             let bound = KeyRecord::Bound {
-                fingerprint: fingerprint.to_owned(),
+                fingerprint: claimant.fingerprint.clone(),
                 id,
             };
             state.records.insert(key.to_owned(), (bound, now + ttl));
@@ -191,25 +226,22 @@ impl IdempotencyStore for MemoryStore {
         &self,
         key: &str,
         expected: &KeyRecord,
-        fingerprint: &str,
+        claimant: &Claimant,
         lease: Duration,
     ) -> Result<bool, StoreError> {
         Ok(self.with_state(|state, now| {
             if state.live(key, now) != Some(expected) {
                 return false;
             }
-            let claimed = KeyRecord::InProgress {
-                fingerprint: fingerprint.to_owned(),
-            };
-            state.records.insert(key.to_owned(), (claimed, now + lease));
+            state
+                .records
+                .insert(key.to_owned(), (claimant.record(), now + lease));
             true
         }))
     }
 
-    async fn release(&self, key: &str, fingerprint: &str) -> Result<(), StoreError> {
-        let claimed = KeyRecord::InProgress {
-            fingerprint: fingerprint.to_owned(),
-        };
+    async fn release(&self, key: &str, claimant: &Claimant) -> Result<(), StoreError> {
+        let claimed = claimant.record();
         self.with_state(|state, now| {
             if state.live(key, now) == Some(&claimed) {
                 state.records.remove(key);
@@ -239,24 +271,35 @@ pub mod contract {
         let key = format!("{namespace}:a");
         let long = Duration::from_secs(60);
         let job = Uuid::new_v4();
+        let first = Claimant::new("f1");
         check(
-            store.claim(&key, "f1", long).await.map_err(error)? == Claim::Claimed,
+            store.claim(&key, &first, long).await.map_err(error)? == Claim::Claimed,
             "a free key is claimed",
         )?;
-        let in_progress = KeyRecord::InProgress {
-            fingerprint: "f1".into(),
-        };
         check(
-            store.claim(&key, "f1", long).await.map_err(error)?
-                == Claim::Existing(in_progress.clone()),
-            "a claimed key is reported in progress",
+            store
+                .claim(&key, &Claimant::new("f1"), long)
+                .await
+                .map_err(error)?
+                == Claim::Existing(first.record()),
+            "a claimed key is reported in progress, with its claimant's token",
         )?;
         check(
-            !store.bind(&key, "f2", job, long).await.map_err(error)?,
+            !store
+                .bind(&key, &Claimant::new("f2"), job, long)
+                .await
+                .map_err(error)?,
             "bind with another fingerprint fails",
         )?;
         check(
-            store.bind(&key, "f1", job, long).await.map_err(error)?,
+            !store
+                .bind(&key, &Claimant::new("f1"), job, long)
+                .await
+                .map_err(error)?,
+            "bind by another claimant with the same fingerprint fails",
+        )?;
+        check(
+            store.bind(&key, &first, job, long).await.map_err(error)?,
             "bind of the claim succeeds",
         )?;
         let bound = KeyRecord::Bound {
@@ -264,71 +307,120 @@ pub mod contract {
             id: job,
         };
         check(
-            store.claim(&key, "f9", long).await.map_err(error)? == Claim::Existing(bound.clone()),
+            store
+                .claim(&key, &Claimant::new("f9"), long)
+                .await
+                .map_err(error)?
+                == Claim::Existing(bound.clone()),
             "a bound key answers its job",
         )?;
+        let retry = Claimant::new("f1");
         check(
             !store
-                .replace(&key, &in_progress, "f1", long)
+                .replace(&key, &first.record(), &retry, long)
                 .await
                 .map_err(error)?,
             "replace with a stale expectation fails",
         )?;
         check(
             store
-                .replace(&key, &bound, "f1", long)
+                .replace(&key, &bound, &retry, long)
                 .await
                 .map_err(error)?,
             "replace of the current record succeeds",
         )?;
         check(
             !store
-                .replace(&key, &bound, "f1", long)
+                .replace(&key, &bound, &Claimant::new("f1"), long)
                 .await
                 .map_err(error)?,
             "a second replace of the same record fails (one winner)",
         )?;
-        store.release(&key, "f1").await.map_err(error)?;
+        store.release(&key, &retry).await.map_err(error)?;
+        let third = Claimant::new("f3");
         check(
-            store.claim(&key, "f3", long).await.map_err(error)? == Claim::Claimed,
+            store.claim(&key, &third, long).await.map_err(error)? == Claim::Claimed,
             "a released key is free",
         )?;
-        store.release(&key, "other").await.map_err(error)?;
+        store
+            .release(&key, &Claimant::new("other"))
+            .await
+            .map_err(error)?;
+        store
+            .release(&key, &Claimant::new("f3"))
+            .await
+            .map_err(error)?;
         check(
-            matches!(
-                store.claim(&key, "f3", long).await.map_err(error)?,
-                Claim::Existing(_)
-            ),
-            "release with another fingerprint leaves the claim",
+            store
+                .claim(&key, &Claimant::new("f3"), long)
+                .await
+                .map_err(error)?
+                == Claim::Existing(third.record()),
+            "release by another claimant (same fingerprint or not) leaves the claim",
         )?;
 
         // Leases and retention run out.
         let short = Duration::from_millis(150);
         let leased = format!("{namespace}:lease");
+        let expired = Claimant::new("f1");
         check(
-            store.claim(&leased, "f1", short).await.map_err(error)? == Claim::Claimed,
+            store.claim(&leased, &expired, short).await.map_err(error)? == Claim::Claimed,
             "claim with a short lease",
         )?;
         let bound_key = format!("{namespace}:bound");
-        store.claim(&bound_key, "f1", long).await.map_err(error)?;
+        let binder = Claimant::new("f1");
         store
-            .bind(&bound_key, "f1", job, short)
+            .claim(&bound_key, &binder, long)
+            .await
+            .map_err(error)?;
+        store
+            .bind(&bound_key, &binder, job, short)
             .await
             .map_err(error)?;
         tokio::time::sleep(Duration::from_millis(400)).await;
+        // The same request again, while the first claimant may still be creating.
+        let successor = Claimant::new("f1");
         check(
-            store.claim(&leased, "f2", long).await.map_err(error)? == Claim::Claimed,
+            store
+                .claim(&leased, &successor, long)
+                .await
+                .map_err(error)?
+                == Claim::Claimed,
             "an expired lease frees the key",
         )?;
         check(
             !store
-                .bind(&format!("{namespace}:never"), "f1", job, long)
+                .bind(&leased, &expired, Uuid::new_v4(), long)
+                .await
+                .map_err(error)?,
+            "a claimant whose lease ran out cannot bind the key its successor holds",
+        )?;
+        store.release(&leased, &expired).await.map_err(error)?;
+        check(
+            store
+                .bind(&leased, &successor, job, long)
+                .await
+                .map_err(error)?,
+            "nor release it: the successor still binds it",
+        )?;
+        check(
+            !store
+                .bind(
+                    &format!("{namespace}:never"),
+                    &Claimant::new("f1"),
+                    job,
+                    long,
+                )
                 .await
                 .map_err(error)?,
             "bind without a claim fails",
         )?;
         check(
-            store.claim(&bound_key, "f2", long).await.map_err(error)? == Claim::Claimed,
+            store
+                .claim(&bound_key, &Claimant::new("f2"), long)
+                .await
+                .map_err(error)?
+                == Claim::Claimed,
             "an expired record is treated as first use",
         )?;
         Ok(())
@@ -347,6 +439,19 @@ mod tests {
             .unwrap();
     }
 
+    #[test]
+    fn a_claim_recorded_before_tokens_decodes_with_a_token_nobody_holds() {
+        let record = KeyRecord::decode(r#"{"state":"in_progress","fingerprint":"f"}"#).unwrap();
+        assert_eq!(
+            record,
+            KeyRecord::InProgress {
+                fingerprint: "f".into(),
+                claim: Uuid::nil(),
+            }
+        );
+        assert_ne!(record, Claimant::new("f").record());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn of_many_concurrent_claims_of_one_key_exactly_one_wins() {
         let store = Arc::new(MemoryStore::default());
@@ -354,7 +459,7 @@ mod tests {
             let store = store.clone();
             tokio::spawn(async move {
                 store
-                    .claim("k", "f", Duration::from_secs(60))
+                    .claim("k", &Claimant::new("f"), Duration::from_secs(60))
                     .await
                     .unwrap()
             })

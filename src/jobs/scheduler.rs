@@ -54,6 +54,10 @@ const FLUSH_LIMIT: Duration = Duration::from_secs(2);
 /// A job following another instance's render fails (retryable) when nothing is heard of
 /// that render for this long: the longest render plus a long wait in a queue.
 const FOLLOW_SILENCE_LIMIT: Duration = Duration::from_secs(3600);
+/// Attempts at ending a job refused half-shared, and the wait between them: the shared
+/// records just failed, so they are given a minute (12 × 5 s) to come back.
+const ABANDON_ATTEMPTS: u32 = 12;
+const ABANDON_RETRY_DELAY: Duration = Duration::from_secs(5);
 /// How often a job following another instance's quiet render checks that render's record.
 pub const OWNER_CHECK_INTERVAL: Duration = Duration::from_secs(15);
 /// How long the cancel call waits for a running job's worker to be gone.
@@ -191,7 +195,62 @@ impl Scheduler {
     /// queued. On refusal the job is not kept.
     ///
     /// The job counts against its tenant's share of the queue (`--tenant-max-jobs`).
+    ///
+    /// Refused because the shared records failed, the job may still be half-shared: its
+    /// record published (queued, owned by this live instance) and the render index naming
+    /// it, though nobody will ever run it. A retry (the caller's key is freed) would then
+    /// follow that record for [`FOLLOW_SILENCE_LIMIT`]; so it is ended as failed and taken
+    /// out of the render index ([`Scheduler::abandon_shared`]).
     pub async fn submit(
+        self: &Arc<Self>,
+        job: Job,
+        work: RenderWork,
+    ) -> Result<Job, SubmitRefused> {
+        let abandoned = self.shared.as_ref().map(|shared| {
+            let mut job = job.clone();
+            job.owner = Some(shared.instance());
+            job
+        });
+        let submitted = self.submit_once(job, work).await;
+        if let (Err(SubmitRefused::Shared(error)), Some(job)) = (&submitted, abandoned) {
+            self.abandon_shared(job, error.to_string());
+        }
+        submitted
+    }
+
+    /// Ends the shared traces of a job [`Scheduler::submit`] refused for a shared-record
+    /// failure (no local part exists then: the refusal comes before the job is queued or
+    /// follows anything), in the background, retried while the records keep failing.
+    fn abandon_shared(&self, mut job: Job, error: String) {
+        let Some(shared) = self.shared.clone() else {
+            return;
+        };
+        job.finish(
+            JobState::Failed,
+            Some(JobFailure {
+                reason: "JOB_STORE_UNAVAILABLE".into(),
+                message: format!("the job could not be shared: {error}"),
+                retryable: true,
+                retry_after: Some(MIN_RETRY_AFTER),
+            }),
+        );
+        job.version = FINAL_VERSION;
+        tokio::spawn(async move {
+            for attempt in 1..=ABANDON_ATTEMPTS {
+                let ended = shared.publish(&job).await;
+                let unindexed = shared.clear_render(&job.fingerprint, job.id).await;
+                match (ended, unindexed) {
+                    (Ok(()), Ok(())) => return,
+                    (ended, unindexed) if attempt == ABANDON_ATTEMPTS => {
+                        tracing::warn!(job_id = %job.id, ended = ?ended.err(), unindexed = ?unindexed.err(), "cannot end a job refused half-shared; followers give up after the silence limit");
+                    }
+                    _ => tokio::time::sleep(ABANDON_RETRY_DELAY).await,
+                }
+            }
+        });
+    }
+
+    async fn submit_once(
         self: &Arc<Self>,
         mut job: Job,
         work: RenderWork,

@@ -19,9 +19,13 @@ const SERVER_RSS_BUDGET_BYTES: u64 = 100 * 1024 * 1024;
 /// Server CPU time a hostile template may cost: decoding, parsing and fencing (linear); the CPU
 /// bomb took seconds of server CPU.
 const SERVER_CPU_BUDGET: Duration = Duration::from_secs(1);
-/// Longest another caller may wait for a health check or a listing while a bomb is analysed
-/// (a wide margin on a loaded test machine; it is milliseconds).
-const OTHER_CALLER_LIMIT: Duration = Duration::from_secs(3);
+/// How much longer than with no attack (the same calls, measured just before on the same
+/// server) another caller may wait for a health check and a listing while a bomb is
+/// analysed: a factor and a floor wide enough for a loaded test machine, where it is
+/// milliseconds either way; a server busy with the bomb in its own threads made callers wait
+/// seconds to minutes.
+const OTHER_CALLER_FACTOR: u32 = 10;
+const OTHER_CALLER_FLOOR: Duration = Duration::from_secs(1);
 /// How long a killed analysis worker may take to disappear.
 const WORKER_EXIT_LIMIT: Duration = Duration::from_secs(5);
 
@@ -133,8 +137,8 @@ async fn assert_no_analysis_worker_within(executable: &Path, limit: Duration) {
     }
 }
 
-/// Health and a listing on a connection of their own answer within [`OTHER_CALLER_LIMIT`].
-async fn another_caller_is_served(server: &ServerProcess) {
+/// Health and a listing on a connection of their own; how long they took.
+async fn another_caller_is_served(server: &ServerProcess) -> Duration {
     let channel = server.channel().await;
     let started = Instant::now();
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
@@ -151,11 +155,7 @@ async fn another_caller_is_served(server: &ServerProcess) {
         })
         .await
         .unwrap();
-    let waited = started.elapsed();
-    assert!(
-        waited < OTHER_CALLER_LIMIT,
-        "another caller waited {waited:?}"
-    );
+    started.elapsed()
 }
 
 /// What one hostile CreateTemplate cost the server: its answer, and the growth of the
@@ -169,6 +169,8 @@ struct Attack {
 
 /// Sends `template` while another caller checks it is served, then measures the server.
 async fn attack(server: &ServerProcess, name: &str, template: Vec<u8>) -> Attack {
+    // The other caller with no attack: the baseline its wait is compared with.
+    let unattacked = another_caller_is_served(server).await;
     let (rss_before, cpu_before) = (server.peak_rss_bytes(), server.cpu_time());
     let mut templates = TemplateServiceClient::new(server.channel().await)
         .max_encoding_message_size(64 * 1024 * 1024);
@@ -180,7 +182,11 @@ async fn attack(server: &ServerProcess, name: &str, template: Vec<u8>) -> Attack
             .await
             .map(tonic::Response::into_inner)
     });
-    another_caller_is_served(server).await;
+    let waited = another_caller_is_served(server).await;
+    assert!(
+        waited < unattacked * OTHER_CALLER_FACTOR + OTHER_CALLER_FLOOR,
+        "another caller waited {waited:?} during the attack, {unattacked:?} without"
+    );
     let answer = call.await.unwrap();
     let wall = started.elapsed();
     Attack {

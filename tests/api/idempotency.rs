@@ -100,28 +100,35 @@ async fn submit_with_key(
     Ok((response.into_inner(), replayed))
 }
 
-/// Submits, retrying ABORTED (a concurrent call with the key is creating its job) after the
-/// delay the server asks for, as a well-behaved client does.
+/// Attempts of [`submit_until_answered`]: ABORTED asks for 200 ms, so 50 cover ten seconds
+/// of a concurrent call creating its job; UNAVAILABLE asks for a second, so a slow Redis
+/// gets most of a minute to come back.
+const SUBMIT_ATTEMPTS: usize = 50;
+
+/// Submits, retrying what the server says is worth retrying as a well-behaved client does:
+/// ABORTED (a concurrent call with the key is creating its job) and UNAVAILABLE (the key
+/// store or the shared job records did not answer in time on a loaded machine), each after
+/// the delay the server asks for, a bounded number of times.
 async fn submit_until_answered(
     app: &TestApp,
     key: &str,
     request: proto::RenderRequest,
 ) -> proto::RenderJob {
-    for _ in 0..50 {
+    for _ in 0..SUBMIT_ATTEMPTS {
         match submit_with_key(app, key, request.clone()).await {
             Ok((job, _)) => return job,
-            Err(status) if status.code() == Code::Aborted => {
+            Err(status) if matches!(status.code(), Code::Aborted | Code::Unavailable) => {
                 let delay = status
                     .get_error_details()
                     .retry_info()
                     .and_then(|info| info.retry_delay)
-                    .unwrap();
+                    .unwrap_or_else(|| panic!("a retryable refusal without a delay: {status:?}"));
                 tokio::time::sleep(delay).await;
             }
             Err(status) => panic!("{status:?}"),
         }
     }
-    panic!("still ABORTED after 50 attempts");
+    panic!("not answered after {SUBMIT_ATTEMPTS} attempts");
 }
 
 fn state(job: &proto::RenderJob) -> JobState {
@@ -620,18 +627,7 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
     let request = small_request(&template.template_id, proto::Format::Mp4);
     // What a call that died between recording its key and creating its job leaves behind:
     // the key claimed for this request's fingerprint.
-    let fingerprint = lottie_render::jobs::Fingerprint::of(
-        &lottie_render::auth::TenantId::default_tenant(),
-        &template.sha256,
-        &Default::default(),
-        &lottie_render::spec::OutputSpec {
-            format: lottie_render::spec::Format::Mp4,
-            fps: lottie_render::spec::Fps::DEFAULT,
-            width: 100.try_into().unwrap(),
-            height: 100.try_into().unwrap(),
-            background: None,
-        },
-    );
+    let fingerprint = small_mp4_fingerprint(&template);
     let store = redis_store(&RedisSettings {
         url: redis_url(),
         key_prefix: prefix,
@@ -642,7 +638,7 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
     store
         .claim(
             &format!("SubmitRender:{key}"),
-            fingerprint.as_str(),
+            &lottie_render::idempotency::store::Claimant::new(fingerprint.as_str()),
             Duration::from_secs(3),
         )
         .await
@@ -796,4 +792,111 @@ async fn a_job_of_one_instance_is_watched_and_cancelled_through_the_other() {
     assert_eq!(state(&a.get_job(&job.job_id).await), JobState::Cancelled);
     a.stop().await;
     b.stop().await;
+}
+
+/// The fingerprint of `small_request(template, Mp4)` (the default tenant's), as the server
+/// computes it.
+fn small_mp4_fingerprint(template: &proto::Template) -> lottie_render::jobs::Fingerprint {
+    lottie_render::jobs::Fingerprint::of(
+        &lottie_render::auth::TenantId::default_tenant(),
+        &template.sha256,
+        &Default::default(),
+        &lottie_render::spec::OutputSpec {
+            format: lottie_render::spec::Format::Mp4,
+            fps: lottie_render::spec::Fps::DEFAULT,
+            width: 100.try_into().unwrap(),
+            height: 100.try_into().unwrap(),
+            background: None,
+        },
+    )
+}
+
+/// Every job record under `prefix` in Redis.
+async fn shared_job_records(prefix: &str) -> Vec<lottie_render::jobs::Job> {
+    let mut connection = deadpool_redis::redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = deadpool_redis::redis::cmd("KEYS")
+        .arg(format!("{prefix}job:*"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let mut jobs = Vec::new();
+    for key in keys {
+        let json: String = deadpool_redis::redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        jobs.push(serde_json::from_str(&json).unwrap());
+    }
+    jobs
+}
+
+/// A SubmitRender refused JOB_STORE_UNAVAILABLE after its key was claimed and its job record
+/// published (the render index failed next) leaves neither its key claimed nor a record of a
+/// job nobody will run: the retry with the same key is a new job at once (not ABORTED until
+/// the lease runs out), rendered once, and the refused job's record ends failed (a retry
+/// that found it in the render index would otherwise follow it for an hour).
+#[tokio::test]
+async fn a_job_refused_half_shared_frees_its_key_and_ends_its_record() {
+    use deadpool_redis::redis::AsyncCommands;
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_prefix();
+    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
+    let app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(worker);
+        settings.redis_url = Some(redis_url());
+        settings.redis_key_prefix = prefix.clone();
+    })
+    .await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Mp4);
+    // This request's render index entry made unreadable (a hash where a job id belongs):
+    // publishing the job's record works, claiming its render fails.
+    let render_key = format!("{prefix}render:{}", small_mp4_fingerprint(&template));
+    let mut redis = deadpool_redis::redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: i64 = redis.hset(&render_key, "not", "a job id").await.unwrap();
+
+    let key = unique_key();
+    let status = submit_with_key(&app, &key, request.clone())
+        .await
+        .unwrap_err();
+    crate::helpers::refusal_delay(&status, Code::Unavailable, "JOB_STORE_UNAVAILABLE")
+        .expect("a retry delay");
+    // Ended in the background, at once when Redis answers: polled with a generous deadline.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let records = shared_job_records(&prefix).await;
+        assert_eq!(records.len(), 1, "{records:?}");
+        if records[0].state == lottie_render::jobs::JobState::Failed {
+            break records;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refused job's record never ended: {records:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        refused[0].error.as_ref().map(|error| error.reason.as_str()),
+        Some("JOB_STORE_UNAVAILABLE")
+    );
+
+    let _: i64 = redis.del(&render_key).await.unwrap();
+    let (job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    assert!(!replayed);
+    assert_ne!(job.job_id, refused[0].id.to_string());
+    assert_eq!(
+        state(&finished(&app, &job.job_id).await),
+        JobState::Succeeded
+    );
+    assert_eq!(worker_starts(dir.path()), 1);
+    app.stop().await;
 }

@@ -3,7 +3,8 @@
 //! with a 200 ms retry delay after waiting 0.5 s; the lease the server itself took runs out
 //! and frees the key; a bound key that expires makes the next call a new job; a Redis that is
 //! slow (paused, so connections open but nothing answers) is UNAVAILABLE with a delay and
-//! leaves the key usable once it answers again.
+//! leaves the key usable once it answers again; a call that outlived its lease neither binds
+//! nor frees the key another call claimed since.
 //!
 //! A call is held "still creating" by holding CreateTemplate's analysis worker at its start
 //! (`helpers::Hold`): the one place where the server itself spends a while between claiming
@@ -320,4 +321,152 @@ async fn a_slow_redis_is_unavailable_with_a_delay_and_the_key_works_once_it_answ
     succeeded(&app, &job.job_id).await;
     assert_eq!(worker_starts(dir.path()), 2, "one render per accepted job");
     app.stop().await;
+}
+
+/// How the first of two calls with one key ends after its lease ran out and the second
+/// claimed the key.
+#[derive(Debug, Clone, Copy)]
+enum FirstCall {
+    /// Its analysis goes on: it creates a template and tries to bind the key to it.
+    Creates,
+    /// Its analysis is killed: it fails and tries to free the key.
+    Fails,
+}
+
+/// Tries of one case whose check came too late to conclude (the second call's own lease may
+/// have run out by then, which frees the key rightly): a loaded machine gets a few more.
+const CONCLUSIVE_TRIES: usize = 5;
+
+/// The claim belongs to the call that made it (a token of its own): a call that outlived its
+/// lease, whose key a second call with the same request claimed since, can neither bind the
+/// key to its own template nor free it while the second is still creating. It still answers
+/// its own template (or its own failure).
+///
+/// Leases are short here, so the second call's may run out too; the checks hold whatever
+/// the timing (the key never answers the first call's template), or are made only while the
+/// second call's claim is certainly live (a third call finds it in progress), the case tried
+/// again when it came too late.
+#[tokio::test]
+async fn a_call_that_outlived_its_lease_neither_binds_nor_frees_the_key_claimed_since() {
+    const LEASE: Duration = Duration::from_secs(3);
+    for store in [Store::Memory, Store::Redis] {
+        for first_call in [FirstCall::Creates, FirstCall::Fails] {
+            let case = format!("{store:?}, first call {first_call:?}");
+            let concluded = 'tries: {
+                for _ in 0..CONCLUSIVE_TRIES {
+                    if outlived_lease_case(store, first_call, LEASE, &case).await {
+                        break 'tries true;
+                    }
+                }
+                false
+            };
+            assert!(
+                concluded,
+                "{case}: never checked within the second call's lease"
+            );
+        }
+    }
+}
+
+/// One try of the case above; false when its check came too late to conclude.
+async fn outlived_lease_case(
+    store: Store,
+    first_call: FirstCall,
+    lease: Duration,
+    case: &str,
+) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Hold::new(dir.path());
+    let app = app_on(store, &hold, |settings| {
+        settings.idempotency_lease_seconds = lease.as_secs();
+    })
+    .await;
+    let key = unique_key();
+    hold.engage();
+    let first = tokio::spawn(create_through(app.templates(), key.clone()));
+    let first_analysis = hold.wait_for_held(1).await[0];
+
+    // The same request again, retried as the server asks until the first call's lease has
+    // run out and it claims the key (no earlier than its last attempt began); its analysis
+    // is held in turn.
+    let last_attempt = std::sync::Arc::new(std::sync::Mutex::new(Instant::now()));
+    let second = tokio::spawn({
+        let (templates, key, last_attempt) = (app.templates(), key.clone(), last_attempt.clone());
+        async move {
+            let deadline = Instant::now() + PATIENCE;
+            loop {
+                *last_attempt.lock().unwrap() = Instant::now();
+                match create_through(templates.clone(), key.clone()).await {
+                    Err(status) if status.code() == Code::Aborted => {
+                        assert_in_progress(&status);
+                        assert!(Instant::now() < deadline, "the lease never ran out");
+                        tokio::time::sleep(IN_PROGRESS_RETRY_AFTER).await;
+                    }
+                    answer => return answer,
+                }
+            }
+        }
+    });
+    let held = hold.wait_for_held(2).await;
+    hold.disengage();
+    let second_claimed_after = *last_attempt.lock().unwrap();
+    let second_analysis = *held
+        .iter()
+        .find(|pid| **pid != first_analysis)
+        .expect("the second call's analysis");
+
+    // The first call ends while the second may still hold the key.
+    let first_template = match first_call {
+        FirstCall::Creates => {
+            hold.release(first_analysis);
+            let (template, replayed) = first.await.unwrap().unwrap();
+            assert!(!replayed, "{case}: its own template");
+            Some(template.template_id)
+        }
+        FirstCall::Fails => {
+            let killed = std::process::Command::new("kill")
+                .args(["-KILL", &first_analysis.to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success(), "{case}");
+            let answer = first.await.unwrap();
+            assert!(
+                answer.is_err(),
+                "{case}: its analysis was killed: {answer:?}"
+            );
+            None
+        }
+    };
+    // A third call: never the first call's template; and while the second call's claim is
+    // certainly live, the key is in progress (neither bound by the first call nor freed).
+    let third = create_with_key(&app, &key).await;
+    let conclusive = Instant::now() < second_claimed_after + lease;
+    match &third {
+        Ok((template, replayed)) => {
+            assert!(
+                !(*replayed && Some(&template.template_id) == first_template.as_ref()),
+                "{case}: the key answers the call whose lease ran out"
+            );
+            assert!(
+                !conclusive,
+                "{case}: the second call's claim was freed: {template:?}"
+            );
+        }
+        Err(status) => assert_in_progress(status),
+    }
+
+    hold.release(second_analysis);
+    let (second, replayed) = second.await.unwrap().unwrap();
+    let bound_within_its_lease = Instant::now() < second_claimed_after + lease;
+    assert!(
+        !replayed,
+        "{case}: the second call created its own template"
+    );
+    let (again, _) = create_with_key(&app, &key).await.unwrap();
+    assert_ne!(Some(&again.template_id), first_template.as_ref(), "{case}");
+    if bound_within_its_lease {
+        assert_eq!(again.template_id, second.template_id, "{case}");
+    }
+    app.stop().await;
+    conclusive
 }
