@@ -10,6 +10,7 @@
 //! not rendered (text animators, text on a path) is reported as a warning.
 
 pub mod chars;
+pub mod faces;
 pub mod fonts;
 pub mod layout;
 pub mod outline;
@@ -18,7 +19,8 @@ use chars::{CharsLibrary, CharsSource};
 use std::collections::HashMap;
 
 use crate::error::{Classified, ErrorClass};
-use fonts::FontBook;
+use faces::Style;
+use fonts::{FontBook, Synthesis};
 use layout::{Document, Justify, Layout};
 use rustybuzz::ttf_parser;
 use serde_json::{json, Value};
@@ -143,10 +145,11 @@ impl TextBudget {
     }
 }
 
-/// The template's fonts, read once: font name (`fName`) → family (`fFamily`, the first entry
-/// naming the font wins) and the template's own glyphs of the font (the last entry wins).
+/// The template's fonts, read once: font name (`fName`) → family (`fFamily`) and style
+/// (`fStyle`, `fWeight`), the first entry naming the font wins, and the template's own glyphs
+/// of the font (the last entry wins).
 struct TemplateFonts {
-    families: HashMap<String, String>,
+    families: HashMap<String, (String, Style)>,
     chars: HashMap<String, CharsSource>,
 }
 
@@ -169,7 +172,7 @@ impl TemplateFonts {
             };
             families
                 .entry(name.to_owned())
-                .or_insert_with(|| family.to_owned());
+                .or_insert_with(|| (family.to_owned(), Style::of_font_entry(font)));
             let style = font.get("fStyle").and_then(Value::as_str);
             if let Some(source) = library.source(family, style) {
                 chars.insert(name.to_owned(), source);
@@ -276,11 +279,28 @@ fn drawable(origin: [f64; 2]) -> bool {
         .all(|v| v.is_finite() && v.abs() <= super::fence::MAX_PATH_COORDINATE)
 }
 
+/// Slants `contour` about the baseline through `origin` by [`fonts::OBLIQUE_SLANT`]: a
+/// synthesized oblique (y points down, so ink above the baseline moves right).
+fn slant(contour: &mut outline::Contour, origin: [f64; 2]) {
+    for vertex in &mut contour.vertices {
+        vertex[0] += fonts::OBLIQUE_SLANT * (origin[1] - vertex[1]);
+    }
+    for tangent in contour
+        .in_tangents
+        .iter_mut()
+        .chain(contour.out_tangents.iter_mut())
+    {
+        tangent[0] -= fonts::OBLIQUE_SLANT * tangent[1];
+    }
+}
+
 /// The `sh` items of the glyphs of `layout` in the font `data` (font 0) and the bundled
-/// font (font 1, drawing what `data` lacks), their vertices taken from `budget`.
+/// font (font 1, drawing what `data` lacks), slanted when `oblique`, their vertices taken
+/// from `budget`.
 fn font_paths(
     layout: &Layout,
     data: &[u8],
+    oblique: bool,
     budget: &mut TextBudget,
     layer: &str,
 ) -> Result<Vec<Value>, TextError> {
@@ -299,7 +319,12 @@ fn font_paths(
         };
         // The layout's scale is per unit of the first font's em.
         let scale = layout.scale * primary_units / f64::from(face.units_per_em());
-        let contours = outline::glyph_contours(face, glyph.glyph, glyph.origin, scale);
+        let mut contours = outline::glyph_contours(face, glyph.glyph, glyph.origin, scale);
+        if oblique {
+            for contour in &mut contours {
+                slant(contour, glyph.origin);
+            }
+        }
         budget.spend_vertices(
             contours.iter().map(|contour| contour.vertices.len()).sum(),
             layer,
@@ -322,13 +347,24 @@ fn font_paths(
     Ok(items)
 }
 
-/// The group of glyph paths (`items`), fill and stroke of one laid-out document.
+/// The group of glyph paths (`items`), fill and stroke of one laid-out document, with a
+/// stroke `bold_width` wide in the fill's colour under both when bold is synthesized.
 fn glyph_group(
     mut items: Vec<Value>,
     text_document: &Value,
     stroke_scale: f64,
+    bold_width: Option<f64>,
     opacity: Value,
 ) -> Value {
+    let bold = bold_width
+        .filter(|width| *width > 0.0)
+        .zip(color(text_document.get("fc")))
+        .map(|(width, color)| {
+            json!({
+                "ty": "st", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100},
+                "w": {"a": 0, "k": width}, "lc": 2, "lj": 2, "ml": 4
+            })
+        });
     let fill = color(text_document.get("fc")).map(|color| {
         // Non-zero winding: TrueType and CFF outlines are drawn so.
         json!({"ty": "fl", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100}, "r": 1})
@@ -354,6 +390,7 @@ fn glyph_group(
         (fill, None, true) => fill.into_iter().collect(),
     };
     items.extend(paints);
+    items.extend(bold);
     items.push(json!({
         "ty": "tr",
         "p": {"a": 0, "k": [0, 0]},
@@ -449,7 +486,10 @@ fn convert_layer(
             .get("f")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let family = template_fonts.families.get(font_name).map(String::as_str);
+        let (family, style) = match template_fonts.families.get(font_name) {
+            Some((family, style)) => (Some(family.as_str()), *style),
+            None => (None, Style::default()),
+        };
         let document = document(text_document);
         if document.text.chars().count() > layout::MAX_TEXT_CHARS {
             warnings.insert(format!(
@@ -470,6 +510,7 @@ fn convert_layer(
                 Vec::new(),
                 text_document,
                 1.0,
+                None,
                 hold_opacity(&times, index),
             ));
             continue;
@@ -503,6 +544,7 @@ fn convert_layer(
                 paths,
                 text_document,
                 shrink_factor(&laid_out, &document),
+                None,
                 hold_opacity(&times, index),
             ));
             continue;
@@ -512,7 +554,7 @@ fn convert_layer(
                 "text layer '{name}': the template's glyphs do not cover the text; it is drawn in a font instead"
             ));
         }
-        let mut chosen = fonts.choose(font_name, family);
+        let mut chosen = fonts.choose(font_name, family, style);
         let mut laid_out = layout::lay_out(&document, &chosen.data);
         if laid_out.is_none() {
             warnings.insert(format!(
@@ -520,7 +562,7 @@ fn convert_layer(
                 chosen.family,
                 fonts::BUNDLED_FAMILY
             ));
-            chosen = fonts.choose("", None);
+            chosen = fonts.choose("", None, style);
             laid_out = layout::lay_out(&document, &chosen.data);
         }
         let Some(mut laid_out) = laid_out else {
@@ -530,6 +572,11 @@ fn convert_layer(
         if let Some(warning) = chosen.fallback_warning {
             warnings.insert(warning);
         }
+        if let Some(warning) = chosen.synthesis_warning {
+            warnings.insert(warning);
+        }
+        let Synthesis { bold, oblique } = chosen.synthesis;
+        let bold_width = bold.then(|| fonts::synthetic_bold_width(laid_out.size));
         if !laid_out.missing.is_empty() {
             warnings.insert(missing_characters_warning(&name, &laid_out.missing));
         }
@@ -539,9 +586,10 @@ fn convert_layer(
             ));
         }
         groups.push(glyph_group(
-            font_paths(&laid_out, &chosen.data, budget, &name)?,
+            font_paths(&laid_out, &chosen.data, oblique, budget, &name)?,
             text_document,
             shrink_factor(&laid_out, &document),
+            bold_width,
             hold_opacity(&times, index),
         ));
     }

@@ -4,6 +4,7 @@
 mod cli;
 mod corpus;
 mod embedded_images;
+mod fonts;
 mod fuzz_findings;
 mod helpers;
 mod malformed;
