@@ -13,6 +13,7 @@
 
 pub mod animators;
 pub mod chars;
+pub mod faces;
 pub mod fonts;
 pub mod layout;
 pub mod outline;
@@ -21,7 +22,8 @@ use chars::{CharsLibrary, CharsSource};
 use std::collections::HashMap;
 
 use crate::error::{Classified, ErrorClass};
-use fonts::FontBook;
+use faces::Style;
+use fonts::{FontBook, Synthesis};
 use layout::{Document, Justify, Layout};
 use rustybuzz::ttf_parser;
 use serde_json::{json, Value};
@@ -147,10 +149,11 @@ impl TextBudget {
     }
 }
 
-/// The template's fonts, read once: font name (`fName`) → family (`fFamily`, the first entry
-/// naming the font wins) and the template's own glyphs of the font (the last entry wins).
+/// The template's fonts, read once: font name (`fName`) → family (`fFamily`) and style
+/// (`fStyle`, `fWeight`), the first entry naming the font wins, and the template's own glyphs
+/// of the font (the last entry wins).
 struct TemplateFonts {
-    families: HashMap<String, String>,
+    families: HashMap<String, (String, Style)>,
     chars: HashMap<String, CharsSource>,
 }
 
@@ -173,7 +176,7 @@ impl TemplateFonts {
             };
             families
                 .entry(name.to_owned())
-                .or_insert_with(|| family.to_owned());
+                .or_insert_with(|| (family.to_owned(), Style::of_font_entry(font)));
             let style = font.get("fStyle").and_then(Value::as_str);
             if let Some(source) = library.source(family, style) {
                 chars.insert(name.to_owned(), source);
@@ -305,12 +308,28 @@ fn drawable(origin: [f64; 2]) -> bool {
         .all(|v| v.is_finite() && v.abs() <= super::fence::MAX_PATH_COORDINATE)
 }
 
+/// Slants `contour` about the baseline through `origin` by [`fonts::OBLIQUE_SLANT`]: a
+/// synthesized oblique (y points down, so ink above the baseline moves right).
+fn slant(contour: &mut outline::Contour, origin: [f64; 2]) {
+    for vertex in &mut contour.vertices {
+        vertex[0] += fonts::OBLIQUE_SLANT * (origin[1] - vertex[1]);
+    }
+    for tangent in contour
+        .in_tangents
+        .iter_mut()
+        .chain(contour.out_tangents.iter_mut())
+    {
+        tangent[0] -= fonts::OBLIQUE_SLANT * tangent[1];
+    }
+}
+
 /// The `sh` items of each glyph of `layout` (in its order; none for a glyph not drawn) in
-/// the font `data` (font 0) and the bundled font (font 1, drawing what `data` lacks), their
-/// vertices taken from `budget`.
+/// the font `data` (font 0) and the bundled font (font 1, drawing what `data` lacks),
+/// slanted when `oblique`, their vertices taken from `budget`.
 fn font_paths(
     layout: &Layout,
     data: &[u8],
+    oblique: bool,
     budget: &mut TextBudget,
     layer: &str,
 ) -> Result<Vec<Vec<Value>>, TextError> {
@@ -334,7 +353,12 @@ fn font_paths(
         };
         // The layout's scale is per unit of the first font's em.
         let scale = layout.scale * primary_units / f64::from(face.units_per_em());
-        let contours = outline::glyph_contours(face, glyph.glyph, glyph.origin, scale);
+        let mut contours = outline::glyph_contours(face, glyph.glyph, glyph.origin, scale);
+        if oblique {
+            for contour in &mut contours {
+                slant(contour, glyph.origin);
+            }
+        }
         budget.spend_vertices(
             contours.iter().map(|contour| contour.vertices.len()).sum(),
             layer,
@@ -358,13 +382,27 @@ fn font_paths(
     Ok(glyphs)
 }
 
-/// The group of glyph paths (`items`), fill and stroke of one laid-out document.
+/// The name of the stroke that synthesizes a bold face (see [`fonts::synthetic_bold_width`]).
+const SYNTHESIZED_BOLD: &str = "synthesized bold";
+
+/// The group of glyph paths (`items`), fill and stroke of one laid-out document, with a
+/// stroke `bold_width` wide in the fill's colour under both when bold is synthesized.
 fn glyph_group(
     mut items: Vec<Value>,
     text_document: &Value,
     stroke_scale: f64,
+    bold_width: Option<f64>,
     opacity: Value,
 ) -> Value {
+    let bold = bold_width
+        .filter(|width| *width > 0.0)
+        .zip(color(text_document.get("fc")))
+        .map(|(width, color)| {
+            json!({
+                "ty": "st", "nm": SYNTHESIZED_BOLD, "c": {"a": 0, "k": color},
+                "o": {"a": 0, "k": 100}, "w": {"a": 0, "k": width}, "lc": 2, "lj": 2, "ml": 4
+            })
+        });
     let fill = color(text_document.get("fc")).map(|color| {
         // Non-zero winding: TrueType and CFF outlines are drawn so.
         json!({"ty": "fl", "c": {"a": 0, "k": color}, "o": {"a": 0, "k": 100}, "r": 1})
@@ -390,6 +428,7 @@ fn glyph_group(
         (fill, None, true) => fill.into_iter().collect(),
     };
     items.extend(paints);
+    items.extend(bold);
     items.push(json!({
         "ty": "tr",
         "p": {"a": 0, "k": [0, 0]},
@@ -415,12 +454,14 @@ fn animated_glyph_group(
     paths: Vec<Value>,
     text_document: &Value,
     stroke_scale: f64,
+    bold_width: Option<f64>,
     channels: animators::GlyphChannels,
 ) -> Value {
     let mut group = glyph_group(
         paths,
         text_document,
         stroke_scale,
+        bold_width,
         json!({"a": 0, "k": 100}),
     );
     if let Some(items) = group.get_mut("it").and_then(Value::as_array_mut) {
@@ -428,8 +469,13 @@ fn animated_glyph_group(
             let Some(object) = item.as_object_mut() else {
                 continue;
             };
+            // A synthesized bold stroke is ink of the fill: it follows the fill's channels.
+            let bold = object.get("nm").and_then(Value::as_str) == Some(SYNTHESIZED_BOLD);
             let replacements: Vec<(&str, &Option<Value>)> =
                 match object.get("ty").and_then(Value::as_str) {
+                    Some("st") if bold => {
+                        vec![("c", &channels.fill_color), ("o", &channels.fill_opacity)]
+                    }
                     Some("fl") => vec![("c", &channels.fill_color), ("o", &channels.fill_opacity)],
                     Some("st") => vec![
                         ("c", &channels.stroke_color),
@@ -465,6 +511,7 @@ fn animated_document_group(
     glyph_paths: Vec<Vec<Value>>,
     text_document: &Value,
     stroke_scale: f64,
+    bold_width: Option<f64>,
     sampling: &animators::Sampling,
     opacity: Value,
     budget: &mut TextBudget,
@@ -494,6 +541,7 @@ fn animated_document_group(
                 paths,
                 text_document,
                 stroke_scale,
+                bold_width,
                 channels?,
             ))
         })
@@ -537,6 +585,8 @@ struct DocumentParts<'a> {
     /// The layer's text keyframe times, and which one this document is.
     times: &'a [f64],
     index: usize,
+    /// The width of the stroke that synthesizes bold, when the face lacks it.
+    bold_width: Option<f64>,
 }
 
 /// The group of one laid-out document: its glyphs under the layer's animators (sampled while
@@ -551,6 +601,7 @@ fn document_group(
     budget: &mut TextBudget,
     warnings: &mut TextWarnings,
 ) -> Value {
+    let bold_width = parts.bold_width;
     let opacity = hold_opacity(parts.times, parts.index);
     if let (Some(layer_animators), Some(sampling)) = (parts.animators, parts.sampling) {
         // The first document shows from the layer's start, the others from their time.
@@ -566,6 +617,7 @@ fn document_group(
             glyph_paths.clone(),
             text_document,
             stroke_scale,
+            bold_width,
             &shown,
             opacity.clone(),
             budget,
@@ -583,6 +635,7 @@ fn document_group(
         glyph_paths.into_iter().flatten().collect(),
         text_document,
         stroke_scale,
+        bold_width,
         opacity,
     )
 }
@@ -659,7 +712,10 @@ fn convert_layer(
             .get("f")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let family = template_fonts.families.get(font_name).map(String::as_str);
+        let (family, style) = match template_fonts.families.get(font_name) {
+            Some((family, style)) => (Some(family.as_str()), *style),
+            None => (None, Style::default()),
+        };
         let document = document(text_document);
         if document.text.chars().count() > layout::MAX_TEXT_CHARS {
             warnings.insert(format!(
@@ -680,6 +736,7 @@ fn convert_layer(
                 Vec::new(),
                 text_document,
                 1.0,
+                None,
                 hold_opacity(&times, index),
             ));
             continue;
@@ -721,6 +778,7 @@ fn convert_layer(
                     sampling: sampling.as_ref(),
                     times: &times,
                     index,
+                    bold_width: None,
                 },
                 &laid_out,
                 glyph_paths,
@@ -736,7 +794,7 @@ fn convert_layer(
                 "text layer '{name}': the template's glyphs do not cover the text; it is drawn in a font instead"
             ));
         }
-        let mut chosen = fonts.choose(font_name, family);
+        let mut chosen = fonts.choose(font_name, family, style);
         let mut laid_out = layout::lay_out(&document, &chosen.data);
         if laid_out.is_none() {
             warnings.insert(format!(
@@ -744,7 +802,7 @@ fn convert_layer(
                 chosen.family,
                 fonts::BUNDLED_FAMILY
             ));
-            chosen = fonts.choose("", None);
+            chosen = fonts.choose("", None, style);
             laid_out = layout::lay_out(&document, &chosen.data);
         }
         let Some(mut laid_out) = laid_out else {
@@ -754,6 +812,11 @@ fn convert_layer(
         if let Some(warning) = chosen.fallback_warning {
             warnings.insert(warning);
         }
+        if let Some(warning) = chosen.synthesis_warning {
+            warnings.insert(warning);
+        }
+        let Synthesis { bold, oblique } = chosen.synthesis;
+        let bold_width = bold.then(|| fonts::synthetic_bold_width(laid_out.size));
         if !laid_out.missing.is_empty() {
             warnings.insert(missing_characters_warning(&name, &laid_out.missing));
         }
@@ -762,7 +825,7 @@ fn convert_layer(
                 "text layer '{name}': the text does not fit its box even at half its size; the lines below the box are left out"
             ));
         }
-        let glyph_paths = font_paths(&laid_out, &chosen.data, budget, &name)?;
+        let glyph_paths = font_paths(&laid_out, &chosen.data, oblique, budget, &name)?;
         groups.push(document_group(
             &DocumentParts {
                 name: &name,
@@ -770,6 +833,7 @@ fn convert_layer(
                 sampling: sampling.as_ref(),
                 times: &times,
                 index,
+                bold_width,
             },
             &laid_out,
             glyph_paths,

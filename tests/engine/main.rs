@@ -5,6 +5,7 @@ mod cli;
 mod corpus;
 mod embedded_images;
 mod expressions;
+mod fonts;
 mod fuzz_findings;
 mod helpers;
 mod malformed;

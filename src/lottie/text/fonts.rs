@@ -1,7 +1,11 @@
-//! The fonts a render can use: the families uploaded with the template, and a bundled,
-//! freely licensed default (DejaVu Sans, Bitstream Vera licence, `assets/fonts/`) compiled
-//! into the binary so a text always renders, whatever the template names.
+//! The fonts a render can use: the families uploaded with the template; bundled, freely
+//! licensed faces compiled into the binary (`assets/fonts/`): Liberation Sans, Serif and Mono
+//! in four styles each for the families they stand in for ([`super::faces`]), and DejaVu Sans
+//! (Bitstream Vera licence) for any other, so a text always renders, whatever the template
+//! names. Bold or italic a chosen face lacks is synthesized, with a warning.
 
+use super::faces::{self, Style};
+use rustybuzz::ttf_parser;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -26,13 +30,61 @@ pub struct FontBook {
     uploaded: BTreeMap<String, Arc<Vec<u8>>>,
 }
 
+/// What a face lacks of the style asked for, made up from its outlines: bold by widening
+/// the outline (a stroke of the fill's colour), italic by slanting it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Synthesis {
+    pub bold: bool,
+    pub oblique: bool,
+}
+
+/// Slant of a synthesized oblique, as x shift per unit of height above the baseline: Skia's
+/// (Chromium's) fake italic skew of 1/4 (about 14°), so it matches the designer's player.
+pub const OBLIQUE_SLANT: f64 = 0.25;
+
+/// Width of the stroke that synthesizes bold, per pixel of font size: Skia's fake bold
+/// (Chromium's), which strokes the outline 1/24 of the size wide at 9 px and below and 1/32
+/// at 36 px and above, linearly between.
+pub fn synthetic_bold_width(size: f64) -> f64 {
+    const SMALL: (f64, f64) = (9.0, 1.0 / 24.0);
+    const LARGE: (f64, f64) = (36.0, 1.0 / 32.0);
+    let ratio = if size <= SMALL.0 {
+        SMALL.1
+    } else if size >= LARGE.0 {
+        LARGE.1
+    } else {
+        SMALL.1 + (LARGE.1 - SMALL.1) * (size - SMALL.0) / (LARGE.0 - SMALL.0)
+    };
+    size.max(0.0) * ratio
+}
+
 /// A font chosen for a text, and why.
 #[derive(Debug, Clone)]
 pub struct ChosenFont {
     pub data: Arc<Vec<u8>>,
     pub family: String,
-    /// Set when the template's font was not available and the bundled one stands in.
+    /// Set when the template's font was not available and a bundled one stands in.
     pub fallback_warning: Option<String>,
+    /// What the face lacks of the requested style and is synthesized.
+    pub synthesis: Synthesis,
+    /// Set when something is synthesized.
+    pub synthesis_warning: Option<String>,
+}
+
+/// Bold and italic as the face `data` itself is (its OS/2 weight and flags).
+fn face_style(data: &[u8]) -> Style {
+    match ttf_parser::Face::parse(data, 0) {
+        Ok(face) => Style {
+            bold: face.is_bold() || face.weight().to_number() >= faces::BOLD_WEIGHT,
+            italic: face.is_italic() || face.is_oblique(),
+        },
+        Err(_) => Style::default(),
+    }
+}
+
+/// The template's name for a font, as a warning quotes it (it is unbounded).
+fn shown(name: &str) -> String {
+    name.chars().take(MAX_NAME_CHARS_IN_WARNINGS).collect()
 }
 
 impl FontBook {
@@ -47,9 +99,11 @@ impl FontBook {
     }
 
     /// The font for a text document naming `font_name` (its `f`), which the template's font
-    /// list maps to `family` (`fFamily`): an uploaded font by family or by name (case
-    /// insensitive), else the bundled one.
-    pub fn choose(&self, font_name: &str, family: Option<&str>) -> ChosenFont {
+    /// list maps to `family` (`fFamily`) in `style`: an uploaded font by family or by name
+    /// (case insensitive); else the bundled Liberation face of the family's class in that
+    /// style (Arial, Helvetica → Sans; Times, Georgia → Serif; Courier → Mono; …); else the
+    /// bundled DejaVu Sans. Bold or italic the chosen face lacks is synthesized.
+    pub fn choose(&self, font_name: &str, family: Option<&str>, style: Style) -> ChosenFont {
         let wanted = [family.unwrap_or(font_name), font_name];
         for candidate in wanted {
             if let Some((name, data)) = self
@@ -57,26 +111,68 @@ impl FontBook {
                 .iter()
                 .find(|(uploaded, _)| uploaded.eq_ignore_ascii_case(candidate))
             {
-                return ChosenFont {
-                    data: data.clone(),
-                    family: name.clone(),
-                    fallback_warning: None,
-                };
+                return with_synthesis(data.clone(), name.clone(), None, style);
             }
         }
-        // The name is the template's and unbounded: a warning quotes its start.
-        let shown: String = family
-            .unwrap_or(font_name)
-            .chars()
-            .take(MAX_NAME_CHARS_IN_WARNINGS)
-            .collect();
-        ChosenFont {
-            data: BUNDLED.clone(),
-            family: BUNDLED_FAMILY.to_owned(),
-            fallback_warning: Some(format!(
-                "font '{shown}' was not uploaded with the template; its text is drawn in the \
-                 bundled {BUNDLED_FAMILY}"
-            )),
+        let asked = shown(family.unwrap_or(font_name));
+        if let Some((named, class)) = wanted
+            .iter()
+            .find_map(|name| faces::class_of(name).map(|class| (*name, class)))
+        {
+            let face = faces::bundled(class, style);
+            let warning = (!faces::is_exact(named, class)).then(|| {
+                format!(
+                    "font '{asked}' was not uploaded with the template; its text is drawn in the \
+                     bundled {} {}, its closest match",
+                    face.family,
+                    face.style.name()
+                )
+            });
+            return with_synthesis(face.shared(), face.family.to_owned(), warning, style);
         }
+        let warning = format!(
+            "font '{asked}' was not uploaded with the template; its text is drawn in the \
+             bundled {BUNDLED_FAMILY}"
+        );
+        with_synthesis(
+            BUNDLED.clone(),
+            BUNDLED_FAMILY.to_owned(),
+            Some(warning),
+            style,
+        )
+    }
+}
+
+/// `data` as the chosen font for `style`, with what it lacks of the style synthesized.
+fn with_synthesis(
+    data: Arc<Vec<u8>>,
+    family: String,
+    fallback_warning: Option<String>,
+    style: Style,
+) -> ChosenFont {
+    let has = face_style(&data);
+    let synthesis = Synthesis {
+        bold: style.bold && !has.bold,
+        oblique: style.italic && !has.italic,
+    };
+    let synthesized = match (synthesis.bold, synthesis.oblique) {
+        (false, false) => None,
+        (true, false) => Some("bold is synthesized (its outlines widened)"),
+        (false, true) => Some("italic is synthesized (its outlines slanted)"),
+        (true, true) => Some("bold and italic are synthesized (its outlines widened and slanted)"),
+    };
+    let synthesis_warning = synthesized.map(|what| {
+        format!(
+            "font '{}' has no {} face here; its {what}",
+            shown(&family),
+            style.name()
+        )
+    });
+    ChosenFont {
+        data,
+        family,
+        fallback_warning,
+        synthesis,
+        synthesis_warning,
     }
 }

@@ -1,0 +1,299 @@
+//! Fonts that match: a template's family, style and weight pick the closest bundled face
+//! (Liberation Sans / Serif / Mono, DejaVu Sans for the rest), uploaded fonts first, and
+//! bold or italic no face has is synthesized. Each rendering is compared with an independent
+//! rasterization (ab_glyph, its own layout) of the face the request must get, read from the
+//! font file itself, and shown to differ from the faces it must not get.
+
+use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
+use lottie_render::lottie::text::convert_text_layers;
+use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::render::pixels::{convert, PixelLayout};
+use lottie_render::render::{self};
+use lottie_render::spec::{Format, Modifications};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+use crate::helpers::spec;
+
+const WIDTH: u32 = 600;
+const HEIGHT: u32 = 160;
+/// Where the text's baseline starts.
+const ORIGIN: [f32; 2] = [10.0, 110.0];
+/// Font size: large, so faces differ by many pixels.
+const SIZE: f32 = 80.0;
+const TEXT: &str = "Hamburg fox";
+
+/// A font file of the repository's `assets/fonts/`.
+fn asset(file: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/fonts")
+            .join(file),
+    )
+    .unwrap()
+}
+
+/// A template with one left-aligned black text layer in the font `fonts.list` entry `font`.
+fn template(font: serde_json::Value) -> Vec<u8> {
+    let name = font["fName"].clone();
+    json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": WIDTH, "h": HEIGHT,
+        "fonts": {"list": [font]},
+        "layers": [{
+            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
+            "ks": {
+                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [ORIGIN[0], ORIGIN[1], 0]},
+                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
+            },
+            "ip": 0, "op": 30, "st": 0, "bm": 0,
+            "t": {"d": {"k": [{"s": {"s": SIZE, "f": name, "t": TEXT, "j": 0, "tr": 0,
+                "lh": SIZE * 1.2, "ls": 0, "fc": [0, 0, 0]}, "t": 0}]},
+                "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": []}
+        }]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Pixels of frame 0 at least half covered.
+fn rendered(template: &[u8], fonts: &FontBook) -> Vec<bool> {
+    let prepared = render::prepare(
+        template,
+        &Modifications::default(),
+        spec(Format::Webm, 30, WIDTH, HEIGHT),
+        fonts,
+    )
+    .unwrap();
+    let mut renderer = prepared.source.renderer().unwrap();
+    let premultiplied = renderer.render(0);
+    let mut rgba = vec![0u8; premultiplied.len() * 4];
+    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    rgba.chunks(4).map(|pixel| pixel[3] >= 128).collect()
+}
+
+/// The warnings converting `template`'s text reports.
+fn warnings(template: &[u8], fonts: &FontBook) -> Vec<String> {
+    let mut json: serde_json::Value = serde_json::from_slice(template).unwrap();
+    convert_text_layers(&mut json, fonts).unwrap().warnings
+}
+
+/// TEXT in `font` rasterized by ab_glyph (its own advances and kerning), each ink pixel
+/// moved right by `slant` per pixel above the baseline (a synthesized oblique) and grown by
+/// `grow` pixels all round (a synthesized bold).
+fn reference(font: &[u8], slant: f32, grow: f32) -> Vec<bool> {
+    let font = FontRef::try_from_slice(font).unwrap();
+    // ab_glyph scales by ascent − descent; the document's size is the em.
+    let scaled = font.as_scaled(PxScale::from(
+        SIZE * font.height_unscaled() / font.units_per_em().unwrap(),
+    ));
+    let mut ink = vec![false; (WIDTH * HEIGHT) as usize];
+    let mut pen = ORIGIN[0];
+    let mut previous = None;
+    for character in TEXT.chars() {
+        let id = font.glyph_id(character);
+        if let Some(previous) = previous {
+            pen += scaled.kern(previous, id);
+        }
+        let glyph = id.with_scale_and_position(scaled.scale(), ab_glyph::point(pen, ORIGIN[1]));
+        if let Some(outlined) = font.outline_glyph(glyph) {
+            let bounds = outlined.px_bounds();
+            outlined.draw(|x, y, coverage| {
+                if coverage < 0.5 {
+                    return;
+                }
+                let y = bounds.min.y + y as f32 + 0.5;
+                let x = bounds.min.x + x as f32 + 0.5 + slant * (ORIGIN[1] - y);
+                let reach = grow.ceil() as i64;
+                for dy in -reach..=reach {
+                    for dx in -reach..=reach {
+                        if ((dx * dx + dy * dy) as f32).sqrt() > grow {
+                            continue;
+                        }
+                        let (px, py) = (x.floor() as i64 + dx, y.floor() as i64 + dy);
+                        if (0..i64::from(WIDTH)).contains(&px)
+                            && (0..i64::from(HEIGHT)).contains(&py)
+                        {
+                            ink[(py * i64::from(WIDTH) + px) as usize] = true;
+                        }
+                    }
+                }
+            });
+        }
+        pen += scaled.h_advance(id);
+        previous = Some(id);
+    }
+    ink
+}
+
+/// Intersection over union of two ink masks.
+fn iou(a: &[bool], b: &[bool]) -> f64 {
+    let both = a.iter().zip(b).filter(|(a, b)| **a && **b).count();
+    let either = a.iter().zip(b).filter(|(a, b)| **a || **b).count();
+    assert!(either > 2000, "{either} inked pixels");
+    both as f64 / either as f64
+}
+
+/// Asserts `ink` matches `expected` (intersection over union ≥ 0.9) better than each of
+/// `others` by a clear margin.
+fn assert_drawn_in(ink: &[bool], expected: &[bool], others: &[(&str, Vec<bool>)]) {
+    let matched = iou(ink, expected);
+    eprintln!("intersection over union with the expected face: {matched:.3}");
+    assert!(matched >= 0.9, "intersection over union {matched:.3}");
+    for (name, other) in others {
+        let score = iou(ink, other);
+        eprintln!("… with {name}: {score:.3}");
+        assert!(score < matched - 0.1, "{name}: {score:.3} vs {matched:.3}");
+    }
+}
+
+fn font(name: &str, family: &str, style: &str) -> serde_json::Value {
+    json!({"fName": name, "fFamily": family, "fStyle": style, "ascent": 75})
+}
+
+#[test]
+fn times_new_roman_is_drawn_in_liberation_serif_its_metric_twin() {
+    let template = template(font("TimesNewRomanPSMT", "Times New Roman", "Regular"));
+    let ink = rendered(&template, &FontBook::default());
+    assert_drawn_in(
+        &ink,
+        &reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
+        &[
+            ("DejaVu Sans", reference(&asset("DejaVuSans.ttf"), 0.0, 0.0)),
+            (
+                "Liberation Sans",
+                reference(&asset("LiberationSans-Regular.ttf"), 0.0, 0.0),
+            ),
+        ],
+    );
+    let warnings = warnings(&template, &FontBook::default());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("'Times New Roman'") && w.contains("Liberation Serif")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_bold_italic_request_gets_the_bold_italic_face_with_nothing_synthesized() {
+    // Helvetica, bold by its weight, italic by its style.
+    let mut entry = font("Helvetica-BoldOblique", "Helvetica", "Oblique");
+    entry["fWeight"] = json!("700");
+    let template = template(entry);
+    let ink = rendered(&template, &FontBook::default());
+    assert_drawn_in(
+        &ink,
+        &reference(&asset("LiberationSans-BoldItalic.ttf"), 0.0, 0.0),
+        &[
+            (
+                "Liberation Sans Bold",
+                reference(&asset("LiberationSans-Bold.ttf"), 0.0, 0.0),
+            ),
+            (
+                "Liberation Sans Italic",
+                reference(&asset("LiberationSans-Italic.ttf"), 0.0, 0.0),
+            ),
+        ],
+    );
+    let warnings = warnings(&template, &FontBook::default());
+    assert!(
+        warnings.iter().all(|w| !w.contains("synthesized")),
+        "{warnings:?}"
+    );
+    // Courier New Bold: the mono bold face.
+    let courier = self::template(font("CourierNewPS-BoldMT", "Courier New", "Bold"));
+    assert_drawn_in(
+        &rendered(&courier, &FontBook::default()),
+        &reference(&asset("LiberationMono-Bold.ttf"), 0.0, 0.0),
+        &[(
+            "Liberation Mono",
+            reference(&asset("LiberationMono-Regular.ttf"), 0.0, 0.0),
+        )],
+    );
+}
+
+#[test]
+fn an_unknown_family_falls_back_to_dejavu_sans_with_a_warning() {
+    let template = template(font(
+        "Grotesk-Regular",
+        "Totally Unknown Grotesk",
+        "Regular",
+    ));
+    assert_drawn_in(
+        &rendered(&template, &FontBook::default()),
+        &reference(&asset("DejaVuSans.ttf"), 0.0, 0.0),
+        &[(
+            "Liberation Sans",
+            reference(&asset("LiberationSans-Regular.ttf"), 0.0, 0.0),
+        )],
+    );
+    let warnings = warnings(&template, &FontBook::default());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("'Totally Unknown Grotesk'") && w.contains("DejaVu Sans")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn italic_with_no_italic_face_is_slanted_and_bold_with_no_bold_face_is_widened() {
+    let dejavu = asset("DejaVuSans.ttf");
+    // Skia's (Chromium's) fake italic: x moves 1/4 of the height above the baseline.
+    let italic = template(font("Grotesk-Italic", "Grotesk", "Italic"));
+    assert_drawn_in(
+        &rendered(&italic, &FontBook::default()),
+        &reference(&dejavu, 0.25, 0.0),
+        &[("upright DejaVu Sans", reference(&dejavu, 0.0, 0.0))],
+    );
+    let warnings = warnings(&italic, &FontBook::default());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("DejaVu Sans") && w.contains("italic is synthesized")),
+        "{warnings:?}"
+    );
+    // Skia's fake bold at 36 px and up: the outline stroked 1/32 of the size wide, so it
+    // grows by half that all round.
+    let bold = template(font("Grotesk-Black", "Grotesk", "Black"));
+    let ink = rendered(&bold, &FontBook::default());
+    let grown = reference(&dejavu, 0.0, SIZE / 32.0 / 2.0);
+    let plain = reference(&dejavu, 0.0, 0.0);
+    let count = |ink: &[bool]| ink.iter().filter(|inked| **inked).count() as f64;
+    eprintln!(
+        "ink: rendered {}, grown reference {}, plain reference {}",
+        count(&ink),
+        count(&grown),
+        count(&plain)
+    );
+    assert!(iou(&ink, &grown) >= 0.9, "{:.3}", iou(&ink, &grown));
+    assert!(count(&ink) > count(&plain) * 1.08, "bold draws more ink");
+    let warnings = self::warnings(&bold, &FontBook::default());
+    assert!(
+        warnings.iter().any(|w| w.contains("bold is synthesized")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn an_uploaded_font_keeps_priority_over_the_bundled_match() {
+    // DejaVu Serif (Debian's fonts-dejavu-core, which ./dev installs) uploaded as "Times New
+    // Roman": it, not Liberation Serif, draws the text.
+    let serif = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").unwrap();
+    let fonts = FontBook::new(BTreeMap::from([(
+        "Times New Roman".to_owned(),
+        serif.clone(),
+    )]));
+    let template = template(font("TimesNewRomanPSMT", "Times New Roman", "Regular"));
+    assert_drawn_in(
+        &rendered(&template, &fonts),
+        &reference(&serif, 0.0, 0.0),
+        &[(
+            "Liberation Serif",
+            reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
+        )],
+    );
+    let warnings = warnings(&template, &fonts);
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
