@@ -35,7 +35,6 @@ pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, Enc
                 ("threads", threads.to_string()),
             ],
             muxer_options: vec![],
-            tag_bt601: true,
         },
     )
 }
