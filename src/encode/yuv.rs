@@ -44,6 +44,7 @@ const CB_FROM_RGB: [i32; 3] = [-4877, -9575, 14452];
 /// integer model and an exact BT.601 decoder (checked exhaustively for 1.0042; 1.004 leaves 5
 /// colours 3 off in libyuv, 1.005 leaves 140 3 off in the exact decoder). The cost is at most
 /// 0.47 of a Cb code (at Cb's extremes) away from the textbook value.
+#[cfg_attr(not(test), allow(dead_code))] // Documents CB_FROM_RGB; the tests hold it to it.
 const CB_GAIN: f64 = 1.0042;
 /// Cr coefficients (224/255 × (1 − Kr, −Kg, −Kb) / (2 − 2Kr) in 1/32768), summing to 0.
 const CR_FROM_RGB: [i32; 3] = [14392, -12052, -2340];
