@@ -148,39 +148,3 @@ pub fn decode_rgba(path: &Path, width: u32, height: u32) -> Vec<Vec<u8>> {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
-
-/// The frames a GIF of `template` must hold, from the README's GIF timing: a frame is kept when
-/// it comes at least `MIN_FRAME_DELAY_CS` after the last kept one (at 30 fps every frame is),
-/// and gifski folds a kept frame identical to the one before it into that one (a longer delay).
-/// Identical is judged on the frames the library renders (straight RGBA, as gifski is given
-/// them), independently of the encoder.
-pub fn expected_gif_frames(template: &Path, output: OutputSpec) -> u32 {
-    use lottie_render::encode::gif::MIN_FRAME_DELAY_CS;
-    use lottie_render::render::pixels::{convert, PixelLayout};
-    let bytes = std::fs::read(template).unwrap();
-    let prepared = lottie_render::render::prepare(
-        &bytes,
-        &Modifications::default(),
-        output,
-        &lottie_render::lottie::text::fonts::FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let fps = f64::from(output.fps.get());
-    let (mut kept, mut last_kept_cs, mut previous) = (0, None::<i64>, None::<Vec<u8>>);
-    for index in 0..prepared.frame_count {
-        let timestamp_cs = (f64::from(index) / fps * 100.0).round() as i64;
-        if last_kept_cs.is_some_and(|last| timestamp_cs - last < MIN_FRAME_DELAY_CS) {
-            continue;
-        }
-        last_kept_cs = Some(timestamp_cs);
-        let premultiplied = renderer.render(index);
-        let mut rgba = vec![0u8; premultiplied.len() * 4];
-        convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-        if previous.as_ref() != Some(&rgba) {
-            kept += 1;
-        }
-        previous = Some(rgba);
-    }
-    kept
-}
