@@ -1,10 +1,13 @@
 //! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
 //! [`assets`], [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
-//! turning text layers into glyph shapes ([`text`]), retiming to the output frame rate
+//! baking expressions into keyframes ([`expressions`]), turning text layers into glyph shapes
+//! ([`text`]), drawing mattes and masks as lottie-web does ([`mattes`]), retiming to the output frame rate
 //! ([`timeline`]) and the `inspect` report ([`report`]).
 
 pub mod assets;
+pub mod expressions;
 pub mod fence;
+pub mod mattes;
 pub mod model;
 pub mod modifications;
 pub mod report;

@@ -11,7 +11,7 @@ use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
-use crate::lottie::{slots, timeline, Template, TemplateError};
+use crate::lottie::{expressions, mattes, slots, timeline, Template, TemplateError};
 use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
 use serde::{Deserialize, Serialize};
@@ -100,9 +100,9 @@ pub struct PreparedRender {
 }
 
 /// Parses and fences `template_bytes` (image assets included: they must be embedded data),
-/// applies `modifications`, turns text layers into glyph shapes in `fonts` and retimes to the
-/// output frame rate. Fails before anything heavy starts when the template or a slot is at
-/// fault.
+/// applies `modifications`, bakes expressions into keyframes, turns text layers into glyph
+/// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts
+/// when the template or a slot is at fault.
 pub fn prepare(
     template_bytes: &[u8],
     modifications: &Modifications,
@@ -121,9 +121,14 @@ pub fn prepare(
     let mut json = template.json;
     let slots = slots::discover(&json);
     modifications::apply(&mut json, &slots, modifications)?;
+    // rlottie ignores expressions: their values at the output frame times become keyframes
+    // (before text conversion, which keeps the baked transforms of text layers).
+    expressions::bake(&mut json, spec.fps.get());
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
-    text::convert_text_layers(&mut json, fonts)?;
+    text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;
+    // After text: lowered text layers can be matted or matte sources like any shape layer.
+    mattes::lower_mattes_and_masks(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

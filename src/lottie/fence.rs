@@ -36,6 +36,9 @@ pub const MAX_PATH_VERTICES: usize = 10_000;
 pub const MAX_PATH_COORDINATE: f64 = 1_000_000.0;
 /// Colour stops of one gradient.
 pub const MAX_GRADIENT_STOPS: i64 = 256;
+/// Properties with an expression. Real templates have a handful to a few hundred (a rigged
+/// character); each is compiled and baked at every output frame in the worker.
+pub const MAX_EXPRESSIONS: usize = 5_000;
 
 /// Checks every limit; answers the warnings for features that will not render as a
 /// designer expects.
@@ -62,8 +65,15 @@ pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateErr
             )?;
         }
     }
-    if count_expressions(json) > 0 {
-        warnings.add("expressions are present; they are not evaluated (each property shows its static value)".to_owned());
+    // Expressions are evaluated in the worker (`super::expressions`), within its work, memory
+    // and baked-value budgets; the ones it cannot evaluate are warned about in the report, by
+    // path. Their number is bounded here so that finding and compiling them stays small too.
+    let expressions = count_expressions(json);
+    if expressions > MAX_EXPRESSIONS {
+        return Err(TemplateError::invalid(
+            "$",
+            format!("{expressions} properties have an expression, more than the {MAX_EXPRESSIONS} limit"),
+        ));
     }
     Ok(warnings.into_vec())
 }
@@ -367,15 +377,29 @@ fn check_shapes(
     outer_copies: f64,
     warnings: &mut Warnings,
 ) -> Result<(), TemplateError> {
-    // A repeater repeats the items before it in the same group, including nested repeaters.
-    let mut copies_here = outer_copies;
+    // A repeater repeats the items *before* it in the same group, nested repeaters included
+    // (rlottie's repeater processing walks a group backwards and moves everything before a
+    // repeater into that repeater's content, allocating every copy eagerly). So an item is
+    // made `outer_copies` times the copies of every repeater after it in its list. A
+    // repeater over its own limit counts once here: its own check below refuses it.
+    let mut made_times = vec![outer_copies; shapes.len()];
+    let mut after = outer_copies;
+    for (index, shape) in shapes.iter().enumerate().rev() {
+        made_times[index] = after;
+        if shape.ty == "rp" {
+            let copies = max_number(shape.properties.get("c"));
+            if is_within(copies, MAX_REPEATER_COPIES) {
+                after *= copies.max(1.0);
+            }
+        }
+    }
     for (index, shape) in shapes.iter().enumerate() {
         let shape_path = format!("{path}[{index}]");
         match shape.ty.as_str() {
             "gr" => check_shapes(
                 &shape.it,
                 &format!("{shape_path}.it"),
-                copies_here,
+                made_times[index],
                 warnings,
             )?,
             "rp" => {
@@ -386,11 +410,11 @@ fn check_shapes(
                         format!("repeater makes {copies} copies, more than the {MAX_REPEATER_COPIES} limit"),
                     ));
                 }
-                copies_here *= copies.max(1.0);
-                if copies_here > MAX_NESTED_REPEATER_COPIES {
+                let copies_made = made_times[index] * copies.max(1.0);
+                if copies_made > MAX_NESTED_REPEATER_COPIES {
                     return Err(TemplateError::invalid(
                         format!("{shape_path}.c"),
-                        format!("nested repeaters make {copies_here} copies, more than the {MAX_NESTED_REPEATER_COPIES} limit"),
+                        format!("nested repeaters make {copies_made} copies, more than the {MAX_NESTED_REPEATER_COPIES} limit"),
                     ));
                 }
             }
@@ -680,5 +704,238 @@ mod tests {
             &error[..200.min(error.len())]
         );
         assert!(error.ends_with("4999 → 5000 → 1"));
+    }
+
+    /// A document of `layers` (30 fps, one second, 100×100) with `root` fields over it.
+    fn document(layers: Vec<Value>, root: Value) -> Vec<u8> {
+        let mut document = json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+            "layers": layers});
+        for (key, value) in root.as_object().into_iter().flatten() {
+            document[key] = value.clone();
+        }
+        serde_json::to_vec(&document).unwrap()
+    }
+
+    fn null_layer(ind: usize) -> Value {
+        json!({"ty": 3, "ind": ind, "ks": {}, "ip": 0, "op": 30, "st": 0})
+    }
+
+    fn shape_layer(shapes: Value) -> Value {
+        json!({"ty": 4, "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0, "shapes": shapes})
+    }
+
+    fn rectangle() -> Value {
+        json!({"ty": "rc", "p": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [4, 4]},
+            "r": {"a": 0, "k": 0}})
+    }
+
+    fn repeater(copies: f64) -> Value {
+        json!({"ty": "rp", "c": {"a": 0, "k": copies}, "o": {"a": 0, "k": 0}, "m": 1,
+            "tr": {"ty": "tr", "p": {"a": 0, "k": [5, 0]}}})
+    }
+
+    fn group(items: Value) -> Value {
+        json!({"ty": "gr", "it": items})
+    }
+
+    /// The path of the refusal of `bytes`, checking that it is the fence's classified one
+    /// (TEMPLATE_INVALID, not retryable); `None` when the template is accepted.
+    fn refusal(bytes: &[u8]) -> Option<String> {
+        use crate::error::{Classified, ErrorClass};
+        let error = crate::lottie::Template::parse(bytes).err()?;
+        assert_eq!(error.reason(), "TEMPLATE_INVALID", "{error}");
+        assert_eq!(error.class(), ErrorClass::Deterministic, "{error}");
+        match error {
+            TemplateError::Invalid { path, .. } => Some(path),
+            other => panic!("not a fence refusal: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_frame_rate_of_240_passes_the_fence_and_one_just_above_is_refused_at_fr() {
+        // Eight seconds at each rate: the duration limit stays out of the way.
+        let at = |fr: f64| document(vec![null_layer(1)], json!({"fr": fr, "op": fr * 8.0}));
+        assert_eq!(refusal(&at(MAX_FRAME_RATE)), None);
+        assert_eq!(
+            refusal(&at(MAX_FRAME_RATE + 0.001)).as_deref(),
+            Some("$.fr")
+        );
+        assert_eq!(refusal(&at(241.0)).as_deref(), Some("$.fr"));
+    }
+
+    #[test]
+    fn five_thousand_layers_pass_the_fence_and_one_more_anywhere_is_refused() {
+        let layers = |count: usize| (1..=count).map(null_layer).collect::<Vec<_>>();
+        assert_eq!(
+            refusal(&document(layers(MAX_LAYERS_TOTAL), json!({}))),
+            None
+        );
+        assert_eq!(
+            refusal(&document(layers(MAX_LAYERS_TOTAL + 1), json!({}))).as_deref(),
+            Some("$.layers")
+        );
+        // Layers of precomps count too: 4,000 at the root and the rest in an asset.
+        let with_precomp = |in_precomp: usize| {
+            let mut root = layers(4000);
+            root.push(
+                json!({"ty": 0, "ind": 4001, "refId": "inner", "ks": {}, "ip": 0,
+                "op": 30, "st": 0, "w": 100, "h": 100}),
+            );
+            document(
+                root,
+                json!({"assets": [{"id": "inner", "layers": layers(in_precomp)}]}),
+            )
+        };
+        assert_eq!(refusal(&with_precomp(MAX_LAYERS_TOTAL - 4001)), None);
+        assert_eq!(
+            refusal(&with_precomp(MAX_LAYERS_TOTAL - 4000)).as_deref(),
+            Some("$.layers")
+        );
+    }
+
+    #[test]
+    fn one_repeater_of_a_thousand_copies_passes_the_fence_and_one_more_is_refused() {
+        let with = |copies: f64| {
+            document(
+                vec![shape_layer(json!([rectangle(), repeater(copies)]))],
+                json!({}),
+            )
+        };
+        assert_eq!(refusal(&with(MAX_REPEATER_COPIES)), None);
+        assert_eq!(
+            refusal(&with(MAX_REPEATER_COPIES + 1.0)).as_deref(),
+            Some("$.layers[0].shapes[1].c")
+        );
+    }
+
+    #[test]
+    fn nested_repeaters_are_refused_by_the_product_of_their_copies_as_rlottie_nests_them() {
+        // rlottie repeats what comes before a repeater: a group holding a repeater, followed
+        // by a repeater, makes inner × outer copies (the corpus' repeater file has this shape).
+        let nested = |inner: f64, outer: f64| {
+            document(
+                vec![shape_layer(json!([
+                    group(json!([rectangle(), repeater(inner)])),
+                    repeater(outer)
+                ]))],
+                json!({}),
+            )
+        };
+        assert_eq!(refusal(&nested(100.0, 100.0)), None, "exactly the limit");
+        assert_eq!(
+            refusal(&nested(100.0, 101.0)).as_deref(),
+            Some("$.layers[0].shapes[0].it[1].c"),
+            "10,100 copies"
+        );
+        assert_eq!(
+            refusal(&nested(1000.0, 1000.0)).as_deref(),
+            Some("$.layers[0].shapes[0].it[1].c"),
+            "a million copies, each repeater within its own limit"
+        );
+        // Two repeaters in one list: the second repeats the first.
+        let in_sequence = |first: f64, second: f64| {
+            document(
+                vec![shape_layer(json!([
+                    rectangle(),
+                    repeater(first),
+                    repeater(second)
+                ]))],
+                json!({}),
+            )
+        };
+        assert_eq!(refusal(&in_sequence(100.0, 100.0)), None);
+        assert_eq!(
+            refusal(&in_sequence(100.0, 101.0)).as_deref(),
+            Some("$.layers[0].shapes[1].c")
+        );
+        // A group after a repeater is not repeated by it: 1,000 and 1,000 side by side.
+        let side_by_side = document(
+            vec![shape_layer(json!([
+                rectangle(),
+                repeater(1000.0),
+                group(json!([rectangle(), repeater(1000.0)]))
+            ]))],
+            json!({}),
+        );
+        assert_eq!(refusal(&side_by_side), None);
+    }
+
+    #[test]
+    fn a_gradient_of_256_stops_passes_the_fence_and_more_stops_or_missing_data_are_refused() {
+        let gradient = |stops: i64, numbers: usize| {
+            let data: Vec<f64> = (0..numbers).map(|n| (n % 4) as f64 / 4.0).collect();
+            document(
+                vec![shape_layer(json!([
+                    rectangle(),
+                    {"ty": "gf", "o": {"a": 0, "k": 100}, "r": 1, "t": 1,
+                     "s": {"a": 0, "k": [0, 0]}, "e": {"a": 0, "k": [10, 0]},
+                     "g": {"p": stops, "k": {"a": 0, "k": data}}}
+                ]))],
+                json!({}),
+            )
+        };
+        let max = MAX_GRADIENT_STOPS as usize;
+        assert_eq!(refusal(&gradient(MAX_GRADIENT_STOPS, 4 * max)), None);
+        assert_eq!(
+            refusal(&gradient(MAX_GRADIENT_STOPS + 1, 4 * (max + 1))).as_deref(),
+            Some("$.layers[0].shapes[1].g.p")
+        );
+        assert_eq!(
+            refusal(&gradient(-1, 0)).as_deref(),
+            Some("$.layers[0].shapes[1].g.p")
+        );
+        // Three stops need twelve numbers (offset, r, g, b each); opacity stops may follow.
+        assert_eq!(refusal(&gradient(3, 12)), None);
+        assert_eq!(refusal(&gradient(3, 12 + 4)), None);
+        assert_eq!(
+            refusal(&gradient(3, 11)).as_deref(),
+            Some("$.layers[0].shapes[1].g.k")
+        );
+        // Keyframed data is checked in every keyframe.
+        let keyframed = |second: usize| {
+            let values = |count: usize| vec![0.5; count];
+            document(
+                vec![shape_layer(json!([
+                    rectangle(),
+                    {"ty": "gf", "o": {"a": 0, "k": 100}, "r": 1, "t": 1,
+                     "s": {"a": 0, "k": [0, 0]}, "e": {"a": 0, "k": [10, 0]},
+                     "g": {"p": 2, "k": {"a": 1, "k": [
+                         {"t": 0, "s": values(8), "i": {"x": [1], "y": [1]},
+                          "o": {"x": [0], "y": [0]}},
+                         {"t": 20, "s": values(second)}
+                     ]}}}
+                ]))],
+                json!({}),
+            )
+        };
+        assert_eq!(refusal(&keyframed(8)), None);
+        assert_eq!(
+            refusal(&keyframed(7)).as_deref(),
+            Some("$.layers[0].shapes[1].g.k")
+        );
+    }
+
+    #[test]
+    fn more_expressions_than_the_limit_are_refused_and_the_limit_itself_passes() {
+        let template = |count: usize| {
+            let sliders: Vec<Value> = (0..count)
+                .map(|_| json!({"ty": 0, "v": {"a": 0, "k": 0, "x": "time"}}))
+                .collect();
+            serde_json::to_vec(&json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100,
+                "h": 100, "layers": [{"ty": 3, "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
+                    "ef": [{"ty": 5, "ef": sliders}]}]}))
+            .unwrap()
+        };
+        assert!(crate::lottie::Template::parse(&template(MAX_EXPRESSIONS)).is_ok());
+        let error = crate::lottie::Template::parse(&template(MAX_EXPRESSIONS + 1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            format!(
+                "$: {} properties have an expression, more than the {MAX_EXPRESSIONS} limit",
+                MAX_EXPRESSIONS + 1
+            )
+        );
     }
 }

@@ -3,9 +3,12 @@
 //! whose cost grows faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
+use super::expressions;
+use super::mattes;
 use super::slots::{self, Slots};
 use super::template::Template;
 use super::text::{self, fonts::FontBook, TextError};
+use crate::spec::Fps;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -32,15 +35,27 @@ impl InspectReport {
         InspectReport::with_fonts(template, &FontBook::default())
     }
 
-    /// The report, text warnings (font fallbacks, unsupported text features, characters no
-    /// font has) included, for a template whose uploaded fonts are `fonts`. Fails when the
-    /// template's text is over its budget ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
+    /// The report, expression warnings (each expression left at its static value), text
+    /// warnings (font fallbacks, unsupported text features, characters no font has) and
+    /// matte and mask warnings ([`mattes`]) included, for a template whose uploaded fonts are
+    /// `fonts`. Fails when the template's text is over its budget
+    /// ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
     pub fn with_fonts(template: &Template, fonts: &FontBook) -> Result<InspectReport, TextError> {
         let model = &template.model;
         let mut warnings = template.warnings.clone();
         let mut seen: HashSet<String> = warnings.iter().cloned().collect();
         let mut converted = template.json.clone();
-        for warning in text::convert_text_layers(&mut converted, fonts)?.warnings {
+        // Baked at the highest output rate: every expression that bakes there bakes at any.
+        let report_fps = Fps::SUPPORTED.iter().copied().max().unwrap_or(60);
+        let baked = expressions::bake(&mut converted, report_fps);
+        let text_warnings = text::convert_text_layers(&mut converted, fonts)?.warnings;
+        let matte_warnings = mattes::lower_mattes_and_masks(&mut converted).warnings;
+        for warning in baked
+            .warnings
+            .into_iter()
+            .chain(text_warnings)
+            .chain(matte_warnings)
+        {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }

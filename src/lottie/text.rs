@@ -6,9 +6,12 @@
 //!
 //! [`chars`] are the template's own glyph outlines, used when they cover the whole text;
 //! otherwise [`fonts`] picks the font (uploaded, else the bundled one). [`layout`] shapes and
-//! places the glyphs, [`outline`] turns each font glyph into Lottie paths. Every fallback and every feature
-//! not rendered (text animators, text on a path) is reported as a warning.
+//! places the glyphs, [`outline`] turns each font glyph into Lottie paths. Text animators
+//! become one group per glyph, keyframed at the output's frame times ([`animators`]). Every
+//! fallback and every feature not rendered (text on a path, animators over their budget) is
+//! reported as a warning.
 
+pub mod animators;
 pub mod chars;
 pub mod fonts;
 pub mod layout;
@@ -128,6 +131,7 @@ impl TextWarnings {
 struct TextBudget {
     glyphs: usize,
     vertices: usize,
+    animators: animators::AnimatorBudget,
 }
 
 impl TextBudget {
@@ -179,15 +183,33 @@ impl TemplateFonts {
     }
 }
 
-/// Converts every text layer of `json` (top level and precomps) into a shape layer. Fails,
-/// leaving `json` partly converted, when the texts are over the vertex budget.
+/// Converts every text layer of `json` (top level and precomps) into a shape layer, text
+/// animators sampled at every template frame. Fails, leaving `json` partly converted, when
+/// the texts are over the vertex budget.
 pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> Result<TextReport, TextError> {
+    convert_text_layers_at(json, fonts, None)
+}
+
+/// [`convert_text_layers`] for an output of `output_fps` frames a second: text animators are
+/// sampled at the output's frame times (`None`: at the template's frames).
+pub fn convert_text_layers_at(
+    json: &mut Value,
+    fonts: &FontBook,
+    output_fps: Option<f64>,
+) -> Result<TextReport, TextError> {
     let template_fonts = TemplateFonts::new(json);
     let mut report = TextReport::default();
     let mut warnings = TextWarnings::default();
     let mut budget = TextBudget {
         glyphs: MAX_GLYPHS_PER_TEMPLATE,
         vertices: MAX_TEXT_VERTICES_PER_TEMPLATE,
+        animators: animators::AnimatorBudget::default(),
+    };
+    // One output frame, in template frames.
+    let template_fps = number(json.get("fr")).filter(|fr| *fr > 0.0);
+    let step = match (template_fps, output_fps) {
+        (Some(template), Some(output)) if output > 0.0 => template / output,
+        _ => 1.0,
     };
     let mut failure = None;
     super::model::for_each_layer_list(json, |layers| {
@@ -198,7 +220,14 @@ pub fn convert_text_layers(json: &mut Value, fonts: &FontBook) -> Result<TextRep
             let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
             // A hidden layer draws nothing: no glyphs to make.
             if layer.get("ty").and_then(Value::as_i64) == Some(5) && !hidden {
-                match convert_layer(layer, fonts, &template_fonts, &mut budget, &mut warnings) {
+                match convert_layer(
+                    layer,
+                    fonts,
+                    &template_fonts,
+                    &mut budget,
+                    &mut warnings,
+                    step,
+                ) {
                     Ok(()) => report.converted_layers += 1,
                     Err(error) => failure = Some(error),
                 }
@@ -276,26 +305,32 @@ fn drawable(origin: [f64; 2]) -> bool {
         .all(|v| v.is_finite() && v.abs() <= super::fence::MAX_PATH_COORDINATE)
 }
 
-/// The `sh` items of the glyphs of `layout` in the font `data` (font 0) and the bundled
-/// font (font 1, drawing what `data` lacks), their vertices taken from `budget`.
+/// The `sh` items of each glyph of `layout` (in its order; none for a glyph not drawn) in
+/// the font `data` (font 0) and the bundled font (font 1, drawing what `data` lacks), their
+/// vertices taken from `budget`.
 fn font_paths(
     layout: &Layout,
     data: &[u8],
     budget: &mut TextBudget,
     layer: &str,
-) -> Result<Vec<Value>, TextError> {
-    let mut items = Vec::new();
+) -> Result<Vec<Vec<Value>>, TextError> {
+    let mut glyphs = Vec::with_capacity(layout.glyphs.len());
     let faces: Vec<Option<ttf_parser::Face<'_>>> = [data, fonts::BUNDLED_FONT]
         .iter()
         .map(|data| ttf_parser::Face::parse(data, 0).ok())
         .collect();
     let Some(Some(primary)) = faces.first() else {
-        return Ok(items);
+        return Ok(glyphs);
     };
     let primary_units = f64::from(primary.units_per_em());
-    for glyph in layout.glyphs.iter().filter(|g| drawable(g.origin)) {
-        let Some(Some(face)) = faces.get(usize::from(glyph.font)) else {
-            continue;
+    for glyph in &layout.glyphs {
+        let mut items = Vec::new();
+        let face = match faces.get(usize::from(glyph.font)) {
+            Some(Some(face)) if drawable(glyph.origin) => face,
+            _ => {
+                glyphs.push(items);
+                continue;
+            }
         };
         // The layout's scale is per unit of the first font's em.
         let scale = layout.scale * primary_units / f64::from(face.units_per_em());
@@ -318,8 +353,9 @@ fn font_paths(
                 }
             }));
         }
+        glyphs.push(items);
     }
-    Ok(items)
+    Ok(glyphs)
 }
 
 /// The group of glyph paths (`items`), fill and stroke of one laid-out document.
@@ -365,6 +401,116 @@ fn glyph_group(
     json!({"ty": "gr", "nm": "text", "it": items})
 }
 
+/// A colour array's red, green and blue (0..=1).
+fn rgb(value: Option<&Value>) -> Option<[f64; 3]> {
+    let array = value?.as_array()?;
+    let channel = |index: usize| number(array.get(index)).map(|v| v.clamp(0.0, 1.0));
+    Some([channel(0)?, channel(1)?, channel(2)?])
+}
+
+/// The group of one glyph's paths under text animators: the document's fill and stroke, its
+/// colours, opacities and width replaced by the animated ones, and its transform by the
+/// glyph's.
+fn animated_glyph_group(
+    paths: Vec<Value>,
+    text_document: &Value,
+    stroke_scale: f64,
+    channels: animators::GlyphChannels,
+) -> Value {
+    let mut group = glyph_group(
+        paths,
+        text_document,
+        stroke_scale,
+        json!({"a": 0, "k": 100}),
+    );
+    if let Some(items) = group.get_mut("it").and_then(Value::as_array_mut) {
+        for item in items.iter_mut() {
+            let Some(object) = item.as_object_mut() else {
+                continue;
+            };
+            let replacements: Vec<(&str, &Option<Value>)> =
+                match object.get("ty").and_then(Value::as_str) {
+                    Some("fl") => vec![("c", &channels.fill_color), ("o", &channels.fill_opacity)],
+                    Some("st") => vec![
+                        ("c", &channels.stroke_color),
+                        ("o", &channels.stroke_opacity),
+                        ("w", &channels.stroke_width),
+                    ],
+                    Some("tr") => {
+                        *item = channels.transform.clone();
+                        continue;
+                    }
+                    _ => Vec::new(),
+                };
+            for (key, value) in replacements {
+                if let Some(value) = value {
+                    object.insert(key.to_owned(), value.clone());
+                }
+            }
+        }
+    }
+    if let Some(object) = group.as_object_mut() {
+        object.insert("nm".into(), json!("glyph"));
+    }
+    group
+}
+
+/// The group of one laid-out document under text animators: a group per drawn glyph (later
+/// glyphs over earlier ones, as lottie-web draws them), shown by `opacity`. `None` when the
+/// animators are over the template's budget.
+#[allow(clippy::too_many_arguments)]
+fn animated_document_group(
+    layer_animators: &animators::Animators,
+    layout: &Layout,
+    glyph_paths: Vec<Vec<Value>>,
+    text_document: &Value,
+    stroke_scale: f64,
+    sampling: &animators::Sampling,
+    opacity: Value,
+    budget: &mut TextBudget,
+) -> Option<Value> {
+    let stroke_width = number(text_document.get("sw")).unwrap_or(0.0) * stroke_scale;
+    let style = animators::DocumentStyle {
+        fill: rgb(text_document.get("fc")),
+        stroke: rgb(text_document.get("sc")).filter(|_| stroke_width > 0.0),
+        stroke_width,
+        justify: text_document.get("j").and_then(Value::as_i64).unwrap_or(0),
+    };
+    let drawn: Vec<bool> = glyph_paths.iter().map(|paths| !paths.is_empty()).collect();
+    let channels = animators::lower(
+        layer_animators,
+        layout,
+        &style,
+        sampling,
+        &drawn,
+        &mut budget.animators,
+    )
+    .ok()?;
+    let mut items: Vec<Value> = glyph_paths
+        .into_iter()
+        .zip(channels)
+        .filter_map(|(paths, channels)| {
+            Some(animated_glyph_group(
+                paths,
+                text_document,
+                stroke_scale,
+                channels?,
+            ))
+        })
+        .collect();
+    // Items earlier in a group paint over later ones.
+    items.reverse();
+    items.push(json!({
+        "ty": "tr",
+        "p": {"a": 0, "k": [0, 0]},
+        "a": {"a": 0, "k": [0, 0]},
+        "s": {"a": 0, "k": [100, 100]},
+        "r": {"a": 0, "k": 0},
+        "o": opacity,
+    }));
+    Some(json!({"ty": "gr", "nm": "text", "it": items}))
+}
+
 /// Opacity of keyframe `index`'s group: shown from its time until the next keyframe's.
 fn hold_opacity(times: &[f64], index: usize) -> Value {
     if times.len() < 2 {
@@ -383,12 +529,71 @@ fn hold_opacity(times: &[f64], index: usize) -> Value {
     json!({"a": 1, "k": keyframes})
 }
 
+/// Where one text keyframe's document sits in its layer.
+struct DocumentParts<'a> {
+    name: &'a str,
+    animators: Option<&'a animators::Animators>,
+    sampling: Option<&'a animators::Sampling>,
+    /// The layer's text keyframe times, and which one this document is.
+    times: &'a [f64],
+    index: usize,
+}
+
+/// The group of one laid-out document: its glyphs under the layer's animators (sampled while
+/// the document shows), or all its glyph paths in one group when there are none or they are
+/// over their budget (with a warning).
+fn document_group(
+    parts: &DocumentParts<'_>,
+    layout: &Layout,
+    glyph_paths: Vec<Vec<Value>>,
+    text_document: &Value,
+    stroke_scale: f64,
+    budget: &mut TextBudget,
+    warnings: &mut TextWarnings,
+) -> Value {
+    let opacity = hold_opacity(parts.times, parts.index);
+    if let (Some(layer_animators), Some(sampling)) = (parts.animators, parts.sampling) {
+        // The first document shows from the layer's start, the others from their time.
+        let from = if parts.index == 0 {
+            f64::NEG_INFINITY
+        } else {
+            parts.times.get(parts.index).copied().unwrap_or(0.0)
+        };
+        let shown = sampling.within(from, parts.times.get(parts.index + 1).copied());
+        if let Some(group) = animated_document_group(
+            layer_animators,
+            layout,
+            glyph_paths.clone(),
+            text_document,
+            stroke_scale,
+            &shown,
+            opacity.clone(),
+            budget,
+        ) {
+            return group;
+        }
+        warnings.insert(format!(
+            "text layer '{}': its text animators exceed the template's budget ({} glyph samples, {} keyframes); the text renders without them",
+            parts.name,
+            animators::MAX_ANIMATOR_SAMPLES,
+            animators::MAX_ANIMATOR_KEYFRAMES
+        ));
+    }
+    glyph_group(
+        glyph_paths.into_iter().flatten().collect(),
+        text_document,
+        stroke_scale,
+        opacity,
+    )
+}
+
 fn convert_layer(
     layer: &mut Value,
     fonts: &FontBook,
     template_fonts: &TemplateFonts,
     budget: &mut TextBudget,
     warnings: &mut TextWarnings,
+    step: f64,
 ) -> Result<(), TextError> {
     let name = layer
         .get("nm")
@@ -403,15 +608,20 @@ fn convert_layer(
         name.to_owned()
     };
     let text_data = layer.get("t").cloned().unwrap_or(Value::Null);
-    if text_data
-        .get("a")
-        .and_then(Value::as_array)
-        .is_some_and(|animators| !animators.is_empty())
-    {
-        warnings.insert(format!(
-            "text layer '{name}': text animators are not supported; the text renders without them"
-        ));
+    let layer_animators = animators::Animators::parse(&text_data);
+    if let Some(layer_animators) = &layer_animators {
+        for feature in &layer_animators.unsupported {
+            warnings.insert(format!(
+                "text layer '{name}': text animators' {feature} are not supported; the text renders without that part"
+            ));
+        }
     }
+    // The layer's frames in its composition, on the output's frame grid.
+    let sampling = layer_animators.as_ref().map(|_| {
+        let field = |key: &str| number(layer.get(key));
+        let from = field("ip").unwrap_or(0.0);
+        animators::Sampling::new(from, field("op").unwrap_or(from), step)
+    });
     if text_data
         .get("p")
         .and_then(Value::as_object)
@@ -493,17 +703,31 @@ fn convert_layer(
                     .sum(),
                 &name,
             )?;
-            let paths = laid_out
+            let glyph_paths: Vec<Vec<Value>> = laid_out
                 .glyphs
                 .iter()
-                .filter(|glyph| drawable(glyph.origin))
-                .flat_map(|glyph| source.paths(glyph.glyph, glyph.origin, laid_out.size))
+                .map(|glyph| {
+                    if drawable(glyph.origin) {
+                        source.paths(glyph.glyph, glyph.origin, laid_out.size)
+                    } else {
+                        Vec::new()
+                    }
+                })
                 .collect();
-            groups.push(glyph_group(
-                paths,
+            groups.push(document_group(
+                &DocumentParts {
+                    name: &name,
+                    animators: layer_animators.as_ref(),
+                    sampling: sampling.as_ref(),
+                    times: &times,
+                    index,
+                },
+                &laid_out,
+                glyph_paths,
                 text_document,
                 shrink_factor(&laid_out, &document),
-                hold_opacity(&times, index),
+                budget,
+                warnings,
             ));
             continue;
         }
@@ -538,11 +762,21 @@ fn convert_layer(
                 "text layer '{name}': the text does not fit its box even at half its size; the lines below the box are left out"
             ));
         }
-        groups.push(glyph_group(
-            font_paths(&laid_out, &chosen.data, budget, &name)?,
+        let glyph_paths = font_paths(&laid_out, &chosen.data, budget, &name)?;
+        groups.push(document_group(
+            &DocumentParts {
+                name: &name,
+                animators: layer_animators.as_ref(),
+                sampling: sampling.as_ref(),
+                times: &times,
+                index,
+            },
+            &laid_out,
+            glyph_paths,
             text_document,
             shrink_factor(&laid_out, &document),
-            hold_opacity(&times, index),
+            budget,
+            warnings,
         ));
     }
     if let Value::Object(object) = layer {
@@ -593,34 +827,94 @@ mod tests {
         assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
     }
 
-    #[test]
-    fn hostile_text_documents_are_bounded() {
-        let long = "W".repeat(20_000);
-        let mut json = json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+    /// A template of one text layer showing `text` in the bundled font with the document
+    /// fields `fields` (size, tracking, line height, shift, justification).
+    fn one_text_layer(text: &str, fields: Value) -> Value {
+        let mut document = json!({"f": "x", "t": text, "fc": [0, 0, 0]});
+        if let (Some(document), Some(fields)) = (document.as_object_mut(), fields.as_object()) {
+            document.extend(fields.clone());
+        }
+        json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
             "layers": [{"ty": 5, "nm": "evil", "ks": {}, "ip": 0, "op": 30, "st": 0,
-                "t": {"d": {"k": [{"s": {"s": 1e300, "f": "x", "t": long, "tr": 1e12,
-                    "lh": 1e200, "ls": -1e300, "j": 2, "fc": [0, 0, 0]}, "t": 0}]}}}]});
-        let started = std::time::Instant::now();
-        let report = convert_text_layers(&mut json, &FontBook::default()).unwrap();
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
-        let limit = super::super::fence::MAX_PATH_COORDINATE;
-        let shapes = json["layers"][0]["shapes"].to_string();
-        let values: Vec<f64> = serde_json::from_str::<Value>(&shapes)
-            .unwrap()
-            .pointer("/0/it")
-            .and_then(Value::as_array)
+                "t": {"d": {"k": [{"s": document, "t": 0}]}}}]})
+    }
+
+    /// The vertices of the glyph paths of the converted layer's first group.
+    fn glyph_paths(json: &Value) -> Vec<Vec<[f64; 2]>> {
+        json["layers"][0]["shapes"][0]["it"]
+            .as_array()
             .unwrap()
             .iter()
             .filter(|item| item["ty"] == "sh")
-            .flat_map(|item| item["ks"]["k"]["v"].as_array().unwrap().clone())
-            .flat_map(|point| point.as_array().unwrap().clone())
-            .map(|v| v.as_f64().unwrap())
-            .collect();
+            .map(|item| {
+                item["ks"]["k"]["v"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|point| [point[0].as_f64().unwrap(), point[1].as_f64().unwrap()])
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hostile_text_documents_are_bounded() {
+        let long = "W".repeat(20_000);
+        let limit = super::super::fence::MAX_PATH_COORDINATE;
+        // Absurd size and tracking, centred: the size is cut to MAX_FONT_SIZE, the tracking
+        // to 10 em, the text to MAX_TEXT_CHARS; each W then stands its advance plus 10 em
+        // after the one before, and the line is centred on x = 0.
+        let absurd = json!({"s": 1e300, "tr": 1e12, "lh": 1e200, "j": 2});
+        let mut on_the_baseline = one_text_layer(&long, absurd.clone());
+        let report = convert_text_layers(&mut on_the_baseline, &FontBook::default()).unwrap();
+        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
+        let paths = glyph_paths(&on_the_baseline);
+        let coordinates: Vec<f64> = paths.iter().flatten().flatten().copied().collect();
         assert!(
-            values.iter().all(|v| v.abs() <= limit * 1.01),
+            coordinates.iter().all(|v| v.abs() <= limit * 1.01),
             "coordinates bounded"
         );
+        // Exactly the glyphs whose origin is within the limit are drawn. By the font's own
+        // advance of W: glyph i of n stands at i pitches from the left end of a centred line
+        // n advances plus n − 1 trackings wide (no tracking after the last glyph, as
+        // lottie-web measures a line).
+        let face = ttf_parser::Face::parse(fonts::BUNDLED_FONT, 0).unwrap();
+        let w = face.glyph_index('W').unwrap();
+        let size = layout::MAX_FONT_SIZE;
+        let advance =
+            f64::from(face.glyph_hor_advance(w).unwrap()) / f64::from(face.units_per_em()) * size;
+        let pitch = advance + 10.0 * size;
+        let count = layout::MAX_TEXT_CHARS;
+        let width = count as f64 * advance + (count - 1) as f64 * 10.0 * size;
+        let expected_glyphs = (0..count)
+            .filter(|&i| (i as f64 * pitch - width / 2.0).abs() <= limit)
+            .count();
+        let mut lone = one_text_layer("W", json!({"s": size}));
+        convert_text_layers(&mut lone, &FontBook::default()).unwrap();
+        let contours_per_glyph = glyph_paths(&lone).len();
+        assert!(contours_per_glyph > 0);
+        assert_eq!(
+            paths.len(),
+            expected_glyphs * contours_per_glyph,
+            "{expected_glyphs} glyphs of {contours_per_glyph} contours each"
+        );
+
+        // The same with its baseline shifted 1e300 px: every glyph lies beyond the limit,
+        // so none is drawn; the layer is still a shape layer with its fill.
+        let mut shifted = absurd;
+        shifted["ls"] = json!(-1e300);
+        let mut off_the_canvas = one_text_layer(&long, shifted);
+        let report = convert_text_layers(&mut off_the_canvas, &FontBook::default()).unwrap();
+        assert_eq!(report.converted_layers, 1);
+        assert!(report.warnings.iter().any(|w| w.contains("only the first")));
+        assert_eq!(glyph_paths(&off_the_canvas), Vec::<Vec<[f64; 2]>>::new());
+        let layer = &off_the_canvas["layers"][0];
+        assert_eq!(layer["ty"], 4);
+        assert!(layer["shapes"][0]["it"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|item| item["ty"] == "fl"));
     }
 
     #[test]
@@ -631,7 +925,7 @@ mod tests {
                "ip":0,"op":60,"st":0,"bm":0,"masksProperties":[],
                "t":{"d":{"k":[{"s":{"s":20,"f":"Nope","t":"Hi","j":0,"fc":[1,0,0]},"t":0},
                               {"s":{"s":20,"f":"Nope","t":"Bye","j":0,"fc":[0,0,1]},"t":30}]},
-                    "p":{},"m":{"g":1,"a":{"a":0,"k":[0,0]}},"a":[{"s":{}}]}}]}"#,
+                    "p":{},"m":{"g":1,"a":{"a":0,"k":[0,0]}},"a":[]}}]}"#,
         )
         .unwrap();
         let report = convert_text_layers(&mut json, &FontBook::default()).unwrap();
@@ -662,6 +956,5 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.contains("'Nope'") && w.contains("DejaVu Sans")));
-        assert!(report.warnings.iter().any(|w| w.contains("animators")));
     }
 }

@@ -387,6 +387,11 @@ impl OwnRedis {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
+    /// The redis-server's process id (to pause it with SIGSTOP: a slow Redis, not a gone one).
+    pub(crate) fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     async fn connection(&self) -> deadpool_redis::redis::aio::MultiplexedConnection {
         deadpool_redis::redis::Client::open(self.url())
             .unwrap()

@@ -5,10 +5,8 @@
 
 use crate::helpers::{color, small_request, spawn_app, spawn_app_with, unique_key, TestApp};
 use lottie_render::grpc::proto;
-use prost::bytes::Buf;
 use prost::Message;
 use std::collections::HashMap;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Request, Status};
 use tonic_types::StatusExt;
 
@@ -206,12 +204,10 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
         let status = app.submit(request).await.unwrap_err();
         assert_refusal(case, &status, &expected);
     }
-    // Nothing was queued, no worker ran.
-    assert_eq!(
-        app.metric("lottie_render_jobs_finished_total{outcome=\"succeeded\"}")
-            .await,
-        0.0
-    );
+    // Nothing was queued, no worker ran (counters exposed from the start: a misspelt name
+    // fails instead of reading 0).
+    assert_eq!(app.metric("lottie_render_queue_depth").await, 0.0);
+    assert_eq!(app.metric("lottie_render_workers_started_total").await, 0.0);
     assert_eq!(
         app.metric("lottie_render_rejections_total{reason=\"REQUEST_INVALID\"}")
             .await,
@@ -297,40 +293,6 @@ async fn a_malformed_idempotency_key_is_refused_before_decoding() {
     app.stop().await;
 }
 
-/// Sends raw bytes as a message: what a buggy or hostile client (not prost) can send.
-#[derive(Debug, Clone, Default)]
-struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-    fn encoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-    fn decoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        prost::bytes::BufMut::put_slice(dst, &item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
-    }
-}
-
 const SUBMIT: &str = "/lottie.render.v1.RenderService/SubmitRender";
 const CREATE_TEMPLATE: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
 
@@ -339,17 +301,9 @@ async fn raw_call(
     path: &'static str,
     request: Request<Vec<u8>>,
 ) -> Result<Vec<u8>, Status> {
-    let mut grpc = tonic::client::Grpc::new(app.channel.clone())
-        .max_encoding_message_size(usize::MAX)
-        .max_decoding_message_size(usize::MAX);
-    grpc.ready().await.unwrap();
-    grpc.unary(
-        request,
-        http::uri::PathAndQuery::from_static(path),
-        RawCodec,
-    )
-    .await
-    .map(|response| response.into_inner())
+    app.raw_unary(path, request)
+        .await
+        .map(|response| response.into_inner())
 }
 
 fn keyed(bytes: Vec<u8>) -> Request<Vec<u8>> {

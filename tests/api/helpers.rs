@@ -261,15 +261,41 @@ impl TestApp {
         metrics_text(self.metrics_address).await
     }
 
-    /// The value of one sample (`name{labels}` exactly as exposed), 0 when absent.
+    /// The value of one sample (`name{labels}` exactly as exposed). Panics, naming the
+    /// sample and showing the exposition, when the sample is absent: a misspelt name must
+    /// fail, not read as 0.
     pub async fn metric(&self, sample: &str) -> f64 {
         let text = self.metrics_text().await;
-        text.lines()
-            .find_map(|line| {
-                line.strip_prefix(sample)
-                    .and_then(|rest| rest.strip_prefix(' '))
-            })
-            .map_or(0.0, |value| value.trim().parse().unwrap())
+        sample_value(&text, sample)
+            .unwrap_or_else(|| panic!("no sample {sample} in the metrics:\n{text}"))
+    }
+
+    /// The value of a labelled sample, 0 while it is absent: a family's label set is only
+    /// exposed once first counted (prometheus-client writes no line, not even `# TYPE`, for
+    /// an empty family). Only for waiting until a sample reaches a positive value, where a
+    /// misspelt name never does and the wait fails; never for a check that it is 0.
+    pub async fn metric_or_zero(&self, sample: &str) -> f64 {
+        sample_value(&self.metrics_text().await, sample).unwrap_or(0.0)
+    }
+
+    /// One unary call at `path` whose request body is `request`'s bytes as they are (what a
+    /// client other than prost may send: unknown fields, fields and map entries in any
+    /// order, bytes that do not decode), answering the response's bytes.
+    pub async fn raw_unary(
+        &self,
+        path: &'static str,
+        request: Request<Vec<u8>>,
+    ) -> Result<tonic::Response<Vec<u8>>, Status> {
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone())
+            .max_encoding_message_size(usize::MAX)
+            .max_decoding_message_size(usize::MAX);
+        grpc.ready().await.unwrap();
+        grpc.unary(
+            request,
+            http::uri::PathAndQuery::from_static(path),
+            RawCodec,
+        )
+        .await
     }
 
     /// Asks the server to shut down without waiting for it.
@@ -288,6 +314,45 @@ impl TestApp {
     }
 }
 
+/// Sends raw bytes as a message and hands the answer's bytes back undecoded.
+#[derive(Debug, Clone, Default)]
+pub struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> RawCodec {
+        RawCodec
+    }
+    fn decoder(&mut self) -> RawCodec {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), Status> {
+        prost::bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
+        use prost::bytes::Buf;
+        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+    }
+}
+
 /// The Prometheus text served at `address` (`GET /metrics`).
 pub async fn metrics_text(address: SocketAddr) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -300,6 +365,19 @@ pub async fn metrics_text(address: SocketAddr) -> String {
     stream.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     response
+}
+
+/// The value of `sample` (`name{labels}` exactly as exposed) in the exposition `text`.
+fn sample_value(text: &str, sample: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let value = line.strip_prefix(sample)?.strip_prefix(' ')?;
+        Some(
+            value
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{sample} has no number: {line}")),
+        )
+    })
 }
 
 pub fn corpus_path(name: &str) -> PathBuf {
@@ -401,4 +479,173 @@ pub fn crashing_worker(dir: &std::path::Path, count_file: &std::path::Path) -> P
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     script
+}
+
+#[test]
+fn a_missing_sample_is_not_zero() {
+    let text = "# HELP lottie_render_jobs_finished Jobs that reached a terminal state.\n\
+                # TYPE lottie_render_jobs_finished counter\n\
+                lottie_render_jobs_finished_total{outcome=\"failed\"} 2\n\
+                # TYPE lottie_render_queue_depth gauge\n\
+                lottie_render_queue_depth 0\n\
+                # EOF\n";
+    assert_eq!(
+        sample_value(
+            text,
+            "lottie_render_jobs_finished_total{outcome=\"failed\"}"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(sample_value(text, "lottie_render_queue_depth"), Some(0.0));
+    // A prefix of an exposed name is not that sample.
+    assert_eq!(sample_value(text, "lottie_render_queue_dept"), None);
+    assert_eq!(sample_value(text, "lottie_render_queue_depth_total"), None);
+    assert_eq!(
+        sample_value(
+            text,
+            "lottie_render_jobs_finished_total{outcome=\"succeeded\"}"
+        ),
+        None
+    );
+}
+
+/// Lowercase hex sha256 of `bytes`, as the service reports digests.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// A stand-in for this crate's binary (as worker or analysis executable) that, while engaged,
+/// stops itself (SIGSTOP) before it runs the real binary: a test holds a render or an analysis
+/// at its very start for as long as it needs, deterministically, where stopping a fast
+/// process from outside would race it. Disengaged, it runs the real binary at once.
+pub struct Hold {
+    pub script: PathBuf,
+    flag: PathBuf,
+}
+
+impl Hold {
+    /// The stand-in script in `dir`, disengaged.
+    pub fn new(dir: &std::path::Path) -> Hold {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join("holding-lottie-render");
+        let flag = dir.join("hold");
+        // Shell builtins only: the sandbox clears the environment (no PATH needed).
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nif [ -e '{}' ]; then kill -STOP $$; fi\nexec '{}' \"$@\"\n",
+                flag.display(),
+                env!("CARGO_BIN_EXE_lottie-render")
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Hold { script, flag }
+    }
+
+    /// Processes started from now on stop at the hold.
+    pub fn engage(&self) {
+        std::fs::write(&self.flag, b"").unwrap();
+    }
+
+    /// Processes started from now on run at once (those held stay held).
+    pub fn disengage(&self) {
+        let _ = std::fs::remove_file(&self.flag);
+    }
+
+    /// Processes stopped at the hold now.
+    pub fn held(&self) -> Vec<u32> {
+        let script = self.script.display().to_string();
+        live_processes(|cmdline| cmdline.contains(&script))
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .filter(|pid| process_state(*pid) == Some('T'))
+            .collect()
+    }
+
+    /// Waits (up to a minute) until `count` processes are held; their ids.
+    pub async fn wait_for_held(&self, count: usize) -> Vec<u32> {
+        for _ in 0..6000 {
+            let held = self.held();
+            if held.len() == count {
+                return held;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("expected {count} held processes, found {:?}", self.held());
+    }
+
+    /// Lets a held process go on (SIGCONT).
+    pub fn release(&self, pid: u32) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status();
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // A failed test must not leave stopped processes behind.
+        self.disengage();
+        for pid in self.held() {
+            self.release(pid);
+        }
+    }
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z` zombie…), `None` if gone.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Checks that `status` is `code` with ErrorInfo `reason` and answers the retry delay it
+/// carries, after checking that its three forms agree: RetryInfo, `grpc-retry-pushback-ms`
+/// (the same milliseconds) and `retry-after` (whole seconds rounded up, at least 1). A
+/// deterministic refusal answers `None` after checking `grpc-retry-pushback-ms: -1` and that
+/// it carries neither RetryInfo nor `retry-after`.
+pub fn refusal_delay(status: &Status, code: tonic::Code, reason: &str) -> Option<Duration> {
+    use tonic_types::StatusExt;
+    assert_eq!(status.code(), code, "{status:?}");
+    let details = status.get_error_details();
+    assert_eq!(
+        details.error_info().map(|info| info.reason.as_str()),
+        Some(reason),
+        "{status:?}"
+    );
+    let header = |name: &str| {
+        status
+            .metadata()
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    match details.retry_info().and_then(|info| info.retry_delay) {
+        Some(delay) => {
+            assert_eq!(
+                header("grpc-retry-pushback-ms"),
+                Some(delay.as_millis().to_string()),
+                "{status:?}"
+            );
+            let seconds = (delay.as_secs() + u64::from(delay.subsec_nanos() > 0)).max(1);
+            assert_eq!(
+                header("retry-after"),
+                Some(seconds.to_string()),
+                "{status:?}"
+            );
+            Some(delay)
+        }
+        None => {
+            assert_eq!(
+                header("grpc-retry-pushback-ms").as_deref(),
+                Some("-1"),
+                "{status:?}"
+            );
+            assert_eq!(header("retry-after"), None, "{status:?}");
+            None
+        }
+    }
 }

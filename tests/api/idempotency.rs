@@ -197,6 +197,147 @@ async fn a_replay_answers_the_same_job_without_a_worker_with_redis() {
     a_replay_answers_the_same_job_without_a_worker(Store::Redis).await;
 }
 
+const SUBMIT_RENDER: &str = "/lottie.render.v1.RenderService/SubmitRender";
+
+/// `request` as bytes on the wire with its fields in the order `fields` names them
+/// (1 template_id, 2 modifications, 3 output) and its colour map entries in the order
+/// `colors` names them: protobuf lets a sender write both in any order, and prost always
+/// writes fields by number and map entries in its map's order.
+fn wire_bytes(request: &proto::RenderRequest, fields: [u32; 3], colors: &[&str]) -> Vec<u8> {
+    use prost::encoding::{encode_key, encode_varint, WireType};
+    use prost::Message;
+    let modifications = request.modifications.clone().unwrap_or_default();
+    assert!(modifications.texts.is_empty(), "texts are not reordered");
+    assert_eq!(colors.len(), modifications.colors.len());
+    let mut entries = Vec::new();
+    for id in colors {
+        // A Modifications holding one entry is that entry as the map field writes it.
+        let mut one = proto::Modifications::default();
+        one.colors
+            .insert((*id).to_owned(), modifications.colors[*id]);
+        entries.extend(one.encode_to_vec());
+    }
+    let mut bytes = Vec::new();
+    for field in fields {
+        match field {
+            1 => bytes.extend(
+                proto::RenderRequest {
+                    template_id: request.template_id.clone(),
+                    ..Default::default()
+                }
+                .encode_to_vec(),
+            ),
+            2 => {
+                encode_key(2, WireType::LengthDelimited, &mut bytes);
+                encode_varint(entries.len() as u64, &mut bytes);
+                bytes.extend(&entries);
+            }
+            3 => bytes.extend(
+                proto::RenderRequest {
+                    output: request.output,
+                    ..Default::default()
+                }
+                .encode_to_vec(),
+            ),
+            _ => unreachable!("RenderRequest has fields 1 to 3"),
+        }
+    }
+    bytes
+}
+
+/// SubmitRender of `bytes` as they are, with `key`: the job and whether it was a replay.
+async fn submit_bytes_with_key(
+    app: &TestApp,
+    key: &str,
+    bytes: Vec<u8>,
+) -> Result<(proto::RenderJob, bool), Status> {
+    use prost::Message;
+    let mut request = Request::new(bytes);
+    request
+        .metadata_mut()
+        .insert("idempotency-key", key.parse().unwrap());
+    let response = app.raw_unary(SUBMIT_RENDER, request).await?;
+    let replayed = response
+        .metadata()
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true");
+    let job = proto::RenderJob::decode(response.into_inner().as_slice()).unwrap();
+    Ok((job, replayed))
+}
+
+async fn the_same_request_in_another_wire_order_is_a_replay(store: Store) {
+    use prost::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let mut request = small_request(&template.template_id, proto::Format::Mp4);
+    let mut modifications = proto::Modifications::default();
+    modifications
+        .colors
+        .insert("ball_color".into(), crate::helpers::color(1.0, 0.0, 0.0));
+    modifications
+        .colors
+        .insert("bg_color".into(), crate::helpers::color(0.0, 0.0, 1.0));
+    request.modifications = Some(modifications);
+    let in_order = wire_bytes(&request, [1, 2, 3], &["ball_color", "bg_color"]);
+    let reordered = wire_bytes(&request, [3, 2, 1], &["bg_color", "ball_color"]);
+    assert_ne!(in_order, reordered);
+    // The same message, as any protobuf reader sees it.
+    assert_eq!(
+        proto::RenderRequest::decode(in_order.as_slice()).unwrap(),
+        request
+    );
+    assert_eq!(
+        proto::RenderRequest::decode(reordered.as_slice()).unwrap(),
+        request
+    );
+
+    let key = unique_key();
+    let (first, replayed) = submit_bytes_with_key(&app, &key, in_order).await.unwrap();
+    assert!(!replayed);
+    let (again, replayed) = submit_bytes_with_key(&app, &key, reordered).await.unwrap();
+    assert!(replayed, "not answered as a replay: {again:?}");
+    assert_eq!(again.job_id, first.job_id);
+    assert_eq!(
+        state(&finished(&app, &first.job_id).await),
+        JobState::Succeeded
+    );
+    assert_eq!(worker_starts(dir.path()), 1, "the replay started a worker");
+
+    // The key is tied to the payload all the same: other colours (in either order) are
+    // another payload.
+    let mut other = request;
+    other
+        .modifications
+        .as_mut()
+        .unwrap()
+        .colors
+        .insert("bg_color".into(), crate::helpers::color(0.0, 1.0, 0.0));
+    let status = submit_bytes_with_key(
+        &app,
+        &key,
+        wire_bytes(&other, [3, 2, 1], &["bg_color", "ball_color"]),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(
+        status.get_error_details().error_info().unwrap().reason,
+        "IDEMPOTENCY_KEY_REUSED"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_request_in_another_wire_order_is_a_replay_in_memory() {
+    the_same_request_in_another_wire_order_is_a_replay(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn the_same_request_in_another_wire_order_is_a_replay_with_redis() {
+    the_same_request_in_another_wire_order_is_a_replay(Store::Redis).await;
+}
+
 async fn two_hundred_concurrent_calls_with_one_key_make_one_job(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let app = app_on(store, dir.path(), |_| {}).await;
@@ -273,10 +414,12 @@ async fn fifty_keys_with_one_payload_share_one_render_with_redis() {
 }
 
 async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store: Store) {
+    // A 1 s deadline makes the hanging render fail (transiently) quickly; it cannot be the
+    // deadline of the deterministic failure below, which a slow machine could take longer
+    // than 1 s to reach (and would then see as a transient timeout).
     let dir = tempfile::tempdir().unwrap();
     let app = app_on(store, dir.path(), |settings| settings.max_job_seconds = 1.0).await;
     let hangs = app.create_template(NEVER_FINISHES).await;
-    let refused = app.create_template(RENDERER_REFUSES).await;
 
     let key = unique_key();
     let request = small_request(&hangs.template_id, proto::Format::Mp4);
@@ -295,7 +438,12 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
         JobState::Failed
     );
     assert_eq!(worker_starts(dir.path()), 2);
+    app.stop().await;
 
+    // The deterministic failure on a server with the default deadline.
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_on(store, dir.path(), |_| {}).await;
+    let refused = app.create_template(RENDERER_REFUSES).await;
     let key = unique_key();
     let request = small_request(&refused.template_id, proto::Format::Mp4);
     let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
@@ -307,7 +455,7 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
     assert!(replayed);
     assert_eq!(retry.job_id, first.job_id);
     assert_eq!(retry.error, done.error);
-    assert_eq!(worker_starts(dir.path()), 3, "no run for the replay");
+    assert_eq!(worker_starts(dir.path()), 1, "no run for the replay");
     app.stop().await;
 }
 
@@ -429,20 +577,30 @@ async fn with_redis_down_submissions_are_unavailable_and_start_nothing_until_it_
     );
     assert!(details.retry_info().unwrap().retry_delay.is_some());
     assert!(status.metadata().get("retry-after").is_some());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        worker_starts(dir.path()),
-        1,
-        "nothing rendered without the check"
-    );
 
     let _redis = OwnRedis::start(port);
+    // Nothing rendered without the check: a job the refused call had queued anyway would be
+    // ahead of this one (one worker, first in first out), so it would have started a worker
+    // by the time this one is done. Another request (another fingerprint), so that it
+    // cannot join such a job instead.
+    let mut barrier = request;
+    barrier.output.as_mut().unwrap().width = 101;
+    let (job, _) = submit_with_key(&app, &unique_key(), barrier).await.unwrap();
+    assert_eq!(
+        state(&finished(&app, &job.job_id).await),
+        JobState::Succeeded
+    );
+    assert_eq!(
+        worker_starts(dir.path()),
+        2,
+        "the refused call rendered after all"
+    );
     let (job, _) = submit_with_key(&app, &unique_key(), other).await.unwrap();
     assert_eq!(
         state(&finished(&app, &job.job_id).await),
         JobState::Succeeded
     );
-    assert_eq!(worker_starts(dir.path()), 2);
+    assert_eq!(worker_starts(dir.path()), 3);
     app.stop().await;
 }
 

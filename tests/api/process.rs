@@ -151,6 +151,23 @@ impl ServerProcess {
         super::helpers::worker_processes(&self.worker_executable)
     }
 
+    /// Sends SIGTERM and returns at once (the drain runs meanwhile).
+    pub fn terminate(&self) {
+        send_signal(self.pid(), "TERM");
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, or `None` if it still runs.
+    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// SIGTERM, then waits (bounded) for a clean exit; answers whether it exited 0.
     pub fn stop(mut self) -> bool {
         send_signal(self.pid(), "TERM");

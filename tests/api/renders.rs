@@ -26,6 +26,10 @@ fn sized(mut request: proto::RenderRequest, width: u32) -> proto::RenderRequest 
     request
 }
 
+/// How long a test waits for the health service to change its answer: generous, as the
+/// change itself is immediate and only a loaded machine delays seeing it.
+const HEALTH_FLIP_LIMIT: Duration = Duration::from_secs(30);
+
 fn state(job: &proto::RenderJob) -> JobState {
     JobState::try_from(job.state).unwrap()
 }
@@ -249,8 +253,6 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
         status.metadata().get("grpc-retry-pushback-ms").unwrap(),
         "-1"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(count(), 2);
     assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 2.0);
     assert_eq!(
         app.metric("lottie_render_quarantined_fingerprints").await,
@@ -261,10 +263,17 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
             .await,
         1.0
     );
-    // Another request on the same template is another fingerprint: it is accepted.
+    // Another request on the same template is another fingerprint: it is accepted (and
+    // crashes twice in its turn).
     let mut other = request;
     other.output.as_mut().unwrap().fps = 60;
-    assert!(app.submit(other).await.is_ok());
+    let other = app.submit(other).await.unwrap();
+    let seen = app.watch(&other.job_id, WATCH_LIMIT).await;
+    assert_eq!(state(seen.last().unwrap()), JobState::Failed);
+    // No worker started for the refused call: a job it had queued anyway would have been
+    // ahead of this one (one worker, first in first out), so its worker would have started
+    // by now.
+    assert_eq!(count(), 4, "2 for the first request, 2 for the other one");
     app.stop().await;
 }
 
@@ -347,13 +356,15 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     );
 
     app.begin_shutdown();
-    for _ in 0..100 {
-        if health(&app).await == ServingStatus::NotServing as i32 {
-            break;
-        }
+    // The flip is immediate; a loaded machine may take a while to show it.
+    let deadline = tokio::time::Instant::now() + HEALTH_FLIP_LIMIT;
+    while health(&app).await != ServingStatus::NotServing as i32 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still SERVING {HEALTH_FLIP_LIMIT:?} after the shutdown began"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(health(&app).await, ServingStatus::NotServing as i32);
     let status = app.submit(request).await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(
@@ -377,39 +388,76 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     assert_eq!(worker_processes(&executable), []);
 }
 
+/// Retention of the expiry test: long enough that the job is normally looked at before it
+/// expires (which is checked then, not assumed), short enough for a quick test.
+const SHORT_RETENTION_SECONDS: u64 = 5;
+/// How long the expiry test waits for the sweep (every quarter of the retention) to remove
+/// the job: far beyond the retention, as a loaded machine may run the sweep late.
+const EXPIRY_LIMIT: Duration = Duration::from_secs(60);
+
 #[tokio::test]
 async fn finished_jobs_and_their_outputs_expire_after_the_retention() {
-    let app = spawn_app_with(|settings| settings.retention_seconds = 1).await;
+    let retention = Duration::from_secs(SHORT_RETENTION_SECONDS);
+    let app = spawn_app_with(|settings| settings.retention_seconds = SHORT_RETENTION_SECONDS).await;
     let template = app.create_template(BALL).await;
     let job = app
         .submit(small_request(&template.template_id, proto::Format::Gif))
         .await
         .unwrap();
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
-    assert_eq!(state(seen.last().unwrap()), JobState::Succeeded);
+    let done = seen.last().unwrap();
+    assert_eq!(state(done), JobState::Succeeded);
+    // The server's own clock (this process's): the output was written after the job
+    // started, the job finished at `finished_at`; neither may go before its retention.
+    let time = |timestamp: Option<prost_types::Timestamp>| {
+        std::time::SystemTime::try_from(timestamp.unwrap()).unwrap()
+    };
+    let output_kept_until = time(done.started_at) + retention;
+    let job_kept_until = time(done.finished_at) + retention;
     let output = app
         .data_dir
         .path()
         .join("outputs")
         .join(format!("{}.gif", job.job_id));
-    assert!(output.exists());
-    let mut expired = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let deadline = tokio::time::Instant::now() + EXPIRY_LIMIT;
+    let mut looks = 0;
+    loop {
+        let output_exists = output.exists();
         let answer = app
             .renders()
             .get_render_job(proto::GetRenderJobRequest {
                 job_id: job.job_id.clone(),
             })
             .await;
-        if let Err(status) = answer {
-            assert_eq!(status.code(), Code::NotFound);
-            expired = true;
+        // Taken after the look: whatever was gone was gone by then.
+        let looked_by = std::time::SystemTime::now();
+        looks += 1;
+        assert!(
+            output_exists || looked_by >= output_kept_until,
+            "the output was gone before its retention (look {looks})"
+        );
+        let job_exists = match answer {
+            Ok(_) => true,
+            Err(status) => {
+                assert_eq!(status.code(), Code::NotFound, "{status:?}");
+                false
+            }
+        };
+        assert!(
+            job_exists || looked_by >= job_kept_until,
+            "the job was gone before its retention (look {looks})"
+        );
+        if !job_exists && !output_exists {
             break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "job there: {job_exists}, output there: {output_exists}, {EXPIRY_LIMIT:?} after \
+             it finished (retention {retention:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(expired, "the job was still there after 5 s");
-    assert!(!output.exists());
+    println!("expired after {looks} looks");
     app.stop().await;
 }
 

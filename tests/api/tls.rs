@@ -17,10 +17,10 @@ use tonic_health::pb::HealthCheckRequest;
 const RELOAD_DEADLINE: Duration = Duration::from_secs(20);
 
 /// Waits until the metric sample reaches `at_least` (it is counted just after what the
-/// client saw).
+/// client saw; a labelled sample is absent until then).
 async fn wait_for_metric(app: &crate::helpers::TestApp, sample: &str, at_least: f64) {
     let deadline = tokio::time::Instant::now() + RELOAD_DEADLINE;
-    while app.metric(sample).await < at_least {
+    while app.metric_or_zero(sample).await < at_least {
         assert!(
             tokio::time::Instant::now() < deadline,
             "{sample} never reached {at_least}"

@@ -290,8 +290,7 @@ impl GlyphSource for CharsSource {
     }
     fn shape(&self, text: &str) -> Shaped {
         let glyphs: Vec<ShapedGlyph> = text
-            .chars()
-            .enumerate()
+            .char_indices()
             .filter_map(|(position, c)| {
                 let glyph = self.glyph_of(c)?;
                 Some(ShapedGlyph {

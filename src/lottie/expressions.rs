@@ -1,0 +1,570 @@
+//! Expressions baked into keyframes. rlottie ignores Bodymovin expressions (`"x": "…"` on a
+//! property); lottie-web runs them. Before rlottie loads a template, every property with an
+//! expression is evaluated at every time its composition is shown ([`sampling`]) by QuickJS
+//! with the After Effects vocabulary of `prelude.js`, and replaced by keyframes of those values.
+//!
+//! The engine runs in the render (or analysis) worker with no I/O (QuickJS without its libc
+//! module: no files, network, timers or modules), a fixed random seed, a memory limit and a
+//! deterministic work budget for the whole template. An expression that fails, uses what is
+//! not provided, or is left when the budget runs out keeps its static value and is named in the
+//! warnings with its JSON path. A template without expressions is not touched.
+
+mod sampling;
+
+use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Runtime};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use sampling::MAX_SAMPLES_PER_COMPOSITION;
+
+/// The After Effects vocabulary, in JavaScript.
+const PRELUDE: &str = include_str!("expressions/prelude.js");
+
+/// Memory QuickJS may allocate for one template: the template's JSON as JavaScript objects
+/// (at most 8 MiB of text, images and glyphs left out) and the values being baked fit in a
+/// fraction of it; a hostile expression building huge arrays or strings is stopped here, far
+/// below the worker's own address-space limit.
+pub const MAX_EXPRESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+/// Native stack QuickJS may use (deep or runaway recursion in an expression stops here with
+/// a catchable error, well within the worker thread's stack).
+pub const MAX_EXPRESSION_STACK_BYTES: usize = 1024 * 1024;
+/// Work budget of one template's expressions, in QuickJS interrupt polls: QuickJS polls the
+/// interrupt handler every 10,000 calls and backward jumps, so this counts work the same way on
+/// every run and machine (the same template always bakes the same values, whatever the load),
+/// unlike a clock. An endless loop reaches it in about 2 s of CPU here (20,000 polls took
+/// 0.43 s), inside the analysis worker's 5 s CPU budget (`crate::analysis::ANALYSIS_CPU_SECONDS`:
+/// it builds the report, so it bakes too), so a runaway expression is a warning, never a failed
+/// analysis. The ripple template's six expressions at 60 fps use 958 polls: room for about a
+/// hundred such expressions over ten seconds.
+pub const MAX_EXPRESSION_WORK_POLLS: u64 = 100_000;
+/// Baked values per template, all expressions together (each becomes a keyframe of a few
+/// hundred bytes until rlottie has parsed it): a 60 s, 60 fps template with 69 expressions,
+/// or 10 s with 416. Expressions past it keep their static value, with a warning.
+pub const MAX_BAKED_SAMPLES: usize = 250_000;
+/// Characters of an expression's path quoted in a warning; of an error message likewise.
+const MAX_WARNING_DETAIL_CHARS: usize = 200;
+
+/// What baking a template's expressions did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpressionReport {
+    /// Properties whose expression now is keyframes.
+    pub baked: usize,
+    /// One line per expression left at its static value, naming its JSON path and why.
+    pub warnings: Vec<String>,
+    /// Work used, in QuickJS interrupt polls (of [`MAX_EXPRESSION_WORK_POLLS`]).
+    pub work_polls: u64,
+}
+
+/// One property with an expression, as the prelude found it.
+#[derive(Debug, Deserialize)]
+struct Found {
+    /// JSON pointer of the property object.
+    path: String,
+    /// Its composition: `None` the root, else the precomposition asset id.
+    comp: Option<String>,
+    /// Set when the property is of a kind not baked (text documents, paths).
+    unsupported: Option<String>,
+}
+
+/// Evaluates every expression of `json` at the output frame times of an `fps` render and
+/// replaces each property's expression by keyframes of its values.
+pub fn bake(json: &mut Value, fps: u32) -> ExpressionReport {
+    if !has_expression(json) {
+        return ExpressionReport::default();
+    }
+    let mut report = ExpressionReport::default();
+    let frame_rate = json
+        .get("fr")
+        .and_then(Value::as_f64)
+        .unwrap_or(f64::from(fps));
+    let samplings = sampling::compositions(json, fps);
+    let engine = match Engine::start(&evaluated_copy(json), frame_rate) {
+        Ok(engine) => engine,
+        Err(error) => {
+            report.warnings.push(format!(
+                "expressions are not evaluated (each property shows its static value): {}",
+                shorten(&error)
+            ));
+            return report;
+        }
+    };
+    let mut samples_left = MAX_BAKED_SAMPLES;
+    for (index, found) in engine.found.iter().enumerate() {
+        let path = json_path(&found.path);
+        let not_evaluated = |why: &str| {
+            format!("expression at {path} is not evaluated ({why}); the property shows its static value")
+        };
+        if let Some(kind) = &found.unsupported {
+            report.warnings.push(not_evaluated(&format!(
+                "expressions on {kind} are not supported"
+            )));
+            continue;
+        }
+        // A composition never shown draws nothing: nothing to bake, nothing to warn about.
+        let Some(grid) = samplings.get(&found.comp) else {
+            continue;
+        };
+        if engine.budget_spent() {
+            report.warnings.push(not_evaluated(&format!(
+                "the template's expressions used up their work budget of {MAX_EXPRESSION_WORK_POLLS} units"
+            )));
+            continue;
+        }
+        let Some(left) = samples_left.checked_sub(grid.count) else {
+            report.warnings.push(not_evaluated(&format!(
+                "the template's expressions would bake more than {MAX_BAKED_SAMPLES} values"
+            )));
+            continue;
+        };
+        match engine.bake(index, grid) {
+            Ok(values) => {
+                if let Some(property) = json.pointer_mut(&found.path) {
+                    replace_with_keyframes(property, grid, values);
+                    report.baked += 1;
+                    samples_left = left;
+                }
+            }
+            Err(error) => report.warnings.push(not_evaluated(&shorten(&error))),
+        }
+    }
+    report.work_polls = engine.polls.load(Ordering::Relaxed);
+    report
+}
+
+/// Whether any property of `json` carries an expression (a linear walk, no allocation but the
+/// stack).
+fn has_expression(json: &Value) -> bool {
+    let mut stack = vec![json];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("x").is_some_and(Value::is_string) && map.contains_key("k") {
+                    return true;
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The template as the engine sees it: without embedded image data and glyph outlines, which
+/// no expression reads and which would take most of the engine's memory.
+fn evaluated_copy(json: &Value) -> String {
+    let mut copy = Map::new();
+    let Some(root) = json.as_object() else {
+        return "{}".to_owned();
+    };
+    for (key, value) in root {
+        match key.as_str() {
+            "chars" | "fonts" => {}
+            "assets" => {
+                let assets: Vec<Value> = value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|asset| match asset.get("layers") {
+                        Some(_) => asset.clone(),
+                        None => json!({"id": asset.get("id")}),
+                    })
+                    .collect();
+                copy.insert(key.clone(), Value::Array(assets));
+            }
+            _ => {
+                copy.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Value::Object(copy).to_string()
+}
+
+/// `/assets/1/layers/0/ks/p` → `$.assets[1].layers[0].ks.p`, as the fence names paths.
+fn json_path(pointer: &str) -> String {
+    let mut path = String::from("$");
+    for part in pointer.split('/').skip(1) {
+        let part = part.replace("~1", "/").replace("~0", "~");
+        if part.bytes().all(|byte| byte.is_ascii_digit()) && !part.is_empty() {
+            path.push_str(&format!("[{part}]"));
+        } else {
+            path.push('.');
+            path.push_str(&part);
+        }
+    }
+    shorten(&path)
+}
+
+fn shorten(text: &str) -> String {
+    let mut short: String = text.chars().take(MAX_WARNING_DETAIL_CHARS).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    short.replace('\n', " ")
+}
+
+/// Replaces `property`'s expression by keyframes of `values` sampled on `grid`: a run of equal
+/// values becomes one held keyframe, changes are linear in between, and a property that never
+/// changes becomes static.
+fn replace_with_keyframes(property: &mut Value, grid: &sampling::Sampling, values: Vec<Value>) {
+    let Some(object) = property.as_object_mut() else {
+        return;
+    };
+    object.remove("x");
+    let scalar_static = object.get("k").is_some_and(Value::is_number);
+    let as_keyframe_value = |value: &Value| match value {
+        Value::Array(_) => value.clone(),
+        other => Value::Array(vec![other.clone()]),
+    };
+    if values.windows(2).all(|pair| pair[0] == pair[1]) {
+        if let Some(first) = values.first() {
+            let value = if scalar_static || !first.is_number() {
+                first.clone()
+            } else {
+                as_keyframe_value(first)
+            };
+            object.insert("a".to_owned(), json!(0));
+            object.insert("k".to_owned(), value);
+        }
+        return;
+    }
+    let mut keyframes = Vec::new();
+    for (index, value) in values.iter().enumerate() {
+        let previous = index.checked_sub(1).and_then(|i| values.get(i));
+        let next = values.get(index + 1);
+        let holds = next == Some(value);
+        if previous == Some(value) && next == Some(value) {
+            continue;
+        }
+        let time = grid.start + grid.step * index as f64;
+        let mut keyframe = Map::new();
+        keyframe.insert("t".to_owned(), json!(time));
+        keyframe.insert("s".to_owned(), as_keyframe_value(value));
+        if next.is_some() {
+            if holds {
+                keyframe.insert("h".to_owned(), json!(1));
+            } else {
+                keyframe.insert("i".to_owned(), json!({"x": 1, "y": 1}));
+                keyframe.insert("o".to_owned(), json!({"x": 0, "y": 0}));
+            }
+        }
+        keyframes.push(Value::Object(keyframe));
+    }
+    object.insert("a".to_owned(), json!(1));
+    object.insert("k".to_owned(), Value::Array(keyframes));
+}
+
+/// QuickJS with the prelude loaded and the template's expressions found.
+struct Engine {
+    // Field order matters: the context must go before its runtime.
+    context: Context,
+    _runtime: Runtime,
+    polls: Arc<AtomicU64>,
+    found: Vec<Found>,
+}
+
+impl Engine {
+    fn start(template: &str, frame_rate: f64) -> Result<Engine, String> {
+        let runtime = Runtime::new().map_err(|error| error.to_string())?;
+        runtime.set_memory_limit(MAX_EXPRESSION_MEMORY_BYTES);
+        runtime.set_max_stack_size(MAX_EXPRESSION_STACK_BYTES);
+        let polls = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&polls);
+        runtime.set_interrupt_handler(Some(Box::new(move || {
+            counter.fetch_add(1, Ordering::Relaxed) >= MAX_EXPRESSION_WORK_POLLS
+        })));
+        let context = Context::full(&runtime).map_err(|error| error.to_string())?;
+        let found = context.with(|ctx| -> Result<Vec<Found>, String> {
+            ctx.eval::<(), _>(PRELUDE).catch(&ctx).map_err(describe)?;
+            let text: String = api(&ctx, "load")?
+                .call((template, frame_rate))
+                .catch(&ctx)
+                .map_err(describe)?;
+            serde_json::from_str(&text).map_err(|error| error.to_string())
+        })?;
+        Ok(Engine {
+            context,
+            _runtime: runtime,
+            polls,
+            found,
+        })
+    }
+
+    fn budget_spent(&self) -> bool {
+        self.polls.load(Ordering::Relaxed) >= MAX_EXPRESSION_WORK_POLLS
+    }
+
+    /// The values of expression `index` on `grid`, each a number or an array of numbers.
+    fn bake(&self, index: usize, grid: &sampling::Sampling) -> Result<Vec<Value>, String> {
+        let text = self.context.with(|ctx| -> Result<String, String> {
+            api(&ctx, "bake")?
+                .call((index, grid.start, grid.step, grid.count))
+                .catch(&ctx)
+                .map_err(describe)
+        });
+        // An interrupted evaluation throws "interrupted": say why instead.
+        if self.budget_spent() {
+            return Err(format!(
+                "the template's expressions used up their work budget of {MAX_EXPRESSION_WORK_POLLS} units"
+            ));
+        }
+        let text = text?;
+        let values: Vec<Value> = serde_json::from_str(&text).map_err(|error| error.to_string())?;
+        let numeric = |value: &Value| match value {
+            Value::Number(_) => true,
+            Value::Array(items) => !items.is_empty() && items.iter().all(Value::is_number),
+            _ => false,
+        };
+        if values.len() != grid.count || !values.iter().all(numeric) {
+            return Err("the expression's value is not a number or a vector".to_owned());
+        }
+        Ok(values)
+    }
+}
+
+/// A function of the prelude's `__lottieExpressions` object.
+fn api<'js>(ctx: &Ctx<'js>, name: &str) -> Result<Function<'js>, String> {
+    let object: Object = ctx
+        .globals()
+        .get("__lottieExpressions")
+        .map_err(|error| error.to_string())?;
+    object.get(name).map_err(|error| error.to_string())
+}
+
+/// An exception as one line: `TypeError: not a function`.
+fn describe(error: CaughtError<'_>) -> String {
+    match error {
+        CaughtError::Exception(exception) => {
+            let name: Option<String> = exception.as_object().get("name").ok();
+            let message = exception.message().unwrap_or_default();
+            match name {
+                Some(name) if !name.is_empty() => format!("{name}: {message}"),
+                _ => message,
+            }
+        }
+        CaughtError::Value(value) => format!("uncaught {value:?}"),
+        CaughtError::Error(error) => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer_with_position(expression: &str) -> Value {
+        json!({"fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100, "layers": [
+            {"ty": 4, "ind": 1, "nm": "A", "ip": 0, "op": 30, "st": 0, "shapes": [],
+             "ks": {"p": {"a": 0, "k": [10, 20, 0], "x": expression}}}]})
+    }
+
+    #[test]
+    fn a_template_without_expressions_is_left_as_it_is() {
+        let mut json =
+            json!({"fr": 30, "ip": 0, "op": 30, "layers": [{"ks": {"p": {"a": 0, "k": [1, 2]}}}]});
+        let before = json.clone();
+        assert_eq!(bake(&mut json, 30), ExpressionReport::default());
+        assert_eq!(json, before);
+    }
+
+    #[test]
+    fn a_time_expression_becomes_one_keyframe_per_output_frame() {
+        let mut json = layer_with_position("[time * 100, 50]");
+        let report = bake(&mut json, 30);
+        assert_eq!(report.warnings, Vec::<String>::new());
+        assert_eq!(report.baked, 1);
+        let keyframes = json.pointer("/layers/0/ks/p/k").and_then(Value::as_array);
+        let keyframes = keyframes.expect("keyframes");
+        assert_eq!(keyframes.len(), 30);
+        assert_eq!(keyframes[3]["t"], json!(3.0));
+        // Missing components come from the static value (z = 0).
+        assert_eq!(keyframes[3]["s"], json!([10, 50, 0]));
+        assert!(json.pointer("/layers/0/ks/p/x").is_none());
+    }
+
+    #[test]
+    fn bodymovin_expressions_with_bm_rt_and_helpers_evaluate() {
+        let mut json = layer_with_position("var $bm_rt;\n$bm_rt = $bm_sum(value, mul([1, 2], 3));");
+        let report = bake(&mut json, 30);
+        assert_eq!(report.warnings, Vec::<String>::new());
+        assert_eq!(json.pointer("/layers/0/ks/p/k"), Some(&json!([13, 26, 0])));
+    }
+
+    #[test]
+    fn a_failing_expression_keeps_its_static_value_and_is_reported_with_its_path() {
+        let mut json = layer_with_position("footage('x.png').sourceText");
+        let report = bake(&mut json, 30);
+        assert_eq!(report.baked, 0);
+        assert_eq!(report.warnings.len(), 1);
+        assert!(
+            report.warnings[0]
+                .starts_with("expression at $.layers[0].ks.p is not evaluated (ReferenceError"),
+            "{:?}",
+            report.warnings
+        );
+        assert_eq!(json.pointer("/layers/0/ks/p/k"), Some(&json!([10, 20, 0])));
+    }
+
+    #[test]
+    fn an_endless_expression_uses_up_the_budget_and_the_rest_keep_their_values() {
+        let mut json = layer_with_position("while (true) {}");
+        let report = bake(&mut json, 30);
+        assert_eq!(report.baked, 0);
+        assert!(
+            report.warnings[0].contains("work budget"),
+            "{:?}",
+            report.warnings
+        );
+        assert_eq!(json.pointer("/layers/0/ks/p/k"), Some(&json!([10, 20, 0])));
+    }
+
+    #[test]
+    fn the_ripple_template_bakes_within_a_small_part_of_the_work_budget() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/corpus/expressions-ripple-precomps.json"
+        );
+        let mut json: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let report = bake(&mut json, 60);
+        println!(
+            "ripple at 60 fps: {} expressions baked, {} work polls",
+            report.baked, report.work_polls
+        );
+        assert_eq!(
+            (report.baked, report.warnings.len()),
+            (6, 0),
+            "{:?}",
+            report.warnings
+        );
+        assert!(report.work_polls < MAX_EXPRESSION_WORK_POLLS / 50);
+    }
+
+    /// The baked opacity of a one-layer template (30 fps, frames 0..60) at `frame`.
+    fn baked_opacity(opacity: Value, frame: f64) -> f64 {
+        let mut json = json!({"fr": 30, "ip": 0, "op": 60, "w": 10, "h": 10, "layers": [
+            {"ty": 4, "ind": 1, "nm": "A", "ip": 0, "op": 60, "st": 0, "shapes": [],
+             "ks": {"o": opacity}}]});
+        let report = bake(&mut json, 30);
+        assert_eq!(report.warnings, Vec::<String>::new());
+        let property = &json["layers"][0]["ks"]["o"];
+        let number = |value: &Value| {
+            value
+                .as_f64()
+                .or_else(|| value.get(0).and_then(Value::as_f64))
+                .unwrap()
+        };
+        let Some(keyframes) = property["k"].as_array() else {
+            return number(&property["k"]);
+        };
+        let at = keyframes
+            .iter()
+            .rposition(|k| k["t"].as_f64().unwrap() <= frame)
+            .unwrap();
+        let (key, next) = (&keyframes[at], keyframes.get(at + 1));
+        let start = number(&key["s"]);
+        match next {
+            Some(next) if key.get("h").is_none() => {
+                let (t0, t1) = (key["t"].as_f64().unwrap(), next["t"].as_f64().unwrap());
+                start + (number(&next["s"]) - start) * (frame - t0) / (t1 - t0)
+            }
+            _ => start,
+        }
+    }
+
+    #[test]
+    fn the_expression_vocabulary_gives_the_values_after_effects_defines() {
+        let ramp = |from: f64, to: f64| {
+            json!([{"t": from, "s": [0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+                   {"t": to, "s": [100]}])
+        };
+        let cases: Vec<(&str, Value, f64, f64)> = vec![
+            ("linear(time, 0, 1, 0, 100)", json!(0), 15.0, 50.0),
+            ("clamp(time * 200, 0, 100)", json!(0), 6.0, 40.0),
+            ("clamp(time * 200, 0, 100)", json!(0), 15.0, 100.0),
+            ("ease(time, 0.5, 1, 20, 100)", json!(0), 6.0, 20.0),
+            ("ease(time, 0, 1, 0, 100)", json!(0), 30.0, 100.0),
+            ("length([3, 4]) + normalize([3, 4])[0]", json!(0), 3.0, 5.6),
+            (
+                "thisComp.layer(1).name == 'A' ? index * 7 : 0",
+                json!(0),
+                3.0,
+                7.0,
+            ),
+            ("Math.max(thisLayer.index, 3)", json!(0), 3.0, 3.0),
+            ("valueAtTime(time / 2)", ramp(0.0, 30.0), 20.0, 100.0 / 3.0),
+            ("loopOut('cycle')", ramp(0.0, 10.0), 14.0, 40.0),
+            ("loopOut('pingpong')", ramp(0.0, 10.0), 15.0, 50.0),
+            ("loopOut('pingpong')", ramp(0.0, 10.0), 12.0, 80.0),
+            ("loopOut('offset')", ramp(0.0, 10.0), 15.0, 150.0),
+            ("loopOut('continue')", ramp(0.0, 10.0), 15.0, 150.0),
+            ("loopIn('cycle')", ramp(10.0, 20.0), 5.0, 50.0),
+            (
+                "var $bm_rt;\n$bm_rt = $bm_div($bm_sum(value, 10), 2);",
+                json!(30),
+                3.0,
+                20.0,
+            ),
+            ("random() === random() ? 0 : 1", json!(0), 3.0, 1.0),
+        ];
+        for (source, k, frame, expected) in cases {
+            let animated = k.is_array();
+            let opacity = json!({"a": i32::from(animated), "k": k, "x": source});
+            let value = baked_opacity(opacity, frame);
+            assert!(
+                (value - expected).abs() < 0.01,
+                "{source} at frame {frame}: {value}, expected {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn random_numbers_are_the_same_on_every_bake() {
+        let opacity = json!({"a": 0, "k": 0, "x": "random(0, 100)"});
+        let first: Vec<f64> = (0..30)
+            .map(|f| baked_opacity(opacity.clone(), f64::from(f)))
+            .collect();
+        let second: Vec<f64> = (0..30)
+            .map(|f| baked_opacity(opacity.clone(), f64::from(f)))
+            .collect();
+        assert_eq!(first, second);
+        assert!(first.iter().all(|v| (0.0..=100.0).contains(v)));
+        assert!(first.windows(2).any(|pair| pair[0] != pair[1]), "{first:?}");
+    }
+
+    #[test]
+    fn an_expression_over_the_memory_limit_is_reported_and_the_next_one_still_bakes() {
+        let mut json = json!({"fr": 30, "ip": 0, "op": 30, "w": 10, "h": 10, "layers": [
+            {"ty": 4, "ind": 1, "nm": "hog", "ip": 0, "op": 30, "st": 0, "shapes": [],
+             "ks": {"o": {"a": 0, "k": 100,
+                "x": "var a = []; for (;;) { a.push('x'.repeat(1 << 24) + a.length); } 0"}}},
+            {"ty": 4, "ind": 2, "nm": "fine", "ip": 0, "op": 30, "st": 0, "shapes": [],
+             "ks": {"o": {"a": 0, "k": 100, "x": "time * 10"}}}]});
+        let report = bake(&mut json, 30);
+        assert_eq!(report.baked, 1, "{:?}", report.warnings);
+        assert_eq!(report.warnings.len(), 1);
+        assert!(
+            report.warnings[0].contains("out of memory"),
+            "{:?}",
+            report.warnings
+        );
+        assert_eq!(json["layers"][0]["ks"]["o"]["k"], json!(100));
+    }
+
+    #[test]
+    fn keyframe_runs_of_equal_values_are_held() {
+        let mut property = json!({"a": 0, "k": 0, "x": "1"});
+        let grid = sampling::Sampling {
+            start: 0.0,
+            step: 1.0,
+            count: 5,
+        };
+        let values = [0, 0, 0, 5, 5].map(|v| json!(v)).to_vec();
+        replace_with_keyframes(&mut property, &grid, values);
+        let keyframes = property["k"].as_array().expect("keyframes");
+        let times: Vec<_> = keyframes.iter().map(|k| k["t"].clone()).collect();
+        assert_eq!(times, [json!(0.0), json!(2.0), json!(3.0), json!(4.0)]);
+        assert_eq!(keyframes[0]["h"], json!(1));
+        assert!(keyframes[1].get("h").is_none());
+    }
+}

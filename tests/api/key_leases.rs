@@ -1,0 +1,323 @@
+//! Idempotency keys while a call is still creating, over the wire and against both stores
+//! (memory and Redis): a second call with the key is ABORTED `IDEMPOTENCY_KEY_IN_PROGRESS`
+//! with a 200 ms retry delay after waiting 0.5 s; the lease the server itself took runs out
+//! and frees the key; a bound key that expires makes the next call a new job; a Redis that is
+//! slow (paused, so connections open but nothing answers) is UNAVAILABLE with a delay and
+//! leaves the key usable once it answers again.
+//!
+//! A call is held "still creating" by holding CreateTemplate's analysis worker at its start
+//! (`helpers::Hold`): the one place where the server itself spends a while between claiming
+//! a key and binding it, and the claim code is the same for every method.
+
+use crate::connections::OwnRedis;
+use crate::helpers::{
+    corpus, refusal_delay, small_request, spawn_app_with, unique_key, Hold, Intercepted, TestApp,
+    WATCH_LIMIT,
+};
+use crate::idempotency::{counting_worker, redis_url, unique_prefix, worker_starts, Store};
+use lottie_render::config::ServerSettings;
+use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
+use lottie_render::grpc::proto::{self, JobState};
+use std::time::{Duration, Instant};
+use tonic::{Code, Request, Status};
+
+const BALL: &str = "slots-ball-colors-opacity.json";
+/// How long a call waits on a concurrent one with its key before ABORTED (README).
+const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
+/// The retry delay of that ABORTED (README).
+const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
+/// How long the tests wait for a key or a job to expire before failing.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A server on `store` (a key prefix of its own on Redis) whose analyses run through `hold`.
+async fn app_on(store: Store, hold: &Hold, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+    let script = hold.script.clone();
+    spawn_app_with(|settings| {
+        settings.analysis_executable = Some(script);
+        if store == Store::Redis {
+            settings.redis_url = Some(redis_url());
+            settings.redis_key_prefix = unique_prefix();
+        }
+        configure(settings);
+    })
+    .await
+}
+
+/// CreateTemplate of the ball with idempotency key `key`: the template and whether it was
+/// replayed.
+async fn create_with_key(app: &TestApp, key: &str) -> Result<(proto::Template, bool), Status> {
+    create_through(app.templates(), key.to_owned()).await
+}
+
+async fn create_through(
+    mut templates: TemplateServiceClient<Intercepted>,
+    key: String,
+) -> Result<(proto::Template, bool), Status> {
+    let mut request = Request::new(proto::CreateTemplateRequest {
+        name: BALL.into(),
+        lottie_json: corpus(BALL),
+        fonts: Default::default(),
+    });
+    request
+        .metadata_mut()
+        .insert("idempotency-key", key.parse().unwrap());
+    let response = templates.create_template(request).await?;
+    let replayed = response
+        .metadata()
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true");
+    Ok((response.into_inner(), replayed))
+}
+
+type HeldCall = tokio::task::JoinHandle<Result<(proto::Template, bool), Status>>;
+
+/// Starts CreateTemplate with `key` on its own task and waits until its analysis is held:
+/// the call has claimed the key and is creating. Answers the held analysis and the call.
+async fn held_create(app: &TestApp, hold: &Hold, key: &str) -> (u32, HeldCall) {
+    hold.engage();
+    let call = tokio::spawn(create_through(app.templates(), key.to_owned()));
+    let analysis = hold.wait_for_held(1).await[0];
+    hold.disengage();
+    (analysis, call)
+}
+
+/// Checks that `status` is the ABORTED of a key in progress, with its 200 ms delay.
+fn assert_in_progress(status: &Status) {
+    assert_eq!(
+        refusal_delay(status, Code::Aborted, "IDEMPOTENCY_KEY_IN_PROGRESS"),
+        Some(IN_PROGRESS_RETRY_AFTER)
+    );
+}
+
+#[tokio::test]
+async fn a_call_meeting_its_key_in_progress_waits_half_a_second_then_is_aborted_with_200_ms() {
+    for store in [Store::Memory, Store::Redis] {
+        let dir = tempfile::tempdir().unwrap();
+        let hold = Hold::new(dir.path());
+        let app = app_on(store, &hold, |_| {}).await;
+        let key = unique_key();
+        let (analysis, first) = held_create(&app, &hold, &key).await;
+
+        let asked = Instant::now();
+        let status = create_with_key(&app, &key).await.unwrap_err();
+        assert!(
+            asked.elapsed() >= IN_PROGRESS_WAIT,
+            "{store:?}: answered after {:?}, before the wait",
+            asked.elapsed()
+        );
+        assert_in_progress(&status);
+
+        hold.release(analysis);
+        let (created, replayed) = first.await.unwrap().unwrap();
+        assert!(!replayed, "{store:?}");
+        // The call the key was waiting on answers the retry.
+        let (again, replayed) = create_with_key(&app, &key).await.unwrap();
+        assert!(replayed, "{store:?}");
+        assert_eq!(again.template_id, created.template_id, "{store:?}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_lease_the_server_took_runs_out_and_the_key_is_first_use_again() {
+    const LEASE: Duration = Duration::from_secs(5);
+    for store in [Store::Memory, Store::Redis] {
+        let dir = tempfile::tempdir().unwrap();
+        let hold = Hold::new(dir.path());
+        let app = app_on(store, &hold, |settings| {
+            settings.idempotency_lease_seconds = LEASE.as_secs();
+        })
+        .await;
+        let key = unique_key();
+        let claimed = Instant::now();
+        let (analysis, first) = held_create(&app, &hold, &key).await;
+        assert_in_progress(&create_with_key(&app, &key).await.unwrap_err());
+
+        // Retried as the server asks until the key is free: only once the lease ran out.
+        let deadline = Instant::now() + PATIENCE;
+        let (second, replayed) = loop {
+            match create_with_key(&app, &key).await {
+                Ok(answer) => break answer,
+                Err(status) => {
+                    assert_in_progress(&status);
+                    assert!(
+                        Instant::now() < deadline,
+                        "{store:?}: the lease never ran out"
+                    );
+                    tokio::time::sleep(IN_PROGRESS_RETRY_AFTER).await;
+                }
+            }
+        };
+        assert!(
+            claimed.elapsed() >= LEASE,
+            "{store:?}: the key was free after {:?}, within its lease",
+            claimed.elapsed()
+        );
+        assert!(!replayed, "{store:?}: a new creation, not a replay");
+
+        // The first call still ends with a template of its own; the key answers the second's.
+        hold.release(analysis);
+        let (first, _) = first.await.unwrap().unwrap();
+        assert_ne!(first.template_id, second.template_id, "{store:?}");
+        let (again, replayed) = create_with_key(&app, &key).await.unwrap();
+        assert!(replayed, "{store:?}");
+        assert_eq!(again.template_id, second.template_id, "{store:?}");
+        app.stop().await;
+    }
+}
+
+async fn submit_with_key(
+    app: &TestApp,
+    key: &str,
+    request: proto::RenderRequest,
+) -> Result<(proto::RenderJob, bool), Status> {
+    let mut request = Request::new(request);
+    request
+        .metadata_mut()
+        .insert("idempotency-key", key.parse().unwrap());
+    let response = app.renders().submit_render(request).await?;
+    let replayed = response
+        .metadata()
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true");
+    Ok((response.into_inner(), replayed))
+}
+
+async fn succeeded(app: &TestApp, job_id: &str) {
+    let last = app.watch(job_id, WATCH_LIMIT).await.pop().unwrap();
+    assert_eq!(last.state, JobState::Succeeded as i32, "{last:?}");
+}
+
+/// Whether `key` (as the server names it) is still in Redis under `prefix`.
+async fn redis_has_key(prefix: &str, key: &str) -> bool {
+    let mut connection = deadpool_redis::redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let exists: i64 = deadpool_redis::redis::cmd("EXISTS")
+        .arg(format!("{prefix}idempotency:SubmitRender:{key}"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    exists == 1
+}
+
+#[tokio::test]
+async fn a_bound_key_that_expired_makes_the_next_call_a_new_job() {
+    const RETENTION_SECONDS: u64 = 2;
+    for store in [Store::Memory, Store::Redis] {
+        let dir = tempfile::tempdir().unwrap();
+        let worker = counting_worker(dir.path(), &dir.path().join("starts"));
+        let prefix = unique_prefix();
+        let app = spawn_app_with(|settings| {
+            settings.worker_executable = Some(worker);
+            settings.retention_seconds = RETENTION_SECONDS;
+            if store == Store::Redis {
+                settings.redis_url = Some(redis_url());
+                settings.redis_key_prefix = prefix.clone();
+            }
+        })
+        .await;
+        let template = app.create_template(BALL).await;
+        let request = small_request(&template.template_id, proto::Format::Gif);
+        let key = unique_key();
+        let (job, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+        succeeded(&app, &job.job_id).await;
+        let (replay, replayed) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+        assert!(replayed, "{store:?}: bound to its job");
+        assert_eq!(replay.job_id, job.job_id);
+
+        // Gone: the key itself from Redis; in memory, the job (bound before it finished, the
+        // key expires no later than its job).
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let gone = match store {
+                Store::Redis => !redis_has_key(&prefix, &key).await,
+                Store::Memory => app
+                    .renders()
+                    .get_render_job(proto::GetRenderJobRequest {
+                        job_id: job.job_id.clone(),
+                    })
+                    .await
+                    .is_err_and(|status| status.code() == Code::NotFound),
+            };
+            if gone {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{store:?}: the key never expired"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        let (new_job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+        assert!(!replayed, "{store:?}");
+        assert_ne!(new_job.job_id, job.job_id, "{store:?}");
+        // Rendered again, or SUCCEEDED from the stored output if that outlived the key.
+        succeeded(&app, &new_job.job_id).await;
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_slow_redis_is_unavailable_with_a_delay_and_the_key_works_once_it_answers() {
+    const REDIS_TIMEOUT_MS: u64 = 300;
+    let redis = OwnRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
+    let url = redis.url();
+    let app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(worker);
+        settings.redis_url = Some(url);
+        settings.redis_key_prefix = unique_prefix();
+        settings.redis_timeout_ms = REDIS_TIMEOUT_MS;
+    })
+    .await;
+    let template = app.create_template(BALL).await;
+    let request = small_request(&template.template_id, proto::Format::Gif);
+    // Connections are open and in use before Redis slows down.
+    let (job, _) = submit_with_key(&app, &unique_key(), request.clone())
+        .await
+        .unwrap();
+    succeeded(&app, &job.job_id).await;
+
+    // Paused: it accepts connections and reads nothing, as a Redis stuck on a slow command.
+    let paused = std::process::Command::new("kill")
+        .args(["-STOP", &redis.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(paused.success());
+    let mut other = request;
+    other.output.as_mut().unwrap().fps = 60;
+    let key = unique_key();
+    let asked = Instant::now();
+    let status = submit_with_key(&app, &key, other.clone())
+        .await
+        .unwrap_err();
+    let waited = asked.elapsed();
+    let resumed = std::process::Command::new("kill")
+        .args(["-CONT", &redis.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(resumed.success());
+    let delay = refusal_delay(&status, Code::Unavailable, "IDEMPOTENCY_STORE_UNAVAILABLE")
+        .expect("a retry delay");
+    assert!(delay >= Duration::from_secs(1), "{delay:?}");
+    assert!(
+        status.message().contains("did not answer within"),
+        "a timeout, not a refused connection: {status:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(REDIS_TIMEOUT_MS),
+        "answered after {waited:?}, before the Redis deadline"
+    );
+
+    // Answering again, the same key is a first use: nothing was claimed or started for it.
+    let (job, replayed) = submit_with_key(&app, &key, other).await.unwrap();
+    assert!(!replayed);
+    succeeded(&app, &job.job_id).await;
+    assert_eq!(worker_starts(dir.path()), 2, "one render per accepted job");
+    app.stop().await;
+}

@@ -1,0 +1,269 @@
+//! Expressions baked into keyframes, seen in the pixels rlottie draws: each expected position
+//! is computed from the expression and the template's keyframes, never read from our output.
+
+use lottie_render::lottie::report::InspectReport;
+use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::lottie::Template;
+use lottie_render::render::pixels::{convert, PixelLayout};
+use lottie_render::render::{self};
+use lottie_render::spec::{Format, Modifications};
+use serde_json::{json, Value};
+
+use crate::helpers::spec;
+
+const WIDTH: u32 = 200;
+const HEIGHT: u32 = 100;
+const FPS: u32 = 30;
+/// Side of the square each layer draws, pixels.
+const SQUARE: f64 = 10.0;
+
+/// A shape layer drawing a square of `colour` centred on its position, which is `position`
+/// (a property object, possibly with an expression).
+fn square_layer(index: i64, name: &str, colour: [f64; 3], position: Value) -> Value {
+    json!({"ty": 4, "ind": index, "nm": name, "ip": 0, "op": 60, "st": 0, "sr": 1,
+        "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0}, "a": {"a": 0, "k": [0, 0, 0]},
+               "s": {"a": 0, "k": [100, 100, 100]}, "p": position},
+        "shapes": [{"ty": "gr", "nm": "square", "it": [
+            {"ty": "rc", "d": 1, "s": {"a": 0, "k": [SQUARE, SQUARE]}, "p": {"a": 0, "k": [0, 0]},
+             "r": {"a": 0, "k": 0}},
+            {"ty": "fl", "c": {"a": 0, "k": [colour[0], colour[1], colour[2], 1]}, "o": {"a": 0, "k": 100}, "r": 1},
+            {"ty": "tr", "p": {"a": 0, "k": [0, 0]}, "a": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [100, 100]},
+             "r": {"a": 0, "k": 0}, "o": {"a": 0, "k": 100}}]}]})
+}
+
+fn template(layers: Vec<Value>) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"v": "5.7.0", "fr": FPS, "ip": 0, "op": 60, "w": WIDTH, "h": HEIGHT,
+        "ddd": 0, "assets": [], "layers": layers}),
+    )
+    .unwrap()
+}
+
+fn expression(static_value: [f64; 3], source: &str) -> Value {
+    json!({"a": 0, "k": static_value, "x": source})
+}
+
+/// Straight RGBA frames rendered by the library (rlottie, no codec) at `FPS`.
+fn frames(template: &[u8], indices: &[u32]) -> Vec<Vec<u8>> {
+    let prepared = render::prepare(
+        template,
+        &Modifications::default(),
+        spec(Format::Webm, FPS, WIDTH, HEIGHT),
+        &FontBook::default(),
+    )
+    .expect("the template prepares");
+    let mut renderer = prepared.source.renderer().expect("rlottie loads it");
+    indices
+        .iter()
+        .map(|index| {
+            let premultiplied = renderer.render(*index);
+            let mut rgba = vec![0u8; premultiplied.len() * 4];
+            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+            rgba
+        })
+        .collect()
+}
+
+/// Centre of the opaque pixels whose dominant channel is `channel` (0 red, 1 green, 2 blue).
+fn centre(rgba: &[u8], channel: usize) -> Option<(f64, f64)> {
+    let (mut sum_x, mut sum_y, mut count) = (0.0, 0.0, 0.0);
+    for (index, pixel) in rgba.chunks(4).enumerate() {
+        let dominant =
+            (0..3).all(|c| c == channel || pixel[channel] > pixel[c].saturating_add(100));
+        if pixel[3] > 200 && dominant {
+            sum_x += (index as u32 % WIDTH) as f64 + 0.5;
+            sum_y += (index as u32 / WIDTH) as f64 + 0.5;
+            count += 1.0;
+        }
+    }
+    (count > 0.0).then(|| (sum_x / count, sum_y / count))
+}
+
+fn assert_near(actual: (f64, f64), expected: (f64, f64), what: &str) {
+    let distance = ((actual.0 - expected.0).powi(2) + (actual.1 - expected.1).powi(2)).sqrt();
+    assert!(
+        distance < 1.0,
+        "{what}: square centred at {actual:?}, expected {expected:?}"
+    );
+}
+
+#[test]
+fn a_position_expression_of_time_moves_the_shape_where_the_expression_says() {
+    let bytes = template(vec![square_layer(
+        1,
+        "mover",
+        [1.0, 0.0, 0.0],
+        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
+    )]);
+    let indices = [3, 9, 15];
+    for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
+        let seconds = f64::from(*index) / f64::from(FPS);
+        let found = centre(&rgba, 0).expect("the square is drawn");
+        assert_near(found, (seconds * 100.0, 50.0), &format!("frame {index}"));
+    }
+}
+
+#[test]
+fn loop_out_cycle_repeats_the_keyframes() {
+    // x goes 20 → 80 linearly over frames 0..10, then the expression cycles it.
+    let keyframed = json!({"a": 1, "x": "var $bm_rt;\n$bm_rt = loopOut('cycle');", "k": [
+        {"t": 0, "s": [20, 50, 0], "i": {"x": 1, "y": 1}, "o": {"x": 0, "y": 0}},
+        {"t": 10, "s": [80, 50, 0]}]});
+    let bytes = template(vec![square_layer(1, "cycler", [1.0, 0.0, 0.0], keyframed)]);
+    let indices = [4, 14, 27];
+    for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
+        let phase = f64::from(index % 10) / 10.0;
+        let found = centre(&rgba, 0).expect("the square is drawn");
+        assert_near(
+            found,
+            (20.0 + 60.0 * phase, 50.0),
+            &format!("frame {index}"),
+        );
+    }
+}
+
+#[test]
+fn wiggle_is_the_same_on_every_render_and_stays_within_its_amplitude() {
+    let bytes = template(vec![square_layer(
+        1,
+        "wiggler",
+        [0.0, 0.0, 1.0],
+        expression([100.0, 50.0, 0.0], "wiggle(3, 20)"),
+    )]);
+    let indices: Vec<u32> = (0..60).step_by(3).collect();
+    let first = frames(&bytes, &indices);
+    let second = frames(&bytes, &indices);
+    assert!(first == second, "two renders of a wiggle differ");
+    let centres: Vec<(f64, f64)> = first
+        .iter()
+        .map(|rgba| centre(rgba, 2).expect("the square is drawn"))
+        .collect();
+    for (x, y) in &centres {
+        assert!(
+            (x - 100.0).abs() <= 20.5 && (y - 50.0).abs() <= 20.5,
+            "wiggled out of its amplitude: {centres:?}"
+        );
+    }
+    let moved = centres
+        .iter()
+        .filter(|(x, y)| (x - 100.0).abs() > 2.0 || (y - 50.0).abs() > 2.0)
+        .count();
+    assert!(moved > indices.len() / 2, "it hardly wiggles: {centres:?}");
+}
+
+#[test]
+fn an_endless_expression_keeps_its_static_value_and_is_reported() {
+    let bytes = template(vec![square_layer(
+        1,
+        "stuck",
+        [1.0, 0.0, 0.0],
+        expression(
+            [40.0, 60.0, 0.0],
+            "var $bm_rt;\nwhile (true) {}\n$bm_rt = [0, 0];",
+        ),
+    )]);
+    let rendered = frames(&bytes, &[0, 20]);
+    for rgba in &rendered {
+        assert_near(
+            centre(rgba, 0).expect("drawn"),
+            (40.0, 60.0),
+            "static value",
+        );
+    }
+    let template = Template::parse(&bytes).expect("fenced");
+    let warnings = InspectReport::new(&template).expect("report").warnings;
+    assert!(
+        warnings.iter().any(|warning| warning
+            .starts_with("expression at $.layers[0].ks.p is not evaluated")
+            && warning.contains("work budget")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_layer_follows_another_layers_position_through_this_comp() {
+    // A moves from (20, 30) to (180, 30) over frames 0..30 (linear); B follows A through an
+    // expression, 40 px lower via an effect slider.
+    let a_position = json!({"a": 1, "k": [
+        {"t": 0, "s": [20, 30, 0], "i": {"x": 1, "y": 1}, "o": {"x": 0, "y": 0}},
+        {"t": 30, "s": [180, 30, 0]}]});
+    let mut follower = square_layer(
+        2,
+        "B",
+        [0.0, 1.0, 0.0],
+        expression(
+            [0.0, 0.0, 0.0],
+            "var $bm_rt;\n$bm_rt = add(thisComp.layer(\"A\").transform.position, [0, effect('Gap')('Slider')]);",
+        ),
+    );
+    follower["ef"] = json!([{"ty": 5, "nm": "Gap", "mn": "ADBE Slider Control", "ix": 1, "en": 1,
+        "ef": [{"ty": 0, "nm": "Slider", "mn": "ADBE Slider Control-0001", "ix": 1,
+                "v": {"a": 0, "k": 40}}]}]);
+    let bytes = template(vec![
+        square_layer(1, "A", [1.0, 0.0, 0.0], a_position),
+        follower,
+    ]);
+    let indices = [0, 12, 24, 40];
+    for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
+        let progress = (f64::from(*index) / 30.0).min(1.0);
+        let a = (20.0 + 160.0 * progress, 30.0);
+        assert_near(
+            centre(&rgba, 0).expect("A drawn"),
+            a,
+            &format!("A at {index}"),
+        );
+        assert_near(
+            centre(&rgba, 1).expect("B drawn"),
+            (a.0, a.1 + 40.0),
+            &format!("B at {index}"),
+        );
+    }
+}
+
+#[test]
+fn every_expression_of_the_ripple_template_bakes() {
+    let bytes = std::fs::read(crate::helpers::corpus("expressions-ripple-precomps.json")).unwrap();
+    let template = Template::parse(&bytes).expect("fenced");
+    let warnings = InspectReport::new(&template).expect("report").warnings;
+    assert!(
+        !warnings
+            .iter()
+            .any(|warning| warning.contains("expression")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn expressions_bake_inside_the_sandboxed_worker_too() {
+    // The same time expression, rendered by a real worker process (seccomp, Landlock, rlimits)
+    // to WebM and decoded by ffmpeg: QuickJS runs under the worker's confinement.
+    let bytes = template(vec![square_layer(
+        1,
+        "mover",
+        [1.0, 0.0, 0.0],
+        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
+    )]);
+    let dir = crate::helpers::tempdir();
+    let path = dir.path().join("moving.json");
+    std::fs::write(&path, bytes).unwrap();
+    let (output, result) = crate::helpers::render_in_worker(
+        &path,
+        Modifications::default(),
+        spec(Format::Webm, FPS, WIDTH, HEIGHT),
+        dir.path(),
+        std::time::Duration::from_secs(300),
+    );
+    result.expect("the worker renders it");
+    let decoded = crate::helpers::decode_rgba(&output, WIDTH, HEIGHT);
+    for index in [6u32, 18] {
+        let seconds = f64::from(index) / f64::from(FPS);
+        let found = centre(&decoded[index as usize], 0).expect("the square is drawn");
+        let expected = (seconds * 100.0, 50.0);
+        let distance = ((found.0 - expected.0).powi(2) + (found.1 - expected.1).powi(2)).sqrt();
+        // VP9 blurs edges a little; the centre stays within a pixel and a half.
+        assert!(
+            distance < 1.5,
+            "frame {index}: {found:?}, expected {expected:?}"
+        );
+    }
+}
