@@ -220,7 +220,7 @@ fn convert_row_pair_scalar(pair: &mut RowPair, alpha: AlphaHandling, first_colum
                     *slot = value;
                 }
                 if let Some(slot) = alpha_plane.get_mut(x) {
-                    *slot = pixel.a;
+                    *slot = alpha_code(pixel.a);
                 }
             }
         }
@@ -239,8 +239,39 @@ fn convert_row_pair_scalar(pair: &mut RowPair, alpha: AlphaHandling, first_colum
     }
 }
 
-/// `p + bg·(255 − α)/255` per channel, `[r, g, b]`: "over" on a premultiplied pixel.
-fn composite(pixel: Bgra, [red, green, blue]: [u8; 3]) -> [i32; 3] {
+/// The alpha rlottie gives every pixel of an opaque gradient (and, at most, any other pixel
+/// except through anti-aliasing), read as opaque. rlottie builds a gradient's colour table with
+/// Qt's `interpolate_pixel` (`src/vector/vdrawhelper.h`): `(x·(255 − t) + y·t) >> 8`, weights
+/// summing to 255 but divided by 256, so every entry between the stops is scaled by 255/256 and
+/// floored: alpha 255 becomes 254 and the colour is premultiplied by it. Un-premultiplying by 254
+/// recovers the intended colour (255/256 · 255/254 = 1.00002); composited as the translucent pixel
+/// it claims to be, it came out up to 2/255 dark (1 from the scaling, ~1 from the floor) and WebM
+/// carried alpha 254, which players composite. The renderer is Debian's librlottie (system
+/// library), so it is corrected here, where every pixel is read anyway. A genuine 254 (an
+/// anti-aliased edge covering 99.6%) cannot be told apart; reading it as opaque costs at most one
+/// code: MP4 shows `255·p/254` instead of `p + bg/255`, which differ by `p/254 − bg/255` ∈ [−1, 1];
+/// WebM's alpha plane says 255 instead of 254, a player's composite moves by
+/// `|straight − bg|/255` ≤ 1.
+pub const RLOTTIE_OPAQUE_ALPHA: u8 = 254;
+
+/// Alpha as it goes into WebM's alpha plane ([`RLOTTIE_OPAQUE_ALPHA`] is opaque).
+fn alpha_code(alpha: u8) -> u8 {
+    if alpha == RLOTTIE_OPAQUE_ALPHA {
+        255
+    } else {
+        alpha
+    }
+}
+
+/// `p + bg·(255 − α)/255` per channel, `[r, g, b]`: "over" on a premultiplied pixel. A pixel of
+/// [`RLOTTIE_OPAQUE_ALPHA`] is un-premultiplied instead, as `p + p·1/255` (the same formula with
+/// the pixel's own colour as background: `round(p·255/254)` but for p = 127, a tie, 127 not 128).
+fn composite(pixel: Bgra, background: [u8; 3]) -> [i32; 3] {
+    let [red, green, blue] = if pixel.a == RLOTTIE_OPAQUE_ALPHA {
+        [pixel.r, pixel.g, pixel.b]
+    } else {
+        background
+    };
     let transparency = 255 - u16::from(pixel.a);
     let over = |channel: u8, background: u8| {
         i32::from(channel) + i32::from(div255(u16::from(background) * transparency))
@@ -483,7 +514,11 @@ mod tests {
                     }
                 }
                 if alpha == AlphaHandling::Straight {
-                    let alphas: Vec<u8> = source.iter().map(|p| p.a).collect();
+                    // rlottie's gradient alpha (254) is opaque; every other alpha as rendered.
+                    let alphas: Vec<u8> = source
+                        .iter()
+                        .map(|p| if p.a == 254 { 255 } else { p.a })
+                        .collect();
                     assert_eq!(planes.alpha, alphas);
                 }
                 for other in &outputs[1..] {
@@ -625,13 +660,70 @@ mod tests {
         for background in [0u8, 1, 100, 254, 255] {
             for alpha in 0..=255u8 {
                 for colour in [0, alpha / 3, alpha] {
-                    let exact =
-                        f64::from(colour) + f64::from(background) * f64::from(255 - alpha) / 255.0;
+                    let exact = if alpha == RLOTTIE_OPAQUE_ALPHA {
+                        // Un-premultiplied (opaque), not composited: see RLOTTIE_OPAQUE_ALPHA.
+                        f64::from(colour) * 255.0 / f64::from(alpha)
+                    } else {
+                        f64::from(colour) + f64::from(background) * f64::from(255 - alpha) / 255.0
+                    };
                     let [r, _, _] = composite(px(colour, 0, 0, alpha), [background, 0, 0]);
                     assert!(
                         (f64::from(r) - exact).abs() <= 0.5,
                         "{colour}/{alpha} over {background}"
                     );
+                }
+            }
+        }
+    }
+
+    /// What rlottie draws an opaque gradient with (its colour table: `(x·(255 − t) + y·t) >> 8`
+    /// per premultiplied channel) comes out as the colour the table's stops interpolate to, in
+    /// both MP4 and WebM, by every kernel: within one code of the exact ramp.
+    #[test]
+    fn rlottie_gradient_pixels_of_alpha_254_convert_as_the_opaque_colour_they_mean() {
+        let (from, to) = ([0xAFu32, 0x52, 0xDE], [0x34u32, 0xC7, 0x59]);
+        let (width, height) = (256, 2);
+        let mut source = Vec::new();
+        let mut intended = Vec::new();
+        for _ in 0..height {
+            for t in 0..width as u32 {
+                // Qt's interpolate_pixel on the opaque stops (alpha 255 → 254).
+                let table = |x: u32, y: u32| ((x * (255 - t) + y * t) >> 8) as u8;
+                let [r, g, b] = [0, 1, 2].map(|i| table(from[i], to[i]));
+                source.push(px(r, g, b, table(255, 255)));
+                intended
+                    .push([0, 1, 2].map(|i| f64::from(from[i] * (255 - t) + to[i] * t) / 255.0));
+            }
+        }
+        assert!(source[1..width - 1].iter().all(|p| p.a == 254));
+        let opaque: Vec<Bgra> = intended
+            .iter()
+            .map(|[r, g, b]| px(r.round() as u8, g.round() as u8, b.round() as u8, 255))
+            .collect();
+        for alpha in [
+            AlphaHandling::Over([0x20, 0x20, 0x20]),
+            AlphaHandling::Straight,
+        ] {
+            for kernel in kernels() {
+                let got = converted(&source, width, alpha, kernel);
+                let want = converted(&opaque, width, alpha, Kernel::Scalar);
+                for (plane, (got, want)) in [
+                    (&got.luma, &want.luma),
+                    (&got.cb, &want.cb),
+                    (&got.cr, &want.cr),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    for (index, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+                        assert!(
+                            g.abs_diff(*w) <= 1,
+                            "{alpha:?} {kernel:?} plane {plane}[{index}]: {g}, opaque {w}"
+                        );
+                    }
+                }
+                if alpha == AlphaHandling::Straight {
+                    assert!(got.alpha.iter().all(|&a| a == 255), "{kernel:?}");
                 }
             }
         }

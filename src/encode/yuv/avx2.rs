@@ -11,7 +11,7 @@
 use super::{
     chroma_of_opaque_sum, composite, luma_of_opaque, AlphaHandling, RowPair, CB_FROM_RGB,
     CHROMA_OFFSET, CHROMA_SHIFT, COEFFICIENT_BITS, CR_FROM_RGB, LUMA_FROM_RGB, LUMA_OFFSET,
-    TRANSPARENT,
+    RLOTTIE_OPAQUE_ALPHA, TRANSPARENT,
 };
 use rgb::bytemuck::cast_slice;
 use rlottie::Bgra;
@@ -182,8 +182,8 @@ fn straight_steps(pair: &mut RowPair, steps: usize) -> usize {
         }
         let (top, top_alpha) = deinterleave(top);
         let (bottom, bottom_alpha) = deinterleave(bottom);
-        store_bytes(top_alpha, alpha_top);
-        store_bytes(bottom_alpha, alpha_bottom);
+        store_bytes(alpha_codes(top_alpha), alpha_top);
+        store_bytes(alpha_codes(bottom_alpha), alpha_bottom);
         if all_opaque(top_alpha, bottom_alpha) {
             // The straight colour is the premultiplied colour: exactly MP4's arithmetic.
             store_opaque(&top, &bottom, step);
@@ -285,13 +285,37 @@ fn deinterleave((low, high): (__m256i, __m256i)) -> (Channels, __m128i) {
 
 /// `p + div255(bg · (255 − α))` per channel, in u16 as the scalar `composite` (every
 /// intermediate stays below 65536: bg·(255 − α) + 128 + 254 ≤ 65407).
+/// `super::alpha_code` on 16 alphas: 254 becomes 255 (254 | 0xff), the rest stay.
+#[target_feature(enable = "avx2")]
+fn alpha_codes(alpha: __m128i) -> __m128i {
+    let nearly = _mm_set1_epi8(RLOTTIE_OPAQUE_ALPHA as i8);
+    _mm_or_si128(alpha, _mm_cmpeq_epi8(alpha, nearly))
+}
+
 #[target_feature(enable = "avx2")]
 fn composite_over(pixels: Channels, background: &[__m256i; 3]) -> Channels {
     let transparency = _mm256_sub_epi16(_mm256_set1_epi16(255), pixels.alpha);
+    // As `super::composite`: a pixel of RLOTTIE_OPAQUE_ALPHA goes over its own colour.
+    let nearly = _mm256_cmpeq_epi16(
+        pixels.alpha,
+        _mm256_set1_epi16(i16::from(RLOTTIE_OPAQUE_ALPHA)),
+    );
     Channels {
-        red: over(pixels.red, background[0], transparency),
-        green: over(pixels.green, background[1], transparency),
-        blue: over(pixels.blue, background[2], transparency),
+        red: over(
+            pixels.red,
+            _mm256_blendv_epi8(background[0], pixels.red, nearly),
+            transparency,
+        ),
+        green: over(
+            pixels.green,
+            _mm256_blendv_epi8(background[1], pixels.green, nearly),
+            transparency,
+        ),
+        blue: over(
+            pixels.blue,
+            _mm256_blendv_epi8(background[2], pixels.blue, nearly),
+            transparency,
+        ),
         alpha: _mm256_set1_epi16(255),
     }
 }
