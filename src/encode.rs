@@ -2,13 +2,14 @@
 //! VP9 WebM through the system FFmpeg libraries ([`mp4`], [`webm`], sharing [`video`]).
 //! Each encoder comes with a [`FramePreparer`] that runs on the render threads, one per
 //! thread: it converts rlottie's premultiplied BGRA into exactly what the encoder consumes
-//! (straight RGBA for GIF; YUV planes for video), so the encoder thread, the pipeline's
+//! (straight RGBA for GIF; YUV planes for video, [`yuv`]), so the encoder thread, the pipeline's
 //! critical path, does nothing but encode. Encoders take the prepared frames in order.
 
 pub mod gif;
 pub mod mp4;
 pub mod video;
 pub mod webm;
+pub mod yuv;
 
 use crate::error::{Classified, ErrorClass};
 use crate::render::frames::Frame;
@@ -77,6 +78,12 @@ pub trait FramePreparer {
         premultiplied: &[Bgra],
         reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError>;
+
+    /// Frames given that were identical to the last one converted, whose conversion was reused
+    /// (the bench prints it).
+    fn held_frames_reused(&self) -> u64 {
+        0
+    }
 }
 
 /// Makes a [`FramePreparer`] inside each render thread (FFmpeg's converter is not `Send`).
@@ -89,8 +96,8 @@ pub fn preparer_factory(settings: &EncoderSettings) -> PreparerFactory {
     Arc::new(move || -> Result<Box<dyn FramePreparer>, EncodeError> {
         Ok(match settings.format {
             Format::Gif => Box::new(gif::GifPreparer::new(&settings)),
-            Format::Mp4 => Box::new(video::VideoPreparer::new(&settings, mp4::PIXEL_FORMAT)?),
-            Format::Webm => Box::new(video::VideoPreparer::new(&settings, webm::PIXEL_FORMAT)?),
+            Format::Mp4 => Box::new(video::VideoPreparer::new(&settings, mp4::PIXEL_FORMAT)),
+            Format::Webm => Box::new(video::VideoPreparer::new(&settings, webm::PIXEL_FORMAT)),
         })
     })
 }

@@ -297,6 +297,25 @@ pub fn make_frame_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
     unsafe { ffmpeg_next::sys::av_frame_make_writable(frame.as_mut_ptr()) >= 0 }
 }
 
+/// Sets the colour description fields ffmpeg-next has no encoder setters for (primaries,
+/// transfer characteristics, chroma location); the encoder copies them into its bitstream
+/// headers when it opens and `Stream::set_parameters` into the container.
+pub fn set_encoder_colour_description(
+    encoder: &mut ffmpeg_next::encoder::video::Video,
+    primaries: ffmpeg_next::color::Primaries,
+    transfer: ffmpeg_next::color::TransferCharacteristic,
+    chroma_location: ffmpeg_next::chroma::Location,
+) {
+    // SAFETY: the pointer is the live codec context this encoder owns (not yet opened); these
+    // are plain enum fields of it, written with valid values of their C enums.
+    unsafe {
+        let context = encoder.as_mut_ptr();
+        (*context).color_primaries = primaries.into();
+        (*context).color_trc = transfer.into();
+        (*context).chroma_sample_location = chroma_location.into();
+    }
+}
+
 /// Hands memory this process has freed back to the kernel (glibc's `malloc_trim`). glibc keeps
 /// freed small allocations in the arena of the thread that made them; after a parse of
 /// hundreds of megabytes of small JSON values on a blocking thread, that memory would stay

@@ -9,7 +9,7 @@
 //! `--repeat` runs. Then it checks that the pipeline's peak RSS stays flat as an animation
 //! gets longer.
 
-use crate::encode::{self, EncoderInput, EncoderSettings, PreparerFactory};
+use crate::encode::{self, yuv, EncoderInput, EncoderSettings, PreparerFactory};
 use crate::os::{own_usage, ResourceUsage};
 use crate::render::frames::Frame;
 use crate::render::{self, PreparedRender};
@@ -132,13 +132,28 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
             let settings = EncoderSettings::new(&spec);
             // The conversion the render threads do for this encoder, on one thread.
             let preparers = encode::preparer_factory(&settings);
-            let (mut inputs, prepare_cost) = measure(|| prepare_all(&preparers, &rendered))?;
+            let ((mut inputs, reused), prepare_cost) =
+                measure(|| prepare_all(&preparers, &rendered))?;
             print_line(
                 &format!("{} convert, 1 thread", format.extension()),
                 frames,
                 &prepare_cost,
                 None,
             );
+            println!(
+                "    {:.2} ms/frame; {reused} of {frames} frames identical to the one before, conversion reused",
+                prepare_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1))
+            );
+            if format != Format::Gif {
+                let kernel_cost = median_of(repeat, || {
+                    measure(|| convert_every_frame(&settings, &rendered)).map(|((), cost)| cost)
+                })?;
+                println!(
+                    "    {:.2} ms/frame converting every frame ({:?} kernel, no reuse, no copy into the encoder's frame)",
+                    kernel_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1)),
+                    yuv::Kernel::fastest()
+                );
+            }
             let encode_path = scratch
                 .path()
                 .join(format!("encode.{}", format.extension()));
@@ -156,7 +171,7 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
                     encoder.finish().map_err(|e| e.to_string())
                 })
                 .map(|((), cost)| cost);
-                inputs = prepare_all(&preparers, &rendered)?;
+                inputs = prepare_all(&preparers, &rendered)?.0;
                 cost
             })?;
             drop(std::mem::take(&mut inputs));
@@ -264,16 +279,39 @@ fn render_single_threaded(prepared: &PreparedRender) -> Result<(), String> {
     Ok(())
 }
 
-/// Every frame converted for an encoder, on this thread.
+/// Every frame converted for an encoder, on this thread; and how many held frames reused the
+/// conversion before them.
 fn prepare_all(
     preparers: &PreparerFactory,
     rendered: &[Vec<Bgra>],
-) -> Result<Vec<EncoderInput>, String> {
+) -> Result<(Vec<EncoderInput>, u64), String> {
     let mut preparer = preparers().map_err(|e| e.to_string())?;
-    rendered
+    let inputs = rendered
         .iter()
         .map(|frame| preparer.prepare(frame, None).map_err(|e| e.to_string()))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((inputs, preparer.held_frames_reused()))
+}
+
+/// The video conversion alone (`encode::yuv`), every frame into the same planes.
+fn convert_every_frame(settings: &EncoderSettings, rendered: &[Vec<Bgra>]) -> Result<(), String> {
+    let (width, height) = settings.encoded_size();
+    let alpha = encode::video::alpha_handling(settings);
+    let mut planes = yuv::YuvPlanes::new(
+        width as usize,
+        height as usize,
+        alpha == yuv::AlphaHandling::Straight,
+    );
+    for frame in rendered {
+        yuv::convert(
+            frame,
+            settings.width as usize,
+            alpha,
+            &mut planes,
+            yuv::Kernel::fastest(),
+        );
+    }
+    Ok(())
 }
 
 fn keep_all_frames(prepared: &PreparedRender) -> Result<Vec<Vec<Bgra>>, String> {

@@ -29,7 +29,6 @@ pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, Enc
                 ("profile", "high".to_owned()),
             ],
             muxer_options: vec![("movflags", "+faststart")],
-            tag_bt601: true,
         },
     )
 }

@@ -1,15 +1,15 @@
-//! What MP4 and WebM share: an FFmpeg encoder feeding one video stream of a muxer, with
-//! [`VideoPreparer`] converting rendered frames to the codec's YUV layout with swscale on the
-//! render threads. The codec-specific choices (codec, pixel format, options, padding) come
-//! from [`VideoCodec`].
+//! What MP4 and WebM share: an FFmpeg encoder feeding one video stream of a muxer, tagged
+//! with our one colour convention ([`tag_colours`]), and [`VideoPreparer`] converting rendered
+//! frames to the codec's YUV planes (`yuv.rs`) on the render threads. The codec-specific choices
+//! (codec, pixel format, options, padding) come from [`VideoCodec`].
 
+use super::yuv::{self, AlphaHandling, Kernel, YuvPlanes};
 use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
 use crate::render::frames::Frame;
-use crate::render::pixels::{convert, PixelLayout};
 use crate::spec::Format;
+use ffmpeg::color::{Primaries, Range, Space, TransferCharacteristic};
 use ffmpeg::format::Pixel;
-use ffmpeg::software::scaling;
-use ffmpeg::{codec, encoder, format, frame, Dictionary, Packet, Rational};
+use ffmpeg::{chroma, codec, encoder, format, frame, Dictionary, Packet, Rational};
 use ffmpeg_next as ffmpeg;
 use rlottie::Bgra;
 use std::path::Path;
@@ -23,9 +23,34 @@ pub struct VideoCodec {
     pub pixel_format: Pixel,
     pub encoder_options: Vec<(&'static str, String)>,
     pub muxer_options: Vec<(&'static str, &'static str)>,
-    /// Tag the stream as BT.601 limited range, which is what swscale's default
-    /// RGB → YUV conversion produces (players then convert back with the same matrix).
-    pub tag_bt601: bool,
+}
+
+/// The colour convention of every MP4 and WebM, whatever its size: BT.601 matrix (what
+/// `yuv.rs` converts with), BT.709 primaries and transfer (the same as sRGB's primaries; the
+/// requested colours are sRGB), limited range, chroma sited at the centre of each 2×2 block
+/// (`yuv.rs` averages the block). Set on the encoder before it opens, so it goes into the
+/// bitstream (H.264 VUI: all five; VP9: matrix and range, all it can carry) and, through the
+/// stream parameters, into the container (MP4 `colr` nclx atom, Matroska `Colour` element).
+///
+/// Why the BT.601 matrix when DESIGN.md says BT.709: Chromium, where most viewers watch,
+/// converts YUV to RGB through libyuv, whose BT.709 constants cap the U→B coefficient at 2.0
+/// (an int8 `pmaddubsw` limit; the true limited-range value is 2.112), so saturated blues and
+/// purples come out ~4/255 off whatever the encoder does. BT.601's U→B (2.018) capped at 2.0
+/// costs under 0.5/255. An earlier session measured it with `./dev check-colours` (headless
+/// Chromium, both decode paths): full BT.709 failed there; BT.601 matrix with BT.709
+/// primaries and transfer passed 78 of 78 on both paths, and stayed within 2/255 in ffmpeg.
+/// Tagging the matrix (rather than leaving it unspecified) matters: browsers guess BT.709
+/// for HD video, which was issue 11's 17/255 error. What is left of libyuv's cap with BT.601
+/// (exact rounding puts #007AFF at blue 252 there) `yuv.rs` takes up with a 0.42% Cb gain.
+pub fn tag_colours(context: &mut encoder::video::Video) {
+    context.set_colorspace(Space::SMPTE170M);
+    context.set_color_range(Range::MPEG);
+    crate::os::set_encoder_colour_description(
+        context,
+        Primaries::BT709,
+        TransferCharacteristic::BT709,
+        chroma::Location::Center,
+    );
 }
 
 fn ffmpeg_error(context: &'static str) -> impl FnOnce(ffmpeg::Error) -> EncodeError {
@@ -73,10 +98,7 @@ impl VideoEncoder {
         context.set_format(codec.pixel_format);
         context.set_time_base(encoder_time_base);
         context.set_frame_rate(Some(Rational::new(settings.fps as i32, 1)));
-        if codec.tag_bt601 {
-            context.set_colorspace(ffmpeg::color::Space::SMPTE170M);
-            context.set_color_range(ffmpeg::color::Range::MPEG);
-        }
+        tag_colours(&mut context);
         if global_header {
             context.set_flags(codec::Flags::GLOBAL_HEADER);
         }
@@ -122,17 +144,6 @@ impl VideoEncoder {
     }
 }
 
-/// Fills a BGRA frame with one colour (the padding MP4 needs for odd sizes).
-fn fill_bgra(frame: &mut frame::Video, [r, g, b, a]: [u8; 4]) {
-    let stride = frame.stride(0);
-    let width = frame.width() as usize;
-    for row in frame.data_mut(0).chunks_mut(stride) {
-        for pixel in row[..width * 4].chunks_exact_mut(4) {
-            pixel.copy_from_slice(&[b, g, r, a]);
-        }
-    }
-}
-
 impl Encoder for VideoEncoder {
     fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError> {
         let EncoderInput::Video(mut picture) = frame.input else {
@@ -160,53 +171,69 @@ impl Encoder for VideoEncoder {
     }
 }
 
-/// Converts rendered frames to the video encoder's pixel format: composite or un-premultiply
-/// straight into a BGRA staging frame at the encoded size (its padding, for odd MP4 sizes,
-/// holds the background), then swscale to YUV. Runs on a render thread.
+/// Converts rendered frames to the video encoder's pixel format (`yuv.rs`: composite or
+/// un-premultiply and convert in one pass) into its own planes, then copies them into the
+/// frame the encoder takes. Runs on a render thread. A frame identical to the last one this
+/// preparer converted (holds are common in templates) is not converted again: its planes are
+/// still here. Render threads interleave frames (thread k renders k, k + T, …), so a hold is
+/// caught once it lasts longer than the number of threads.
 pub struct VideoPreparer {
-    layout: PixelLayout,
-    width: usize,
-    staging: frame::Video,
-    scaler: scaling::Context,
+    alpha: AlphaHandling,
+    source_width: usize,
+    kernel: Kernel,
+    planes: YuvPlanes,
+    /// The source of `planes`, bytes compared with the next frame (~0.2 ms at 1080², far less
+    /// than a conversion); empty until the first frame.
+    last_source: Vec<Bgra>,
+    held_frames_reused: u64,
     pixel_format: Pixel,
-    encoded_width: u32,
-    encoded_height: u32,
 }
 
 impl VideoPreparer {
-    pub fn new(
-        settings: &EncoderSettings,
-        pixel_format: Pixel,
-    ) -> Result<VideoPreparer, EncodeError> {
+    pub fn new(settings: &EncoderSettings, pixel_format: Pixel) -> VideoPreparer {
         let (encoded_width, encoded_height) = settings.encoded_size();
-        let scaler = scaling::Context::get(
-            Pixel::BGRA,
-            encoded_width,
-            encoded_height,
+        let alpha = alpha_handling(settings);
+        VideoPreparer {
+            alpha,
+            source_width: settings.width as usize,
+            kernel: Kernel::fastest(),
+            planes: YuvPlanes::new(
+                encoded_width as usize,
+                encoded_height as usize,
+                alpha == AlphaHandling::Straight,
+            ),
+            last_source: Vec::new(),
+            held_frames_reused: 0,
             pixel_format,
-            encoded_width,
-            encoded_height,
-            scaling::Flags::BILINEAR,
-        )
-        .map_err(ffmpeg_error("creating the pixel converter"))?;
-        let mut staging = frame::Video::new(Pixel::BGRA, encoded_width, encoded_height);
-        let layout = match settings.format {
-            Format::Mp4 => {
-                let [r, g, b, _] = settings.background.to_rgba8();
-                fill_bgra(&mut staging, [r, g, b, 255]);
-                PixelLayout::OpaqueBgraOver([r, g, b])
-            }
-            Format::Webm | Format::Gif => PixelLayout::StraightBgra,
-        };
-        Ok(VideoPreparer {
-            layout,
-            width: settings.width as usize,
-            staging,
-            scaler,
-            pixel_format,
-            encoded_width,
-            encoded_height,
-        })
+        }
+    }
+
+    /// Converts with `kernel` instead of the fastest one (the tests compare them).
+    #[cfg(test)]
+    fn with_kernel(mut self, kernel: Kernel) -> VideoPreparer {
+        self.kernel = kernel;
+        self
+    }
+}
+
+/// MP4 is opaque: composited over the background; WebM keeps alpha.
+pub fn alpha_handling(settings: &EncoderSettings) -> AlphaHandling {
+    match settings.format {
+        Format::Mp4 => {
+            let [r, g, b, _] = settings.background.to_rgba8();
+            AlphaHandling::Over([r, g, b])
+        }
+        Format::Webm | Format::Gif => AlphaHandling::Straight,
+    }
+}
+
+/// Copies tightly packed `plane` rows into a frame plane of `stride` bytes a row.
+fn copy_plane(plane: &[u8], width: usize, destination: &mut [u8], stride: usize) {
+    for (source_row, destination_row) in plane
+        .chunks_exact(width)
+        .zip(destination.chunks_mut(stride))
+    {
+        destination_row[..width].copy_from_slice(source_row);
     }
 }
 
@@ -216,16 +243,19 @@ impl FramePreparer for VideoPreparer {
         premultiplied: &[Bgra],
         reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError> {
-        let stride = self.staging.stride(0);
-        let row_bytes = self.width * 4;
-        let staging = self.staging.data_mut(0);
-        for (row, source_row) in premultiplied.chunks_exact(self.width).enumerate() {
-            let start = row * stride;
-            convert(
-                source_row,
-                &mut staging[start..start + row_bytes],
-                self.layout,
+        let bytes = rgb::bytemuck::cast_slice::<Bgra, u8>;
+        if !self.last_source.is_empty() && bytes(premultiplied) == bytes(&self.last_source) {
+            self.held_frames_reused += 1;
+        } else {
+            yuv::convert(
+                premultiplied,
+                self.source_width,
+                self.alpha,
+                &mut self.planes,
+                self.kernel,
             );
+            self.last_source.clear();
+            self.last_source.extend_from_slice(premultiplied);
         }
         // Reusing the encoder's earlier frames keeps memory flat: fresh 2 MB frames allocated
         // on render threads and freed on the encoder thread fragment the heap.
@@ -235,12 +265,107 @@ impl FramePreparer for VideoPreparer {
             }
             _ => None,
         };
-        let mut picture = reusable.unwrap_or_else(|| {
-            frame::Video::new(self.pixel_format, self.encoded_width, self.encoded_height)
-        });
-        self.scaler
-            .run(&self.staging, &mut picture)
-            .map_err(ffmpeg_error("converting pixels"))?;
+        let (width, height) = (self.planes.width, self.planes.height);
+        let mut picture = reusable
+            .unwrap_or_else(|| frame::Video::new(self.pixel_format, width as u32, height as u32));
+        let chroma_width = self.planes.chroma_width();
+        let planes = [
+            (&self.planes.luma, width),
+            (&self.planes.cb, chroma_width),
+            (&self.planes.cr, chroma_width),
+            (&self.planes.alpha, width),
+        ];
+        for (index, (plane, plane_width)) in planes.into_iter().enumerate().take(picture.planes()) {
+            let stride = picture.stride(index);
+            copy_plane(plane, plane_width, picture.data_mut(index), stride);
+        }
         Ok(EncoderInput::Video(picture))
+    }
+
+    fn held_frames_reused(&self) -> u64 {
+        self.held_frames_reused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Rgba;
+
+    fn settings(format: Format, width: u32, height: u32) -> EncoderSettings {
+        EncoderSettings {
+            format,
+            width,
+            height,
+            fps: 30,
+            background: Rgba::new(0.0, 0.0, 1.0, None).unwrap(),
+        }
+    }
+
+    fn planes_of(input: &EncoderInput) -> Vec<Vec<u8>> {
+        let EncoderInput::Video(picture) = input else {
+            panic!("not a video frame");
+        };
+        // Row by row: the bytes past a row's width are the allocator's.
+        (0..picture.planes())
+            .map(|index| {
+                let width = picture.plane_width(index) as usize;
+                picture
+                    .data(index)
+                    .chunks(picture.stride(index))
+                    .take(picture.plane_height(index) as usize)
+                    .flat_map(|row| row[..width].to_vec())
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn frame(width: usize, height: usize, alpha: u8) -> Vec<Bgra> {
+        (0..width * height)
+            .map(|index| Bgra {
+                b: ((index % 7) * usize::from(alpha) / 8) as u8,
+                g: ((index % 5) * usize::from(alpha) / 8) as u8,
+                r: alpha,
+                a: alpha,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_held_frame_reuses_the_conversion_and_a_changed_pixel_is_converted_again() {
+        for format in [Format::Mp4, Format::Webm] {
+            let (width, height) = (37, 9);
+            let pixel_format = match format {
+                Format::Mp4 => super::super::mp4::PIXEL_FORMAT,
+                _ => super::super::webm::PIXEL_FORMAT,
+            };
+            let mut preparer = VideoPreparer::new(&settings(format, width, height), pixel_format);
+            let first = frame(width as usize, height as usize, 200);
+            let converted = planes_of(&preparer.prepare(&first, None).unwrap());
+            assert_eq!(preparer.held_frames_reused(), 0);
+            // The same pixels again, in a buffer the encoder handed back: same planes, reused.
+            let recycled = preparer.prepare(&first, None).unwrap();
+            let held = preparer.prepare(&first.clone(), Some(recycled)).unwrap();
+            assert_eq!(planes_of(&held), converted, "{format:?}");
+            assert_eq!(preparer.held_frames_reused(), 2);
+            // One pixel changes (the last one, so a compare that stops early would miss it).
+            let mut changed = first.clone();
+            *changed.last_mut().unwrap() = Bgra {
+                b: 255,
+                g: 255,
+                r: 255,
+                a: 255,
+            };
+            let reconverted = planes_of(&preparer.prepare(&changed, None).unwrap());
+            assert_eq!(preparer.held_frames_reused(), 2);
+            assert_ne!(reconverted, converted, "{format:?}");
+            // What a fresh preparer makes of the changed frame.
+            let mut fresh = VideoPreparer::new(&settings(format, width, height), pixel_format)
+                .with_kernel(Kernel::Scalar);
+            assert_eq!(
+                planes_of(&fresh.prepare(&changed, None).unwrap()),
+                reconverted
+            );
+        }
     }
 }

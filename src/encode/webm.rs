@@ -9,8 +9,16 @@ use std::path::Path;
 /// What the encoder consumes (prepared on the render threads).
 pub const PIXEL_FORMAT: Pixel = Pixel::YUVA420P;
 
-/// VP9 constant quality (0..=63, lower is better): 31 is libvpx's recommended 1080p value.
-pub const WEBM_CRF: u32 = 31;
+/// VP9 constant quality (0..=63, lower is better). 18 rather than libvpx's recommended 31 for
+/// 1080p because flat brand colours must come back within 2/255 (DESIGN.md "Colour"): at 31 the
+/// realtime encoder moves a flat area's luma by 1–2 codes (the top row always), which decodes up
+/// to 3/255 off even though the YUV handed to it is exact. Measured on the seven solid fills of
+/// tests/engine/colours.rs (640×480, ffmpeg's accurate decode), worst channel: CRF 31, 25 and 20:
+/// 3; 18, 17, 16: 2; 15: 1. The cost is size, not speed: re-encoding two bench files at 720×720
+/// (single thread, realtime, speed 8) CRF 31 → 18 gave 152 → 223 kB and 541 → 813 kB (+46%,
+/// +50%; CRF 15: +60%, +65%) in the same time within noise. `deadline=good` keeps colours exact
+/// at 31 and halves the size, but encodes 3–6× slower.
+pub const WEBM_CRF: u32 = 18;
 /// libvpx speed for the realtime deadline (0..=8); 8 is the fastest.
 pub const WEBM_CPU_USED: u32 = 8;
 
@@ -35,7 +43,6 @@ pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, Enc
                 ("threads", threads.to_string()),
             ],
             muxer_options: vec![],
-            tag_bt601: true,
         },
     )
 }

@@ -1,16 +1,13 @@
-//! Pixel conversions from rlottie's premultiplied BGRA to what each encoder takes. They run
-//! on the render threads (see `encode::FramePreparer`), in parallel, so the encoder thread
-//! only encodes.
+//! Pixel conversions from rlottie's premultiplied BGRA to straight RGBA, what GIF takes and
+//! what the tests compare (video frames go straight to YUV in `encode::yuv`). They run on the
+//! render threads (see `encode::FramePreparer`), in parallel, so the encoder thread only
+//! encodes.
 
 use rlottie::Bgra;
 
-/// The pixel layout an encoder wants its frames in (4 bytes a pixel in every case).
+/// The pixel layout an encoder wants its frames in (4 bytes a pixel).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PixelLayout {
-    /// Opaque BGRA: the frame composited over a background colour (`[r, g, b]`, 0..=255).
-    OpaqueBgraOver([u8; 3]),
-    /// Straight (un-premultiplied) BGRA, alpha kept.
-    StraightBgra,
     /// Straight (un-premultiplied) RGBA, alpha kept.
     StraightRgba,
 }
@@ -22,17 +19,6 @@ pub fn convert(source: &[Bgra], destination: &mut [u8], layout: PixelLayout) {
     let (destination, _) = destination.as_chunks_mut::<4>();
     let pairs = source.iter().zip(destination.iter_mut());
     match layout {
-        PixelLayout::OpaqueBgraOver(background) => {
-            let table = over_table(background);
-            pairs.for_each(|(pixel, out)| *out = over(*pixel, &table));
-        }
-        PixelLayout::StraightBgra => {
-            let table = unpremultiply_table();
-            pairs.for_each(|(pixel, out)| {
-                let Bgra { b, g, r, a } = straight(*pixel, table);
-                *out = [b, g, r, a];
-            });
-        }
         PixelLayout::StraightRgba => {
             let table = unpremultiply_table();
             pairs.for_each(|(pixel, out)| {
@@ -41,29 +27,6 @@ pub fn convert(source: &[Bgra], destination: &mut [u8], layout: PixelLayout) {
             });
         }
     }
-}
-
-/// For "over" a background: per α, the background's share `background × (1 − α)` as a
-/// packed BGRA word (alpha lane 255 − α, so the sum is opaque).
-type OverTable = [u32; 256];
-
-fn over_table([red, green, blue]: [u8; 3]) -> OverTable {
-    let mut table = [0u32; 256];
-    for (alpha, entry) in table.iter_mut().enumerate() {
-        let transparency = 255 - alpha as u16;
-        let term = |background: u8| u32::from(div255(u16::from(background) * transparency));
-        *entry = term(blue) | term(green) << 8 | term(red) << 16 | u32::from(transparency) << 24;
-    }
-    table
-}
-
-/// `out = src + background × (1 − α)` on a premultiplied pixel: the standard "over", one
-/// add per pixel (this runs on every pixel of every MP4 frame). The add cannot carry
-/// between channels: a premultiplied channel is at most α (rlottie's blending keeps that
-/// invariant) and the term at most 255 − α.
-fn over(pixel: Bgra, table: &OverTable) -> [u8; 4] {
-    let word = u32::from_le_bytes([pixel.b, pixel.g, pixel.r, pixel.a]);
-    (word + table[usize::from(pixel.a)]).to_le_bytes()
 }
 
 /// Premultiplied → straight alpha, rounding to nearest. Leaving colours premultiplied
@@ -101,12 +64,6 @@ fn unpremultiply_table() -> &'static UnpremultiplyTable {
     })
 }
 
-/// x / 255 rounded to nearest, exact for 0..=65025 (no u16 overflow on that range).
-fn div255(x: u16) -> u16 {
-    let x = x + 128;
-    (x + (x >> 8)) >> 8
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,21 +82,8 @@ mod tests {
     fn half_transparent_red_unpremultiplies_to_full_red() {
         let pixels = [px(0, 0, 128, 128), px(7, 7, 7, 0)];
         assert_eq!(
-            converted(&pixels, PixelLayout::StraightBgra),
-            [[0, 0, 255, 128], [0, 0, 0, 0]]
-        );
-        assert_eq!(
             converted(&pixels, PixelLayout::StraightRgba),
             [[255, 0, 0, 128], [0, 0, 0, 0]]
-        );
-    }
-
-    #[test]
-    fn compositing_over_white_lightens_translucent_pixels() {
-        let pixels = [px(0, 0, 128, 128), px(0, 0, 0, 0), px(1, 2, 3, 255)];
-        assert_eq!(
-            converted(&pixels, PixelLayout::OpaqueBgraOver([255, 255, 255])),
-            [[127, 127, 255, 255], [255, 255, 255, 255], [1, 2, 3, 255]]
         );
     }
 
@@ -149,7 +93,7 @@ mod tests {
             let pixels: Vec<Bgra> = (0..=alpha)
                 .map(|colour| px(colour, colour, colour, alpha))
                 .collect();
-            for (colour, pixel) in (0..=alpha).zip(converted(&pixels, PixelLayout::StraightBgra)) {
+            for (colour, pixel) in (0..=alpha).zip(converted(&pixels, PixelLayout::StraightRgba)) {
                 let exact = if alpha == 0 {
                     0
                 } else {
@@ -159,17 +103,6 @@ mod tests {
                 };
                 assert_eq!(pixel, [exact, exact, exact, alpha], "{colour}/{alpha}");
             }
-        }
-    }
-
-    #[test]
-    fn div255_rounds_like_floating_point() {
-        for x in 0..=65025u32 {
-            assert_eq!(
-                u32::from(div255(x as u16)),
-                (f64::from(x) / 255.0).round() as u32,
-                "{x}"
-            );
         }
     }
 }

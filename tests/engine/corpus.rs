@@ -63,7 +63,10 @@ fn renders_to_every_format(file: &str) {
             probed.duration
         );
         if format == Format::Gif {
-            // gifski merges identical consecutive frames into one longer frame.
+            // gifski folds identical consecutive frames into one, and its denoiser folds or
+            // splits subtle changes (measured on this corpus: 4 fewer to 13 more than the
+            // distinct frames rlottie draws), so a real animation's count is bounded here;
+            // colours.rs checks exact counts on a template whose every change is large.
             assert!(
                 probed.frames >= 1 && probed.frames <= frames,
                 "{file} gif: {} frames",

@@ -2,6 +2,7 @@
 //! outputs probed with ffprobe and decoded with ffmpeg.
 
 mod cli;
+mod colours;
 mod corpus;
 mod embedded_images;
 mod expressions;

@@ -384,3 +384,89 @@ fn gif_at_60_fps_plays_at_true_speed() {
         probed.duration
     );
 }
+
+/// ffprobe's colour description of the first video stream: matrix, primaries, transfer,
+/// range, chroma location.
+fn colour_description(path: &std::path::Path) -> [String; 5] {
+    let output = std::process::Command::new("ffprobe")
+        .args([
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-of",
+            "json",
+            "-show_entries",
+        ])
+        .arg("stream=color_space,color_primaries,color_transfer,color_range,chroma_location")
+        .arg(path)
+        .output()
+        .expect("ffprobe runs");
+    assert!(
+        output.status.success(),
+        "ffprobe failed on {}",
+        path.display()
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stream = &json["streams"][0];
+    [
+        "color_space",
+        "color_primaries",
+        "color_transfer",
+        "color_range",
+        "chroma_location",
+    ]
+    .map(|key| stream[key].as_str().unwrap_or("absent").to_owned())
+}
+
+#[test]
+fn mp4_and_webm_are_tagged_bt601_matrix_bt709_primaries_and_transfer_limited_centred_chroma() {
+    // The convention `encode::video::tag_colours` documents, in the bitstream and the container.
+    let expected = ["smpte170m", "bt709", "bt709", "tv", "center"].map(str::to_owned);
+    let dir = tempdir();
+    for (format, width, height) in [
+        (Format::Mp4, 1280, 720),
+        (Format::Mp4, 321, 100),
+        (Format::Webm, 1280, 720),
+        (Format::Webm, 101, 123),
+    ] {
+        let (path, result) = render_in_worker(
+            &corpus("simple-bouncy-ball-60fps.json"),
+            Modifications::default(),
+            spec(format, 30, width, height),
+            dir.path(),
+            DEADLINE,
+        );
+        result.unwrap();
+        let case = format!("{format:?} {width}×{height}");
+        assert_eq!(colour_description(&path), expected, "{case}");
+        if format == Format::Mp4 {
+            // The container's own `colr` box (nclx: primaries 1 = BT.709, transfer 1 = BT.709,
+            // matrix 6 = BT.601, then the full-range flag clear).
+            let bytes = std::fs::read(&path).unwrap();
+            let at = bytes
+                .windows(8)
+                .position(|window| window == b"colrnclx")
+                .unwrap_or_else(|| panic!("{case}: no colr nclx box"));
+            assert_eq!(bytes[at + 8..at + 15], [0, 1, 0, 1, 0, 6, 0], "{case}");
+            // The H.264 stream alone (no container): its VUI says the same.
+            let elementary = dir.path().join(format!("{width}x{height}.h264"));
+            let status = std::process::Command::new("ffmpeg")
+                .args(["-v", "error", "-y", "-i"])
+                .arg(&path)
+                .args(["-c:v", "copy", "-bsf:v", "h264_mp4toannexb", "-f", "h264"])
+                .arg(&elementary)
+                .status()
+                .expect("ffmpeg runs");
+            assert!(
+                status.success(),
+                "{case}: extracting the H.264 stream failed"
+            );
+            assert_eq!(
+                colour_description(&elementary),
+                expected,
+                "{case}: H.264 VUI"
+            );
+        }
+    }
+}
