@@ -1,9 +1,11 @@
 //! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
 //! [`assets`], [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
-//! turning text layers into glyph shapes ([`text`]), retiming to the output frame rate
+//! turning text layers into glyph shapes ([`text`]), writing layer effects into colours and layers
+//! ([`effects`]), retiming to the output frame rate
 //! ([`timeline`]) and the `inspect` report ([`report`]).
 
 pub mod assets;
+pub mod effects;
 pub mod fence;
 pub mod model;
 pub mod modifications;

@@ -9,6 +9,7 @@ pub mod pixels;
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
+use crate::lottie::effects;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
 use crate::lottie::{slots, timeline, Template, TemplateError};
@@ -124,6 +125,9 @@ pub fn prepare(
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
     text::convert_text_layers(&mut json, fonts)?;
+    // rlottie ignores layer effects: the colour maps and drop shadows lottie-web draws are
+    // written into the layers, after text so that text layers are recoloured as glyph shapes.
+    effects::lower_layer_effects(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

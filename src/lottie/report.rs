@@ -1,8 +1,10 @@
 //! The `inspect` report: what a template is, what it offers to modify and what will not
-//! render as designed. Building it runs text conversion (shaping, layout, glyph outlines),
+//! render as designed. Building it runs text conversion (shaping, layout, glyph outlines) and
+//! effect lowering,
 //! whose cost grows faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
+use super::effects;
 use super::slots::{self, Slots};
 use super::template::Template;
 use super::text::{self, fonts::FontBook, TextError};
@@ -41,6 +43,12 @@ impl InspectReport {
         let mut seen: HashSet<String> = warnings.iter().cloned().collect();
         let mut converted = template.json.clone();
         for warning in text::convert_text_layers(&mut converted, fonts)?.warnings {
+            if seen.insert(warning.clone()) {
+                warnings.push(warning);
+            }
+        }
+        // Effects are lowered after text, as a render does (text layers are shapes by then).
+        for warning in effects::lower_layer_effects(&mut converted).warnings {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }

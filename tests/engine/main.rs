@@ -3,6 +3,7 @@
 
 mod cli;
 mod corpus;
+mod effects;
 mod embedded_images;
 mod fuzz_findings;
 mod helpers;
