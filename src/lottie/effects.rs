@@ -811,6 +811,39 @@ mod tests {
     }
 
     #[test]
+    fn templates_whose_effects_are_only_expression_controls_are_left_untouched() {
+        // Both corpus files carry rig controllers (`Pseudo/…` groups) and nothing drawn.
+        for name in [
+            "gradient-emoji-named-fills-24fps.json",
+            "expressions-ripple-precomps.json",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/corpus")
+                .join(name);
+            let mut template: Value =
+                serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            assert!(has_effects(&template), "{name} has effects");
+            let before = template.to_string();
+            assert_eq!(lower_layer_effects(&mut template), EffectsReport::default());
+            assert_eq!(template.to_string(), before, "{name}");
+        }
+    }
+
+    #[test]
+    fn tritone_maps_black_grey_and_white_to_shadows_midtones_and_highlights() {
+        let tritone = ColourMap::Tritone {
+            highlights: [1.0, 1.0, 0.0],
+            midtones: [0.0, 1.0, 0.0],
+            shadows: [0.0, 0.0, 1.0],
+        };
+        let close = |a: [f64; 3], b: [f64; 3]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
+        assert!(close(tritone.map([0.0, 0.0, 0.0]), [0.0, 0.0, 1.0]));
+        assert!(close(tritone.map([1.0, 1.0, 1.0]), [1.0, 1.0, 0.0]));
+        // A neutral grey is its own luminance: sRGB 0.5 is exactly the midtones.
+        assert!(close(tritone.map([0.5, 0.5, 0.5]), [0.0, 1.0, 0.0]));
+    }
+
+    #[test]
     fn solid_colours_round_trip_through_hex() {
         assert_eq!(parse_hex("#ff8000").map(to_hex).as_deref(), Some("#ff8000"));
         assert_eq!(parse_hex("ff8000"), None);
