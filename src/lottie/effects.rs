@@ -46,6 +46,10 @@ mod effect_type {
     pub const GROUP: i64 = 5;
 }
 
+/// Effects lottie-web 5.x draws that are not lowered: Stroke (22), Pro Levels (24), Matte3
+/// (28), Gaussian Blur (29), Transform (35). Their warning says the preview differs.
+const DRAWN_BY_LOTTIE_WEB_ONLY: [i64; 5] = [22, 24, 28, 29, 35];
+
 /// Match-name prefixes of `ty` 5 groups that draw nothing in any player: expression controls
 /// (sliders, colours, points, …) and pseudo-effects such as rig controllers.
 const CONTROL_MATCH_NAME_PREFIXES: [&str; 2] = ["Pseudo/", "ADBE "];
@@ -351,8 +355,14 @@ impl Lowering<'_> {
                 Effect::NotDrawn => {
                     let match_name =
                         truncated(effect.get("mn").and_then(Value::as_str).unwrap_or_default());
+                    let ty = effect.get("ty").and_then(Value::as_i64).unwrap_or(-1);
+                    let why = if DRAWN_BY_LOTTIE_WEB_ONLY.contains(&ty) {
+                        "lottie-web draws it; the renderer cannot"
+                    } else {
+                        "lottie-web does not draw it either"
+                    };
                     self.warn(format!(
-                        "layer '{layer_name}': effect '{effect_name}' ({match_name}) is not drawn"
+                        "layer '{layer_name}': effect '{effect_name}' ({match_name}) is not drawn ({why})"
                     ));
                 }
                 Effect::Colour { map, opacity } => {
@@ -557,7 +567,12 @@ impl Lowering<'_> {
         let mut copy = self.assets[index].clone();
         let mut drawn = true;
         if let Some(Value::Array(inner)) = copy.get_mut("layers") {
-            for inner_layer in inner.iter_mut() {
+            // A matte source is not drawn: the effect applies to what it lets through, and
+            // recolouring it would change what a luma matte lets through.
+            let drawn_layers = inner
+                .iter_mut()
+                .filter(|layer| layer.get("td").and_then(Value::as_i64).unwrap_or(0) == 0);
+            for inner_layer in drawn_layers {
                 drawn &= self.recolour_layer(inner_layer, map, layer_name, effect_name);
             }
         }

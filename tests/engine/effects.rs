@@ -267,14 +267,20 @@ fn effects_lottie_web_does_not_draw_are_left_undrawn_and_reported() {
         "square",
     );
     let warnings = warnings(&bytes);
-    for name in [
-        "'Invert' (ADBE Invert)",
-        "'Gaussian Blur' (ADBE Gaussian Blur 2)",
+    for (name, why) in [
+        (
+            "'Invert' (ADBE Invert)",
+            "lottie-web does not draw it either",
+        ),
+        (
+            "'Gaussian Blur' (ADBE Gaussian Blur 2)",
+            "lottie-web draws it; the renderer cannot",
+        ),
     ] {
         assert!(
             warnings
                 .iter()
-                .any(|w| w.contains(name) && w.contains("not drawn")),
+                .any(|w| w.contains(name) && w.contains("not drawn") && w.contains(why)),
             "{name} missing from {warnings:?}"
         );
     }
