@@ -12,7 +12,10 @@
 //!   draws the tinted layer at that opacity over the original (mixed in linear light).
 //! - Tritone: the same `L` picks along shadows → midtones → highlights.
 //! - Drop Shadow: the layer's alpha, offset by distance at direction − 90° in the layer's own
-//!   coordinates, flooded with the shadow colour at opacity / 255, drawn below the layer.
+//!   coordinates, flooded with the shadow colour at opacity / 255, drawn below the layer. One
+//!   knowing difference: lottie-web's default filter region is the layer's bounding box, so its
+//!   preview cuts the shadow off at the box (a shadowed rectangle shows none); the shadow is
+//!   drawn whole here, as After Effects draws it.
 //!
 //! A filter maps pixels; this lowering maps the colours of fills, strokes, gradient stops and
 //! solids, which is the same picture wherever one colour covers a pixel. What stays undrawn is
@@ -33,6 +36,11 @@ pub const MAX_EFFECT_LAYER_COPIES: usize = 5000;
 /// Distinct effect warnings kept per template: a handful is normal; thousands of layers each
 /// carrying an undrawn effect would otherwise make thousands of lines.
 pub const MAX_EFFECT_WARNINGS: usize = 256;
+/// Intermediate stops per gradient interval when a Tint or Tritone maps a gradient: with 8,
+/// the piecewise-linear map is within a few 8-bit levels of the effect's curve.
+const GRADIENT_SUBDIVISIONS: usize = 8;
+/// Colour stops of a mapped gradient: the fence's limit for a template's own gradients.
+const MAX_SUBDIVIDED_STOPS: usize = super::fence::MAX_GRADIENT_STOPS as usize;
 /// Characters of a layer or effect name quoted in a warning (names are the caller's).
 const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 
@@ -157,9 +165,12 @@ impl ColourMap {
                 let light = luminance(colour);
                 let tinted: [f64; 3] =
                     std::array::from_fn(|i| black[i] + (white[i] - black[i]) * light);
-                // feMerge draws the tinted copy at `amount` over the original, in linear light.
+                // lottie-web 5.x merges, in linear light, the original, the grey at `amount`
+                // over it, and the tinted colour at `amount` over that.
+                let over = |under: f64, top: f64| under * (1.0 - amount) + top * amount;
+                let grey = to_linear(light);
                 std::array::from_fn(|i| {
-                    to_srgb(to_linear(colour[i]) * (1.0 - amount) + to_linear(tinted[i]) * amount)
+                    to_srgb(over(over(to_linear(colour[i]), grey), to_linear(tinted[i])))
                 })
             }
             ColourMap::Tritone {
@@ -698,29 +709,65 @@ fn recolour_solid_paint(paint: &mut Map<String, Value>, map: &ColourMap) {
 }
 
 /// Maps the colour stops of a gradient (`{"p": stops, "k": property}`); opacity stops after
-/// them are kept.
+/// them are kept. The effect maps every pixel, and a map of the stops alone would be linear
+/// between them where the effect is not: each interval gets intermediate stops first
+/// (interpolated in sRGB, as renderers draw gradients), up to [`MAX_SUBDIVIDED_STOPS`].
 fn recolour_gradient(gradient: &mut Value, map: &ColourMap) {
     let stops = gradient.get("p").and_then(Value::as_u64).unwrap_or(0) as usize;
     let Some(property) = gradient.get_mut("k") else {
         return;
     };
+    let well_formed = stops >= 2
+        && super::model::property_values(property).iter().all(|value| {
+            value.as_array().is_some_and(|items| {
+                items.len() >= stops * 4 && items[..stops * 4].iter().all(Value::is_number)
+            })
+        });
+    let steps = if well_formed {
+        (MAX_SUBDIVIDED_STOPS - 1) / (stops - 1)
+    } else {
+        1
+    }
+    .clamp(1, GRADIENT_SUBDIVISIONS);
     map_property_values(property, &mut |value| {
         let Some(items) = value.as_array_mut() else {
             return;
         };
-        for stop in items.chunks_mut(4).take(stops) {
-            let channels: Option<Vec<f64>> = stop.iter().skip(1).map(Value::as_f64).collect();
-            if let Some([r, g, b]) = channels
-                .as_deref()
-                .and_then(|c| <[f64; 3]>::try_from(c).ok())
-            {
-                let mapped = map.map([r, g, b].map(|c| c.clamp(0.0, 1.0)));
-                for (slot, channel) in stop.iter_mut().skip(1).zip(mapped) {
-                    *slot = json!(channel);
+        let number = |value: &Value| value.as_f64().unwrap_or(0.0);
+        let colour_stops: Vec<[f64; 4]> = items
+            .chunks(4)
+            .take(stops)
+            .filter(|stop| stop.len() == 4)
+            .map(|stop| {
+                [
+                    number(&stop[0]),
+                    number(&stop[1]),
+                    number(&stop[2]),
+                    number(&stop[3]),
+                ]
+            })
+            .collect();
+        let mut subdivided = Vec::with_capacity(colour_stops.len() * steps);
+        for (index, stop) in colour_stops.iter().enumerate() {
+            subdivided.push(*stop);
+            if let Some(next) = colour_stops.get(index + 1).filter(|_| steps > 1) {
+                for step in 1..steps {
+                    let t = step as f64 / steps as f64;
+                    subdivided.push(std::array::from_fn(|i| stop[i] + (next[i] - stop[i]) * t));
                 }
             }
         }
+        let rest = items.split_off(colour_stops.len() * 4);
+        items.clear();
+        for [position, r, g, b] in subdivided {
+            let [r, g, b] = map.map([r, g, b].map(|c| c.clamp(0.0, 1.0)));
+            items.extend([json!(position), json!(r), json!(g), json!(b)]);
+        }
+        items.extend(rest);
     });
+    if well_formed && steps > 1 {
+        gradient["p"] = json!((stops - 1) * steps + 1);
+    }
 }
 
 /// Calls `edit` on the static value or on every keyframe's start and end values.
@@ -856,6 +903,36 @@ mod tests {
         assert!(close(tritone.map([1.0, 1.0, 1.0]), [1.0, 1.0, 0.0]));
         // A neutral grey is its own luminance: sRGB 0.5 is exactly the midtones.
         assert!(close(tritone.map([0.5, 0.5, 0.5]), [0.0, 1.0, 0.0]));
+    }
+
+    #[test]
+    fn a_tinted_gradient_gets_intermediate_stops_mapped_from_its_interpolated_colours() {
+        let tint = ColourMap::Tint {
+            black: [0.0, 0.0, 0.0],
+            white: [1.0, 1.0, 1.0],
+            amount: 1.0,
+        };
+        // Red to blue with one opacity stop pair after the colour stops.
+        let mut gradient =
+            json!({"p": 2, "k": {"a": 0, "k": [0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1]}});
+        recolour_gradient(&mut gradient, &tint);
+        assert_eq!(gradient["p"], json!(1 + GRADIENT_SUBDIVISIONS));
+        let values: Vec<f64> = gradient["k"]["k"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(values.len(), (1 + GRADIENT_SUBDIVISIONS) * 4 + 4);
+        assert_eq!(&values[values.len() - 4..], &[0.0, 1.0, 1.0, 1.0]);
+        // The middle stop: position 0.5, the tint of sRGB-interpolated (0.5, 0, 0.5).
+        let middle = &values[GRADIENT_SUBDIVISIONS / 2 * 4..][..4];
+        let expected = tint.map([0.5, 0.0, 0.5]);
+        assert!((middle[0] - 0.5).abs() < 1e-9);
+        assert!(middle[1..]
+            .iter()
+            .zip(expected)
+            .all(|(a, b)| (a - b).abs() < 1e-9));
     }
 
     #[test]

@@ -217,6 +217,38 @@ fn a_tint_effect_maps_the_square_by_its_luminance() {
             &format!("tint of {colour:?}"),
         );
     }
+    // At 50 %, lottie-web 5.x merges in linear light the original, the grey over it and the
+    // tinted colour over that, each at the amount.
+    let linear = |c: f64| {
+        if c <= 0.04045 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    let srgb = |c: f64| {
+        if c <= 0.0031308 {
+            c * 12.92
+        } else {
+            1.055 * c.powf(1.0 / 2.4) - 0.055
+        }
+    };
+    let tinted = expected_tint(RED, black, white);
+    let grey = (1.0 + 0.0 + 0.0) / 3.0; // the mean of red's linear channels
+    let half = |under: f64, top: f64| (under + top) / 2.0;
+    let expected: [f64; 3] = std::array::from_fn(|i| {
+        let original = if i == 0 { 1.0 } else { 0.0 };
+        srgb(half(half(original, grey), linear(tinted[i])))
+    });
+    let frame = render_frame(&template(
+        json!([square_layer(RED, json!([tint_effect(black, white, 50.0)]))]),
+        json!([]),
+    ));
+    assert_close(
+        pixel(&frame, SQUARE_CENTRE),
+        opaque(expected),
+        "tint at 50 %",
+    );
     // White maps exactly to the "map white to" colour.
     let frame = render_frame(&template(
         json!([square_layer(
