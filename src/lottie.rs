@@ -1,10 +1,12 @@
 //! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
 //! [`assets`], [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
 //! baking expressions into keyframes ([`expressions`]), turning text layers into glyph shapes
-//! ([`text`]), drawing mattes and masks as lottie-web does ([`mattes`]), retiming to the output frame rate
+//! ([`text`]), drawing mattes and masks as lottie-web does ([`mattes`]), writing layer effects
+//! into colours and layers ([`effects`]), retiming to the output frame rate
 //! ([`timeline`]) and the `inspect` report ([`report`]).
 
 pub mod assets;
+pub mod effects;
 pub mod expressions;
 pub mod fence;
 pub mod mattes;

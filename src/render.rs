@@ -9,6 +9,7 @@ pub mod pixels;
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
+use crate::lottie::effects;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
 use crate::lottie::{expressions, mattes, slots, timeline, Template, TemplateError};
@@ -129,6 +130,10 @@ pub fn prepare(
     text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;
     // After text: lowered text layers can be matted or matte sources like any shape layer.
     mattes::lower_mattes_and_masks(&mut json);
+    // rlottie ignores layer effects: the colour maps and drop shadows lottie-web draws are
+    // written into the layers, after text so that text layers are recoloured as glyph shapes
+    // (and after the matte lowering, as the inspect report does).
+    effects::lower_layer_effects(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

@@ -1,8 +1,10 @@
 //! The `inspect` report: what a template is, what it offers to modify and what will not
-//! render as designed. Building it runs text conversion (shaping, layout, glyph outlines),
+//! render as designed. Building it runs text conversion (shaping, layout, glyph outlines) and
+//! effect lowering,
 //! whose cost grows faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
+use super::effects;
 use super::expressions;
 use super::mattes;
 use super::slots::{self, Slots};
@@ -56,6 +58,12 @@ impl InspectReport {
             .chain(text_warnings)
             .chain(matte_warnings)
         {
+            if seen.insert(warning.clone()) {
+                warnings.push(warning);
+            }
+        }
+        // Effects are lowered after text, as a render does (text layers are shapes by then).
+        for warning in effects::lower_layer_effects(&mut converted).warnings {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }

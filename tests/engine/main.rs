@@ -4,6 +4,7 @@
 mod cli;
 mod colours;
 mod corpus;
+mod effects;
 mod embedded_images;
 mod expressions;
 mod fonts;
