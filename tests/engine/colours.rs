@@ -4,7 +4,7 @@
 //! the stream's colour tags (as a player does), and every channel of every checked pixel
 //! compared with the requested colour or with the gradient computed from its geometry.
 
-use crate::helpers::{probe, render_in_worker, spec, tempdir, with_background};
+use crate::helpers::{self, probe, render_in_worker, spec, tempdir, with_background};
 use lottie_render::encode::gif::MIN_FRAME_DELAY_CS;
 use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::spec::{Format, Modifications, Rgba};
@@ -183,36 +183,12 @@ fn write_template(dir: &Path, name: &str, template: &Value) -> PathBuf {
 /// float shader does (its default fast path is up to 2/255 off on its own). libvpx-vp9 decodes
 /// WebM so the alpha plane is decoded too.
 fn decode(path: &Path, width: u32, height: u32) -> Vec<Vec<u8>> {
-    let mut command = Command::new("ffmpeg");
-    command.args(["-v", "error"]);
-    if path.extension().is_some_and(|e| e == "webm") {
-        command.args(["-c:v", "libvpx-vp9"]);
-    }
-    let output = command
-        .arg("-i")
-        .arg(path)
-        .args(["-vf", "scale=flags=accurate_rnd+full_chroma_int"])
-        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"])
-        .output()
-        .expect("ffmpeg runs");
-    assert!(
-        output.status.success(),
-        "ffmpeg failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let frame_bytes = (width * height * 4) as usize;
-    assert!(
-        !output.stdout.is_empty() && output.stdout.len().is_multiple_of(frame_bytes),
-        "{} decoded to {} bytes, not whole {width}×{height} frames",
-        path.display(),
-        output.stdout.len()
-    );
-    output
-        .stdout
-        .chunks(frame_bytes)
-        .map(<[u8]>::to_vec)
-        .collect()
+    helpers::decode_rgba_through(
+        path,
+        width,
+        height,
+        &["-vf", "scale=flags=accurate_rnd+full_chroma_int"],
+    )
 }
 
 /// The largest difference between a decoded channel and the expected one, and where.

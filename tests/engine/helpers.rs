@@ -116,6 +116,11 @@ pub fn probe(path: &Path) -> Probe {
 
 /// Decodes every frame to RGBA (`libvpx-vp9` for WebM, so alpha is decoded too).
 pub fn decode_rgba(path: &Path, width: u32, height: u32) -> Vec<Vec<u8>> {
+    decode_rgba_through(path, width, height, &[])
+}
+
+/// [`decode_rgba`] with extra ffmpeg output options (`filter`, e.g. a `-vf` scaler setting).
+pub fn decode_rgba_through(path: &Path, width: u32, height: u32, filter: &[&str]) -> Vec<Vec<u8>> {
     let mut command = Command::new("ffmpeg");
     command.args(["-v", "error"]);
     if path.extension().is_some_and(|e| e == "webm") {
@@ -124,19 +129,22 @@ pub fn decode_rgba(path: &Path, width: u32, height: u32) -> Vec<Vec<u8>> {
     let output = command
         .arg("-i")
         .arg(path)
+        .args(filter)
         .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"])
         .output()
         .expect("ffmpeg runs");
     assert!(
         output.status.success(),
-        "ffmpeg failed: {}",
+        "ffmpeg failed on {}: {}",
+        path.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     let frame_bytes = (width * height * 4) as usize;
-    assert_eq!(
-        output.stdout.len() % frame_bytes,
-        0,
-        "decoded size is not a whole number of {width}×{height} frames"
+    assert!(
+        !output.stdout.is_empty() && output.stdout.len().is_multiple_of(frame_bytes),
+        "{} decoded to {} bytes, not whole {width}×{height} frames",
+        path.display(),
+        output.stdout.len()
     );
     output
         .stdout
