@@ -15,8 +15,8 @@ pub mod protocol;
 
 use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
-use crate::lottie::text::TOO_COMPLEX_REASON;
 use crate::os::{self, ResourceLimits};
+use crate::reason::Reason;
 use crate::sandbox;
 use protocol::{AnalysisOutcome, InputHeader, MAX_OUTPUT_BYTES};
 use std::collections::BTreeMap;
@@ -59,10 +59,7 @@ pub enum AnalysisError {
     TooComplex(String),
     /// The worker found the template invalid (the server's own check normally finds it first).
     #[error("{message}")]
-    Invalid {
-        reason: &'static str,
-        message: String,
-    },
+    Invalid { reason: Reason, message: String },
     #[error("no analysis worker was free within {} s", WORKER_WAIT.as_secs())]
     Busy,
     #[error("the analysis did not finish within {} s (the machine is loaded)", ANALYSIS_WALL_DEADLINE.as_secs())]
@@ -89,23 +86,23 @@ impl From<AnalysisError> for ServiceError {
             )
         };
         match error {
-            AnalysisError::TooComplex(_) => on_template(TOO_COMPLEX_REASON, message),
+            AnalysisError::TooComplex(_) => on_template(Reason::TemplateTooComplex, message),
             AnalysisError::Invalid { reason, .. } => on_template(reason, message),
             AnalysisError::Busy => ServiceError::transient(
                 ServiceErrorCode::Unavailable,
-                "ANALYSIS_BUSY",
+                Reason::AnalysisBusy,
                 message,
                 BUSY_RETRY_AFTER,
             ),
             AnalysisError::DeadlineExceeded => ServiceError::transient(
                 ServiceErrorCode::Unavailable,
-                "ANALYSIS_DEADLINE_EXCEEDED",
+                Reason::AnalysisDeadlineExceeded,
                 message,
                 BUSY_RETRY_AFTER,
             ),
             AnalysisError::Unavailable(_) => ServiceError::transient(
                 ServiceErrorCode::Unavailable,
-                "ANALYSIS_UNAVAILABLE",
+                Reason::AnalysisUnavailable,
                 message,
                 BUSY_RETRY_AFTER,
             ),
@@ -185,7 +182,7 @@ impl AnalysisPool {
                 tokio::task::spawn_blocking(move || {
                     let template = crate::lottie::Template::parse(&template).map_err(|e| {
                         AnalysisError::Invalid {
-                            reason: "TEMPLATE_INVALID",
+                            reason: Reason::TemplateInvalid,
                             message: e.to_string(),
                         }
                     })?;
@@ -318,18 +315,14 @@ fn classify(
                 message,
             }),
         ) => {
-            return Err(match (class, reason.as_str()) {
-                (ErrorClass::Deterministic, TOO_COMPLEX_REASON) => {
+            return Err(match (class, Reason::from_wire(&reason)) {
+                (ErrorClass::Deterministic, Some(Reason::TemplateTooComplex)) => {
                     AnalysisError::TooComplex(message)
                 }
-                (ErrorClass::Deterministic, "TEMPLATE_INVALID") => AnalysisError::Invalid {
-                    reason: "TEMPLATE_INVALID",
-                    message,
-                },
-                (ErrorClass::Deterministic, "TEMPLATE_TOO_LARGE") => AnalysisError::Invalid {
-                    reason: "TEMPLATE_TOO_LARGE",
-                    message,
-                },
+                (
+                    ErrorClass::Deterministic,
+                    Some(reason @ (Reason::TemplateInvalid | Reason::TemplateTooLarge)),
+                ) => AnalysisError::Invalid { reason, message },
                 (ErrorClass::Transient, _) => {
                     AnalysisError::Unavailable(format!("{message} ({reason})"))
                 }

@@ -3,6 +3,7 @@
 //! hiccup, worth retrying later). Module errors carry their class; later layers map the
 //! class to a wire status in exactly one place.
 
+use crate::reason::Reason;
 use serde::{Deserialize, Serialize};
 
 /// Whether retrying the same request can ever succeed.
@@ -79,8 +80,8 @@ pub struct FieldViolation {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceError {
     pub code: ServiceErrorCode,
-    /// Stable machine-readable reason (SCREAMING_SNAKE_CASE).
-    pub reason: &'static str,
+    /// Stable machine-readable reason: the wire contract.
+    pub reason: Reason,
     pub message: String,
     /// Every invalid field, all at once (INVALID_ARGUMENT only).
     pub violations: Vec<FieldViolation>,
@@ -90,7 +91,7 @@ pub struct ServiceError {
 
 impl ServiceError {
     pub fn invalid_argument(
-        reason: &'static str,
+        reason: Reason,
         message: impl Into<String>,
         violations: Vec<FieldViolation>,
     ) -> Self {
@@ -103,14 +104,14 @@ impl ServiceError {
         }
     }
 
-    pub fn not_found(reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn not_found(reason: Reason, message: impl Into<String>) -> Self {
         ServiceError::deterministic(ServiceErrorCode::NotFound, reason, message)
     }
 
     /// A deterministic error without field violations (`NotFound`, `FailedPrecondition`).
     pub fn deterministic(
         code: ServiceErrorCode,
-        reason: &'static str,
+        reason: Reason,
         message: impl Into<String>,
     ) -> Self {
         ServiceError {
@@ -125,7 +126,7 @@ impl ServiceError {
     /// A transient error (`ResourceExhausted`, `Unavailable` or `Aborted`) with its retry delay.
     pub fn transient(
         code: ServiceErrorCode,
-        reason: &'static str,
+        reason: Reason,
         message: impl Into<String>,
         retry_after: std::time::Duration,
     ) -> Self {
@@ -143,7 +144,7 @@ impl ServiceError {
         tracing::error!(%cause, "internal error");
         ServiceError {
             code: ServiceErrorCode::Internal,
-            reason: "INTERNAL",
+            reason: Reason::Internal,
             message: "internal error; it has been logged".into(),
             violations: Vec::new(),
             retry_after: None,

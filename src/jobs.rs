@@ -1,11 +1,13 @@
-//! Render jobs: what a job is ([`model`]), its fingerprint ([`fingerprint`]), the table of
-//! jobs that answers Get/Watch/Cancel ([`board`]), the bounded queue in front of the workers
-//! ([`queue`]), the fingerprints refused after repeated crashes ([`quarantine`]) and the
-//! scheduler that runs queued jobs in sandboxed worker processes ([`scheduler`]).
+//! Render jobs: what a job is ([`model`]), the checks before one is accepted
+//! ([`admission`]), its fingerprint ([`fingerprint`]), the table of jobs that answers
+//! Get/Watch/Cancel ([`board`]), the bounded queue in front of the workers ([`queue`]), the
+//! fingerprints refused after repeated crashes ([`quarantine`]) and the scheduler that runs
+//! queued jobs in sandboxed worker processes ([`scheduler`]).
 //!
 //! Everything lives in this process (the embedded default); with Redis, [`shared`] copies
 //! every job's snapshots there so that all instances see all jobs and share renders.
 
+pub mod admission;
 pub mod board;
 pub mod fingerprint;
 pub mod model;

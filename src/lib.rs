@@ -26,6 +26,7 @@
 //! - [`storage`]: templates and outputs on disk (object storage later).
 //! - [`redis_client`]: the Redis connection shared by the key store and shared job records.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
+//! - [`reason`]: the wire contract of refusals and failures, one `Reason` enum.
 //! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
 //!   and its settings.
 //! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
@@ -49,6 +50,7 @@ pub mod mesh;
 pub mod metrics;
 pub mod middleware;
 pub mod os;
+pub mod reason;
 pub mod redis_client;
 pub mod render;
 pub mod sandbox;

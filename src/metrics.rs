@@ -318,11 +318,11 @@ impl Metrics {
             .inc();
     }
 
-    pub fn tenant_refusal(&self, tenant: &str, reason: &str) {
+    pub fn tenant_refusal(&self, tenant: &str, reason: crate::reason::Reason) {
         self.tenant_refusals
             .get_or_create(&TenantRefusalLabels {
                 tenant: tenant.to_owned(),
-                reason: reason.to_owned(),
+                reason: reason.as_str().to_owned(),
             })
             .inc();
     }

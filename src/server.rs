@@ -10,12 +10,13 @@ use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES}
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
-use crate::grpc::renders::{DownloadLimits, JobLimits, RenderApi};
+use crate::grpc::renders::{DownloadLimits, RenderApi};
 use crate::grpc::templates::TemplateApi;
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::redis_store::RedisStore;
 use crate::idempotency::store::{IdempotencyStore, MemoryStore};
 use crate::idempotency::IdempotencyKeyLayer;
+use crate::jobs::admission::JobLimits;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
@@ -31,6 +32,7 @@ use crate::middleware::{
     InflationBudgetLayer, RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer,
     TraceContextLayer,
 };
+use crate::reason::Reason;
 use crate::redis_client::RedisClient;
 use crate::storage::{OutputStore, TemplateStore};
 use crate::telemetry::traces::{Tracing, TracingError};
@@ -240,7 +242,7 @@ pub async fn run(
         Probes::start(
             health.clone(),
             ReadinessSources {
-                queue: scheduler.queue.clone(),
+                queue: scheduler.queue().clone(),
                 redis: redis.clone(),
                 draining: draining.clone(),
             },
@@ -517,12 +519,12 @@ pub fn middleware_with(
         .layer(StreamLimitLayer::new(
             &RENDER_WATCH_PATHS,
             limits.max_watchers,
-            "TOO_MANY_WATCHERS",
+            Reason::TooManyWatchers,
         ))
         .layer(StreamLimitLayer::new(
             &HEALTH_WATCH_PATHS,
             limits.max_watchers,
-            "TOO_MANY_WATCHERS",
+            Reason::TooManyWatchers,
         ))
         .into_inner()
 }
@@ -617,7 +619,7 @@ const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>) {
     let mut requests = shared.cancel_requests();
     while let Some(id) = requests.recv().await {
-        if scheduler.board.get(id).is_some() {
+        if scheduler.is_local_job(id) {
             let scheduler = scheduler.clone();
             tokio::spawn(async move { scheduler.cancel(id).await });
         }

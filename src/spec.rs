@@ -3,6 +3,7 @@
 //! format. Wire and file forms become these exactly once (parse, don't validate).
 
 use crate::error::{Classified, ErrorClass};
+use crate::reason::Reason;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ impl Classified for SpecError {
         ErrorClass::Deterministic
     }
     fn reason(&self) -> &'static str {
-        "REQUEST_INVALID"
+        Reason::RequestInvalid.as_str()
     }
 }
 
@@ -301,6 +302,14 @@ pub struct Modifications {
     pub texts: BTreeMap<String, String>,
     #[serde(default)]
     pub colors: BTreeMap<String, Rgba>,
+}
+
+/// A validated render request: the template, its modifications and the output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderSubmission {
+    pub template_id: uuid::Uuid,
+    pub modifications: Modifications,
+    pub output: OutputSpec,
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ pub mod record_cache;
 pub mod summary;
 
 use crate::auth::TenantId;
+use crate::error::{ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
+use crate::reason::Reason;
 use index::INDEX_DIR;
 pub use index::{
     IndexEntry, StorageLimits, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES,
@@ -395,6 +397,44 @@ impl OutputStore {
             }
         }
         Ok(removed)
+    }
+}
+
+/// Retry delay when template storage fails.
+const STORAGE_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Retry delay when the template quota or the disk is full: freeing room takes someone
+/// deleting templates or the retention sweep removing outputs, minutes rather than seconds.
+pub const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+impl From<StorageError> for ServiceError {
+    fn from(error: StorageError) -> ServiceError {
+        match error {
+            StorageError::NotFound(id) => ServiceError::not_found(
+                Reason::TemplateNotFound,
+                format!("template {id} does not exist"),
+            ),
+            StorageError::Io(error) => ServiceError::transient(
+                ServiceErrorCode::Unavailable,
+                Reason::StorageUnavailable,
+                format!("storage failed: {error}"),
+                STORAGE_RETRY_AFTER,
+            ),
+            StorageError::Damaged(detail) => {
+                ServiceError::internal(format!("damaged template record: {detail}"))
+            }
+            StorageError::QuotaExceeded(message) => ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                Reason::TemplateQuotaExceeded,
+                message,
+                STORAGE_FULL_RETRY_AFTER,
+            ),
+            error @ StorageError::DiskFull { .. } => ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                Reason::DiskFull,
+                format!("the server is out of disk space: {error}"),
+                STORAGE_FULL_RETRY_AFTER,
+            ),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use super::known_identities::KnownIdentities;
 use super::peer_certificate;
 use super::sidecar::{self, TrustedSidecar};
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use std::sync::{Arc, RwLock};
 
 /// Whether calls must say who they are.
@@ -29,9 +30,6 @@ pub enum AuthMode {
     /// A call without a known identity is refused UNAUTHENTICATED before its body is read.
     Required,
 }
-
-/// Reason of a call refused for want of a known identity.
-pub const UNAUTHENTICATED_REASON: &str = "UNAUTHENTICATED";
 
 /// Calls that never need an identity: health checks (Kubernetes' gRPC probes and the mesh
 /// send no credential) and reflection (the schema is public; grpcurl needs it to build a
@@ -193,7 +191,7 @@ fn bearer_token(value: &[u8]) -> Option<&[u8]> {
 fn unauthenticated(message: &str) -> ServiceError {
     ServiceError::deterministic(
         ServiceErrorCode::Unauthenticated,
-        UNAUTHENTICATED_REASON,
+        Reason::Unauthenticated,
         message,
     )
 }
@@ -263,7 +261,7 @@ mod tests {
                 ),
                 None => assert_eq!(
                     resolved.map_err(|error| (error.code, error.reason)),
-                    Err((ServiceErrorCode::Unauthenticated, UNAUTHENTICATED_REASON)),
+                    Err((ServiceErrorCode::Unauthenticated, Reason::Unauthenticated)),
                     "{mode:?} {authorization:?}"
                 ),
             }

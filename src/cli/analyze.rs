@@ -6,8 +6,9 @@
 use crate::analysis::protocol::{self, AnalysisOutcome, MAX_OUTPUT_BYTES};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::report::InspectReport;
-use crate::lottie::text::{fonts::FontBook, TOO_COMPLEX_REASON};
+use crate::lottie::text::fonts::FontBook;
 use crate::lottie::Template;
+use crate::reason::Reason;
 use crate::sandbox::confine::{confine, FilePolicy};
 use crate::sandbox::protocol::exit_code;
 use std::io::Write;
@@ -19,7 +20,7 @@ pub fn run() -> ExitCode {
         Ok(_) => analyse(std::io::stdin().lock()),
         Err(error) => failed(
             ErrorClass::Transient,
-            "ANALYSIS_UNAVAILABLE",
+            Reason::AnalysisUnavailable.as_str(),
             format!("the analysis worker cannot confine itself: {error}"),
         ),
     };
@@ -35,7 +36,7 @@ pub fn run() -> ExitCode {
     if document.len() > MAX_OUTPUT_BYTES {
         document = serde_json::to_vec(&failed(
             ErrorClass::Deterministic,
-            TOO_COMPLEX_REASON,
+            Reason::TemplateTooComplex.as_str(),
             format!("the template's report is larger than {MAX_OUTPUT_BYTES} bytes"),
         ))
         .unwrap_or_default();
@@ -69,7 +70,13 @@ pub fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
     let input = match protocol::read_input(reader) {
         Ok(input) => input,
         // The server wrote it: a broken input is its fault, never the caller's.
-        Err(error) => return failed(ErrorClass::Transient, "ANALYSIS_INPUT", error.to_string()),
+        Err(error) => {
+            return failed(
+                ErrorClass::Transient,
+                Reason::AnalysisInput.as_str(),
+                error.to_string(),
+            )
+        }
     };
     let template = match Template::parse(&input.template) {
         Ok(template) => template,

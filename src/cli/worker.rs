@@ -10,6 +10,7 @@
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::text::fonts::FontBook;
 use crate::os::PeakRssProbe;
+use crate::reason::Reason;
 use crate::render::{self, RenderError};
 use crate::sandbox::confine::{confine, FilePolicy};
 use crate::sandbox::protocol::{bounded_failure_message, exit_code, WorkerEvent, WorkerJob};
@@ -160,7 +161,7 @@ fn read_job() -> Result<WorkerJob, Failure> {
     let mut input = Vec::new();
     let invalid = |message: String| Failure {
         class: ErrorClass::Deterministic,
-        reason: "JOB_INVALID",
+        reason: Reason::JobInvalid.as_str(),
         message,
     };
     std::io::stdin()
@@ -235,7 +236,7 @@ fn read_inputs_and_confine(job: &WorkerJob) -> Result<(Vec<u8>, FontBook, usize)
     };
     confine(&policy).map_err(|error| Failure {
         class: ErrorClass::Transient,
-        reason: "WORKER_UNAVAILABLE",
+        reason: Reason::WorkerUnavailable.as_str(),
         message: format!("the worker cannot confine itself: {error}"),
     })?;
     Ok((template, FontBook::new(fonts), threads))

@@ -9,6 +9,7 @@
 
 use super::proto::{self, FILE_DESCRIPTOR_SET};
 use crate::error::{FieldViolation, ServiceError};
+use crate::reason::Reason;
 use prost::bytes::Buf;
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, ReflectMessage, Value};
@@ -116,7 +117,7 @@ pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceErr
     let message = U::decode(bytes).map_err(|error| {
         let description = format!("not a valid protobuf message: {error}");
         ServiceError::invalid_argument(
-            "BODY_UNDECODABLE",
+            Reason::BodyUndecodable,
             format!("the request body is {description}"),
             vec![FieldViolation {
                 field: "(body)".into(),
@@ -153,7 +154,7 @@ pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceErr
         message.push_str(&format!(" and {unnamed} more"));
     }
     Err(ServiceError::invalid_argument(
-        "UNKNOWN_FIELDS",
+        Reason::UnknownFields,
         message,
         unknown.named,
     ))
@@ -279,7 +280,7 @@ mod tests {
             let error = decode_strictly::<proto::RenderRequest>(garbage).unwrap_err();
             assert_eq!(
                 (error.code, error.reason),
-                (ServiceErrorCode::InvalidArgument, "BODY_UNDECODABLE"),
+                (ServiceErrorCode::InvalidArgument, Reason::BodyUndecodable),
                 "{garbage:?}"
             );
         }

@@ -6,7 +6,8 @@
 
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
-use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec, Rgba};
+use crate::reason::Reason;
+use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec, RenderSubmission, Rgba};
 use garde::Validate;
 use std::collections::BTreeMap;
 
@@ -16,14 +17,6 @@ pub const MAX_MODIFICATIONS_PER_MAP: usize = 256;
 pub const MAX_SLOT_ID_CHARS: usize = 64;
 /// Length of a text value, characters.
 pub const MAX_TEXT_CHARS: usize = 200;
-
-/// A validated render request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RenderSubmission {
-    pub template_id: uuid::Uuid,
-    pub modifications: Modifications,
-    pub output: OutputSpec,
-}
 
 impl TryFrom<proto::RenderRequest> for RenderSubmission {
     type Error = ServiceError;
@@ -43,7 +36,7 @@ impl TryFrom<proto::RenderRequest> for RenderSubmission {
                 all => format!("{} invalid fields", all.len()),
             };
             return Err(ServiceError::invalid_argument(
-                "REQUEST_INVALID",
+                Reason::RequestInvalid,
                 message,
                 violations,
             ));
@@ -226,7 +219,7 @@ pub fn parse_id(field: &str, value: &str) -> Result<uuid::Uuid, ServiceError> {
         None => {
             let description = format!("must be a hyphenated UUID, got {value:?}");
             Err(ServiceError::invalid_argument(
-                "REQUEST_INVALID",
+                Reason::RequestInvalid,
                 format!("{field}: {description}"),
                 vec![FieldViolation {
                     field: field.to_owned(),

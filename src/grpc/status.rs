@@ -105,6 +105,7 @@ fn truncated(text: &str, limit: usize) -> String {
 mod tests {
     use super::*;
     use crate::error::FieldViolation;
+    use crate::reason::Reason;
     use std::time::Duration;
 
     fn header(status: &Status, name: &str) -> Option<String> {
@@ -128,7 +129,7 @@ mod tests {
             },
         ];
         let status = Status::from(ServiceError::invalid_argument(
-            "REQUEST_INVALID",
+            Reason::RequestInvalid,
             "2 invalid fields",
             violations,
         ));
@@ -154,7 +155,7 @@ mod tests {
 
     #[test]
     fn not_found_says_do_not_retry() {
-        let status = Status::from(ServiceError::not_found("JOB_NOT_FOUND", "no job 1234"));
+        let status = Status::from(ServiceError::not_found(Reason::JobNotFound, "no job 1234"));
         assert_eq!(status.code(), Code::NotFound);
         assert_eq!(header(&status, PUSHBACK_HEADER).as_deref(), Some("-1"));
     }
@@ -163,7 +164,7 @@ mod tests {
     fn transient_errors_carry_the_retry_delay_three_ways() {
         let status = Status::from(ServiceError::transient(
             ServiceErrorCode::ResourceExhausted,
-            "QUEUE_FULL",
+            Reason::QueueFull,
             "the render queue is full",
             Duration::from_millis(2500),
         ));
@@ -203,7 +204,7 @@ mod tests {
             })
             .collect();
         let status = Status::from(ServiceError::invalid_argument(
-            "REQUEST_INVALID",
+            Reason::RequestInvalid,
             "ü".repeat(100_000),
             violations,
         ));

@@ -20,6 +20,7 @@ use crate::idempotency::IdempotencyKey;
 use crate::lottie::template::hex_sha256;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::Template;
+use crate::reason::Reason;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
 use prost::Message;
@@ -41,8 +42,6 @@ pub const MAX_PAGE_SIZE: usize = 100;
 /// so stock clients read every page. A template's own answer is bounded far below it
 /// (`storage::summary`), so a page always holds at least one.
 pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
-/// Retry delay when template storage fails.
-const STORAGE_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Templates parsed and fenced at once in the server. Parsing is linear, but with a large
 /// constant for crafted input: an 8 MB template of 119,000 tiny fills peaks at ~550 MB of JSON
 /// tree (four at once took the server to 2 GB). Honest templates parse in milliseconds, so two
@@ -57,9 +56,6 @@ const PARSE_WAIT: Duration = Duration::from_secs(10);
 const TRIM_AFTER_PARSING_BYTES: usize = 1024 * 1024;
 /// Retry delay when no parse slot was free.
 const PARSE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// Retry delay when the template quota or the disk is full: freeing room takes someone
-/// deleting templates or the retention sweep removing outputs, minutes rather than seconds.
-pub const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// SFNT magic numbers: TrueType (0x00010000 and `true`), OpenType CFF (`OTTO`), collections.
 const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttcf"];
@@ -99,7 +95,7 @@ impl TemplateApi {
                 .ok_or_else(|| {
                     ServiceError::transient(
                         ServiceErrorCode::Unavailable,
-                        "TEMPLATE_PARSING_BUSY",
+                        Reason::TemplateParsingBusy,
                         format!(
                             "no template could be parsed within {} s; retry after the delay",
                             PARSE_WAIT.as_secs()
@@ -134,7 +130,7 @@ impl TemplateApi {
         let record = blocking(move || {
             store
                 .create(&tenant, &request.name, &request.lottie_json, report, &fonts)
-                .map_err(storage_error)
+                .map_err(ServiceError::from)
         })
         .await?;
         tracing::info!(template_id = %record.id, tenant = %record.tenant, name = %record.name, "template created");
@@ -150,9 +146,9 @@ fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceErr
         return Ok(());
     }
     let reason = if violations.iter().any(|v| v.field == "lottie_json") {
-        "TEMPLATE_INVALID"
+        Reason::TemplateInvalid
     } else {
-        "REQUEST_INVALID"
+        Reason::RequestInvalid
     };
     let message = violations
         .iter()
@@ -207,36 +203,6 @@ fn create_fingerprint(request: &proto::CreateTemplateRequest) -> String {
         "fonts": fonts,
     });
     hex_sha256(canonical.to_string().as_bytes())
-}
-
-pub(crate) fn storage_error(error: StorageError) -> ServiceError {
-    match error {
-        StorageError::NotFound(id) => ServiceError::not_found(
-            "TEMPLATE_NOT_FOUND",
-            format!("template {id} does not exist"),
-        ),
-        StorageError::Io(error) => ServiceError::transient(
-            ServiceErrorCode::Unavailable,
-            "STORAGE_UNAVAILABLE",
-            format!("storage failed: {error}"),
-            STORAGE_RETRY_AFTER,
-        ),
-        StorageError::Damaged(detail) => {
-            ServiceError::internal(format!("damaged template record: {detail}"))
-        }
-        StorageError::QuotaExceeded(message) => ServiceError::transient(
-            ServiceErrorCode::ResourceExhausted,
-            "TEMPLATE_QUOTA_EXCEEDED",
-            message,
-            STORAGE_FULL_RETRY_AFTER,
-        ),
-        error @ StorageError::DiskFull { .. } => ServiceError::transient(
-            ServiceErrorCode::ResourceExhausted,
-            "DISK_FULL",
-            format!("the server is out of disk space: {error}"),
-            STORAGE_FULL_RETRY_AFTER,
-        ),
-    }
 }
 
 /// Every problem with a CreateTemplateRequest, the template's own included.
@@ -360,7 +326,7 @@ fn list_page(
     after: Option<(u64, Uuid)>,
     page_size: usize,
 ) -> Result<proto::ListTemplatesResponse, ServiceError> {
-    let index = store.index_of(tenant).map_err(storage_error)?;
+    let index = store.index_of(tenant).map_err(ServiceError::from)?;
     // Newest first, ties by id: the page starts after the token's position.
     let start = after.map_or(0, |(millis, id)| {
         index
@@ -386,7 +352,7 @@ fn list_page(
                 last_shown = Some(entry);
                 continue;
             }
-            Err(error) => return Err(storage_error(error)),
+            Err(error) => return Err(ServiceError::from(error)),
         };
         // A repeated field's element costs its length, its length's varint and a tag byte.
         let size = template.encoded_len() + prost::length_delimiter_len(template.encoded_len()) + 1;
@@ -452,7 +418,7 @@ impl TemplateService for TemplateApi {
                         Ok(Ok(record)) => Ok(Some(record)),
                         // Deleted since: the key is free again.
                         Ok(Err(StorageError::NotFound(_))) => Ok(None),
-                        Ok(Err(error)) => Err(storage_error(error)),
+                        Ok(Err(error)) => Err(ServiceError::from(error)),
                         Err(join_error) => Err(ServiceError::internal(join_error)),
                     }
                 }
@@ -498,7 +464,8 @@ impl TemplateService for TemplateApi {
         let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
-        let summary = blocking(move || store.summary(&tenant, id).map_err(storage_error)).await?;
+        let summary =
+            blocking(move || store.summary(&tenant, id).map_err(ServiceError::from)).await?;
         Ok(Response::new(summary_to_proto(&summary)))
     }
 
@@ -534,7 +501,7 @@ impl TemplateService for TemplateApi {
         };
         if !violations.is_empty() {
             return Err(ServiceError::invalid_argument(
-                "REQUEST_INVALID",
+                Reason::RequestInvalid,
                 "invalid page request",
                 violations,
             )
@@ -553,7 +520,7 @@ impl TemplateService for TemplateApi {
         let id = parse_id("template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         let owner = tenant.clone();
-        blocking(move || store.delete(&owner, id).map_err(storage_error)).await?;
+        blocking(move || store.delete(&owner, id).map_err(ServiceError::from)).await?;
         tracing::info!(template_id = %id, %tenant, "template deleted");
         Ok(Response::new(()))
     }

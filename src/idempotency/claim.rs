@@ -11,6 +11,7 @@ use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
 use super::store::{Claim, Claimant, IdempotencyStore, KeyRecord, StoreError};
 use crate::auth::TenantId;
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use std::future::Future;
 use std::time::Duration;
 use uuid::Uuid;
@@ -63,7 +64,7 @@ pub enum KeyOutcome<T> {
 pub fn store_unavailable(error: StoreError) -> ServiceError {
     ServiceError::transient(
         ServiceErrorCode::Unavailable,
-        "IDEMPOTENCY_STORE_UNAVAILABLE",
+        Reason::IdempotencyStoreUnavailable,
         format!("cannot check the idempotency key, so nothing was started: {error}"),
         STORE_RETRY_AFTER,
     )
@@ -96,7 +97,7 @@ where
         };
         if record.fingerprint() != fingerprint {
             return Err(ServiceError::invalid_argument(
-                "IDEMPOTENCY_KEY_REUSED",
+                Reason::IdempotencyKeyReused,
                 "this idempotency-key was used with a different request; use a new key for a \
                  new request",
                 vec![FieldViolation {
@@ -110,7 +111,7 @@ where
                 if tokio::time::Instant::now() >= give_up {
                     return Err(ServiceError::transient(
                         ServiceErrorCode::Aborted,
-                        "IDEMPOTENCY_KEY_IN_PROGRESS",
+                        Reason::IdempotencyKeyInProgress,
                         "a call with this idempotency-key is being handled right now; retry \
                          shortly to get its answer",
                         IN_PROGRESS_RETRY_AFTER,

@@ -1,6 +1,7 @@
 //! The `idempotency-key` request metadata as a validated type.
 
 use crate::error::{FieldViolation, ServiceError};
+use crate::reason::Reason;
 
 /// Request metadata that carries the key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -21,7 +22,7 @@ impl IdempotencyKey {
     pub fn from_header(value: Option<&[u8]>) -> Result<IdempotencyKey, ServiceError> {
         let Some(bytes) = value else {
             return Err(refusal(
-                "IDEMPOTENCY_KEY_MISSING",
+                Reason::IdempotencyKeyMissing,
                 "SubmitRender needs request metadata `idempotency-key` (1..=255 visible ASCII characters), e.g. a UUID per logical request",
             ));
         };
@@ -30,14 +31,14 @@ impl IdempotencyKey {
         match std::str::from_utf8(bytes) {
             Ok(text) if well_formed => Ok(IdempotencyKey(text.to_owned())),
             _ => Err(refusal(
-                "IDEMPOTENCY_KEY_INVALID",
+                Reason::IdempotencyKeyInvalid,
                 format!("`idempotency-key` must be 1..={MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters (no spaces), got {} bytes", bytes.len()),
             )),
         }
     }
 }
 
-fn refusal(reason: &'static str, message: impl Into<String>) -> ServiceError {
+fn refusal(reason: Reason, message: impl Into<String>) -> ServiceError {
     let message = message.into();
     let violation = FieldViolation {
         field: IDEMPOTENCY_KEY_HEADER.to_owned(),

@@ -14,6 +14,7 @@ use super::quarantine::lock;
 use super::queue::{FollowerSlot, PushRefused, RenderQueue};
 use super::Fingerprint;
 use crate::auth::TenantId;
+use crate::reason::Reason;
 use crate::sandbox::CancelToken;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -120,7 +121,7 @@ pub enum Admission {
 /// The error of a follower whose leader was cancelled by its own caller.
 fn shared_render_cancelled() -> JobFailure {
     JobFailure {
-        reason: "SHARED_RENDER_CANCELLED".into(),
+        reason: Reason::SharedRenderCancelled.into(),
         message: "this job shared the render of an identical request, which its caller \
                   cancelled; submit again"
             .into(),

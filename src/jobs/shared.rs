@@ -11,6 +11,8 @@
 //! compare-and-set when that job failed or was cancelled.
 
 use super::{Fingerprint, Job};
+use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use crate::redis_client::{millis, RedisClient, RedisError, Subscription};
 use deadpool_redis::redis::{self, AsyncCommands, Script};
 use std::sync::Arc;
@@ -40,6 +42,20 @@ pub enum SharedError {
     Timeout(Duration),
     #[error("a shared job record is damaged: {0}")]
     Damaged(String),
+}
+
+/// Retry delay when shared job records are unreachable.
+const SHARED_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl From<SharedError> for ServiceError {
+    fn from(error: SharedError) -> ServiceError {
+        ServiceError::transient(
+            ServiceErrorCode::Unavailable,
+            Reason::JobStoreUnavailable,
+            format!("shared job records are unreachable: {error}"),
+            SHARED_RETRY_AFTER,
+        )
+    }
 }
 
 impl From<RedisError> for SharedError {
@@ -248,7 +264,7 @@ impl SharedJobs {
                 job.finish(
                     super::JobState::Failed,
                     Some(super::JobFailure {
-                        reason: "INSTANCE_LOST".into(),
+                        reason: Reason::InstanceLost.into(),
                         message: "the instance rendering this job stopped; submit it again".into(),
                         retryable: true,
                         retry_after: Some(Duration::from_secs(1)),

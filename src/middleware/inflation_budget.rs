@@ -16,6 +16,7 @@
 
 use super::BoxFuture;
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -99,7 +100,7 @@ fn is_compressed<B>(request: &http::Request<B>) -> bool {
 fn busy() -> Status {
     Status::from(ServiceError::transient(
         ServiceErrorCode::ResourceExhausted,
-        "COMPRESSED_REQUESTS_BUSY",
+        Reason::CompressedRequestsBusy,
         "too many compressed requests are being decoded; retry after the delay, or send \
          this one uncompressed",
         INFLATION_RETRY_AFTER,

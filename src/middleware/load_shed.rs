@@ -10,6 +10,7 @@
 
 use super::BoxFuture;
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -79,7 +80,7 @@ where
                 Err(_) => {
                     let response = Status::from(ServiceError::transient(
                         ServiceErrorCode::ResourceExhausted,
-                        "SERVER_OVERLOADED",
+                        Reason::ServerOverloaded,
                         "too many calls in flight; retry after the delay",
                         OVERLOAD_RETRY_AFTER,
                     ))

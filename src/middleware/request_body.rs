@@ -12,6 +12,7 @@
 
 use crate::config::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use bytes::{Bytes, BytesMut};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
@@ -90,7 +91,7 @@ enum Received {
 fn timed_out(deadline: Duration) -> Status {
     Status::from(ServiceError::transient(
         ServiceErrorCode::Unavailable,
-        "REQUEST_BODY_TIMEOUT",
+        Reason::RequestBodyTimeout,
         format!(
             "the request message did not arrive within {} ms of its headers",
             deadline.as_millis()

@@ -12,6 +12,7 @@
 
 use super::BoxFuture;
 use crate::error::{FieldViolation, ServiceError};
+use crate::reason::Reason;
 use std::task::{Context, Poll};
 use tonic::{Code, Status};
 use tower::{Layer, Service};
@@ -59,12 +60,12 @@ fn classify(status: &Status) -> Option<ServiceError> {
     let message = status.message();
     let (reason, field, description) = match status.code() {
         Code::OutOfRange if message.starts_with(TONIC_TOO_LARGE_PREFIX) => (
-            "REQUEST_TOO_LARGE",
+            Reason::RequestTooLarge,
             "(request)",
             format!("the request is larger than this method accepts ({message})"),
         ),
         Code::ResourceExhausted if message.starts_with(TONIC_INFLATED_TOO_LARGE_PREFIX) => (
-            "REQUEST_TOO_LARGE",
+            Reason::RequestTooLarge,
             "(request)",
             format!("the request inflates past what this method accepts ({message})"),
         ),
@@ -73,7 +74,7 @@ fn classify(status: &Status) -> Option<ServiceError> {
                 || message.starts_with(TONIC_COMPRESSED_WITHOUT_ENCODING_PREFIX) =>
         {
             (
-                "BODY_UNDECODABLE",
+                Reason::BodyUndecodable,
                 "(body)",
                 format!("the request body does not decompress ({message})"),
             )
@@ -152,7 +153,7 @@ mod tests {
         for (status, expected) in cases {
             let classified = classify(&status);
             assert_eq!(
-                classified.as_ref().map(|error| error.reason),
+                classified.as_ref().map(|error| error.reason.as_str()),
                 expected,
                 "{status:?}"
             );

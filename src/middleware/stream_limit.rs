@@ -9,6 +9,7 @@
 
 use super::BoxFuture;
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -31,16 +32,12 @@ pub const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
 pub struct StreamLimitLayer {
     paths: &'static [&'static str],
     open: Arc<Semaphore>,
-    reason: &'static str,
+    reason: Reason,
 }
 
 impl StreamLimitLayer {
     /// At most `limit` streams of `paths` at once; one more is refused with `reason`.
-    pub fn new(
-        paths: &'static [&'static str],
-        limit: usize,
-        reason: &'static str,
-    ) -> StreamLimitLayer {
+    pub fn new(paths: &'static [&'static str], limit: usize, reason: Reason) -> StreamLimitLayer {
         StreamLimitLayer {
             paths,
             open: Arc::new(Semaphore::new(limit.min(Semaphore::MAX_PERMITS))),
@@ -165,7 +162,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_beyond_the_limit_is_refused_until_an_open_one_is_dropped() {
-        let service = StreamLimitLayer::new(&WATCH_PATHS, 1, "TOO_MANY_WATCHERS").layer(Streams);
+        let service =
+            StreamLimitLayer::new(&WATCH_PATHS, 1, Reason::TooManyWatchers).layer(Streams);
         let open = service
             .clone()
             .oneshot(request(WATCH_PATHS[1]))

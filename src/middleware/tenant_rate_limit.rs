@@ -20,6 +20,7 @@ use crate::auth::identity::OPEN_PATH_PREFIXES;
 use crate::auth::Caller;
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::metrics::Metrics;
+use crate::reason::Reason;
 use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota};
 use std::num::NonZeroU32;
@@ -29,8 +30,6 @@ use std::time::Duration;
 use tonic::Status;
 use tower::{Layer, Service};
 
-/// Reason of a call refused for its tenant's request rate.
-pub const TENANT_RATE_LIMITED_REASON: &str = "TENANT_RATE_LIMITED";
 /// How often idle tenants are forgotten: a minute keeps the map at the tenants active lately
 /// at the cost of one short lock a minute.
 pub const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
@@ -181,11 +180,11 @@ where
     fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
         if let Some((wait, caller)) = self.wait(&request) {
             self.metrics
-                .tenant_refusal(caller.tenant.as_str(), TENANT_RATE_LIMITED_REASON);
+                .tenant_refusal(caller.tenant.as_str(), Reason::TenantRateLimited);
             tracing::debug!(tenant = %caller.tenant, caller = %caller.name, wait_ms = wait.as_millis() as u64, "call refused: the tenant is over its request rate");
             let response = Status::from(ServiceError::transient(
                 ServiceErrorCode::ResourceExhausted,
-                TENANT_RATE_LIMITED_REASON,
+                Reason::TenantRateLimited,
                 format!(
                     "tenant {} is over its request rate; retry after the delay",
                     caller.tenant
@@ -272,10 +271,7 @@ mod tests {
             .unwrap();
         assert!((1..=1000).contains(&pushback), "{pushback} ms");
         let details = tonic_types::StatusExt::get_error_details(&refused);
-        assert_eq!(
-            details.error_info().unwrap().reason,
-            TENANT_RATE_LIMITED_REASON
-        );
+        assert_eq!(details.error_info().unwrap().reason, "TENANT_RATE_LIMITED");
         // Another tenant, and anonymous callers (the default tenant), have their own allowance.
         assert!(call(&service, "/a/B", Some("globex")).await.is_none());
         assert!(call(&service, "/a/B", None).await.is_none());

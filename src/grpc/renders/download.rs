@@ -5,8 +5,8 @@
 //! the stream ends with DOWNLOAD_STALLED if it is ever read again.
 
 use super::super::proto;
-use super::super::templates::storage_error;
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::reason::Reason;
 use crate::storage::StorageError;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +42,7 @@ impl DownloadLimits {
         self.open.clone().try_acquire_owned().map_err(|_| {
             ServiceError::transient(
                 ServiceErrorCode::ResourceExhausted,
-                "TOO_MANY_DOWNLOADS",
+                Reason::TooManyDownloads,
                 "too many downloads are running on this instance; retry after the delay",
                 DOWNLOAD_RETRY_AFTER,
             )
@@ -114,7 +114,7 @@ async fn read_output(
             }
             Err(error) => {
                 tracing::warn!(%job_id, %error, "reading an output failed");
-                Err(storage_error(StorageError::Io(error)).into())
+                Err(ServiceError::from(StorageError::Io(error)).into())
             }
         };
         let failed = chunk.is_err();
@@ -175,7 +175,7 @@ impl futures_util::Stream for DownloadStream {
                 self.ended = true;
                 std::task::Poll::Ready(Some(Err(ServiceError::transient(
                     ServiceErrorCode::Unavailable,
-                    "DOWNLOAD_STALLED",
+                    Reason::DownloadStalled,
                     "the download was ended: nothing was read for too long",
                     DOWNLOAD_RETRY_AFTER,
                 )

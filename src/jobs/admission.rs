@@ -1,0 +1,226 @@
+//! Admission: the checks a valid render request passes before it becomes a queued job.
+//! Against its template ([`admit`]: the template exists, every slot id is one of its slots,
+//! frames × pixels within the job budget, the GIF length, disk room for the output), then
+//! against the quarantine ([`Scheduler::check_quarantine`]), then for capacity (the queue and
+//! the tenant's share, [`Scheduler::accept`]). Every refusal comes back as the
+//! [`ServiceError`] the caller sees, with its retry delay when it is worth retrying.
+
+use super::scheduler::SubmitRefused;
+use super::{Fingerprint, Job, RenderWork, Scheduler};
+use crate::auth::TenantId;
+use crate::encode::gif::MAX_GIF_SECONDS;
+use crate::error::{Classified, FieldViolation, ServiceError, ServiceErrorCode};
+use crate::jobs::queue::PushRefused;
+use crate::lottie::modifications::{self, ModificationError};
+use crate::lottie::timeline;
+use crate::reason::Reason;
+use crate::spec::{Format, RenderSubmission};
+use crate::storage::{StorageError, TemplateStore};
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Retry delay while the server drains: long enough for the mesh to route elsewhere.
+pub const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Limits applied to every job.
+#[derive(Debug, Clone, Copy)]
+pub struct JobLimits {
+    /// Output megapixels: frames × width × height / 10⁶.
+    pub max_megapixels: u64,
+    /// Longest a worker may run (the deadline derived from the job's size is capped here).
+    pub max_duration: Duration,
+}
+
+/// The refusal of a server that is shutting down.
+pub fn server_draining() -> ServiceError {
+    ServiceError::transient(
+        ServiceErrorCode::Unavailable,
+        Reason::ServerDraining,
+        "the server is shutting down; submit to another instance or retry later",
+        DRAINING_RETRY_AFTER,
+    )
+}
+
+/// A template id that is well-formed but names no template of the caller's tenant (unknown,
+/// deleted, or another tenant's: the same answer): the request is wrong (DESIGN.md), not a
+/// missing resource.
+fn template_not_found(template_id: Uuid) -> ServiceError {
+    let description = format!("template {template_id} does not exist");
+    ServiceError::invalid_argument(
+        Reason::TemplateNotFound,
+        description.clone(),
+        vec![FieldViolation {
+            field: "template_id".into(),
+            description,
+        }],
+    )
+}
+
+/// The wire reason of a modification that does not fit the template.
+fn modification_reason(error: &ModificationError) -> Reason {
+    // Every reason the modifications report is in the contract; the fallback only guards
+    // against a new one added there and not here.
+    Reason::from_wire(error.reason()).unwrap_or(Reason::RequestInvalid)
+}
+
+/// Checks `submission` of a caller of `tenant` against its template; answers the job and
+/// the work to queue (with the template's files pinned for it). Blocking (reads the
+/// template's record, checks the disk).
+pub fn admit(
+    templates: &TemplateStore,
+    tenant: TenantId,
+    submission: RenderSubmission,
+    limits: JobLimits,
+) -> Result<(Job, RenderWork), ServiceError> {
+    let template_id = submission.template_id;
+    let record = match templates.cached_record(&tenant, template_id) {
+        Ok(record) => record,
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+        Err(error) => return Err(error.into()),
+    };
+    let report = &record.report;
+    let spec = submission.output;
+    let mut violations = Vec::new();
+    let mut reason = None;
+    for error in modifications::check(&report.slots, &submission.modifications) {
+        let field = match &error {
+            ModificationError::UnknownColorSlot { id, .. } => {
+                format!("modifications.colors[{id:?}]")
+            }
+            ModificationError::UnknownTextSlot { id, .. }
+            | ModificationError::ControlCharacter { id, .. } => {
+                format!("modifications.texts[{id:?}]")
+            }
+        };
+        reason.get_or_insert(modification_reason(&error));
+        violations.push(FieldViolation {
+            field,
+            description: error.to_string(),
+        });
+    }
+    let frames = timeline::frame_count(report.duration_seconds, spec.fps.get());
+    let megapixels =
+        f64::from(frames) * f64::from(spec.width.get()) * f64::from(spec.height.get()) / 1e6;
+    if megapixels > limits.max_megapixels as f64 {
+        reason.get_or_insert(Reason::JobTooLarge);
+        violations.push(FieldViolation {
+            field: "output".into(),
+            description: format!(
+                "{frames} frames of {}×{} are {megapixels:.0} megapixels, more than the {} \
+                 megapixel job budget; lower fps, width or height",
+                spec.width.get(),
+                spec.height.get(),
+                limits.max_megapixels
+            ),
+        });
+    }
+    if spec.format == Format::Gif && report.duration_seconds > MAX_GIF_SECONDS {
+        reason.get_or_insert(Reason::OutputTooLong);
+        violations.push(FieldViolation {
+            field: "output.format".into(),
+            description: format!(
+                "a GIF may last at most {MAX_GIF_SECONDS} s; this template lasts {:.1} s",
+                report.duration_seconds
+            ),
+        });
+    }
+    if let Some(reason) = reason {
+        let message = violations
+            .iter()
+            .map(|v| format!("{}: {}", v.field, v.description))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ServiceError::invalid_argument(reason, message, violations));
+    }
+    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
+    templates.check_disk_space()?;
+    let fingerprint = Fingerprint::of(
+        &tenant,
+        &record.render_identity(),
+        &submission.modifications,
+        &spec,
+    );
+    let job_id = Uuid::new_v4();
+    // Deleted since the record was read: refused as if the deletion came first.
+    let pin = match templates.pin(&record, job_id) {
+        Ok(pin) => pin,
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+        Err(error) => return Err(error.into()),
+    };
+    let job = Job::queued(
+        job_id,
+        tenant,
+        template_id,
+        fingerprint,
+        spec.format,
+        frames,
+    );
+    let deadline = crate::sandbox::default_deadline(frames, spec.width.get(), spec.height.get())
+        .min(limits.max_duration);
+    let work = RenderWork {
+        template_path: pin.template_path.clone(),
+        modifications: submission.modifications,
+        output: spec,
+        deadline,
+        fonts: pin.fonts.clone(),
+        pin: Some(Arc::new(pin)),
+        trace_parent: None,
+    };
+    Ok((job, work))
+}
+
+impl Scheduler {
+    /// Refuses `job` when its fingerprint is quarantined (here or, with shared jobs, by any
+    /// instance): this exact request crashed the renderer twice.
+    pub async fn check_quarantine(&self, job: &Job) -> Result<(), ServiceError> {
+        if !self.is_quarantined(&job.fingerprint).await? {
+            return Ok(());
+        }
+        tracing::warn!(
+            template_id = %job.template_id,
+            fingerprint = %job.fingerprint,
+            "refused a quarantined request"
+        );
+        Err(ServiceError::invalid_argument(
+            Reason::RenderQuarantined,
+            "this exact request crashed the renderer twice and is quarantined; change \
+             the template or the modifications",
+            Vec::new(),
+        ))
+    }
+
+    /// Adds an admitted job ([`Scheduler::submit`]); a refusal comes back as the caller sees
+    /// it, with the delay after which the queue or the tenant's share likely has room.
+    pub async fn accept(self: &Arc<Self>, job: Job, work: RenderWork) -> Result<Job, ServiceError> {
+        let tenant = job.tenant.clone();
+        self.submit(job, work)
+            .await
+            .map_err(|refused| self.refusal(&tenant, refused))
+    }
+
+    fn refusal(&self, tenant: &TenantId, refused: SubmitRefused) -> ServiceError {
+        match refused {
+            SubmitRefused::Queue(PushRefused::TenantFull { held, limit }) => {
+                ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    Reason::TenantJobLimit,
+                    format!(
+                        "tenant {tenant} has {held} jobs queued or running, its limit \
+                         ({limit}); retry when one has ended"
+                    ),
+                    self.tenant_retry_after(tenant),
+                )
+            }
+            SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                Reason::QueueFull,
+                format!("the render queue is full ({length} jobs waiting)"),
+                self.queue_retry_after(),
+            ),
+            SubmitRefused::Queue(PushRefused::Closed) => server_draining(),
+            SubmitRefused::Shared(error) => error.into(),
+            SubmitRefused::Internal(error) => ServiceError::internal(error),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Get, Watch and Cancel of a tenant's job wherever it lives: this instance's board first,
+//! then, with shared jobs, the records of the other instances. Another tenant's job is
+//! absent for the caller exactly as an unknown id: it is looked for in the shared records as
+//! an unknown id is, so that neither the answer (UNAVAILABLE while Redis is down) nor its
+//! time (a Redis round trip) tells that the id is a job of this instance.
+
+use super::following::{follow_shared_job, FollowLost};
+use super::{Scheduler, CANCEL_SETTLE};
+use crate::auth::TenantId;
+use crate::jobs::model::Job;
+use crate::jobs::shared::SharedError;
+use futures_util::{Stream, StreamExt};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+impl Scheduler {
+    /// A job of `tenant` on this instance or on another one sharing Redis (another tenant's
+    /// job is not found, as an unknown one).
+    pub async fn find_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>, SharedError> {
+        let job = match self.local_job(tenant, id) {
+            Some(job) => Some(job),
+            None => match &self.shared {
+                Some(shared) => shared.get(id).await?,
+                None => None,
+            },
+        };
+        Ok(job.filter(|job| job.tenant == *tenant))
+    }
+
+    /// A job of `tenant` on this instance's board.
+    fn local_job(&self, tenant: &TenantId, id: Uuid) -> Option<Job> {
+        self.board.get(id).filter(|job| job.tenant == *tenant)
+    }
+
+    /// Whether job `id` is on this instance's board (whoever its tenant).
+    pub fn is_local_job(&self, id: Uuid) -> bool {
+        self.board.get(id).is_some()
+    }
+
+    /// A job of `tenant` on this instance as it is now, and its later snapshots (they end
+    /// when the job expires).
+    pub fn watch_local_job(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Option<(Job, impl Stream<Item = Job> + Send + 'static + use<>)> {
+        let board = self.board.clone();
+        let (job, changes) = board
+            .subscribe(id)
+            .filter(|(job, _)| job.tenant == *tenant)?;
+        let snapshots = futures_util::stream::unfold(
+            (changes, board),
+            move |(mut changes, board)| async move {
+                let next = match changes.recv().await {
+                    Ok(job) => job,
+                    // Fell behind: the snapshot is the truth (progress is monotonic).
+                    Err(broadcast::error::RecvError::Lagged(_)) => board.get(id)?,
+                    // The job expired.
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                };
+                Some((next, (changes, board)))
+            },
+        );
+        Some((job, snapshots))
+    }
+
+    /// A job of `tenant` on another instance as its shared record has it now, and its later
+    /// snapshots ([`follow_shared_job`]); `None` when there is no such job (or no shared
+    /// records).
+    pub async fn watch_shared_job(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<
+        Option<(
+            Job,
+            impl Stream<Item = Result<Job, FollowLost>> + Send + 'static + use<>,
+        )>,
+        SharedError,
+    > {
+        let Some(shared) = self.shared.clone() else {
+            return Ok(None);
+        };
+        let (current, changes) = shared.watch(id).await?;
+        let Some(current) = current.filter(|job| job.tenant == *tenant) else {
+            return Ok(None);
+        };
+        Ok(Some((
+            current,
+            follow_shared_job(shared, id, changes, None),
+        )))
+    }
+
+    /// Cancels a job of `tenant`: one of this instance as [`Scheduler::cancel`] does, one of
+    /// another instance by asking its owner, answered once it has ended (or as it is after
+    /// [`CANCEL_SETTLE`]). Another tenant's job here is left alone and looked for in the
+    /// shared records, as an unknown id (where it is not found either, and never cancelled).
+    pub async fn cancel_job(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<Job>, SharedError> {
+        if self.local_job(tenant, id).is_some() {
+            return Ok(self.cancel(id).await);
+        }
+        let Some(shared) = self.shared.clone() else {
+            return Ok(None);
+        };
+        let (current, changes) = shared.watch(id).await?;
+        // Another tenant's job: not found, and its owner is never asked.
+        let Some(current) = current.filter(|job| job.tenant == *tenant) else {
+            return Ok(None);
+        };
+        if current.state.is_terminal() {
+            return Ok(Some(current));
+        }
+        shared.request_cancel(id).await?;
+        let mut changes = std::pin::pin!(changes);
+        let mut latest = current;
+        let _ = tokio::time::timeout(CANCEL_SETTLE, async {
+            while let Some(job) = changes.next().await {
+                let terminal = job.state.is_terminal();
+                if job.version > latest.version {
+                    latest = job;
+                }
+                if terminal {
+                    break;
+                }
+            }
+        })
+        .await;
+        Ok(Some(latest))
+    }
+}

@@ -1,0 +1,165 @@
+//! Which render a new job joins. With shared jobs, the render index in Redis names the job
+//! rendering each fingerprint: a new job leads, follows a live render (here or on another
+//! instance), starts from a succeeded one's output, or takes over a failed one's
+//! fingerprint. Then this instance's board decides the same locally, and a leading job is
+//! queued.
+
+use super::{Scheduler, SubmitRefused};
+use crate::jobs::board::Admission;
+use crate::jobs::model::{Job, JobState, RenderWork};
+use crate::jobs::queue::{PushRefused, QueuedJob};
+use crate::jobs::shared::RenderClaim;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+impl Scheduler {
+    /// [`Scheduler::submit`] once: with shared jobs, the render index first (lead, follow
+    /// another instance's render, reuse its output, or take its fingerprint over), then
+    /// [`Scheduler::submit_locally`].
+    pub(super) async fn submit_once(
+        self: &Arc<Self>,
+        mut job: Job,
+        work: RenderWork,
+    ) -> Result<Job, SubmitRefused> {
+        let tenant = job.tenant.clone();
+        let work = Arc::new(work);
+        if let Some(shared) = self.shared.clone() {
+            job.owner = Some(shared.instance());
+            // Shared before it may lead: another instance that finds this job in the render
+            // index must find its record too, or it would take it for gone and render twice.
+            shared.publish(&job).await?;
+            loop {
+                let leader = match shared.claim_render(&job.fingerprint, job.id).await? {
+                    RenderClaim::Leads => break,
+                    RenderClaim::Existing(leader) if leader == job.id => break,
+                    RenderClaim::Existing(leader) => leader,
+                };
+                // A live or succeeded render of this instance: the board decides below.
+                if let Some(local) = self.board.get(leader) {
+                    if !matches!(local.state, JobState::Failed | JobState::Cancelled) {
+                        break;
+                    }
+                    if shared
+                        .replace_render(&job.fingerprint, leader, job.id)
+                        .await?
+                    {
+                        break;
+                    }
+                    continue;
+                }
+                match shared.get(leader).await? {
+                    Some(remote) if remote.state == JobState::Succeeded => {
+                        let scheduler = self.clone();
+                        let (copy, work_copy) = (job.clone(), work.clone());
+                        let reused = tokio::task::spawn_blocking(move || {
+                            scheduler.reuse(&copy, work_copy, &remote)
+                        })
+                        .await
+                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+                        if let Some(reused) = reused {
+                            return Ok(reused);
+                        }
+                        // Its output is gone: render anew.
+                        shared
+                            .replace_render(&job.fingerprint, leader, job.id)
+                            .await?;
+                    }
+                    Some(remote) if !remote.state.is_terminal() => {
+                        let followed = self.follow_remote(job.clone(), work, remote);
+                        if let Err(refused) = followed {
+                            self.count_tenant_refusal(&tenant, refused);
+                            self.share_refusal(&job, refused).await;
+                        }
+                        return followed.map_err(SubmitRefused::Queue);
+                    }
+                    // Failed, cancelled or expired: the first to take the fingerprint over
+                    // renders it.
+                    _ => {
+                        if shared
+                            .replace_render(&job.fingerprint, leader, job.id)
+                            .await?
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let scheduler = self.clone();
+        let submitted = {
+            let job = job.clone();
+            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work))
+                .await
+                .map_err(|error| SubmitRefused::Internal(error.to_string()))?
+        };
+        if let Err(refused) = &submitted {
+            self.count_tenant_refusal(&tenant, *refused);
+            self.share_refusal(&job, *refused).await;
+        }
+        submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// The local part of [`Scheduler::submit`]. Blocking (it may link an output file).
+    pub(super) fn submit_locally(
+        &self,
+        job: Job,
+        work: Arc<RenderWork>,
+    ) -> Result<Job, PushRefused> {
+        let id = job.id;
+        loop {
+            match self.board.admit(&job, &work) {
+                Admission::Leads => {
+                    let queued = QueuedJob {
+                        id,
+                        tenant: job.tenant.clone(),
+                        deadline: work.deadline,
+                    };
+                    return match self.queue.try_push(queued) {
+                        Ok(depth) => {
+                            self.metrics.queue_depth.set(depth as i64);
+                            Ok(job)
+                        }
+                        Err(refused) => {
+                            self.board
+                                .remove_refused(id, &self.refused_failure(refused));
+                            Err(refused)
+                        }
+                    };
+                }
+                Admission::Follows(leader) => {
+                    self.metrics.render_joins.inc();
+                    tracing::info!(job_id = %id, template_id = %job.template_id, leader_job_id = %leader, "job joins the render of an identical request");
+                    return Ok(self.board.get(id).unwrap_or(job));
+                }
+                Admission::Refused(refused) => return Err(refused),
+                Admission::Reuses(leader) => match self.reuse(&job, work.clone(), &leader) {
+                    Some(reused) => return Ok(reused),
+                    // The output expired under us: render again.
+                    None => self.board.forget_render(&job.fingerprint, leader.id),
+                },
+            }
+        }
+    }
+
+    /// Gives `job` the output of `source` (an identical request's succeeded job) and adds
+    /// it as succeeded; `None` when that output is gone. Blocking (links a file).
+    pub(super) fn reuse(&self, job: &Job, work: Arc<RenderWork>, source: &Job) -> Option<Job> {
+        let extension = job.format.extension();
+        if let Err(error) = self.outputs.link(source.id, job.id, extension) {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, source_job_id = %source.id, %error, "cannot reuse an output");
+            return None;
+        }
+        let now = SystemTime::now();
+        let mut reused = job.clone();
+        reused.state = JobState::Succeeded;
+        reused.frames_total = source.frames_total;
+        reused.frames_done = source.frames_total;
+        reused.output = source.output.clone();
+        reused.started_at = Some(now);
+        reused.finished_at = Some(now);
+        self.board.insert(reused.clone(), work);
+        self.metrics.render_cache_hits.inc();
+        tracing::info!(job_id = %job.id, template_id = %job.template_id, source_job_id = %source.id, "job reuses the output of an identical request");
+        Some(reused)
+    }
+}

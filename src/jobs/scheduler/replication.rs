@@ -1,0 +1,121 @@
+//! Replication: the ordered writer of this instance's snapshots and quarantines to the
+//! shared records, and the end of jobs refused after they were shared (so that no other
+//! instance follows a job that will never run).
+
+use super::{Scheduler, MIN_RETRY_AFTER};
+use crate::jobs::board::Replication;
+use crate::jobs::model::{Job, JobFailure, JobState};
+use crate::jobs::queue::PushRefused;
+use crate::jobs::shared::SharedJobs;
+use crate::reason::Reason;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Version of a shared record that is final (a job refused before it was admitted).
+const FINAL_VERSION: u64 = 1 << 52;
+/// How long shutdown waits for shared records to be written.
+const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+/// Attempts at ending a job refused half-shared, and the wait between them: the shared
+/// records just failed, so they are given a minute (12 × 5 s) to come back.
+const ABANDON_ATTEMPTS: u32 = 12;
+const ABANDON_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+impl Scheduler {
+    /// Ends the shared traces of a job [`Scheduler::submit`] refused for a shared-record
+    /// failure (no local part exists then: the refusal comes before the job is queued or
+    /// follows anything), in the background, retried while the records keep failing.
+    pub(super) fn abandon_shared(&self, mut job: Job, error: String) {
+        let Some(shared) = self.shared.clone() else {
+            return;
+        };
+        job.finish(
+            JobState::Failed,
+            Some(JobFailure {
+                reason: Reason::JobStoreUnavailable.into(),
+                message: format!("the job could not be shared: {error}"),
+                retryable: true,
+                retry_after: Some(MIN_RETRY_AFTER),
+            }),
+        );
+        job.version = FINAL_VERSION;
+        tokio::spawn(async move {
+            for attempt in 1..=ABANDON_ATTEMPTS {
+                let ended = shared.publish(&job).await;
+                let unindexed = shared.clear_render(&job.fingerprint, job.id).await;
+                match (ended, unindexed) {
+                    (Ok(()), Ok(())) => return,
+                    (ended, unindexed) if attempt == ABANDON_ATTEMPTS => {
+                        tracing::warn!(job_id = %job.id, ended = ?ended.err(), unindexed = ?unindexed.err(), "cannot end a job refused half-shared; followers give up after the silence limit");
+                    }
+                    _ => tokio::time::sleep(ABANDON_RETRY_DELAY).await,
+                }
+            }
+        });
+    }
+
+    /// Ends the shared record of a job the queue refused (it said QUEUED), so that nobody
+    /// follows it, and frees the fingerprint.
+    pub(super) async fn share_refusal(&self, job: &Job, refused: PushRefused) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        let mut refused_job = job.clone();
+        refused_job.finish(
+            JobState::Failed,
+            Some(JobFailure {
+                reason: Reason::JobRefused.into(),
+                message: format!("the job was not accepted: {refused:?}"),
+                retryable: true,
+                retry_after: Some(self.queue_retry_after()),
+            }),
+        );
+        refused_job.version = FINAL_VERSION;
+        if let Err(error) = shared.publish(&refused_job).await {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a refused job's end");
+        }
+        if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
+            tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+        }
+    }
+
+    /// Waits (a little) until every shared record written so far has reached Redis.
+    pub async fn flush_shared(&self) {
+        if let Some(replication) = &self.replication {
+            let (done, flushed) = tokio::sync::oneshot::channel();
+            if replication.send(Replication::Flush(done)).is_ok() {
+                let _ = tokio::time::timeout(FLUSH_LIMIT, flushed).await;
+            }
+        }
+    }
+}
+
+/// Writes the board's snapshots to the shared records in order (a snapshot older than the
+/// stored one is dropped by Redis itself), frees the fingerprint of a render that failed or
+/// was cancelled, and shares quarantines.
+pub(super) async fn replicate(
+    shared: Arc<SharedJobs>,
+    mut messages: tokio::sync::mpsc::UnboundedReceiver<Replication>,
+) {
+    while let Some(message) = messages.recv().await {
+        match message {
+            Replication::Snapshot(job) => {
+                if let Err(error) = shared.publish(&job).await {
+                    tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a job's state");
+                }
+                if matches!(job.state, JobState::Failed | JobState::Cancelled) {
+                    if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
+                        tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot free a shared render");
+                    }
+                }
+            }
+            Replication::Quarantine(fingerprint) => {
+                if let Err(error) = shared.quarantine(&fingerprint).await {
+                    tracing::warn!(%fingerprint, %error, "cannot share a quarantine");
+                }
+            }
+            Replication::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The local worker loops: `workers` loops each take the next job from the queue and render
+//! it in a fresh `lottie-render worker` process (the sandbox) on a blocking thread, retried
+//! once on a fresh worker after a crash, publishing progress on the board as the worker
+//! reports it.
+
+use super::outcome::{quarantined_failure, MAX_WORKER_ATTEMPTS};
+use super::{lock, Scheduler, MIN_RETRY_AFTER};
+use crate::jobs::model::{JobFailure, JobState, RenderWork};
+use crate::jobs::queue::StartedJob;
+use crate::jobs::Fingerprint;
+use crate::metrics::OutcomeLabels;
+use crate::reason::Reason;
+use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
+use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
+use crate::telemetry::traces::RenderSpan;
+use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
+use opentelemetry::KeyValue;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+use uuid::Uuid;
+
+/// Weight of the newest job in the moving average of job durations.
+const JOB_SECONDS_SMOOTHING: f64 = 0.2;
+
+impl Scheduler {
+    pub(super) async fn worker_loop(self: Arc<Self>) {
+        while let Some(started) = self.queue.pop().await {
+            let id = started.id;
+            self.metrics.queue_depth.set(self.queue.len() as i64);
+            let scheduler = self.clone();
+            // The job's tenant slot goes with it: freed as the job ends (or its runner panics).
+            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(started)).await;
+            if let Err(error) = ran {
+                // A bug of ours in run_job: the job must not stay RUNNING for ever.
+                let template_id = self.board.get(id).map(|job| job.template_id.to_string());
+                tracing::error!(job_id = %id, template_id = template_id.as_deref().unwrap_or("-"), %error, "the job runner panicked");
+                self.board.update(id, |job| {
+                    job.finish(
+                        JobState::Failed,
+                        Some(JobFailure {
+                            reason: Reason::Internal.into(),
+                            message: "internal error; it has been logged".into(),
+                            retryable: true,
+                            retry_after: Some(MIN_RETRY_AFTER),
+                        }),
+                    );
+                    true
+                });
+            }
+        }
+    }
+
+    /// Runs one job to a terminal state (blocking: waits for worker processes). Its tenant's
+    /// slot (`slot`) is given back before a rendered job is seen to end, so a caller that saw
+    /// it end may submit again at once.
+    pub(super) fn run_job(&self, slot: StartedJob) {
+        let id = slot.id;
+        let Some((work, cancel)) = self.board.work(id) else {
+            return;
+        };
+        let Some(job) = self.board.update(id, |job| {
+            if job.state != JobState::Queued {
+                return false;
+            }
+            if cancel.is_cancelled() {
+                // Cancelled between leaving the queue and starting: nothing to spawn.
+                job.finish(JobState::Cancelled, None);
+                return true;
+            }
+            if self.quarantine.contains(&job.fingerprint) {
+                // An identical request crashed twice while this one waited.
+                job.finish(JobState::Failed, Some(quarantined_failure()));
+                return true;
+            }
+            job.state = JobState::Running;
+            job.started_at = Some(SystemTime::now());
+            true
+        }) else {
+            return;
+        };
+        if job.state.is_terminal() {
+            self.count_finished(job.state, None);
+            tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "job ended before its render started");
+            return;
+        }
+        if job.state != JobState::Running {
+            return;
+        }
+        let span = tracing::info_span!("job", job_id = %id, template_id = %job.template_id);
+        let _entered = span.enter();
+        tracing::info!(frames_total = job.frames_total, "render started");
+        let mut render_span = self
+            .settings
+            .tracing
+            .render_span(work.trace_parent.as_ref(), || {
+                vec![
+                    KeyValue::new("job.id", id.to_string()),
+                    KeyValue::new("template.id", job.template_id.to_string()),
+                    KeyValue::new("output.format", work.output.format.extension()),
+                    KeyValue::new("frames", i64::from(job.frames_total)),
+                ]
+            });
+        self.metrics.jobs_running.inc();
+        let started = Instant::now();
+        let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel, &render_span);
+        let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
+        drop(slot);
+        render_span.set_attribute(KeyValue::new("job.state", state.label()));
+        render_span.set_attribute(KeyValue::new("attempts", i64::from(attempts)));
+        render_span.end(error.as_ref().map(|error| error.reason.as_str()));
+        let job = self.board.update(id, |job| {
+            if state == JobState::Succeeded {
+                job.frames_done = job.frames_total;
+            }
+            job.finish(state, error.clone());
+            true
+        });
+        if state == JobState::Succeeded {
+            // Jobs that joined between the first linking and the update.
+            self.link_followers(id, work.output.format.extension());
+        }
+        self.metrics.jobs_running.dec();
+        let seconds = started.elapsed().as_secs_f64();
+        self.count_finished(state, Some(seconds));
+        if state != JobState::Cancelled {
+            let mut average = lock(&self.average_job_seconds);
+            *average = *average * (1.0 - JOB_SECONDS_SMOOTHING) + seconds * JOB_SECONDS_SMOOTHING;
+        }
+        match (&state, &error, job) {
+            (JobState::Succeeded, _, Some(job)) => tracing::info!(
+                seconds,
+                attempts,
+                size_bytes = job.output.as_ref().map_or(0, |o| o.size_bytes),
+                "render succeeded"
+            ),
+            (_, Some(error), _) => tracing::warn!(
+                seconds,
+                attempts,
+                reason = %error.reason,
+                retryable = error.retryable,
+                message = %error.message,
+                "render ended without output"
+            ),
+            _ => tracing::info!(seconds, attempts, state = state.label(), "render ended"),
+        }
+    }
+
+    /// Worker runs until one does not crash or the attempts are used up; the spans each
+    /// worker reports are exported under `render_span`.
+    pub(super) fn run_attempts(
+        &self,
+        id: Uuid,
+        fingerprint: &Fingerprint,
+        work: &RenderWork,
+        cancel: &CancelToken,
+        render_span: &RenderSpan,
+    ) -> (WorkerRun, u32) {
+        let extension = work.output.format.extension();
+        let job = WorkerJob {
+            template_path: work.template_path.clone(),
+            modifications: work.modifications.clone(),
+            output: work.output,
+            output_path: self.outputs.partial_path(id, extension),
+            threads: 0,
+            fonts: work.fonts.clone(),
+            traceparent: render_span.traceparent(),
+        };
+        let settings = SandboxSettings {
+            executable: self.settings.executable.clone(),
+            memory_bytes: self.settings.worker_memory_bytes,
+            deadline: work.deadline,
+        };
+        let mut attempt = 1;
+        loop {
+            let mut spans = Vec::new();
+            let mut on_event = |event: &WorkerEvent| match event {
+                WorkerEvent::Span(span) if spans.len() < MAX_WORKER_SPANS => {
+                    spans.push(span.clone());
+                }
+                WorkerEvent::Span(_) => {}
+                _ => self.publish_progress(id, event),
+            };
+            // A retry after a crash runs on a worker started for it, as the first run may
+            // have failed for the spare's sake.
+            let spare = match (&self.spares, attempt) {
+                (Some(spares), 1) => spares.take(),
+                _ => None,
+            };
+            let run = sandbox::run_worker_on(spare, &job, &settings, cancel, &mut on_event);
+            if run.on_spare {
+                self.metrics.spare_worker_hits.inc();
+            } else if !matches!(&run.result, Err(failure) if failure.kind == FailureKind::SpawnFailed)
+            {
+                self.metrics.workers_started.inc();
+            }
+            render_span.export_worker_spans(&spans);
+            let crashed = matches!(
+                &run.result,
+                Err(failure) if matches!(failure.kind, FailureKind::Crashed { .. })
+            );
+            if crashed {
+                self.metrics.worker_crashes.inc();
+                if let Err(failure) = &run.result {
+                    tracing::warn!(attempt, message = %failure.message, "the worker crashed");
+                }
+            }
+            if !crashed
+                || attempt >= MAX_WORKER_ATTEMPTS
+                || cancel.is_cancelled()
+                || self.quarantine.contains(fingerprint)
+            {
+                return (run, attempt);
+            }
+            attempt += 1;
+            self.board.update(id, |job| {
+                job.frames_done = 0;
+                true
+            });
+        }
+    }
+
+    /// Gives every follower of `id` its (hard-linked) output.
+    pub(super) fn link_followers(&self, id: Uuid, extension: &str) {
+        for follower in self.board.followers(id) {
+            if let Err(error) = self.outputs.link(id, follower, extension) {
+                tracing::warn!(follower_job_id = %follower, %error, "cannot give a follower its output");
+            }
+        }
+    }
+
+    /// Progress on the board: a published change per whole percent (watchers are promised
+    /// at least one every 5%).
+    pub(super) fn publish_progress(&self, id: Uuid, event: &WorkerEvent) {
+        let (done, total) = match event {
+            WorkerEvent::Started { frames_total } => (0, *frames_total),
+            WorkerEvent::Progress {
+                frames_done,
+                frames_total,
+            } => (*frames_done, *frames_total),
+            _ => return,
+        };
+        self.board.update(id, |job| {
+            let before = percent(job.frames_done, job.frames_total);
+            let changed_total = job.frames_total != total;
+            job.frames_done = done;
+            job.frames_total = total;
+            changed_total || percent(done, total) != before
+        });
+    }
+
+    pub(super) fn count_finished(&self, state: JobState, seconds: Option<f64>) {
+        let labels = OutcomeLabels {
+            outcome: state.label().to_owned(),
+        };
+        self.metrics.jobs_finished.get_or_create(&labels).inc();
+        if let Some(seconds) = seconds {
+            self.metrics
+                .job_duration_seconds
+                .get_or_create(&labels)
+                .observe(seconds);
+        }
+    }
+}
+
+fn percent(done: u32, total: u32) -> u64 {
+    if total == 0 {
+        0
+    } else {
+        u64::from(done) * 100 / u64::from(total)
+    }
+}

@@ -1,0 +1,165 @@
+//! The wire contract of refusals and failures: every machine-readable reason the service
+//! reports (a refusal's `google.rpc.ErrorInfo.reason`, a failed job's `error.reason`, the
+//! `reason` label of the refusal metrics) is one variant here, spelt in SCREAMING_SNAKE_CASE
+//! by [`Reason::as_str`]. Callers branch on these strings, so a spelling never changes once
+//! released; a new situation gets a new variant.
+
+use std::fmt;
+
+/// Declares [`Reason`], its wire spelling and the list of all variants from one table, so
+/// that the three cannot drift apart.
+macro_rules! reasons {
+    ($($variant:ident => $wire:literal,)+) => {
+        /// Why a call was refused or a job failed.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($variant,)+
+        }
+
+        impl Reason {
+            /// Every reason, for checks over the whole contract.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant,)+];
+
+            /// The reason as it travels on the wire.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => $wire,)+
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    // The request itself.
+    BodyUndecodable => "BODY_UNDECODABLE",
+    UnknownFields => "UNKNOWN_FIELDS",
+    RequestInvalid => "REQUEST_INVALID",
+    RequestTooLarge => "REQUEST_TOO_LARGE",
+    RequestBodyTimeout => "REQUEST_BODY_TIMEOUT",
+    IdempotencyKeyMissing => "IDEMPOTENCY_KEY_MISSING",
+    IdempotencyKeyInvalid => "IDEMPOTENCY_KEY_INVALID",
+    IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+    IdempotencyKeyInProgress => "IDEMPOTENCY_KEY_IN_PROGRESS",
+    Unauthenticated => "UNAUTHENTICATED",
+    // Templates and the job budget.
+    TemplateNotFound => "TEMPLATE_NOT_FOUND",
+    TemplateInvalid => "TEMPLATE_INVALID",
+    TemplateTooLarge => "TEMPLATE_TOO_LARGE",
+    TemplateTooComplex => "TEMPLATE_TOO_COMPLEX",
+    TemplateUnrenderable => "TEMPLATE_UNRENDERABLE",
+    TemplateQuotaExceeded => "TEMPLATE_QUOTA_EXCEEDED",
+    SlotUnknown => "SLOT_UNKNOWN",
+    TextInvalid => "TEXT_INVALID",
+    JobTooLarge => "JOB_TOO_LARGE",
+    OutputTooLong => "OUTPUT_TOO_LONG",
+    RenderQuarantined => "RENDER_QUARANTINED",
+    // Jobs and their outputs.
+    JobNotFound => "JOB_NOT_FOUND",
+    JobNotSucceeded => "JOB_NOT_SUCCEEDED",
+    JobInvalid => "JOB_INVALID",
+    JobRefused => "JOB_REFUSED",
+    OutputNotFound => "OUTPUT_NOT_FOUND",
+    OutputWriteFailed => "OUTPUT_WRITE_FAILED",
+    SharedRenderCancelled => "SHARED_RENDER_CANCELLED",
+    SharedRenderLost => "SHARED_RENDER_LOST",
+    InstanceLost => "INSTANCE_LOST",
+    Cancelled => "CANCELLED",
+    // Rendering.
+    RenderCrashed => "RENDER_CRASHED",
+    RenderDeadlineExceeded => "RENDER_DEADLINE_EXCEEDED",
+    RenderCpuExceeded => "RENDER_CPU_EXCEEDED",
+    RenderMemoryExceeded => "RENDER_MEMORY_EXCEEDED",
+    RenderThreadDied => "RENDER_THREAD_DIED",
+    ResourcesExhausted => "RESOURCES_EXHAUSTED",
+    EncoderUnavailable => "ENCODER_UNAVAILABLE",
+    EncoderFailed => "ENCODER_FAILED",
+    WorkerUnavailable => "WORKER_UNAVAILABLE",
+    // Capacity.
+    QueueFull => "QUEUE_FULL",
+    TenantJobLimit => "TENANT_JOB_LIMIT",
+    TenantRateLimited => "TENANT_RATE_LIMITED",
+    ServerOverloaded => "SERVER_OVERLOADED",
+    TemplateParsingBusy => "TEMPLATE_PARSING_BUSY",
+    CompressedRequestsBusy => "COMPRESSED_REQUESTS_BUSY",
+    AnalysisBusy => "ANALYSIS_BUSY",
+    AnalysisDeadlineExceeded => "ANALYSIS_DEADLINE_EXCEEDED",
+    AnalysisUnavailable => "ANALYSIS_UNAVAILABLE",
+    AnalysisInput => "ANALYSIS_INPUT",
+    TooManyWatchers => "TOO_MANY_WATCHERS",
+    TooManyDownloads => "TOO_MANY_DOWNLOADS",
+    DownloadStalled => "DOWNLOAD_STALLED",
+    // Infrastructure and lifecycle.
+    StorageUnavailable => "STORAGE_UNAVAILABLE",
+    DiskFull => "DISK_FULL",
+    JobStoreUnavailable => "JOB_STORE_UNAVAILABLE",
+    IdempotencyStoreUnavailable => "IDEMPOTENCY_STORE_UNAVAILABLE",
+    ServerDraining => "SERVER_DRAINING",
+    ServerShuttingDown => "SERVER_SHUTTING_DOWN",
+    Internal => "INTERNAL",
+}
+
+impl Reason {
+    /// The reason of a wire string (as a worker process or another instance reports it);
+    /// `None` for a string this contract does not know.
+    pub fn from_wire(wire: &str) -> Option<Reason> {
+        Reason::ALL
+            .iter()
+            .copied()
+            .find(|reason| reason.as_str() == wire)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl From<Reason> for String {
+    fn from(reason: Reason) -> String {
+        reason.as_str().to_owned()
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_reason_is_spelt_uniquely_in_screaming_snake_case() {
+        let mut spellings = HashSet::new();
+        for &reason in Reason::ALL {
+            let wire = reason.as_str();
+            assert!(spellings.insert(wire), "{wire} is spelt by two variants");
+            let screaming_snake = wire.starts_with(|c: char| c.is_ascii_uppercase())
+                && !wire.ends_with('_')
+                && !wire.contains("__")
+                && wire.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+            assert!(screaming_snake, "{wire} is not SCREAMING_SNAKE_CASE");
+            assert_eq!(Reason::from_wire(wire), Some(reason));
+        }
+    }
+
+    #[test]
+    fn wire_strings_the_api_tests_assert_keep_their_spelling() {
+        // Spelt independently of the table: a renamed variant string breaks callers.
+        for (reason, wire) in [
+            (Reason::TemplateNotFound, "TEMPLATE_NOT_FOUND"),
+            (Reason::QueueFull, "QUEUE_FULL"),
+            (Reason::JobStoreUnavailable, "JOB_STORE_UNAVAILABLE"),
+            (Reason::TenantJobLimit, "TENANT_JOB_LIMIT"),
+            (Reason::RenderQuarantined, "RENDER_QUARANTINED"),
+        ] {
+            assert_eq!(reason.as_str(), wire);
+        }
+        assert_eq!(Reason::from_wire("NO_SUCH_REASON"), None);
+    }
+}
