@@ -194,8 +194,8 @@ impl Scheduler {
     /// Refused because the shared records failed, the job may still be half-shared: its
     /// record published (queued, owned by this live instance) and the render index naming
     /// it, though nobody will ever run it. A retry (the caller's key is freed) would then
-    /// follow that record for the silence limit of [`following`]; so it is ended as failed and taken
-    /// out of the render index ([`Scheduler::abandon_shared`]).
+    /// follow that record until the silence limit of [`following`]; so it is ended as failed
+    /// and taken out of the render index ([`Scheduler::abandon_shared`]).
     pub async fn submit(
         self: &Arc<Self>,
         job: Job,

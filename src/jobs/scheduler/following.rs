@@ -85,6 +85,8 @@ impl Scheduler {
         Ok(follower)
     }
 
+    /// Keeps follower `id` in step with `leader`'s shared snapshots until either ends; a
+    /// leader lost track of fails the follower, retryable (SHARED_RENDER_LOST).
     async fn keep_following(self: Arc<Self>, id: Uuid, leader: Uuid) {
         let Some(shared) = self.shared.clone() else {
             return;
@@ -152,5 +154,84 @@ impl Scheduler {
                 _ => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against the real Redis of the test machine (127.0.0.1:6379), each test under its own
+    //! key prefix.
+
+    use super::*;
+    use crate::auth::TenantId;
+    use crate::jobs::Fingerprint;
+    use crate::redis_client::{RedisClient, RedisSettings};
+    use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
+
+    fn shared_jobs() -> Arc<SharedJobs> {
+        let settings = RedisSettings {
+            url: "redis://127.0.0.1:6379/0".into(),
+            key_prefix: format!("lottie-render-test:following:{}:", Uuid::new_v4()),
+            pool_size: 2,
+            timeout: Duration::from_secs(2),
+        };
+        let redis = RedisClient::open(&settings).unwrap();
+        Arc::new(SharedJobs::new(Arc::new(redis), Duration::from_secs(60)))
+    }
+
+    fn queued_job() -> Job {
+        let output = OutputSpec {
+            format: Format::Gif,
+            fps: Fps::DEFAULT,
+            width: Dimension::try_from(100).unwrap(),
+            height: Dimension::try_from(100).unwrap(),
+            background: None,
+        };
+        let tenant = TenantId::default();
+        let fingerprint = Fingerprint::of(&tenant, "sha", &Modifications::default(), &output);
+        Job::queued(
+            Uuid::new_v4(),
+            tenant,
+            Uuid::new_v4(),
+            fingerprint,
+            Format::Gif,
+            10,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_shared_job_is_followed_through_each_published_change_to_its_end() {
+        let shared = shared_jobs();
+        let mut job = queued_job();
+        shared.publish(&job).await.unwrap();
+        let (current, changes) = shared.watch(job.id).await.unwrap();
+        assert_eq!(current.map(|job| job.state), Some(JobState::Queued));
+        let snapshots = follow_shared_job(shared.clone(), job.id, changes, None);
+        let mut snapshots = std::pin::pin!(snapshots);
+        job.state = JobState::Running;
+        job.version = 1;
+        shared.publish(&job).await.unwrap();
+        let running = snapshots.next().await.unwrap().unwrap();
+        assert_eq!((running.state, running.version), (JobState::Running, 1));
+        job.finish(JobState::Succeeded, None);
+        job.version = 2;
+        shared.publish(&job).await.unwrap();
+        let succeeded = snapshots.next().await.unwrap().unwrap();
+        assert_eq!(
+            (succeeded.state, succeeded.version),
+            (JobState::Succeeded, 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn following_a_job_without_a_record_is_lost_once_and_then_ends() {
+        let shared = shared_jobs();
+        let id = Uuid::new_v4();
+        let (current, changes) = shared.watch(id).await.unwrap();
+        assert!(current.is_none());
+        let snapshots = follow_shared_job(shared, id, changes, None);
+        let mut snapshots = std::pin::pin!(snapshots);
+        assert_eq!(snapshots.next().await, Some(Err(FollowLost)));
+        assert_eq!(snapshots.next().await, None);
     }
 }

@@ -131,6 +131,7 @@ impl Scheduler {
     }
 }
 
+/// The failure of a job whose fingerprint was quarantined while it waited.
 pub(super) fn quarantined_failure() -> JobFailure {
     JobFailure {
         reason: Reason::RenderQuarantined.into(),
@@ -140,6 +141,7 @@ pub(super) fn quarantined_failure() -> JobFailure {
     }
 }
 
+/// The failure of a job that shutdown cancelled: retryable, elsewhere or later.
 pub(super) fn shutdown_failure() -> JobFailure {
     JobFailure {
         reason: Reason::ServerShuttingDown.into(),

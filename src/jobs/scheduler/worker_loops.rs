@@ -23,6 +23,7 @@ use uuid::Uuid;
 const JOB_SECONDS_SMOOTHING: f64 = 0.2;
 
 impl Scheduler {
+    /// One worker loop: the next queued job, rendered to its end, until the queue closes.
     pub(super) async fn worker_loop(self: Arc<Self>) {
         while let Some(started) = self.queue.pop().await {
             let id = started.id;
