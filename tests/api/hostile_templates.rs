@@ -518,8 +518,9 @@ async fn dense_templates_sent_at_once_are_parsed_two_at_a_time() {
     }
     // A parse that found no slot within the wait is told to come back (UNAVAILABLE
     // TEMPLATE_PARSING_BUSY with a delay): on a loaded machine two parses can outlast the
-    // wait. A real client retries after the delay; so does this test, so the outcome does
-    // not depend on the machine's speed.
+    // wait; so can two analyses (UNAVAILABLE ANALYSIS_BUSY, the parse slot is freed before
+    // the analysis). A real client retries after the delay; so does this test, so the
+    // outcome does not depend on the machine's speed.
     let mut busy = 0;
     for (index, call) in calls.into_iter().enumerate() {
         let mut answer = call.await.unwrap().map(|_| ());
@@ -527,16 +528,20 @@ async fn dense_templates_sent_at_once_are_parsed_two_at_a_time() {
             let reason = tonic_types::StatusExt::get_error_details(status)
                 .error_info()
                 .map(|info| info.reason.clone());
-            assert_eq!(
-                (status.code(), reason.as_deref()),
-                (tonic::Code::Unavailable, Some("TEMPLATE_PARSING_BUSY")),
-                "{status:?}"
-            );
+            // Each busy answer with the delay its refusal promises (milliseconds).
+            let delay_ms = match (status.code(), reason.as_deref()) {
+                (tonic::Code::Unavailable, Some("TEMPLATE_PARSING_BUSY")) => 1000,
+                (tonic::Code::Unavailable, Some("ANALYSIS_BUSY")) => 2000,
+                _ => panic!("not a busy answer: {status:?}"),
+            };
             busy += 1;
             assert!(busy <= 4 * AT_ONCE, "parses stayed busy: {status:?}");
             let pushback = status.metadata().get("grpc-retry-pushback-ms");
-            assert_eq!(pushback.and_then(|v| v.to_str().ok()), Some("1000"));
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            assert_eq!(
+                pushback.and_then(|v| v.to_str().ok()),
+                Some(delay_ms.to_string().as_str())
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
             let request = create_request(&format!("dense {index} again"), template.clone());
             answer = TemplateServiceClient::new(server.channel().await)
                 .max_encoding_message_size(64 * 1024 * 1024)
@@ -545,7 +550,7 @@ async fn dense_templates_sent_at_once_are_parsed_two_at_a_time() {
                 .map(|_| ());
         }
     }
-    println!("{busy} answers TEMPLATE_PARSING_BUSY, retried after their delay");
+    println!("{busy} busy answers (parsing or analysis), retried after their delay");
     let grown = server.peak_rss_bytes().saturating_sub(rss_before);
     println!(
         "one dense template: server peak RSS +{} MiB; {AT_ONCE} at once: +{} MiB",
