@@ -415,6 +415,25 @@ pub fn color(r: f64, g: f64, b: f64) -> proto::Color {
 pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
     let prefix = format!("{} worker", executable.display());
     live_processes(|cmdline| cmdline.starts_with(&prefix))
+        .into_iter()
+        .filter(|(pid, _)| !is_zygote(*pid))
+        .collect()
+}
+
+/// The worker zygotes of `executable` alive now (the process spares are forked from; its
+/// forks share its command line, so it is told apart by its process name).
+pub fn zygote_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
+    let prefix = format!("{} worker", executable.display());
+    live_processes(|cmdline| cmdline.starts_with(&prefix))
+        .into_iter()
+        .filter(|(pid, _)| is_zygote(*pid))
+        .collect()
+}
+
+fn is_zygote(pid: u32) -> bool {
+    let name = lottie_render::sandbox::zygote::ZYGOTE_PROCESS_NAME.to_string_lossy();
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.contains(&format!("({name})")))
 }
 
 /// Live (not zombie) processes anywhere on the machine whose command line (arguments joined
