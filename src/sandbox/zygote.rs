@@ -47,7 +47,7 @@ const ANSWER_LIMIT: Duration = Duration::from_secs(5);
 /// tests tell it from the workers: they share its command line, being forks of it.
 pub const ZYGOTE_PROCESS_NAME: &CStr = c"lr-zygote";
 /// The process name a forked worker takes back (an exec'd one is named after its executable).
-const WORKER_PROCESS_NAME: &CStr = c"lottie-render";
+pub const WORKER_PROCESS_NAME: &CStr = c"lottie-render";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ZygoteError {
@@ -243,6 +243,7 @@ fn fork_worker(pipes: [OwnedFd; 3], server: u32, control: UnixStream) -> Forked 
         Ok(None) => {
             drop((control, set_up_read));
             let set_up = os::become_forked_worker(pipes, server);
+            os::set_process_name(WORKER_PROCESS_NAME);
             // Every descriptor owned here is dropped before the others are closed.
             drop(set_up_write);
             if set_up
@@ -251,7 +252,6 @@ fn fork_worker(pipes: [OwnedFd; 3], server: u32, control: UnixStream) -> Forked 
             {
                 os::exit_immediately(crate::sandbox::protocol::exit_code::TRANSIENT);
             }
-            os::set_process_name(WORKER_PROCESS_NAME);
             Forked::InWorker
         }
         Ok(Some(pid)) => {

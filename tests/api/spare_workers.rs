@@ -72,6 +72,22 @@ async fn the_zygote(executable: &Path) -> u32 {
     }
 }
 
+/// Waits until `sample` is `value` (a counter bumped a moment after what the test saw).
+async fn metric_becomes(app: &TestApp, sample: &str, value: f64) {
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    loop {
+        let now = app.metric_or_zero(sample).await;
+        if now == value {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sample} stayed {now}, not {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Field `index` (1-based, as in proc(5)) of `/proc/PID/stat`.
 fn stat_field(pid: u32, index: usize) -> i64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -276,10 +292,8 @@ async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a
     let spare = the_spare(&executable).await;
     let zygote = the_zygote(&executable).await;
 
-    assert_eq!(
-        app.metric("lottie_render_spare_workers_forked_total").await,
-        1.0
-    );
+    // (Counted a moment after the zygote answers with the spare's pid.)
+    metric_becomes(&app, "lottie_render_spare_workers_forked_total", 1.0).await;
     assert_eq!(
         app.metric("lottie_render_worker_zygote_starts_total").await,
         1.0
@@ -294,20 +308,26 @@ async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a
         i64::from(spare),
         "its own process group"
     );
-    let descriptors: Vec<String> = std::fs::read_dir(format!("/proc/{spare}/fd"))
+    // Its three pipes, and /proc/self/status, which every worker opens before confinement
+    // (its peak memory probe): nothing of the zygote's or the server's.
+    let mut descriptors: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{spare}/fd"))
         .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let target = std::fs::read_link(entry.path()).unwrap();
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                target.to_string_lossy().into_owned(),
+            )
+        })
         .collect();
-    let mut descriptors = descriptors;
     descriptors.sort();
-    assert_eq!(descriptors, ["0", "1", "2"], "nothing but its pipes");
-    for descriptor in 0..3 {
-        let target = std::fs::read_link(format!("/proc/{spare}/fd/{descriptor}")).unwrap();
-        assert!(
-            target.to_string_lossy().starts_with("pipe:"),
-            "fd {descriptor} is {target:?}"
-        );
+    let names: Vec<&str> = descriptors.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["0", "1", "2", "3"], "{descriptors:?}");
+    for (name, target) in &descriptors[..3] {
+        assert!(target.starts_with("pipe:"), "fd {name} is {target}");
     }
+    assert_eq!(descriptors[3].1, format!("/proc/{spare}/status"));
     let environment = std::fs::read(format!("/proc/{spare}/environ")).unwrap();
     let mut environment: Vec<String> = environment
         .split(|byte| *byte == 0)
@@ -363,10 +383,7 @@ async fn a_zygote_killed_while_spares_wait_is_replaced_and_the_waiting_spare_sti
     let replacement = a_spare_other_than(&executable, spare).await;
     let new_zygote = the_zygote(&executable).await;
     assert_ne!(new_zygote, zygote);
-    assert_eq!(
-        app.metric("lottie_render_worker_zygote_starts_total").await,
-        2.0
-    );
+    metric_becomes(&app, "lottie_render_worker_zygote_starts_total", 2.0).await;
     render_succeeds(&app, &template.template_id, 101).await;
     assert!(!is_alive(replacement));
     app.stop().await;
@@ -374,7 +391,7 @@ async fn a_zygote_killed_while_spares_wait_is_replaced_and_the_waiting_spare_sti
 }
 
 #[tokio::test]
-async fn a_forked_worker_that_crashes_is_retried_on_a_fresh_worker_then_quarantined() {
+async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantined() {
     let dir = tempfile::tempdir().unwrap();
     let executable = own_worker_executable(dir.path());
     let app = app_with_spare(&executable, |_| {}).await;
@@ -396,9 +413,10 @@ async fn a_forked_worker_that_crashes_is_retried_on_a_fresh_worker_then_quaranti
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // A crash as rlottie would have one: the exit status the server reads (it is the
-    // forked worker's parent) says SIGSEGV.
-    kill("-SEGV", spare);
+    // A crash as rlottie's C++ would have one (an abort; a SIGSEGV sent from outside is
+    // swallowed once by Rust's stack-overflow handler): the exit status the server reads (it
+    // is the forked worker's parent) says SIGABRT.
+    kill("-ABRT", spare);
     // The retry runs on a worker started by exec for it (command line without --zygote).
     let retry_prefix = format!("{} worker", executable.display());
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
@@ -411,18 +429,23 @@ async fn a_forked_worker_that_crashes_is_retried_on_a_fresh_worker_then_quaranti
         if let [pid] = started.as_slice() {
             break *pid;
         }
-        assert!(Instant::now() < deadline, "no retry worker started");
+        assert!(
+            Instant::now() < deadline,
+            "no retry worker started: {:?}, job {:?}",
+            worker_processes(&executable),
+            app.get_job(&job.job_id).await
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 1.0);
-    kill("-SEGV", retry);
+    kill("-ABRT", retry);
 
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
     let last = seen.last().unwrap();
     assert_eq!(last.state, JobState::Failed as i32, "{last:?}");
     let error = last.error.clone().unwrap();
     assert_eq!(error.reason, "RENDER_CRASHED");
-    assert!(error.message.contains("SIGSEGV"), "{}", error.message);
+    assert!(error.message.contains("SIGABRT"), "{}", error.message);
     assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 2.0);
     assert_eq!(
         app.metric("lottie_render_quarantined_fingerprints").await,
