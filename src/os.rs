@@ -447,91 +447,6 @@ pub fn inheritable_duplicate(
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(duplicate) })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn descriptors_sent_over_a_unix_socket_arrive_usable_and_close_on_exec() {
-        use std::io::{Read, Write};
-        use std::os::fd::{AsFd, AsRawFd};
-        let (sender, receiver) = std::os::unix::net::UnixStream::pair().unwrap();
-        let (mut pipe_read, pipe_write) = std::io::pipe().unwrap();
-        send_with_descriptors(sender.as_fd(), b"x", &[pipe_write.as_fd()]).unwrap();
-        drop(pipe_write);
-        let mut payload = [0u8; 1];
-        let (read, descriptors) =
-            receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
-        assert_eq!((read, &payload), (1, b"x"));
-        let [received] = <[std::os::fd::OwnedFd; 1]>::try_from(descriptors).unwrap();
-        let fdinfo =
-            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", received.as_raw_fd())).unwrap();
-        let flags = fdinfo
-            .lines()
-            .find_map(|line| line.strip_prefix("flags:"))
-            .map(|flags| u32::from_str_radix(flags.trim(), 8).unwrap())
-            .unwrap();
-        assert_ne!(flags & libc::O_CLOEXEC as u32, 0, "{fdinfo}");
-        let mut received = std::fs::File::from(received);
-        received.write_all(b"through the socket").unwrap();
-        drop(received);
-        let mut text = String::new();
-        pipe_read.read_to_string(&mut text).unwrap();
-        assert_eq!(text, "through the socket");
-        // The sender gone: the end of the stream, no descriptors.
-        drop(sender);
-        let (read, descriptors) =
-            receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
-        assert_eq!((read, descriptors.len()), (0, 0));
-    }
-
-    #[test]
-    fn the_oom_score_written_before_exec_is_the_named_one() {
-        assert_eq!(
-            WORKER_OOM_SCORE_ADJ.to_string().as_bytes(),
-            WORKER_OOM_SCORE_ADJ_TEXT
-        );
-    }
-
-    #[test]
-    fn the_peak_rss_probe_reads_again_from_an_open_descriptor() {
-        let mut probe = PeakRssProbe::open().unwrap();
-        let first = probe.read().unwrap();
-        let second = probe.read().unwrap();
-        assert!(first > 0 && second >= first, "{first} then {second}");
-    }
-
-    #[test]
-    fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
-        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 250 130 0 0 20 0 1 0";
-        assert_eq!(
-            cpu_time_of_stat(stat, 100),
-            Some(Duration::from_millis(3800))
-        );
-        assert_eq!(cpu_time_of_stat("42 (x) S 1", 100), None);
-        assert_eq!(cpu_time_of_stat("no name at all", 100), None);
-    }
-
-    #[test]
-    fn a_child_given_cpu_seconds_from_now_has_its_limit_lowered_to_them() {
-        let mut child = Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("sleep is installed");
-        limit_cpu_from_now(child.id(), 7).unwrap();
-        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
-        let _ = child.kill();
-        let _ = child.wait();
-        let line = limits
-            .lines()
-            .find(|line| line.starts_with("Max cpu time"))
-            .unwrap();
-        let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
-        // A fresh sleep has used under a second: 0 or 1 (rounded up) plus 7.
-        assert!(numbers == ["7", "8"] || numbers == ["8", "9"], "{line}");
-    }
-}
-
 /// Sends `payload` with the descriptors `passed` (SCM_RIGHTS) on the unix socket `socket`:
 /// how the server hands the zygote ([`crate::sandbox::zygote`]) the pipes of a new worker.
 pub fn send_with_descriptors(
@@ -755,5 +670,90 @@ pub fn set_process_name(name: &std::ffi::CStr) {
     // from a pointer that is alive for the call.
     unsafe {
         libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_sent_over_a_unix_socket_arrive_usable_and_close_on_exec() {
+        use std::io::{Read, Write};
+        use std::os::fd::{AsFd, AsRawFd};
+        let (sender, receiver) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut pipe_read, pipe_write) = std::io::pipe().unwrap();
+        send_with_descriptors(sender.as_fd(), b"x", &[pipe_write.as_fd()]).unwrap();
+        drop(pipe_write);
+        let mut payload = [0u8; 1];
+        let (read, descriptors) =
+            receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
+        assert_eq!((read, &payload), (1, b"x"));
+        let [received] = <[std::os::fd::OwnedFd; 1]>::try_from(descriptors).unwrap();
+        let fdinfo =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", received.as_raw_fd())).unwrap();
+        let flags = fdinfo
+            .lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .map(|flags| u32::from_str_radix(flags.trim(), 8).unwrap())
+            .unwrap();
+        assert_ne!(flags & libc::O_CLOEXEC as u32, 0, "{fdinfo}");
+        let mut received = std::fs::File::from(received);
+        received.write_all(b"through the socket").unwrap();
+        drop(received);
+        let mut text = String::new();
+        pipe_read.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "through the socket");
+        // The sender gone: the end of the stream, no descriptors.
+        drop(sender);
+        let (read, descriptors) =
+            receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
+        assert_eq!((read, descriptors.len()), (0, 0));
+    }
+
+    #[test]
+    fn the_oom_score_written_before_exec_is_the_named_one() {
+        assert_eq!(
+            WORKER_OOM_SCORE_ADJ.to_string().as_bytes(),
+            WORKER_OOM_SCORE_ADJ_TEXT
+        );
+    }
+
+    #[test]
+    fn the_peak_rss_probe_reads_again_from_an_open_descriptor() {
+        let mut probe = PeakRssProbe::open().unwrap();
+        let first = probe.read().unwrap();
+        let second = probe.read().unwrap();
+        assert!(first > 0 && second >= first, "{first} then {second}");
+    }
+
+    #[test]
+    fn cpu_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 250 130 0 0 20 0 1 0";
+        assert_eq!(
+            cpu_time_of_stat(stat, 100),
+            Some(Duration::from_millis(3800))
+        );
+        assert_eq!(cpu_time_of_stat("42 (x) S 1", 100), None);
+        assert_eq!(cpu_time_of_stat("no name at all", 100), None);
+    }
+
+    #[test]
+    fn a_child_given_cpu_seconds_from_now_has_its_limit_lowered_to_them() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep is installed");
+        limit_cpu_from_now(child.id(), 7).unwrap();
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let line = limits
+            .lines()
+            .find(|line| line.starts_with("Max cpu time"))
+            .unwrap();
+        let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+        // A fresh sleep has used under a second: 0 or 1 (rounded up) plus 7.
+        assert!(numbers == ["7", "8"] || numbers == ["8", "9"], "{line}");
     }
 }
