@@ -6,7 +6,7 @@
 //! data, so it has nothing to confine yet: it confines itself once the job arrives, exactly
 //! as a worker started for that job does. A worker still runs one job and exits.
 //!
-//! Why a zygote: every job takes a spare, and starting its replacement by exec cost ~33 ms
+//! Why a zygote: every job takes a spare, and starting its replacement by exec cost 25–33 ms
 //! of CPU (the dynamic loader mapping and relocating some 140 libraries), more than the
 //! small job itself (~8 ms of worker CPU); on two cores that bounded jobs in a row at ~22 ms
 //! each. A fork of the zygote costs ~1 ms. A zygote that dies (or cannot start, or stops

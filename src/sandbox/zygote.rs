@@ -2,7 +2,7 @@
 //! fence of [`worker_command`]: environment, limits, process group, death with the server),
 //! that has loaded the worker's ~140 shared libraries once and forks a copy of itself for
 //! every spare worker ([`crate::sandbox::spare`]). Measured on the release build, starting a
-//! worker costs ~33 ms of CPU, nearly all of it exec and the dynamic loader (mapping and
+//! worker costs 25–33 ms of CPU, over 90% of it exec and the dynamic loader (mapping and
 //! relocating the libraries of FFmpeg, rlottie and their dependencies); a fork of the loaded
 //! process costs ~1 ms. Each forked worker is then a worker like any other: it waits for its
 //! job on stdin, confines itself (Landlock, seccomp) once the job arrives, runs that one job
