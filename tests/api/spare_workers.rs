@@ -453,3 +453,29 @@ async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantin
     );
     app.stop().await;
 }
+
+#[test]
+fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
+    let mut server = ServerProcess::start(&["--spare-workers", "2", "--workers", "1"]);
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while server.workers().len() < 2 {
+        assert!(Instant::now() < deadline, "no spare workers started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let executable = server.worker_executable.clone();
+    assert_eq!(zygote_processes(&executable).len(), 1);
+
+    // No shutdown runs: the parent-death signal (or the end of their stdin) ends them.
+    kill("-KILL", server.pid());
+    assert!(server.wait_for_exit(REPLACEMENT_LIMIT).is_some());
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while !(worker_processes(&executable).is_empty() && zygote_processes(&executable).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?} {:?}",
+            worker_processes(&executable),
+            zygote_processes(&executable)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
