@@ -35,9 +35,10 @@ pub const DEFAULT_REDIS_POOL_SIZE: u32 = 16;
 /// A Redis round trip is well under a millisecond on a LAN; 500 ms means it is in trouble.
 pub const DEFAULT_REDIS_TIMEOUT_MS: u64 = 500;
 /// Render workers started ahead of their job: a job taken by one skips the process start
-/// (30–50 ms of loading shared libraries, most of a small job's time). A worker takes longer
-/// to start than a small job to render, so jobs that come back to back need more than one
-/// spare to find one ready (`./dev bench-latency`); each holds ~12 MiB of private memory.
+/// (30–50 ms of loading shared libraries, most of a small job's time). Spares are forked from
+/// the worker zygote (~1 ms), but while a zygote is being replaced they are started by exec,
+/// which takes longer than a small job to render: a second spare keeps jobs that come back to
+/// back finding one ready (`./dev bench-latency`). Each holds ~12 MiB of private memory.
 pub const DEFAULT_SPARE_WORKERS: u8 = 2;
 /// Most spare workers: beyond this they only hold memory.
 pub const MAX_SPARE_WORKERS: u8 = 4;

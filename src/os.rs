@@ -7,7 +7,7 @@
 //! (fork, signalling another process, an inheritable descriptor).
 
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 /// Per-worker resource limits.
@@ -205,11 +205,11 @@ impl ResourceUsage {
     }
 }
 
-/// Waits for `child` to exit and returns its status with its own resource usage
-/// (`Child::wait` discards the usage the kernel reports).
-pub fn wait_with_usage(child: &mut Child) -> std::io::Result<(ExitStatus, ResourceUsage)> {
+/// Waits for process `pid` (a child of this process) to exit and returns its status with its
+/// own resource usage (`Child::wait` discards the usage the kernel reports).
+pub fn wait_with_usage(pid: u32) -> std::io::Result<(ExitStatus, ResourceUsage)> {
     use std::os::unix::process::ExitStatusExt;
-    let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
+    let pid = libc::pid_t::try_from(pid).map_err(std::io::Error::other)?;
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -227,6 +227,18 @@ pub fn wait_with_usage(child: &mut Child) -> std::io::Result<(ExitStatus, Resour
             return Err(error);
         }
     }
+}
+
+/// Whether process `pid` (a child of this process) has exited, reaping it if so; an error
+/// (it is not our child, or no longer exists) counts as exited.
+pub fn has_exited(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    let mut status: libc::c_int = 0;
+    // SAFETY: waitpid writes only into `status` on our stack.
+    let result = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    result != 0
 }
 
 /// CPU time and peak RSS of this process so far (all threads).
@@ -435,9 +447,269 @@ pub fn inheritable_duplicate(
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(duplicate) })
 }
 
+/// Sends `payload` with the descriptors `passed` (SCM_RIGHTS) on the unix socket `socket`:
+/// how the server hands the zygote ([`crate::sandbox::zygote`]) the pipes of a new worker.
+pub fn send_with_descriptors(
+    socket: std::os::fd::BorrowedFd<'_>,
+    payload: &[u8],
+    passed: &[std::os::fd::BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let raw: Vec<libc::c_int> = passed.iter().map(AsRawFd::as_raw_fd).collect();
+    let descriptor_bytes = std::mem::size_of_val(raw.as_slice());
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(descriptor_bytes as libc::c_uint) } as usize;
+    // u64 elements keep the control buffer aligned for cmsghdr.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid value of this plain C struct.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = space as _;
+    // SAFETY: msg_control points at `space` zeroed, aligned bytes we own, so CMSG_FIRSTHDR
+    // answers a header inside them, and CMSG_DATA of it has room for `descriptor_bytes`
+    // (CMSG_SPACE counted them); sendmsg only reads the message, the iovec (which points at
+    // `payload`, never written through) and the descriptors, all alive for the call.
+    unsafe {
+        let header = libc::CMSG_FIRSTHDR(&message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(descriptor_bytes as libc::c_uint) as _;
+        std::ptr::copy_nonoverlapping(
+            raw.as_ptr().cast::<u8>(),
+            libc::CMSG_DATA(header),
+            descriptor_bytes,
+        );
+        loop {
+            let sent = libc::sendmsg(socket.as_raw_fd(), &message, libc::MSG_NOSIGNAL);
+            if sent >= 0 {
+                return if sent as usize == payload.len() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other("the message was sent in part"))
+                };
+            }
+            let error = std::io::Error::last_os_error();
+            if error.kind() != std::io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+    }
+}
+
+/// Receives one message of at most `payload.len()` bytes and up to `max_descriptors`
+/// descriptors (SCM_RIGHTS, close-on-exec) from the unix socket `socket`: the bytes read (0
+/// at the end of the stream) and the descriptors, owned.
+pub fn receive_with_descriptors(
+    socket: std::os::fd::BorrowedFd<'_>,
+    payload: &mut [u8],
+    max_descriptors: usize,
+) -> std::io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let descriptor_bytes = max_descriptors * std::mem::size_of::<libc::c_int>();
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(descriptor_bytes as libc::c_uint) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr().cast(),
+        iov_len: payload.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid value of this plain C struct.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = space as _;
+    let read = loop {
+        // SAFETY: recvmsg writes at most `payload.len()` bytes through the iovec and at most
+        // `space` bytes of control data into `control`, both ours and alive for the call.
+        let read =
+            unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
+        if read >= 0 {
+            break read as usize;
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    };
+    let mut received = Vec::new();
+    // SAFETY: the kernel filled `control` (msg_controllen says how much); CMSG_FIRSTHDR and
+    // CMSG_NXTHDR walk only inside it, and an SCM_RIGHTS header's data holds
+    // (cmsg_len - CMSG_LEN(0)) / sizeof(int) descriptors that are now ours alone (read
+    // unaligned: CMSG_DATA promises no alignment).
+    unsafe {
+        let mut header = libc::CMSG_FIRSTHDR(&message);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(header).cast::<libc::c_int>();
+                for index in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                    let descriptor = data.add(index).read_unaligned();
+                    received.push(OwnedFd::from_raw_fd(descriptor));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&message, header);
+        }
+    }
+    if message.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(std::io::Error::other(
+            "more descriptors than expected were sent",
+        ));
+    }
+    Ok((read, received))
+}
+
+/// Forks this process so that the copy is a child of this process's *parent* (clone with
+/// CLONE_PARENT), not of this one: Ok(None) in the copy, Ok(Some(its pid)) here. The zygote
+/// ([`crate::sandbox::zygote`]) forks workers this way so that the server can wait for them,
+/// read their resource usage and have the kernel kill them when it dies, exactly as for a
+/// worker it started itself.
+///
+/// Only for a single-threaded process: the raw system call runs none of glibc's fork
+/// handlers, which only matter for locks another thread may hold.
+pub fn fork_as_sibling() -> std::io::Result<Option<u32>> {
+    // SAFETY: clone without CLONE_VM and without a new stack is fork: the copy continues here
+    // on a copy-on-write image of this (single-threaded, as documented) process, so no lock
+    // is held by a thread that does not exist there. glibc's cached thread id of the copy's
+    // only thread is left stale; glibc reads it only for recursive and error-checking mutex
+    // owners (consistent within the copy, as that id stays taken by this live process) and
+    // asks the kernel (gettid) when signalling itself.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    match result {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => u32::try_from(pid).map(Some).map_err(std::io::Error::other),
+    }
+}
+
+/// This process's parent.
+pub fn parent_pid() -> u32 {
+    // SAFETY: getppid has no preconditions and cannot fail.
+    let parent = unsafe { libc::getppid() };
+    u32::try_from(parent).unwrap_or(0)
+}
+
+/// What [`apply_in_child`] does for a started worker, for a worker forked by the zygote:
+/// `pipes` (stdin, stdout, stderr) become descriptors 0, 1 and 2, and it leads a process
+/// group of its own and is SIGKILLed when `parent` (the server) dies. Limits, `oom_score_adj`
+/// and the environment are the zygote's, inherited. Descriptors above 2 are closed by
+/// [`close_descriptors_above_stderr`] once the caller has dropped the ones it owns.
+pub fn become_forked_worker(pipes: [std::os::fd::OwnedFd; 3], parent: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    for (target, pipe) in pipes.iter().enumerate() {
+        // SAFETY: dup2 onto 0, 1 or 2 only replaces those standard descriptors, which Rust
+        // owns as the process's stdio (it never closes them); `pipe` is alive.
+        if unsafe { libc::dup2(pipe.as_raw_fd(), target as libc::c_int) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    drop(pipes);
+    // SAFETY: setpgid(0, 0) makes this process a group leader; prctl and getppid touch no
+    // memory of ours.
+    unsafe {
+        if libc::setpgid(0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // The server may have died before prctl took effect.
+    if parent_pid() != parent {
+        return Err(std::io::Error::other(
+            "the server exited before the worker started",
+        ));
+    }
+    Ok(())
+}
+
+/// Closes every descriptor above stderr: a forked worker inherits nothing but its pipes.
+/// Descriptors owned by Rust values must have been dropped before.
+pub fn close_descriptors_above_stderr() -> std::io::Result<()> {
+    // SAFETY: close_range only closes descriptors; the caller dropped every value owning one.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Names this process (its `comm`, at most 15 bytes: what `ps` and `/proc/PID/stat` show).
+pub fn set_process_name(name: &std::ffi::CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string (truncated to 16 bytes by the kernel)
+    // from a pointer that is alive for the call.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptors_sent_over_a_unix_socket_arrive_usable_and_close_on_exec() {
+        use std::io::{Read, Write};
+        use std::os::fd::{AsFd, AsRawFd};
+        let (sender, receiver) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut pipe_read, pipe_write) = std::io::pipe().unwrap();
+        send_with_descriptors(sender.as_fd(), b"x", &[pipe_write.as_fd()]).unwrap();
+        drop(pipe_write);
+        let mut payload = [0u8; 1];
+        let (read, descriptors) =
+            receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
+        assert_eq!((read, &payload), (1, b"x"));
+        let [received] = <[std::os::fd::OwnedFd; 1]>::try_from(descriptors).unwrap();
+        let fdinfo =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", received.as_raw_fd())).unwrap();
+        let flags = fdinfo
+            .lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .map(|flags| u32::from_str_radix(flags.trim(), 8).unwrap())
+            .unwrap();
+        assert_ne!(flags & libc::O_CLOEXEC as u32, 0, "{fdinfo}");
+        let mut received = std::fs::File::from(received);
+        received.write_all(b"through the socket").unwrap();
+        drop(received);
+        let mut text = String::new();
+        pipe_read.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "through the socket");
+        // The sender gone: the end of the stream, no descriptors.
+        drop(sender);
+        let (read, descriptors) =
+            receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
+        assert_eq!((read, descriptors.len()), (0, 0));
+    }
 
     #[test]
     fn the_oom_score_written_before_exec_is_the_named_one() {

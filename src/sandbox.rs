@@ -14,6 +14,7 @@ pub mod seccomp;
 pub mod self_test;
 pub mod spare;
 pub mod spawn;
+pub mod zygote;
 
 use crate::error::ErrorClass;
 use crate::os;
@@ -23,7 +24,7 @@ use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
 use protocol::{exit_code, WorkerEvent, WorkerJob};
 pub use self_test::{self_test, SelfTestReport};
 pub use spawn::{
-    worker_command, worker_limits, Watchdog, MAX_OUTPUT_BYTES, WORKER_ENVIRONMENT,
+    worker_command, worker_limits, Watchdog, WorkerProcess, MAX_OUTPUT_BYTES, WORKER_ENVIRONMENT,
     WORKER_MAX_PROCESSES, WORKER_OPEN_FILES,
 };
 use std::io::{Read, Write};
@@ -197,9 +198,10 @@ fn run_worker_process(
         }
         None => worker_command(&settings.executable, ["worker"], settings.limits())
             .spawn()
+            .map(WorkerProcess::from)
             .map_err(|error| spawn_failed(format!("cannot start the worker: {error}")))?,
     };
-    let process_group = child.id();
+    let process_group = child.pid();
     let watchdog = Watchdog::start(process_group, settings.deadline, cancel);
     let stderr_reader = child
         .stderr
@@ -214,7 +216,7 @@ fn run_worker_process(
         .take()
         .map(|stdout| read_events(stdout, process_group, on_event))
         .unwrap_or_default();
-    let status = os::wait_with_usage(&mut child);
+    let status = child.wait_with_usage();
     let timed_out = watchdog.finish();
     // Whatever happened, nothing of the worker's group may outlive it.
     os::kill_process_group(process_group);
@@ -258,10 +260,7 @@ fn run_worker_process(
 /// Gives a spare the job's CPU-time budget counted from now (it was started with the
 /// loosest); None, with the spare killed, when that fails: the job then gets a worker of
 /// its own rather than one whose budget is not its own.
-fn hand_over(
-    mut spare: spare::SpareWorker,
-    settings: &SandboxSettings,
-) -> Option<std::process::Child> {
+fn hand_over(spare: spare::SpareWorker, settings: &SandboxSettings) -> Option<WorkerProcess> {
     let pid = spare.pid();
     match os::limit_cpu_from_now(pid, settings.limits().cpu_seconds) {
         Ok(()) => {
@@ -270,12 +269,11 @@ fn hand_over(
                 waited_ms = spare.started.elapsed().as_millis() as u64,
                 "job handed to the spare worker"
             );
-            Some(spare.child)
+            Some(spare.process)
         }
         Err(error) => {
             tracing::warn!(pid, %error, "cannot give the spare worker its job's budget; starting the job's own");
-            os::kill_process_group(pid);
-            let _ = spare.child.wait();
+            spare.process.kill();
             None
         }
     }

@@ -5,7 +5,8 @@
 //! writing that one file ([`crate::sandbox::confine`]: no other file, no network, no new
 //! processes). A traced job's steps are timed and reported as `span` events
 //! ([`crate::telemetry::worker_spans`]). `--self-test` (hidden) runs the sandbox self-test
-//! instead of a job.
+//! instead of a job; `--zygote` (hidden) makes this process the zygote that forks spare
+//! workers ([`crate::sandbox::zygote`]), each of which then carries on here as a worker.
 
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::text::fonts::FontBook;
@@ -14,6 +15,7 @@ use crate::reason::Reason;
 use crate::render::{self, RenderError};
 use crate::sandbox::confine::{confine, FilePolicy};
 use crate::sandbox::protocol::{bounded_failure_message, exit_code, WorkerEvent, WorkerJob};
+use crate::sandbox::zygote::Served;
 use crate::telemetry::worker_spans::{
     OpenSpan, SpanValue, WorkerSpan, WorkerTrace, PROCESS_ATTRIBUTE, WORKER_PROCESS,
 };
@@ -36,11 +38,21 @@ pub struct WorkerArgs {
     /// Try everything the sandbox forbids and report what was refused (JSON on stdout).
     #[arg(long, hide = true)]
     pub self_test: bool,
+    /// Fork workers on request instead of running a job (the server's zygote).
+    #[arg(long, hide = true, conflicts_with = "self_test")]
+    pub zygote: bool,
 }
 
 pub fn run(args: WorkerArgs) -> ExitCode {
     if args.self_test {
         return crate::sandbox::self_test::worker_main();
+    }
+    if args.zygote {
+        match crate::sandbox::zygote::serve() {
+            // A worker forked for a job that has yet to come: carry on as any worker.
+            Served::Forked => {}
+            Served::Ended(code) => return code,
+        }
     }
     // Opened before confinement, which refuses /proc.
     let mut peak_rss = PeakRssProbe::open();

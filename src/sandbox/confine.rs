@@ -141,6 +141,7 @@ fn restrict_files(policy: &FilePolicy) -> Result<LandlockState, landlock::Rulese
 }
 
 /// Threads of this process (1 when /proc cannot tell).
-fn thread_count() -> usize {
+/// Threads of this process now.
+pub(crate) fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(1, |entries| entries.count())
 }

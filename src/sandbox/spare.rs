@@ -1,9 +1,17 @@
 //! Render workers started ahead of their jobs ("spares"), so that a small job does not wait
-//! for a process to start and its libraries to load. The spare is an ordinary
-//! `lottie-render worker` started by [`worker_command`] with every fence of the sandbox; it
-//! blocks reading its job on stdin and has touched no caller data, so it has nothing to
-//! confine yet: it confines itself once the job arrives, exactly as a worker started for that
-//! job does. A worker still runs one job and exits.
+//! for a process to start and its libraries to load. A spare is forked from the zygote
+//! ([`super::zygote`], a worker process that loaded the libraries once) or, while there is
+//! no zygote, an ordinary `lottie-render worker` started by [`worker_command`]; either way it
+//! has every fence of the sandbox, blocks reading its job on stdin and has touched no caller
+//! data, so it has nothing to confine yet: it confines itself once the job arrives, exactly
+//! as a worker started for that job does. A worker still runs one job and exits.
+//!
+//! Why a zygote: every job takes a spare, and starting its replacement by exec cost 25–33 ms
+//! of CPU (the dynamic loader mapping and relocating some 140 libraries), more than the
+//! small job itself (~8 ms of worker CPU); on two cores that bounded jobs in a row at ~22 ms
+//! each. A fork of the zygote costs ~1 ms. A zygote that dies (or cannot start, or stops
+//! answering) is replaced after a growing delay, as spares are; meanwhile spares are started
+//! by exec as before.
 //!
 //! A supervisor thread owns the spares: it starts [`SpareSettings::count`] of them, replaces
 //! one when the scheduler takes it ([`SpareWorkers::take`]) and, with a growing delay, when
@@ -15,13 +23,13 @@
 //! from a short-lived thread would be killed with it. So the thread lives on until
 //! [`SpareWorkers::stop`], after the last worker it started has ended.
 
-use super::spawn::{worker_command, worker_limits};
+use super::spawn::{worker_command, worker_limits, WorkerProcess};
+use super::zygote::Zygote;
 use super::MAX_DEADLINE;
 use crate::metrics::Metrics;
 use crate::os;
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,7 +47,7 @@ const MAX_RESPAWN_DELAY: Duration = Duration::from_secs(30);
 /// A worker process waiting for its job on stdin.
 #[derive(Debug)]
 pub struct SpareWorker {
-    pub child: Child,
+    pub process: WorkerProcess,
     /// When it was started (its waiting time is not the job's).
     pub started: Instant,
 }
@@ -47,18 +55,71 @@ pub struct SpareWorker {
 impl SpareWorker {
     /// Its process id, which is also its process group's.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// Kills its process group and reaps it.
-    fn kill(mut self) {
-        os::kill_process_group(self.child.id());
-        let _ = self.child.wait();
+    fn kill(self) {
+        self.process.kill();
     }
 
     /// True when it has exited (or cannot be asked), i.e. it can no longer take a job.
     fn is_gone(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+        self.process.has_exited()
+    }
+}
+
+/// The zygote the spares are forked from, when one runs, and when the next may be started.
+#[derive(Debug)]
+struct ZygoteSlot {
+    zygote: Option<Zygote>,
+    /// Zygotes in a row that died, failed to start or stopped answering.
+    failures_in_a_row: u32,
+    /// No zygote is started before this (the growing delay after failures).
+    next_start: Instant,
+}
+
+impl Default for ZygoteSlot {
+    fn default() -> ZygoteSlot {
+        ZygoteSlot {
+            zygote: None,
+            failures_in_a_row: 0,
+            next_start: Instant::now(),
+        }
+    }
+}
+
+impl ZygoteSlot {
+    /// True when there is no zygote and the next may be started.
+    fn is_due(&self) -> bool {
+        self.zygote.is_none() && Instant::now() >= self.next_start
+    }
+
+    /// Notes that the zygote is gone: the next one starts after a growing delay.
+    fn failed(&mut self) {
+        if let Some(zygote) = self.zygote.take() {
+            zygote.kill();
+        }
+        self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+        self.next_start = Instant::now() + respawn_delay(self.failures_in_a_row);
+    }
+
+    /// Checks that the waiting zygote is alive.
+    fn check(&mut self, metrics: &Metrics) {
+        if let Some(zygote) = self.zygote.as_mut() {
+            if zygote.has_exited() {
+                metrics.worker_zygote_deaths.inc();
+                tracing::warn!(pid = zygote.pid(), "the worker zygote died; replacing it");
+                self.failed();
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(zygote) = self.zygote.take() {
+            tracing::debug!(pid = zygote.pid(), "worker zygote stopped");
+            zygote.kill();
+        }
     }
 }
 
@@ -79,6 +140,8 @@ struct State {
     /// A live spare was handed to a job since the supervisor last looked: the run of
     /// deaths is over.
     taken: bool,
+    /// Out of the state (None) while the supervisor forks from it.
+    zygote: Option<ZygoteSlot>,
     closed: bool,
     stopping: bool,
 }
@@ -97,7 +160,10 @@ impl SpareWorkers {
     /// Starts the supervisor, which starts the spares at once.
     pub fn start(settings: SpareSettings, metrics: Arc<Metrics>) -> Arc<SpareWorkers> {
         let spares = Arc::new(SpareWorkers {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                zygote: Some(ZygoteSlot::default()),
+                ..State::default()
+            }),
             changed: Condvar::new(),
             settings,
             metrics,
@@ -144,14 +210,19 @@ impl SpareWorkers {
         taken
     }
 
-    /// No more spares: kills the waiting ones. Workers already handed out run on.
+    /// No more spares: kills the waiting ones and the zygote. Workers already handed out run
+    /// on.
     pub fn close(&self) {
-        let spares = {
+        let (spares, zygote) = {
             let mut state = lock(&self.state);
             state.closed = true;
             self.changed.notify_all();
-            std::mem::take(&mut state.spares)
+            (std::mem::take(&mut state.spares), state.zygote.take())
         };
+        // (A zygote out of the state is being forked from: the supervisor kills it on return.)
+        if let Some(mut zygote) = zygote {
+            zygote.kill();
+        }
         for spare in spares {
             tracing::debug!(pid = spare.pid(), "spare worker stopped");
             spare.kill();
@@ -185,6 +256,9 @@ impl SpareWorkers {
                 state = wait(&self.changed, state, None);
                 continue;
             }
+            if let Some(zygote) = state.zygote.as_mut() {
+                zygote.check(&self.metrics);
+            }
             let waiting = std::mem::take(&mut state.spares);
             for mut spare in waiting {
                 if spare.is_gone() {
@@ -199,6 +273,19 @@ impl SpareWorkers {
                 }
             }
             if state.spares.len() >= self.settings.count.max(1) {
+                // Enough spares: a zygote that died is replaced now (once its delay is over),
+                // so that the next replacement spare is a fork again.
+                if state.zygote.as_ref().is_some_and(ZygoteSlot::is_due) {
+                    let mut zygote = state.zygote.take().unwrap_or_default();
+                    drop(state);
+                    self.start_zygote(&mut zygote);
+                    state = lock(&self.state);
+                    if state.closed {
+                        zygote.kill();
+                    }
+                    state.zygote = Some(zygote);
+                    continue;
+                }
                 state = wait(&self.changed, state, Some(SPARE_CHECK_INTERVAL));
                 continue;
             }
@@ -216,9 +303,14 @@ impl SpareWorkers {
                     continue;
                 }
             }
+            let mut zygote = state.zygote.take().unwrap_or_default();
             drop(state);
-            let started = self.spawn();
+            let started = self.spawn(&mut zygote);
             state = lock(&self.state);
+            if state.closed {
+                zygote.kill();
+            }
+            state.zygote = Some(zygote);
             match started {
                 Some(spare) if state.closed => spare.kill(),
                 Some(spare) => state.spares.push_back(spare),
@@ -227,16 +319,25 @@ impl SpareWorkers {
         }
     }
 
-    fn spawn(&self) -> Option<SpareWorker> {
-        // The loosest CPU budget: it is lowered to the job's when the job arrives
-        // (lowering a limit needs no privilege, raising one would).
-        let limits = worker_limits(self.settings.memory_bytes, MAX_DEADLINE);
+    /// A new spare: forked from the zygote (started first if there is none and its delay
+    /// has passed), else started by exec.
+    fn spawn(&self, zygote: &mut ZygoteSlot) -> Option<SpareWorker> {
+        let limits = self.spare_limits();
+        if let Some(process) = self.fork(zygote) {
+            self.metrics.workers_started.inc();
+            self.metrics.spare_workers_forked.inc();
+            tracing::debug!(pid = process.pid(), "spare worker forked");
+            return Some(SpareWorker {
+                process,
+                started: Instant::now(),
+            });
+        }
         match worker_command(&self.settings.executable, ["worker"], limits).spawn() {
             Ok(child) => {
                 self.metrics.workers_started.inc();
                 tracing::debug!(pid = child.id(), "spare worker started");
                 Some(SpareWorker {
-                    child,
+                    process: WorkerProcess::from(child),
                     started: Instant::now(),
                 })
             }
@@ -246,12 +347,61 @@ impl SpareWorkers {
             }
         }
     }
+
+    /// Starts the zygote if there is none and its delay has passed.
+    fn start_zygote(&self, slot: &mut ZygoteSlot) {
+        if !slot.is_due() {
+            return;
+        }
+        match Zygote::start(&self.settings.executable, self.spare_limits()) {
+            Ok(zygote) => {
+                self.metrics.worker_zygote_starts.inc();
+                tracing::debug!(pid = zygote.pid(), "worker zygote started");
+                slot.zygote = Some(zygote);
+            }
+            Err(error) => {
+                self.metrics.worker_zygote_deaths.inc();
+                tracing::warn!(%error, "no worker zygote; spare workers are started by exec");
+                slot.failed();
+            }
+        }
+    }
+
+    /// A worker forked from the zygote (started first if needed and allowed); None (the
+    /// zygote, if any, killed and its replacement delayed) when that fails.
+    fn fork(&self, slot: &mut ZygoteSlot) -> Option<WorkerProcess> {
+        self.start_zygote(slot);
+        let zygote = slot.zygote.as_mut()?;
+        match zygote.fork_worker() {
+            Ok(process) => {
+                slot.failures_in_a_row = 0;
+                Some(process)
+            }
+            Err(error) => {
+                self.metrics.worker_zygote_deaths.inc();
+                tracing::warn!(pid = zygote.pid(), %error, "the worker zygote failed; replacing it");
+                slot.failed();
+                None
+            }
+        }
+    }
+
+    /// The limits of a spare (and of the zygote, whose forks inherit them): the loosest CPU
+    /// budget, lowered to the job's when the job arrives (lowering a limit needs no
+    /// privilege, raising one would).
+    fn spare_limits(&self) -> os::ResourceLimits {
+        worker_limits(self.settings.memory_bytes, MAX_DEADLINE)
+    }
 }
 
 impl Drop for SpareWorkers {
     fn drop(&mut self) {
-        for spare in std::mem::take(&mut lock(&self.state).spares) {
+        let mut state = lock(&self.state);
+        for spare in std::mem::take(&mut state.spares) {
             spare.kill();
+        }
+        if let Some(mut zygote) = state.zygote.take() {
+            zygote.kill();
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::sandbox::CancelToken;
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -76,6 +76,79 @@ where
         .process_group(0);
     os::apply_in_child(&mut command, limits);
     command
+}
+
+/// A running worker process, started for its job by [`worker_command`] or forked by the
+/// zygote ([`crate::sandbox::zygote`]): either way a child of this process leading its own
+/// process group, with its three pipes.
+#[derive(Debug)]
+pub struct WorkerProcess {
+    pid: u32,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+    /// Reaped already: its pid (and group id) may name another process now.
+    reaped: bool,
+}
+
+impl WorkerProcess {
+    /// A worker forked by the zygote: `pid` and the parent's ends of its pipes.
+    pub fn forked(
+        pid: u32,
+        stdin: std::os::fd::OwnedFd,
+        stdout: std::os::fd::OwnedFd,
+        stderr: std::os::fd::OwnedFd,
+    ) -> WorkerProcess {
+        WorkerProcess {
+            pid,
+            stdin: Some(stdin.into()),
+            stdout: Some(stdout.into()),
+            stderr: Some(stderr.into()),
+            reaped: false,
+        }
+    }
+
+    /// Its process id, which is also its process group's.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits for it to exit: its status and resource usage.
+    pub fn wait_with_usage(&mut self) -> std::io::Result<(ExitStatus, os::ResourceUsage)> {
+        let waited = os::wait_with_usage(self.pid);
+        self.reaped = true;
+        waited
+    }
+
+    /// True when it has exited (reaping it) or cannot be asked.
+    pub fn has_exited(&mut self) -> bool {
+        if !self.reaped && os::has_exited(self.pid) {
+            self.reaped = true;
+        }
+        self.reaped
+    }
+
+    /// Kills its process group and reaps it.
+    pub fn kill(mut self) {
+        if !self.reaped {
+            os::kill_process_group(self.pid);
+            let _ = self.wait_with_usage();
+        }
+    }
+}
+
+impl From<Child> for WorkerProcess {
+    fn from(mut child: Child) -> WorkerProcess {
+        // The Child is dropped unreaped: it is reaped by pid (std keeps no handle that would
+        // need closing beyond the pipes taken here).
+        WorkerProcess {
+            pid: child.id(),
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            reaped: false,
+        }
+    }
 }
 
 /// Kills a worker's process group when its deadline passes or it is cancelled, from a thread

@@ -415,6 +415,28 @@ pub fn color(r: f64, g: f64, b: f64) -> proto::Color {
 pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
     let prefix = format!("{} worker", executable.display());
     live_processes(|cmdline| cmdline.starts_with(&prefix))
+        .into_iter()
+        .filter(|(pid, cmdline)| !is_zygote(*pid, cmdline))
+        .collect()
+}
+
+/// The worker zygotes of `executable` alive now (the process spares are forked from), a
+/// zygote still loading its libraries included.
+pub fn zygote_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
+    let prefix = format!("{} worker", executable.display());
+    live_processes(|cmdline| cmdline.starts_with(&prefix))
+        .into_iter()
+        .filter(|(pid, cmdline)| is_zygote(*pid, cmdline))
+        .collect()
+}
+
+/// A zygote's forks share its command line (`worker --zygote`) but take the worker's process
+/// name before the zygote hands them out; the zygote itself never has that name.
+fn is_zygote(pid: u32, cmdline: &str) -> bool {
+    let worker = lottie_render::sandbox::zygote::WORKER_PROCESS_NAME.to_string_lossy();
+    cmdline.contains(" worker --zygote")
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.contains(&format!("({worker})")))
 }
 
 /// Live (not zombie) processes anywhere on the machine whose command line (arguments joined

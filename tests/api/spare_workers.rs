@@ -1,10 +1,13 @@
 //! Spare workers (`--spare-workers`): a render worker started ahead of its job takes the
 //! next job, is replaced when taken or when it dies while waiting, has the job's budgets
 //! counted from the job and not from its start, and nothing of it outlives the server.
+//! Spares are forked from the worker zygote: such a worker is the server's child with the
+//! fence of a started one, its crash is classified and quarantined as any worker's, and a
+//! zygote that dies is replaced without losing the spares it forked.
 
 use crate::helpers::{
     own_worker_executable, small_request, spawn_app_with, wait_for_workers, worker_processes,
-    TestApp, WATCH_LIMIT,
+    zygote_processes, TestApp, WATCH_LIMIT,
 };
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto::{self, JobState};
@@ -55,6 +58,54 @@ async fn a_spare_other_than(executable: &Path, previous: u32) -> u32 {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The one zygote of `executable` alive now, once there is one.
+async fn the_zygote(executable: &Path) -> u32 {
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    loop {
+        if let [(pid, _)] = zygote_processes(executable).as_slice() {
+            return *pid;
+        }
+        assert!(Instant::now() < deadline, "no zygote started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `sample` is `value` (a counter bumped a moment after what the test saw).
+async fn metric_becomes(app: &TestApp, sample: &str, value: f64) {
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    loop {
+        let now = app.metric_or_zero(sample).await;
+        if now == value {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sample} stayed {now}, not {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Field `index` (1-based, as in proc(5)) of `/proc/PID/stat`.
+fn stat_field(pid: u32, index: usize) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, after_name) = stat.rsplit_once(')').unwrap();
+    after_name
+        .split_whitespace()
+        .nth(index - 3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn kill(signal: &str, pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} {pid}");
 }
 
 fn is_alive(pid: u32) -> bool {
@@ -199,8 +250,10 @@ async fn as_many_spares_wait_as_asked_for_and_shutdown_ends_them_all() {
     let executable = own_worker_executable(dir.path());
     let app = app_with_spare(&executable, |settings| settings.spare_workers = 2).await;
     wait_for_workers(&executable, 2).await;
+    assert_eq!(zygote_processes(&executable).len(), 1);
     app.stop().await;
     assert_eq!(worker_processes(&executable), []);
+    assert_eq!(zygote_processes(&executable), []);
 }
 
 #[tokio::test]
@@ -209,9 +262,11 @@ async fn shutdown_leaves_no_spare_worker_behind() {
     let executable = own_worker_executable(dir.path());
     let app = app_with_spare(&executable, |_| {}).await;
     let spare = the_spare(&executable).await;
+    let zygote = the_zygote(&executable).await;
     app.stop().await;
     assert_eq!(worker_processes(&executable), []);
     assert!(!is_alive(spare));
+    assert!(!is_alive(zygote));
 }
 
 #[test]
@@ -223,6 +278,204 @@ fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let executable = server.worker_executable.clone();
+    assert_eq!(zygote_processes(&executable).len(), 1);
     assert!(server.stop(), "the server did not exit cleanly");
     assert_eq!(worker_processes(&executable), []);
+    assert_eq!(zygote_processes(&executable), []);
+}
+
+#[tokio::test]
+async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a_started_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let spare = the_spare(&executable).await;
+    let zygote = the_zygote(&executable).await;
+
+    // (Counted a moment after the zygote answers with the spare's pid.)
+    metric_becomes(&app, "lottie_render_spare_workers_forked_total", 1.0).await;
+    assert_eq!(
+        app.metric("lottie_render_worker_zygote_starts_total").await,
+        1.0
+    );
+    // The server (this test process) is the parent of both: it reaps the spare and reads its
+    // usage, and the kernel kills both with it.
+    let server = i64::from(std::process::id());
+    assert_eq!(stat_field(spare, 4), server, "parent of the spare");
+    assert_eq!(stat_field(zygote, 4), server, "parent of the zygote");
+    assert_eq!(
+        stat_field(spare, 5),
+        i64::from(spare),
+        "its own process group"
+    );
+    // Its three pipes, and /proc/self/status, which every worker opens before confinement
+    // (its peak memory probe): nothing of the zygote's or the server's.
+    let mut descriptors: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{spare}/fd"))
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let target = std::fs::read_link(entry.path()).unwrap();
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                target.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    descriptors.sort();
+    let names: Vec<&str> = descriptors.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["0", "1", "2", "3"], "{descriptors:?}");
+    for (name, target) in &descriptors[..3] {
+        assert!(target.starts_with("pipe:"), "fd {name} is {target}");
+    }
+    assert_eq!(descriptors[3].1, format!("/proc/{spare}/status"));
+    let environment = std::fs::read(format!("/proc/{spare}/environ")).unwrap();
+    let mut environment: Vec<String> = environment
+        .split(|byte| *byte == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect();
+    environment.sort();
+    let mut expected: Vec<String> = lottie_render::sandbox::WORKER_ENVIRONMENT
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    expected.sort();
+    assert_eq!(environment, expected);
+    let oom = std::fs::read_to_string(format!("/proc/{spare}/oom_score_adj")).unwrap();
+    assert_eq!(oom.trim(), "1000");
+    let limits = std::fs::read_to_string(format!("/proc/{spare}/limits")).unwrap();
+    let core = limits
+        .lines()
+        .find(|line| line.starts_with("Max core file size"))
+        .unwrap();
+    assert_eq!(core.split_whitespace().nth(4), Some("0"), "{core}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_zygote_killed_while_spares_wait_is_replaced_and_the_waiting_spare_still_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let spare = the_spare(&executable).await;
+    let zygote = the_zygote(&executable).await;
+
+    kill("-KILL", zygote);
+    // The spare it forked is the server's, not the zygote's: it waits on.
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while app.metric("lottie_render_worker_zygote_deaths_total").await < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the zygote's death went unnoticed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(is_alive(spare));
+    render_succeeds(&app, &template.template_id, 100).await;
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_hits_total").await,
+        1.0
+    );
+
+    // The spare's replacement comes from a new zygote (or, while that one waits out its
+    // delay, by exec), and the next job runs on it.
+    let replacement = a_spare_other_than(&executable, spare).await;
+    let new_zygote = the_zygote(&executable).await;
+    assert_ne!(new_zygote, zygote);
+    metric_becomes(&app, "lottie_render_worker_zygote_starts_total", 2.0).await;
+    render_succeeds(&app, &template.template_id, 101).await;
+    assert!(!is_alive(replacement));
+    app.stop().await;
+    assert_eq!(zygote_processes(&executable), []);
+}
+
+#[tokio::test]
+async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantined() {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    let app = app_with_spare(&executable, |_| {}).await;
+    let template = app.create_template(NEVER_FINISHES).await;
+    let spare = the_spare(&executable).await;
+    let job = app
+        .submit(small_request(&template.template_id, proto::Format::Webm))
+        .await
+        .unwrap();
+    app.wait_for_state(&job.job_id, JobState::Running).await;
+    // The spare has the job once it has confined itself (seccomp filter mode).
+    let confined = || {
+        std::fs::read_to_string(format!("/proc/{spare}/status"))
+            .is_ok_and(|status| status.lines().any(|line| line == "Seccomp:\t2"))
+    };
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while !confined() {
+        assert!(Instant::now() < deadline, "the spare never took the job");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A crash as rlottie's C++ would have one (an abort; a SIGSEGV sent from outside is
+    // swallowed once by Rust's stack-overflow handler): the exit status the server reads (it
+    // is the forked worker's parent) says SIGABRT.
+    kill("-ABRT", spare);
+    // The retry runs on a worker started by exec for it (command line without --zygote).
+    let retry_prefix = format!("{} worker", executable.display());
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    let retry = loop {
+        let started: Vec<u32> = worker_processes(&executable)
+            .into_iter()
+            .filter(|(_, cmdline)| cmdline.trim_end() == retry_prefix)
+            .map(|(pid, _)| pid)
+            .collect();
+        if let [pid] = started.as_slice() {
+            break *pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no retry worker started: {:?}, job {:?}",
+            worker_processes(&executable),
+            app.get_job(&job.job_id).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 1.0);
+    kill("-ABRT", retry);
+
+    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
+    let last = seen.last().unwrap();
+    assert_eq!(last.state, JobState::Failed as i32, "{last:?}");
+    let error = last.error.clone().unwrap();
+    assert_eq!(error.reason, "RENDER_CRASHED");
+    assert!(error.message.contains("SIGABRT"), "{}", error.message);
+    assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 2.0);
+    assert_eq!(
+        app.metric("lottie_render_quarantined_fingerprints").await,
+        1.0
+    );
+    app.stop().await;
+}
+
+#[test]
+fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
+    let mut server = ServerProcess::start(&["--spare-workers", "2", "--workers", "1"]);
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while server.workers().len() < 2 {
+        assert!(Instant::now() < deadline, "no spare workers started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let executable = server.worker_executable.clone();
+    assert_eq!(zygote_processes(&executable).len(), 1);
+
+    // No shutdown runs: the parent-death signal (or the end of their stdin) ends them.
+    kill("-KILL", server.pid());
+    assert!(server.wait_for_exit(REPLACEMENT_LIMIT).is_some());
+    let deadline = Instant::now() + REPLACEMENT_LIMIT;
+    while !(worker_processes(&executable).is_empty() && zygote_processes(&executable).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?} {:?}",
+            worker_processes(&executable),
+            zygote_processes(&executable)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
