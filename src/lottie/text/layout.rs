@@ -87,6 +87,9 @@ pub struct Document {
     pub all_caps: bool,
     /// Box text: top-left and size.
     pub text_box: Option<([f64; 2], [f64; 2])>,
+    /// Box text whose template gives no box position (`ps`): lottie-web then puts the first
+    /// baseline on the box's top (the layer's origin), not one ascent below it.
+    pub first_baseline_on_box_top: bool,
 }
 
 /// A glyph placed: its id and its origin on the baseline, pixels.
@@ -585,6 +588,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             height.min(MAX_FONT_SIZE * 4.0) * size / original.max(1e-9)
         });
     let first_baseline = match document.text_box {
+        Some(([_, top], _)) if document.first_baseline_on_box_top => top,
         Some(([_, top], _)) => top + ascender * scale,
         None => 0.0,
     } - document.baseline_shift;
@@ -705,6 +709,7 @@ mod tests {
             baseline_shift: 0.0,
             all_caps: false,
             text_box: None,
+            first_baseline_on_box_top: false,
         }
     }
 
