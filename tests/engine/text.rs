@@ -375,6 +375,23 @@ fn characters_the_chosen_font_lacks_are_drawn_by_the_bundled_one() {
     assert!(fonts.contains(&0) && fonts.contains(&1), "{fonts:?}");
     assert!(shaped.glyphs.iter().all(|g| g.glyph != 0), "no .notdef");
     assert!(source.missing("Hello سلام").is_empty());
+    // Between words in the fallback, a space the chosen font has is the chosen font's (as
+    // Chromium's fallback draws it). In "سلام سلام" the space is byte 8.
+    let shaped = source.shape("سلام سلام");
+    let space: Vec<u8> = shaped
+        .glyphs
+        .iter()
+        .filter(|g| g.cluster == 8)
+        .map(|g| g.font)
+        .collect();
+    let letters: Vec<u8> = shaped
+        .glyphs
+        .iter()
+        .filter(|g| g.cluster != 8)
+        .map(|g| g.font)
+        .collect();
+    assert_eq!(space, [0], "the space: {:?}", shaped.glyphs);
+    assert!(letters.len() >= 6 && letters.iter().all(|font| *font == 1), "{letters:?}");
 }
 
 #[test]

@@ -52,12 +52,13 @@ def second_reference_score(corpus, tool, name, exception, frames):
     path = os.path.join(corpus, name)
     ours, theirs = tempfile.mkdtemp(), tempfile.mkdtemp()
     fonts = [os.path.join(PROJECT, font) for font in exception["fonts"]]
+    # stdin is the tool's output being read: no child may read it (ffmpeg would).
     drawn = subprocess.run(["node", os.path.join(tool, "text_reference.js"), path, theirs, frames] + fonts,
-                           capture_output=True, text=True, timeout=300)
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     if drawn.returncode != 0:
         return f"second reference failed: {drawn.stderr.strip()[-200:]}"
     rendered = subprocess.run([sys.executable, os.path.join(tool, "project_frames.py"), path, ours, frames],
-                              capture_output=True, text=True, timeout=300)
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     if rendered.returncode != 0:
         return f"our render failed: {rendered.stderr.strip()[-200:]}"
     scores = []

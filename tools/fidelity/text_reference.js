@@ -4,9 +4,11 @@
 // places characters one by one, so Hebrew comes out reversed and Arabic unjoined): the same
 // texts laid out by Chromium's own text engine (HarfBuzz shaping, ICU bidi, line breaking
 // and font fallback in HTML), in the given font files (first the face, then the fallbacks),
-// placed by Lottie's rules: point text's first baseline on the layer's position, aligned
-// there by its justification; box text in its box, the first baseline one ascent below the
-// box's top, lines `lh` apart. Writes OUTDIR/<frame>.png at the file's native size.
+// placed as lottie-web places lines: point text's first baseline on the layer's position,
+// aligned there by its justification; box text wrapped at its box's width and aligned in it,
+// its first baseline at the box position's y (`ps`) plus the font's ascent (`fonts.list`),
+// or on the layer's position when it has no `ps`; lines `lh` apart. Writes
+// OUTDIR/<frame>.png at the file's native size.
 //
 // It draws only what such a template holds: solid layers and static, un-animated text
 // layers with a position alone; anything else is refused (exit 1), so a score it gives is
@@ -45,10 +47,14 @@ function drawable(data) {
       if (t.d.k.length !== 1 || t.d.x !== undefined) refuse(`text layer '${layer.nm}' changes its text`);
       if (t.p && Object.keys(t.p).length > 0) refuse(`text layer '${layer.nm}' is on a path`);
       const s = t.d.k[0].s;
+      const font = ((data.fonts || {}).list || []).find((entry) => entry.fName === s.f) || {};
+      if (s.sz && s.ps && typeof font.ascent !== 'number') refuse(`text layer '${layer.nm}' has a box but its font no ascent`);
       if (![0, 1, 2].includes(s.j || 0)) refuse(`text layer '${layer.nm}' is justified (${s.j})`);
       if (s.tr || s.ls || s.sc || s.sw) refuse(`text layer '${layer.nm}' has tracking, shift or stroke`);
       layers.push({ ...base, kind: 'text', text: s.t, size: s.s, justify: s.j || 0, lineHeight: s.lh || s.s * 1.2,
-        colour: s.fc, box: s.sz, boxAt: s.ps || [0, 0] });
+        colour: s.fc, box: s.sz, boxAt: s.ps || [0, 0],
+        // lottie-web: yPos starts at 0, or at ps[1] + ascent (SVGTextLottieElement, TextAnimatorProperty).
+        firstBaseline: s.ps ? s.ps[1] + font.ascent * s.s / 100 : 0 });
     } else {
       refuse(`layer '${layer.nm}' is of type ${layer.ty}`);
     }
@@ -76,6 +82,15 @@ function drawable(data) {
     const page = await browser.newPage();
     await page.setViewport({ width: w, height: h, deviceScaleFactor: 1 });
     await page.goto(`file://${path.resolve(page_path)}`);
+    // Every face loaded before anything is measured (a face loads when first used, and text
+    // measured before then has the default font's metrics).
+    const names = fontFiles.map((_, index) => `face${index}`);
+    const allText = layers.filter((layer) => layer.kind === 'text').map((layer) => layer.text).join('');
+    const loaded = await page.evaluate(async (names, allText) => {
+      const faces = await Promise.all(names.map((name) => document.fonts.load(`16px "${name}"`, allText)));
+      return faces.map((found) => found.length);
+    }, names, allText);
+    if (loaded.some((count) => count === 0)) refuse(`a font file did not load (faces found per file: ${loaded})`);
     for (const frame of framesS.split(',').map(Number)) {
       await page.evaluate(async (layers, frame) => {
         const canvas = document.getElementById('c');
@@ -101,15 +116,6 @@ function drawable(data) {
           }
           const style = { fontSize: `${layer.size}px`, lineHeight: `${layer.lineHeight}px`, color: rgb(layer.colour) };
           if (layer.box) {
-            // Lottie's box text: wrapped at the box's width, the first baseline one ascent
-            // (the face's, as Chromium measures it) below the box's top.
-            const probe = document.createElement('span');
-            Object.assign(probe.style, { position: 'absolute', fontSize: `${layer.size}px`, lineHeight: 'normal' });
-            probe.className = 't';
-            probe.textContent = 'x';
-            canvas.append(probe);
-            const ascent = baselineOf(probe) - (probe.getBoundingClientRect().top - canvas.getBoundingClientRect().top);
-            probe.remove();
             const box = document.createElement('div');
             box.className = 't';
             box.dir = 'auto';
@@ -117,7 +123,7 @@ function drawable(data) {
             Object.assign(box.style, style, { whiteSpace: 'pre-wrap', width: `${layer.box[0]}px`,
               left: `${layer.x + layer.boxAt[0]}px`, top: '0px', textAlign: ['left', 'right', 'center'][layer.justify] });
             canvas.append(box);
-            box.style.top = `${layer.y + layer.boxAt[1] + ascent - baselineOf(box)}px`;
+            box.style.top = `${layer.y + layer.firstBaseline - baselineOf(box)}px`;
             continue;
           }
           // Point text: each line's baseline `lh` below the last, aligned on the position.

@@ -205,8 +205,11 @@ impl<'a> FontSource<'a> {
         // (font, byte offset of the piece in `text`, piece)
         let mut pieces: Vec<(usize, usize, String)> = Vec::new();
         for (offset, character) in text.char_indices() {
-            // Spaces and marks stay with the run they are in.
-            let font = if character.is_whitespace() || is_mark(character) {
+            // Marks stay with the run they are in (their base's font). A space goes to the
+            // first font that has it, as in Chromium, whose fallback reshapes only what the
+            // chosen font lacks: the spaces between Arabic words drawn in a fallback keep
+            // the chosen font's width (text-rtl-arabic.json, README Fidelity).
+            let font = if is_mark(character) {
                 pieces.last().map_or(0, |(font, _, _)| *font)
             } else {
                 self.font_for(character)
