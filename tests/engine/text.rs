@@ -391,7 +391,10 @@ fn characters_the_chosen_font_lacks_are_drawn_by_the_bundled_one() {
         .map(|g| g.font)
         .collect();
     assert_eq!(space, [0], "the space: {:?}", shaped.glyphs);
-    assert!(letters.len() >= 6 && letters.iter().all(|font| *font == 1), "{letters:?}");
+    assert!(
+        letters.len() >= 6 && letters.iter().all(|font| *font == 1),
+        "{letters:?}"
+    );
 }
 
 #[test]
