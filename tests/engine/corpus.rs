@@ -205,8 +205,9 @@ fn a_template_with_nothing_to_lower_reaches_rlottie_byte_identical_to_before_the
                 .unwrap();
             let retimed = timeline::retime(&mut untouched, fps);
             assert_eq!(prepared.frame_count, retimed.frame_count, "{file}");
+            let untouched = untouched.to_string();
             assert!(
-                *prepared.source.json == untouched.to_string(),
+                prepared.source.json.as_str() == untouched,
                 "{file} at {fps} fps: the lowering passes changed the JSON rlottie gets"
             );
         }
