@@ -40,7 +40,7 @@ pub struct RenderArgs {
     #[arg(long, value_name = "#RRGGBB")]
     pub background: Option<String>,
     /// A font for text layers, `FAMILY=FILE.ttf` (matched against the template's font
-    /// families; the bundled DejaVu Sans otherwise). Repeatable.
+    /// families; the closest bundled face otherwise). Repeatable.
     #[arg(long = "font", value_name = "FAMILY=FILE")]
     pub fonts: Vec<String>,
     /// Where to write the output.

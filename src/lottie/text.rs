@@ -261,10 +261,12 @@ fn color(value: Option<&Value>) -> Option<Value> {
 }
 
 fn document(text_document: &Value) -> Document {
-    // Box text: `sz` sets it; a missing `ps` puts the box at the layer's origin.
+    // Box text: `sz` sets it; a missing `ps` puts the box at the layer's origin and, as
+    // lottie-web draws it (`yPos` starts at 0 unless `ps` is set), its first baseline there.
+    let box_position = pair(text_document.get("ps"));
     let text_box = match pair(text_document.get("sz")) {
         Some(size) if size[0] > 0.0 && size[1] > 0.0 => {
-            Some((pair(text_document.get("ps")).unwrap_or([0.0, 0.0]), size))
+            Some((box_position.unwrap_or([0.0, 0.0]), size))
         }
         _ => None,
     };
@@ -281,6 +283,7 @@ fn document(text_document: &Value) -> Document {
         baseline_shift: number(text_document.get("ls")).unwrap_or(0.0),
         all_caps: text_document.get("ca").and_then(Value::as_i64).unwrap_or(0) != 0,
         text_box,
+        first_baseline_on_box_top: box_position.is_none(),
     }
 }
 
@@ -802,7 +805,7 @@ fn convert_layer(
                 chosen.family,
                 fonts::BUNDLED_FAMILY
             ));
-            chosen = fonts.choose("", None, style);
+            chosen = fonts.bundled_fallback(style);
             laid_out = layout::lay_out(&document, &chosen.data);
         }
         let Some(mut laid_out) = laid_out else {
@@ -888,7 +891,10 @@ mod tests {
         let mut uncovered = with_chars("IJ");
         let report = convert_text_layers(&mut uncovered, &FontBook::default()).unwrap();
         assert!(report.warnings.iter().any(|w| w.contains("do not cover")));
-        assert!(report.warnings.iter().any(|w| w.contains("DejaVu Sans")));
+        assert!(report
+            .warnings
+            .iter()
+            .any(|w| w.contains("'Box'") && w.contains("Liberation Serif")));
     }
 
     /// A template of one text layer showing `text` in the bundled font with the document
@@ -1019,6 +1025,6 @@ mod tests {
         assert!(report
             .warnings
             .iter()
-            .any(|w| w.contains("'Nope'") && w.contains("DejaVu Sans")));
+            .any(|w| w.contains("'Nope'") && w.contains("Liberation Serif")));
     }
 }

@@ -174,12 +174,12 @@ async fn an_uploaded_font_is_used_for_text_and_a_missing_one_is_reported() {
         without
             .warnings
             .iter()
-            .any(|w| w.contains("'Ubuntu'") && w.contains("bundled DejaVu Sans")),
+            .any(|w| w.contains("'Ubuntu'") && w.contains("bundled Liberation Serif")),
         "{:?}",
         without.warnings
     );
     // DejaVu Serif (Debian's fonts-dejavu-core, which ./dev installs): visibly unlike the
-    // bundled DejaVu Sans.
+    // bundled Liberation Serif Italic drawn without it.
     let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").unwrap();
     let with = create([("Ubuntu".to_owned(), font)].into()).await;
     // No fallback (its italic, which the upright DejaVu Serif lacks, is synthesized).

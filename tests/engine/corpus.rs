@@ -4,6 +4,9 @@
 use crate::helpers::{corpus, probe, render_in_worker, spec, tempdir};
 use lottie_render::encode::gif::MAX_GIF_SECONDS;
 use lottie_render::error::ErrorClass;
+use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::lottie::{modifications, slots, timeline, Template};
+use lottie_render::render;
 use lottie_render::spec::{Format, Modifications};
 use std::time::Duration;
 
@@ -123,4 +126,90 @@ corpus_tests! {
     timeremap_precomp_renders_to_every_format => "timeremap-precomp-lottie-docs.json",
     // rlottie refuses this file as published ("w": 375.0); integer normalisation makes it render.
     float_precomp_size_renders_after_integer_normalisation => "refused-float-precomp-size.json",
+}
+
+/// Corpus files with nothing any lowering pass rewrites: no text layers, track mattes, masks,
+/// expressions or layer effects.
+const NOTHING_TO_LOWER: &[&str] = &[
+    "gradient-background-portrait-15fps.json",
+    "image-base64-heart.json",
+    "repeater-abstract-circle-15fps.json",
+    "simple-bouncy-ball-60fps.json",
+    "slots-ball-colors-opacity.json",
+    "slots-checkbox-colors-precomp.json",
+    "slots-transform-lottie-docs.json",
+    "timeremap-precomp-lottie-docs.json",
+    "tiny-checkmark-done-70x70.json",
+    "tiny-solid-layer.json",
+    "trim-fingerprint-success.json",
+    "ui-hamburger-arrow.json",
+    "ui-loader-74fps.json",
+];
+
+/// What a lowering pass would rewrite, anywhere in `value`.
+fn lowerable(value: &serde_json::Value, found: &mut Vec<&'static str>) {
+    match value {
+        serde_json::Value::Object(object) => {
+            if object.get("ty").and_then(serde_json::Value::as_i64) == Some(5) {
+                found.push("text layer");
+            }
+            if object.contains_key("tt") || object.contains_key("td") {
+                found.push("track matte");
+            }
+            if object
+                .get("masksProperties")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|masks| !masks.is_empty())
+            {
+                found.push("mask");
+            }
+            if object.get("x").is_some_and(serde_json::Value::is_string) {
+                found.push("expression");
+            }
+            if object
+                .get("ef")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|effects| !effects.is_empty())
+            {
+                found.push("layer effect");
+            }
+            object.values().for_each(|inner| lowerable(inner, found));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|inner| lowerable(inner, found)),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_template_with_nothing_to_lower_reaches_rlottie_byte_identical_to_before_the_lowering() {
+    // Issue 12: "a template with nothing to lower renders byte-identical to before". rlottie
+    // draws what it is given, so the same bytes in are the same frames out: the full prepare
+    // path (expressions, text, mattes and masks, effects) must hand it the very JSON the path
+    // before those passes did (parse, modifications, retiming).
+    for file in NOTHING_TO_LOWER {
+        let bytes = std::fs::read(corpus(file)).unwrap();
+        let mut found = Vec::new();
+        lowerable(&serde_json::from_slice(&bytes).unwrap(), &mut found);
+        assert!(found.is_empty(), "{file} has something to lower: {found:?}");
+        for fps in [FPS, 60] {
+            let prepared = render::prepare(
+                &bytes,
+                &Modifications::default(),
+                spec(Format::Mp4, fps, WIDTH, HEIGHT),
+                &FontBook::default(),
+            )
+            .unwrap();
+            let mut untouched = Template::parse(&bytes).unwrap().json;
+            let template_slots = slots::discover(&untouched);
+            modifications::apply(&mut untouched, &template_slots, &Modifications::default())
+                .unwrap();
+            let retimed = timeline::retime(&mut untouched, fps);
+            assert_eq!(prepared.frame_count, retimed.frame_count, "{file}");
+            let untouched = untouched.to_string();
+            assert!(
+                prepared.source.json.as_str() == untouched,
+                "{file} at {fps} fps: the lowering passes changed the JSON rlottie gets"
+            );
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Fonts that match: a template's family, style and weight pick the closest bundled face
-//! (Liberation Sans / Serif / Mono, DejaVu Sans for the rest), uploaded fonts first, and
+//! (Liberation Sans / Serif / Mono; Liberation Serif, as in Chromium, for an unknown family), uploaded fonts first, and
 //! bold or italic no face has is synthesized. Each rendering is compared with an independent
 //! rasterization (ab_glyph, its own layout) of the face the request must get, read from the
 //! font file itself, and shown to differ from the faces it must not get.
@@ -214,7 +214,9 @@ fn a_bold_italic_request_gets_the_bold_italic_face_with_nothing_synthesized() {
 }
 
 #[test]
-fn an_unknown_family_falls_back_to_dejavu_sans_with_a_warning() {
+fn an_unknown_family_is_drawn_in_liberation_serif_as_chromium_draws_it() {
+    // Chromium draws a family it does not have in its default standard font (Times New
+    // Roman, Liberation Serif here), not in what `fc-match` names (DejaVu Sans).
     let template = template(font(
         "Grotesk-Regular",
         "Totally Unknown Grotesk",
@@ -222,26 +224,66 @@ fn an_unknown_family_falls_back_to_dejavu_sans_with_a_warning() {
     ));
     assert_drawn_in(
         &rendered(&template, &FontBook::default()),
-        &reference(&asset("DejaVuSans.ttf"), 0.0, 0.0),
-        &[(
-            "Liberation Sans",
-            reference(&asset("LiberationSans-Regular.ttf"), 0.0, 0.0),
-        )],
+        &reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
+        &[
+            ("DejaVu Sans", reference(&asset("DejaVuSans.ttf"), 0.0, 0.0)),
+            (
+                "Liberation Sans",
+                reference(&asset("LiberationSans-Regular.ttf"), 0.0, 0.0),
+            ),
+        ],
     );
     let warnings = warnings(&template, &FontBook::default());
     assert!(
         warnings
             .iter()
-            .any(|w| w.contains("'Totally Unknown Grotesk'") && w.contains("DejaVu Sans")),
+            .any(|w| w.contains("'Totally Unknown Grotesk'")
+                && w.contains("Liberation Serif Regular")),
+        "{warnings:?}"
+    );
+    // slots-text-document-sid.json's "Ubuntu" "Light Italic": lottie-web asks for weight 200,
+    // italic; Chromium takes Liberation Serif's italic face (its lightest), nothing slanted.
+    let italic = self::template(font("Ubuntu Light Italic", "Ubuntu", "Light Italic"));
+    let dejavu = asset("DejaVuSans.ttf");
+    assert_drawn_in(
+        &rendered(&italic, &FontBook::default()),
+        &reference(&asset("LiberationSerif-Italic.ttf"), 0.0, 0.0),
+        &[
+            ("slanted DejaVu Sans", reference(&dejavu, 0.25, 0.0)),
+            (
+                "upright Liberation Serif",
+                reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
+            ),
+        ],
+    );
+    let warnings = self::warnings(&italic, &FontBook::default());
+    assert!(
+        warnings.iter().all(|w| !w.contains("synthesized")),
         "{warnings:?}"
     );
 }
 
 #[test]
+fn dejavu_sans_asked_by_name_is_drawn_in_the_bundled_dejavu_sans_without_a_warning() {
+    let template = template(font("DejaVuSans", "DejaVu Sans", "Book"));
+    assert_drawn_in(
+        &rendered(&template, &FontBook::default()),
+        &reference(&asset("DejaVuSans.ttf"), 0.0, 0.0),
+        &[(
+            "Liberation Serif",
+            reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
+        )],
+    );
+    let warnings = warnings(&template, &FontBook::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
 fn italic_with_no_italic_face_is_slanted_and_bold_with_no_bold_face_is_widened() {
+    // DejaVu Sans is bundled upright and regular only.
     let dejavu = asset("DejaVuSans.ttf");
     // Skia's (Chromium's) fake italic: x moves 1/4 of the height above the baseline.
-    let italic = template(font("Grotesk-Italic", "Grotesk", "Italic"));
+    let italic = template(font("DejaVuSans-Oblique", "DejaVu Sans", "Oblique"));
     assert_drawn_in(
         &rendered(&italic, &FontBook::default()),
         &reference(&dejavu, 0.25, 0.0),
@@ -256,7 +298,7 @@ fn italic_with_no_italic_face_is_slanted_and_bold_with_no_bold_face_is_widened()
     );
     // Skia's fake bold at 36 px and up: the outline stroked 1/32 of the size wide, so it
     // grows by half that all round.
-    let bold = template(font("Grotesk-Black", "Grotesk", "Black"));
+    let bold = template(font("DejaVuSans-Black", "DejaVu Sans", "Black"));
     let ink = rendered(&bold, &FontBook::default());
     let grown = reference(&dejavu, 0.0, SIZE / 32.0 / 2.0);
     let plain = reference(&dejavu, 0.0, 0.0);

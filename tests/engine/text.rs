@@ -103,9 +103,8 @@ fn a_text_modification_draws_the_new_text_and_an_empty_one_draws_nothing() {
 #[test]
 fn the_ink_of_a_word_matches_an_independent_rasterization_of_it() {
     // slots-text-document-sid.json: a 300×100 canvas, its text slot at (5, 80), 100 px,
-    // left-aligned, in a font it does not embed (Ubuntu Light Italic, so the bundled DejaVu
-    // Sans, slanted as Chromium slants a face with no italic: x moves 1/4 of the height above
-    // the baseline).
+    // left-aligned, in a font it does not embed (Ubuntu Light Italic, so the bundled
+    // Liberation Serif Italic, as Chromium draws an unknown family: tests/engine/fonts.rs).
     let (text, size, origin) = ("Lottie", 100.0, [5.0, 80.0]);
     let (width, height) = (300u32, 100u32);
     let template = std::fs::read(corpus("slots-text-document-sid.json")).unwrap();
@@ -115,7 +114,12 @@ fn the_ink_of_a_word_matches_an_independent_rasterization_of_it() {
         .insert("text_doc".into(), text.to_owned());
     let rendered = ink(&alpha(&template, &modifications, (width, height)));
     // ab_glyph lays the string out by itself (advances and kerning) and rasterizes it.
-    let font = FontRef::try_from_slice(BUNDLED_FONT).unwrap();
+    let italic = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/fonts/LiberationSerif-Italic.ttf"),
+    )
+    .unwrap();
+    let font = FontRef::try_from_slice(&italic).unwrap();
     let scaled = font.as_scaled(PxScale::from(
         (size * f64::from(font.height_unscaled()) / f64::from(font.units_per_em().unwrap())) as f32,
     ));
@@ -132,10 +136,8 @@ fn the_ink_of_a_word_matches_an_independent_rasterization_of_it() {
         if let Some(outlined) = font.outline_glyph(glyph) {
             let bounds = outlined.px_bounds();
             outlined.draw(|x, y, coverage| {
-                let above_baseline = origin[1] - (f64::from(bounds.min.y) + f64::from(y) + 0.5);
                 let (px, py) = (
-                    (f64::from(bounds.min.x) + f64::from(x) + 0.5 + 0.25 * above_baseline).floor()
-                        as i64,
+                    (f64::from(bounds.min.x) + f64::from(x) + 0.5).floor() as i64,
                     bounds.min.y as i64 + i64::from(y),
                 );
                 if coverage >= 0.5
@@ -163,6 +165,42 @@ fn the_ink_of_a_word_matches_an_independent_rasterization_of_it() {
     assert!(either > 2000, "{either} inked pixels");
     eprintln!("intersection over union with ab_glyph's rasterization: {iou:.3}");
     assert!(iou >= 0.9, "intersection over union {iou:.3}");
+}
+
+#[test]
+fn box_text_without_a_box_position_has_its_first_baseline_on_the_layer_position() {
+    // lottie-web draws box text (`sz`) without `ps` from y = 0 of the layer (its first
+    // baseline there, as point text), and with `ps` one ascent below the box's top
+    // (text-rtl-arabic.json's box texts have no `ps`). "HH" has no descender: its ink ends
+    // on the baseline.
+    let (size, position) = (40.0, [50.0, 100.0]);
+    let mut boxed = document("HH", size, 0);
+    boxed["sz"] = json!([300, 80]);
+    let without = ink(&alpha(
+        &text_template(position, boxed.clone()),
+        &Modifications::default(),
+        (WIDTH, HEIGHT),
+    ));
+    let (left, _, _, bottom) = bounds(&without, WIDTH).unwrap();
+    assert!(
+        (98..=100).contains(&bottom),
+        "baseline on the layer's y = 100: ink ends on row {bottom}"
+    );
+    assert!((50..=56).contains(&left), "box at the layer's x: {left}");
+    boxed["ps"] = json!([0, 0]);
+    let with = ink(&alpha(
+        &text_template(position, boxed),
+        &Modifications::default(),
+        (WIDTH, HEIGHT),
+    ));
+    let (_, top, _, bottom) = bounds(&with, WIDTH).unwrap();
+    // A capital reaches about 0.73 em above the baseline, an ascent is about 0.75–0.93 em:
+    // the ink starts at or just below the box's top and ends about an ascent below it.
+    assert!((100..=110).contains(&top), "ink starts at row {top}");
+    assert!(
+        f64::from(bottom) >= position[1] + 0.7 * size,
+        "baseline an ascent below the box's top: ink ends on row {bottom}"
+    );
 }
 
 #[test]
@@ -337,6 +375,26 @@ fn characters_the_chosen_font_lacks_are_drawn_by_the_bundled_one() {
     assert!(fonts.contains(&0) && fonts.contains(&1), "{fonts:?}");
     assert!(shaped.glyphs.iter().all(|g| g.glyph != 0), "no .notdef");
     assert!(source.missing("Hello سلام").is_empty());
+    // Between words in the fallback, a space the chosen font has is the chosen font's (as
+    // Chromium's fallback draws it). In "سلام سلام" the space is byte 8.
+    let shaped = source.shape("سلام سلام");
+    let space: Vec<u8> = shaped
+        .glyphs
+        .iter()
+        .filter(|g| g.cluster == 8)
+        .map(|g| g.font)
+        .collect();
+    let letters: Vec<u8> = shaped
+        .glyphs
+        .iter()
+        .filter(|g| g.cluster != 8)
+        .map(|g| g.font)
+        .collect();
+    assert_eq!(space, [0], "the space: {:?}", shaped.glyphs);
+    assert!(
+        letters.len() >= 6 && letters.iter().all(|font| *font == 1),
+        "{letters:?}"
+    );
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The fonts a render can use: the families uploaded with the template; bundled, freely
 //! licensed faces compiled into the binary (`assets/fonts/`): Liberation Sans, Serif and Mono
-//! in four styles each for the families they stand in for ([`super::faces`]), and DejaVu Sans
-//! (Bitstream Vera licence) for any other, so a text always renders, whatever the template
-//! names. Bold or italic a chosen face lacks is synthesized, with a warning.
+//! in four styles each for the families they stand in for ([`super::faces`]) and, as in
+//! Chromium, Liberation Serif for a family nobody has; DejaVu Sans (Bitstream Vera licence)
+//! for DejaVu Sans and for every character the chosen face lacks, so a text always renders,
+//! whatever the template names. Bold or italic a chosen face lacks is synthesized, with a warning.
 
 use super::faces::{self, Style};
 use rustybuzz::ttf_parser;
@@ -101,8 +102,10 @@ impl FontBook {
     /// The font for a text document naming `font_name` (its `f`), which the template's font
     /// list maps to `family` (`fFamily`) in `style`: an uploaded font by family or by name
     /// (case insensitive); else the bundled Liberation face of the family's class in that
-    /// style (Arial, Helvetica → Sans; Times, Georgia → Serif; Courier → Mono; …); else the
-    /// bundled DejaVu Sans. Bold or italic the chosen face lacks is synthesized.
+    /// style (Arial, Helvetica → Sans; Times, Georgia → Serif; Courier → Mono; …); DejaVu Sans
+    /// for DejaVu Sans; else, as Chromium does, Liberation Serif in that style. Characters the
+    /// face lacks are drawn in DejaVu Sans all the same (the layout's fallback). Bold or
+    /// italic the chosen face lacks is synthesized.
     pub fn choose(&self, font_name: &str, family: Option<&str>, style: Style) -> ChosenFont {
         let wanted = [family.unwrap_or(font_name), font_name];
         for candidate in wanted {
@@ -130,16 +133,31 @@ impl FontBook {
             });
             return with_synthesis(face.shared(), face.family.to_owned(), warning, style);
         }
+        if wanted
+            .iter()
+            .any(|name| faces::is_bundled_fallback_family(name))
+        {
+            return self.bundled_fallback(style);
+        }
+        // A family nobody has: Chromium (lottie-web, the designers' player) draws it in its
+        // default standard font, Times New Roman, which fontconfig resolves to Liberation
+        // Serif (see [`faces::UNKNOWN_FAMILY_CLASS`]); so do we.
+        let face = faces::bundled(faces::UNKNOWN_FAMILY_CLASS, style);
         let warning = format!(
-            "font '{asked}' was not uploaded with the template; its text is drawn in the \
-             bundled {BUNDLED_FAMILY}"
+            "font '{asked}' was not uploaded with the template and no bundled family resembles \
+             it; its text is drawn in the bundled {} {}, as lottie-web in Chromium draws a family \
+             it does not have",
+            face.family,
+            face.style.name()
         );
-        with_synthesis(
-            BUNDLED.clone(),
-            BUNDLED_FAMILY.to_owned(),
-            Some(warning),
-            style,
-        )
+        with_synthesis(face.shared(), face.family.to_owned(), Some(warning), style)
+    }
+
+    /// The bundled DejaVu Sans in `style` (what it lacks synthesized): for a template asking
+    /// for DejaVu Sans itself, and for a text whose chosen font cannot be read (DejaVu covers
+    /// the most characters).
+    pub fn bundled_fallback(&self, style: Style) -> ChosenFont {
+        with_synthesis(BUNDLED.clone(), BUNDLED_FAMILY.to_owned(), None, style)
     }
 }
 

@@ -87,6 +87,9 @@ pub struct Document {
     pub all_caps: bool,
     /// Box text: top-left and size.
     pub text_box: Option<([f64; 2], [f64; 2])>,
+    /// Box text whose template gives no box position (`ps`): lottie-web then puts the first
+    /// baseline on the box's top (the layer's origin), not one ascent below it.
+    pub first_baseline_on_box_top: bool,
 }
 
 /// A glyph placed: its id and its origin on the baseline, pixels.
@@ -202,8 +205,11 @@ impl<'a> FontSource<'a> {
         // (font, byte offset of the piece in `text`, piece)
         let mut pieces: Vec<(usize, usize, String)> = Vec::new();
         for (offset, character) in text.char_indices() {
-            // Spaces and marks stay with the run they are in.
-            let font = if character.is_whitespace() || is_mark(character) {
+            // Marks stay with the run they are in (their base's font). A space goes to the
+            // first font that has it, as in Chromium, whose fallback reshapes only what the
+            // chosen font lacks: the spaces between Arabic words drawn in a fallback keep
+            // the chosen font's width (text-rtl-arabic.json, README Fidelity).
+            let font = if is_mark(character) {
                 pieces.last().map_or(0, |(font, _, _)| *font)
             } else {
                 self.font_for(character)
@@ -585,6 +591,7 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             height.min(MAX_FONT_SIZE * 4.0) * size / original.max(1e-9)
         });
     let first_baseline = match document.text_box {
+        Some(([_, top], _)) if document.first_baseline_on_box_top => top,
         Some(([_, top], _)) => top + ascender * scale,
         None => 0.0,
     } - document.baseline_shift;
@@ -705,6 +712,7 @@ mod tests {
             baseline_shift: 0.0,
             all_caps: false,
             text_box: None,
+            first_baseline_on_box_top: false,
         }
     }
 
