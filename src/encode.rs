@@ -71,15 +71,18 @@ pub enum EncoderInput {
 
 /// Converts rendered frames for one encoder; one per render thread.
 pub trait FramePreparer {
-    /// `premultiplied` is one whole frame as rlottie renders it (BGRA, row-major); `reuse`
-    /// is an earlier frame's buffers the encoder handed back.
+    /// `premultiplied` is one whole frame as rlottie renders it (BGRA, row-major);
+    /// `previous` the frame this preparer was given before, when its pixels are still at hand
+    /// (the renderer alternates two surfaces), so a held frame can be told without keeping a
+    /// copy; `reuse` is an earlier frame's buffers the encoder handed back.
     fn prepare(
         &mut self,
         premultiplied: &[Bgra],
+        previous: Option<&[Bgra]>,
         reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError>;
 
-    /// Frames given that were identical to the last one converted, whose conversion was reused
+    /// Frames given that were identical to the one before, whose conversion was reused
     /// (the bench prints it).
     fn held_frames_reused(&self) -> u64 {
         0

@@ -88,6 +88,7 @@ impl FramePreparer for GifPreparer {
     fn prepare(
         &mut self,
         premultiplied: &[Bgra],
+        _previous: Option<&[Bgra]>,
         _reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError> {
         let mut pixels = vec![RGBA8::new(0, 0, 0, 0); self.width * self.height];

@@ -3,7 +3,7 @@
 //! frames to the codec's YUV planes (`yuv.rs`) on the render threads. The codec-specific choices
 //! (codec, pixel format, options, padding) come from [`VideoCodec`].
 
-use super::yuv::{self, AlphaHandling, Kernel, YuvPlanes};
+use super::yuv::{self, AlphaHandling, Kernel, Plane, PlanesMut};
 use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
 use crate::render::frames::Frame;
 use crate::spec::Format;
@@ -172,19 +172,21 @@ impl Encoder for VideoEncoder {
 }
 
 /// Converts rendered frames to the video encoder's pixel format (`yuv.rs`: composite or
-/// un-premultiply and convert in one pass) into its own planes, then copies them into the
-/// frame the encoder takes. Runs on a render thread. A frame identical to the last one this
-/// preparer converted (holds are common in templates) is not converted again: its planes are
-/// still here. Render threads interleave frames (thread k renders k, k + T, …), so a hold is
-/// caught once it lasts longer than the number of threads.
+/// un-premultiply and convert in one pass) straight into the frame the encoder takes. Runs on a
+/// render thread. A frame identical to the one this preparer was given before (holds are common
+/// in templates) is not converted again: it is handed on as a second reference to the last
+/// converted frame's buffers (no copy). Render threads interleave frames (thread k renders
+/// k, k + T, …), so a hold is caught once it lasts longer than the number of threads.
 pub struct VideoPreparer {
     alpha: AlphaHandling,
     source_width: usize,
+    /// The encoded size (MP4 pads odd sizes).
+    width: usize,
+    height: usize,
     kernel: Kernel,
-    planes: YuvPlanes,
-    /// The source of `planes`, bytes compared with the next frame (~0.2 ms at 1080², far less
-    /// than a conversion); empty until the first frame.
-    last_source: Vec<Bgra>,
+    /// The last frame converted, sharing its buffers with the frame handed to the encoder:
+    /// what a held frame is handed on as.
+    last: Option<frame::Video>,
     held_frames_reused: u64,
     pixel_format: Pixel,
 }
@@ -192,17 +194,13 @@ pub struct VideoPreparer {
 impl VideoPreparer {
     pub fn new(settings: &EncoderSettings, pixel_format: Pixel) -> VideoPreparer {
         let (encoded_width, encoded_height) = settings.encoded_size();
-        let alpha = alpha_handling(settings);
         VideoPreparer {
-            alpha,
+            alpha: alpha_handling(settings),
             source_width: settings.width as usize,
+            width: encoded_width as usize,
+            height: encoded_height as usize,
             kernel: Kernel::fastest(),
-            planes: YuvPlanes::new(
-                encoded_width as usize,
-                encoded_height as usize,
-                alpha == AlphaHandling::Straight,
-            ),
-            last_source: Vec::new(),
+            last: None,
             held_frames_reused: 0,
             pixel_format,
         }
@@ -213,6 +211,25 @@ impl VideoPreparer {
     fn with_kernel(mut self, kernel: Kernel) -> VideoPreparer {
         self.kernel = kernel;
         self
+    }
+
+    /// `picture`'s planes as a conversion target (the alpha plane is empty without one).
+    fn planes_of<'a>(&self, picture: &'a mut frame::Video) -> PlanesMut<'a> {
+        let mut planes = crate::os::frame_planes_mut(picture).into_iter();
+        let mut next = || {
+            planes
+                .next()
+                .map(|(data, stride)| Plane::new(data, stride))
+                .unwrap_or(Plane::new(&mut [], 0))
+        };
+        PlanesMut {
+            width: self.width,
+            height: self.height,
+            luma: next(),
+            cb: next(),
+            cr: next(),
+            alpha: next(),
+        }
     }
 }
 
@@ -227,58 +244,43 @@ pub fn alpha_handling(settings: &EncoderSettings) -> AlphaHandling {
     }
 }
 
-/// Copies tightly packed `plane` rows into a frame plane of `stride` bytes a row.
-fn copy_plane(plane: &[u8], width: usize, destination: &mut [u8], stride: usize) {
-    for (source_row, destination_row) in plane
-        .chunks_exact(width)
-        .zip(destination.chunks_mut(stride))
-    {
-        destination_row[..width].copy_from_slice(source_row);
-    }
-}
-
 impl FramePreparer for VideoPreparer {
     fn prepare(
         &mut self,
         premultiplied: &[Bgra],
+        previous: Option<&[Bgra]>,
         reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError> {
         let bytes = rgb::bytemuck::cast_slice::<Bgra, u8>;
-        if !self.last_source.is_empty() && bytes(premultiplied) == bytes(&self.last_source) {
-            self.held_frames_reused += 1;
-        } else {
-            yuv::convert(
-                premultiplied,
-                self.source_width,
-                self.alpha,
-                &mut self.planes,
-                self.kernel,
-            );
-            self.last_source.clear();
-            self.last_source.extend_from_slice(premultiplied);
+        let held = previous.is_some_and(|previous| bytes(previous) == bytes(premultiplied));
+        if let Some(last) = self.last.as_ref().filter(|_| held) {
+            if let Some(reference) = crate::os::new_frame_reference(last) {
+                self.held_frames_reused += 1;
+                return Ok(EncoderInput::Video(reference));
+            }
         }
         // Reusing the encoder's earlier frames keeps memory flat: fresh 2 MB frames allocated
-        // on render threads and freed on the encoder thread fragment the heap.
+        // on render threads and freed on the encoder thread fragment the heap, and their
+        // first touch costs page faults. A frame still referenced elsewhere (the encoder, or
+        // a hold sharing it) is not overwritten: a fresh one is allocated.
         let reusable = match reuse {
             Some(EncoderInput::Video(mut picture)) => {
-                crate::os::make_frame_writable(&mut picture).then_some(picture)
+                crate::os::frame_is_writable(&mut picture).then_some(picture)
             }
             _ => None,
         };
-        let (width, height) = (self.planes.width, self.planes.height);
-        let mut picture = reusable
-            .unwrap_or_else(|| frame::Video::new(self.pixel_format, width as u32, height as u32));
-        let chroma_width = self.planes.chroma_width();
-        let planes = [
-            (&self.planes.luma, width),
-            (&self.planes.cb, chroma_width),
-            (&self.planes.cr, chroma_width),
-            (&self.planes.alpha, width),
-        ];
-        for (index, (plane, plane_width)) in planes.into_iter().enumerate().take(picture.planes()) {
-            let stride = picture.stride(index);
-            copy_plane(plane, plane_width, picture.data_mut(index), stride);
-        }
+        let mut picture = reusable.unwrap_or_else(|| {
+            frame::Video::new(self.pixel_format, self.width as u32, self.height as u32)
+        });
+        let planes = self.planes_of(&mut picture);
+        yuv::convert(
+            premultiplied,
+            self.source_width,
+            self.alpha,
+            planes,
+            self.kernel,
+        );
+        self.last = crate::os::new_frame_reference(&picture);
         Ok(EncoderInput::Video(picture))
     }
 
@@ -331,24 +333,48 @@ mod tests {
             .collect()
     }
 
+    /// The conversion into tightly packed planes (`yuv::convert` alone), plane by plane.
+    fn tight_planes(settings: &EncoderSettings, source: &[Bgra]) -> Vec<Vec<u8>> {
+        let (width, height) = settings.encoded_size();
+        let alpha = alpha_handling(settings);
+        let mut planes = yuv::YuvPlanes::new(
+            width as usize,
+            height as usize,
+            alpha == AlphaHandling::Straight,
+        );
+        let source_width = settings.width as usize;
+        yuv::convert(source, source_width, alpha, planes.as_mut(), Kernel::Scalar);
+        [planes.luma, planes.cb, planes.cr, planes.alpha]
+            .into_iter()
+            .filter(|plane| !plane.is_empty())
+            .collect()
+    }
+
     #[test]
-    fn a_held_frame_reuses_the_conversion_and_a_changed_pixel_is_converted_again() {
+    fn a_held_frame_shares_the_conversion_and_a_changed_pixel_is_converted_again() {
         for format in [Format::Mp4, Format::Webm] {
+            // Odd sizes: MP4 pads them, WebM keeps an odd last row; FFmpeg's strides are wider.
             let (width, height) = (37, 9);
+            let settings = settings(format, width, height);
             let pixel_format = match format {
                 Format::Mp4 => super::super::mp4::PIXEL_FORMAT,
                 _ => super::super::webm::PIXEL_FORMAT,
             };
-            let mut preparer = VideoPreparer::new(&settings(format, width, height), pixel_format);
+            let mut preparer = VideoPreparer::new(&settings, pixel_format);
             let first = frame(width as usize, height as usize, 200);
-            let converted = planes_of(&preparer.prepare(&first, None).unwrap());
+            let first_output = preparer.prepare(&first, None, None).unwrap();
+            let converted = planes_of(&first_output);
+            // Converted into the encoder's strided frame exactly as into tight planes.
+            assert_eq!(converted, tight_planes(&settings, &first), "{format:?}");
             assert_eq!(preparer.held_frames_reused(), 0);
-            // The same pixels again, in a buffer the encoder handed back: same planes, reused.
-            let recycled = preparer.prepare(&first, None).unwrap();
-            let held = preparer.prepare(&first.clone(), Some(recycled)).unwrap();
+            // The same pixels again (the renderer's other surface): shared, not converted.
+            let copy = first.clone();
+            let held = preparer.prepare(&first, Some(&copy), None).unwrap();
             assert_eq!(planes_of(&held), converted, "{format:?}");
-            assert_eq!(preparer.held_frames_reused(), 2);
-            // One pixel changes (the last one, so a compare that stops early would miss it).
+            assert_eq!(preparer.held_frames_reused(), 1);
+            // One pixel changes (the last one, so a compare that stops early would miss it),
+            // and the held frame comes back for reuse: it shares its buffers with the first
+            // output, which the encoder may still hold, so it must not be written over.
             let mut changed = first.clone();
             *changed.last_mut().unwrap() = Bgra {
                 b: 255,
@@ -356,16 +382,38 @@ mod tests {
                 r: 255,
                 a: 255,
             };
-            let reconverted = planes_of(&preparer.prepare(&changed, None).unwrap());
-            assert_eq!(preparer.held_frames_reused(), 2);
-            assert_ne!(reconverted, converted, "{format:?}");
-            // What a fresh preparer makes of the changed frame.
-            let mut fresh = VideoPreparer::new(&settings(format, width, height), pixel_format)
-                .with_kernel(Kernel::Scalar);
-            assert_eq!(
-                planes_of(&fresh.prepare(&changed, None).unwrap()),
-                reconverted
+            let reconverted = planes_of(
+                &preparer
+                    .prepare(&changed, Some(&first), Some(held))
+                    .unwrap(),
             );
+            assert_eq!(preparer.held_frames_reused(), 1);
+            assert_ne!(reconverted, converted, "{format:?}");
+            assert_eq!(
+                planes_of(&first_output),
+                converted,
+                "{format:?}: overwritten"
+            );
+            assert_eq!(reconverted, tight_planes(&settings, &changed), "{format:?}");
+            // A frame nothing else holds is reused and written over completely.
+            drop(first_output);
+            let mut fresh = VideoPreparer::new(&settings, pixel_format).with_kernel(Kernel::Scalar);
+            let spent = fresh.prepare(&changed, None, None).unwrap();
+            fresh.last = None;
+            let EncoderInput::Video(spent_picture) = &spent else {
+                panic!("not a video frame");
+            };
+            let spent_luma = spent_picture.data(0).as_ptr();
+            let again = fresh.prepare(&first, None, Some(spent)).unwrap();
+            let EncoderInput::Video(again_picture) = &again else {
+                panic!("not a video frame");
+            };
+            assert_eq!(
+                again_picture.data(0).as_ptr(),
+                spent_luma,
+                "{format:?}: not reused"
+            );
+            assert_eq!(planes_of(&again), converted, "{format:?}");
         }
     }
 }

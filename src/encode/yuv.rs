@@ -74,7 +74,8 @@ pub enum AlphaHandling {
     Straight,
 }
 
-/// One picture's planes, tightly packed (a row's stride is its width).
+/// One picture's planes, tightly packed (a row's stride is its width); the tests and the bench
+/// convert into these, the encoder path straight into the encoder's frame ([`PlanesMut`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YuvPlanes {
     pub width: usize,
@@ -106,6 +107,60 @@ impl YuvPlanes {
     pub fn chroma_width(&self) -> usize {
         self.width.div_ceil(2)
     }
+
+    /// These planes as a conversion target.
+    pub fn as_mut(&mut self) -> PlanesMut<'_> {
+        let chroma_width = self.chroma_width();
+        PlanesMut {
+            width: self.width,
+            height: self.height,
+            luma: Plane::new(&mut self.luma, self.width),
+            cb: Plane::new(&mut self.cb, chroma_width),
+            cr: Plane::new(&mut self.cr, chroma_width),
+            alpha: Plane::new(&mut self.alpha, self.width),
+        }
+    }
+}
+
+/// One plane to write: rows of `stride` bytes (at least the plane's width), as FFmpeg lays out a
+/// frame's planes.
+pub struct Plane<'a> {
+    pub data: &'a mut [u8],
+    pub stride: usize,
+}
+
+impl<'a> Plane<'a> {
+    pub fn new(data: &'a mut [u8], stride: usize) -> Plane<'a> {
+        Plane { data, stride }
+    }
+
+    /// Row `row`'s first `width` bytes; empty past the end.
+    fn row(&mut self, row: usize, width: usize) -> &mut [u8] {
+        let start = row * self.stride;
+        let end = (start + width).min(self.data.len());
+        self.data.get_mut(start..end).unwrap_or_default()
+    }
+
+    /// Rows `2 × pair` and `2 × pair + 1`, their first `width` bytes each.
+    fn row_pair(&mut self, pair: usize, width: usize) -> (&mut [u8], &mut [u8]) {
+        let start = (2 * pair * self.stride).min(self.data.len());
+        let (top, bottom) =
+            self.data[start..].split_at_mut(self.stride.min(self.data.len() - start));
+        let top_width = width.min(top.len());
+        let bottom_width = width.min(bottom.len());
+        (&mut top[..top_width], &mut bottom[..bottom_width])
+    }
+}
+
+/// A picture's planes to convert into: `width` × `height` luma (and alpha, whose plane is empty
+/// for an opaque picture), chroma at half size rounded up.
+pub struct PlanesMut<'a> {
+    pub width: usize,
+    pub height: usize,
+    pub luma: Plane<'a>,
+    pub cb: Plane<'a>,
+    pub cr: Plane<'a>,
+    pub alpha: Plane<'a>,
 }
 
 /// Which code converts; [`Kernel::fastest`] outside tests.
@@ -133,35 +188,34 @@ pub fn convert(
     source: &[Bgra],
     source_width: usize,
     alpha: AlphaHandling,
-    planes: &mut YuvPlanes,
+    mut planes: PlanesMut,
     kernel: Kernel,
 ) {
     let width = planes.width;
-    let chroma_width = planes.chroma_width();
+    let chroma_width = width.div_ceil(2);
     let source_row = |row: usize| -> &[Bgra] {
         source
             .get(row * source_width..(row + 1) * source_width)
             .unwrap_or_default()
     };
-    let mut alpha_pairs = planes.alpha.chunks_mut(2 * width);
-    let rows = planes
-        .luma
-        .chunks_mut(2 * width)
-        .zip(planes.cb.chunks_mut(chroma_width))
-        .zip(planes.cr.chunks_mut(chroma_width));
-    for (pair_index, ((luma_pair, cb), cr)) in rows.enumerate() {
-        let (luma_top, luma_bottom) = luma_pair.split_at_mut(width.min(luma_pair.len()));
-        let alpha_pair = alpha_pairs.next().unwrap_or_default();
-        let (alpha_top, alpha_bottom) = alpha_pair.split_at_mut(width.min(alpha_pair.len()));
+    for pair_index in 0..planes.height.div_ceil(2) {
+        let (luma_top, luma_bottom) = planes.luma.row_pair(pair_index, width);
+        // An odd height's last pair has one row: its bottom row is not written.
+        let bottom_width = if 2 * pair_index + 1 < planes.height {
+            width
+        } else {
+            0
+        };
+        let (alpha_top, alpha_bottom) = planes.alpha.row_pair(pair_index, width);
         let pair = RowPair {
             top: source_row(2 * pair_index),
             bottom: source_row(2 * pair_index + 1),
             luma_top,
-            luma_bottom,
-            cb,
-            cr,
+            luma_bottom: &mut luma_bottom[..bottom_width.min(luma_bottom.len())],
+            cb: planes.cb.row(pair_index, chroma_width),
+            cr: planes.cr.row(pair_index, chroma_width),
             alpha_top,
-            alpha_bottom,
+            alpha_bottom: &mut alpha_bottom[..bottom_width.min(alpha_bottom.len())],
         };
         convert_row_pair(pair, alpha, kernel);
     }
@@ -478,7 +532,7 @@ mod tests {
             AlphaHandling::Straight => (source_width, source_height),
         };
         let mut planes = YuvPlanes::new(width, height, alpha == AlphaHandling::Straight);
-        convert(source, source_width, alpha, &mut planes, kernel);
+        convert(source, source_width, alpha, planes.as_mut(), kernel);
         planes
     }
 

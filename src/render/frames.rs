@@ -3,8 +3,9 @@
 //! i ≡ t (mod N), convert them to what the encoder takes and hand them over through their own
 //! bounded channel. The consumer reads the channels round-robin, which yields frames in order
 //! with no reordering buffer, and at most `N × FRAMES_IN_FLIGHT_PER_THREAD` frames exist at
-//! once however long the animation is. Each thread renders into one reused surface, and
-//! the encoder hands frame buffers back for reuse ([`OrderedFrames::recycle`]).
+//! once however long the animation is. Each thread renders into two reused surfaces in turn
+//! (so its preparer can compare a frame with the one before without copying it), and the
+//! encoder hands frame buffers back for reuse ([`OrderedFrames::recycle`]).
 
 use super::RenderError;
 use crate::encode::{EncoderInput, FramePreparer, PreparerFactory};
@@ -53,6 +54,8 @@ impl FrameSource {
                 width: self.width,
                 height: self.height,
             }),
+            previous: None,
+            has_rendered: false,
         })
     }
 
@@ -125,14 +128,20 @@ fn render_and_prepare(
     index: u32,
     reuse: Option<EncoderInput>,
 ) -> Result<Frame, RenderError> {
-    let input = preparer.prepare(renderer.render(index), reuse)?;
+    let (frame, previous) = renderer.render_beside_previous(index);
+    let input = preparer.prepare(frame, previous, reuse)?;
     Ok(Frame { index, input })
 }
 
 /// Renders frames on one thread.
 pub struct Renderer {
     animation: Animation,
+    /// Where the last frame was rendered.
     surface: Surface,
+    /// The frame rendered before that one, kept by [`Renderer::render_beside_previous`] (made
+    /// on its first use: tests and the bench's render-only figure use one surface).
+    previous: Option<Surface>,
+    has_rendered: bool,
 }
 
 impl Renderer {
@@ -140,7 +149,25 @@ impl Renderer {
     /// valid until the next call.
     pub fn render(&mut self, index: u32) -> &[Bgra] {
         self.animation.render(index as usize, &mut self.surface);
+        self.has_rendered = true;
         self.surface.data()
+    }
+
+    /// Renders frame `index` into the other surface than last time: the frame, and the one
+    /// this renderer rendered before it (`None` for its first), both valid until the next call.
+    pub fn render_beside_previous(&mut self, index: u32) -> (&[Bgra], Option<&[Bgra]>) {
+        if self.has_rendered {
+            let free = self
+                .previous
+                .take()
+                .unwrap_or_else(|| Surface::new(self.surface.size()));
+            self.previous = Some(std::mem::replace(&mut self.surface, free));
+        }
+        self.render(index);
+        (
+            self.surface.data(),
+            self.previous.as_ref().map(Surface::data),
+        )
     }
 }
 
