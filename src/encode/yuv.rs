@@ -144,8 +144,8 @@ impl<'a> Plane<'a> {
     /// Rows `2 × pair` and `2 × pair + 1`, their first `width` bytes each.
     fn row_pair(&mut self, pair: usize, width: usize) -> (&mut [u8], &mut [u8]) {
         let start = (2 * pair * self.stride).min(self.data.len());
-        let (top, bottom) =
-            self.data[start..].split_at_mut(self.stride.min(self.data.len() - start));
+        let top_length = self.stride.min(self.data.len() - start);
+        let (top, bottom) = self.data[start..].split_at_mut(top_length);
         let top_width = width.min(top.len());
         let bottom_width = width.min(bottom.len());
         (&mut top[..top_width], &mut bottom[..bottom_width])
@@ -207,15 +207,16 @@ pub fn convert(
             0
         };
         let (alpha_top, alpha_bottom) = planes.alpha.row_pair(pair_index, width);
+        let (luma_bottom_length, alpha_bottom_length) = (luma_bottom.len(), alpha_bottom.len());
         let pair = RowPair {
             top: source_row(2 * pair_index),
             bottom: source_row(2 * pair_index + 1),
             luma_top,
-            luma_bottom: &mut luma_bottom[..bottom_width.min(luma_bottom.len())],
+            luma_bottom: &mut luma_bottom[..bottom_width.min(luma_bottom_length)],
             cb: planes.cb.row(pair_index, chroma_width),
             cr: planes.cr.row(pair_index, chroma_width),
             alpha_top,
-            alpha_bottom: &mut alpha_bottom[..bottom_width.min(alpha_bottom.len())],
+            alpha_bottom: &mut alpha_bottom[..bottom_width.min(alpha_bottom_length)],
         };
         convert_row_pair(pair, alpha, kernel);
     }
