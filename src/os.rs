@@ -502,12 +502,7 @@ pub fn send_with_descriptors(
         iov_base: payload.as_ptr() as *mut libc::c_void,
         iov_len: payload.len(),
     };
-    // SAFETY: an all-zero msghdr is a valid value of this plain C struct.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
+    let message = message_header(&mut iov, &mut control, space);
     // SAFETY: msg_control points at `space` zeroed, aligned bytes we own, so CMSG_FIRSTHDR
     // answers a header inside them, and CMSG_DATA of it has room for `descriptor_bytes`
     // (CMSG_SPACE counted them); sendmsg only reads the message, the iovec (which points at
@@ -539,6 +534,18 @@ pub fn send_with_descriptors(
     }
 }
 
+/// A `msghdr` for one iovec and `space` bytes of control data in `control` (u64 elements keep
+/// it aligned for cmsghdr), as `sendmsg` and `recvmsg` take it.
+fn message_header(iov: &mut libc::iovec, control: &mut [u64], space: usize) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is a valid value of this plain C struct.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = space as _;
+    message
+}
+
 /// Receives one message of at most `payload.len()` bytes and up to `max_descriptors`
 /// descriptors (SCM_RIGHTS, close-on-exec) from the unix socket `socket`: the bytes read (0
 /// at the end of the stream) and the descriptors, owned.
@@ -556,12 +563,7 @@ pub fn receive_with_descriptors(
         iov_base: payload.as_mut_ptr().cast(),
         iov_len: payload.len(),
     };
-    // SAFETY: an all-zero msghdr is a valid value of this plain C struct.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
+    let mut message = message_header(&mut iov, &mut control, space);
     let read = loop {
         // SAFETY: recvmsg writes at most `payload.len()` bytes through the iovec and at most
         // `space` bytes of control data into `control`, both ours and alive for the call.
