@@ -504,3 +504,83 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
     let renders = counters(&everyone, "renders_started").await;
     assert_eq!(renders.iter().sum::<f64>(), 7.0, "{renders:?}");
 }
+
+/// The entries left in the farm's queue and its per-tenant counts.
+async fn queue_left(prefix: &str) -> (i64, i64) {
+    let mut connection = deadpool_redis::redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let entries: i64 = deadpool_redis::redis::cmd("XLEN")
+        .arg(format!("{prefix}queue"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let tenants: i64 = deadpool_redis::redis::cmd("HLEN")
+        .arg(format!("{prefix}queue-tenants"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    (entries, tenants)
+}
+
+#[tokio::test]
+async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() {
+    let data = tempfile::tempdir().unwrap();
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let hold_dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
+    let mut farm = Vec::new();
+    for hold in &holds {
+        hold.engage();
+        let worker = Some(hold.script.clone());
+        farm.push(Instance::start(&redis, &prefix, data.path(), worker, &[]).await);
+    }
+    let template = create_template(&farm[0]).await;
+    let mut ids = Vec::new();
+    for variant in 0..2 {
+        ids.push(farm[0].submit(request(&template, variant)).await.job_id);
+    }
+    for hold in &holds {
+        hold.wait_for_held(1).await;
+    }
+    let waiting = farm[0].submit(request(&template, 2)).await;
+    assert_eq!(state(&waiting), JobState::Queued);
+    // Cancelled through the instance that did not accept it.
+    let cancelled = farm[1]
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: waiting.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state(&cancelled), JobState::Cancelled, "{cancelled:?}");
+    for hold in &holds {
+        hold.disengage();
+        for pid in hold.held() {
+            hold.release(pid);
+        }
+    }
+    for job in wait_until_ended(&farm[0], &ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+    // Its entry is read by a free worker and acknowledged away, unrendered.
+    let mut left = queue_left(&prefix).await;
+    for _ in 0..200 {
+        if left == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        left = queue_left(&prefix).await;
+    }
+    assert_eq!(left, (0, 0), "entries and tenant counts left in the queue");
+    assert_eq!(
+        state(&farm[0].get(&waiting.job_id).await.unwrap()),
+        JobState::Cancelled
+    );
+    let everyone: Vec<&Instance> = farm.iter().collect();
+    let renders = counters(&everyone, "renders_started").await;
+    assert_eq!(renders.iter().sum::<f64>(), 2.0, "{renders:?}");
+}
