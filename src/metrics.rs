@@ -1,6 +1,7 @@
 //! Prometheus metrics: requests by method and code, request latency by method, rejections by
 //! reason, queue depth, job durations and outcomes, frames per second, worker crashes,
-//! quarantined fingerprints, shared renders (joins, cache hits) and idempotent replays.
+//! quarantined fingerprints, shared renders (joins, cache hits), idempotent replays, and the
+//! shared work queue (jobs taken, reclaimed, lease renewals that failed, renders started).
 //! Served over HTTP (`GET /metrics`) on `--metrics-listen` in the OpenMetrics text format
 //! (what prometheus-client's text encoder writes, `# EOF` last), said so by its content type;
 //! each server instance has its own registry, so tests running several servers stay apart.
