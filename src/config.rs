@@ -44,6 +44,11 @@ pub const DEFAULT_SPARE_WORKERS: u8 = 2;
 pub const MAX_SPARE_WORKERS: u8 = 4;
 /// Prefix of the service's Redis keys.
 pub const DEFAULT_REDIS_KEY_PREFIX: &str = "lottie-render:";
+/// Lease of a job taken from the shared queue, ms. A dead instance's jobs start again on
+/// another one after this, so it is short next to a render (seconds to minutes); it is
+/// renewed every third of it, so two renewals in a row may fail (a Redis failover, a paused
+/// process) before the job is taken for lost and rendered a second time.
+pub const DEFAULT_JOB_LEASE_MS: u64 = 30_000;
 /// A key claimed by a call that died is freed after this (the 300 s).
 pub const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
 /// Time a caller has to send a whole request body once its headers arrived: the largest
@@ -129,6 +134,11 @@ pub struct ServerSettings {
     /// that died meanwhile frees the key when it runs out).
     #[arg(long, env = "LOTTIE_RENDER_IDEMPOTENCY_LEASE_SECONDS", default_value_t = DEFAULT_IDEMPOTENCY_LEASE_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub idempotency_lease_seconds: u64,
+    /// With Redis: how long a job taken from the shared queue stays its instance's without a
+    /// renewal of its lease (renewed every third of it), milliseconds. A job whose instance
+    /// stopped is rendered by another one after this.
+    #[arg(long, env = "LOTTIE_RENDER_JOB_LEASE_MS", default_value_t = DEFAULT_JOB_LEASE_MS, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub job_lease_ms: u64,
     /// The program run as `worker` for each render [default: this executable].
     #[arg(long, env = "LOTTIE_RENDER_WORKER_EXECUTABLE", hide = true)]
     pub worker_executable: Option<PathBuf>,
@@ -256,6 +266,7 @@ impl ServerSettings {
             redis_pool_size: DEFAULT_REDIS_POOL_SIZE,
             redis_timeout_ms: DEFAULT_REDIS_TIMEOUT_MS,
             idempotency_lease_seconds: DEFAULT_IDEMPOTENCY_LEASE_SECONDS,
+            job_lease_ms: DEFAULT_JOB_LEASE_MS,
             worker_executable: None,
             analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
             analysis_memory_mb: crate::analysis::ANALYSIS_MEMORY_BYTES / (1024 * 1024),
@@ -288,6 +299,10 @@ impl ServerSettings {
             Some(workers) => usize::from(workers),
             None => (std::thread::available_parallelism().map_or(1, usize::from) / 2).max(1),
         }
+    }
+
+    pub fn job_lease(&self) -> Duration {
+        Duration::from_millis(self.job_lease_ms)
     }
 
     pub fn idempotency_lease(&self) -> Duration {

@@ -5,7 +5,8 @@
 //! queued jobs in sandboxed worker processes ([`scheduler`]).
 //!
 //! Everything lives in this process (the embedded default); with Redis, [`shared`] copies
-//! every job's snapshots there so that all instances see all jobs and share renders.
+//! every job's snapshots there so that all instances see all jobs and share renders, and
+//! [`shared_queue`] is the one work queue of every instance.
 
 pub mod admission;
 pub mod board;
@@ -15,6 +16,7 @@ pub mod quarantine;
 pub mod queue;
 pub mod scheduler;
 pub mod shared;
+pub mod shared_queue;
 
 pub use board::JobBoard;
 pub use fingerprint::Fingerprint;

@@ -1,6 +1,7 @@
 //! Prometheus metrics: requests by method and code, request latency by method, rejections by
 //! reason, queue depth, job durations and outcomes, frames per second, worker crashes,
-//! quarantined fingerprints, shared renders (joins, cache hits) and idempotent replays.
+//! quarantined fingerprints, shared renders (joins, cache hits), idempotent replays, and the
+//! shared work queue (jobs taken, reclaimed, lease renewals that failed, renders started).
 //! Served over HTTP (`GET /metrics`) on `--metrics-listen` in the OpenMetrics text format
 //! (what prometheus-client's text encoder writes, `# EOF` last), said so by its content type;
 //! each server instance has its own registry, so tests running several servers stay apart.
@@ -108,6 +109,10 @@ pub struct Metrics {
     pub spare_workers_forked: Counter,
     pub worker_zygote_starts: Counter,
     pub worker_zygote_deaths: Counter,
+    pub renders_started: Counter,
+    pub shared_jobs_taken: Counter,
+    pub shared_jobs_reclaimed: Counter,
+    pub job_lease_renewals_failed: Counter,
 }
 
 impl Metrics {
@@ -237,6 +242,33 @@ impl Metrics {
             "Worker zygotes that died, failed to start or stopped answering (each is replaced, with a backoff; spares are started by exec meanwhile)",
             worker_zygote_deaths.clone(),
         );
+        let renders_started = Counter::default();
+        registry.register(
+            "renders_started",
+            "Renders this instance started (one per job rendered here, whatever its worker \
+             attempts; a job reclaimed from an instance that stopped counts again where it runs)",
+            renders_started.clone(),
+        );
+        let shared_jobs_taken = Counter::default();
+        registry.register(
+            "shared_jobs_taken",
+            "Jobs this instance took from the shared work queue (Redis mode), reclaimed ones \
+             included",
+            shared_jobs_taken.clone(),
+        );
+        let shared_jobs_reclaimed = Counter::default();
+        registry.register(
+            "shared_jobs_reclaimed",
+            "Jobs this instance took over from an instance whose lease on them ran out",
+            shared_jobs_reclaimed.clone(),
+        );
+        let job_lease_renewals_failed = Counter::default();
+        registry.register(
+            "job_lease_renewals_failed",
+            "Renewals of the lease on a job being rendered that did not reach Redis (the \
+             render goes on; a lease that runs out lets another instance take the job over)",
+            job_lease_renewals_failed.clone(),
+        );
         let idempotent_replays = Counter::default();
         registry.register(
             "idempotent_replays",
@@ -297,6 +329,10 @@ impl Metrics {
             spare_workers_forked,
             worker_zygote_starts,
             worker_zygote_deaths,
+            renders_started,
+            shared_jobs_taken,
+            shared_jobs_reclaimed,
+            job_lease_renewals_failed,
         })
     }
 

@@ -129,6 +129,25 @@ impl RedisClient {
             .await
     }
 
+    /// A connection of its own (outside the pool) for commands that block for up to
+    /// `longest_block` (XREADGROUP BLOCK): answers may take that long plus the deadline.
+    pub async fn blocking_connection(
+        &self,
+        longest_block: Duration,
+    ) -> Result<redis::aio::MultiplexedConnection, RedisError> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(longest_block + self.timeout));
+        self.within_deadline(async {
+            self.subscriptions
+                .client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
     /// `key` becomes `new` (expiring after `ttl`) if it holds exactly `expected`.
     pub async fn compare_and_set(
         &self,

@@ -169,6 +169,7 @@ pub async fn run(
             tenant_max_jobs: settings.tenant_job_limit(),
             tracing: tracing.clone(),
             spare_workers: usize::from(settings.spare_workers),
+            job_lease: settings.job_lease(),
         },
         settings.queue_capacity as usize,
         outputs,
@@ -619,10 +620,8 @@ const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>) {
     let mut requests = shared.cancel_requests();
     while let Some(id) = requests.recv().await {
-        if scheduler.is_local_job(id) {
-            let scheduler = scheduler.clone();
-            tokio::spawn(async move { scheduler.cancel(id).await });
-        }
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move { scheduler.cancel_requested(id).await });
     }
 }
 

@@ -216,7 +216,7 @@ impl Scheduler {
                 ServiceErrorCode::ResourceExhausted,
                 Reason::QueueFull,
                 format!("the render queue is full ({length} jobs waiting)"),
-                self.queue_retry_after(),
+                self.retry_after_waiting(length),
             ),
             SubmitRefused::Queue(PushRefused::Closed) => server_draining(),
             SubmitRefused::Shared(error) => error.into(),

@@ -182,7 +182,10 @@ impl JobBoard {
     /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
     /// A follower counts against its tenant's share of the queue.
     pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
-        let admission = self.admit_locally(job, work);
+        let Some(admission) = self.admit_locally(job, work, true) else {
+            // Never: a job that may lead is always admitted one way or another.
+            return Admission::Leads;
+        };
         match &admission {
             Admission::Leads | Admission::Follows(_) => {
                 if let Some(job) = self.get(job.id) {
@@ -194,21 +197,47 @@ impl JobBoard {
         admission
     }
 
-    fn admit_locally(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
+    /// Adds `job` as [`JobBoard::admit`] does if a render of its fingerprint is live or has
+    /// succeeded here; `None` (nothing added) when none is: the caller leads elsewhere (the
+    /// shared queue).
+    pub fn admit_following(&self, job: &Job, work: &Arc<RenderWork>) -> Option<Admission> {
+        let admission = self.admit_locally(job, work, false)?;
+        if let Admission::Follows(_) = admission {
+            if let Some(job) = self.get(job.id) {
+                self.replicate(&job);
+            }
+        }
+        Some(admission)
+    }
+
+    /// Adds `job`, taken from the shared queue, as the render of its fingerprint on this
+    /// instance (its snapshot is already shared: nothing is replicated until it changes).
+    pub fn adopt(&self, job: Job, work: Arc<RenderWork>) {
+        let mut state = lock(&self.state);
+        state.renders.insert(job.fingerprint.clone(), job.id);
+        state.entries.insert(job.id, Entry::new(job, work, None));
+    }
+
+    fn admit_locally(
+        &self,
+        job: &Job,
+        work: &Arc<RenderWork>,
+        may_lead: bool,
+    ) -> Option<Admission> {
         let mut state = lock(&self.state);
         let leader = state
             .renders
             .get(&job.fingerprint)
             .and_then(|id| state.entries.get(id))
             .map(|entry| entry.job.clone());
-        match leader {
+        Some(match leader {
             Some(leader) if leader.state == JobState::Succeeded => {
                 Admission::Reuses(Box::new(leader))
             }
             Some(leader) if !leader.state.is_terminal() => {
                 let slot = match self.follower_slot(&job.tenant) {
                     Ok(slot) => slot,
-                    Err(refused) => return Admission::Refused(refused),
+                    Err(refused) => return Some(Admission::Refused(refused)),
                 };
                 let mut follower = job.clone();
                 mirror(&mut follower, &leader);
@@ -220,13 +249,14 @@ impl JobBoard {
                 }
                 Admission::Follows(leader.id)
             }
+            _ if !may_lead => return None,
             _ => {
                 let entry = Entry::new(job.clone(), work.clone(), None);
                 state.renders.insert(job.fingerprint.clone(), job.id);
                 state.entries.insert(job.id, entry);
                 Admission::Leads
             }
-        }
+        })
     }
 
     /// Adds a job outside de-duplication (a job reusing an output).

@@ -78,6 +78,11 @@ pub struct Job {
     /// treated as failed (retryable) by the others.
     #[serde(default)]
     pub owner: Option<Uuid>,
+    /// The job waits in (or was taken from) the shared work queue ([`super::shared_queue`]):
+    /// when the instance rendering it stops, another one reclaims and renders it, so readers
+    /// never take it for lost. Only the instance holding its queue entry writes it.
+    #[serde(default)]
+    pub reclaimable: bool,
 }
 
 impl Job {
@@ -105,6 +110,7 @@ impl Job {
             finished_at: None,
             version: 0,
             owner: None,
+            reclaimable: false,
         }
     }
 
@@ -136,4 +142,43 @@ pub struct RenderWork {
     /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
     /// in memory only: a job renders on the instance that accepted it.
     pub trace_parent: Option<opentelemetry::trace::SpanContext>,
+}
+
+/// The part of a job's [`RenderWork`] that travels with it through the shared work queue, so
+/// that whichever instance takes the job can render it (the template's files are read from
+/// the data directory the instances share; the trace parent stays with the accepting
+/// instance).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedWork {
+    pub template_path: PathBuf,
+    pub modifications: Modifications,
+    pub output: OutputSpec,
+    pub deadline: Duration,
+    pub fonts: std::collections::BTreeMap<String, PathBuf>,
+}
+
+impl SharedWork {
+    pub fn of(work: &RenderWork) -> SharedWork {
+        SharedWork {
+            template_path: work.template_path.clone(),
+            modifications: work.modifications.clone(),
+            output: work.output,
+            deadline: work.deadline,
+            fonts: work.fonts.clone(),
+        }
+    }
+
+    /// The work to render on the taking instance; the files stay pinned by the instance that
+    /// accepted the job (until the job ends) or, if it stopped, until the pin sweep.
+    pub fn into_work(self) -> RenderWork {
+        RenderWork {
+            template_path: self.template_path,
+            modifications: self.modifications,
+            output: self.output,
+            deadline: self.deadline,
+            fonts: self.fonts,
+            pin: None,
+            trace_parent: None,
+        }
+    }
 }

@@ -358,6 +358,11 @@ impl RenderQueue {
         lock(&self.state).queued
     }
 
+    /// Whether the queue was closed (the server is shutting down).
+    pub fn is_closed(&self) -> bool {
+        lock(&self.state).closed
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -4,6 +4,8 @@
 //!
 //! - [`worker_loops`]: the local worker loops, one render per job with its attempts and
 //!   progress;
+//! - [`shared_loops`]: with Redis, the worker loops on the shared work queue: take a job
+//!   wherever it was accepted, keep its lease, acknowledge it once its end is recorded;
 //! - [`outcome`]: the terminal state and failure of a finished render;
 //! - [`render_index`]: which render a new job joins, through the shared render index and this
 //!   instance's board;
@@ -26,6 +28,7 @@ mod lookup;
 mod outcome;
 mod render_index;
 mod replication;
+mod shared_loops;
 mod worker_loops;
 
 pub use following::{FollowLost, OWNER_CHECK_INTERVAL};
@@ -36,6 +39,7 @@ use super::model::{Job, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
 use super::queue::{PushRefused, RenderQueue};
 use super::shared::{SharedError, SharedJobs};
+use super::shared_queue::{SharedQueue, SharedQueueSettings};
 use super::Fingerprint;
 use crate::auth::TenantId;
 use crate::metrics::Metrics;
@@ -55,6 +59,11 @@ const INITIAL_JOB_SECONDS: f64 = 10.0;
 /// Bounds of every retry delay this module suggests.
 const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+/// How long a cancel request for a job not on this board is kept (see
+/// `Scheduler::unclaimed_cancels`): far longer than taking a job lasts (two Redis calls)…
+const UNCLAIMED_CANCEL_MEMORY: Duration = Duration::from_secs(10);
+/// …and at most this many (every instance hears every cancel request).
+const MAX_UNCLAIMED_CANCELS: usize = 1024;
 /// How long the cancel call waits for a running job's worker to be gone.
 pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 
@@ -81,12 +90,36 @@ pub struct SchedulerSettings {
     pub tracing: Tracing,
     /// Workers kept started ahead of their job ([`crate::sandbox::spare`]); 0: none.
     pub spare_workers: usize,
+    /// With shared jobs: the lease of a job taken from the shared queue
+    /// ([`crate::config::DEFAULT_JOB_LEASE_MS`]).
+    pub job_lease: Duration,
+}
+
+/// Where accepted jobs wait for a worker: the scheduler's worker loops read one or the other.
+#[derive(Debug)]
+pub enum WorkQueue {
+    /// This process's queue, fair across tenants (the embedded default).
+    InProcess(Arc<RenderQueue>),
+    /// The queue every instance on one Redis shares ([`crate::jobs::shared_queue`]).
+    Shared(Arc<SharedQueue>),
 }
 
 #[derive(Debug)]
 pub struct Scheduler {
     board: Arc<JobBoard>,
+    /// The in-process queue: jobs waiting for a worker in the embedded default; with shared
+    /// jobs, only the followers of renders (which wait on this instance) count against it.
     queue: Arc<RenderQueue>,
+    /// What the worker loops read.
+    work: WorkQueue,
+    /// With the shared queue: the work of jobs this instance accepted, kept (with the
+    /// template files it pins) until the job ends wherever it renders.
+    accepted: Mutex<std::collections::HashMap<Uuid, Arc<RenderWork>>>,
+    /// With the shared queue: cancel requests of other instances for jobs not on this
+    /// board, kept for [`UNCLAIMED_CANCEL_MEMORY`]: one may be for a job this instance is
+    /// taking from the queue at that very moment (its record names this instance already,
+    /// its board entry is not made yet).
+    unclaimed_cancels: Mutex<std::collections::HashMap<Uuid, std::time::Instant>>,
     quarantine: Arc<Quarantine>,
     /// Jobs shared with other instances (Redis), when configured.
     shared: Option<Arc<SharedJobs>>,
@@ -133,9 +166,25 @@ impl Scheduler {
                 metrics.clone(),
             )
         });
+        let work = match &shared {
+            Some(shared) => WorkQueue::Shared(Arc::new(SharedQueue::new(
+                shared.redis().clone(),
+                shared.instance(),
+                SharedQueueSettings {
+                    capacity: queue_capacity,
+                    tenant_max_jobs: settings.tenant_max_jobs,
+                    lease: settings.job_lease,
+                    retention: shared.retention(),
+                },
+            ))),
+            None => WorkQueue::InProcess(queue.clone()),
+        };
         let scheduler = Arc::new(Scheduler {
             board: Arc::new(board),
             queue,
+            work,
+            accepted: Mutex::default(),
+            unclaimed_cancels: Mutex::default(),
             quarantine: Arc::new(Quarantine::default()),
             shared,
             replication,
@@ -148,9 +197,17 @@ impl Scheduler {
             spares,
         });
         let loops = (0..scheduler.settings.workers)
-            .map(|_| tokio::spawn(scheduler.clone().worker_loop()))
+            .map(|_| match &scheduler.work {
+                WorkQueue::InProcess(_) => tokio::spawn(scheduler.clone().worker_loop()),
+                WorkQueue::Shared(queue) => {
+                    tokio::spawn(scheduler.clone().shared_worker_loop(queue.clone()))
+                }
+            })
             .collect();
         *lock(&scheduler.loops) = loops;
+        if let WorkQueue::Shared(_) = scheduler.work {
+            tokio::spawn(scheduler.clone().release_ended_work());
+        }
         scheduler
     }
 
@@ -165,8 +222,15 @@ impl Scheduler {
     /// How long a caller refused for a full queue should wait: the time the workers need
     /// to work through the queue at the recent pace.
     pub fn queue_retry_after(&self) -> Duration {
+        self.retry_after_waiting(self.queue.len())
+    }
+
+    /// [`Scheduler::queue_retry_after`] with `waiting` jobs in the queue (the shared queue
+    /// tells its length when it refuses; this instance's workers stand for the farm's, as
+    /// the other instances' are not known here).
+    pub fn retry_after_waiting(&self, waiting: usize) -> Duration {
         let average = *lock(&self.average_job_seconds);
-        let waiting = self.queue.len() as f64 + 1.0;
+        let waiting = waiting as f64 + 1.0;
         let seconds = waiting * average / self.settings.workers.max(1) as f64;
         Duration::try_from_secs_f64(seconds)
             .unwrap_or(MAX_RETRY_AFTER)
@@ -272,10 +336,46 @@ impl Scheduler {
         self.board.get(id)
     }
 
+    /// Acts on another instance's request to cancel `id`: cancels it when it is this
+    /// instance's; with the shared queue, else keeps the request a moment, in case this
+    /// instance is taking that job right now ([`Scheduler::adopt_taken`] looks).
+    pub async fn cancel_requested(&self, id: Uuid) {
+        {
+            let mut unclaimed = lock(&self.unclaimed_cancels);
+            if !self.is_local_job(id) {
+                if matches!(self.work, WorkQueue::Shared(_)) {
+                    unclaimed.retain(|_, heard| heard.elapsed() < UNCLAIMED_CANCEL_MEMORY);
+                    if unclaimed.len() < MAX_UNCLAIMED_CANCELS {
+                        unclaimed.insert(id, std::time::Instant::now());
+                    }
+                }
+                return;
+            }
+        }
+        self.cancel(id).await;
+    }
+
+    /// Puts a job taken from the shared queue on the board (as its render here), cancelled
+    /// at once if a cancel request came for it while it was being taken.
+    fn adopt_taken(&self, job: Job, work: Arc<RenderWork>) {
+        let id = job.id;
+        let mut unclaimed = lock(&self.unclaimed_cancels);
+        self.board.adopt(job, work);
+        if unclaimed.remove(&id).is_some() {
+            self.board.request_cancel(id);
+        }
+    }
+
     /// Stops taking jobs: waiting ones are cancelled (retryable), running ones get `grace`
     /// to finish and are then cancelled (retryable). Returns when every worker is gone.
     pub async fn drain(&self, grace: Duration) {
         let waiting = self.queue.close();
+        // Jobs this instance accepted into the shared queue are the farm's: their template
+        // files must outlive this process for whichever instance renders them (the pin
+        // sweep removes them after the retention).
+        for (_, work) in lock(&self.accepted).drain() {
+            std::mem::forget(work);
+        }
         // No job will come for a spare.
         if let Some(spares) = &self.spares {
             spares.close();

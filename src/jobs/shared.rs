@@ -19,20 +19,59 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Stores snapshot `ARGV[1]` (version `ARGV[2]`, expiry `ARGV[3]` ms) at `KEYS[1]` and
-/// publishes it on channel `KEYS[2]`, unless the stored snapshot is as new or newer:
-/// snapshots may arrive out of order, an older one must never overwrite a newer one.
+/// Stores snapshot `ARGV[1]` (version `ARGV[2]`, expiry `ARGV[3]` ms, written by owner
+/// `ARGV[4]`, empty for none) at `KEYS[1]` and publishes it on channel `KEYS[2]`, unless the
+/// stored snapshot is as new or newer (snapshots may arrive out of order, an older one must
+/// never overwrite a newer one), or the stored one is of a job of the shared queue taken by
+/// another instance (an instance whose lease ran out must not overwrite the new owner's
+/// snapshots).
 const PUBLISH_IF_NEWER: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current then
   local ok, decoded = pcall(cjson.decode, current)
-  if ok and type(decoded) == 'table' and decoded['version'] and decoded['version'] >= tonumber(ARGV[2]) then
-    return 0
+  if ok and type(decoded) == 'table' then
+    if decoded['version'] and decoded['version'] >= tonumber(ARGV[2]) then
+      return 0
+    end
+    if decoded['reclaimable'] == true and type(decoded['owner']) == 'string' and decoded['owner'] ~= ARGV[4] then
+      return 0
+    end
   end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[1])
 return 1";
+
+/// Stores snapshot `ARGV[1]` (expiry `ARGV[3]` ms) at `KEYS[1]` and publishes it on channel
+/// `KEYS[2]` only if the stored snapshot's version is exactly `ARGV[2]`: the change was
+/// decided on that snapshot (a compare-and-set for taking or cancelling a queued job).
+const PUBLISH_IF_VERSION: &str = r"
+local current = redis.call('GET', KEYS[1])
+if not current then
+  return 0
+end
+local ok, decoded = pcall(cjson.decode, current)
+if not ok or type(decoded) ~= 'table' or decoded['version'] ~= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('PUBLISH', KEYS[2], ARGV[1])
+return 1";
+
+/// Attempts at a compare-and-set on a record that keeps changing under it (progress of a
+/// job being taken at that very moment): a few, then the caller is told Redis is in trouble.
+const RECORD_CHANGE_ATTEMPTS: usize = 4;
+
+/// What an instance that took a queue entry finds in the job's record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Taken {
+    /// The job is this instance's now (its record says so), queued again if it was left
+    /// by an instance that stopped.
+    Job(Box<Job>),
+    /// The job has ended (cancelled while queued, or rendered by an instance whose entry
+    /// was not acknowledged) or its record expired: nothing to render.
+    Ended,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SharedError {
@@ -103,6 +142,7 @@ pub struct SharedJobs {
     redis: Arc<RedisClient>,
     retention: Duration,
     publish_if_newer: Script,
+    publish_if_version: Script,
 }
 
 impl std::fmt::Debug for SharedJobs {
@@ -120,11 +160,20 @@ impl SharedJobs {
             redis,
             retention,
             publish_if_newer: Script::new(PUBLISH_IF_NEWER),
+            publish_if_version: Script::new(PUBLISH_IF_VERSION),
         }
     }
 
     pub fn instance(&self) -> Uuid {
         self.instance
+    }
+
+    pub fn retention(&self) -> Duration {
+        self.retention
+    }
+
+    pub fn redis(&self) -> &Arc<RedisClient> {
+        &self.redis
     }
 
     fn heartbeat_key(&self, instance: Uuid) -> String {
@@ -226,6 +275,7 @@ impl SharedJobs {
         let key = self.job_key(job.id);
         let channel = self.events_channel(job.id);
         let ttl = millis(self.retention);
+        let owner = job.owner.map(|owner| owner.to_string()).unwrap_or_default();
         let _: i64 = self
             .redis
             .within_deadline(async {
@@ -236,6 +286,7 @@ impl SharedJobs {
                     .arg(&json)
                     .arg(job.version)
                     .arg(ttl)
+                    .arg(&owner)
                     .invoke_async(&mut connection)
                     .await
                     .map_err(unavailable)
@@ -244,7 +295,77 @@ impl SharedJobs {
         Ok(())
     }
 
-    pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
+    /// Writes `job` (whose version is one above `expected`) only if the stored record is
+    /// still at version `expected`; answers whether it was written.
+    async fn publish_if_version(&self, job: &Job, expected: u64) -> Result<bool, SharedError> {
+        let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
+        let key = self.job_key(job.id);
+        let channel = self.events_channel(job.id);
+        let ttl = millis(self.retention);
+        let written: i64 = self
+            .redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                self.publish_if_version
+                    .key(&key)
+                    .key(&channel)
+                    .arg(&json)
+                    .arg(expected)
+                    .arg(ttl)
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        Ok(written == 1)
+    }
+
+    /// Makes job `id`, whose queue entry this instance just took, this instance's: its
+    /// record names this instance as owner. A job left running by an instance that stopped
+    /// goes back to QUEUED (progress and start forgotten) before this instance runs it.
+    pub async fn take(&self, id: Uuid) -> Result<Taken, SharedError> {
+        for _ in 0..RECORD_CHANGE_ATTEMPTS {
+            let Some(stored) = self.stored(id).await? else {
+                return Ok(Taken::Ended);
+            };
+            if stored.state.is_terminal() {
+                return Ok(Taken::Ended);
+            }
+            let mut taken = stored.clone();
+            taken.state = super::JobState::Queued;
+            taken.frames_done = 0;
+            taken.started_at = None;
+            taken.output = None;
+            taken.error = None;
+            taken.owner = Some(self.instance);
+            taken.reclaimable = true;
+            taken.version = stored.version + 1;
+            if self.publish_if_version(&taken, stored.version).await? {
+                return Ok(Taken::Job(Box::new(taken)));
+            }
+        }
+        Err(unavailable(
+            "a taken job's record changed under every attempt",
+        ))
+    }
+
+    /// Cancels `job`, a job waiting in the shared queue that no instance has taken, if its
+    /// record has not changed since `job` was read; answers the cancelled snapshot, or
+    /// `None` when it changed (taken meanwhile: ask its owner).
+    pub async fn cancel_queued(&self, job: &Job) -> Result<Option<Job>, SharedError> {
+        let mut cancelled = job.clone();
+        cancelled.finish(super::JobState::Cancelled, None);
+        cancelled.version = job.version + 1;
+        if !self.publish_if_version(&cancelled, job.version).await? {
+            return Ok(None);
+        }
+        // Its entry is acknowledged by whichever instance reads it next.
+        self.clear_render(&job.fingerprint, job.id).await?;
+        Ok(Some(cancelled))
+    }
+
+    /// The record as stored (no liveness check of its owner).
+    pub async fn stored(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
         let key = self.job_key(id);
         let json: Option<String> = self
             .redis
@@ -253,12 +374,23 @@ impl SharedJobs {
                 connection.get(&key).await.map_err(unavailable)
             })
             .await?;
-        let Some(json) = json else {
+        json.map(|json| {
+            serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))
+        })
+        .transpose()
+    }
+
+    /// The record, read as failed (INSTANCE_LOST, retryable) when the instance that owns a
+    /// job outside the shared queue stopped before it ended.
+    pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
+        let Some(mut job) = self.stored(id).await? else {
             return Ok(None);
         };
-        let mut job: Job =
-            serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))?;
-        if let Some(owner) = job.owner.filter(|_| !job.state.is_terminal()) {
+        // A job of the shared queue is reclaimed by another instance instead.
+        if let Some(owner) = job
+            .owner
+            .filter(|_| !job.state.is_terminal() && !job.reclaimable)
+        {
             if !self.alive(owner).await? {
                 // Its instance died mid-render: nobody will finish it.
                 job.finish(

@@ -470,7 +470,8 @@ impl Drop for OwnRedis {
     }
 }
 
-/// Redis connections one instance may hold in these tests: its pool and one for pub/sub.
+/// Redis connections one instance may hold in these tests: its pool, one for pub/sub and one
+/// for the shared queue's blocking reads.
 const POOL_SIZE: u32 = 4;
 
 fn on_redis(settings: &mut ServerSettings, redis: &OwnRedis, prefix: &str) {
@@ -509,7 +510,15 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     .unwrap();
     b.wait_for_state(&running.job_id, proto::JobState::Running)
         .await;
-    // Behind it on A's one worker, a job that does not change until it is cancelled.
+    // A second one keeps the other instance's one worker busy too (the instances share
+    // one queue)…
+    let also_running =
+        submit_with_key(&a, small_request(&template.template_id, proto::Format::Mp4))
+            .await
+            .unwrap();
+    b.wait_for_state(&also_running.job_id, proto::JobState::Running)
+        .await;
+    // …so behind them waits a job that does not change until it is cancelled.
     let job = submit_with_key(&a, small_request(&template.template_id, proto::Format::Gif))
         .await
         .unwrap();
@@ -541,7 +550,7 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     let clients = redis.clients().await;
     println!("redis clients with 50 remote watchers: {clients}");
     assert!(
-        clients <= 2 * (POOL_SIZE as usize + 1),
+        clients <= 2 * (POOL_SIZE as usize + 2),
         "{clients} Redis connections for two instances"
     );
 
@@ -592,7 +601,7 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     println!("redis connections made for 100 unknown watches and cancels: {made}");
     assert!(made <= 2 + u64::from(POOL_SIZE), "{made} connections");
 
-    // Cancelled through B, the job ends on A and every watcher sees it.
+    // Cancelled through B while it waits in the shared queue, every watcher sees it end.
     let cancelled = b.cancel(&job.job_id).await;
     assert_eq!(
         cancelled.state,
@@ -613,6 +622,7 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     // The last watcher gone, the channel is unsubscribed.
     wait_for_subscribers(redis.port, &channel, 0).await;
     b.cancel(&running.job_id).await;
+    b.cancel(&also_running.job_id).await;
     a.stop().await;
     b.stop().await;
 }

@@ -368,7 +368,7 @@ pub async fn metrics_text(address: SocketAddr) -> String {
 }
 
 /// The value of `sample` (`name{labels}` exactly as exposed) in the exposition `text`.
-fn sample_value(text: &str, sample: &str) -> Option<f64> {
+pub fn sample_value(text: &str, sample: &str) -> Option<f64> {
     text.lines().find_map(|line| {
         let value = line.strip_prefix(sample)?.strip_prefix(' ')?;
         Some(

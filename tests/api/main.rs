@@ -20,6 +20,7 @@ mod pki;
 mod process;
 mod reasons;
 mod renders;
+mod shared_queue;
 mod spare_workers;
 mod templates;
 mod tenancy;

@@ -43,14 +43,28 @@ impl ServerProcess {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> ServerProcess {
-        let data_dir = tempfile::tempdir().unwrap();
-        let worker_executable = worker(data_dir.path());
+        ServerProcess::start_in(None, worker, extra_args, env)
+    }
+
+    /// As [`ServerProcess::start_with_worker`], with templates and outputs in `data_dir`
+    /// (several servers sharing it, as instances of one farm share a volume); none: a
+    /// directory of its own.
+    pub fn start_in(
+        data_dir: Option<&std::path::Path>,
+        worker: impl FnOnce(&std::path::Path) -> PathBuf,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServerProcess {
+        let own_dir = tempfile::tempdir().unwrap();
+        let worker_executable = worker(own_dir.path());
+        let data = data_dir.map_or_else(|| own_dir.path().join("data"), |dir| dir.to_path_buf());
+        let data_dir = own_dir;
         let mut command = Command::new(env!("CARGO_BIN_EXE_lottie-render"));
         command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
             .arg("--data-dir")
-            .arg(data_dir.path().join("data"))
+            .arg(data)
             .arg("--worker-executable")
             .arg(&worker_executable)
             .args(extra_args)
@@ -149,6 +163,12 @@ impl ServerProcess {
     /// The server's worker processes alive now (children and orphans alike).
     pub fn workers(&self) -> Vec<(u32, String)> {
         super::helpers::worker_processes(&self.worker_executable)
+    }
+
+    /// Sends SIGKILL (no drain, no goodbye: a crashed instance) and waits for the exit.
+    pub fn kill(&mut self) {
+        send_signal(self.pid(), "KILL");
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and returns at once (the drain runs meanwhile).

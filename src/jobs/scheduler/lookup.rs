@@ -114,6 +114,14 @@ impl Scheduler {
         if current.state.is_terminal() {
             return Ok(Some(current));
         }
+        // Waiting in the shared queue, taken by nobody: its record is all there is. Taken
+        // meanwhile (the record changed), its owner is asked as for any other job.
+        if current.reclaimable && current.owner.is_none() {
+            if let Some(cancelled) = shared.cancel_queued(&current).await? {
+                tracing::info!(job_id = %id, template_id = %cancelled.template_id, "job cancelled while queued in the shared queue");
+                return Ok(Some(cancelled));
+            }
+        }
         shared.request_cancel(id).await?;
         let mut changes = std::pin::pin!(changes);
         let mut latest = current;

@@ -2,9 +2,9 @@
 //! rendering each fingerprint: a new job leads, follows a live render (here or on another
 //! instance), starts from a succeeded one's output, or takes over a failed one's
 //! fingerprint. Then this instance's board decides the same locally, and a leading job is
-//! queued.
+//! queued: in the shared queue with shared jobs, else in this process's.
 
-use super::{Scheduler, SubmitRefused};
+use super::{Scheduler, SubmitRefused, WorkQueue};
 use crate::jobs::board::Admission;
 use crate::jobs::model::{Job, JobState, RenderWork};
 use crate::jobs::queue::{PushRefused, QueuedJob};
@@ -34,10 +34,26 @@ impl Scheduler {
                     RenderClaim::Existing(leader) if leader == job.id => break,
                     RenderClaim::Existing(leader) => leader,
                 };
-                // A live or succeeded render of this instance: the board decides below.
+                // A live or succeeded render of this instance: the board decides.
                 if let Some(local) = self.board.get(leader) {
                     if !matches!(local.state, JobState::Failed | JobState::Cancelled) {
-                        break;
+                        let scheduler = self.clone();
+                        let (copy, work_copy) = (job.clone(), work.clone());
+                        let joined = tokio::task::spawn_blocking(move || {
+                            scheduler.join_local_render(&copy, work_copy)
+                        })
+                        .await
+                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+                        match joined {
+                            Some(Ok(joined)) => return Ok(joined),
+                            Some(Err(refused)) => {
+                                self.count_tenant_refusal(&tenant, refused);
+                                self.share_refusal(&job, refused).await;
+                                return Err(SubmitRefused::Queue(refused));
+                            }
+                            // It ended (or its output is gone) meanwhile: take it over below.
+                            None => {}
+                        }
                     }
                     if shared
                         .replace_render(&job.fingerprint, leader, job.id)
@@ -84,6 +100,10 @@ impl Scheduler {
                     }
                 }
             }
+        }
+        // It leads: with shared jobs, in the queue every instance reads.
+        if let WorkQueue::Shared(queue) = &self.work {
+            return self.enqueue_shared(queue, job, work).await;
         }
         let scheduler = self.clone();
         let submitted = {

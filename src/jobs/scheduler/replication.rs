@@ -6,11 +6,16 @@ use super::{Scheduler, MIN_RETRY_AFTER};
 use crate::jobs::board::Replication;
 use crate::jobs::model::{Job, JobFailure, JobState};
 use crate::jobs::queue::PushRefused;
-use crate::jobs::shared::SharedJobs;
+use crate::jobs::shared::{SharedError, SharedJobs};
 use crate::reason::Reason;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long the end of a job is retried while Redis fails, and the pauses between
+/// attempts (doubled from the first to the last).
+const END_WRITE_PATIENCE: Duration = Duration::from_secs(300);
+const END_WRITE_RETRY_MIN: Duration = Duration::from_millis(100);
+const END_WRITE_RETRY_MAX: Duration = Duration::from_secs(5);
 /// Version of a shared record that is final (a job refused before it was admitted).
 const FINAL_VERSION: u64 = 1 << 52;
 /// How long shutdown waits for shared records to be written.
@@ -99,7 +104,7 @@ pub(super) async fn replicate(
     while let Some(message) = messages.recv().await {
         match message {
             Replication::Snapshot(job) => {
-                if let Err(error) = shared.publish(&job).await {
+                if let Err(error) = publish_snapshot(&shared, &job).await {
                     tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a job's state");
                 }
                 if matches!(job.state, JobState::Failed | JobState::Cancelled) {
@@ -115,6 +120,30 @@ pub(super) async fn replicate(
             }
             Replication::Flush(done) => {
                 let _ = done.send(());
+            }
+        }
+    }
+}
+
+/// Writes one snapshot. A job's end is retried (Redis may be restarting) for up to
+/// [`END_WRITE_PATIENCE`]: without it, a job of the shared queue stays unacknowledged and
+/// another instance renders it again; a progress snapshot is not worth holding the next
+/// ones back for (a later one replaces it).
+async fn publish_snapshot(shared: &SharedJobs, job: &Job) -> Result<(), SharedError> {
+    let give_up = tokio::time::Instant::now() + END_WRITE_PATIENCE;
+    let mut pause = END_WRITE_RETRY_MIN;
+    loop {
+        match shared.publish(job).await {
+            Ok(()) => return Ok(()),
+            Err(error)
+                if !job.state.is_terminal() || tokio::time::Instant::now() + pause > give_up =>
+            {
+                return Err(error)
+            }
+            Err(error) => {
+                tracing::debug!(job_id = %job.id, %error, "cannot share a job's end yet; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(END_WRITE_RETRY_MAX);
             }
         }
     }

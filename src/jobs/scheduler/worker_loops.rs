@@ -30,32 +30,37 @@ impl Scheduler {
             self.metrics.queue_depth.set(self.queue.len() as i64);
             let scheduler = self.clone();
             // The job's tenant slot goes with it: freed as the job ends (or its runner panics).
-            let ran = tokio::task::spawn_blocking(move || scheduler.run_job(started)).await;
+            let ran =
+                tokio::task::spawn_blocking(move || scheduler.run_job(id, Some(started))).await;
             if let Err(error) = ran {
-                // A bug of ours in run_job: the job must not stay RUNNING for ever.
-                let template_id = self.board.get(id).map(|job| job.template_id.to_string());
-                tracing::error!(job_id = %id, template_id = template_id.as_deref().unwrap_or("-"), %error, "the job runner panicked");
-                self.board.update(id, |job| {
-                    job.finish(
-                        JobState::Failed,
-                        Some(JobFailure {
-                            reason: Reason::Internal.into(),
-                            message: "internal error; it has been logged".into(),
-                            retryable: true,
-                            retry_after: Some(MIN_RETRY_AFTER),
-                        }),
-                    );
-                    true
-                });
+                self.runner_panicked(id, error);
             }
         }
     }
 
-    /// Runs one job to a terminal state (blocking: waits for worker processes). Its tenant's
-    /// slot (`slot`) is given back before a rendered job is seen to end, so a caller that saw
-    /// it end may submit again at once.
-    pub(super) fn run_job(&self, slot: StartedJob) {
-        let id = slot.id;
+    /// A bug of ours in run_job: the job must not stay RUNNING for ever.
+    pub(super) fn runner_panicked(&self, id: Uuid, error: tokio::task::JoinError) {
+        let template_id = self.board.get(id).map(|job| job.template_id.to_string());
+        tracing::error!(job_id = %id, template_id = template_id.as_deref().unwrap_or("-"), %error, "the job runner panicked");
+        self.board.update(id, |job| {
+            job.finish(
+                JobState::Failed,
+                Some(JobFailure {
+                    reason: Reason::Internal.into(),
+                    message: "internal error; it has been logged".into(),
+                    retryable: true,
+                    retry_after: Some(MIN_RETRY_AFTER),
+                }),
+            );
+            true
+        });
+    }
+
+    /// Runs job `id` to a terminal state (blocking: waits for worker processes). Its tenant's
+    /// slot of the in-process queue (`slot`, none for a job of the shared queue) is given back
+    /// before a rendered job is seen to end, so a caller that saw it end may submit again at
+    /// once.
+    pub(super) fn run_job(&self, id: Uuid, slot: Option<StartedJob>) {
         let Some((work, cancel)) = self.board.work(id) else {
             return;
         };
@@ -102,6 +107,7 @@ impl Scheduler {
                 ]
             });
         self.metrics.jobs_running.inc();
+        self.metrics.renders_started.inc();
         let started = Instant::now();
         let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel, &render_span);
         let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);

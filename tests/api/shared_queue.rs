@@ -1,0 +1,586 @@
+//! Many instances, one farm: three `lottie-render serve` processes on one Redis (a key prefix
+//! of their own on the shared Redis, or a redis-server of the test's own where it must be
+//! restarted) sharing a data directory, every accepted job in the shared work queue. Renders
+//! are counted by each instance's `renders_started` and `workers_started` metrics.
+
+use crate::helpers::{corpus, sample_value, small_request, unique_key, Hold};
+use crate::idempotency::{redis_url, unique_prefix};
+use crate::process::ServerProcess;
+use lottie_render::grpc::proto;
+use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
+use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
+use lottie_render::grpc::proto::JobState;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+const BALL: &str = "slots-ball-colors-opacity.json";
+/// Short leases, so that a dead instance's jobs start again within seconds.
+const LEASE_MS: &str = "2000";
+/// How long a test waits for all its jobs to end.
+const FARM_LIMIT: Duration = Duration::from_secs(240);
+
+/// One instance of the farm under test.
+struct Instance {
+    server: ServerProcess,
+    channel: Channel,
+}
+
+impl Instance {
+    async fn start(
+        redis: &str,
+        prefix: &str,
+        data_dir: &Path,
+        worker: Option<PathBuf>,
+        extra: &[&str],
+    ) -> Instance {
+        let mut args = vec![
+            "--redis-url",
+            redis,
+            "--redis-key-prefix",
+            prefix,
+            "--workers",
+            "1",
+            "--queue-capacity",
+            "128",
+            "--job-lease-ms",
+            LEASE_MS,
+        ];
+        args.extend_from_slice(extra);
+        let server = ServerProcess::start_in(
+            Some(data_dir),
+            |dir| worker.unwrap_or_else(|| crate::helpers::own_worker_executable(dir)),
+            &args,
+            &[],
+        );
+        let channel = server.channel().await;
+        Instance { server, channel }
+    }
+
+    fn renders(&self) -> RenderServiceClient<Channel> {
+        RenderServiceClient::new(self.channel.clone())
+    }
+
+    async fn submit_with_key(
+        &self,
+        key: &str,
+        request: proto::RenderRequest,
+    ) -> Result<proto::RenderJob, Status> {
+        let mut request = Request::new(request);
+        request
+            .metadata_mut()
+            .insert("idempotency-key", key.parse().unwrap());
+        self.renders()
+            .submit_render(request)
+            .await
+            .map(|answer| answer.into_inner())
+    }
+
+    async fn submit(&self, request: proto::RenderRequest) -> proto::RenderJob {
+        self.submit_with_key(&unique_key(), request).await.unwrap()
+    }
+
+    async fn get(&self, job_id: &str) -> Result<proto::RenderJob, Status> {
+        self.renders()
+            .get_render_job(proto::GetRenderJobRequest {
+                job_id: job_id.into(),
+            })
+            .await
+            .map(|answer| answer.into_inner())
+    }
+
+    /// A counter of this instance (0 while never counted).
+    async fn counter(&self, name: &str) -> f64 {
+        let text = self.server.metrics_text().await;
+        sample_value(&text, &format!("lottie_render_{name}_total")).unwrap_or(0.0)
+    }
+}
+
+async fn create_template(instance: &Instance) -> String {
+    TemplateServiceClient::new(instance.channel.clone())
+        .create_template(proto::CreateTemplateRequest {
+            name: BALL.into(),
+            lottie_json: corpus(BALL),
+            fonts: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .template_id
+}
+
+/// A small, quick render; `variant` makes its fingerprint its own.
+fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
+    let mut request = small_request(template_id, proto::Format::Gif);
+    if let Some(output) = request.output.as_mut() {
+        output.width = 100 + variant;
+    }
+    request
+}
+
+fn state(job: &proto::RenderJob) -> JobState {
+    JobState::try_from(job.state).unwrap()
+}
+
+/// Polls each job through `instance` until it has ended (riding out UNAVAILABLE while Redis
+/// is away); answers the last snapshots.
+async fn wait_until_ended(instance: &Instance, job_ids: &[String]) -> Vec<proto::RenderJob> {
+    let mut ended = Vec::new();
+    let deadline = tokio::time::Instant::now() + FARM_LIMIT;
+    for id in job_ids {
+        loop {
+            match instance.get(id).await {
+                Ok(job) if !matches!(state(&job), JobState::Queued | JobState::Running) => {
+                    ended.push(job);
+                    break;
+                }
+                Ok(_) => {}
+                Err(status) if status.code() == Code::Unavailable => {}
+                Err(status) => panic!("{status:?}"),
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {id} did not end within {FARM_LIMIT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    ended
+}
+
+async fn counters(farm: &[&Instance], name: &str) -> Vec<f64> {
+    let mut values = Vec::new();
+    for instance in farm {
+        values.push(instance.counter(name).await);
+    }
+    values
+}
+
+#[tokio::test]
+async fn a_hundred_jobs_submitted_round_robin_render_once_each_spread_over_three_instances() {
+    let data = tempfile::tempdir().unwrap();
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let mut farm = Vec::new();
+    for _ in 0..3 {
+        farm.push(Instance::start(&redis, &prefix, data.path(), None, &[]).await);
+    }
+    let template = create_template(&farm[0]).await;
+    let mut ids = Vec::new();
+    for variant in 0..100u32 {
+        let instance = &farm[variant as usize % 3];
+        ids.push(instance.submit(request(&template, variant)).await.job_id);
+    }
+    // Followed through an instance that accepted only a third of them.
+    let ended = wait_until_ended(&farm[1], &ids).await;
+    for job in &ended {
+        assert_eq!(state(job), JobState::Succeeded, "{job:?}");
+    }
+    let everyone: Vec<&Instance> = farm.iter().collect();
+    let renders = counters(&everyone, "renders_started").await;
+    let workers = counters(&everyone, "workers_started").await;
+    let taken = counters(&everyone, "shared_jobs_taken").await;
+    println!("renders per instance {renders:?}, workers {workers:?}, taken {taken:?}");
+    assert_eq!(renders.iter().sum::<f64>(), 100.0, "each job rendered once");
+    assert_eq!(workers.iter().sum::<f64>(), 100.0, "one worker per render");
+    assert_eq!(taken.iter().sum::<f64>(), 100.0);
+    assert!(
+        renders.iter().all(|count| *count > 0.0),
+        "every instance rendered some: {renders:?}"
+    );
+}
+
+#[tokio::test]
+async fn twenty_identical_requests_across_three_instances_render_once() {
+    let data = tempfile::tempdir().unwrap();
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let mut farm = Vec::new();
+    for _ in 0..3 {
+        farm.push(Instance::start(&redis, &prefix, data.path(), None, &[]).await);
+    }
+    let template = create_template(&farm[0]).await;
+    let submissions = (0..20).map(|call| farm[call % 3].submit(request(&template, 7)));
+    let ids: Vec<String> = futures_util::future::join_all(submissions)
+        .await
+        .into_iter()
+        .map(|job| job.job_id)
+        .collect();
+    let ended = wait_until_ended(&farm[2], &ids).await;
+    let mut digests: Vec<String> = ended
+        .iter()
+        .map(|job| {
+            assert_eq!(state(job), JobState::Succeeded, "{job:?}");
+            job.output.as_ref().unwrap().sha256.clone()
+        })
+        .collect();
+    digests.dedup();
+    assert_eq!(digests.len(), 1, "one output for all");
+    let everyone: Vec<&Instance> = farm.iter().collect();
+    let renders = counters(&everyone, "renders_started").await;
+    assert_eq!(renders.iter().sum::<f64>(), 1.0, "{renders:?}");
+    assert_eq!(
+        counters(&everyone, "workers_started")
+            .await
+            .iter()
+            .sum::<f64>(),
+        1.0
+    );
+}
+
+/// The id of the job whose render `server` logged as started.
+fn job_started_on(server: &ServerProcess) -> Option<String> {
+    server.log().iter().find_map(|line| {
+        if !line.contains("render started") {
+            return None;
+        }
+        let start = line.find("job_id=")? + "job_id=".len();
+        Some(line.get(start..start + 36)?.to_owned())
+    })
+}
+
+#[tokio::test]
+async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
+    let data = tempfile::tempdir().unwrap();
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let hold_dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
+    let mut farm = Vec::new();
+    for hold in &holds {
+        hold.engage();
+        let worker = Some(hold.script.clone());
+        farm.push(Instance::start(&redis, &prefix, data.path(), worker, &[]).await);
+    }
+    let template = create_template(&farm[0]).await;
+    // One render held on each instance (one worker each), three more queued behind them,
+    // all accepted by the instance about to die.
+    let mut jobs = Vec::new();
+    for variant in 0..3 {
+        jobs.push((
+            unique_key(),
+            request(&template, variant),
+            String::new(), // filled below
+        ));
+    }
+    for (key, request, id) in jobs.iter_mut() {
+        *id = farm[0]
+            .submit_with_key(key, request.clone())
+            .await
+            .unwrap()
+            .job_id;
+    }
+    for hold in &holds {
+        hold.wait_for_held(1).await;
+    }
+    for variant in 3..6 {
+        let (key, request) = (unique_key(), request(&template, variant));
+        let id = farm[0]
+            .submit_with_key(&key, request.clone())
+            .await
+            .unwrap()
+            .job_id;
+        assert_eq!(state(&farm[0].get(&id).await.unwrap()), JobState::Queued);
+        jobs.push((key, request, id));
+    }
+    let orphan = job_started_on(&farm[0].server).expect("the doomed instance started a render");
+    // A caller watching the doomed instance's render through a survivor.
+    let mut watch = farm[1]
+        .renders()
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: orphan.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let watcher = tokio::spawn(async move {
+        let mut states = Vec::new();
+        while let Ok(Some(job)) = watch.message().await {
+            states.push(state(&job));
+        }
+        states
+    });
+    farm[0].server.kill();
+    for hold in &holds[1..] {
+        hold.disengage();
+        for pid in hold.held() {
+            hold.release(pid);
+        }
+    }
+    let ids: Vec<String> = jobs.iter().map(|(_, _, id)| id.clone()).collect();
+    for job in wait_until_ended(&farm[2], &ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+    let states = tokio::time::timeout(FARM_LIMIT, watcher)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(states.first(), Some(&JobState::Running), "{states:?}");
+    assert_eq!(states.last(), Some(&JobState::Succeeded), "{states:?}");
+    let back_in_queue = states
+        .iter()
+        .position(|state| *state == JobState::Queued)
+        .unwrap_or_else(|| panic!("the caller saw the job queued again: {states:?}"));
+    assert!(
+        states[back_in_queue..].contains(&JobState::Running),
+        "{states:?}"
+    );
+    assert!(!states.contains(&JobState::Failed), "{states:?}");
+    let survivors: Vec<&Instance> = farm[1..].iter().collect();
+    // Two held renders, three queued ones and the orphan, each once.
+    let renders = counters(&survivors, "renders_started").await;
+    assert_eq!(renders.iter().sum::<f64>(), 6.0, "{renders:?}");
+    let reclaimed = counters(&survivors, "shared_jobs_reclaimed").await;
+    assert_eq!(reclaimed.iter().sum::<f64>(), 1.0, "{reclaimed:?}");
+    // Nothing stuck: the orphan's key replays its result, and its fingerprint serves a new
+    // key at once.
+    let (key, orphan_request, _) = jobs.iter().find(|(_, _, id)| *id == orphan).unwrap();
+    let replay = farm[2]
+        .submit_with_key(key, orphan_request.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (replay.job_id.as_str(), state(&replay)),
+        (orphan.as_str(), JobState::Succeeded)
+    );
+    let again = farm[1].submit(orphan_request.clone()).await;
+    assert_eq!(state(&again), JobState::Succeeded, "{again:?}");
+    assert_eq!(
+        counters(&survivors, "renders_started")
+            .await
+            .iter()
+            .sum::<f64>(),
+        6.0
+    );
+}
+
+/// A redis-server of this test's own on a spare port that keeps every write on disk (an
+/// append-only file synced on each write), so that it can be killed and started again with
+/// its data, as a Redis restarted in production keeps its data.
+struct PersistentRedis {
+    port: u16,
+    dir: tempfile::TempDir,
+    process: Option<std::process::Child>,
+}
+
+impl PersistentRedis {
+    fn start() -> PersistentRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut redis = PersistentRedis {
+            port,
+            dir: tempfile::tempdir().unwrap(),
+            process: None,
+        };
+        redis.restart();
+        redis
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn restart(&mut self) {
+        let process = std::process::Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (./dev installs it)");
+        self.process = Some(process);
+        for _ in 0..500 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not listen on {}", self.port);
+    }
+
+    /// Kills it (SIGKILL: no goodbye; what was acknowledged is on disk already).
+    fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
+impl Drop for PersistentRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[tokio::test]
+async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
+    let data = tempfile::tempdir().unwrap();
+    let mut redis = PersistentRedis::start();
+    let prefix = unique_prefix();
+    let hold_dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
+    let mut farm = Vec::new();
+    for hold in &holds {
+        hold.engage();
+        let worker = Some(hold.script.clone());
+        let extra = ["--redis-timeout-ms", "300"];
+        farm.push(Instance::start(&redis.url(), &prefix, data.path(), worker, &extra).await);
+    }
+    let template = create_template(&farm[0]).await;
+    let mut ids = Vec::new();
+    for variant in 0..3u32 {
+        ids.push(
+            farm[variant as usize]
+                .submit(request(&template, variant))
+                .await
+                .job_id,
+        );
+    }
+    for hold in &holds {
+        hold.wait_for_held(1).await;
+    }
+    for variant in 3..6u32 {
+        ids.push(
+            farm[variant as usize % 3]
+                .submit(request(&template, variant))
+                .await
+                .job_id,
+        );
+    }
+    redis.kill();
+    // During the outage: UNAVAILABLE with a delay, and nothing created.
+    let refused = farm[1]
+        .submit_with_key(&unique_key(), request(&template, 6))
+        .await
+        .unwrap_err();
+    // The key store is the first part of Redis a submission reaches.
+    let delay =
+        crate::helpers::refusal_delay(&refused, Code::Unavailable, "IDEMPOTENCY_STORE_UNAVAILABLE");
+    assert!(
+        delay.is_some_and(|delay| delay > Duration::ZERO),
+        "{refused:?}"
+    );
+    // The held renders finish while Redis is away; their ends wait for it.
+    for hold in &holds {
+        hold.disengage();
+        for pid in hold.held() {
+            hold.release(pid);
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    redis.restart();
+    // The refused request, retried once Redis is back.
+    let mut retried = None;
+    for _ in 0..100 {
+        match farm[1]
+            .submit_with_key(&unique_key(), request(&template, 6))
+            .await
+        {
+            Ok(job) => {
+                retried = Some(job.job_id);
+                break;
+            }
+            Err(status) if status.code() == Code::Unavailable => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    }
+    ids.push(retried.expect("accepted once Redis is back"));
+    for job in wait_until_ended(&farm[0], &ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+    let everyone: Vec<&Instance> = farm.iter().collect();
+    let renders = counters(&everyone, "renders_started").await;
+    assert_eq!(renders.iter().sum::<f64>(), 7.0, "{renders:?}");
+}
+
+/// The entries left in the farm's queue and its per-tenant counts.
+async fn queue_left(prefix: &str) -> (i64, i64) {
+    let mut connection = deadpool_redis::redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let entries: i64 = deadpool_redis::redis::cmd("XLEN")
+        .arg(format!("{prefix}queue"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let tenants: i64 = deadpool_redis::redis::cmd("HLEN")
+        .arg(format!("{prefix}queue-tenants"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    (entries, tenants)
+}
+
+#[tokio::test]
+async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() {
+    let data = tempfile::tempdir().unwrap();
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let hold_dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
+    let mut farm = Vec::new();
+    for hold in &holds {
+        hold.engage();
+        let worker = Some(hold.script.clone());
+        farm.push(Instance::start(&redis, &prefix, data.path(), worker, &[]).await);
+    }
+    let template = create_template(&farm[0]).await;
+    let mut ids = Vec::new();
+    for variant in 0..2 {
+        ids.push(farm[0].submit(request(&template, variant)).await.job_id);
+    }
+    for hold in &holds {
+        hold.wait_for_held(1).await;
+    }
+    let waiting = farm[0].submit(request(&template, 2)).await;
+    assert_eq!(state(&waiting), JobState::Queued);
+    // Cancelled through the instance that did not accept it.
+    let cancelled = farm[1]
+        .renders()
+        .cancel_render_job(proto::CancelRenderJobRequest {
+            job_id: waiting.job_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(state(&cancelled), JobState::Cancelled, "{cancelled:?}");
+    for hold in &holds {
+        hold.disengage();
+        for pid in hold.held() {
+            hold.release(pid);
+        }
+    }
+    for job in wait_until_ended(&farm[0], &ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+    // Its entry is read by a free worker and acknowledged away, unrendered.
+    let mut left = queue_left(&prefix).await;
+    for _ in 0..200 {
+        if left == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        left = queue_left(&prefix).await;
+    }
+    assert_eq!(left, (0, 0), "entries and tenant counts left in the queue");
+    assert_eq!(
+        state(&farm[0].get(&waiting.job_id).await.unwrap()),
+        JobState::Cancelled
+    );
+    let everyone: Vec<&Instance> = farm.iter().collect();
+    let renders = counters(&everyone, "renders_started").await;
+    assert_eq!(renders.iter().sum::<f64>(), 2.0, "{renders:?}");
+}
