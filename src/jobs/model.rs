@@ -5,7 +5,6 @@ use crate::auth::TenantId;
 use crate::render::OutputInfo;
 use crate::spec::{Format, Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use uuid::Uuid;
 
@@ -122,16 +121,14 @@ impl Job {
 /// What a worker needs to run a job.
 #[derive(Debug, Clone)]
 pub struct RenderWork {
-    pub template_path: PathBuf,
     pub modifications: Modifications,
     pub output: OutputSpec,
     /// Wall-clock limit of one worker run.
     pub deadline: Duration,
-    /// The template's uploaded fonts: family → font file.
-    pub fonts: std::collections::BTreeMap<String, PathBuf>,
-    /// Keeps the template's files (which the paths above name) for as long as the job may
-    /// render, even if the template is deleted meanwhile; the board lets go of the work when
-    /// the job ends, and the files go with the last reference.
+    /// The template's files (JSON and fonts), copied for this job so that it renders even
+    /// if the template is deleted meanwhile; staged on the rendering instance's disk for
+    /// each worker run. The board lets go of the work when the job ends, and the copies go
+    /// with the last reference.
     pub pin: Option<std::sync::Arc<crate::storage::pins::TemplatePin>>,
     /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
     /// in memory only: a job renders on the instance that accepted it.
