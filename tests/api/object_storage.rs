@@ -345,6 +345,8 @@ struct StoreForwarder {
     address: SocketAddr,
     target: SocketAddr,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// Connections are accepted and never answered (a store that hangs).
+    hanging: bool,
 }
 
 impl StoreForwarder {
@@ -360,6 +362,7 @@ impl StoreForwarder {
             address,
             target,
             task: None,
+            hanging: false,
         };
         forwarder.serve(listener);
         forwarder
@@ -370,12 +373,16 @@ impl StoreForwarder {
     }
 
     fn serve(&mut self, listener: tokio::net::TcpListener) {
-        let target = self.target;
+        let (target, hanging) = (self.target, self.hanging);
         self.task = Some(tokio::spawn(async move {
             // Dropped with the task: every open connection is cut when the forwarder stops.
             let mut connections = tokio::task::JoinSet::new();
             while let Ok((mut inbound, _)) = listener.accept().await {
                 connections.spawn(async move {
+                    if hanging {
+                        // Held open, never answered, until the forwarder stops.
+                        std::future::pending::<()>().await;
+                    }
                     if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                     }
@@ -389,6 +396,12 @@ impl StoreForwarder {
             task.abort();
             let _ = task.await;
         }
+    }
+
+    /// Starts again, forwarding (`hanging` false) or holding every connection unanswered.
+    async fn restart_as(&mut self, hanging: bool) {
+        self.hanging = hanging;
+        self.restart().await;
     }
 
     async fn restart(&mut self) {
@@ -440,6 +453,42 @@ async fn a_store_that_stops_mid_way_is_unavailable_with_a_delay_and_the_job_comp
     assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
     let bytes = app.download(&again.job_id).await.unwrap();
     assert_eq!(sha256_hex(&bytes), done.output.unwrap().sha256);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_store_that_hangs_is_unavailable_within_its_timeouts_and_served_again_when_it_answers() {
+    let bucket = TestBucket::create().await;
+    let mut forwarder = StoreForwarder::start().await;
+    let app = spawn_app_with(|settings| {
+        bucket.configure(settings, &forwarder.endpoint());
+        settings.storage.storage_request_timeout_ms = 1_000;
+    })
+    .await;
+    let template = app.create_template(BALL).await;
+    let get = || {
+        let mut templates = app.templates();
+        let request = proto::GetTemplateRequest {
+            template_id: template.template_id.clone(),
+        };
+        async move { templates.get_template(request).await }
+    };
+    forwarder.stop().await;
+    forwarder.restart_as(true).await;
+    let began = std::time::Instant::now();
+    let refused = get().await.unwrap_err();
+    // At least one request timeout (the store hung, it did not refuse), at most a retry
+    // within the 1 s retry budget and its own timeout.
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "answered after {waited:?}"
+    );
+    refusal_delay(&refused, tonic::Code::Unavailable, "STORAGE_UNAVAILABLE")
+        .expect("a retry delay");
+    forwarder.stop().await;
+    forwarder.restart_as(false).await;
+    assert_eq!(get().await.unwrap().into_inner().name, BALL);
     app.stop().await;
 }
 
