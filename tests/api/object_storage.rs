@@ -221,6 +221,45 @@ async fn a_template_is_rendered_and_downloaded_through_a_bucket_with_no_file_in_
 }
 
 #[tokio::test]
+async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
+    let bucket = TestBucket::create().await;
+    let app = spawn_app_with(|settings| bucket.configure(settings, &s3_endpoint())).await;
+    // The template's text asks for family "Ubuntu"; DejaVu Serif (fonts-dejavu-core, which
+    // ./dev installs) is visibly unlike the bundled fallback.
+    let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").unwrap();
+    let mut ids = Vec::new();
+    for fonts in [[("Ubuntu".to_owned(), font)].into(), Default::default()] {
+        let created = app
+            .templates()
+            .create_template(proto::CreateTemplateRequest {
+                name: "hello".into(),
+                lottie_json: crate::helpers::corpus("slots-text-document-sid.json"),
+                fonts,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        ids.push(created.template_id);
+    }
+    let font_key = format!("templates/{}/fonts/0.font", ids[0]);
+    assert!(bucket.keys().await.contains(&font_key), "{font_key}");
+    let mut outputs = Vec::new();
+    for id in &ids {
+        let mut request = small_request(id, proto::Format::Gif);
+        request.modifications = Some(proto::Modifications {
+            texts: [("text_doc".to_owned(), "Uploaded".to_owned())].into(),
+            colors: Default::default(),
+        });
+        let job = app.submit(request).await.unwrap();
+        let done = last_snapshot(&app, &job.job_id).await;
+        assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
+        outputs.push(done.output.unwrap().sha256);
+    }
+    assert_ne!(outputs[0], outputs[1], "the staged font was not used");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn retention_deletes_an_output_from_the_bucket() {
     let bucket = TestBucket::create().await;
     let app = spawn_app_with(|settings| {
