@@ -75,7 +75,8 @@ pub struct ServerSettings {
     /// Address to listen on for gRPC.
     #[arg(long, env = "LOTTIE_RENDER_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
-    /// Directory for templates and outputs (created when missing).
+    /// Directory for templates and outputs (created when missing); with `--storage-url`,
+    /// only this instance's scratch files (staged inputs, partial outputs).
     #[arg(long, env = "LOTTIE_RENDER_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
     /// Renders running at once, each in its own worker process [default: half the cores, at
@@ -243,6 +244,9 @@ pub struct ServerSettings {
     /// TLS and mTLS on the gRPC listener (plaintext without them).
     #[command(flatten)]
     pub tls: crate::tls::TlsSettings,
+    /// Object storage for templates, fonts and outputs, and its timeouts (crate::storage).
+    #[command(flatten)]
+    pub storage: crate::storage::settings::StorageSettings,
 }
 
 impl ServerSettings {
@@ -291,6 +295,7 @@ impl ServerSettings {
             identities: None,
             trust_sidecar_identity: None,
             tls: crate::tls::TlsSettings::default(),
+            storage: crate::storage::settings::StorageSettings::default(),
         }
     }
 

@@ -34,7 +34,7 @@ use crate::middleware::{
 };
 use crate::reason::Reason;
 use crate::redis_client::RedisClient;
-use crate::storage::{OutputStore, TemplateStore};
+use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
 use crate::telemetry::traces::{Tracing, TracingError};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,7 +47,7 @@ use tower::Layer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("cannot open the data directory: {0}")]
+    #[error("cannot open the object store or the data directory: {0}")]
     Storage(#[from] crate::storage::StorageError),
     #[error("cannot find this executable to run workers: {0}")]
     Executable(std::io::Error),
@@ -121,9 +121,29 @@ pub async fn run(
     watched.extend(tls.as_ref().map(crate::tls::watch));
     // Their state now is the baseline; the watcher starts once nothing below can fail.
     let configuration_watcher = crate::tls::watch::Watcher::new(watched);
+    let objects = ObjectStorage::open(
+        &settings.storage,
+        &settings.data_dir,
+        tokio::runtime::Handle::current(),
+    )?;
+    tracing::info!(
+        store = objects.describe(),
+        "templates and outputs in object storage"
+    );
     let templates_store =
-        TemplateStore::open(&settings.data_dir)?.with_limits(settings.storage_limits());
-    let outputs = OutputStore::open(&settings.data_dir)?;
+        TemplateStore::new(objects.clone())?.with_limits(settings.storage_limits());
+    let outputs = OutputStore::open(objects, settings.storage.download_url_expiry())?;
+    {
+        // The index's repair lists the templates: off the runtime and not waited for, so a
+        // store that is slow or down at start-up delays nothing (calls meanwhile are answered
+        // as the store allows: UNAVAILABLE while it is down).
+        let store = templates_store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = store.complete_index() {
+                tracing::warn!(%error, "cannot repair the template index; the next start tries again");
+            }
+        });
+    }
     let executable = match settings.worker_executable.clone() {
         Some(executable) => executable,
         None => std::env::current_exe().map_err(ServerError::Executable)?,

@@ -1,37 +1,41 @@
-//! Templates and outputs on disk.
+//! Templates, fonts and outputs in object storage ([`objects`]: the data directory's files by
+//! default, an S3-compatible bucket with `--storage-url`), with the same keys either way.
 //!
-//! Templates live under `<data-dir>/templates/<id>/` (ids are ours, never a caller's or a
-//! tenant's name, so nothing a caller chooses becomes a path): the JSON as uploaded
-//! (`template.json`), its fonts (`fonts/<n>.font`), its record (`record.json`: name,
-//! creation time, font families, report) and the bounded view answers show
-//! (`summary.json`, [`summary`]). A template is written into a temporary directory and
-//! renamed into place, so a crash never leaves half a template visible. Listing order and the
-//! quota's figures come from a name-only index ([`index`]). Every template belongs to a
-//! tenant: reads, listing and deletion take the caller's tenant and answer another tenant's
-//! template exactly as an unknown one (`NotFound`). An accepted job renders from hard links
-//! of its template's files ([`pins`]), so deleting the template hides it at once while the
-//! jobs already accepted still render. Outputs live under
-//! `<data-dir>/outputs/<job-id>.<ext>`; a worker writes `.partial-<job-id>.<ext>` and the
-//! scheduler renames it when the render succeeded. Object storage replaces this later;
-//! callers see only [`TemplateStore`] and [`OutputStore`].
+//! Templates live under `templates/<id>/` (ids are ours, never a caller's or a tenant's
+//! name, so nothing a caller chooses becomes a key): the JSON as uploaded (`template.json`),
+//! its fonts (`fonts/<n>.font`), the bounded view answers show (`summary.json`, [`summary`])
+//! and its record (`record.json`: name, creation time, font families, report), written last:
+//! a template exists once its record does, so a crash never leaves half a template visible
+//! (each object is whole or absent on either store). Listing order and the quota's figures
+//! come from a name-only index ([`index`]). Every template belongs to a tenant: reads,
+//! listing and deletion take the caller's tenant and answer another tenant's template exactly
+//! as an unknown one (`NotFound`). An accepted job renders from its own copies of its
+//! template's files ([`pins`]: hard links locally, server-side copies in a bucket), so
+//! deleting the template hides it at once while the jobs already accepted still render.
+//! Outputs live under `outputs/<job-id>.<ext>` ([`outputs`]). Callers see only
+//! [`TemplateStore`] and [`OutputStore`].
 
 pub mod index;
+pub mod objects;
+pub mod outputs;
 pub mod pins;
 pub mod record_cache;
+pub mod settings;
 pub mod summary;
 
 use crate::auth::TenantId;
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
 use crate::reason::Reason;
-use index::INDEX_DIR;
 pub use index::{
     IndexEntry, StorageLimits, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES,
     DEFAULT_MIN_FREE_DISK_BYTES,
 };
+pub use objects::ObjectStorage;
+pub use outputs::OutputStore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use summary::TemplateSummary;
@@ -43,6 +47,15 @@ pub enum StorageError {
     NotFound(Uuid),
     #[error("storage: {0}")]
     Io(#[from] std::io::Error),
+    /// The store failed: refused, timed out, an error answer after the retries.
+    #[error("the object store is unavailable: {0}")]
+    Unavailable(String),
+    /// An object this service wrote is not there (an output expired, a pin swept).
+    #[error("object {0} does not exist")]
+    ObjectMissing(String),
+    /// `--storage-url` or the store's settings are wrong (at start-up).
+    #[error("{0}")]
+    Misconfigured(String),
     #[error("a stored record is damaged: {0}")]
     Damaged(String),
     #[error("{0}")]
@@ -53,6 +66,13 @@ pub enum StorageError {
         watermark_bytes: u64,
     },
 }
+
+/// Top directory of the templates' keys.
+const TEMPLATES: &str = "templates";
+/// A template's record: it exists once this object does.
+const RECORD: &str = "record.json";
+/// A template's bounded view.
+const SUMMARY: &str = "summary.json";
 
 /// What is kept about a template besides its JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,27 +119,41 @@ impl TemplateRecord {
 
 #[derive(Debug, Clone)]
 pub struct TemplateStore {
-    root: PathBuf,
-    data_dir: PathBuf,
+    objects: ObjectStorage,
     limits: StorageLimits,
     records: record_cache::RecordCache,
 }
 
+/// Key of a template's object `file` (ids are ours, so no caller text reaches a key).
+fn template_key(id: Uuid, file: &str) -> String {
+    format!("{TEMPLATES}/{id}/{file}")
+}
+
 impl TemplateStore {
-    /// A store under `data_dir/templates` (created when missing) with the default limits.
-    /// Templates stored by an earlier version get their summary and index entry here, once.
-    pub fn open(data_dir: &Path) -> Result<TemplateStore, StorageError> {
-        let root = data_dir.join("templates");
-        std::fs::create_dir_all(root.join(INDEX_DIR))?;
-        std::fs::create_dir_all(root.join(pins::PINS_DIR))?;
-        let store = TemplateStore {
-            root,
-            data_dir: data_dir.to_path_buf(),
-            limits: StorageLimits::default(),
-            records: Default::default(),
-        };
+    /// The templates in `objects` with the default limits, their index repaired
+    /// ([`TemplateStore::complete_index`]). Blocking.
+    pub fn open(objects: ObjectStorage) -> Result<TemplateStore, StorageError> {
+        let store = TemplateStore::new(objects)?;
         store.complete_index()?;
         Ok(store)
+    }
+
+    /// The templates in `objects` with the default limits, without reading the store (only
+    /// the local directories are made, in local mode); the index is repaired by
+    /// [`TemplateStore::complete_index`].
+    pub fn new(objects: ObjectStorage) -> Result<TemplateStore, StorageError> {
+        if let Some(templates) = objects.local_path(TEMPLATES) {
+            // Locally the index's directory is made here and must stay: if it vanishes (a
+            // volume unmounted under the server), calls are refused rather than writing
+            // into a fresh directory on another disk ([`TemplateStore::index`]).
+            std::fs::create_dir_all(templates.join(index::INDEX_DIR))?;
+            std::fs::create_dir_all(templates.join(pins::PINS_DIR))?;
+        }
+        Ok(TemplateStore {
+            objects,
+            limits: StorageLimits::default(),
+            records: Default::default(),
+        })
     }
 
     /// The same store under other limits.
@@ -127,21 +161,22 @@ impl TemplateStore {
         TemplateStore { limits, ..self }
     }
 
-    fn dir(&self, id: Uuid) -> PathBuf {
-        self.root.join(id.to_string())
+    /// The object store under the templates.
+    pub fn objects(&self) -> &ObjectStorage {
+        &self.objects
     }
 
-    /// Path of the template's JSON, for workers to read.
-    pub fn json_path(&self, id: Uuid) -> PathBuf {
-        self.dir(id).join("template.json")
+    /// Key of the template's JSON.
+    pub fn json_key(&self, id: Uuid) -> String {
+        template_key(id, "template.json")
     }
 
-    /// Path of one of the template's font files (a name from its record).
-    pub fn font_path(&self, id: Uuid, file: &str) -> PathBuf {
-        self.dir(id).join("fonts").join(file)
+    /// Key of one of the template's font files (a name from its record).
+    pub fn font_key(&self, id: Uuid, file: &str) -> String {
+        template_key(id, &format!("fonts/{file}"))
     }
 
-    /// Stores a new template of `tenant`; answers its record.
+    /// Stores a new template of `tenant`; answers its record. Blocking.
     pub fn create(
         &self,
         tenant: &TenantId,
@@ -154,19 +189,13 @@ impl TemplateStore {
             json.len() as u64 + fonts.values().map(|bytes| bytes.len() as u64).sum::<u64>();
         self.check_room_for(tenant, stored_bytes)?;
         let id = Uuid::new_v4();
-        let staging = tempfile::Builder::new()
-            .prefix(".creating-")
-            .tempdir_in(&self.root)?;
-        std::fs::write(staging.path().join("template.json"), json)?;
+        let mut objects = vec![(self.json_key(id), json.to_vec())];
         let mut font_files = BTreeMap::new();
         let mut font_sha256 = BTreeMap::new();
-        if !fonts.is_empty() {
-            std::fs::create_dir(staging.path().join("fonts"))?;
-        }
         for (index, (family, bytes)) in fonts.iter().enumerate() {
-            // Families are caller-chosen text; files are numbered so no name reaches the path.
+            // Families are caller-chosen text; files are numbered so no name reaches a key.
             let file = format!("{index}.font");
-            std::fs::write(staging.path().join("fonts").join(&file), bytes)?;
+            objects.push((self.font_key(id, &file), bytes.clone()));
             font_files.insert(family.clone(), file);
             font_sha256.insert(family.clone(), crate::lottie::template::hex_sha256(bytes));
         }
@@ -182,15 +211,25 @@ impl TemplateStore {
             font_sha256,
             report,
         };
-        write_json(&staging.path().join("record.json"), &record)?;
-        write_json(
-            &staging.path().join("summary.json"),
-            &TemplateSummary::of(&record),
-        )?;
-        // Renamed while still owned by the guard: if the rename fails, the staging
-        // directory is removed instead of being left behind.
-        std::fs::rename(staging.path(), self.dir(id))?;
-        let _ = staging.keep();
+        objects.push((
+            template_key(id, SUMMARY),
+            to_json(&TemplateSummary::of(&record))?,
+        ));
+        // The record last: a template exists (for reads, pins and the index's repair) once
+        // its record does, so a crash never leaves half a template visible.
+        objects.push((template_key(id, RECORD), to_json(&record)?));
+        let written = self.objects.block_on(async {
+            for (key, bytes) in objects {
+                self.objects.put(&key, bytes).await?;
+            }
+            Ok::<(), StorageError>(())
+        });
+        if let Err(error) = written {
+            // What was written names no template (no record): removed now when the store
+            // lets us.
+            let _ = self.remove_objects(id);
+            return Err(error);
+        }
         // Indexed only once in place: an index entry always names a whole template.
         self.write_index_entry(IndexEntry {
             created_at_ms,
@@ -202,7 +241,7 @@ impl TemplateStore {
     }
 
     /// The record of `tenant`'s template `id` (another tenant's is `NotFound`, as an unknown
-    /// one).
+    /// one). Blocking.
     pub fn record(&self, tenant: &TenantId, id: Uuid) -> Result<TemplateRecord, StorageError> {
         let record = self.read_record(id)?;
         owned_by(tenant, &record.tenant, id)?;
@@ -211,12 +250,10 @@ impl TemplateStore {
 
     /// The record of template `id`, whoever owns it.
     fn read_record(&self, id: Uuid) -> Result<TemplateRecord, StorageError> {
-        let bytes = std::fs::read(self.dir(id).join("record.json")).map_err(|error| match error
-            .kind()
-        {
-            std::io::ErrorKind::NotFound => StorageError::NotFound(id),
-            _ => StorageError::Io(error),
-        })?;
+        let bytes = self
+            .objects
+            .block_on(self.objects.get(&template_key(id, RECORD)))
+            .map_err(|error| missing_is_not_found(error, id))?;
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
     }
 
@@ -226,20 +263,22 @@ impl TemplateStore {
     /// Another tenant's record is neither read nor kept: its owner is checked in the small
     /// summary first. Reading and parsing a record (its size is the uploader's choice) would
     /// make the answer to another tenant's id measurably slower than an unknown id's, and a
-    /// damaged one would answer INTERNAL instead of NOT_FOUND.
+    /// damaged one would answer INTERNAL instead of NOT_FOUND. Blocking.
     pub fn cached_record(
         &self,
         tenant: &TenantId,
         id: Uuid,
     ) -> Result<Arc<TemplateRecord>, StorageError> {
-        let path = self.dir(id).join("record.json");
-        let size = match std::fs::metadata(&path) {
-            Ok(metadata) => metadata.len(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+        let size = match self
+            .objects
+            .block_on(self.objects.size(&template_key(id, RECORD)))
+        {
+            Ok(size) => size,
+            Err(StorageError::ObjectMissing(_)) => {
                 self.records.remove(id);
                 return Err(StorageError::NotFound(id));
             }
-            Err(error) => return Err(StorageError::Io(error)),
+            Err(error) => return Err(error),
         };
         if let Some(record) = self.records.get(id) {
             owned_by(tenant, &record.tenant, id)?;
@@ -254,35 +293,54 @@ impl TemplateStore {
 
     /// The bounded view of `tenant`'s template (what Get and List answer). A template stored
     /// by an instance of an earlier version while this one runs has no summary yet: built
-    /// from its record then.
+    /// from its record then. Blocking.
     pub fn summary(&self, tenant: &TenantId, id: Uuid) -> Result<TemplateSummary, StorageError> {
-        let summary: TemplateSummary = match std::fs::read(self.dir(id).join("summary.json")) {
+        let summary: TemplateSummary = match self
+            .objects
+            .block_on(self.objects.get(&template_key(id, SUMMARY)))
+        {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))?
             }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                TemplateSummary::of(&self.read_record(id)?)
-            }
-            Err(error) => return Err(StorageError::Io(error)),
+            Err(StorageError::ObjectMissing(_)) => TemplateSummary::of(&self.read_record(id)?),
+            Err(error) => return Err(error),
         };
         owned_by(tenant, &summary.tenant, id)?;
         Ok(summary)
     }
 
     /// Deletes `tenant`'s template: it is gone for every later read, listing and submission
-    /// at once. Jobs accepted before render from their own links of its files ([`pins`]), so
-    /// the files' space is freed when the last of them ends.
+    /// at once. Jobs accepted before render from their own copies of its files ([`pins`]).
+    /// Blocking.
     pub fn delete(&self, tenant: &TenantId, id: Uuid) -> Result<(), StorageError> {
         // The summary, not the record: it is small whatever was uploaded.
         self.summary(tenant, id)?;
         self.records.remove(id);
-        // Renamed away first, so readers never see a half-deleted template.
-        let doomed = self.root.join(format!(".deleting-{id}"));
-        std::fs::rename(self.dir(id), &doomed)?;
+        // The record first: from here on no submission can pin the template, and a deletion
+        // interrupted later leaves files that name no template (the index's repair drops
+        // their entry).
+        self.objects
+            .block_on(self.objects.delete(&template_key(id, RECORD)))?;
         for entry in self.index()?.into_iter().filter(|entry| entry.id == id) {
-            remove_if_present(&self.index_dir().join(entry.file_name()))?;
+            self.remove_index_entry(&entry)?;
         }
-        std::fs::remove_dir_all(doomed)?;
+        self.remove_objects(id)
+    }
+
+    /// Removes every object of template `id` (and, locally, its emptied directory).
+    fn remove_objects(&self, id: Uuid) -> Result<(), StorageError> {
+        let prefix = format!("{TEMPLATES}/{id}");
+        self.objects.block_on(async {
+            // The summary before the rest: a reader that still finds it finds a template.
+            self.objects.delete(&template_key(id, SUMMARY)).await?;
+            for object in self.objects.list(&prefix).await? {
+                self.objects.delete(&object.key).await?;
+            }
+            Ok::<(), StorageError>(())
+        })?;
+        if let Some(dir) = self.objects.local_path(&prefix) {
+            remove_dir_if_present(&dir)?;
+        }
         Ok(())
     }
 }
@@ -297,106 +355,22 @@ fn owned_by(caller: &TenantId, owner: &TenantId, id: Uuid) -> Result<(), Storage
     }
 }
 
-fn write_json(path: &Path, value: &impl Serialize) -> Result<(), StorageError> {
-    let bytes = serde_json::to_vec(value).map_err(|e| StorageError::Damaged(e.to_string()))?;
-    std::fs::write(path, bytes)?;
-    Ok(())
+/// A template's missing record means the template does not exist.
+fn missing_is_not_found(error: StorageError, id: Uuid) -> StorageError {
+    match error {
+        StorageError::ObjectMissing(_) => StorageError::NotFound(id),
+        other => other,
+    }
 }
 
-fn remove_if_present(path: &Path) -> Result<(), StorageError> {
-    match std::fs::remove_file(path) {
+fn to_json(value: &impl Serialize) -> Result<Vec<u8>, StorageError> {
+    serde_json::to_vec(value).map_err(|e| StorageError::Damaged(e.to_string()))
+}
+
+fn remove_dir_if_present(path: &Path) -> Result<(), StorageError> {
+    match std::fs::remove_dir_all(path) {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(StorageError::Io(error)),
         _ => Ok(()),
-    }
-}
-
-/// Rendered outputs, one file per succeeded job.
-#[derive(Debug, Clone)]
-pub struct OutputStore {
-    root: PathBuf,
-}
-
-/// Partial files older than this belong to no running render (none runs longer than
-/// [`crate::sandbox::MAX_DEADLINE`]); the sweep removes them.
-const STALE_PARTIAL_AGE: Duration = Duration::from_secs(2 * 3600);
-
-impl OutputStore {
-    /// A store under `data_dir/outputs` (created when missing).
-    pub fn open(data_dir: &Path) -> Result<OutputStore, StorageError> {
-        let root = data_dir.join("outputs");
-        std::fs::create_dir_all(&root)?;
-        Ok(OutputStore { root })
-    }
-
-    /// Where a succeeded job's output is.
-    pub fn path(&self, job: Uuid, extension: &str) -> PathBuf {
-        self.root.join(format!("{job}.{extension}"))
-    }
-
-    /// Where a worker writes while rendering.
-    pub fn partial_path(&self, job: Uuid, extension: &str) -> PathBuf {
-        self.root.join(format!(".partial-{job}.{extension}"))
-    }
-
-    /// Makes a finished partial file the job's output.
-    pub fn commit(&self, job: Uuid, extension: &str) -> Result<PathBuf, StorageError> {
-        let path = self.path(job, extension);
-        std::fs::rename(self.partial_path(job, extension), &path)?;
-        Ok(path)
-    }
-
-    /// Gives job `to` the output of job `from` (a hard link: no copy, and each job's file
-    /// expires on its own).
-    pub fn link(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
-        let target = self.path(to, extension);
-        match std::fs::hard_link(self.path(from, extension), &target) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(StorageError::Io(error)),
-        }
-        // The retention sweep goes by modification time, which links share: the newest job
-        // using the file keeps it.
-        std::fs::File::options()
-            .write(true)
-            .open(&target)?
-            .set_modified(SystemTime::now())?;
-        Ok(())
-    }
-
-    /// Removes a job's output and partial file, if any.
-    pub fn remove(&self, job: Uuid, extension: &str) {
-        for path in [self.path(job, extension), self.partial_path(job, extension)] {
-            if let Err(error) = std::fs::remove_file(&path) {
-                if error.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(job_id = %job, path = %path.display(), %error, "cannot remove an output");
-                }
-            }
-        }
-    }
-
-    /// Removes outputs older than `retention` (left by an earlier run of the service, whose
-    /// jobs were in its memory) and stale partial files; answers how many were removed.
-    pub fn sweep(&self, retention: Duration) -> Result<usize, StorageError> {
-        let now = SystemTime::now();
-        let mut removed = 0;
-        for entry in std::fs::read_dir(&self.root)? {
-            let entry = entry?;
-            let is_partial = entry.file_name().to_string_lossy().starts_with(".partial-");
-            let limit = if is_partial {
-                STALE_PARTIAL_AGE
-            } else {
-                retention
-            };
-            let age = entry
-                .metadata()
-                .and_then(|meta| meta.modified())
-                .map(|modified| now.duration_since(modified).unwrap_or_default());
-            if matches!(age, Ok(age) if age >= limit) && std::fs::remove_file(entry.path()).is_ok()
-            {
-                removed += 1;
-            }
-        }
-        Ok(removed)
     }
 }
 
@@ -419,6 +393,18 @@ impl From<StorageError> for ServiceError {
                 format!("storage failed: {error}"),
                 STORAGE_RETRY_AFTER,
             ),
+            StorageError::Unavailable(detail) => ServiceError::transient(
+                ServiceErrorCode::Unavailable,
+                Reason::StorageUnavailable,
+                format!("storage failed: {detail}"),
+                STORAGE_RETRY_AFTER,
+            ),
+            StorageError::ObjectMissing(key) => {
+                ServiceError::internal(format!("a stored object is missing: {key}"))
+            }
+            StorageError::Misconfigured(detail) => {
+                ServiceError::internal(format!("storage is misconfigured: {detail}"))
+            }
             StorageError::Damaged(detail) => {
                 ServiceError::internal(format!("damaged template record: {detail}"))
             }
@@ -442,6 +428,17 @@ impl From<StorageError> for ServiceError {
 mod tests {
     use super::*;
 
+    /// A store on `dir` (local objects), on a runtime shared by these tests.
+    pub(crate) fn open(dir: &Path) -> Result<TemplateStore, StorageError> {
+        static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+        let runtime = RUNTIME.get_or_init(|| tokio::runtime::Runtime::new().unwrap());
+        TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone())?)
+    }
+
+    fn template_dir(dir: &Path, id: Uuid) -> std::path::PathBuf {
+        dir.join(TEMPLATES).join(id.to_string())
+    }
+
     fn anyone() -> TenantId {
         TenantId::default_tenant()
     }
@@ -449,7 +446,7 @@ mod tests {
     #[test]
     fn templates_round_trip_list_newest_first_and_delete() {
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = open(dir.path()).unwrap();
         let fonts: BTreeMap<String, Vec<u8>> =
             [("Open Sans".to_owned(), b"OTTO....".to_vec())].into();
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
@@ -461,7 +458,10 @@ mod tests {
         let second = store
             .create(&anyone(), "second", json, report, &fonts)
             .unwrap();
-        assert_eq!(std::fs::read(store.json_path(first.id)).unwrap(), json);
+        assert_eq!(
+            std::fs::read(template_dir(dir.path(), first.id).join("template.json")).unwrap(),
+            json
+        );
         assert_eq!(store.record(&anyone(), second.id).unwrap(), second);
         assert_eq!(second.fonts["Open Sans"], "0.font");
         let listed: Vec<_> = store
@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(
             leftovers,
             [
-                std::ffi::OsString::from(INDEX_DIR),
+                std::ffi::OsString::from(index::INDEX_DIR),
                 std::ffi::OsString::from(pins::PINS_DIR),
                 std::ffi::OsString::from(second.id.to_string())
             ]
@@ -503,9 +503,9 @@ mod tests {
     #[test]
     fn a_record_is_parsed_once_for_admission_and_a_deleted_one_is_not_found_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = open(dir.path()).unwrap();
         // Another instance on the same data directory: its own cache.
-        let other = TemplateStore::open(dir.path()).unwrap();
+        let other = open(dir.path()).unwrap();
         let created = tiny_template(&store, "cached").unwrap();
         let first = store.cached_record(&anyone(), created.id).unwrap();
         let again = store.cached_record(&anyone(), created.id).unwrap();
@@ -524,7 +524,7 @@ mod tests {
     #[test]
     fn another_tenants_record_is_neither_read_nor_kept_for_a_caller_that_cannot_see_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = open(dir.path()).unwrap();
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         let (acme, globex) = (
@@ -550,7 +550,7 @@ mod tests {
         );
         // Not read at all: a record that does not parse still answers NOT_FOUND, as an
         // unknown id does, and not the INTERNAL of a damaged record.
-        std::fs::write(store.dir(created.id).join("record.json"), b"{").unwrap();
+        std::fs::write(template_dir(dir.path(), created.id).join(RECORD), b"{").unwrap();
         assert!(matches!(
             store.cached_record(&globex, created.id),
             Err(StorageError::NotFound(_))
@@ -565,7 +565,7 @@ mod tests {
     fn the_record_cache_keeps_at_most_its_count_and_bytes() {
         use record_cache::{RecordCache, MAX_CACHED_RECORDS, MAX_CACHED_RECORD_BYTES};
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = open(dir.path()).unwrap();
         let record = Arc::new(tiny_template(&store, "one").unwrap());
         let cache = RecordCache::default();
         let ids: Vec<Uuid> = (0..MAX_CACHED_RECORDS + 10)
@@ -618,7 +618,7 @@ mod tests {
                 ..StorageLimits::default()
             },
         ] {
-            let store = TemplateStore::open(dir.path()).unwrap().with_limits(limits);
+            let store = open(dir.path()).unwrap().with_limits(limits);
             let create = |tenant: &TenantId| {
                 store.create(tenant, "t", json, report.clone(), &BTreeMap::new())
             };
@@ -643,7 +643,7 @@ mod tests {
             min_free_disk_bytes: 0,
             ..StorageLimits::default()
         };
-        let store = TemplateStore::open(dir.path()).unwrap().with_limits(limits);
+        let store = open(dir.path()).unwrap().with_limits(limits);
         let first = tiny_template(&store, "a").unwrap();
         tiny_template(&store, "b").unwrap();
         assert!(matches!(
@@ -667,12 +667,10 @@ mod tests {
     #[test]
     fn a_watermark_above_the_free_space_refuses_new_templates() {
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path())
-            .unwrap()
-            .with_limits(StorageLimits {
-                min_free_disk_bytes: u64::MAX,
-                ..StorageLimits::default()
-            });
+        let store = open(dir.path()).unwrap().with_limits(StorageLimits {
+            min_free_disk_bytes: u64::MAX,
+            ..StorageLimits::default()
+        });
         assert!(matches!(
             tiny_template(&store, "a"),
             Err(StorageError::DiskFull { .. })
@@ -683,12 +681,12 @@ mod tests {
     #[test]
     fn templates_stored_before_the_index_existed_are_indexed_when_the_store_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = open(dir.path()).unwrap();
         let record = tiny_template(&store, "old").unwrap();
         // What an earlier version left: no index, no summary; and a dangling index entry.
-        std::fs::remove_dir_all(dir.path().join("templates").join(INDEX_DIR)).unwrap();
-        std::fs::create_dir(dir.path().join("templates").join(INDEX_DIR)).unwrap();
-        std::fs::remove_file(store.dir(record.id).join("summary.json")).unwrap();
+        std::fs::remove_dir_all(dir.path().join(TEMPLATES).join(index::INDEX_DIR)).unwrap();
+        std::fs::create_dir(dir.path().join(TEMPLATES).join(index::INDEX_DIR)).unwrap();
+        std::fs::remove_file(template_dir(dir.path(), record.id).join(SUMMARY)).unwrap();
         let ghost = IndexEntry {
             created_at_ms: 5,
             id: Uuid::new_v4(),
@@ -696,7 +694,7 @@ mod tests {
             tenant: anyone(),
         };
         store.write_index_entry(ghost).unwrap();
-        let reopened = TemplateStore::open(dir.path()).unwrap();
+        let reopened = open(dir.path()).unwrap();
         let index = reopened.index().unwrap();
         assert_eq!(index.len(), 1);
         assert_eq!(index[0].id, record.id);

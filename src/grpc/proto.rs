@@ -128,6 +128,8 @@ mod tests {
                 ("fps", 6),
                 ("frame_count", 7),
                 ("duration_seconds", 8),
+                ("download_url", 9),
+                ("download_url_expires_at", 10),
             ])
         );
         assert_eq!(

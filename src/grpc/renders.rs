@@ -13,7 +13,7 @@
 
 mod download;
 
-pub use download::{DownloadLimits, DownloadStream, DOWNLOAD_CHUNK_BYTES};
+pub use download::{DownloadLimits, DownloadStream, StoredOutput, DOWNLOAD_CHUNK_BYTES};
 
 use super::blocking;
 use super::convert::parse_id;
@@ -29,7 +29,7 @@ use crate::jobs::shared::SharedError;
 use crate::jobs::{Job, JobState, RenderWork, Scheduler};
 use crate::reason::Reason;
 use crate::spec::RenderSubmission;
-use crate::storage::{StorageError, TemplateStore};
+use crate::storage::{OutputStore, StorageError, TemplateStore};
 use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,13 +108,15 @@ fn job_not_found(id: Uuid) -> ServiceError {
 fn forward_snapshots(
     current: Job,
     updates: impl futures_util::Stream<Item = Result<Job, Status>> + Send + 'static,
+    outputs: OutputStore,
 ) -> ReceiverStream<Result<proto::RenderJob, Status>> {
     let (sender, receiver) = mpsc::channel(WATCH_BUFFER);
     tokio::spawn(async move {
         let mut updates = std::pin::pin!(updates);
         let mut last_version = current.version;
         let mut terminal = current.state.is_terminal();
-        if sender.send(Ok(job_to_proto(&current))).await.is_err() {
+        let first = job_with_download_url(&outputs, &current).await;
+        if sender.send(Ok(first)).await.is_err() {
             return;
         }
         while !terminal {
@@ -138,12 +140,37 @@ fn forward_snapshots(
             last_version = job.version;
             terminal = job.state.is_terminal();
             // The watcher went away: stop following.
-            if sender.send(Ok(job_to_proto(&job))).await.is_err() {
+            let snapshot = job_with_download_url(&outputs, &job).await;
+            if sender.send(Ok(snapshot)).await.is_err() {
                 return;
             }
         }
     });
     ReceiverStream::new(receiver)
+}
+
+/// `job` on the wire, its output with a signed download URL when it succeeded and the store
+/// signs URLs. A URL that cannot be signed is left out (logged): the output still downloads
+/// through DownloadRenderOutput.
+pub async fn job_with_download_url(outputs: &OutputStore, job: &Job) -> proto::RenderJob {
+    let mut answer = job_to_proto(job);
+    if job.state != JobState::Succeeded || !outputs.signs_urls() {
+        return answer;
+    }
+    let Some(output) = answer.output.as_mut() else {
+        return answer;
+    };
+    match outputs.download_url(job.id, job.format.extension()).await {
+        Ok(Some((url, expires_at))) => {
+            output.download_url = Some(url);
+            output.download_url_expires_at = Some(expires_at.into());
+        }
+        Ok(None) => {}
+        Err(error) => {
+            tracing::warn!(job_id = %job.id, %error, "cannot sign a download URL; the output still downloads through the service");
+        }
+    }
+    answer
 }
 
 pub fn job_to_proto(job: &Job) -> proto::RenderJob {
@@ -169,6 +196,8 @@ pub fn job_to_proto(job: &Job) -> proto::RenderJob {
             fps: output.fps,
             frame_count: output.frame_count,
             duration_seconds: output.duration_seconds,
+            download_url: None,
+            download_url_expires_at: None,
         }),
         error: job.error.as_ref().map(|error| proto::JobError {
             reason: error.reason.clone(),
@@ -218,7 +247,8 @@ impl RenderApi {
             KeyOutcome::Replay(job) => {
                 self.scheduler.metrics().idempotent_replays.inc();
                 tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
-                let mut response = Response::new(job_to_proto(&job));
+                let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+                let mut response = Response::new(answer);
                 response
                     .metadata_mut()
                     .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
@@ -251,7 +281,9 @@ impl RenderApi {
             state = job.state.label(),
             "job accepted"
         );
-        Ok(Response::new(job_to_proto(&job)))
+        // A job reusing an identical request's output is SUCCEEDED at once.
+        let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+        Ok(Response::new(answer))
     }
 
     /// WatchRenderJob for a job of `tenant` on another instance: its shared snapshots.
@@ -273,7 +305,8 @@ impl RenderApi {
                 )))
             })
         });
-        Ok(Response::new(forward_snapshots(current, updates)))
+        let outputs = self.scheduler.outputs().clone();
+        Ok(Response::new(forward_snapshots(current, updates, outputs)))
     }
 }
 
@@ -322,7 +355,8 @@ impl RenderService for RenderApi {
     ) -> Result<Response<proto::RenderJob>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let job = self.job(&tenant, &request.get_ref().job_id).await?;
-        Ok(Response::new(job_to_proto(&job)))
+        let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+        Ok(Response::new(answer))
     }
 
     type WatchRenderJobStream = ReceiverStream<Result<proto::RenderJob, Status>>;
@@ -338,7 +372,8 @@ impl RenderService for RenderApi {
             return self.watch_shared_job(&tenant, id).await;
         };
         let updates = changes.map(Ok);
-        Ok(Response::new(forward_snapshots(job, updates)))
+        let outputs = self.scheduler.outputs().clone();
+        Ok(Response::new(forward_snapshots(job, updates, outputs)))
     }
 
     async fn cancel_render_job(
@@ -379,22 +414,23 @@ impl RenderService for RenderApi {
         }
         // Taken before the file is opened: a refused download costs nothing.
         let slot = self.downloads.slot()?;
-        let path = self
-            .scheduler
-            .outputs()
-            .path(job.id, job.format.extension());
-        let file = match tokio::fs::File::open(&path).await {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+        let output = StoredOutput {
+            outputs: self.scheduler.outputs().clone(),
+            job_id: job.id,
+            extension: job.format.extension(),
+        };
+        let size = match output.outputs.size(job.id, output.extension).await {
+            Ok(size) => size,
+            Err(StorageError::ObjectMissing(_)) => {
                 return Err(ServiceError::not_found(
                     Reason::OutputNotFound,
                     format!("the output of job {} is gone (expired or removed)", job.id),
                 )
                 .into())
             }
-            Err(error) => return Err(ServiceError::from(StorageError::Io(error)).into()),
+            Err(error) => return Err(ServiceError::from(error).into()),
         };
-        let mut response = Response::new(self.downloads.stream(file, job.id, slot));
+        let mut response = Response::new(self.downloads.stream(output, size, slot));
         // MP4, WebM and GIF are compressed already: gzip would only spend CPU (on the
         // runtime) for nothing, whatever the client accepts.
         response.disable_compression();

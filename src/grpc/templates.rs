@@ -543,7 +543,14 @@ mod tests {
 
     fn api() -> (tempfile::TempDir, TemplateApi) {
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        // Opening reads the store (blocking): on a thread of its own, off the test's runtime.
+        let (path, runtime) = (dir.path().to_path_buf(), tokio::runtime::Handle::current());
+        let store = std::thread::spawn(move || {
+            TemplateStore::open(crate::storage::ObjectStorage::local(&path, runtime)?)
+        })
+        .join()
+        .unwrap()
+        .unwrap();
         let keys = KeyPolicy {
             store: Arc::new(crate::idempotency::store::MemoryStore::default()),
             lease: Duration::from_secs(60),

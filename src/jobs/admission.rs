@@ -159,11 +159,9 @@ pub fn admit(
     let deadline = crate::sandbox::default_deadline(frames, spec.width.get(), spec.height.get())
         .min(limits.max_duration);
     let work = RenderWork {
-        template_path: pin.template_path.clone(),
         modifications: submission.modifications,
         output: spec,
         deadline,
-        fonts: pin.fonts.clone(),
         pin: Some(Arc::new(pin)),
         trace_parent: None,
     };

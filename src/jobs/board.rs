@@ -508,11 +508,9 @@ mod tests {
 
     fn job(fingerprint: &Fingerprint) -> (Job, Arc<RenderWork>) {
         let work = Arc::new(RenderWork {
-            template_path: "t.json".into(),
             modifications: Modifications::default(),
             output: output(),
             deadline: Duration::from_secs(30),
-            fonts: Default::default(),
             pin: None,
             trace_parent: None,
         });

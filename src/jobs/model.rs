@@ -5,7 +5,6 @@ use crate::auth::TenantId;
 use crate::render::OutputInfo;
 use crate::spec::{Format, Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use uuid::Uuid;
 
@@ -128,16 +127,14 @@ impl Job {
 /// What a worker needs to run a job.
 #[derive(Debug, Clone)]
 pub struct RenderWork {
-    pub template_path: PathBuf,
     pub modifications: Modifications,
     pub output: OutputSpec,
     /// Wall-clock limit of one worker run.
     pub deadline: Duration,
-    /// The template's uploaded fonts: family → font file.
-    pub fonts: std::collections::BTreeMap<String, PathBuf>,
-    /// Keeps the template's files (which the paths above name) for as long as the job may
-    /// render, even if the template is deleted meanwhile; the board lets go of the work when
-    /// the job ends, and the files go with the last reference.
+    /// The template's files (JSON and fonts), copied for this job so that it renders even
+    /// if the template is deleted meanwhile; staged on the rendering instance's disk for
+    /// each worker run. The board lets go of the work when the job ends, and the copies go
+    /// with the last reference.
     pub pin: Option<std::sync::Arc<crate::storage::pins::TemplatePin>>,
     /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
     /// in memory only: a job renders on the instance that accepted it.
@@ -145,39 +142,58 @@ pub struct RenderWork {
 }
 
 /// The part of a job's [`RenderWork`] that travels with it through the shared work queue, so
-/// that whichever instance takes the job can render it (the template's files are read from
-/// the data directory the instances share; the trace parent stays with the accepting
-/// instance).
+/// that whichever instance takes the job can render it: the store keys of the template files
+/// the accepting instance pinned for it (read from the shared store; the trace parent stays
+/// with the accepting instance).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SharedWork {
-    pub template_path: PathBuf,
+    pub template_key: String,
     pub modifications: Modifications,
     pub output: OutputSpec,
     pub deadline: Duration,
-    pub fonts: std::collections::BTreeMap<String, PathBuf>,
+    /// Family → store key of the pinned font.
+    pub fonts: std::collections::BTreeMap<String, String>,
 }
 
 impl SharedWork {
-    pub fn of(work: &RenderWork) -> SharedWork {
-        SharedWork {
-            template_path: work.template_path.clone(),
+    /// None for work without pinned files (nothing another instance could render).
+    pub fn of(work: &RenderWork) -> Option<SharedWork> {
+        let pin = work.pin.as_deref()?;
+        Some(SharedWork {
+            template_key: pin.template_key().to_owned(),
             modifications: work.modifications.clone(),
             output: work.output,
             deadline: work.deadline,
-            fonts: work.fonts.clone(),
-        }
+            fonts: pin.font_keys().clone(),
+        })
     }
 
-    /// The work to render on the taking instance; the files stay pinned by the instance that
-    /// accepted the job (until the job ends) or, if it stopped, until the pin sweep.
-    pub fn into_work(self) -> RenderWork {
+    /// The work to render on the taking instance, reading job `job`'s pinned files from
+    /// `objects`; the files stay owned by the instance that accepted the job (until the job
+    /// ends) or, if it stopped, by the pin sweep. Without valid keys the work has no files
+    /// and its render fails as staging failed.
+    pub fn into_work(
+        self,
+        objects: &crate::storage::objects::ObjectStorage,
+        job: uuid::Uuid,
+    ) -> RenderWork {
+        let pin = match crate::storage::pins::TemplatePin::borrowed(
+            objects.clone(),
+            job,
+            self.template_key,
+            self.fonts,
+        ) {
+            Ok(pin) => Some(std::sync::Arc::new(pin)),
+            Err(error) => {
+                tracing::warn!(job_id = %job, %error, "a shared queue entry names no usable template files");
+                None
+            }
+        };
         RenderWork {
-            template_path: self.template_path,
             modifications: self.modifications,
             output: self.output,
             deadline: self.deadline,
-            fonts: self.fonts,
-            pin: None,
+            pin,
             trace_parent: None,
         }
     }

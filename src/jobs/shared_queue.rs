@@ -614,7 +614,7 @@ mod tests {
         );
         job.reclaimable = true;
         let work = SharedWork {
-            template_path: "t.json".into(),
+            template_key: "templates/.jobs/t/template.json".into(),
             modifications: Modifications::default(),
             output: output(),
             deadline: Duration::from_secs(30),

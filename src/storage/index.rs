@@ -1,23 +1,29 @@
 //! The listing index and the quota of [`TemplateStore`]: `templates/.index/` holds one empty
-//! file per template named `<created ms>.<id>.<stored bytes>`, followed by `.<tenant>` for a
-//! template of any tenant but the default one (whose entries keep the name they had before
+//! object per template named `<created ms>.<id>.<stored bytes>`, followed by `.<tenant>` for
+//! a template of any tenant but the default one (whose entries keep the name they had before
 //! tenants). Listing order, a tenant's templates, the template count and the bytes stored
-//! come from file names alone, so a listing or a quota check
-//! reads no record, and every instance sharing the data directory sees the same figures.
-//! An entry is written once its template is in place and removed when it is deleted, so an
-//! entry always names a whole template (one whose deletion was interrupted is dropped when
-//! a store opens).
+//! come from key names alone (one listing, a page per thousand templates in a bucket), so a
+//! listing or a quota check reads no record, and every instance on the same store sees the
+//! same figures. The index lives in the store itself rather than in Redis: it is then true
+//! wherever the templates are (the embedded default has no Redis), and it cannot disagree
+//! with them after one of the two was restored from a backup. An entry is written once its
+//! template is in place and removed when it is deleted, so an entry always names a whole
+//! template (one whose deletion was interrupted is dropped when a store opens).
 
 use super::summary::TemplateSummary;
-use super::{remove_if_present, write_json, StorageError, TemplateRecord, TemplateStore};
+use super::{template_key, to_json, StorageError, TemplateStore, RECORD, SUMMARY, TEMPLATES};
 use crate::auth::TenantId;
-use std::collections::HashSet;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 /// Directory of the listing index, under the templates directory (not an id, so never taken
 /// for a template).
 pub(super) const INDEX_DIR: &str = ".index";
+
+/// Key prefix of the index entries.
+fn index_prefix() -> String {
+    format!("{TEMPLATES}/{INDEX_DIR}")
+}
 
 /// Templates stored at most (all callers together). Ten thousand templates are far more
 /// than a product uses; the figure bounds a listing's index read and the disk templates take.
@@ -96,19 +102,22 @@ impl IndexEntry {
 }
 
 impl TemplateStore {
-    pub(super) fn index_dir(&self) -> PathBuf {
-        self.root.join(INDEX_DIR)
-    }
-
-    /// Every template in the index, newest first (ties by id). Reads file names only.
+    /// Every template in the index, newest first (ties by id). Reads key names only.
+    /// Blocking.
     pub fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
-        let mut entries = Vec::new();
-        for entry in std::fs::read_dir(self.index_dir())? {
-            let name = entry?.file_name();
-            if let Some(parsed) = name.to_str().and_then(IndexEntry::parse) {
-                entries.push(parsed);
-            }
+        let prefix = index_prefix();
+        if let Some(dir) = self.objects.local_path(&prefix) {
+            // Made when the store opened: gone means the data directory went from under us.
+            std::fs::metadata(dir)?;
         }
+        let objects = self.objects.block_on(self.objects.list(&prefix))?;
+        let mut entries: Vec<IndexEntry> = objects
+            .iter()
+            .filter_map(|object| {
+                let name = object.key.strip_prefix(&prefix)?.strip_prefix('/')?;
+                IndexEntry::parse(name)
+            })
+            .collect();
         entries.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
         Ok(entries)
     }
@@ -120,13 +129,15 @@ impl TemplateStore {
         Ok(entries)
     }
 
-    /// Refuses new data when the file system is nearly full (the watermark).
+    /// Refuses new data when the data directory's file system is nearly full (the
+    /// watermark): it holds the objects locally, and the scratch files of renders in either
+    /// mode.
     pub fn check_disk_space(&self) -> Result<(), StorageError> {
         let watermark_bytes = self.limits.min_free_disk_bytes;
         if watermark_bytes == 0 {
             return Ok(());
         }
-        let free_bytes = crate::os::available_disk_bytes(&self.data_dir)?;
+        let free_bytes = crate::os::available_disk_bytes(self.objects.data_dir())?;
         if free_bytes < watermark_bytes {
             return Err(StorageError::DiskFull {
                 free_bytes,
@@ -137,9 +148,9 @@ impl TemplateStore {
     }
 
     /// Refuses a new template of `bytes` for `tenant` over the count or byte quota (all
-    /// tenants' or `tenant`'s own), or on a full disk. Instances sharing the data directory
-    /// read the same index, so the quota is shared; two creations racing may overshoot it by
-    /// one template each.
+    /// tenants' or `tenant`'s own), or on a full disk. Instances sharing the store read the
+    /// same index, so the quota is shared; two creations racing may overshoot it by one
+    /// template each.
     pub fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
         self.check_disk_space()?;
         let index = self.index()?;
@@ -184,54 +195,78 @@ impl TemplateStore {
     }
 
     /// Writes the summary and index entry of templates that lack them (stored by an earlier
-    /// version) and drops index entries whose template is gone (a deletion interrupted).
-    pub(super) fn complete_index(&self) -> Result<(), StorageError> {
+    /// version, or whose creation was interrupted after its record) and drops index entries
+    /// whose template is gone (a deletion interrupted). One listing of the templates' keys;
+    /// run when a store opens. Blocking.
+    pub fn complete_index(&self) -> Result<(), StorageError> {
         let indexed: HashSet<Uuid> = self.index()?.into_iter().map(|entry| entry.id).collect();
-        let mut present = HashSet::new();
-        for entry in std::fs::read_dir(&self.root)? {
-            let name = entry?.file_name();
-            let Some(id) = name.to_str().and_then(|name| Uuid::try_parse(name).ok()) else {
+        let objects = self.objects.block_on(self.objects.list(TEMPLATES))?;
+        // Per template: whether it has its record and summary, and its files' bytes.
+        #[derive(Default)]
+        struct Found {
+            record: bool,
+            summary: bool,
+            stored_bytes: u64,
+        }
+        let mut found: HashMap<Uuid, Found> = HashMap::new();
+        for object in &objects {
+            let Some(rest) = object
+                .key
+                .strip_prefix(TEMPLATES)
+                .and_then(|r| r.strip_prefix('/'))
+            else {
                 continue;
             };
-            present.insert(id);
-            if indexed.contains(&id) {
+            let Some((id, file)) = rest.split_once('/') else {
+                continue;
+            };
+            let Ok(id) = Uuid::try_parse(id) else {
+                continue;
+            };
+            let entry = found.entry(id).or_default();
+            match file {
+                RECORD => entry.record = true,
+                SUMMARY => entry.summary = true,
+                // The JSON and the fonts: what the quota counts.
+                _ => entry.stored_bytes += object.size,
+            }
+        }
+        for (id, template) in &found {
+            if !template.record || indexed.contains(id) {
                 continue;
             }
-            let record = match self.read_record(id) {
+            let record = match self.read_record(*id) {
                 Ok(record) => record,
                 Err(StorageError::NotFound(_)) => continue,
                 Err(error) => return Err(error),
             };
-            let summary_path = self.dir(id).join("summary.json");
-            if !summary_path.exists() {
-                write_json(&summary_path, &TemplateSummary::of(&record))?;
+            if !template.summary {
+                let summary = to_json(&TemplateSummary::of(&record))?;
+                self.objects
+                    .block_on(self.objects.put(&template_key(*id, SUMMARY), summary))?;
             }
-            let stored_bytes = self.stored_bytes_on_disk(&record)?;
             self.write_index_entry(IndexEntry {
                 created_at_ms: record.created_at_ms,
-                id,
-                stored_bytes,
+                id: *id,
+                stored_bytes: template.stored_bytes,
                 tenant: record.tenant.clone(),
             })?;
         }
         for entry in self.index()? {
-            if !present.contains(&entry.id) {
-                remove_if_present(&self.index_dir().join(entry.file_name()))?;
+            if !found.get(&entry.id).is_some_and(|template| template.record) {
+                self.remove_index_entry(&entry)?;
             }
         }
         Ok(())
     }
 
-    fn stored_bytes_on_disk(&self, record: &TemplateRecord) -> Result<u64, StorageError> {
-        let mut bytes = std::fs::metadata(self.json_path(record.id))?.len();
-        for file in record.fonts.values() {
-            bytes += std::fs::metadata(self.font_path(record.id, file))?.len();
-        }
-        Ok(bytes)
+    pub(super) fn write_index_entry(&self, entry: IndexEntry) -> Result<(), StorageError> {
+        let key = format!("{}/{}", index_prefix(), entry.file_name());
+        self.objects.block_on(self.objects.put(&key, Vec::new()))
     }
 
-    pub(super) fn write_index_entry(&self, entry: IndexEntry) -> Result<(), StorageError> {
-        std::fs::write(self.index_dir().join(entry.file_name()), b"")?;
-        Ok(())
+    pub(super) fn remove_index_entry(&self, entry: &IndexEntry) -> Result<(), StorageError> {
+        let key = format!("{}/{}", index_prefix(), entry.file_name());
+        self.objects.block_on(self.objects.delete(&key))
     }
 }

@@ -1,12 +1,21 @@
 //! Template files pinned for accepted jobs: when SubmitRender accepts a job, its template's
-//! JSON and fonts are hard-linked into `templates/.jobs/<job-id>/`, and the worker renders
-//! from there. Deleting the template then removes only the template's own names (it is gone
-//! for every caller at once) while the jobs already accepted keep their files; the space is
-//! freed when the last link goes, that is when the last job that needs the files ends
-//! ([`TemplatePin`] is dropped) or, for pins a crashed instance left, by the retention
-//! sweep ([`TemplateStore::sweep_pins`]). A link costs no copy and takes no quota.
+//! JSON and fonts are copied inside the store to `templates/.jobs/<job-id>/` (a hard link
+//! locally, a server-side copy in a bucket: no bytes pass through the server either way),
+//! and the job renders from there. Deleting the template then removes only the template's
+//! own objects (it is gone for every caller at once) while the jobs already accepted keep
+//! their copies, which go when the job ends ([`TemplatePin`] is dropped) or, for pins a
+//! crashed instance left, with the retention sweep ([`TemplateStore::sweep_pins`]). A copy
+//! at admission was chosen over deferring the template's deletion until its jobs end: a
+//! deferred delete needs a count of the jobs using each template that every instance keeps
+//! right through crashes, while a job-scoped copy needs nothing shared and its key says
+//! which job it belongs to. Pins take no quota.
+//!
+//! A worker has no network, so before it starts the instance that renders the job stages the
+//! pinned files into its own scratch directory ([`TemplatePin::stage`]; locally the pin's
+//! files are read where they are), never through a shared file system.
 
-use super::{StorageError, TemplateRecord, TemplateStore};
+use super::objects::ObjectStorage;
+use super::{StorageError, TemplateRecord, TemplateStore, TEMPLATES};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -16,30 +25,81 @@ use uuid::Uuid;
 /// template).
 pub const PINS_DIR: &str = ".jobs";
 
+/// Scratch directory of staged inputs under the data directory (bucket mode).
+const STAGED_DIR: &str = "staged";
+
 /// The youngest pin the sweep may take for lost, whatever the retention: longer than any job
 /// waits and renders (a render is capped at 30 minutes; the queue is short), so a short
 /// retention never takes the files of a job still waiting.
 pub const MIN_LOST_PIN_AGE: Duration = Duration::from_secs(2 * 3600);
 
+fn pin_prefix(job: Uuid) -> String {
+    format!("{TEMPLATES}/{PINS_DIR}/{job}")
+}
+
 /// The template files of one accepted job; removed when dropped (the job has ended and its
 /// board entry let go of its work).
 #[derive(Debug)]
 pub struct TemplatePin {
-    dir: PathBuf,
-    /// The template's JSON, for the worker.
+    objects: ObjectStorage,
+    job: Uuid,
+    /// Key of the template's JSON.
+    template_key: String,
+    /// The template's fonts: family → key.
+    font_keys: BTreeMap<String, String>,
+    /// Whether dropping this pin removes the files: true on the instance that accepted the
+    /// job (it made the copies and keeps them until the job ends wherever it renders); false
+    /// on an instance that took the job from the shared queue and only reads them.
+    owned: bool,
+}
+
+/// A pin's files on this instance's disk, for one worker run; the staged copies are removed
+/// when dropped.
+#[derive(Debug)]
+pub struct StagedInputs {
     pub template_path: PathBuf,
-    /// The template's fonts: family → file.
+    /// Family → font file.
     pub fonts: BTreeMap<String, PathBuf>,
+    /// The directory of the staged copies (none locally: the pin's own files are read).
+    staged_dir: Option<PathBuf>,
+}
+
+impl Drop for StagedInputs {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.staged_dir {
+            remove_dir(dir);
+        }
+    }
 }
 
 impl Drop for TemplatePin {
     fn drop(&mut self) {
-        // A few unlinks: short enough for any thread that drops the last reference.
-        remove_pin_dir(&self.dir);
+        if !self.owned {
+            return;
+        }
+        let prefix = pin_prefix(self.job);
+        // Locally a few unlinks: short enough for any thread that drops the last reference.
+        if let Some(dir) = self.objects.local_path(&prefix) {
+            remove_dir(&dir);
+            return;
+        }
+        // In a bucket, requests: started on the runtime, not waited for (the sweep takes
+        // whatever fails).
+        let objects = self.objects.clone();
+        let keys: Vec<String> = std::iter::once(self.template_key.clone())
+            .chain(self.font_keys.values().cloned())
+            .collect();
+        self.objects.spawn(async move {
+            for key in keys {
+                if let Err(error) = objects.delete(&key).await {
+                    tracing::warn!(key = %key, %error, "cannot remove a job's template files; the sweep will");
+                }
+            }
+        });
     }
 }
 
-fn remove_pin_dir(dir: &Path) {
+fn remove_dir(dir: &Path) {
     if let Err(error) = std::fs::remove_dir_all(dir) {
         if error.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(path = %dir.display(), %error, "cannot remove a job's template files; the sweep will");
@@ -47,59 +107,163 @@ fn remove_pin_dir(dir: &Path) {
     }
 }
 
-impl TemplateStore {
-    fn pins_dir(&self) -> PathBuf {
-        self.root.join(PINS_DIR)
+impl TemplatePin {
+    /// The pinned files of job `job` as another instance named them (through the shared work
+    /// queue), to read only: dropping it leaves them to their owner. Keys outside the job's
+    /// own pin prefix are refused (`Damaged`): a queue entry never names other objects.
+    pub fn borrowed(
+        objects: ObjectStorage,
+        job: Uuid,
+        template_key: String,
+        font_keys: BTreeMap<String, String>,
+    ) -> Result<TemplatePin, StorageError> {
+        let prefix = format!("{}/", pin_prefix(job));
+        let outside = std::iter::once(&template_key)
+            .chain(font_keys.values())
+            .find(|key| !key.starts_with(&prefix) || key.contains(".."));
+        if let Some(key) = outside {
+            return Err(StorageError::Damaged(format!(
+                "job {job}'s queue entry names {key:?}, not one of its pinned files"
+            )));
+        }
+        Ok(TemplatePin {
+            objects,
+            job,
+            template_key,
+            font_keys,
+            owned: false,
+        })
     }
 
-    /// Pins `record`'s files for job `job`. A template deleted meanwhile is `NotFound` (its
-    /// names are gone, so nothing can be linked): the submission is refused as if it had
-    /// come after the deletion. Blocking (file system calls).
-    pub fn pin(&self, record: &TemplateRecord, job: Uuid) -> Result<TemplatePin, StorageError> {
-        let dir = self.pins_dir().join(job.to_string());
-        std::fs::create_dir(&dir)?;
-        // From here on, dropping the pin removes whatever was linked.
-        let mut pin = TemplatePin {
+    /// Key of the pinned template JSON.
+    pub fn template_key(&self) -> &str {
+        &self.template_key
+    }
+
+    /// Keys of the pinned fonts: family → key.
+    pub fn font_keys(&self) -> &BTreeMap<String, String> {
+        &self.font_keys
+    }
+
+    /// The pin's files as a worker reads them: locally the pin's own files, in a bucket
+    /// copies downloaded into this instance's scratch directory (streamed). Blocking.
+    pub fn stage(&self) -> Result<StagedInputs, StorageError> {
+        if let Some(template_path) = self.objects.local_path(&self.template_key) {
+            let fonts = self
+                .font_keys
+                .iter()
+                .filter_map(|(family, key)| Some((family.clone(), self.objects.local_path(key)?)))
+                .collect();
+            return Ok(StagedInputs {
+                template_path,
+                fonts,
+                staged_dir: None,
+            });
+        }
+        let dir = self
+            .objects
+            .data_dir()
+            .join(STAGED_DIR)
+            .join(self.job.to_string());
+        std::fs::create_dir_all(&dir)?;
+        // From here on, dropping the staged inputs removes whatever was downloaded.
+        let mut staged = StagedInputs {
             template_path: dir.join("template.json"),
             fonts: BTreeMap::new(),
-            dir,
+            staged_dir: Some(dir.clone()),
         };
-        let gone = |error: std::io::Error| match error.kind() {
-            std::io::ErrorKind::NotFound => StorageError::NotFound(record.id),
-            _ => StorageError::Io(error),
+        self.objects.block_on(
+            self.objects
+                .download_file(&self.template_key, &staged.template_path),
+        )?;
+        for (index, (family, key)) in self.font_keys.iter().enumerate() {
+            // Numbered: family names are caller text and never reach a path.
+            let path = dir.join(format!("{index}.font"));
+            self.objects
+                .block_on(self.objects.download_file(key, &path))?;
+            staged.fonts.insert(family.clone(), path);
+        }
+        Ok(staged)
+    }
+}
+
+impl TemplateStore {
+    /// Pins `record`'s files for job `job`. A template deleted meanwhile is `NotFound` (its
+    /// objects are gone, so nothing can be copied): the submission is refused as if it had
+    /// come after the deletion. Blocking.
+    pub fn pin(&self, record: &TemplateRecord, job: Uuid) -> Result<TemplatePin, StorageError> {
+        let prefix = pin_prefix(job);
+        // From here on, dropping the pin removes whatever was copied.
+        let mut pin = TemplatePin {
+            objects: self.objects.clone(),
+            job,
+            template_key: format!("{prefix}/template.json"),
+            font_keys: BTreeMap::new(),
+            owned: true,
         };
-        std::fs::hard_link(self.json_path(record.id), &pin.template_path).map_err(gone)?;
+        let gone = |error: StorageError| match error {
+            StorageError::ObjectMissing(_) => StorageError::NotFound(record.id),
+            other => other,
+        };
+        self.objects
+            .block_on(
+                self.objects
+                    .copy(&self.json_key(record.id), &pin.template_key),
+            )
+            .map_err(gone)?;
         for (family, file) in &record.fonts {
             // File names come from the record (numbered by us), never from the caller.
-            let path = pin.dir.join(file);
-            std::fs::hard_link(self.font_path(record.id, file), &path).map_err(gone)?;
-            pin.fonts.insert(family.clone(), path);
+            let key = format!("{prefix}/{file}");
+            self.objects
+                .block_on(self.objects.copy(&self.font_key(record.id, file), &key))
+                .map_err(gone)?;
+            pin.font_keys.insert(family.clone(), key);
         }
         Ok(pin)
     }
 
     /// Removes pins older than `retention` (and [`MIN_LOST_PIN_AGE`]): no job waits or
     /// renders that long, so they were left by an instance that stopped without ending its
-    /// jobs. Answers how many.
+    /// jobs. Answers how many. Blocking.
     pub fn sweep_pins(&self, retention: Duration) -> Result<usize, StorageError> {
         self.sweep_pins_older_than(retention.max(MIN_LOST_PIN_AGE))
     }
 
     fn sweep_pins_older_than(&self, age_limit: Duration) -> Result<usize, StorageError> {
         let now = SystemTime::now();
-        let mut removed = 0;
-        for entry in std::fs::read_dir(self.pins_dir())? {
-            let entry = entry?;
-            let age = entry
-                .metadata()
-                .and_then(|meta| meta.modified())
-                .map(|modified| now.duration_since(modified).unwrap_or_default());
-            if matches!(age, Ok(age) if age >= age_limit) {
-                remove_pin_dir(&entry.path());
-                removed += 1;
+        let old =
+            |modified: SystemTime| now.duration_since(modified).unwrap_or_default() >= age_limit;
+        let pins = format!("{TEMPLATES}/{PINS_DIR}");
+        if let Some(dir) = self.objects.local_path(&pins) {
+            // Locally by the pin directory's age: its files are links sharing the template's
+            // own (older) modification time.
+            let mut removed = 0;
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(error) => return Err(error.into()),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let modified = entry.metadata().and_then(|meta| meta.modified());
+                if matches!(modified, Ok(modified) if old(modified)) {
+                    remove_dir(&entry.path());
+                    removed += 1;
+                }
             }
+            return Ok(removed);
         }
-        Ok(removed)
+        // In a bucket each copy is a new object, dated when the job was accepted.
+        self.objects.block_on(async {
+            let mut removed = 0;
+            for object in self.objects.list(&pins).await? {
+                if old(object.modified) {
+                    self.objects.delete(&object.key).await?;
+                    removed += 1;
+                }
+            }
+            Ok::<usize, StorageError>(removed)
+        })
     }
 }
 
@@ -108,10 +272,15 @@ mod tests {
     use super::*;
     use crate::auth::TenantId;
 
+    fn store(dir: &Path, runtime: &tokio::runtime::Runtime) -> TemplateStore {
+        TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone()).unwrap()).unwrap()
+    }
+
     #[test]
     fn a_pinned_template_outlives_its_deletion_until_the_pin_is_dropped() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = store(dir.path(), &runtime);
         let tenant = TenantId::default_tenant();
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = crate::lottie::report::InspectReport::new(
@@ -126,19 +295,23 @@ mod tests {
             store.pin(&record, Uuid::new_v4()),
             Err(StorageError::NotFound(id)) if id == record.id
         ));
-        assert_eq!(std::fs::read(&pin.template_path).unwrap(), json);
-        assert_eq!(std::fs::read(&pin.fonts["Sans"]).unwrap(), b"OTTO....");
-        let pinned = pin.dir.clone();
+        let staged = pin.stage().unwrap();
+        assert_eq!(std::fs::read(&staged.template_path).unwrap(), json);
+        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), b"OTTO....");
+        let pinned = staged.template_path.clone();
+        drop(staged);
         drop(pin);
         assert!(!pinned.exists());
-        let left: Vec<_> = std::fs::read_dir(store.pins_dir()).unwrap().collect();
+        let pins_dir = dir.path().join(TEMPLATES).join(PINS_DIR);
+        let left: Vec<_> = std::fs::read_dir(pins_dir).unwrap().collect();
         assert!(left.is_empty(), "the refused pin left {left:?}");
     }
 
     #[test]
     fn the_sweep_removes_only_pins_older_than_any_job_lives() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let store = TemplateStore::open(dir.path()).unwrap();
+        let store = store(dir.path(), &runtime);
         let tenant = TenantId::default_tenant();
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = crate::lottie::report::InspectReport::new(
@@ -149,9 +322,10 @@ mod tests {
             .create(&tenant, "t", json, report, &BTreeMap::new())
             .unwrap();
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();
+        let staged = pin.stage().unwrap();
         assert_eq!(store.sweep_pins(Duration::ZERO).unwrap(), 0, "too young");
-        assert!(pin.template_path.exists());
+        assert!(staged.template_path.exists());
         assert_eq!(store.sweep_pins_older_than(Duration::ZERO).unwrap(), 1);
-        assert!(!pin.template_path.exists());
+        assert!(!staged.template_path.exists());
     }
 }

@@ -11,6 +11,7 @@ use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
 use prost::Message;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 use tonic::{Code, Request, Status};
 use tonic_health::pb::health_client::HealthClient;
@@ -474,7 +475,10 @@ impl Drop for OwnRedis {
 /// for the shared queue's blocking reads.
 const POOL_SIZE: u32 = 4;
 
-fn on_redis(settings: &mut ServerSettings, redis: &OwnRedis, prefix: &str) {
+fn on_redis(settings: &mut ServerSettings, redis: &OwnRedis, prefix: &str, data: &Path) {
+    // Instances on one Redis render each other's jobs (one shared queue), so on the default
+    // file store they share one data directory.
+    settings.data_dir = data.to_path_buf();
     settings.redis_url = Some(redis.url());
     settings.redis_key_prefix = prefix.to_owned();
     settings.redis_pool_size = POOL_SIZE;
@@ -498,9 +502,10 @@ async fn submit_with_key(
 #[tokio::test]
 async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids_open_nothing() {
     let redis = OwnRedis::start();
+    let data = tempfile::tempdir().unwrap();
     let prefix = "connections-test:";
-    let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix)).await;
-    let b = spawn_app_with(|settings| on_redis(settings, &redis, prefix)).await;
+    let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
+    let b = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let template = a.create_template(NEVER_FINISHES).await;
     let running = submit_with_key(
         &a,
@@ -666,13 +671,11 @@ async fn followers_of_a_running_render_count_against_the_queue() {
 #[tokio::test]
 async fn followers_of_another_instances_render_count_against_the_queue() {
     let redis = OwnRedis::start();
+    let data = tempfile::tempdir().unwrap();
     let prefix = "connections-followers:";
-    let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix)).await;
-    // One data directory, as instances of a deployment share it.
-    let shared_data = a.data_dir.path().to_path_buf();
+    let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let b = spawn_app_with(|settings| {
-        on_redis(settings, &redis, prefix);
-        settings.data_dir = shared_data;
+        on_redis(settings, &redis, prefix, data.path());
         settings.queue_capacity = 1;
     })
     .await;
@@ -691,17 +694,16 @@ async fn followers_of_another_instances_render_count_against_the_queue() {
 #[tokio::test]
 async fn after_redis_comes_back_the_shared_subscription_is_made_again_and_cancels_arrive() {
     let redis = OwnRedis::start();
+    let data = tempfile::tempdir().unwrap();
     let port = redis.port;
     let prefix = "connections-restart:";
     let a = spawn_app_with(|settings| {
-        on_redis(settings, &redis, prefix);
+        on_redis(settings, &redis, prefix, data.path());
         settings.redis_timeout_ms = 300;
     })
     .await;
-    let shared_data = a.data_dir.path().to_path_buf();
     let b = spawn_app_with(|settings| {
-        on_redis(settings, &redis, prefix);
-        settings.data_dir = shared_data;
+        on_redis(settings, &redis, prefix, data.path());
         settings.redis_timeout_ms = 300;
     })
     .await;

@@ -15,6 +15,7 @@ mod idempotency;
 mod identity_sources;
 mod key_leases;
 mod mesh;
+mod object_storage;
 mod panic;
 mod pki;
 mod process;

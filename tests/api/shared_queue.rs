@@ -1,16 +1,18 @@
 //! Many instances, one farm: three `lottie-render serve` processes on one Redis (a key prefix
 //! of their own on the shared Redis, or a redis-server of the test's own where it must be
-//! restarted) sharing a data directory, every accepted job in the shared work queue. Renders
+//! restarted) and one bucket on the test S3 server, each with a data directory of its own
+//! (scratch only: no shared file system), every accepted job in the shared work queue. Renders
 //! are counted by each instance's `renders_started` and `workers_started` metrics.
 
 use crate::helpers::{corpus, sample_value, small_request, unique_key, Hold};
 use crate::idempotency::{redis_url, unique_prefix};
+use crate::object_storage::{s3_endpoint, TestBucket};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::JobState;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
@@ -31,10 +33,12 @@ impl Instance {
     async fn start(
         redis: &str,
         prefix: &str,
-        data_dir: &Path,
+        bucket: &TestBucket,
         worker: Option<PathBuf>,
         extra: &[&str],
     ) -> Instance {
+        let storage_url = format!("s3://{}/farm", bucket.name);
+        let endpoint = s3_endpoint();
         let mut args = vec![
             "--redis-url",
             redis,
@@ -46,13 +50,25 @@ impl Instance {
             "128",
             "--job-lease-ms",
             LEASE_MS,
+            "--storage-url",
+            &storage_url,
+            "--storage-endpoint",
+            &endpoint,
+            "--storage-region",
+            "us-east-1",
+            "--storage-allow-http",
         ];
         args.extend_from_slice(extra);
+        // Each instance keeps its own data directory (scratch only); templates, fonts and
+        // outputs are in the one bucket.
         let server = ServerProcess::start_in(
-            Some(data_dir),
+            None,
             |dir| worker.unwrap_or_else(|| crate::helpers::own_worker_executable(dir)),
             &args,
-            &[],
+            &[
+                ("AWS_ACCESS_KEY_ID", "lottie-test"),
+                ("AWS_SECRET_ACCESS_KEY", "lottie-test-secret"),
+            ],
         );
         let channel = server.channel().await;
         Instance { server, channel }
@@ -159,11 +175,11 @@ async fn counters(farm: &[&Instance], name: &str) -> Vec<f64> {
 
 #[tokio::test]
 async fn a_hundred_jobs_submitted_round_robin_render_once_each_spread_over_three_instances() {
-    let data = tempfile::tempdir().unwrap();
+    let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
     let mut farm = Vec::new();
     for _ in 0..3 {
-        farm.push(Instance::start(&redis, &prefix, data.path(), None, &[]).await);
+        farm.push(Instance::start(&redis, &prefix, &bucket, None, &[]).await);
     }
     let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
@@ -192,11 +208,11 @@ async fn a_hundred_jobs_submitted_round_robin_render_once_each_spread_over_three
 
 #[tokio::test]
 async fn twenty_identical_requests_across_three_instances_render_once() {
-    let data = tempfile::tempdir().unwrap();
+    let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
     let mut farm = Vec::new();
     for _ in 0..3 {
-        farm.push(Instance::start(&redis, &prefix, data.path(), None, &[]).await);
+        farm.push(Instance::start(&redis, &prefix, &bucket, None, &[]).await);
     }
     let template = create_template(&farm[0]).await;
     let submissions = (0..20).map(|call| farm[call % 3].submit(request(&template, 7)));
@@ -240,7 +256,7 @@ fn job_started_on(server: &ServerProcess) -> Option<String> {
 
 #[tokio::test]
 async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
-    let data = tempfile::tempdir().unwrap();
+    let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
     let hold_dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
@@ -248,7 +264,7 @@ async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
     for hold in &holds {
         hold.engage();
         let worker = Some(hold.script.clone());
-        farm.push(Instance::start(&redis, &prefix, data.path(), worker, &[]).await);
+        farm.push(Instance::start(&redis, &prefix, &bucket, worker, &[]).await);
     }
     let template = create_template(&farm[0]).await;
     // One render held on each instance (one worker each), three more queued behind them,
@@ -424,7 +440,7 @@ impl Drop for PersistentRedis {
 
 #[tokio::test]
 async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
-    let data = tempfile::tempdir().unwrap();
+    let bucket = TestBucket::create().await;
     let mut redis = PersistentRedis::start();
     let prefix = unique_prefix();
     let hold_dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -434,7 +450,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
         hold.engage();
         let worker = Some(hold.script.clone());
         let extra = ["--redis-timeout-ms", "300"];
-        farm.push(Instance::start(&redis.url(), &prefix, data.path(), worker, &extra).await);
+        farm.push(Instance::start(&redis.url(), &prefix, &bucket, worker, &extra).await);
     }
     let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
@@ -527,7 +543,7 @@ async fn queue_left(prefix: &str) -> (i64, i64) {
 
 #[tokio::test]
 async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() {
-    let data = tempfile::tempdir().unwrap();
+    let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
     let hold_dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
@@ -535,7 +551,7 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
     for hold in &holds {
         hold.engage();
         let worker = Some(hold.script.clone());
-        farm.push(Instance::start(&redis, &prefix, data.path(), worker, &[]).await);
+        farm.push(Instance::start(&redis, &prefix, &bucket, worker, &[]).await);
     }
     let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();

@@ -1,16 +1,18 @@
 //! DownloadRenderOutput's streaming: at most `--max-downloads` at once on this instance
 //! (one more is RESOURCE_EXHAUSTED, reason TOO_MANY_DOWNLOADS, with a retry delay), each
+//! read from the store in ranges of one chunk (a bounded request each, with the store's
+//! timeouts and retries, whatever the output's size and however slowly the caller reads),
 //! read ahead by a few chunks, and ended when its caller reads nothing for
-//! `--download-idle-timeout-ms`: the file, the read-ahead and the slot are freed then, and
-//! the stream ends with DOWNLOAD_STALLED if it is ever read again.
+//! `--download-idle-timeout-ms`: the read-ahead and the slot are freed then, and the stream
+//! ends with DOWNLOAD_STALLED if it is ever read again. A store that fails mid-way ends the
+//! stream with UNAVAILABLE (STORAGE_UNAVAILABLE) and its retry delay.
 
 use super::super::proto;
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::reason::Reason;
-use crate::storage::StorageError;
+use crate::storage::{OutputStore, StorageError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 use uuid::Uuid;
@@ -49,18 +51,18 @@ impl DownloadLimits {
         })
     }
 
-    /// Streams `file` (the output of `job_id`), holding `slot` while it is read.
+    /// Streams `output` (of `size` bytes), holding `slot` while it is read.
     pub fn stream(
         &self,
-        file: tokio::fs::File,
-        job_id: Uuid,
+        output: StoredOutput,
+        size: u64,
         slot: OwnedSemaphorePermit,
     ) -> DownloadStream {
         let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
         let receiver = Arc::new(std::sync::Mutex::new(Some(receiver)));
         tokio::spawn(read_output(
-            file,
-            job_id,
+            output,
+            size,
             sender,
             receiver.clone(),
             slot,
@@ -70,6 +72,26 @@ impl DownloadLimits {
             receiver,
             ended: false,
         }
+    }
+}
+
+/// A job's output in the store.
+#[derive(Debug, Clone)]
+pub struct StoredOutput {
+    pub outputs: OutputStore,
+    pub job_id: Uuid,
+    pub extension: &'static str,
+}
+
+/// The error a failed read of `job_id`'s output ends its download with.
+fn read_failure(job_id: Uuid, error: StorageError) -> Status {
+    match error {
+        StorageError::ObjectMissing(_) => ServiceError::not_found(
+            Reason::OutputNotFound,
+            format!("the output of job {job_id} is gone (expired or removed)"),
+        )
+        .into(),
+        other => ServiceError::from(other).into(),
     }
 }
 
@@ -87,34 +109,41 @@ fn take_receiver(receiver: &SharedChunkReceiver) -> Option<ChunkReceiver> {
         .take()
 }
 
-/// Reads `file` into `sender` chunk by chunk, holding the download's `slot`, until the end,
-/// an error, the caller going away, or the caller reading nothing for `idle_timeout` (the
-/// read-ahead is then dropped and the stream ends with DOWNLOAD_STALLED when next polled).
+/// Reads `output` into `sender` chunk by chunk, holding the download's `slot`, until the
+/// end, an error, the caller going away, or the caller reading nothing for `idle_timeout`
+/// (the read-ahead is then dropped and the stream ends with DOWNLOAD_STALLED when next
+/// polled).
 async fn read_output(
-    mut file: tokio::fs::File,
-    job_id: Uuid,
+    output: StoredOutput,
+    size: u64,
     sender: mpsc::Sender<Result<proto::OutputChunk, Status>>,
     receiver: SharedChunkReceiver,
     slot: OwnedSemaphorePermit,
     idle_timeout: Duration,
 ) {
+    let job_id = output.job_id;
     let mut offset = 0u64;
-    loop {
-        let mut data = Vec::with_capacity(DOWNLOAD_CHUNK_BYTES);
-        let read = (&mut file)
-            .take(DOWNLOAD_CHUNK_BYTES as u64)
-            .read_to_end(&mut data)
+    while offset < size {
+        let end = size.min(offset + DOWNLOAD_CHUNK_BYTES as u64);
+        let read = output
+            .outputs
+            .read(job_id, output.extension, offset..end)
             .await;
         let chunk = match read {
-            Ok(0) => break,
-            Ok(read) => {
-                let chunk = proto::OutputChunk { data, offset };
-                offset += read as u64;
+            // A shorter object than its size said (replaced meanwhile): the end.
+            Ok(data) if data.is_empty() => break,
+            Ok(data) => {
+                let read = data.len() as u64;
+                let chunk = proto::OutputChunk {
+                    data: data.into(),
+                    offset,
+                };
+                offset += read;
                 Ok(chunk)
             }
             Err(error) => {
-                tracing::warn!(%job_id, %error, "reading an output failed");
-                Err(ServiceError::from(StorageError::Io(error)).into())
+                tracing::warn!(%job_id, offset, %error, "reading an output failed");
+                Err(read_failure(job_id, error))
             }
         };
         let failed = chunk.is_err();

@@ -138,7 +138,12 @@ impl Scheduler {
                 .await;
                 if !matches!(linked, Ok(Ok(()))) {
                     self.board.update(id, |job| {
-                        job.finish(JobState::Failed, Some(lost("the shared render's output is not in this instance's data directory".into())));
+                        job.finish(
+                            JobState::Failed,
+                            Some(lost(
+                                "the shared render's output is not in the store".into(),
+                            )),
+                        );
                         true
                     });
                     return;

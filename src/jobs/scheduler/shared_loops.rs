@@ -101,7 +101,7 @@ impl Scheduler {
             self.metrics.shared_jobs_reclaimed.inc();
             tracing::info!(job_id = %id, template_id = %job.template_id, "job taken over from an instance whose lease ran out");
         }
-        let mut work = delivery.work.clone().into_work();
+        let mut work = delivery.work.clone().into_work(self.outputs.objects(), id);
         // Accepted here: its render is a child of the SubmitRender call's span.
         work.trace_parent = super::lock(&self.accepted)
             .get(&id)
@@ -190,10 +190,13 @@ impl Scheduler {
         // Above the snapshot published before the fingerprint was claimed.
         record.version = job.version + 1;
         let followers = self.queue.tenant_jobs(&job.tenant);
-        match queue
-            .enqueue(&record, &SharedWork::of(&work), followers)
-            .await
-        {
+        // Admission pins every render's files; work without them is a bug of ours.
+        let Some(shared_work) = SharedWork::of(&work) else {
+            return Err(SubmitRefused::Internal(
+                "a render without pinned template files".into(),
+            ));
+        };
+        match queue.enqueue(&record, &shared_work, followers).await {
             Ok(waiting) => {
                 self.metrics.queue_depth.set(waiting as i64);
                 super::lock(&self.accepted).insert(job.id, work);

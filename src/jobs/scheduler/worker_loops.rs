@@ -5,13 +5,15 @@
 
 use super::outcome::{quarantined_failure, MAX_WORKER_ATTEMPTS};
 use super::{lock, Scheduler, MIN_RETRY_AFTER};
+use crate::error::ErrorClass;
 use crate::jobs::model::{JobFailure, JobState, RenderWork};
 use crate::jobs::queue::StartedJob;
 use crate::jobs::Fingerprint;
 use crate::metrics::OutcomeLabels;
 use crate::reason::Reason;
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
-use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerRun};
+use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerFailure, WorkerRun};
+use crate::storage::pins::TemplatePin;
 use crate::telemetry::traces::RenderSpan;
 use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
 use opentelemetry::KeyValue;
@@ -163,13 +165,20 @@ impl Scheduler {
         render_span: &RenderSpan,
     ) -> (WorkerRun, u32) {
         let extension = work.output.format.extension();
+        // The worker has no network: its inputs are staged on this instance's disk first,
+        // and removed when the runs are over.
+        let staged = match work.pin.as_deref().map(TemplatePin::stage) {
+            Some(Ok(staged)) => staged,
+            Some(Err(error)) => return (staging_failed(error.to_string()), 1),
+            None => return (staging_failed("the job has no template files".into()), 1),
+        };
         let job = WorkerJob {
-            template_path: work.template_path.clone(),
+            template_path: staged.template_path.clone(),
             modifications: work.modifications.clone(),
             output: work.output,
             output_path: self.outputs.partial_path(id, extension),
             threads: 0,
-            fonts: work.fonts.clone(),
+            fonts: staged.fonts.clone(),
             traceparent: render_span.traceparent(),
         };
         let settings = SandboxSettings {
@@ -266,6 +275,22 @@ impl Scheduler {
                 .get_or_create(&labels)
                 .observe(seconds);
         }
+    }
+}
+
+/// The run of a job whose template files could not be staged: the store failed, so the job
+/// fails retryable (STORAGE_UNAVAILABLE) without a worker.
+fn staging_failed(message: String) -> WorkerRun {
+    WorkerRun {
+        result: Err(WorkerFailure {
+            kind: FailureKind::Reported,
+            class: ErrorClass::Transient,
+            reason: Reason::StorageUnavailable.as_str().into(),
+            message: format!("cannot stage the template's files: {message}"),
+        }),
+        usage: Default::default(),
+        wall: std::time::Duration::ZERO,
+        on_spare: false,
     }
 }
 
