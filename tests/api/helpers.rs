@@ -27,6 +27,15 @@ pub struct TestApp {
     server: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// `message` as a request carrying idempotency key `key`.
+pub fn with_idempotency_key<T>(message: T, key: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("idempotency-key", key.parse().unwrap());
+    request
+}
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
@@ -170,12 +179,17 @@ impl TestApp {
 
     /// SubmitRender with a fresh idempotency key.
     pub async fn submit(&self, request: proto::RenderRequest) -> Result<proto::RenderJob, Status> {
-        let mut request = Request::new(request);
-        request
-            .metadata_mut()
-            .insert("idempotency-key", unique_key().parse().unwrap());
+        self.submit_with_key(&unique_key(), request).await
+    }
+
+    /// SubmitRender under idempotency key `key`.
+    pub async fn submit_with_key(
+        &self,
+        key: &str,
+        request: proto::RenderRequest,
+    ) -> Result<proto::RenderJob, Status> {
         self.renders()
-            .submit_render(request)
+            .submit_render(with_idempotency_key(request, key))
             .await
             .map(|r| r.into_inner())
     }

@@ -15,7 +15,6 @@ use lottie_render::storage::ObjectStorage;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
-use tonic::{Request, Status};
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 /// A real template on which rlottie never finishes: its job stays RUNNING until cancelled.
@@ -135,21 +134,6 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     found
-}
-
-async fn submit_with_key(
-    app: &TestApp,
-    key: &str,
-    request: proto::RenderRequest,
-) -> Result<proto::RenderJob, Status> {
-    let mut request = Request::new(request);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    app.renders()
-        .submit_render(request)
-        .await
-        .map(|response| response.into_inner())
 }
 
 async fn last_snapshot(app: &TestApp, job_id: &str) -> proto::RenderJob {
@@ -458,7 +442,7 @@ async fn a_store_that_stops_mid_way_is_unavailable_with_a_delay_and_the_job_comp
     let template = app.create_template(BALL).await;
     let request = small_request(&template.template_id, proto::Format::Webm);
     let key = unique_key();
-    let job = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    let job = app.submit_with_key(&key, request.clone()).await.unwrap();
     // Accepted (its template copied), then the store goes before its output is stored.
     forwarder.stop().await;
     let failed = last_snapshot(&app, &job.job_id).await;
@@ -469,7 +453,8 @@ async fn a_store_that_stops_mid_way_is_unavailable_with_a_delay_and_the_job_comp
     assert!(error.retry_after.is_some(), "{error:?}");
 
     // While it is down, what needs the store is UNAVAILABLE with a delay.
-    let refused = submit_with_key(&app, &unique_key(), request.clone())
+    let refused = app
+        .submit_with_key(&unique_key(), request.clone())
         .await
         .unwrap_err();
     let delay = refusal_delay(&refused, tonic::Code::Unavailable, "STORAGE_UNAVAILABLE");
@@ -486,7 +471,7 @@ async fn a_store_that_stops_mid_way_is_unavailable_with_a_delay_and_the_job_comp
 
     // Back: the same request under the same key renders (the failed job freed its key).
     forwarder.restart().await;
-    let again = submit_with_key(&app, &key, request).await.unwrap();
+    let again = app.submit_with_key(&key, request).await.unwrap();
     assert_ne!(again.job_id, job.job_id, "a new job, not the failed one");
     let done = last_snapshot(&app, &again.job_id).await;
     assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");

@@ -4,7 +4,7 @@
 //! (scratch only: no shared file system), every accepted job in the shared work queue. Renders
 //! are counted by each instance's `renders_started` and `workers_started` metrics.
 
-use crate::helpers::{corpus, sample_value, small_request, unique_key, Hold};
+use crate::helpers::{corpus, sample_value, small_request, unique_key, with_idempotency_key, Hold};
 use crate::idempotency::{redis_url, unique_prefix};
 use crate::object_storage::{s3_endpoint, TestBucket};
 use crate::process::ServerProcess;
@@ -15,7 +15,7 @@ use lottie_render::grpc::proto::JobState;
 use std::path::PathBuf;
 use std::time::Duration;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 /// Short leases, so that a dead instance's jobs start again within seconds.
@@ -83,12 +83,8 @@ impl Instance {
         key: &str,
         request: proto::RenderRequest,
     ) -> Result<proto::RenderJob, Status> {
-        let mut request = Request::new(request);
-        request
-            .metadata_mut()
-            .insert("idempotency-key", key.parse().unwrap());
         self.renders()
-            .submit_render(request)
+            .submit_render(with_idempotency_key(request, key))
             .await
             .map(|answer| answer.into_inner())
     }
@@ -254,18 +250,31 @@ fn job_started_on(server: &ServerProcess) -> Option<String> {
     })
 }
 
-#[tokio::test]
-async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
-    let bucket = TestBucket::create().await;
-    let (redis, prefix) = (redis_url(), unique_prefix());
-    let hold_dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+/// `count` instances whose workers each hold their render until released ([`Hold`],
+/// engaged), on one Redis and `bucket`; the hold directories must outlive the farm.
+async fn start_held_farm(
+    count: usize,
+    redis: &str,
+    prefix: &str,
+    bucket: &TestBucket,
+    extra: &[&str],
+) -> (Vec<tempfile::TempDir>, Vec<Hold>, Vec<Instance>) {
+    let hold_dirs: Vec<_> = (0..count).map(|_| tempfile::tempdir().unwrap()).collect();
     let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
     let mut farm = Vec::new();
     for hold in &holds {
         hold.engage();
         let worker = Some(hold.script.clone());
-        farm.push(Instance::start(&redis, &prefix, &bucket, worker, &[]).await);
+        farm.push(Instance::start(redis, prefix, bucket, worker, extra).await);
     }
+    (hold_dirs, holds, farm)
+}
+
+#[tokio::test]
+async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
+    let bucket = TestBucket::create().await;
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let (_hold_dirs, holds, mut farm) = start_held_farm(3, &redis, &prefix, &bucket, &[]).await;
     let template = create_template(&farm[0]).await;
     // One render held on each instance (one worker each), three more queued behind them,
     // all accepted by the instance about to die.
@@ -443,15 +452,14 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
     let bucket = TestBucket::create().await;
     let mut redis = PersistentRedis::start();
     let prefix = unique_prefix();
-    let hold_dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
-    let mut farm = Vec::new();
-    for hold in &holds {
-        hold.engage();
-        let worker = Some(hold.script.clone());
-        let extra = ["--redis-timeout-ms", "300"];
-        farm.push(Instance::start(&redis.url(), &prefix, &bucket, worker, &extra).await);
-    }
+    let (_hold_dirs, holds, farm) = start_held_farm(
+        3,
+        &redis.url(),
+        &prefix,
+        &bucket,
+        &["--redis-timeout-ms", "300"],
+    )
+    .await;
     let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
     for variant in 0..3u32 {
@@ -545,14 +553,7 @@ async fn queue_left(prefix: &str) -> (i64, i64) {
 async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let hold_dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
-    let mut farm = Vec::new();
-    for hold in &holds {
-        hold.engage();
-        let worker = Some(hold.script.clone());
-        farm.push(Instance::start(&redis, &prefix, &bucket, worker, &[]).await);
-    }
+    let (_hold_dirs, holds, farm) = start_held_farm(2, &redis, &prefix, &bucket, &[]).await;
     let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
     for variant in 0..2 {
