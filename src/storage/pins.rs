@@ -308,6 +308,58 @@ mod tests {
     }
 
     #[test]
+    fn a_borrowed_pin_reads_the_owners_files_leaves_them_when_dropped_and_names_no_others() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path(), &runtime);
+        let tenant = TenantId::default_tenant();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = crate::lottie::report::InspectReport::new(
+            &crate::lottie::Template::parse(json).unwrap(),
+        )
+        .unwrap();
+        let fonts = [("Sans".to_owned(), b"OTTO....".to_vec())].into();
+        let record = store.create(&tenant, "t", json, report, &fonts).unwrap();
+        let job = Uuid::new_v4();
+        let owner = store.pin(&record, job).unwrap();
+        let borrow = |template: &str, fonts: &BTreeMap<String, String>| {
+            TemplatePin::borrowed(
+                store.objects().clone(),
+                job,
+                template.to_owned(),
+                fonts.clone(),
+            )
+        };
+        let borrowed = borrow(owner.template_key(), owner.font_keys()).unwrap();
+        let staged = borrowed.stage().unwrap();
+        assert_eq!(std::fs::read(&staged.template_path).unwrap(), json);
+        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), b"OTTO....");
+        let pinned = staged.template_path.clone();
+        drop(staged);
+        drop(borrowed);
+        assert!(pinned.exists(), "a borrowed pin removed its owner's files");
+        // Keys outside the job's own pins: the template itself, another job's pin, a way up.
+        let other_job = format!("{}/{PINS_DIR}/{}/template.json", TEMPLATES, Uuid::new_v4());
+        let up = format!("{}/../../{}/template.json", pin_prefix(job), record.id);
+        for template in [store.json_key(record.id), other_job, up] {
+            assert!(
+                matches!(
+                    borrow(&template, &BTreeMap::new()),
+                    Err(StorageError::Damaged(_))
+                ),
+                "{template} was accepted"
+            );
+        }
+        let font = [("Sans".to_owned(), store.font_key(record.id, "0.font"))].into();
+        assert!(matches!(
+            borrow(owner.template_key(), &font),
+            Err(StorageError::Damaged(_))
+        ));
+        drop(owner);
+        assert!(!pinned.exists());
+    }
+
+    #[test]
     fn the_sweep_removes_only_pins_older_than_any_job_lives() {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
