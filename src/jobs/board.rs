@@ -303,11 +303,12 @@ impl JobBoard {
                     }
                 }
             }
+            // Before the lock goes, as in `update`.
+            for job in &ended {
+                self.replicate(job);
+            }
             entry.job
         };
-        for job in &ended {
-            self.replicate(job);
-        }
         Some(removed)
     }
 
@@ -392,11 +393,14 @@ impl JobBoard {
             {
                 state.renders.remove(&job.fingerprint);
             }
+            // Queued for the shared records before the lock goes, so before any watcher
+            // woken by the change can ask for a flush (a cancel answered by this instance
+            // flushes, then the other instances must read what it answered).
+            for snapshot in &published {
+                self.replicate(snapshot);
+            }
             job
         };
-        for snapshot in &published {
-            self.replicate(snapshot);
-        }
         Some(job)
     }
 
@@ -416,8 +420,9 @@ impl JobBoard {
             entry.publish();
         }
         let job = entry.job.clone();
-        drop(state);
+        // Before the lock goes, as in `update`.
         self.replicate(&job);
+        drop(state);
         Some(job)
     }
 

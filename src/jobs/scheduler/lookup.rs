@@ -101,7 +101,11 @@ impl Scheduler {
         id: Uuid,
     ) -> Result<Option<Job>, SharedError> {
         if self.local_job(tenant, id).is_some() {
-            return Ok(self.cancel(id).await);
+            let cancelled = self.cancel(id).await;
+            // Its end reaches the shared records before the answer, so that every instance
+            // answers for the job as this one did.
+            self.flush_shared().await;
+            return Ok(cancelled);
         }
         let Some(shared) = self.shared.clone() else {
             return Ok(None);
