@@ -31,17 +31,43 @@ use tokio::sync::Semaphore;
 /// any creation rate a person or a deploy script makes, while a burst of hostile templates
 /// costs at most two cores' worth of CPU budget at a time (renders keep theirs).
 pub const DEFAULT_ANALYSIS_WORKERS: u16 = 2;
-/// CPU time one analysis may use, seconds. The heaviest honest templates we know analyse in
-/// well under a second; beyond this the template itself is the problem.
+/// CPU time one analysis may use by default, seconds (`--analysis-cpu-seconds`). The heaviest
+/// honest templates we know analyse in well under a second; beyond this the template itself is
+/// the problem.
 pub const ANALYSIS_CPU_SECONDS: u64 = 5;
 /// Address space one analysis may map. The executable and its libraries map ~150 MiB; a
 /// template at the size limit parses to ~100 MiB of JSON values, its text conversion is bounded
 /// by `MAX_TEXT_VERTICES_PER_TEMPLATE` (~350 MiB); the rest is margin.
 pub const ANALYSIS_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
-/// Wall-clock limit of one analysis: four times its CPU budget, so that on an idle machine the
-/// CPU budget always fires first, and only a machine too loaded to give the worker a quarter of
-/// a core makes it pass (a transient answer).
-pub const ANALYSIS_WALL_DEADLINE: Duration = Duration::from_secs(4 * ANALYSIS_CPU_SECONDS);
+/// Wall-clock limit of one analysis, in multiples of its CPU budget: four, so that on an idle
+/// machine the CPU budget always fires first, and only a machine too loaded to give the worker
+/// a quarter of a core makes it pass (a transient answer).
+pub const ANALYSIS_WALL_PER_CPU: u32 = 4;
+
+/// What one analysis may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnalysisBudget {
+    /// Address space ([`ANALYSIS_MEMORY_BYTES`] by default).
+    pub memory_bytes: u64,
+    /// CPU time, seconds ([`ANALYSIS_CPU_SECONDS`] by default).
+    pub cpu_seconds: u64,
+}
+
+impl Default for AnalysisBudget {
+    fn default() -> Self {
+        AnalysisBudget {
+            memory_bytes: ANALYSIS_MEMORY_BYTES,
+            cpu_seconds: ANALYSIS_CPU_SECONDS,
+        }
+    }
+}
+
+impl AnalysisBudget {
+    /// The wall-clock limit ([`ANALYSIS_WALL_PER_CPU`] times the CPU budget).
+    pub fn wall_deadline(&self) -> Duration {
+        Duration::from_secs(self.cpu_seconds).saturating_mul(ANALYSIS_WALL_PER_CPU)
+    }
+}
 /// How long a call waits for a free analysis worker before UNAVAILABLE: a few honest analyses
 /// finish meanwhile; a queue of hostile ones does not hold callers for their whole budgets.
 pub const WORKER_WAIT: Duration = Duration::from_secs(2);
@@ -62,8 +88,8 @@ pub enum AnalysisError {
     Invalid { reason: Reason, message: String },
     #[error("no analysis worker was free within {} s", WORKER_WAIT.as_secs())]
     Busy,
-    #[error("the analysis did not finish within {} s (the machine is loaded)", ANALYSIS_WALL_DEADLINE.as_secs())]
-    DeadlineExceeded,
+    #[error("the analysis did not finish within {0} s (the machine is loaded)")]
+    DeadlineExceeded(u64),
     /// The worker could not be run (spawn failure, a transient failure it reported).
     #[error("the analysis worker failed: {0}")]
     Unavailable(String),
@@ -94,7 +120,7 @@ impl From<AnalysisError> for ServiceError {
                 message,
                 BUSY_RETRY_AFTER,
             ),
-            AnalysisError::DeadlineExceeded => ServiceError::transient(
+            AnalysisError::DeadlineExceeded(_) => ServiceError::transient(
                 ServiceErrorCode::Unavailable,
                 Reason::AnalysisDeadlineExceeded,
                 message,
@@ -114,10 +140,10 @@ impl From<AnalysisError> for ServiceError {
 /// Where analyses run.
 #[derive(Debug, Clone)]
 enum Runner {
-    /// `executable analyze` child processes with `memory_bytes` of address space each.
+    /// `executable analyze` child processes, each within `budget`.
     Workers {
         executable: PathBuf,
-        memory_bytes: u64,
+        budget: AnalysisBudget,
     },
     /// On a blocking thread of this process: only the library's own unit tests, whose test
     /// binary cannot run `analyze` (the worker path is tested over a real socket in tests/api).
@@ -133,14 +159,11 @@ pub struct AnalysisPool {
 }
 
 impl AnalysisPool {
-    /// At most `workers` analyses at once, each in a `executable analyze` child process with
-    /// `memory_bytes` of address space ([`ANALYSIS_MEMORY_BYTES`] by default).
-    pub fn new(executable: PathBuf, workers: usize, memory_bytes: u64) -> AnalysisPool {
+    /// At most `workers` analyses at once, each in a `executable analyze` child process
+    /// within `budget`.
+    pub fn new(executable: PathBuf, workers: usize, budget: AnalysisBudget) -> AnalysisPool {
         AnalysisPool {
-            runner: Runner::Workers {
-                executable,
-                memory_bytes,
-            },
+            runner: Runner::Workers { executable, budget },
             permits: Arc::new(Semaphore::new(workers.max(1))),
         }
     }
@@ -165,12 +188,9 @@ impl AnalysisPool {
             .map_err(|_| AnalysisError::Busy)?
             .map_err(|_| AnalysisError::Unavailable("the analysis pool is closed".into()))?;
         match &self.runner {
-            Runner::Workers {
-                executable,
-                memory_bytes,
-            } => {
+            Runner::Workers { executable, budget } => {
                 let started = std::time::Instant::now();
-                let result = run_worker(executable, *memory_bytes, template, fonts).await;
+                let result = run_worker(executable, *budget, template, fonts).await;
                 if let Err(error) = &result {
                     tracing::info!(%error, elapsed_ms = started.elapsed().as_millis() as u64, "template analysis failed");
                 }
@@ -202,13 +222,13 @@ impl AnalysisPool {
 /// server, the OOM killer's first pick) with the analysis budgets as rlimits and no file it
 /// may write. The worker confines itself (no file at all, no network, no new processes)
 /// before it reads its input.
-fn analysis_worker_command(executable: &Path, memory_bytes: u64) -> std::process::Command {
+fn analysis_worker_command(executable: &Path, budget: AnalysisBudget) -> std::process::Command {
     sandbox::worker_command(
         executable,
         ["analyze"],
         ResourceLimits {
-            address_space_bytes: memory_bytes,
-            cpu_seconds: ANALYSIS_CPU_SECONDS,
+            address_space_bytes: budget.memory_bytes,
+            cpu_seconds: budget.cpu_seconds,
             // It writes no file at all (RLIMIT_FSIZE does not apply to its pipes).
             file_size_bytes: 0,
             open_files: ANALYSIS_OPEN_FILES,
@@ -231,12 +251,11 @@ impl Drop for KillGroupOnDrop {
 
 async fn run_worker(
     executable: &Path,
-    memory_bytes: u64,
+    budget: AnalysisBudget,
     template: &[u8],
     fonts: &BTreeMap<String, Vec<u8>>,
 ) -> Result<InspectReport, AnalysisError> {
-    let mut command =
-        tokio::process::Command::from(analysis_worker_command(executable, memory_bytes));
+    let mut command = tokio::process::Command::from(analysis_worker_command(executable, budget));
     command.kill_on_drop(true);
     let mut child = command.spawn().map_err(|error| {
         AnalysisError::Unavailable(format!("cannot start the analysis worker: {error}"))
@@ -275,9 +294,10 @@ async fn run_worker(
         let status = child.wait().await;
         (output, stderr_tail, status)
     };
-    let (output, stderr_tail, status) = tokio::time::timeout(ANALYSIS_WALL_DEADLINE, work)
+    let deadline = budget.wall_deadline();
+    let (output, stderr_tail, status) = tokio::time::timeout(deadline, work)
         .await
-        .map_err(|_| AnalysisError::DeadlineExceeded)?;
+        .map_err(|_| AnalysisError::DeadlineExceeded(deadline.as_secs()))?;
     let status = status.map_err(|error| {
         AnalysisError::Unavailable(format!("cannot wait for the analysis worker: {error}"))
     })?;
@@ -292,7 +312,7 @@ async fn run_worker(
     .await
     .ok()
     .flatten();
-    classify(status, outcome, &stderr_tail, memory_bytes)
+    classify(status, outcome, &stderr_tail, budget)
 }
 
 /// Every way an analysis worker can end, classified.
@@ -300,7 +320,7 @@ fn classify(
     status: std::process::ExitStatus,
     outcome: Option<AnalysisOutcome>,
     stderr_tail: &str,
-    memory_bytes: u64,
+    budget: AnalysisBudget,
 ) -> Result<InspectReport, AnalysisError> {
     use crate::sandbox::protocol::exit_code;
     match (status.code(), outcome) {
@@ -333,13 +353,14 @@ fn classify(
     }
     if status.signal() == Some(libc::SIGXCPU) {
         return Err(AnalysisError::TooComplex(format!(
-            "analysing the template used up its CPU budget of {ANALYSIS_CPU_SECONDS} s"
+            "analysing the template used up its CPU budget of {} s",
+            budget.cpu_seconds
         )));
     }
     if sandbox::ran_out_of_memory(stderr_tail) {
         return Err(AnalysisError::TooComplex(format!(
             "analysing the template used up its memory budget of {} MiB",
-            memory_bytes / (1024 * 1024)
+            budget.memory_bytes / (1024 * 1024)
         )));
     }
     // We send SIGKILL only when the call ends early (then nobody reads this); another one

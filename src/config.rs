@@ -151,6 +151,11 @@ pub struct ServerSettings {
     /// answered INVALID_ARGUMENT (TEMPLATE_TOO_COMPLEX).
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_MEMORY_MB", default_value_t = crate::analysis::ANALYSIS_MEMORY_BYTES / (1024 * 1024), value_parser = clap::value_parser!(u64).range(128..))]
     pub analysis_memory_mb: u64,
+    /// CPU time of one template analysis, seconds; a template whose analysis needs more is
+    /// answered INVALID_ARGUMENT (TEMPLATE_TOO_COMPLEX). Its wall-clock limit is four times
+    /// as long. At most ten minutes: past that no honest template is waiting for its answer.
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_CPU_SECONDS", default_value_t = crate::analysis::ANALYSIS_CPU_SECONDS, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub analysis_cpu_seconds: u64,
     /// The program run as `analyze` for each new template's report [default: this
     /// executable; not `--worker-executable`, which may be a render-only stand-in].
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_EXECUTABLE", hide = true)]
@@ -274,6 +279,7 @@ impl ServerSettings {
             worker_executable: None,
             analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
             analysis_memory_mb: crate::analysis::ANALYSIS_MEMORY_BYTES / (1024 * 1024),
+            analysis_cpu_seconds: crate::analysis::ANALYSIS_CPU_SECONDS,
             analysis_executable: None,
             max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
             max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),

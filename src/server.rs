@@ -4,7 +4,7 @@
 //! UNAVAILABLE, running renders finish within the grace period or are cancelled retryable)
 //! before the listener closes.
 
-use crate::analysis::AnalysisPool;
+use crate::analysis::{AnalysisBudget, AnalysisPool};
 use crate::auth::{ApiKeys, Identities, IdentityLayer, KnownIdentities};
 use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::grpc::proto::render_service_server::RenderServiceServer;
@@ -179,7 +179,10 @@ pub async fn run(
     let analysis = AnalysisPool::new(
         analysis_executable,
         usize::from(settings.analysis_workers),
-        settings.analysis_memory_mb.saturating_mul(1024 * 1024),
+        AnalysisBudget {
+            memory_bytes: settings.analysis_memory_mb.saturating_mul(1024 * 1024),
+            cpu_seconds: settings.analysis_cpu_seconds,
+        },
     );
     let scheduler = Scheduler::start(
         SchedulerSettings {
