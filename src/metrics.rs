@@ -112,6 +112,7 @@ pub struct Metrics {
     pub renders_started: Counter,
     pub shared_jobs_taken: Counter,
     pub shared_jobs_reclaimed: Counter,
+    pub shared_jobs_handed_back: Counter,
     pub job_lease_renewals_failed: Counter,
 }
 
@@ -262,6 +263,13 @@ impl Metrics {
             "Jobs this instance took over from an instance whose lease on them ran out",
             shared_jobs_reclaimed.clone(),
         );
+        let shared_jobs_handed_back = Counter::default();
+        registry.register(
+            "shared_jobs_handed_back",
+            "Jobs this instance gave back to the shared work queue as it shut down (taken \
+             but not started, or stopped at the end of the grace period) for another instance",
+            shared_jobs_handed_back.clone(),
+        );
         let job_lease_renewals_failed = Counter::default();
         registry.register(
             "job_lease_renewals_failed",
@@ -332,6 +340,7 @@ impl Metrics {
             renders_started,
             shared_jobs_taken,
             shared_jobs_reclaimed,
+            shared_jobs_handed_back,
             job_lease_renewals_failed,
         })
     }

@@ -136,15 +136,15 @@ pub struct RenderWork {
     /// each worker run. The board lets go of the work when the job ends, and the copies go
     /// with the last reference.
     pub pin: Option<std::sync::Arc<crate::storage::pins::TemplatePin>>,
-    /// The SubmitRender call's span, parent of the render's span; None when untraced. Kept
-    /// in memory only: a job renders on the instance that accepted it.
+    /// The SubmitRender call's span, parent of the render's span; None when untraced. It
+    /// travels with a job of the shared queue as a `traceparent` ([`SharedWork`]).
     pub trace_parent: Option<opentelemetry::trace::SpanContext>,
 }
 
 /// The part of a job's [`RenderWork`] that travels with it through the shared work queue, so
 /// that whichever instance takes the job can render it: the store keys of the template files
-/// the accepting instance pinned for it (read from the shared store; the trace parent stays
-/// with the accepting instance).
+/// the accepting instance pinned for it (read from the shared store) and the SubmitRender
+/// call's span as a W3C `traceparent`, so that the render is its child wherever it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SharedWork {
     pub template_key: String,
@@ -153,6 +153,9 @@ pub struct SharedWork {
     pub deadline: Duration,
     /// Family → store key of the pinned font.
     pub fonts: std::collections::BTreeMap<String, String>,
+    /// The SubmitRender call's span (none when untraced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl SharedWork {
@@ -165,6 +168,12 @@ impl SharedWork {
             output: work.output,
             deadline: work.deadline,
             fonts: pin.font_keys().clone(),
+            traceparent: work.trace_parent.as_ref().map(|context| {
+                crate::telemetry::worker_spans::format_traceparent(
+                    context.trace_id(),
+                    context.span_id(),
+                )
+            }),
         })
     }
 
@@ -189,12 +198,78 @@ impl SharedWork {
                 None
             }
         };
+        let trace_parent = self
+            .traceparent
+            .as_deref()
+            .and_then(crate::telemetry::worker_spans::parse_traceparent)
+            .map(|(trace_id, span_id)| {
+                opentelemetry::trace::SpanContext::new(
+                    trace_id,
+                    span_id,
+                    opentelemetry::trace::TraceFlags::SAMPLED,
+                    true,
+                    opentelemetry::trace::TraceState::default(),
+                )
+            });
         RenderWork {
             modifications: self.modifications,
             output: self.output,
             deadline: self.deadline,
             pin,
-            trace_parent: None,
+            trace_parent,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Dimension, Fps};
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+
+    #[tokio::test]
+    async fn the_submit_calls_span_travels_with_shared_work_to_the_taking_instance() {
+        let data = tempfile::tempdir().unwrap();
+        let objects = crate::storage::objects::ObjectStorage::local(
+            data.path(),
+            tokio::runtime::Handle::current(),
+        )
+        .unwrap();
+        let job = uuid::Uuid::new_v4();
+        let parent = SpanContext::new(
+            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+            SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            TraceFlags::SAMPLED,
+            false,
+            TraceState::default(),
+        );
+        let shared = SharedWork {
+            template_key: format!("templates/.jobs/{job}/template.json"),
+            modifications: Modifications::default(),
+            output: OutputSpec {
+                format: Format::Mp4,
+                fps: Fps::DEFAULT,
+                width: Dimension::try_from(100).unwrap(),
+                height: Dimension::try_from(100).unwrap(),
+                background: None,
+            },
+            deadline: Duration::from_secs(10),
+            fonts: Default::default(),
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        };
+        // Through the queue's JSON, as another instance reads it.
+        let json = serde_json::to_string(&shared).unwrap();
+        let read: SharedWork = serde_json::from_str(&json).unwrap();
+        let work = read.into_work(&objects, job);
+        let context = work.trace_parent.unwrap();
+        assert_eq!(
+            (context.trace_id(), context.span_id(), context.is_sampled()),
+            (parent.trace_id(), parent.span_id(), true)
+        );
+        // Untraced work carries none, and an entry of an older version (no field) reads.
+        let mut untraced: serde_json::Value = serde_json::from_str(&json).unwrap();
+        untraced.as_object_mut().unwrap().remove("traceparent");
+        let read: SharedWork = serde_json::from_value(untraced).unwrap();
+        assert!(read.into_work(&objects, job).trace_parent.is_none());
     }
 }

@@ -205,8 +205,12 @@ impl Scheduler {
             })
             .collect();
         *lock(&scheduler.loops) = loops;
-        if let WorkQueue::Shared(_) = scheduler.work {
+        if let WorkQueue::Shared(queue) = &scheduler.work {
             tokio::spawn(scheduler.clone().release_ended_work());
+            tokio::spawn(shared_loops::announce_workers(
+                Arc::downgrade(&scheduler),
+                queue.clone(),
+            ));
         }
         scheduler
     }
@@ -222,16 +226,25 @@ impl Scheduler {
     /// How long a caller refused for a full queue should wait: the time the workers need
     /// to work through the queue at the recent pace.
     pub fn queue_retry_after(&self) -> Duration {
-        self.retry_after_waiting(self.queue.len())
+        let waiting = match &self.work {
+            WorkQueue::InProcess(queue) => queue.len(),
+            WorkQueue::Shared(queue) => queue.waiting(),
+        };
+        self.retry_after_waiting(waiting)
     }
 
     /// [`Scheduler::queue_retry_after`] with `waiting` jobs in the queue (the shared queue
-    /// tells its length when it refuses; this instance's workers stand for the farm's, as
-    /// the other instances' are not known here).
+    /// tells its length when it refuses), worked through by this instance's workers or, on
+    /// the shared queue, by the workers of every live instance (as last announced; the
+    /// recent pace of this instance stands for theirs).
     pub fn retry_after_waiting(&self, waiting: usize) -> Duration {
         let average = *lock(&self.average_job_seconds);
         let waiting = waiting as f64 + 1.0;
-        let seconds = waiting * average / self.settings.workers.max(1) as f64;
+        let workers = match &self.work {
+            WorkQueue::InProcess(_) => self.settings.workers,
+            WorkQueue::Shared(queue) => queue.farm_workers(self.settings.workers),
+        };
+        let seconds = waiting * average / workers.max(1) as f64;
         Duration::try_from_secs_f64(seconds)
             .unwrap_or(MAX_RETRY_AFTER)
             .clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
@@ -381,6 +394,12 @@ impl Scheduler {
             spares.close();
         }
         self.metrics.queue_depth.set(0);
+        if let WorkQueue::Shared(queue) = &self.work {
+            // This instance's workers stop counting towards the farm's at once.
+            if let Err(error) = queue.announce(0).await {
+                tracing::debug!(%error, "cannot tell the farm this instance leaves");
+            }
+        }
         for id in waiting {
             if let Some(job) = self.board.update(id, |job| {
                 job.finish(JobState::Cancelled, Some(shutdown_failure()));

@@ -1,22 +1,40 @@
-//! The work queue every instance on one Redis shares (`--redis-url`): a Redis Stream read by
-//! one consumer group, so that any instance with a free worker takes the next job, wherever
-//! it was accepted.
+//! The work queue every instance on one Redis shares (`--redis-url`), fair across tenants:
+//! any instance with a free worker takes the farm's next job, wherever it was accepted, and
+//! tenants with waiting jobs take turns as they do in the in-process queue
+//! ([`super::queue`]).
 //!
-//! - `{prefix}queue` is the stream; each entry names a job (`job`), its tenant (`tenant`) and
-//!   what to render (`work`, [`SharedWork`] as JSON). Its consumer group is
-//!   [`CONSUMER_GROUP`]; each instance reads as a consumer named by its instance id.
-//! - `{prefix}queue-tenants` counts, per tenant, the entries in the stream (waiting or being
-//!   rendered): the per-tenant limit reads it.
+//! Keys (under the Redis key prefix):
+//! - `queue-waiting:{tenant}`: a list per tenant of the jobs waiting, oldest first; each item
+//!   is the job's id and its [`SharedWork`] as JSON, on two lines.
+//! - `queue-turns`: the tenants with waiting jobs, ordered by turn: a tenant that has not been
+//!   served since it last held nothing goes first (by arrival), then the tenant served least
+//!   recently. `queue-served` keeps each tenant's last turn, `queue-sequence` numbers arrivals
+//!   and turns, `queue-length` counts the waiting jobs and `queue-wake` holds one token per
+//!   waiting job for the readers blocked on it.
+//! - `queue`: a Stream of the jobs being rendered, read by one consumer group
+//!   ([`CONSUMER_GROUP`]), each instance a consumer named by its instance id. A job enters it
+//!   when an instance takes it ([`TAKE`]), so its pending entry is the job's lease.
+//! - `queue-tenants`: per tenant, the jobs it holds in the queue (waiting or being rendered):
+//!   the per-tenant limit reads it.
+//! - `queue-instances` and `queue-instance-workers`: the live instances (each announces
+//!   itself with its worker count every few seconds) whose workers the retry delay of a full
+//!   queue divides the waiting jobs by.
 //!
-//! A job is accepted by one script ([`ENQUEUE`]) that checks the capacity (entries not yet
-//! delivered) and the tenant's share, adds the entry and writes the job's record together:
-//! either both exist or neither. A worker takes an entry (XREADGROUP), keeps a lease on it by
-//! resetting its idle time every third of the lease ([`RENEW`]), and acknowledges and deletes
-//! it once the job's terminal record is written ([`ACK`]). An entry idle for a whole lease
-//! belongs to an instance that stopped (or lost Redis for that long): another instance
-//! reclaims it (XAUTOCLAIM) and renders the job again. An instance only reclaims after it has
-//! itself reached Redis for a whole lease, so that after an outage every live owner has had
-//! the time to renew its leases first.
+//! A job is accepted by one script ([`ENQUEUE`]) that checks the capacity (jobs waiting) and
+//! the tenant's share, adds the job to its tenant's list and writes the job's record
+//! together: either both exist or neither. A free worker takes the job of the tenant whose
+//! turn it is ([`TAKE`], into the stream and this instance's pending entries at once), keeps
+//! a lease on it by resetting its idle time every third of the lease ([`RENEW`]), and
+//! acknowledges and deletes it once the job's terminal record is written ([`ACK`]). An entry
+//! idle for a whole lease belongs to an instance that stopped (or lost Redis for that long):
+//! another instance reclaims it (XAUTOCLAIM) and renders the job again. An instance only
+//! reclaims after it has itself reached Redis for a whole lease, so that after an outage every
+//! live owner has had the time to renew its leases first. An instance shutting down hands its
+//! entries back ([`HAND_BACK`]) to the front of their tenants' lists, so the next free worker
+//! of the farm takes them at once.
+//!
+//! The scripts name the per-tenant list keys they build: fine for the single Redis server
+//! this service is deployed with (Redis Cluster is not supported).
 
 use super::model::{Job, SharedWork};
 use super::queue::PushRefused;
@@ -24,40 +42,96 @@ use super::shared::SharedError;
 use crate::auth::TenantId;
 use crate::redis_client::{millis, RedisClient};
 use deadpool_redis::redis::{self, Script, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 /// The consumer group every instance reads the queue in.
 pub const CONSUMER_GROUP: &str = "renderers";
-/// How long one read waits for a new entry before the reader looks for entries to reclaim
-/// (and whether the server is shutting down): short enough that a dead instance's job waits
-/// at most a second past its lease, long enough that an idle farm costs Redis one call a
-/// second per free worker.
+/// How long one read waits for a new job before the reader looks for entries to reclaim (and
+/// whether the server is shutting down): short enough that a dead instance's job waits at
+/// most a second past its lease, long enough that an idle farm costs Redis one call a second
+/// per free worker.
 pub const READ_BLOCK: Duration = Duration::from_secs(1);
-/// Adds a job to the queue if the queue and the tenant's share have room, and writes its
-/// record, atomically.
-/// KEYS: stream, tenant counts, job record, job events channel.
-/// ARGV: group, capacity, tenant, tenant limit (0: none), job id, work JSON, record JSON,
-/// record expiry (ms), jobs the tenant holds on this instance outside the queue (followers).
+/// How often an instance announces itself (and its worker count) to the farm, and how long an
+/// announcement lasts: three missed announcements and its workers no longer count.
+pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
+const ANNOUNCEMENT_LIFETIME: Duration = Duration::from_secs(15);
+
+/// Adds a job to its tenant's waiting list if the queue and the tenant's share have room, and
+/// writes its record, atomically.
+/// KEYS: queue length, tenant counts, job record, job events channel, turns, served,
+/// sequence, wake, the tenant's waiting list.
+/// ARGV: capacity, tenant, tenant limit (0: none), job id, work JSON, record JSON, record
+/// expiry (ms), jobs the tenant holds on this instance outside the queue (followers).
 /// Answers {'queued', waiting}, {'full', waiting} or {'tenant', held}.
 const ENQUEUE: &str = r"
-pcall(redis.call, 'XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1])[1]
-local waiting = redis.call('XLEN', KEYS[1]) - pending
-local held = tonumber(redis.call('HGET', KEYS[2], ARGV[3]) or '0') + tonumber(ARGV[9])
-local limit = tonumber(ARGV[4])
+local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') + tonumber(ARGV[8])
+local limit = tonumber(ARGV[3])
 if limit > 0 and held >= limit then
   return {'tenant', held}
 end
-if waiting >= tonumber(ARGV[2]) then
+local waiting = tonumber(redis.call('GET', KEYS[1]) or '0')
+if waiting >= tonumber(ARGV[1]) then
   return {'full', waiting}
 end
-redis.call('XADD', KEYS[1], '*', 'job', ARGV[5], 'tenant', ARGV[3], 'work', ARGV[6])
-redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
-redis.call('SET', KEYS[3], ARGV[7], 'PX', ARGV[8])
-redis.call('PUBLISH', KEYS[4], ARGV[7])
+redis.call('RPUSH', KEYS[9], ARGV[4] .. '\n' .. ARGV[5])
+redis.call('INCR', KEYS[1])
+redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+if not redis.call('ZSCORE', KEYS[5], ARGV[2]) then
+  local sequence = redis.call('INCR', KEYS[7])
+  -- A tenant served since it last held nothing keeps its last turn; one that was not goes
+  -- before every served tenant, in order of arrival.
+  local served = redis.call('HGET', KEYS[6], ARGV[2])
+  redis.call('ZADD', KEYS[5], served or (sequence - 1e15), ARGV[2])
+end
+redis.call('RPUSH', KEYS[8], ARGV[4])
+redis.call('LTRIM', KEYS[8], -tonumber(ARGV[1]), -1)
+redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
+redis.call('PUBLISH', KEYS[4], ARGV[6])
 return {'queued', waiting + 1}";
+
+/// Takes the next job of the tenant whose turn it is into the stream, delivered to consumer
+/// ARGV[2] (its lease starts); answers the XREADGROUP reply, or nil when no job waits.
+/// KEYS: turns, served, sequence, queue length, wake, stream.
+/// ARGV: group, consumer, waiting list key prefix, '1' when the caller already holds a wake
+/// token (it was woken by one).
+const TAKE: &str = r"
+while true do
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #first == 0 then
+    -- Nothing waits: the length and the wake tokens start again from nothing.
+    redis.call('DEL', KEYS[4], KEYS[5])
+    return false
+  end
+  local tenant = first[1]
+  local list = ARGV[3] .. tenant
+  local item = redis.call('LPOP', list)
+  if not item then
+    redis.call('ZREM', KEYS[1], tenant)
+  else
+    local sequence = redis.call('INCR', KEYS[3])
+    redis.call('HSET', KEYS[2], tenant, sequence)
+    if redis.call('LLEN', list) == 0 then
+      redis.call('ZREM', KEYS[1], tenant)
+    else
+      redis.call('ZADD', KEYS[1], sequence, tenant)
+    end
+    redis.call('DECR', KEYS[4])
+    if ARGV[4] ~= '1' then
+      redis.call('LPOP', KEYS[5])
+    end
+    local split = string.find(item, '\n', 1, true)
+    if split then
+      pcall(redis.call, 'XGROUP', 'CREATE', KEYS[6], ARGV[1], '$', 'MKSTREAM')
+      redis.call('XADD', KEYS[6], '*', 'job', string.sub(item, 1, split - 1),
+        'tenant', tenant, 'work', string.sub(item, split + 1))
+      return redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
+        'STREAMS', KEYS[6], '>')
+    end
+  end
+end";
 
 /// Resets the idle time of entry ARGV[2] if consumer ARGV[3] still holds it (answers 1),
 /// else answers 0: it was reclaimed by another instance, or acknowledged.
@@ -70,16 +144,61 @@ end
 redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
 return 1";
 
-/// Acknowledges and deletes entry ARGV[2]; the first deletion gives the tenant's count back.
-/// KEYS: stream, tenant counts. ARGV: group, entry id, tenant.
+/// Acknowledges and deletes entry ARGV[2]; the first deletion gives the tenant's count back
+/// (and a tenant that holds nothing any more loses its last turn).
+/// KEYS: stream, tenant counts, served. ARGV: group, entry id, tenant.
 const ACK: &str = r"
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 if redis.call('XDEL', KEYS[1], ARGV[2]) == 1 then
   if redis.call('HINCRBY', KEYS[2], ARGV[3], -1) <= 0 then
     redis.call('HDEL', KEYS[2], ARGV[3])
+    redis.call('HDEL', KEYS[3], ARGV[3])
   end
 end
 return 1";
+
+/// Puts entry ARGV[2] back at the front of its tenant's waiting list if consumer ARGV[3]
+/// still holds it (answers 1, else 0); the tenant keeps its count and its turn.
+/// KEYS: stream, turns, served, queue length, wake, the tenant's waiting list.
+/// ARGV: group, entry id, consumer, tenant, job id, work JSON.
+const HAND_BACK: &str = r"
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #pending == 0 or pending[1][2] ~= ARGV[3] then
+  return 0
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('LPUSH', KEYS[6], ARGV[5] .. '\n' .. ARGV[6])
+redis.call('INCR', KEYS[4])
+if not redis.call('ZSCORE', KEYS[2], ARGV[4]) then
+  redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[3], ARGV[4]) or 0, ARGV[4])
+end
+redis.call('RPUSH', KEYS[5], ARGV[5])
+return 1";
+
+/// Announces instance ARGV[1] with ARGV[2] workers for ARGV[3] ms (ARGV[2] = 0: leaves),
+/// forgets instances whose announcement ran out, and answers the workers of every live
+/// instance and the jobs waiting.
+/// KEYS: instances, instance workers, queue length.
+const ANNOUNCE: &str = r"
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if tonumber(ARGV[2]) > 0 then
+  redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[3]), ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+else
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms)) do
+  redis.call('ZREM', KEYS[1], gone)
+  redis.call('HDEL', KEYS[2], gone)
+end
+local workers = 0
+for _, count in ipairs(redis.call('HVALS', KEYS[2])) do
+  workers = workers + tonumber(count)
+end
+return {workers, tonumber(redis.call('GET', KEYS[3]) or '0')}";
 
 /// Why a job was not added to the shared queue.
 #[derive(Debug, thiserror::Error)]
@@ -127,9 +246,16 @@ pub struct SharedQueue {
     healthy_since: Mutex<Option<Instant>>,
     /// Where the next XAUTOCLAIM scan starts.
     reclaim_cursor: Mutex<String>,
+    /// The workers of every live instance and the jobs waiting, as last seen (announcements,
+    /// acceptances): the retry delay of a full queue divides one by the other.
+    farm_workers: AtomicUsize,
+    waiting: AtomicUsize,
     enqueue: Script,
+    take: Script,
     renew: Script,
     ack: Script,
+    hand_back: Script,
+    announce: Script,
 }
 
 impl std::fmt::Debug for SharedQueue {
@@ -157,9 +283,14 @@ impl SharedQueue {
             reader: tokio::sync::Mutex::new(None),
             healthy_since: Mutex::new(None),
             reclaim_cursor: Mutex::new(SCAN_START.into()),
+            farm_workers: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             enqueue: Script::new(ENQUEUE),
+            take: Script::new(TAKE),
             renew: Script::new(RENEW),
             ack: Script::new(ACK),
+            hand_back: Script::new(HAND_BACK),
+            announce: Script::new(ANNOUNCE),
         }
     }
 
@@ -175,6 +306,42 @@ impl SharedQueue {
         self.redis.key("queue-tenants")
     }
 
+    fn length_key(&self) -> String {
+        self.redis.key("queue-length")
+    }
+
+    fn turns_key(&self) -> String {
+        self.redis.key("queue-turns")
+    }
+
+    fn served_key(&self) -> String {
+        self.redis.key("queue-served")
+    }
+
+    fn sequence_key(&self) -> String {
+        self.redis.key("queue-sequence")
+    }
+
+    fn wake_key(&self) -> String {
+        self.redis.key("queue-wake")
+    }
+
+    /// The waiting list of `tenant` is this prefix and the tenant's id.
+    fn waiting_prefix(&self) -> String {
+        self.redis.key("queue-waiting:")
+    }
+
+    /// The workers of every live instance of the farm, as last announced (at least this
+    /// instance's `own` workers).
+    pub fn farm_workers(&self, own: usize) -> usize {
+        self.farm_workers.load(Ordering::Relaxed).max(own)
+    }
+
+    /// The jobs waiting in the queue, as last seen.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// Adds `record`'s job (its record written at once, as `record` says) with `work`;
     /// answers the jobs waiting in the queue, this one included. `local_held`: jobs its
     /// tenant holds on this instance outside the queue (followers).
@@ -187,21 +354,25 @@ impl SharedQueue {
         let work = serde_json::to_string(work).map_err(|e| SharedError::Damaged(e.to_string()))?;
         let json =
             serde_json::to_string(record).map_err(|e| SharedError::Damaged(e.to_string()))?;
-        let (stream, tenants) = (self.stream_key(), self.tenants_key());
         let record_key = self.redis.key(&format!("job:{}", record.id));
         let channel = self.redis.key(&format!("job-events:{}", record.id));
+        let list = format!("{}{}", self.waiting_prefix(), record.tenant.as_str());
         let limit = self.settings.tenant_max_jobs.unwrap_or(0);
         let (answer, count): (String, i64) = self
             .redis
             .within_deadline(async {
                 let mut connection = self.redis.connection().await?;
                 self.enqueue
-                    .key(&stream)
-                    .key(&tenants)
+                    .key(self.length_key())
+                    .key(self.tenants_key())
                     .key(&record_key)
                     .key(&channel)
-                    .arg(CONSUMER_GROUP)
-                    .arg(self.settings.capacity)
+                    .key(self.turns_key())
+                    .key(self.served_key())
+                    .key(self.sequence_key())
+                    .key(self.wake_key())
+                    .key(&list)
+                    .arg(self.settings.capacity.max(1))
                     .arg(record.tenant.as_str())
                     .arg(limit)
                     .arg(record.id.to_string())
@@ -215,6 +386,9 @@ impl SharedQueue {
             })
             .await?;
         let count = usize::try_from(count).unwrap_or(0);
+        if answer != "tenant" {
+            self.waiting.store(count, Ordering::Relaxed);
+        }
         match answer.as_str() {
             "queued" => Ok(count),
             "full" => Err(EnqueueRefused::Refused(PushRefused::Full { length: count })),
@@ -263,29 +437,47 @@ impl SharedQueue {
                     .map_err(SharedError::from)?,
             ),
         };
-        let read = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(CONSUMER_GROUP)
-            .arg(&self.consumer)
-            .arg("COUNT")
-            .arg(1)
-            .arg("BLOCK")
-            .arg(millis(READ_BLOCK))
-            .arg("STREAMS")
-            .arg(self.stream_key())
-            .arg(">")
-            .query_async::<Value>(connection)
-            .await;
-        let reply = match read {
-            Ok(reply) => reply,
-            Err(error) if error.code() == Some("NOGROUP") => {
-                // A new (or emptied and restarted) Redis: the group is made, the next read
-                // finds it.
-                self.create_group().await?;
-                return Ok(None);
-            }
-            Err(error) => return Err(unavailable(error)),
-        };
+        if let Some(delivery) = self.take(false).await? {
+            return Ok(Some(delivery));
+        }
+        // Nothing waits: wait for the next job's wake token (one per job queued), then take
+        // the job whose turn it is (perhaps another one, or none when a reader elsewhere was
+        // quicker).
+        let token: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg(self.wake_key())
+            .arg(READ_BLOCK.as_secs_f64())
+            .query_async(connection)
+            .await
+            .map_err(unavailable)?;
+        if token.is_none() {
+            return Ok(None);
+        }
+        self.take(true).await
+    }
+
+    /// The job of the tenant whose turn it is, if any, now this instance's pending entry.
+    /// `woken`: this reader took a wake token already (else the take removes one).
+    async fn take(&self, woken: bool) -> Result<Option<Delivery>, SharedError> {
+        let reply: Value = self
+            .redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                self.take
+                    .key(self.turns_key())
+                    .key(self.served_key())
+                    .key(self.sequence_key())
+                    .key(self.length_key())
+                    .key(self.wake_key())
+                    .key(self.stream_key())
+                    .arg(CONSUMER_GROUP)
+                    .arg(&self.consumer)
+                    .arg(self.waiting_prefix())
+                    .arg(if woken { "1" } else { "0" })
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
         let mut entries = Vec::new();
         collect_entries(&reply, &mut entries);
         match entries.into_iter().next() {
@@ -356,27 +548,6 @@ impl SharedQueue {
             Some((entry, fields)) => self.delivery(entry, &fields, true).await,
             None => Ok(None),
         }
-    }
-
-    async fn create_group(&self) -> Result<(), SharedError> {
-        let stream = self.stream_key();
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                let created = redis::cmd("XGROUP")
-                    .arg("CREATE")
-                    .arg(&stream)
-                    .arg(CONSUMER_GROUP)
-                    .arg("0")
-                    .arg("MKSTREAM")
-                    .query_async::<()>(&mut connection)
-                    .await;
-                match created {
-                    Err(error) if error.code() != Some("BUSYGROUP") => Err(unavailable(error)),
-                    _ => Ok(()),
-                }
-            })
-            .await
     }
 
     /// The delivery of entry `entry`; a damaged entry (not written by this version) is
@@ -450,6 +621,7 @@ impl SharedQueue {
                 self.ack
                     .key(&stream)
                     .key(&tenants)
+                    .key(self.served_key())
                     .arg(CONSUMER_GROUP)
                     .arg(entry)
                     .arg(tenant)
@@ -462,28 +634,63 @@ impl SharedQueue {
         self.observe(acked)
     }
 
-    /// Gives an entry taken while shutting down back at once: its idle time is set to the
-    /// lease, so the next instance that looks reclaims it.
-    pub async fn hand_back(&self, delivery: &Delivery) -> Result<(), SharedError> {
-        let stream = self.stream_key();
-        self.redis
+    /// Gives the entry of a job this instance took but will not render (it is shutting
+    /// down) back to the front of its tenant's waiting list, so that the farm's next free
+    /// worker takes it at once; false when it was no longer this instance's.
+    pub async fn hand_back(&self, delivery: &Delivery) -> Result<bool, SharedError> {
+        let work = serde_json::to_string(&delivery.work)
+            .map_err(|e| SharedError::Damaged(e.to_string()))?;
+        let list = format!("{}{}", self.waiting_prefix(), delivery.tenant.as_str());
+        let handed: i64 = self
+            .redis
             .within_deadline(async {
                 let mut connection = self.redis.connection().await?;
-                redis::cmd("XCLAIM")
-                    .arg(&stream)
+                self.hand_back
+                    .key(self.stream_key())
+                    .key(self.turns_key())
+                    .key(self.served_key())
+                    .key(self.length_key())
+                    .key(self.wake_key())
+                    .key(&list)
                     .arg(CONSUMER_GROUP)
-                    .arg(&self.consumer)
-                    .arg(0)
                     .arg(&delivery.entry)
-                    .arg("IDLE")
-                    .arg(millis(self.settings.lease))
-                    .arg("JUSTID")
-                    .query_async::<Value>(&mut connection)
+                    .arg(&self.consumer)
+                    .arg(delivery.tenant.as_str())
+                    .arg(delivery.job.to_string())
+                    .arg(&work)
+                    .invoke_async(&mut connection)
                     .await
-                    .map(|_| ())
                     .map_err(unavailable)
             })
-            .await
+            .await?;
+        Ok(handed == 1)
+    }
+
+    /// Announces this instance with its `workers` to the farm (0: it leaves) for
+    /// [`ANNOUNCEMENT_LIFETIME`], and learns the workers of every live instance and the jobs
+    /// waiting ([`SharedQueue::farm_workers`], [`SharedQueue::waiting`]).
+    pub async fn announce(&self, workers: usize) -> Result<(), SharedError> {
+        let (farm, waiting): (i64, i64) = self
+            .redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                self.announce
+                    .key(self.redis.key("queue-instances"))
+                    .key(self.redis.key("queue-instance-workers"))
+                    .key(self.length_key())
+                    .arg(&self.consumer)
+                    .arg(workers)
+                    .arg(millis(ANNOUNCEMENT_LIFETIME))
+                    .invoke_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        self.farm_workers
+            .store(usize::try_from(farm).unwrap_or(0), Ordering::Relaxed);
+        self.waiting
+            .store(usize::try_from(waiting).unwrap_or(0), Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -573,12 +780,21 @@ mod tests {
     }
 
     fn queue(prefix: &str, capacity: usize, lease: Duration) -> SharedQueue {
+        queue_with_tenant_limit(prefix, capacity, lease, Some(2))
+    }
+
+    fn queue_with_tenant_limit(
+        prefix: &str,
+        capacity: usize,
+        lease: Duration,
+        tenant_max_jobs: Option<usize>,
+    ) -> SharedQueue {
         SharedQueue::new(
             redis(prefix),
             Uuid::new_v4(),
             SharedQueueSettings {
                 capacity,
-                tenant_max_jobs: Some(2),
+                tenant_max_jobs,
                 lease,
                 retention: Duration::from_secs(60),
             },
@@ -619,6 +835,7 @@ mod tests {
             output: output(),
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
+            traceparent: None,
         };
         (job, work)
     }
@@ -695,5 +912,94 @@ mod tests {
             !second.renew(&reclaimed).await.unwrap(),
             "acknowledged: nobody's"
         );
+    }
+
+    #[tokio::test]
+    async fn tenants_take_turns_across_instances_and_a_newcomer_goes_before_the_served() {
+        let prefix = prefix();
+        let lease = Duration::from_secs(30);
+        let (first, second) = (
+            queue_with_tenant_limit(&prefix, 16, lease, None),
+            queue_with_tenant_limit(&prefix, 16, lease, None),
+        );
+        let a: Vec<_> = (0..4).map(|_| job("a")).collect();
+        let b: Vec<_> = (0..2).map(|_| job("b")).collect();
+        // Tenant a's backlog arrives first, through one instance; b's through the other.
+        for job in &a {
+            enqueue(&first, job).await.unwrap();
+        }
+        for job in &b {
+            enqueue(&second, job).await.unwrap();
+        }
+        // Taken alternately by the two instances: the tenants alternate, each in its order.
+        let mut taken = Vec::new();
+        for index in 0..3 {
+            let reader = if index % 2 == 0 { &first } else { &second };
+            taken.push(reader.next().await.unwrap().unwrap().job);
+        }
+        assert_eq!(taken, [a[0].0.id, b[0].0.id, a[1].0.id]);
+        // Tenant c arrives now: it has not been served, so it goes before both.
+        let c = job("c");
+        enqueue(&first, &c).await.unwrap();
+        for _ in 0..4 {
+            taken.push(second.next().await.unwrap().unwrap().job);
+        }
+        assert_eq!(
+            taken,
+            [a[0].0.id, b[0].0.id, a[1].0.id, c.0.id, b[1].0.id, a[2].0.id, a[3].0.id]
+        );
+        assert_eq!(first.next().await.unwrap(), None, "nothing waits");
+    }
+
+    #[tokio::test]
+    async fn a_job_handed_back_is_the_next_taken_by_any_instance_and_only_its_owner_hands_it_back()
+    {
+        let prefix = prefix();
+        let lease = Duration::from_secs(30);
+        let (first, second) = (
+            queue_with_tenant_limit(&prefix, 16, lease, None),
+            queue_with_tenant_limit(&prefix, 16, lease, None),
+        );
+        let (one, two) = (job("a"), job("a"));
+        enqueue(&first, &one).await.unwrap();
+        enqueue(&first, &two).await.unwrap();
+        let taken = first.next().await.unwrap().unwrap();
+        assert_eq!(taken.job, one.0.id);
+        assert!(
+            !second.hand_back(&taken).await.unwrap(),
+            "not the second's to give back"
+        );
+        assert!(first.hand_back(&taken).await.unwrap());
+        assert!(!first.hand_back(&taken).await.unwrap(), "given back once");
+        // At the front again, for whichever instance reads next, as a new take.
+        let again = second.next().await.unwrap().unwrap();
+        assert_eq!(
+            (again.job, again.work.clone(), again.reclaimed),
+            (one.0.id, one.1.clone(), false)
+        );
+        assert!(second.renew(&again).await.unwrap());
+        assert_eq!(second.next().await.unwrap().unwrap().job, two.0.id);
+        // Its tenant still holds both jobs (share and count unchanged by the hand-back).
+        let third = job("a");
+        let limited = queue_with_tenant_limit(&prefix, 16, lease, Some(2));
+        assert_eq!(
+            enqueue(&limited, &third).await,
+            Err(PushRefused::TenantFull { held: 2, limit: 2 })
+        );
+    }
+
+    #[tokio::test]
+    async fn the_farms_workers_are_those_of_the_live_instances() {
+        let prefix = prefix();
+        let lease = Duration::from_secs(30);
+        let (first, second) = (queue(&prefix, 4, lease), queue(&prefix, 4, lease));
+        first.announce(3).await.unwrap();
+        second.announce(4).await.unwrap();
+        assert_eq!(second.farm_workers(4), 7);
+        // Never fewer than this instance's own (an announcement not made yet).
+        assert_eq!(queue(&prefix, 4, lease).farm_workers(2), 2);
+        enqueue(&first, &job("a")).await.unwrap();
+        first.announce(0).await.unwrap();
+        assert_eq!((first.farm_workers(0), first.waiting()), (4, 1));
     }
 }

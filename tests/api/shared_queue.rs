@@ -601,3 +601,85 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
     let renders = counters(&everyone, "renders_started").await;
     assert_eq!(renders.iter().sum::<f64>(), 2.0, "{renders:?}");
 }
+
+#[tokio::test]
+async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finishes_on_another() {
+    let bucket = TestBucket::create().await;
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let (_hold_dirs, holds, mut farm) = start_held_farm(
+        2,
+        &redis,
+        &prefix,
+        &bucket,
+        &["--shutdown-grace-seconds", "0.5"],
+    )
+    .await;
+    let template = create_template(&farm[0]).await;
+    // One render held on each instance.
+    let mut ids = Vec::new();
+    for variant in 0..2 {
+        ids.push(farm[0].submit(request(&template, variant)).await.job_id);
+    }
+    for hold in &holds {
+        hold.wait_for_held(1).await;
+    }
+    let stopping = job_started_on(&farm[0].server).expect("the stopping instance started one");
+    // Its caller watches through the instance that stays.
+    let mut watch = farm[1]
+        .renders()
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: stopping.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let watcher = tokio::spawn(async move {
+        let mut states = Vec::new();
+        while let Ok(Some(job)) = watch.message().await {
+            states.push(state(&job));
+        }
+        states
+    });
+    // SIGTERM: the held render outlives the grace period and is stopped.
+    farm[0].server.terminate();
+    assert!(
+        farm[0]
+            .server
+            .wait_for_exit(Duration::from_secs(60))
+            .is_some_and(|status| status.success()),
+        "the first instance stops cleanly"
+    );
+    assert!(
+        farm[0]
+            .server
+            .log()
+            .iter()
+            .any(|line| line.contains("job handed back to the shared queue")),
+        "handed back, not left to its lease"
+    );
+    // The other instance finishes its own render, then takes the handed-back one.
+    holds[1].disengage();
+    for pid in holds[1].held() {
+        holds[1].release(pid);
+    }
+    for job in wait_until_ended(&farm[1], &ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+    let states = tokio::time::timeout(FARM_LIMIT, watcher)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(states.first(), Some(&JobState::Running), "{states:?}");
+    assert_eq!(states.last(), Some(&JobState::Succeeded), "{states:?}");
+    assert!(
+        states.contains(&JobState::Queued),
+        "the caller saw it queued again: {states:?}"
+    );
+    assert!(
+        !states.contains(&JobState::Failed) && !states.contains(&JobState::Cancelled),
+        "{states:?}"
+    );
+    // Taken from the queue, not reclaimed after a lease; rendered there once more.
+    assert_eq!(farm[1].counter("shared_jobs_reclaimed").await, 0.0);
+    assert_eq!(farm[1].counter("renders_started").await, 2.0);
+}

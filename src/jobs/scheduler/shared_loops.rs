@@ -14,11 +14,11 @@ use crate::jobs::board::Admission;
 use crate::jobs::model::{Job, JobFailure, RenderWork, SharedWork};
 use crate::jobs::queue::PushRefused;
 use crate::jobs::shared::{SharedJobs, Taken};
-use crate::jobs::shared_queue::{Delivery, EnqueueRefused, SharedQueue};
+use crate::jobs::shared_queue::{Delivery, EnqueueRefused, SharedQueue, ANNOUNCE_EVERY};
 use crate::reason::Reason;
 use crate::sandbox::CancelToken;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// Pause after a failed read of the shared queue, doubled on each failure up to the maximum:
@@ -66,9 +66,7 @@ impl Scheduler {
         let id = delivery.job;
         if self.queue.is_closed() {
             // Taken as this server began to shut down: another instance renders it.
-            if let Err(error) = queue.hand_back(&delivery).await {
-                tracing::warn!(job_id = %id, %error, "cannot hand a job back to the shared queue; it is reclaimed after its lease");
-            }
+            self.hand_back(queue, &delivery).await;
             return;
         }
         if self
@@ -101,11 +99,9 @@ impl Scheduler {
             self.metrics.shared_jobs_reclaimed.inc();
             tracing::info!(job_id = %id, template_id = %job.template_id, "job taken over from an instance whose lease ran out");
         }
-        let mut work = delivery.work.clone().into_work(self.outputs.objects(), id);
-        // Accepted here: its render is a child of the SubmitRender call's span.
-        work.trace_parent = super::lock(&self.accepted)
-            .get(&id)
-            .and_then(|accepted| accepted.trace_parent.clone());
+        // Its render is a child of the SubmitRender call's span, wherever that call was
+        // answered (the entry carries its context).
+        let work = delivery.work.clone().into_work(self.outputs.objects(), id);
         self.adopt_taken(job, Arc::new(work));
         let Some((_, cancel)) = self.board.work(id) else {
             return;
@@ -138,8 +134,33 @@ impl Scheduler {
             );
             return;
         }
+        if self.shutting_down.load(Ordering::SeqCst) && self.board.get(id).is_none() {
+            // Stopped by this instance's shutdown (see `run_job`): another instance renders it.
+            lease.abort();
+            self.hand_back(queue, &delivery).await;
+            return;
+        }
         self.acknowledge(queue, &shared, &delivery).await;
         lease.abort();
+    }
+
+    /// Gives a job this instance will not render (it is shutting down) back to the shared
+    /// queue, where the farm's next free worker takes it; if Redis cannot be reached, the
+    /// job is reclaimed once its lease runs out.
+    async fn hand_back(&self, queue: &SharedQueue, delivery: &Delivery) {
+        let id = delivery.job;
+        match queue.hand_back(delivery).await {
+            Ok(true) => {
+                self.metrics.shared_jobs_handed_back.inc();
+                tracing::info!(job_id = %id, "job handed back to the shared queue (shutdown)");
+            }
+            Ok(false) => {
+                tracing::info!(job_id = %id, "a job to hand back was no longer this instance's");
+            }
+            Err(error) => {
+                tracing::warn!(job_id = %id, %error, "cannot hand a job back to the shared queue; it is reclaimed after its lease");
+            }
+        }
     }
 
     /// Acknowledges the entry of a job rendered here once its terminal record is stored
@@ -258,6 +279,28 @@ impl Scheduler {
                 }
             }
         }
+    }
+}
+
+/// Announces this instance's workers to the farm every [`ANNOUNCE_EVERY`] (the retry delay
+/// of a full queue counts every live instance's workers) until the server shuts down (the
+/// drain says it leaves) or the scheduler goes.
+pub(super) async fn announce_workers(scheduler: Weak<Scheduler>, queue: Arc<SharedQueue>) {
+    loop {
+        let Some(current) = scheduler.upgrade() else {
+            return;
+        };
+        if current.queue.is_closed() {
+            return;
+        }
+        match queue.announce(current.settings.workers).await {
+            Ok(()) => {
+                current.metrics.queue_depth.set(queue.waiting() as i64);
+            }
+            Err(error) => tracing::debug!(%error, "cannot announce this instance's workers"),
+        }
+        drop(current);
+        tokio::time::sleep(ANNOUNCE_EVERY).await;
     }
 }
 

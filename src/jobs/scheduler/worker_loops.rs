@@ -3,7 +3,7 @@
 //! once on a fresh worker after a crash, publishing progress on the board as the worker
 //! reports it.
 
-use super::outcome::{quarantined_failure, MAX_WORKER_ATTEMPTS};
+use super::outcome::{quarantined_failure, shutdown_failure, MAX_WORKER_ATTEMPTS};
 use super::{lock, Scheduler, MIN_RETRY_AFTER};
 use crate::error::ErrorClass;
 use crate::jobs::model::{JobFailure, JobState, RenderWork};
@@ -17,6 +17,7 @@ use crate::storage::pins::TemplatePin;
 use crate::telemetry::traces::RenderSpan;
 use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
 use opentelemetry::KeyValue;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use uuid::Uuid;
@@ -117,6 +118,21 @@ impl Scheduler {
         render_span.set_attribute(KeyValue::new("job.state", state.label()));
         render_span.set_attribute(KeyValue::new("attempts", i64::from(attempts)));
         render_span.end(error.as_ref().map(|error| error.reason.as_str()));
+        let stopped_by_shutdown = error
+            .as_ref()
+            .is_some_and(|error| error.reason == Reason::ServerShuttingDown.as_str());
+        if job.reclaimable && stopped_by_shutdown && self.shutting_down.load(Ordering::SeqCst) {
+            // A job of the shared queue stopped by this instance's shutdown does not end: its
+            // record stays as it is until the instance that takes its entry (handed back by
+            // the worker loop) makes it its own; jobs following it here end, retryable.
+            self.board.remove_refused(id, &shutdown_failure());
+            self.metrics.jobs_running.dec();
+            tracing::info!(
+                seconds = started.elapsed().as_secs_f64(),
+                "render stopped by shutdown; its job goes back to the shared queue"
+            );
+            return;
+        }
         let job = self.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
