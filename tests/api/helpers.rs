@@ -615,6 +615,14 @@ impl Hold {
         panic!("expected {count} held processes, found {:?}", self.held());
     }
 
+    /// Disengages the hold and lets every process held at it go on.
+    pub fn let_go(&self) {
+        self.disengage();
+        for pid in self.held() {
+            self.release(pid);
+        }
+    }
+
     /// Lets a held process go on (SIGCONT).
     pub fn release(&self, pid: u32) {
         let _ = std::process::Command::new("kill")

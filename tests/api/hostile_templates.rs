@@ -561,9 +561,12 @@ async fn dense_templates_sent_at_once_are_parsed_two_at_a_time() {
         one.rss_growth / (1024 * 1024),
         grown / (1024 * 1024)
     );
-    // Two parse slots: about twice one parse, where four parses at once took four times.
+    // Two parse slots: about twice one parse (2.1 times on a quiet machine), where four parses
+    // at once took four times. The bound is half-way, three times: a loaded machine's
+    // allocator noise (it once passed 2.5 times) does not decide the outcome, and parses left
+    // unbounded still fail it.
     assert!(
-        grown < one.rss_growth * 5 / 2,
+        grown < one.rss_growth * 3,
         "{AT_ONCE} at once grew the server by {grown} bytes, one by {}",
         one.rss_growth
     );

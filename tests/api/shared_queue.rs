@@ -250,6 +250,49 @@ fn job_started_on(server: &ServerProcess) -> Option<String> {
     })
 }
 
+/// Watches job `job_id` through `instance`: the states of every snapshot, to the end of the
+/// stream.
+async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHandle<Vec<JobState>> {
+    let mut watch = instance
+        .renders()
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: job_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::spawn(async move {
+        let mut states = Vec::new();
+        while let Ok(Some(job)) = watch.message().await {
+            states.push(state(&job));
+        }
+        states
+    })
+}
+
+/// What a caller watching a job that went back to the queue sees (within [`FARM_LIMIT`]):
+/// RUNNING, QUEUED again, RUNNING again and at last SUCCEEDED, never FAILED or CANCELLED.
+async fn assert_went_back_to_the_queue(watcher: tokio::task::JoinHandle<Vec<JobState>>) {
+    let states = tokio::time::timeout(FARM_LIMIT, watcher)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(states.first(), Some(&JobState::Running), "{states:?}");
+    assert_eq!(states.last(), Some(&JobState::Succeeded), "{states:?}");
+    let back_in_queue = states
+        .iter()
+        .position(|state| *state == JobState::Queued)
+        .unwrap_or_else(|| panic!("the caller saw the job queued again: {states:?}"));
+    assert!(
+        states[back_in_queue..].contains(&JobState::Running),
+        "{states:?}"
+    );
+    assert!(
+        !states.contains(&JobState::Failed) && !states.contains(&JobState::Cancelled),
+        "{states:?}"
+    );
+}
+
 /// `count` instances whose workers each hold their render until released ([`Hold`],
 /// engaged), on one Redis and `bucket`; the hold directories must outlive the farm.
 async fn start_held_farm(
@@ -308,47 +351,16 @@ async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
     }
     let orphan = job_started_on(&farm[0].server).expect("the doomed instance started a render");
     // A caller watching the doomed instance's render through a survivor.
-    let mut watch = farm[1]
-        .renders()
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: orphan.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let watcher = tokio::spawn(async move {
-        let mut states = Vec::new();
-        while let Ok(Some(job)) = watch.message().await {
-            states.push(state(&job));
-        }
-        states
-    });
+    let watcher = watch_states(&farm[1], &orphan).await;
     farm[0].server.kill();
     for hold in &holds[1..] {
-        hold.disengage();
-        for pid in hold.held() {
-            hold.release(pid);
-        }
+        hold.let_go();
     }
     let ids: Vec<String> = jobs.iter().map(|(_, _, id)| id.clone()).collect();
     for job in wait_until_ended(&farm[2], &ids).await {
         assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
     }
-    let states = tokio::time::timeout(FARM_LIMIT, watcher)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(states.first(), Some(&JobState::Running), "{states:?}");
-    assert_eq!(states.last(), Some(&JobState::Succeeded), "{states:?}");
-    let back_in_queue = states
-        .iter()
-        .position(|state| *state == JobState::Queued)
-        .unwrap_or_else(|| panic!("the caller saw the job queued again: {states:?}"));
-    assert!(
-        states[back_in_queue..].contains(&JobState::Running),
-        "{states:?}"
-    );
-    assert!(!states.contains(&JobState::Failed), "{states:?}");
+    assert_went_back_to_the_queue(watcher).await;
     let survivors: Vec<&Instance> = farm[1..].iter().collect();
     // Two held renders, three queued ones and the orphan, each once.
     let renders = counters(&survivors, "renders_started").await;
@@ -496,10 +508,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
     );
     // The held renders finish while Redis is away; their ends wait for it.
     for hold in &holds {
-        hold.disengage();
-        for pid in hold.held() {
-            hold.release(pid);
-        }
+        hold.let_go();
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     redis.restart();
@@ -575,10 +584,7 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
         .into_inner();
     assert_eq!(state(&cancelled), JobState::Cancelled, "{cancelled:?}");
     for hold in &holds {
-        hold.disengage();
-        for pid in hold.held() {
-            hold.release(pid);
-        }
+        hold.let_go();
     }
     for job in wait_until_ended(&farm[0], &ids).await {
         assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
@@ -625,21 +631,7 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
     }
     let stopping = job_started_on(&farm[0].server).expect("the stopping instance started one");
     // Its caller watches through the instance that stays.
-    let mut watch = farm[1]
-        .renders()
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: stopping.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let watcher = tokio::spawn(async move {
-        let mut states = Vec::new();
-        while let Ok(Some(job)) = watch.message().await {
-            states.push(state(&job));
-        }
-        states
-    });
+    let watcher = watch_states(&farm[1], &stopping).await;
     // SIGTERM: the held render outlives the grace period and is stopped.
     farm[0].server.terminate();
     assert!(
@@ -658,27 +650,11 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
         "handed back, not left to its lease"
     );
     // The other instance finishes its own render, then takes the handed-back one.
-    holds[1].disengage();
-    for pid in holds[1].held() {
-        holds[1].release(pid);
-    }
+    holds[1].let_go();
     for job in wait_until_ended(&farm[1], &ids).await {
         assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
     }
-    let states = tokio::time::timeout(FARM_LIMIT, watcher)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(states.first(), Some(&JobState::Running), "{states:?}");
-    assert_eq!(states.last(), Some(&JobState::Succeeded), "{states:?}");
-    assert!(
-        states.contains(&JobState::Queued),
-        "the caller saw it queued again: {states:?}"
-    );
-    assert!(
-        !states.contains(&JobState::Failed) && !states.contains(&JobState::Cancelled),
-        "{states:?}"
-    );
+    assert_went_back_to_the_queue(watcher).await;
     // Taken from the queue, not reclaimed after a lease; rendered there once more.
     assert_eq!(farm[1].counter("shared_jobs_reclaimed").await, 0.0);
     assert_eq!(farm[1].counter("renders_started").await, 2.0);
