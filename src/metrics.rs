@@ -294,7 +294,8 @@ impl Metrics {
         registry.register(
             "tls_handshake_failures",
             "TLS handshakes that failed (reason refused: bad or missing client certificate, \
-             not TLS; timeout: not finished in time)",
+             not TLS; timeout: not finished in time; address_busy: closed before it began, \
+             its address had its share of handshakes in progress)",
             tls_handshake_failures.clone(),
         );
         let config_reloads = Family::<ReloadLabels, Counter>::default();

@@ -1,13 +1,16 @@
 //! `TlsIncoming`: the connections of a TLS listener, handed to tonic after their handshake.
 //! TCP connections come from tonic's own `TcpIncoming` (nodelay and keepalive as on the
 //! plaintext listener); each handshake runs in a task of its own, so a slow or silent peer
-//! never holds up the accept loop, under a deadline and a bound on handshakes in progress.
+//! never holds up the accept loop, under a deadline, a bound on handshakes in progress and a
+//! smaller one per peer address.
 
 use super::ReloadableTls;
 use crate::metrics::Metrics;
 use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -25,6 +28,12 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// far above any real burst of reconnections while bounding what silent peers can hold
 /// (256 slots for at most [`TLS_HANDSHAKE_TIMEOUT`] each).
 pub const MAX_TLS_HANDSHAKES_IN_PROGRESS: usize = 256;
+/// Handshakes in progress from one peer address: a quarter of all, so one address's silent
+/// connections cannot take every slot and keep every other client waiting in the backlog.
+/// Honest handshakes last milliseconds, so even many clients behind one NAT or load-balancer
+/// address rarely have more than a few in progress; a connection over it is closed at once
+/// (counted as `address_busy`), and its client reconnects.
+pub const MAX_TLS_HANDSHAKES_PER_ADDRESS: usize = MAX_TLS_HANDSHAKES_IN_PROGRESS / 4;
 /// Finished handshakes waiting for tonic to take them: tonic takes each at once, this only
 /// smooths bursts.
 const HANDSHAKED_BACKLOG: usize = 64;
@@ -72,6 +81,7 @@ async fn accept_loop(
     metrics: Arc<Metrics>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_TLS_HANDSHAKES_IN_PROGRESS));
+    let addresses = AddressSlots::default();
     loop {
         // The slot is taken before accepting: when all are busy, new peers wait in the
         // backlog instead of costing a task each.
@@ -87,13 +97,23 @@ async fn accept_loop(
             }
             None => return,
         };
+        let peer = stream.peer_addr().ok();
+        let Some(address_slot) = addresses.take(peer.map(|peer| peer.ip())) else {
+            tracing::debug!(
+                ?peer,
+                "tls handshake refused: too many in progress from its address"
+            );
+            metrics.tls_handshake_failure("address_busy");
+            // The stream and the slot go with this iteration: the connection is closed.
+            continue;
+        };
         // The configuration of this moment: a reload applies to the next connection.
         let acceptor = TlsAcceptor::from(tls.current());
         let (handshaken, metrics) = (handshaken.clone(), metrics.clone());
         tokio::spawn(async move {
-            let peer = stream.peer_addr().ok();
             let outcome =
                 tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+            drop(address_slot);
             drop(slot);
             match outcome {
                 Ok(Ok(connection)) => {
@@ -112,5 +132,91 @@ async fn accept_loop(
                 }
             }
         });
+    }
+}
+
+/// The handshakes in progress per peer address (at most [`MAX_TLS_HANDSHAKES_IN_PROGRESS`]
+/// addresses, as each holds a global slot).
+#[derive(Debug, Default, Clone)]
+struct AddressSlots {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl AddressSlots {
+    /// One of `address`'s [`MAX_TLS_HANDSHAKES_PER_ADDRESS`] slots, given back when dropped;
+    /// `None` when they are all taken. A peer without an address (never on TCP) is counted
+    /// under none.
+    fn take(&self, address: Option<IpAddr>) -> Option<AddressSlot> {
+        let Some(address) = address else {
+            return Some(AddressSlot {
+                slots: self.clone(),
+                address: None,
+            });
+        };
+        let mut counts = lock(&self.counts);
+        let count = counts.entry(address).or_insert(0);
+        if *count >= MAX_TLS_HANDSHAKES_PER_ADDRESS {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            slots: self.clone(),
+            address: Some(address),
+        })
+    }
+}
+
+struct AddressSlot {
+    slots: AddressSlots,
+    address: Option<IpAddr>,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let Some(address) = self.address else {
+            return;
+        };
+        let mut counts = lock(&self.slots.counts);
+        if let Some(count) = counts.get_mut(&address) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&address);
+            }
+        }
+    }
+}
+
+/// The counts stay consistent whatever panicked while the lock was held (each change is one
+/// assignment), so a poisoned lock is used as it is.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_address_holds_at_most_its_share_of_the_slots_and_gets_them_back() {
+        let slots = AddressSlots::default();
+        let (one, other): (IpAddr, IpAddr) =
+            ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        let held: Vec<_> = (0..MAX_TLS_HANDSHAKES_PER_ADDRESS)
+            .map(|_| slots.take(Some(one)).unwrap())
+            .collect();
+        assert!(slots.take(Some(one)).is_none(), "over its share");
+        assert!(
+            slots.take(Some(other)).is_some(),
+            "another address is served"
+        );
+        assert!(slots.take(None).is_some());
+        drop(held);
+        assert!(slots.take(Some(one)).is_some(), "given back when dropped");
+        assert!(
+            lock(&slots.counts).is_empty(),
+            "no address kept once none is held"
+        );
     }
 }

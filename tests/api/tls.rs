@@ -293,6 +293,41 @@ async fn silent_peers_holding_handshakes_open_do_not_hold_up_a_real_client() {
 }
 
 #[tokio::test]
+async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_others_are_served() {
+    use lottie_render::tls::incoming::{
+        MAX_TLS_HANDSHAKES_IN_PROGRESS, MAX_TLS_HANDSHAKES_PER_ADDRESS,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("test ca");
+    let tls = server_tls(dir.path(), &ca, None);
+    let app = spawn_app_with(|settings| settings.tls = tls).await;
+    // More silent connections from one address (127.0.0.2) than the server has handshake
+    // slots in all: without a share per address they would hold every slot until the
+    // handshake deadline, and every other client would wait in the backlog.
+    let attempts = MAX_TLS_HANDSHAKES_IN_PROGRESS + 8;
+    let mut silent = Vec::new();
+    for _ in 0..attempts {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        silent.push(socket.connect(app.address).await.unwrap());
+    }
+    // The connections over the address's share are closed at once, not held.
+    let busy = "lottie_render_tls_handshake_failures_total{reason=\"address_busy\"}";
+    let refused = (attempts - MAX_TLS_HANDSHAKES_PER_ADDRESS) as f64;
+    wait_for_metric(&app, busy, refused).await;
+    // A client from another address (127.0.0.1) is served while the address's share still
+    // holds its handshakes (none has reached its deadline yet: no clock here, the server's
+    // own timeouts are the order, as in the test above).
+    let channel = tls_channel(app.address, &ca, None).await.unwrap();
+    list_templates(channel).await.unwrap();
+    let timeouts = "lottie_render_tls_handshake_failures_total{reason=\"timeout\"}";
+    assert_eq!(app.metric_or_zero(timeouts).await, 0.0);
+    assert_eq!(app.metric_or_zero(busy).await, refused);
+    drop(silent);
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn callers_named_by_their_client_certificates_see_only_their_own_tenants_templates() {
     let dir = tempfile::tempdir().unwrap();
     let (server_ca, client_ca) = (TestCa::new("server ca"), TestCa::new("client ca"));
