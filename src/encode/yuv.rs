@@ -26,6 +26,7 @@
 //! once and the whole conversion costs about what the staging pass alone did.
 
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
 mod avx2;
 
 use rlottie::Bgra;
