@@ -283,9 +283,10 @@ impl JobBoard {
         Ok(())
     }
 
-    /// Removes a job the queue refused (its fingerprint is free again); jobs that joined it
-    /// meanwhile end with `failure`.
-    pub fn remove_refused(&self, id: Uuid, failure: &JobFailure) -> Option<Job> {
+    /// Removes a job the queue refused, or that this instance no longer renders (its
+    /// fingerprint is free again here); jobs that joined it meanwhile end in state `end` with
+    /// `failure`.
+    pub fn remove_refused(&self, id: Uuid, end: JobState, failure: &JobFailure) -> Option<Job> {
         let mut ended = Vec::new();
         let removed = {
             let mut state = lock(&self.state);
@@ -297,7 +298,7 @@ impl JobBoard {
                 if let Some(follower) = state.entries.get_mut(follower) {
                     follower.leader = None;
                     if !follower.job.state.is_terminal() {
-                        follower.job.finish(JobState::Failed, Some(failure.clone()));
+                        follower.job.finish(end, Some(failure.clone()));
                         follower.publish();
                         ended.push(follower.job.clone());
                     }
@@ -393,9 +394,10 @@ impl JobBoard {
             {
                 state.renders.remove(&job.fingerprint);
             }
-            // Queued for the shared records before the lock goes, so before any watcher
-            // woken by the change can ask for a flush (a cancel answered by this instance
-            // flushes, then the other instances must read what it answered).
+            // Queued for the shared records before the lock goes: a watcher woken by the
+            // change reads the board (takes this lock) before it answers, so a flush it asks
+            // for then comes after this snapshot (a cancel answered by this instance flushes,
+            // and the other instances must read what it answered).
             for snapshot in &published {
                 self.replicate(snapshot);
             }
@@ -587,7 +589,7 @@ mod tests {
             retryable: true,
             retry_after: Some(Duration::from_secs(1)),
         };
-        board.remove_refused(leader.id, &failure);
+        board.remove_refused(leader.id, JobState::Failed, &failure);
         let ended = board.get(follower.id).unwrap();
         assert_eq!(ended.state, JobState::Failed);
         assert!(ended.error.unwrap().retryable);

@@ -168,12 +168,17 @@ impl SharedWork {
             output: work.output,
             deadline: work.deadline,
             fonts: pin.font_keys().clone(),
-            traceparent: work.trace_parent.as_ref().map(|context| {
-                crate::telemetry::worker_spans::format_traceparent(
-                    context.trace_id(),
-                    context.span_id(),
-                )
-            }),
+            // Only a sampled call's span: the taking instance marks its parent sampled.
+            traceparent: work
+                .trace_parent
+                .as_ref()
+                .filter(|context| context.is_sampled())
+                .map(|context| {
+                    crate::telemetry::worker_spans::format_traceparent(
+                        context.trace_id(),
+                        context.span_id(),
+                    )
+                }),
         })
     }
 

@@ -349,6 +349,36 @@ impl SharedJobs {
         ))
     }
 
+    /// Gives job `id`, which this instance took but hands back to the shared queue (it is
+    /// shutting down), back to nobody: its record goes back to QUEUED with no owner, so that a
+    /// cancel meanwhile finds it waiting, and the next instance to take it makes it its own.
+    /// Nothing changes when the record has ended or is no longer this instance's.
+    pub async fn requeue(&self, id: Uuid) -> Result<(), SharedError> {
+        for _ in 0..RECORD_CHANGE_ATTEMPTS {
+            let Some(stored) = self.stored(id).await? else {
+                return Ok(());
+            };
+            if stored.state.is_terminal() || stored.owner != Some(self.instance) {
+                return Ok(());
+            }
+            let mut queued = stored.clone();
+            queued.state = super::JobState::Queued;
+            queued.frames_done = 0;
+            queued.started_at = None;
+            queued.output = None;
+            queued.error = None;
+            queued.owner = None;
+            queued.reclaimable = true;
+            queued.version = stored.version + 1;
+            if self.publish_if_version(&queued, stored.version).await? {
+                return Ok(());
+            }
+        }
+        Err(unavailable(
+            "a handed-back job's record changed under every attempt",
+        ))
+    }
+
     /// Cancels `job`, a job waiting in the shared queue that no instance has taken, if its
     /// record has not changed since `job` was read; answers the cancelled snapshot, or
     /// `None` when it changed (taken meanwhile: ask its owner).

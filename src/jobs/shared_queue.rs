@@ -83,6 +83,7 @@ if not redis.call('ZSCORE', KEYS[5], ARGV[2]) then
   local sequence = redis.call('INCR', KEYS[7])
   -- A tenant served since it last held nothing keeps its last turn; one that was not goes
   -- before every served tenant, in order of arrival.
+  -- 1e15 is below every turn number (the sequence counts arrivals and turns: far fewer).
   local served = redis.call('HGET', KEYS[6], ARGV[2])
   redis.call('ZADD', KEYS[5], served or (sequence - 1e15), ARGV[2])
 end
@@ -93,11 +94,19 @@ redis.call('PUBLISH', KEYS[4], ARGV[6])
 return {'queued', waiting + 1}";
 
 /// Takes the next job of the tenant whose turn it is into the stream, delivered to consumer
-/// ARGV[2] (its lease starts); answers the XREADGROUP reply, or nil when no job waits.
-/// KEYS: turns, served, sequence, queue length, wake, stream.
+/// ARGV[2] (its lease starts); answers the XREADGROUP reply, or nil when no job waits. An
+/// entry of the stream never delivered (added by a version that queued jobs in the stream
+/// itself) is delivered first, so that none is left behind by an upgrade.
+/// KEYS: turns, served, sequence, queue length, wake, stream, tenant counts.
 /// ARGV: group, consumer, waiting list key prefix, '1' when the caller already holds a wake
 /// token (it was woken by one).
 const TAKE: &str = r"
+pcall(redis.call, 'XGROUP', 'CREATE', KEYS[6], ARGV[1], '0', 'MKSTREAM')
+local undelivered = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
+  'STREAMS', KEYS[6], '>')
+if undelivered then
+  return undelivered
+end
 while true do
   local first = redis.call('ZRANGE', KEYS[1], 0, 0)
   if #first == 0 then
@@ -124,11 +133,14 @@ while true do
     end
     local split = string.find(item, '\n', 1, true)
     if split then
-      pcall(redis.call, 'XGROUP', 'CREATE', KEYS[6], ARGV[1], '$', 'MKSTREAM')
       redis.call('XADD', KEYS[6], '*', 'job', string.sub(item, 1, split - 1),
         'tenant', tenant, 'work', string.sub(item, split + 1))
       return redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
         'STREAMS', KEYS[6], '>')
+    end
+    -- Not an item this version wrote: nobody could render it; its tenant's count goes.
+    if redis.call('HINCRBY', KEYS[7], tenant, -1) <= 0 then
+      redis.call('HDEL', KEYS[7], tenant)
     end
   end
 end";
@@ -158,7 +170,8 @@ end
 return 1";
 
 /// Puts entry ARGV[2] back at the front of its tenant's waiting list if consumer ARGV[3]
-/// still holds it (answers 1, else 0); the tenant keeps its count and its turn.
+/// still holds it (answers 1, else 0), and its tenant's turn before every other's, so that the
+/// farm's next free worker takes it; the tenant keeps its count.
 /// KEYS: stream, turns, served, queue length, wake, the tenant's waiting list.
 /// ARGV: group, entry id, consumer, tenant, job id, work JSON.
 const HAND_BACK: &str = r"
@@ -170,9 +183,12 @@ redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('LPUSH', KEYS[6], ARGV[5] .. '\n' .. ARGV[6])
 redis.call('INCR', KEYS[4])
-if not redis.call('ZSCORE', KEYS[2], ARGV[4]) then
-  redis.call('ZADD', KEYS[2], redis.call('HGET', KEYS[3], ARGV[4]) or 0, ARGV[4])
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local turn = 0
+if #first > 0 then
+  turn = tonumber(first[2]) - 1
 end
+redis.call('ZADD', KEYS[2], turn, ARGV[4])
 redis.call('RPUSH', KEYS[5], ARGV[5])
 return 1";
 
@@ -469,6 +485,7 @@ impl SharedQueue {
                     .key(self.length_key())
                     .key(self.wake_key())
                     .key(self.stream_key())
+                    .key(self.tenants_key())
                     .arg(CONSUMER_GROUP)
                     .arg(&self.consumer)
                     .arg(self.waiting_prefix())
@@ -641,28 +658,29 @@ impl SharedQueue {
         let work = serde_json::to_string(&delivery.work)
             .map_err(|e| SharedError::Damaged(e.to_string()))?;
         let list = format!("{}{}", self.waiting_prefix(), delivery.tenant.as_str());
-        let handed: i64 = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                self.hand_back
-                    .key(self.stream_key())
-                    .key(self.turns_key())
-                    .key(self.served_key())
-                    .key(self.length_key())
-                    .key(self.wake_key())
-                    .key(&list)
-                    .arg(CONSUMER_GROUP)
-                    .arg(&delivery.entry)
-                    .arg(&self.consumer)
-                    .arg(delivery.tenant.as_str())
-                    .arg(delivery.job.to_string())
-                    .arg(&work)
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
+        let handed: i64 = self.observe(
+            self.redis
+                .within_deadline(async {
+                    let mut connection = self.redis.connection().await?;
+                    self.hand_back
+                        .key(self.stream_key())
+                        .key(self.turns_key())
+                        .key(self.served_key())
+                        .key(self.length_key())
+                        .key(self.wake_key())
+                        .key(&list)
+                        .arg(CONSUMER_GROUP)
+                        .arg(&delivery.entry)
+                        .arg(&self.consumer)
+                        .arg(delivery.tenant.as_str())
+                        .arg(delivery.job.to_string())
+                        .arg(&work)
+                        .invoke_async(&mut connection)
+                        .await
+                        .map_err(unavailable)
+                })
+                .await,
+        )?;
         Ok(handed == 1)
     }
 
@@ -670,22 +688,23 @@ impl SharedQueue {
     /// [`ANNOUNCEMENT_LIFETIME`], and learns the workers of every live instance and the jobs
     /// waiting ([`SharedQueue::farm_workers`], [`SharedQueue::waiting`]).
     pub async fn announce(&self, workers: usize) -> Result<(), SharedError> {
-        let (farm, waiting): (i64, i64) = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                self.announce
-                    .key(self.redis.key("queue-instances"))
-                    .key(self.redis.key("queue-instance-workers"))
-                    .key(self.length_key())
-                    .arg(&self.consumer)
-                    .arg(workers)
-                    .arg(millis(ANNOUNCEMENT_LIFETIME))
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
+        let (farm, waiting): (i64, i64) = self.observe(
+            self.redis
+                .within_deadline(async {
+                    let mut connection = self.redis.connection().await?;
+                    self.announce
+                        .key(self.redis.key("queue-instances"))
+                        .key(self.redis.key("queue-instance-workers"))
+                        .key(self.length_key())
+                        .arg(&self.consumer)
+                        .arg(workers)
+                        .arg(millis(ANNOUNCEMENT_LIFETIME))
+                        .invoke_async(&mut connection)
+                        .await
+                        .map_err(unavailable)
+                })
+                .await,
+        )?;
         self.farm_workers
             .store(usize::try_from(farm).unwrap_or(0), Ordering::Relaxed);
         self.waiting
@@ -760,7 +779,7 @@ mod tests {
     //! key prefix.
 
     use super::*;
-    use crate::jobs::shared::SharedJobs;
+    use crate::jobs::shared::{SharedJobs, Taken};
     use crate::jobs::Fingerprint;
     use crate::redis_client::RedisSettings;
     use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
@@ -960,24 +979,45 @@ mod tests {
             queue_with_tenant_limit(&prefix, 16, lease, None),
             queue_with_tenant_limit(&prefix, 16, lease, None),
         );
-        let (one, two) = (job("a"), job("a"));
+        let records = SharedJobs::new(redis(&prefix), Duration::from_secs(60));
+        let (one, two, newcomer) = (job("a"), job("a"), job("b"));
         enqueue(&first, &one).await.unwrap();
         enqueue(&first, &two).await.unwrap();
         let taken = first.next().await.unwrap().unwrap();
         assert_eq!(taken.job, one.0.id);
+        // Its instance made the record its own, then stops: the record goes back to nobody.
+        let Taken::Job(owned) = records.take(one.0.id).await.unwrap() else {
+            panic!("not taken")
+        };
+        let stranger = SharedJobs::new(redis(&prefix), Duration::from_secs(60));
+        stranger.requeue(one.0.id).await.unwrap();
+        assert_eq!(
+            records.stored(one.0.id).await.unwrap().unwrap().version,
+            owned.version,
+            "another instance's requeue changes nothing"
+        );
+        records.requeue(one.0.id).await.unwrap();
+        let requeued = records.stored(one.0.id).await.unwrap().unwrap();
+        assert_eq!(
+            (requeued.state, requeued.owner, requeued.version),
+            (crate::jobs::JobState::Queued, None, owned.version + 1)
+        );
+        // A tenant never served arrives meanwhile: it would go first.
+        enqueue(&first, &newcomer).await.unwrap();
         assert!(
             !second.hand_back(&taken).await.unwrap(),
             "not the second's to give back"
         );
         assert!(first.hand_back(&taken).await.unwrap());
         assert!(!first.hand_back(&taken).await.unwrap(), "given back once");
-        // At the front again, for whichever instance reads next, as a new take.
+        // First again, before the newcomer, for whichever instance reads next, as a new take.
         let again = second.next().await.unwrap().unwrap();
         assert_eq!(
             (again.job, again.work.clone(), again.reclaimed),
             (one.0.id, one.1.clone(), false)
         );
         assert!(second.renew(&again).await.unwrap());
+        assert_eq!(second.next().await.unwrap().unwrap().job, newcomer.0.id);
         assert_eq!(second.next().await.unwrap().unwrap().job, two.0.id);
         // Its tenant still holds both jobs (share and count unchanged by the hand-back).
         let third = job("a");
@@ -986,6 +1026,31 @@ mod tests {
             enqueue(&limited, &third).await,
             Err(PushRefused::TenantFull { held: 2, limit: 2 })
         );
+    }
+
+    #[tokio::test]
+    async fn an_entry_an_older_version_queued_in_the_stream_is_delivered_first() {
+        let prefix = prefix();
+        let queue = queue_with_tenant_limit(&prefix, 16, Duration::from_secs(30), None);
+        let (old, new) = (job("a"), job("a"));
+        // As the version before waiting lists queued a job: straight into the stream.
+        let mut connection = redis(&prefix).connection().await.unwrap();
+        redis::cmd("XADD")
+            .arg(format!("{prefix}queue"))
+            .arg("*")
+            .arg("job")
+            .arg(old.0.id.to_string())
+            .arg("tenant")
+            .arg("a")
+            .arg("work")
+            .arg(serde_json::to_string(&old.1).unwrap())
+            .query_async::<String>(&mut connection)
+            .await
+            .unwrap();
+        enqueue(&queue, &new).await.unwrap();
+        assert_eq!(queue.next().await.unwrap().unwrap().job, old.0.id);
+        assert_eq!(queue.next().await.unwrap().unwrap().job, new.0.id);
+        assert_eq!(queue.next().await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -140,8 +140,11 @@ impl Scheduler {
                             Ok(job)
                         }
                         Err(refused) => {
-                            self.board
-                                .remove_refused(id, &self.refused_failure(refused));
+                            self.board.remove_refused(
+                                id,
+                                JobState::Failed,
+                                &self.refused_failure(refused),
+                            );
                             Err(refused)
                         }
                     };

@@ -11,7 +11,7 @@
 
 use super::{Scheduler, SubmitRefused};
 use crate::jobs::board::Admission;
-use crate::jobs::model::{Job, JobFailure, RenderWork, SharedWork};
+use crate::jobs::model::{Job, JobFailure, JobState, RenderWork, SharedWork};
 use crate::jobs::queue::PushRefused;
 use crate::jobs::shared::{SharedJobs, Taken};
 use crate::jobs::shared_queue::{Delivery, EnqueueRefused, SharedQueue, ANNOUNCE_EVERY};
@@ -124,6 +124,7 @@ impl Scheduler {
             // The new owner answers for it; this instance's stopped copy must not.
             self.board.remove_refused(
                 id,
+                JobState::Failed,
                 &JobFailure {
                     reason: Reason::SharedRenderLost.into(),
                     message: "the render this job shared moved to another instance; submit again"
@@ -145,10 +146,17 @@ impl Scheduler {
     }
 
     /// Gives a job this instance will not render (it is shutting down) back to the shared
-    /// queue, where the farm's next free worker takes it; if Redis cannot be reached, the
-    /// job is reclaimed once its lease runs out.
+    /// queue, where the farm's next free worker takes it: its record first (QUEUED, nobody's,
+    /// once this instance's last snapshots are written), then its entry. If Redis cannot be
+    /// reached, the job is reclaimed once its lease runs out.
     async fn hand_back(&self, queue: &SharedQueue, delivery: &Delivery) {
         let id = delivery.job;
+        if let Some(shared) = &self.shared {
+            self.flush_shared().await;
+            if let Err(error) = shared.requeue(id).await {
+                tracing::warn!(job_id = %id, %error, "cannot give a handed-back job's record back to the queue");
+            }
+        }
         match queue.hand_back(delivery).await {
             Ok(true) => {
                 self.metrics.shared_jobs_handed_back.inc();
@@ -298,6 +306,11 @@ pub(super) async fn announce_workers(scheduler: Weak<Scheduler>, queue: Arc<Shar
                 current.metrics.queue_depth.set(queue.waiting() as i64);
             }
             Err(error) => tracing::debug!(%error, "cannot announce this instance's workers"),
+        }
+        if current.queue.is_closed() {
+            // The drain said it leaves while this announcement was on its way: say it again.
+            let _ = queue.announce(0).await;
+            return;
         }
         drop(current);
         tokio::time::sleep(ANNOUNCE_EVERY).await;

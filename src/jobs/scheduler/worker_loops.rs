@@ -122,10 +122,12 @@ impl Scheduler {
             .as_ref()
             .is_some_and(|error| error.reason == Reason::ServerShuttingDown.as_str());
         if job.reclaimable && stopped_by_shutdown && self.shutting_down.load(Ordering::SeqCst) {
-            // A job of the shared queue stopped by this instance's shutdown does not end: its
-            // record stays as it is until the instance that takes its entry (handed back by
-            // the worker loop) makes it its own; jobs following it here end, retryable.
-            self.board.remove_refused(id, &shutdown_failure());
+            // A job of the shared queue stopped by this instance's shutdown does not end: the
+            // worker loop hands it back (its record QUEUED again, its entry at the front of
+            // the queue) for another instance; jobs following it here end CANCELLED,
+            // retryable.
+            self.board
+                .remove_refused(id, JobState::Cancelled, &shutdown_failure());
             self.metrics.jobs_running.dec();
             tracing::info!(
                 seconds = started.elapsed().as_secs_f64(),
