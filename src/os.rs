@@ -486,64 +486,30 @@ pub fn inheritable_duplicate(
 
 /// Sends `payload` with the descriptors `passed` (SCM_RIGHTS) on the unix socket `socket`:
 /// how the server hands the zygote ([`crate::sandbox::zygote`]) the pipes of a new worker.
+/// rustix builds the control message (safe code, no hand-written CMSG arithmetic).
 pub fn send_with_descriptors(
     socket: std::os::fd::BorrowedFd<'_>,
     payload: &[u8],
     passed: &[std::os::fd::BorrowedFd<'_>],
 ) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let raw: Vec<libc::c_int> = passed.iter().map(AsRawFd::as_raw_fd).collect();
-    let descriptor_bytes = std::mem::size_of_val(raw.as_slice());
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(descriptor_bytes as libc::c_uint) } as usize;
-    // u64 elements keep the control buffer aligned for cmsghdr.
-    let mut control = vec![0u64; space.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: payload.as_ptr() as *mut libc::c_void,
-        iov_len: payload.len(),
-    };
-    let message = message_header(&mut iov, &mut control, space);
-    // SAFETY: msg_control points at `space` zeroed, aligned bytes we own, so CMSG_FIRSTHDR
-    // answers a header inside them, and CMSG_DATA of it has room for `descriptor_bytes`
-    // (CMSG_SPACE counted them); sendmsg only reads the message, the iovec (which points at
-    // `payload`, never written through) and the descriptors, all alive for the call.
-    unsafe {
-        let header = libc::CMSG_FIRSTHDR(&message);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(descriptor_bytes as libc::c_uint) as _;
-        std::ptr::copy_nonoverlapping(
-            raw.as_ptr().cast::<u8>(),
-            libc::CMSG_DATA(header),
-            descriptor_bytes,
-        );
-        loop {
-            let sent = libc::sendmsg(socket.as_raw_fd(), &message, libc::MSG_NOSIGNAL);
-            if sent >= 0 {
-                return if sent as usize == payload.len() {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::other("the message was sent in part"))
-                };
-            }
-            let error = std::io::Error::last_os_error();
-            if error.kind() != std::io::ErrorKind::Interrupted {
-                return Err(error);
-            }
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space =
+        vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(passed.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(passed)) {
+        return Err(std::io::Error::other(
+            "the descriptors do not fit their control message",
+        ));
+    }
+    let payload = [std::io::IoSlice::new(payload)];
+    loop {
+        match sendmsg(socket, &payload, &mut control, SendFlags::NOSIGNAL) {
+            Ok(sent) if sent == payload[0].len() => return Ok(()),
+            Ok(_) => return Err(std::io::Error::other("the message was sent in part")),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(errno) => return Err(errno.into()),
         }
     }
-}
-
-/// A `msghdr` for one iovec and `space` bytes of control data in `control` (u64 elements keep
-/// it aligned for cmsghdr), as `sendmsg` and `recvmsg` take it.
-fn message_header(iov: &mut libc::iovec, control: &mut [u64], space: usize) -> libc::msghdr {
-    // SAFETY: an all-zero msghdr is a valid value of this plain C struct.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
-    message
 }
 
 /// Receives one message of at most `payload.len()` bytes and up to `max_descriptors`
@@ -554,54 +520,32 @@ pub fn receive_with_descriptors(
     payload: &mut [u8],
     max_descriptors: usize,
 ) -> std::io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let descriptor_bytes = max_descriptors * std::mem::size_of::<libc::c_int>();
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(descriptor_bytes as libc::c_uint) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
-        iov_len: payload.len(),
-    };
-    let mut message = message_header(&mut iov, &mut control, space);
-    let read = loop {
-        // SAFETY: recvmsg writes at most `payload.len()` bytes through the iovec and at most
-        // `space` bytes of control data into `control`, both ours and alive for the call.
-        let read =
-            unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
-        if read >= 0 {
-            break read as usize;
-        }
-        let error = std::io::Error::last_os_error();
-        if error.kind() != std::io::ErrorKind::Interrupted {
-            return Err(error);
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
+    let mut space =
+        vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(max_descriptors))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut buffer = [std::io::IoSliceMut::new(payload)];
+    let message = loop {
+        match recvmsg(socket, &mut buffer, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Ok(message) => break message,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(errno) => return Err(errno.into()),
         }
     };
     let mut received = Vec::new();
-    // SAFETY: the kernel filled `control` (msg_controllen says how much); CMSG_FIRSTHDR and
-    // CMSG_NXTHDR walk only inside it, and an SCM_RIGHTS header's data holds
-    // (cmsg_len - CMSG_LEN(0)) / sizeof(int) descriptors that are now ours alone (read
-    // unaligned: CMSG_DATA promises no alignment).
-    unsafe {
-        let mut header = libc::CMSG_FIRSTHDR(&message);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let data = libc::CMSG_DATA(header).cast::<libc::c_int>();
-                for index in 0..bytes / std::mem::size_of::<libc::c_int>() {
-                    let descriptor = data.add(index).read_unaligned();
-                    received.push(OwnedFd::from_raw_fd(descriptor));
-                }
-            }
-            header = libc::CMSG_NXTHDR(&message, header);
+    for ancillary in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(descriptors) = ancillary {
+            received.extend(descriptors);
         }
     }
-    if message.msg_flags & libc::MSG_CTRUNC != 0 {
+    // The buffer may hold a few more than asked for (rustix pads it for alignment): more than
+    // `max_descriptors` is refused all the same, and those received are closed.
+    if message.flags.contains(ReturnFlags::CTRUNC) || received.len() > max_descriptors {
         return Err(std::io::Error::other(
             "more descriptors than expected were sent",
         ));
     }
-    Ok((read, received))
+    Ok((message.bytes, received))
 }
 
 /// Forks this process so that the copy is a child of this process's *parent* (clone with
@@ -748,6 +692,26 @@ mod tests {
         let (read, descriptors) =
             receive_with_descriptors(receiver.as_fd(), &mut payload, 3).unwrap();
         assert_eq!((read, descriptors.len()), (0, 0));
+    }
+
+    #[test]
+    fn more_descriptors_than_expected_are_an_error_and_none_is_kept_open() {
+        use std::os::fd::AsFd;
+        let (sender, receiver) = std::os::unix::net::UnixStream::pair().unwrap();
+        let pipes: Vec<_> = (0..3).map(|_| std::io::pipe().unwrap()).collect();
+        let passed: Vec<_> = pipes.iter().map(|(_, write)| write.as_fd()).collect();
+        send_with_descriptors(sender.as_fd(), b"x", &passed).unwrap();
+        drop(passed);
+        let open_before = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let mut payload = [0u8; 1];
+        let refused = receive_with_descriptors(receiver.as_fd(), &mut payload, 1).unwrap_err();
+        assert!(
+            refused.to_string().contains("more descriptors"),
+            "{refused}"
+        );
+        // The one that fitted was closed with the error (tests run in threads of one process,
+        // so others may open descriptors meanwhile: none of ours is left, at most).
+        assert!(std::fs::read_dir("/proc/self/fd").unwrap().count() <= open_before + 1);
     }
 
     #[test]
