@@ -276,19 +276,26 @@ mod tests {
         TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone()).unwrap()).unwrap()
     }
 
+    /// JSON of the template [`store_template`] stores (with a font "Sans" of [`FONT`]).
+    const JSON: &[u8] = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+    const FONT: &[u8] = b"OTTO....";
+
+    fn store_template(store: &TemplateStore, tenant: &TenantId) -> TemplateRecord {
+        let report = crate::lottie::report::InspectReport::new(
+            &crate::lottie::Template::parse(JSON).unwrap(),
+        )
+        .unwrap();
+        let fonts = [("Sans".to_owned(), FONT.to_vec())].into();
+        store.create(tenant, "t", JSON, report, &fonts).unwrap()
+    }
+
     #[test]
     fn a_pinned_template_outlives_its_deletion_until_the_pin_is_dropped() {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path(), &runtime);
         let tenant = TenantId::default_tenant();
-        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let report = crate::lottie::report::InspectReport::new(
-            &crate::lottie::Template::parse(json).unwrap(),
-        )
-        .unwrap();
-        let fonts = [("Sans".to_owned(), b"OTTO....".to_vec())].into();
-        let record = store.create(&tenant, "t", json, report, &fonts).unwrap();
+        let record = store_template(&store, &tenant);
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();
         store.delete(&tenant, record.id).unwrap();
         assert!(matches!(
@@ -296,8 +303,8 @@ mod tests {
             Err(StorageError::NotFound(id)) if id == record.id
         ));
         let staged = pin.stage().unwrap();
-        assert_eq!(std::fs::read(&staged.template_path).unwrap(), json);
-        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), b"OTTO....");
+        assert_eq!(std::fs::read(&staged.template_path).unwrap(), JSON);
+        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), FONT);
         let pinned = staged.template_path.clone();
         drop(staged);
         drop(pin);
@@ -313,13 +320,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path(), &runtime);
         let tenant = TenantId::default_tenant();
-        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let report = crate::lottie::report::InspectReport::new(
-            &crate::lottie::Template::parse(json).unwrap(),
-        )
-        .unwrap();
-        let fonts = [("Sans".to_owned(), b"OTTO....".to_vec())].into();
-        let record = store.create(&tenant, "t", json, report, &fonts).unwrap();
+        let record = store_template(&store, &tenant);
         let job = Uuid::new_v4();
         let owner = store.pin(&record, job).unwrap();
         let borrow = |template: &str, fonts: &BTreeMap<String, String>| {
@@ -332,8 +333,8 @@ mod tests {
         };
         let borrowed = borrow(owner.template_key(), owner.font_keys()).unwrap();
         let staged = borrowed.stage().unwrap();
-        assert_eq!(std::fs::read(&staged.template_path).unwrap(), json);
-        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), b"OTTO....");
+        assert_eq!(std::fs::read(&staged.template_path).unwrap(), JSON);
+        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), FONT);
         let pinned = staged.template_path.clone();
         drop(staged);
         drop(borrowed);
@@ -364,15 +365,7 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path(), &runtime);
-        let tenant = TenantId::default_tenant();
-        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
-        let report = crate::lottie::report::InspectReport::new(
-            &crate::lottie::Template::parse(json).unwrap(),
-        )
-        .unwrap();
-        let record = store
-            .create(&tenant, "t", json, report, &BTreeMap::new())
-            .unwrap();
+        let record = store_template(&store, &TenantId::default_tenant());
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();
         let staged = pin.stage().unwrap();
         assert_eq!(store.sweep_pins(Duration::ZERO).unwrap(), 0, "too young");

@@ -82,17 +82,23 @@ impl TestBucket {
         storage.storage_retry_timeout_ms = 1_000;
     }
 
-    /// Every key under the servers' prefix, relative to it, sorted.
-    async fn keys(&self) -> Vec<String> {
+    /// The bucket under the servers' prefix as the servers open it, with `scratch` as its
+    /// local scratch directory.
+    fn objects(&self, scratch: &std::path::Path) -> ObjectStorage {
         let mut settings = ServerSettings::new("127.0.0.1:0".parse().unwrap(), "/".into());
         self.configure(&mut settings, &s3_endpoint());
-        let scratch = tempfile::tempdir().unwrap();
-        let objects = ObjectStorage::open(
+        ObjectStorage::open(
             &settings.storage,
-            scratch.path(),
+            scratch,
             tokio::runtime::Handle::current(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Every key under the servers' prefix, relative to it, sorted.
+    async fn keys(&self) -> Vec<String> {
+        let scratch = tempfile::tempdir().unwrap();
+        let objects = self.objects(scratch.path());
         let mut keys: Vec<String> = objects
             .list("")
             .await
@@ -321,15 +327,8 @@ async fn a_template_deleted_while_its_job_is_queued_still_renders_from_the_bucke
 async fn a_file_over_a_part_is_uploaded_in_parts_read_in_ranges_signed_and_deleted_in_the_bucket() {
     use lottie_render::storage::objects::UPLOAD_PART_BYTES;
     let bucket = TestBucket::create().await;
-    let mut settings = ServerSettings::new("127.0.0.1:0".parse().unwrap(), "/".into());
-    bucket.configure(&mut settings, &s3_endpoint());
     let scratch = tempfile::tempdir().unwrap();
-    let objects = ObjectStorage::open(
-        &settings.storage,
-        scratch.path(),
-        tokio::runtime::Handle::current(),
-    )
-    .unwrap();
+    let objects = bucket.objects(scratch.path());
     // Two whole parts and a short last one: a real multipart upload (S3 refuses parts under
     // 5 MiB but the last).
     let bytes: Vec<u8> = (0..2 * UPLOAD_PART_BYTES + 12_345)

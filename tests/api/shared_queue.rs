@@ -172,11 +172,7 @@ async fn counters(farm: &[&Instance], name: &str) -> Vec<f64> {
 #[tokio::test]
 async fn a_hundred_jobs_submitted_round_robin_render_once_each_spread_over_three_instances() {
     let bucket = TestBucket::create().await;
-    let (redis, prefix) = (redis_url(), unique_prefix());
-    let mut farm = Vec::new();
-    for _ in 0..3 {
-        farm.push(Instance::start(&redis, &prefix, &bucket, None, &[]).await);
-    }
+    let farm = start_farm(&bucket).await;
     let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
     for variant in 0..100u32 {
@@ -205,11 +201,7 @@ async fn a_hundred_jobs_submitted_round_robin_render_once_each_spread_over_three
 #[tokio::test]
 async fn twenty_identical_requests_across_three_instances_render_once() {
     let bucket = TestBucket::create().await;
-    let (redis, prefix) = (redis_url(), unique_prefix());
-    let mut farm = Vec::new();
-    for _ in 0..3 {
-        farm.push(Instance::start(&redis, &prefix, &bucket, None, &[]).await);
-    }
+    let farm = start_farm(&bucket).await;
     let template = create_template(&farm[0]).await;
     let submissions = (0..20).map(|call| farm[call % 3].submit(request(&template, 7)));
     let ids: Vec<String> = futures_util::future::join_all(submissions)
@@ -291,6 +283,16 @@ async fn assert_went_back_to_the_queue(watcher: tokio::task::JoinHandle<Vec<JobS
         !states.contains(&JobState::Failed) && !states.contains(&JobState::Cancelled),
         "{states:?}"
     );
+}
+
+/// Three instances on one Redis (a key prefix of their own) and `bucket`.
+async fn start_farm(bucket: &TestBucket) -> Vec<Instance> {
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let mut farm = Vec::new();
+    for _ in 0..3 {
+        farm.push(Instance::start(&redis, &prefix, bucket, None, &[]).await);
+    }
+    farm
 }
 
 /// `count` instances whose workers each hold their render until released ([`Hold`],
