@@ -233,6 +233,17 @@ impl TemplateStore {
         let now = SystemTime::now();
         let old =
             |modified: SystemTime| now.duration_since(modified).unwrap_or_default() >= age_limit;
+        // Inputs staged on this instance's disk (bucket mode) are removed when their worker
+        // run ends; those of a process killed mid-render are taken here, as old as a lost pin.
+        let staged = self.objects.data_dir().join(STAGED_DIR);
+        if let Ok(entries) = std::fs::read_dir(&staged) {
+            for entry in entries.flatten() {
+                let modified = entry.metadata().and_then(|meta| meta.modified());
+                if matches!(modified, Ok(modified) if old(modified)) {
+                    remove_dir(&entry.path());
+                }
+            }
+        }
         let pins = format!("{TEMPLATES}/{PINS_DIR}");
         if let Some(dir) = self.objects.local_path(&pins) {
             // Locally by the pin directory's age: its files are links sharing the template's
@@ -368,9 +379,14 @@ mod tests {
         let record = store_template(&store, &TenantId::default_tenant());
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();
         let staged = pin.stage().unwrap();
+        // What a process killed mid-render left staged (bucket mode) for another job.
+        let left_staged = dir.path().join(STAGED_DIR).join(Uuid::new_v4().to_string());
+        std::fs::create_dir_all(&left_staged).unwrap();
+        std::fs::write(left_staged.join("template.json"), JSON).unwrap();
         assert_eq!(store.sweep_pins(Duration::ZERO).unwrap(), 0, "too young");
-        assert!(staged.template_path.exists());
+        assert!(staged.template_path.exists() && left_staged.exists());
         assert_eq!(store.sweep_pins_older_than(Duration::ZERO).unwrap(), 1);
         assert!(!staged.template_path.exists());
+        assert!(!left_staged.exists(), "staged inputs left behind");
     }
 }
