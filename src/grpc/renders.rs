@@ -29,7 +29,7 @@ use crate::jobs::shared::SharedError;
 use crate::jobs::{Job, JobState, RenderWork, Scheduler};
 use crate::reason::Reason;
 use crate::spec::RenderSubmission;
-use crate::storage::{OutputStore, StorageError, TemplateStore};
+use crate::storage::{OutputStore, TemplateStore};
 use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -419,17 +419,11 @@ impl RenderService for RenderApi {
             job_id: job.id,
             extension: job.format.extension(),
         };
-        let size = match output.outputs.size(job.id, output.extension).await {
-            Ok(size) => size,
-            Err(StorageError::ObjectMissing(_)) => {
-                return Err(ServiceError::not_found(
-                    Reason::OutputNotFound,
-                    format!("the output of job {} is gone (expired or removed)", job.id),
-                )
-                .into())
-            }
-            Err(error) => return Err(ServiceError::from(error).into()),
-        };
+        let size = output
+            .outputs
+            .size(job.id, output.extension)
+            .await
+            .map_err(|error| download::read_failure(job.id, error))?;
         let mut response = Response::new(self.downloads.stream(output, size, slot));
         // MP4, WebM and GIF are compressed already: gzip would only spend CPU (on the
         // runtime) for nothing, whatever the client accepts.

@@ -19,6 +19,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
+/// The key of job `id`'s record.
+pub(super) fn job_key(redis: &RedisClient, id: Uuid) -> String {
+    redis.key(&format!("job:{id}"))
+}
+
+/// The channel job `id`'s snapshots are published on.
+pub(super) fn events_channel(redis: &RedisClient, id: Uuid) -> String {
+    redis.key(&format!("job-events:{id}"))
+}
+
 /// Stores snapshot `ARGV[1]` (version `ARGV[2]`, expiry `ARGV[3]` ms, written by owner
 /// `ARGV[4]`, empty for none) at `KEYS[1]` and publishes it on channel `KEYS[2]`, unless the
 /// stored snapshot is as new or newer (snapshots may arrive out of order, an older one must
@@ -254,11 +264,11 @@ impl SharedJobs {
     }
 
     fn job_key(&self, id: Uuid) -> String {
-        self.redis.key(&format!("job:{id}"))
+        job_key(&self.redis, id)
     }
 
     fn events_channel(&self, id: Uuid) -> String {
-        self.redis.key(&format!("job-events:{id}"))
+        events_channel(&self.redis, id)
     }
 
     fn cancel_channel(&self) -> String {
@@ -324,29 +334,10 @@ impl SharedJobs {
     /// record names this instance as owner. A job left running by an instance that stopped
     /// goes back to QUEUED (progress and start forgotten) before this instance runs it.
     pub async fn take(&self, id: Uuid) -> Result<Taken, SharedError> {
-        for _ in 0..RECORD_CHANGE_ATTEMPTS {
-            let Some(stored) = self.stored(id).await? else {
-                return Ok(Taken::Ended);
-            };
-            if stored.state.is_terminal() {
-                return Ok(Taken::Ended);
-            }
-            let mut taken = stored.clone();
-            taken.state = super::JobState::Queued;
-            taken.frames_done = 0;
-            taken.started_at = None;
-            taken.output = None;
-            taken.error = None;
-            taken.owner = Some(self.instance);
-            taken.reclaimable = true;
-            taken.version = stored.version + 1;
-            if self.publish_if_version(&taken, stored.version).await? {
-                return Ok(Taken::Job(Box::new(taken)));
-            }
+        match self.reset_queued(id, Some(self.instance), |_| true).await? {
+            Some(taken) => Ok(Taken::Job(Box::new(taken))),
+            None => Ok(Taken::Ended),
         }
-        Err(unavailable(
-            "a taken job's record changed under every attempt",
-        ))
     }
 
     /// Gives job `id`, which this instance took but hands back to the shared queue (it is
@@ -354,12 +345,27 @@ impl SharedJobs {
     /// cancel meanwhile finds it waiting, and the next instance to take it makes it its own.
     /// Nothing changes when the record has ended or is no longer this instance's.
     pub async fn requeue(&self, id: Uuid) -> Result<(), SharedError> {
+        let instance = self.instance;
+        self.reset_queued(id, None, |stored| stored.owner == Some(instance))
+            .await
+            .map(drop)
+    }
+
+    /// Puts job `id`'s record back to QUEUED (progress, start, output and error forgotten)
+    /// owned by `owner`, by compare-and-set on its version, if it has not ended and `may`
+    /// accepts the stored record; the record written, or `None` when nothing was.
+    async fn reset_queued(
+        &self,
+        id: Uuid,
+        owner: Option<Uuid>,
+        may: impl Fn(&Job) -> bool,
+    ) -> Result<Option<Job>, SharedError> {
         for _ in 0..RECORD_CHANGE_ATTEMPTS {
             let Some(stored) = self.stored(id).await? else {
-                return Ok(());
+                return Ok(None);
             };
-            if stored.state.is_terminal() || stored.owner != Some(self.instance) {
-                return Ok(());
+            if stored.state.is_terminal() || !may(&stored) {
+                return Ok(None);
             }
             let mut queued = stored.clone();
             queued.state = super::JobState::Queued;
@@ -367,15 +373,15 @@ impl SharedJobs {
             queued.started_at = None;
             queued.output = None;
             queued.error = None;
-            queued.owner = None;
+            queued.owner = owner;
             queued.reclaimable = true;
             queued.version = stored.version + 1;
             if self.publish_if_version(&queued, stored.version).await? {
-                return Ok(());
+                return Ok(Some(queued));
             }
         }
         Err(unavailable(
-            "a handed-back job's record changed under every attempt",
+            "a queued job's record changed under every attempt",
         ))
     }
 

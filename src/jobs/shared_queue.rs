@@ -37,6 +37,7 @@
 //! this service is deployed with (Redis Cluster is not supported).
 
 use super::model::{Job, SharedWork};
+use super::quarantine::lock;
 use super::queue::PushRefused;
 use super::shared::SharedError;
 use crate::auth::TenantId;
@@ -94,19 +95,12 @@ redis.call('PUBLISH', KEYS[4], ARGV[6])
 return {'queued', waiting + 1}";
 
 /// Takes the next job of the tenant whose turn it is into the stream, delivered to consumer
-/// ARGV[2] (its lease starts); answers the XREADGROUP reply, or nil when no job waits. An
-/// entry of the stream never delivered (added by a version that queued jobs in the stream
-/// itself) is delivered first, so that none is left behind by an upgrade.
+/// ARGV[2] (its lease starts); answers the XREADGROUP reply, or nil when no job waits.
 /// KEYS: turns, served, sequence, queue length, wake, stream, tenant counts.
 /// ARGV: group, consumer, waiting list key prefix, '1' when the caller already holds a wake
 /// token (it was woken by one).
 const TAKE: &str = r"
-pcall(redis.call, 'XGROUP', 'CREATE', KEYS[6], ARGV[1], '0', 'MKSTREAM')
-local undelivered = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
-  'STREAMS', KEYS[6], '>')
-if undelivered then
-  return undelivered
-end
+pcall(redis.call, 'XGROUP', 'CREATE', KEYS[6], ARGV[1], '$', 'MKSTREAM')
 while true do
   local first = redis.call('ZRANGE', KEYS[1], 0, 0)
   if #first == 0 then
@@ -370,8 +364,8 @@ impl SharedQueue {
         let work = serde_json::to_string(work).map_err(|e| SharedError::Damaged(e.to_string()))?;
         let json =
             serde_json::to_string(record).map_err(|e| SharedError::Damaged(e.to_string()))?;
-        let record_key = self.redis.key(&format!("job:{}", record.id));
-        let channel = self.redis.key(&format!("job-events:{}", record.id));
+        let record_key = super::shared::job_key(&self.redis, record.id);
+        let channel = super::shared::events_channel(&self.redis, record.id);
         let list = format!("{}{}", self.waiting_prefix(), record.tenant.as_str());
         let limit = self.settings.tenant_max_jobs.unwrap_or(0);
         let (answer, count): (String, i64) = self
@@ -713,14 +707,6 @@ impl SharedQueue {
     }
 }
 
-/// The queue's bookkeeping stays consistent whatever panicked while a lock was held (each
-/// change is one assignment), so a poisoned lock is used as it is.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// A string reply's text.
 fn text(value: &Value) -> Option<String> {
     match value {
@@ -1026,31 +1012,6 @@ mod tests {
             enqueue(&limited, &third).await,
             Err(PushRefused::TenantFull { held: 2, limit: 2 })
         );
-    }
-
-    #[tokio::test]
-    async fn an_entry_an_older_version_queued_in_the_stream_is_delivered_first() {
-        let prefix = prefix();
-        let queue = queue_with_tenant_limit(&prefix, 16, Duration::from_secs(30), None);
-        let (old, new) = (job("a"), job("a"));
-        // As the version before waiting lists queued a job: straight into the stream.
-        let mut connection = redis(&prefix).connection().await.unwrap();
-        redis::cmd("XADD")
-            .arg(format!("{prefix}queue"))
-            .arg("*")
-            .arg("job")
-            .arg(old.0.id.to_string())
-            .arg("tenant")
-            .arg("a")
-            .arg("work")
-            .arg(serde_json::to_string(&old.1).unwrap())
-            .query_async::<String>(&mut connection)
-            .await
-            .unwrap();
-        enqueue(&queue, &new).await.unwrap();
-        assert_eq!(queue.next().await.unwrap().unwrap().job, old.0.id);
-        assert_eq!(queue.next().await.unwrap().unwrap().job, new.0.id);
-        assert_eq!(queue.next().await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -282,10 +282,7 @@ impl ObjectStorage {
         if size <= UPLOAD_PART_BYTES as u64 {
             let mut bytes = Vec::with_capacity(size as usize);
             source.read_to_end(&mut bytes).await?;
-            self.store
-                .put(&path, bytes.into())
-                .await
-                .map_err(|error| classify(key, error))?;
+            self.put(key, bytes).await?;
             return Ok(size);
         }
         let mut upload = self

@@ -97,12 +97,13 @@ async fn accept_loop(
             }
             None => return,
         };
-        let peer = stream.peer_addr().ok();
-        let Some(address_slot) = addresses.take(peer.map(|peer| peer.ip())) else {
-            tracing::debug!(
-                ?peer,
-                "tls handshake refused: too many in progress from its address"
-            );
+        // An accepted TCP stream has a peer address; one whose address cannot be read (it
+        // reset meanwhile) is closed.
+        let Ok(peer) = stream.peer_addr() else {
+            continue;
+        };
+        let Some(address_slot) = addresses.take(peer.ip()) else {
+            tracing::debug!(%peer, "tls handshake refused: too many in progress from its address");
             metrics.tls_handshake_failure("address_busy");
             // The stream and the slot go with this iteration: the connection is closed.
             continue;
@@ -144,15 +145,8 @@ struct AddressSlots {
 
 impl AddressSlots {
     /// One of `address`'s [`MAX_TLS_HANDSHAKES_PER_ADDRESS`] slots, given back when dropped;
-    /// `None` when they are all taken. A peer without an address (never on TCP) is counted
-    /// under none.
-    fn take(&self, address: Option<IpAddr>) -> Option<AddressSlot> {
-        let Some(address) = address else {
-            return Some(AddressSlot {
-                slots: self.clone(),
-                address: None,
-            });
-        };
+    /// `None` when they are all taken.
+    fn take(&self, address: IpAddr) -> Option<AddressSlot> {
         let mut counts = lock(&self.counts);
         let count = counts.entry(address).or_insert(0);
         if *count >= MAX_TLS_HANDSHAKES_PER_ADDRESS {
@@ -161,26 +155,23 @@ impl AddressSlots {
         *count += 1;
         Some(AddressSlot {
             slots: self.clone(),
-            address: Some(address),
+            address,
         })
     }
 }
 
 struct AddressSlot {
     slots: AddressSlots,
-    address: Option<IpAddr>,
+    address: IpAddr,
 }
 
 impl Drop for AddressSlot {
     fn drop(&mut self) {
-        let Some(address) = self.address else {
-            return;
-        };
         let mut counts = lock(&self.slots.counts);
-        if let Some(count) = counts.get_mut(&address) {
+        if let Some(count) = counts.get_mut(&self.address) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                counts.remove(&address);
+                counts.remove(&self.address);
             }
         }
     }
@@ -204,16 +195,12 @@ mod tests {
         let (one, other): (IpAddr, IpAddr) =
             ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
         let held: Vec<_> = (0..MAX_TLS_HANDSHAKES_PER_ADDRESS)
-            .map(|_| slots.take(Some(one)).unwrap())
+            .map(|_| slots.take(one).unwrap())
             .collect();
-        assert!(slots.take(Some(one)).is_none(), "over its share");
-        assert!(
-            slots.take(Some(other)).is_some(),
-            "another address is served"
-        );
-        assert!(slots.take(None).is_some());
+        assert!(slots.take(one).is_none(), "over its share");
+        assert!(slots.take(other).is_some(), "another address is served");
         drop(held);
-        assert!(slots.take(Some(one)).is_some(), "given back when dropped");
+        assert!(slots.take(one).is_some(), "given back when dropped");
         assert!(
             lock(&slots.counts).is_empty(),
             "no address kept once none is held"

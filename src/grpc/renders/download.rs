@@ -84,7 +84,7 @@ pub struct StoredOutput {
 }
 
 /// The error a failed read of `job_id`'s output ends its download with.
-fn read_failure(job_id: Uuid, error: StorageError) -> Status {
+pub(super) fn read_failure(job_id: Uuid, error: StorageError) -> Status {
     match error {
         StorageError::ObjectMissing(_) => ServiceError::not_found(
             Reason::OutputNotFound,
