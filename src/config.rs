@@ -209,6 +209,12 @@ pub struct ServerSettings {
     /// a known identity is answered UNAUTHENTICATED).
     #[arg(long, env = "LOTTIE_RENDER_AUTH", value_enum, default_value_t = crate::auth::AuthMode::Off)]
     pub auth: crate::auth::AuthMode,
+    /// Serve with `--auth off` on an address beyond loopback: anyone who reaches the port is
+    /// the one anonymous tenant and may list, render and delete every template. Refused at
+    /// start-up unless this is given (a mesh sidecar or network policy that authenticates
+    /// callers in front of the pod is the one case for it).
+    #[arg(long, env = "LOTTIE_RENDER_ALLOW_UNAUTHENTICATED_NETWORK")]
+    pub allow_unauthenticated_network: bool,
     /// API keys, one a line: `TENANT CALLER SHA256HEX` (the hex SHA-256 of the key callers
     /// send as `authorization: Bearer KEY`).
     #[arg(long, env = "LOTTIE_RENDER_API_KEYS")]
@@ -291,6 +297,7 @@ impl ServerSettings {
             max_downloads: DEFAULT_MAX_DOWNLOADS,
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
             auth: crate::auth::AuthMode::Off,
+            allow_unauthenticated_network: false,
             api_keys: None,
             tenant_max_jobs: None,
             tenant_requests_per_second: None,
@@ -374,7 +381,30 @@ fn seconds(value: f64, fallback: Duration) -> Duration {
     Duration::try_from_secs_f64(value).unwrap_or(fallback)
 }
 
+/// `serve` was asked to answer anonymous callers beyond this machine (DESIGN.md, "Trust
+/// boundaries": the shipped deployment is safe by default).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to serve {listen} with --auth off: anyone who reaches it could list, render and \
+     delete every template; use --auth required with --api-keys (or --identities), listen on \
+     127.0.0.1, or say --allow-unauthenticated-network when something in front of the port \
+     authenticates callers"
+)]
+pub struct UnauthenticatedNetworkListen {
+    pub listen: SocketAddr,
+}
+
 impl ServerSettings {
+    /// Whether callers on `listen` (the address actually bound) are authenticated, or
+    /// reachable only from this machine, or the operator said that exposure is meant.
+    pub fn check_exposure(&self, listen: SocketAddr) -> Result<(), UnauthenticatedNetworkListen> {
+        let anonymous = self.auth == crate::auth::AuthMode::Off;
+        if anonymous && !listen.ip().is_loopback() && !self.allow_unauthenticated_network {
+            return Err(UnauthenticatedNetworkListen { listen });
+        }
+        Ok(())
+    }
+
     /// The template quota and the disk watermark.
     pub fn storage_limits(&self) -> crate::storage::StorageLimits {
         const MIB: u64 = 1024 * 1024;
@@ -402,6 +432,30 @@ impl ServerSettings {
 mod tests {
     use super::*;
     use crate::auth::AuthMode;
+
+    #[test]
+    fn anonymous_callers_beyond_loopback_are_refused_unless_the_operator_says_so() {
+        for (listen, auth, allowed, expected_ok) in [
+            ("127.0.0.1:50051", AuthMode::Off, false, true),
+            ("[::1]:50051", AuthMode::Off, false, true),
+            ("0.0.0.0:50051", AuthMode::Off, false, false),
+            ("[::]:50051", AuthMode::Off, false, false),
+            ("10.1.2.3:50051", AuthMode::Off, false, false),
+            ("0.0.0.0:50051", AuthMode::Off, true, true),
+            ("0.0.0.0:50051", AuthMode::Required, false, true),
+            ("0.0.0.0:50051", AuthMode::Optional, false, true),
+        ] {
+            let listen: SocketAddr = listen.parse().unwrap();
+            let mut settings = ServerSettings::new(listen, PathBuf::from("data"));
+            settings.auth = auth;
+            settings.allow_unauthenticated_network = allowed;
+            assert_eq!(
+                settings.check_exposure(listen).is_ok(),
+                expected_ok,
+                "{listen} {auth:?} allowed={allowed}"
+            );
+        }
+    }
 
     #[test]
     fn the_default_job_limit_applies_only_where_there_can_be_several_tenants() {

@@ -424,8 +424,13 @@ const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
 /// Pause after a failed accept on the metrics listener.
 const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Serves `GET /metrics` on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+/// Serves `GET /metrics`, and the probes' `GET /livez` and `GET /readyz`
+/// ([`crate::mesh::probes::HttpProbes`]), on `listener` until the task is dropped.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    probes: crate::mesh::probes::HttpProbes,
+) {
     use hyper::body::Incoming;
     use hyper::service::service_fn;
     use hyper::{Method, Request, Response, StatusCode};
@@ -439,21 +444,32 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
                 continue;
             }
         };
-        let metrics = metrics.clone();
+        let (metrics, probes) = (metrics.clone(), probes.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<Incoming>| {
-                let metrics = metrics.clone();
+                let (metrics, probes) = (metrics.clone(), probes.clone());
                 async move {
-                    let (status, content_type, body) =
-                        if request.method() == Method::GET && request.uri().path() == "/metrics" {
+                    let path = request.uri().path();
+                    let probe = match request.method() == Method::GET {
+                        true => probes.serving(path).await,
+                        false => None,
+                    };
+                    let (status, content_type, body) = match probe {
+                        Some(true) => (StatusCode::OK, PLAIN_TEXT, "serving\n".into()),
+                        Some(false) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            PLAIN_TEXT,
+                            "not serving\n".into(),
+                        ),
+                        None if request.method() == Method::GET && path == "/metrics" => {
                             (StatusCode::OK, METRICS_CONTENT_TYPE, metrics.encode())
-                        } else {
-                            (
-                                StatusCode::NOT_FOUND,
-                                PLAIN_TEXT,
-                                "not found; try GET /metrics\n".into(),
-                            )
-                        };
+                        }
+                        None => (
+                            StatusCode::NOT_FOUND,
+                            PLAIN_TEXT,
+                            "not found; try GET /metrics, /livez or /readyz\n".into(),
+                        ),
+                    };
                     let mut response = Response::new(body);
                     *response.status_mut() = status;
                     response.headers_mut().insert(

@@ -65,6 +65,8 @@ pub enum ServerError {
         path: std::path::PathBuf,
         reason: String,
     },
+    #[error(transparent)]
+    UnauthenticatedNetwork(#[from] crate::config::UnauthenticatedNetworkListen),
     #[error("cannot set up TLS: {0}")]
     Tls(#[from] crate::tls::TlsFilesError),
     #[error("the gRPC server failed: {0}")]
@@ -100,6 +102,8 @@ pub async fn run(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    // Before anything starts: a deployment that would answer anyone is not served at all.
+    settings.check_exposure(listeners.grpc.local_addr().unwrap_or(settings.listen))?;
     let metrics = Metrics::new();
     let (tracing, own_tracing) = tracing_of(&settings)?;
     let mut identities = Identities::new(settings.auth, load_api_keys(&settings)?)
@@ -287,7 +291,8 @@ pub async fn run(
         .build_v1alpha()?;
     let metrics_server = listeners.metrics.map(|listener| {
         tracing::info!(listen = ?listener.local_addr().ok(), "serving metrics");
-        tokio::spawn(crate::metrics::serve(listener, metrics.clone()))
+        let probes = crate::mesh::probes::HttpProbes::new(health.clone());
+        tokio::spawn(crate::metrics::serve(listener, metrics.clone(), probes))
     });
     let sweeper = tokio::spawn(sweep_expired(
         scheduler.clone(),

@@ -56,8 +56,8 @@ impl ApiKeys {
             let [tenant, caller, hash] = fields[..] else {
                 return Err(ApiKeysError::Shape { line });
             };
-            let tenant =
-                TenantId::parse(tenant).map_err(|source| ApiKeysError::Tenant { line, source })?;
+            let tenant = TenantId::parse_configured(tenant)
+                .map_err(|source| ApiKeysError::Tenant { line, source })?;
             if caller.len() > MAX_CALLER_NAME_BYTES {
                 return Err(ApiKeysError::Caller { line });
             }
@@ -168,6 +168,13 @@ mod tests {
                 ApiKeysError::Tenant {
                     line: 2,
                     source: TenantIdError::Characters,
+                },
+            ),
+            (
+                format!("# anonymous callers' tenant\ndefault billing {hash}"),
+                ApiKeysError::Tenant {
+                    line: 2,
+                    source: TenantIdError::Reserved,
                 },
             ),
             (

@@ -26,6 +26,12 @@ pub enum TenantIdError {
         "a tenant name has only ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
     )]
     Characters,
+    #[error(
+        "the tenant name '{DEFAULT_TENANT}' is the anonymous callers' own; a named identity \
+         under it would share their templates and jobs (with --auth optional) — name the \
+         tenant otherwise"
+    )]
+    Reserved,
 }
 
 impl TenantId {
@@ -40,6 +46,17 @@ impl TenantId {
             return Err(TenantIdError::Characters);
         }
         Ok(TenantId(Arc::from(name)))
+    }
+
+    /// A tenant of the API keys or identities files: a tenant name that is not the anonymous
+    /// callers' [`DEFAULT_TENANT`] (under `--auth optional` both would be one tenant, so a key
+    /// holder would see what anyone without a key stored, and the other way round).
+    pub fn parse_configured(name: &str) -> Result<TenantId, TenantIdError> {
+        let tenant = TenantId::parse(name)?;
+        if tenant.is_default() {
+            return Err(TenantIdError::Reserved);
+        }
+        Ok(tenant)
     }
 
     /// The tenant of every call when authentication is off.

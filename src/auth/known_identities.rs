@@ -44,7 +44,7 @@ impl KnownIdentities {
                 return Err(KnownIdentitiesError::Shape { line });
             };
             let identity = identity.trim();
-            let tenant = TenantId::parse(tenant)
+            let tenant = TenantId::parse_configured(tenant)
                 .map_err(|source| KnownIdentitiesError::Tenant { line, source })?;
             if identity.len() > MAX_IDENTITY_BYTES {
                 return Err(KnownIdentitiesError::Identity { line });
@@ -118,6 +118,13 @@ mod tests {
                 KnownIdentitiesError::Tenant {
                     line: 2,
                     source: TenantIdError::Characters,
+                },
+            ),
+            (
+                "default spiffe://x/y".to_string(),
+                KnownIdentitiesError::Tenant {
+                    line: 1,
+                    source: TenantIdError::Reserved,
                 },
             ),
             (

@@ -173,6 +173,50 @@ async fn follow_readiness(
     }
 }
 
+/// Path of the liveness probe over HTTP (the metrics listener).
+pub const HTTP_LIVENESS_PATH: &str = "/livez";
+/// Path of the readiness probe over HTTP (the metrics listener).
+pub const HTTP_READINESS_PATH: &str = "/readyz";
+
+/// The same two probes over plain HTTP/1.1 on the metrics listener, for a gRPC port that
+/// speaks TLS: Kubernetes' gRPC (and HTTP) probes cannot present or check certificates, so a
+/// TLS listener cannot be probed directly, and a probe must not need an identity either.
+/// The answer is the health service's own status (one truth), 200 when SERVING, 503 when not;
+/// a wedged runtime answers nothing, which the kubelet counts as a failure too.
+#[derive(Debug, Clone)]
+pub struct HttpProbes {
+    health: Arc<tonic_health::server::HealthService>,
+}
+
+impl HttpProbes {
+    pub fn new(health: HealthReporter) -> HttpProbes {
+        HttpProbes {
+            health: Arc::new(tonic_health::server::HealthService::from_health_reporter(
+                health,
+            )),
+        }
+    }
+
+    /// Whether the probe at `path` is serving; none for a path that is not a probe's.
+    pub async fn serving(&self, path: &str) -> Option<bool> {
+        use tonic_health::pb::health_server::Health;
+        let service = match path {
+            HTTP_LIVENESS_PATH => LIVENESS,
+            HTTP_READINESS_PATH => READINESS,
+            _ => return None,
+        };
+        let request = tonic::Request::new(tonic_health::pb::HealthCheckRequest {
+            service: service.into(),
+        });
+        let status = match self.health.check(request).await {
+            Ok(answer) => answer.into_inner().status,
+            // Unknown service: the probes were not started (cannot happen once serving).
+            Err(_) => return Some(false),
+        };
+        Some(status == ServingStatus::Serving as i32)
+    }
+}
+
 /// When the async runtime last ran the heartbeat task.
 #[derive(Debug)]
 pub struct Heartbeat {
