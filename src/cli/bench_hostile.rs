@@ -1,10 +1,11 @@
 //! `lottie-render bench-hostile`: replays the hostile set (what an attacker sends: file
 //! reads through image assets, memory and CPU bombs at CreateTemplate, streams that never
 //! send their body, fan-out, poisoned listings) against a server and prints, per case, the
-//! answer, the time it took and the server's peak RSS afterwards, and whether a bystander on
-//! another connection was served meanwhile. Without `--server` it starts `serve` of this
-//! executable as a child process (port 0, a data directory of its own), so its memory is
-//! measured alone.
+//! answer, the time it took, the server's peak RSS afterwards and its CPU time per hostile
+//! request, and whether a bystander of another tenant on another connection was served
+//! meanwhile. Without `--server` it starts `serve` of this executable as a child process
+//! (port 0, a data directory of its own, API keys for an attacking and a bystanding tenant,
+//! Redis when `--redis-url` is given), so its memory and CPU are measured alone.
 
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
@@ -31,12 +32,24 @@ pub struct BenchHostileArgs {
     /// Only the cases whose name contains this.
     #[arg(long)]
     pub only: Option<String>,
+    /// Redis for the started server (`redis://127.0.0.1:6379/0`), under a key prefix of the
+    /// run's own: the cases that weigh what an attack leaves in Redis need it and say so
+    /// without it.
+    #[arg(long)]
+    pub redis_url: Option<String>,
 }
+
+/// API key of the attacking tenant (`attacker`) on the started server.
+pub const ATTACKER_KEY: &str = "bench-hostile-attacker-key";
+/// API key of the bystander's tenant (`bystander`) on the started server.
+pub const BYSTANDER_KEY: &str = "bench-hostile-bystander-key";
 
 /// Flags of the server the bench starts: one worker and a short queue so the fan-out case
 /// shows the bound at small numbers, a 2 s body deadline and 64 watchers so the slow-body
-/// and watcher cases finish quickly (the defaults are 30 s and 1,024).
-const STARTED_SERVER_FLAGS: [&str; 8] = [
+/// and watcher cases finish quickly (the defaults are 30 s and 1,024), and API keys
+/// optional, so anonymous attacks are the `default` tenant's and the bystander is a tenant
+/// of its own (`--api-keys` is added with the file).
+const STARTED_SERVER_FLAGS: [&str; 10] = [
     "--workers",
     "1",
     "--queue-capacity",
@@ -45,6 +58,8 @@ const STARTED_SERVER_FLAGS: [&str; 8] = [
     "2000",
     "--max-watchers",
     "64",
+    "--auth",
+    "optional",
 ];
 /// Watch streams the watcher case opens (the started server allows 64).
 const WATCH_STREAMS: usize = 80;
@@ -52,8 +67,9 @@ const WATCH_STREAMS: usize = 80;
 const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long one case may take before it is reported as hanging.
 const CASE_LIMIT: Duration = Duration::from_secs(120);
-/// A bystander call slower than this during a case counts as "slowed".
-const BYSTANDER_LIMIT: Duration = Duration::from_secs(2);
+/// A bystander call slower than this during a case counts as "slowed" (the promise:
+/// every bystander served within a second).
+const BYSTANDER_LIMIT: Duration = Duration::from_secs(1);
 /// Streams opened without a body by the stream-flood case (the old global in-flight limit).
 const FLOOD_STREAMS: usize = 512;
 /// Identical submissions with fresh keys in the fan-out case.
@@ -66,7 +82,7 @@ pub fn run(args: BenchHostileArgs) -> ExitCode {
 }
 
 /// A server started for the run, killed when the run ends.
-struct StartedServer {
+pub(super) struct StartedServer {
     child: Child,
     _data_dir: tempfile::TempDir,
 }
@@ -78,13 +94,27 @@ impl Drop for StartedServer {
     }
 }
 
-fn start_server() -> anyhow::Result<(StartedServer, SocketAddr)> {
+/// Starts `serve` of this executable with [`STARTED_SERVER_FLAGS`], the two tenants' API keys
+/// and `extra` flags (a case that needs a server of its own, TLS say, starts one too).
+pub(super) fn start_server(extra: &[String]) -> anyhow::Result<(StartedServer, SocketAddr)> {
     let data_dir = tempfile::tempdir()?;
+    let api_keys = data_dir.path().join("api-keys");
+    std::fs::write(
+        &api_keys,
+        format!(
+            "attacker bench {}\nbystander bench {}\n",
+            crate::auth::api_keys::sha256_hex(ATTACKER_KEY),
+            crate::auth::api_keys::sha256_hex(BYSTANDER_KEY)
+        ),
+    )?;
     let mut child = Command::new(std::env::current_exe()?)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .args(STARTED_SERVER_FLAGS)
+        .arg("--api-keys")
+        .arg(&api_keys)
+        .args(extra)
         .arg("--data-dir")
-        .arg(data_dir.path())
+        .arg(data_dir.path().join("data"))
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -138,24 +168,47 @@ fn peak_rss_mib(pid: u32) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-struct Target {
-    address: SocketAddr,
-    pid: Option<u32>,
+pub(super) struct Target {
+    pub(super) address: SocketAddr,
+    pub(super) pid: Option<u32>,
+    /// Whether the server knows [`ATTACKER_KEY`] and [`BYSTANDER_KEY`] (the started one).
+    pub(super) keys: bool,
+    /// The started server's Redis and its key prefix, with `--redis-url`.
+    pub(super) redis: Option<RedisTarget>,
+}
+
+pub(super) struct RedisTarget {
+    pub(super) url: String,
+    pub(super) key_prefix: String,
 }
 
 impl Target {
-    async fn channel(&self) -> anyhow::Result<Channel> {
+    pub(super) async fn channel(&self) -> anyhow::Result<Channel> {
         Ok(Channel::from_shared(format!("http://{}", self.address))?
             .connect()
             .await?)
     }
+
+    /// `message` as a call of the tenant whose API key is `key` (anonymous, the `default`
+    /// tenant, against a server that does not know the bench's keys).
+    pub(super) fn as_tenant<T>(&self, message: T, key: &str) -> anyhow::Result<Request<T>> {
+        let mut request = Request::new(message);
+        if self.keys {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {key}").parse()?);
+        }
+        Ok(request)
+    }
 }
 
-/// One hostile case: its name, what the service should answer, and the attack.
-struct Case {
-    name: &'static str,
-    expected: &'static str,
-    attack: fn(&Target) -> futures_util::future::BoxFuture<'_, anyhow::Result<String>>,
+/// One hostile case: its name, what the service should answer, how many hostile requests
+/// it sends (the server's CPU time is shown per request), and the attack.
+pub(super) struct Case {
+    pub(super) name: &'static str,
+    pub(super) expected: &'static str,
+    pub(super) requests: u32,
+    pub(super) attack: fn(&Target) -> futures_util::future::BoxFuture<'_, anyhow::Result<String>>,
 }
 
 async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
@@ -165,16 +218,33 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
             Target {
                 address,
                 pid: args.server_pid,
+                keys: false,
+                redis: None,
             },
         ),
         None => {
-            let (server, address) = start_server()?;
+            let redis = args.redis_url.as_ref().map(|url| RedisTarget {
+                url: url.clone(),
+                key_prefix: format!("bench-hostile-{}:", std::process::id()),
+            });
+            let redis_flags: Vec<String> = match &redis {
+                Some(redis) => vec![
+                    "--redis-url".into(),
+                    redis.url.clone(),
+                    "--redis-key-prefix".into(),
+                    redis.key_prefix.clone(),
+                ],
+                None => Vec::new(),
+            };
+            let (server, address) = start_server(&redis_flags)?;
             let pid = server.child.id();
             (
                 Some(server),
                 Target {
                     address,
                     pid: Some(pid),
+                    keys: true,
+                    redis,
                 },
             )
         }
@@ -184,13 +254,23 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
         target.address,
         std::thread::available_parallelism().map_or(1, usize::from),
         if args.server.is_none() {
-            format!(", started with {}", STARTED_SERVER_FLAGS.join(" "))
+            format!(
+                ", started with {} --api-keys (tenants attacker, bystander){}",
+                STARTED_SERVER_FLAGS.join(" "),
+                if target.redis.is_some() {
+                    " --redis-url"
+                } else {
+                    ""
+                }
+            )
         } else {
             String::new()
         }
     );
-    println!("| case | expected | answer | ms | bystander worst ms | server peak RSS MiB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| case | expected | answer | ms | bystander worst ms | server peak RSS MiB | server CPU ms per hostile request |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let bystander_channel = target.channel().await?;
     for case in cases() {
         if args
@@ -201,6 +281,7 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
             continue;
         }
         let started = Instant::now();
+        let cpu_before = target.pid.and_then(|pid| crate::os::cpu_time_of(pid).ok());
         let (done, finished) = tokio::sync::watch::channel(false);
         let (answer, bystander) = tokio::join!(
             async {
@@ -208,8 +289,9 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
                 let _ = done.send(true);
                 answer
             },
-            bystander_until(bystander_channel.clone(), finished),
+            bystander_until(&target, bystander_channel.clone(), finished),
         );
+        let cpu_after = target.pid.and_then(|pid| crate::os::cpu_time_of(pid).ok());
         let elapsed = started.elapsed();
         let answer = match answer {
             Ok(Ok(answer)) => answer,
@@ -225,22 +307,32 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
             .pid
             .and_then(peak_rss_mib)
             .map_or("?".into(), |mib| format!("{mib:.0}"));
+        let cpu_per_request = match (cpu_before, cpu_after) {
+            (Some(before), Some(after)) => format!(
+                "{:.1}",
+                after.saturating_sub(before).as_secs_f64() * 1e3 / f64::from(case.requests.max(1))
+            ),
+            _ => "?".into(),
+        };
         println!(
-            "| {} | {} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {} | {} | {} |",
             case.name,
             case.expected,
             answer,
             elapsed.as_secs_f64() * 1e3,
             bystander,
-            rss
+            rss,
+            cpu_per_request
         );
     }
     Ok(())
 }
 
-/// A bystander on its own connection calls ListTemplates every 50 ms until the case has
-/// finished (at least once); answers its slowest call, or None when it was refused.
+/// A bystander of its own tenant on its own connection calls ListTemplates every 50 ms until
+/// the case has finished (at least once); answers its slowest call, or None when it was
+/// refused.
 async fn bystander_until(
+    target: &Target,
     channel: Channel,
     mut finished: tokio::sync::watch::Receiver<bool>,
 ) -> Option<Duration> {
@@ -248,14 +340,17 @@ async fn bystander_until(
     let mut worst = Duration::ZERO;
     loop {
         let started = Instant::now();
-        let answer = tokio::time::timeout(
-            BYSTANDER_LIMIT * 5,
-            client.list_templates(proto::ListTemplatesRequest {
-                page_size: 1,
-                page_token: String::new(),
-            }),
-        )
-        .await;
+        let request = target
+            .as_tenant(
+                proto::ListTemplatesRequest {
+                    page_size: 1,
+                    page_token: String::new(),
+                },
+                BYSTANDER_KEY,
+            )
+            .ok()?;
+        let answer =
+            tokio::time::timeout(BYSTANDER_LIMIT * 5, client.list_templates(request)).await;
         match answer {
             Ok(Ok(_)) => worst = worst.max(started.elapsed()),
             _ => return None,
@@ -287,6 +382,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "image-asset-path-traversal",
             expected: "InvalidArgument",
+            requests: 1,
             attack: |target| {
                 Box::pin(create(
                     target,
@@ -297,11 +393,13 @@ fn cases() -> Vec<Case> {
         Case {
             name: "image-asset-device-path",
             expected: "InvalidArgument",
+            requests: 1,
             attack: |target| Box::pin(create(target, image_path_template("/dev/", "ptmx"))),
         },
         Case {
             name: "image-asset-url",
             expected: "InvalidArgument",
+            requests: 1,
             attack: |target| {
                 Box::pin(create(
                     target,
@@ -312,46 +410,55 @@ fn cases() -> Vec<Case> {
         Case {
             name: "embedded-png-100000x100000",
             expected: "InvalidArgument",
+            requests: 1,
             attack: |target| Box::pin(create(target, huge_png_template())),
         },
         Case {
             name: "chars-glyph-memory-bomb",
             expected: "InvalidArgument TEMPLATE_TOO_COMPLEX",
+            requests: 1,
             attack: |target| Box::pin(create(target, chars_memory_bomb())),
         },
         Case {
             name: "box-text-cpu-bomb",
             expected: "bounded (OK or TEMPLATE_TOO_COMPLEX)",
+            requests: 1,
             attack: |target| Box::pin(create(target, box_text_cpu_bomb())),
         },
         Case {
             name: "parent-chain-5000-layers",
             expected: "OK, fast",
+            requests: 1,
             attack: |target| Box::pin(create(target, parent_chain(5000))),
         },
         Case {
             name: "512-streams-without-body",
             expected: "bystander served",
+            requests: FLOOD_STREAMS as u32,
             attack: |target| Box::pin(streams_without_body(target)),
         },
         Case {
             name: "headers-then-silence",
             expected: "REQUEST_BODY_TIMEOUT at the body deadline",
+            requests: 1,
             attack: |target| Box::pin(headers_then_silence(target)),
         },
         Case {
             name: "80-health-watches",
             expected: "TOO_MANY_WATCHERS beyond the cap",
+            requests: WATCH_STREAMS as u32,
             attack: |target| Box::pin(many_watches(target)),
         },
         Case {
             name: "60-identical-submissions-new-keys",
             expected: "QUEUE_FULL beyond capacity",
+            requests: IDENTICAL_SUBMISSIONS as u32 + 1,
             attack: |target| Box::pin(identical_submissions(target)),
         },
         Case {
             name: "7mb-default-text-then-list",
             expected: "list < 4 MiB",
+            requests: 2,
             attack: |target| Box::pin(huge_default_text_listing(target)),
         },
     ]
