@@ -7,6 +7,12 @@
 //! (port 0, a data directory of its own, API keys for an attacking and a bystanding tenant,
 //! Redis when `--redis-url` is given), so its memory and CPU are measured alone.
 
+mod analysis;
+mod expressions;
+mod jobs;
+mod parse;
+mod shares;
+
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
@@ -378,6 +384,18 @@ fn outcome<T>(answer: &Result<T, Status>) -> String {
 }
 
 fn cases() -> Vec<Case> {
+    let mut cases = first_round_cases();
+    // The second round (issue 21), one module a surface.
+    cases.extend(shares::cases());
+    cases.extend(jobs::cases());
+    cases.extend(parse::cases());
+    cases.extend(analysis::cases());
+    cases.extend(expressions::cases());
+    cases
+}
+
+/// The first round of attacks: paths, devices, decoder and glyph bombs, stream floods.
+fn first_round_cases() -> Vec<Case> {
     vec![
         Case {
             name: "image-asset-path-traversal",
