@@ -193,12 +193,13 @@ pub struct ServerSettings {
     /// milliseconds; beyond it the call is answered UNAVAILABLE (REQUEST_BODY_TIMEOUT).
     #[arg(long, env = "LOTTIE_RENDER_REQUEST_BODY_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub request_body_timeout_ms: u64,
-    /// WatchRenderJob streams open at once, and health Watch streams apart; one more is
-    /// answered RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS).
+    /// WatchRenderJob streams open at once, and health Watch streams apart, a caller (tenant,
+    /// or address before identity) at most a quarter of them; one more is answered
+    /// RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS).
     #[arg(long, env = "LOTTIE_RENDER_MAX_WATCHERS", default_value_t = DEFAULT_MAX_WATCHERS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_watchers: u32,
-    /// DownloadRenderOutput streams at once; one more is answered RESOURCE_EXHAUSTED
-    /// (TOO_MANY_DOWNLOADS).
+    /// DownloadRenderOutput streams at once, a caller at most a quarter of them; one more is
+    /// answered RESOURCE_EXHAUSTED (TOO_MANY_DOWNLOADS).
     #[arg(long, env = "LOTTIE_RENDER_MAX_DOWNLOADS", default_value_t = DEFAULT_MAX_DOWNLOADS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_downloads: u32,
     /// A download whose caller reads nothing for this long is ended, milliseconds.

@@ -26,6 +26,8 @@
 //!   and readiness health services).
 //! - [`storage`]: templates and outputs on disk (object storage later).
 //! - [`redis_client`]: the Redis connection shared by the key store and shared job records.
+//! - [`fair_share`]: pools whose units each caller (tenant, or peer address before
+//!   identity) holds at most a share of: request buffers, watch and download slots.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`reason`]: the wire contract of refusals and failures, one `Reason` enum.
 //! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
@@ -43,6 +45,7 @@ pub mod cli;
 pub mod config;
 pub mod encode;
 pub mod error;
+pub mod fair_share;
 pub mod grpc;
 pub mod idempotency;
 pub mod jobs;

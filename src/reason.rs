@@ -82,6 +82,7 @@ reasons! {
     ServerOverloaded => "SERVER_OVERLOADED",
     TemplateParsingBusy => "TEMPLATE_PARSING_BUSY",
     CompressedRequestsBusy => "COMPRESSED_REQUESTS_BUSY",
+    RequestBuffersBusy => "REQUEST_BUFFERS_BUSY",
     AnalysisBusy => "ANALYSIS_BUSY",
     AnalysisDeadlineExceeded => "ANALYSIS_DEADLINE_EXCEEDED",
     AnalysisUnavailable => "ANALYSIS_UNAVAILABLE",

@@ -24,7 +24,9 @@ use crate::mesh::connection_age::AgedConnection;
 use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
 use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
-use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
+use crate::middleware::request_body::{
+    MAX_HEALTH_REQUEST_BYTES, MAX_REFLECTION_REQUEST_BYTES, REQUEST_BUFFER_BUDGET_BYTES,
+};
 use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
 use crate::middleware::tenant_rate_limit::TenantRate;
 use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
@@ -282,13 +284,16 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         // google.rpc.ErrorInfo, BadRequest, RetryInfo: lets grpcurl show error details.
         .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+        .build_v1()?
+        // Requests name a file or a symbol; tonic's default would let each message be 4 MiB.
+        .max_decoding_message_size(MAX_REFLECTION_REQUEST_BYTES);
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         // google.rpc.ErrorInfo, BadRequest, RetryInfo: lets grpcurl show error details.
         .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+        .build_v1alpha()?
+        .max_decoding_message_size(MAX_REFLECTION_REQUEST_BYTES);
     let metrics_server = listeners.metrics.map(|listener| {
         tracing::info!(listen = ?listener.local_addr().ok(), "serving metrics");
         let probes = crate::mesh::probes::HttpProbes::new(health.clone());
@@ -531,8 +536,10 @@ pub fn middleware_with(
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before its body is even received; the handlers claim it once the request is valid.
         .layer(IdempotencyKeyLayer)
-        // Receives the request message whole (deadline, global byte budget) before anything
-        // below counts the call: a caller that sends headers and no body holds no permit.
+        // Receives the request message whole (deadline, per-method limit, a byte budget
+        // shared fairly per caller, health's apart) before anything below counts the call: a
+        // caller that sends headers and no body holds no permit. Inside the identity layer,
+        // so an identified caller's share is its tenant's.
         .layer(RequestBodyLayer::new(
             limits.request_body_timeout,
             REQUEST_BUFFER_BUDGET_BYTES,
@@ -586,10 +593,6 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
     tracing::info!(path = %path.display(), keys = keys.len(), mode = ?settings.auth, "api keys loaded");
     Ok(keys)
 }
-
-/// Largest health request: a service name (ours are under 50 bytes). tonic's default is 4 MiB,
-/// which a compressed request would inflate to.
-const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
 
 /// The certificate and sidecar identities of `--identities`, none when unset.
 fn load_known_identities(

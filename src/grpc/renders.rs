@@ -399,6 +399,7 @@ impl RenderService for RenderApi {
         request: Request<proto::DownloadRenderOutputRequest>,
     ) -> Result<Response<Self::DownloadRenderOutputStream>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
+        let share = crate::fair_share::CallerKey::of(request.extensions());
         let job = self.job(&tenant, &request.get_ref().job_id).await?;
         if job.state != JobState::Succeeded {
             return Err(ServiceError::deterministic(
@@ -413,7 +414,7 @@ impl RenderService for RenderApi {
             .into());
         }
         // Taken before the file is opened: a refused download costs nothing.
-        let slot = self.downloads.slot()?;
+        let slot = self.downloads.slot(share)?;
         let output = StoredOutput {
             outputs: self.scheduler.outputs().clone(),
             job_id: job.id,

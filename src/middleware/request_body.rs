@@ -1,35 +1,68 @@
 //! `RequestBodyLayer`: a call's request message is received whole, under a deadline and
-//! within a global budget of buffered bytes, before anything inside this layer (load
-//! shedding above all) sees the call. Every RPC of ours and of health carries exactly one
-//! request message, so nothing is lost by waiting for it; what is won is that a caller who
-//! sends headers and then nothing (or a trickle) holds no shedding permit, only its own
-//! stream, and only until [`RequestBodyLayer`]'s deadline (UNAVAILABLE, reason
-//! REQUEST_BODY_TIMEOUT, with a retry delay: a slow network is not the request's fault).
+//! within a budget of buffered bytes, before anything inside this layer (load shedding above
+//! all) sees the call. Every RPC of ours and of health carries exactly one request message,
+//! so nothing is lost by waiting for it; what is won is that a caller who sends headers and
+//! then nothing (or a trickle) holds no shedding permit, only its own stream, and only until
+//! [`RequestBodyLayer`]'s deadline (UNAVAILABLE, reason REQUEST_BODY_TIMEOUT, with a retry
+//! delay: a slow network is not the request's fault).
 //!
-//! The gRPC length prefix is read first: a message declared above the method's limit is not
-//! buffered at all; tonic refuses it from the prefix and `request_size` words the answer.
-//! Reflection is a bidirectional stream: it is passed through as it comes.
+//! Each method has the body limit of its real need ([`method_body`]): health and the
+//! id-only calls a few KiB, SubmitRender 1 MiB, CreateTemplate 64 MiB (a template and its
+//! fonts). A body declared above it (by `content-length` or its gRPC length prefix) is
+//! refused at once, INVALID_ARGUMENT REQUEST_TOO_LARGE, before anything is buffered; a path
+//! that is no method of ours is not buffered at all (the router answers UNIMPLEMENTED).
+//!
+//! Once its length prefix is read, a body reserves its declared size from a pool shared
+//! fairly ([`crate::fair_share`]): per peer address before the caller is identified, per
+//! tenant after, no key holding more than a quarter of the pool (one largest request), so
+//! four silent 64 MiB bodies from one caller hold one quarter, not everything. Health
+//! probes have a small pool of their own that nobody else can take. A caller over its
+//! share, or a pool still full after a short wait, is answered RESOURCE_EXHAUSTED
+//! (REQUEST_BUFFERS_BUSY) with a retry delay.
+//!
+//! Reflection is a bidirectional stream: it is passed through as it comes (its messages
+//! are bounded by the reflection services' own decoding limit).
 
 use crate::config::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
-use crate::error::{ServiceError, ServiceErrorCode};
+use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
 use bytes::{Bytes, BytesMut};
-use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
 
 use super::BoxFuture;
 
-/// Request bytes buffered at once, by every call together: four of the largest requests.
-/// Past it, a call waits (within its deadline) for others to be decoded, so hundreds of
-/// callers announcing 64 MiB each cannot make the server hold their sum.
-pub const REQUEST_BUFFER_BUDGET_BYTES: usize = 4 * (MAX_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+/// Request bytes buffered at once, by every call together (health apart): four callers'
+/// shares. Past it, a call waits (briefly) for others to be decoded, so hundreds of callers
+/// announcing 64 MiB each cannot make the server hold their sum; one caller may hold a
+/// quarter of it, [`CALLER_SHARE_BYTES`], so four callers are needed to fill it.
+pub const REQUEST_BUFFER_BUDGET_BYTES: usize = 4 * CALLER_SHARE_BYTES;
+/// What one caller may have buffered at once: one largest request (a template with its
+/// fonts) and room beside it for a few of the others (four SubmitRenders, or a thousand
+/// id-sized calls), so that a caller uploading a template can still poll its jobs.
+pub const CALLER_SHARE_BYTES: usize =
+    MAX_REQUEST_BYTES + GRPC_PREFIX_BYTES + 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+/// Largest health request: a service name (ours are under 50 bytes). tonic's default is
+/// 4 MiB, which a compressed request would inflate to.
+pub const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
+/// Largest reflection request: a file or symbol name (well under 1 KiB).
+pub const MAX_REFLECTION_REQUEST_BYTES: usize = 4 * 1024;
+/// Largest request of the calls that name one template or job (a UUID) or a list page (a
+/// page token of some 60 bytes): a few hundred bytes at most, 4 KiB said generously.
+pub const MAX_ID_REQUEST_BYTES: usize = 4 * 1024;
+/// Health requests buffered at once: 256 of the largest, 1 MiB, a lane of their own so
+/// that probes are answered whatever the other calls hold (an address a quarter of it).
+pub const HEALTH_BUFFER_BUDGET_BYTES: usize = 256 * (MAX_HEALTH_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+/// How long a body waits for room in a full pool before it is refused: short, so a caller
+/// is told to come back rather than held behind others' slow bodies.
+pub const REQUEST_BUFFER_WAIT: Duration = Duration::from_secs(1);
+/// Retry delay of a call refused for the buffers: a 64 MiB body takes seconds to arrive.
+pub const REQUEST_BUFFERS_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// Retry delay of a call whose body did not arrive in time: the network may be better soon.
 pub const REQUEST_BODY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Calls whose request is a stream of messages, passed through unbuffered.
@@ -37,24 +70,68 @@ const STREAMING_REQUEST_PREFIXES: [&str; 2] = [
     "/grpc.reflection.v1.ServerReflection/",
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
-/// Methods whose messages are bounded by [`MAX_RENDER_REQUEST_BYTES`] (as their service
-/// is configured in `server`); every other one by [`MAX_REQUEST_BYTES`].
-const RENDER_SERVICE_PREFIX: &str = "/lottie.render.v1.RenderService/";
 /// A gRPC message on the wire: a compression flag byte and a big-endian u32 length.
 const GRPC_PREFIX_BYTES: usize = 5;
+
+/// The pool a method's bodies are buffered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyLane {
+    /// Health probes: a small pool nobody else can take.
+    Health,
+    /// Every other method.
+    Shared,
+}
+
+/// What one method's request body may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodBody {
+    /// Largest message, bytes (without its 5-byte prefix).
+    pub limit: usize,
+    pub lane: BodyLane,
+}
+
+/// The body limit and lane of the unary (or server-streaming) method at `path`; `None` for
+/// a path that is no such method of this server.
+pub fn method_body(path: &str) -> Option<MethodBody> {
+    let shared = |limit| {
+        Some(MethodBody {
+            limit,
+            lane: BodyLane::Shared,
+        })
+    };
+    match path {
+        "/grpc.health.v1.Health/Check" | "/grpc.health.v1.Health/Watch" => Some(MethodBody {
+            limit: MAX_HEALTH_REQUEST_BYTES,
+            lane: BodyLane::Health,
+        }),
+        "/lottie.render.v1.TemplateService/CreateTemplate" => shared(MAX_REQUEST_BYTES),
+        "/lottie.render.v1.RenderService/SubmitRender" => shared(MAX_RENDER_REQUEST_BYTES),
+        "/lottie.render.v1.TemplateService/GetTemplate"
+        | "/lottie.render.v1.TemplateService/ListTemplates"
+        | "/lottie.render.v1.TemplateService/DeleteTemplate"
+        | "/lottie.render.v1.RenderService/GetRenderJob"
+        | "/lottie.render.v1.RenderService/WatchRenderJob"
+        | "/lottie.render.v1.RenderService/CancelRenderJob"
+        | "/lottie.render.v1.RenderService/DownloadRenderOutput" => shared(MAX_ID_REQUEST_BYTES),
+        _ => None,
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct RequestBodyLayer {
     deadline: Duration,
-    budget: Arc<Semaphore>,
+    shared: FairShare<CallerKey>,
+    health: FairShare<CallerKey>,
 }
 
 impl RequestBodyLayer {
-    /// Bodies must arrive within `deadline`; at most `budget_bytes` are buffered at once.
+    /// Bodies must arrive within `deadline`; at most `budget_bytes` are buffered at once
+    /// (health's apart), a caller holding at most a quarter of them.
     pub fn new(deadline: Duration, budget_bytes: usize) -> RequestBodyLayer {
         RequestBodyLayer {
             deadline,
-            budget: Arc::new(Semaphore::new(budget_bytes.min(Semaphore::MAX_PERMITS))),
+            shared: FairShare::with_default_share(budget_bytes),
+            health: FairShare::with_default_share(HEALTH_BUFFER_BUDGET_BYTES),
         }
     }
 }
@@ -65,8 +142,7 @@ impl<S> Layer<S> for RequestBodyLayer {
     fn layer(&self, inner: S) -> Self::Service {
         RequestBody {
             inner,
-            deadline: self.deadline,
-            budget: self.budget.clone(),
+            layer: self.clone(),
         }
     }
 }
@@ -74,17 +150,20 @@ impl<S> Layer<S> for RequestBodyLayer {
 #[derive(Debug, Clone)]
 pub struct RequestBody<S> {
     inner: S,
-    deadline: Duration,
-    budget: Arc<Semaphore>,
+    layer: RequestBodyLayer,
 }
 
-/// What arrived of a request body.
-enum Received {
-    /// The whole body, and its share of the budget.
-    Whole(Bytes, Option<OwnedSemaphorePermit>),
-    /// The start of a message declared larger than the method accepts: enough for tonic to
-    /// refuse it from its length prefix.
-    TooLarge(Bytes),
+/// The whole body, and its hold on the buffers.
+struct Received(Bytes, Option<ShareGuard<CallerKey>>);
+
+/// Why a body was not received.
+enum NotReceived {
+    /// Declared (or sent) above the method's limit: the caller's mistake.
+    TooLarge { declared: u64, limit: usize },
+    /// No room for it in the caller's share or the pool.
+    Busy(ShareRefusal),
+    /// The stream failed (the caller reset it): nobody reads this answer.
+    Failed(Status),
 }
 
 /// The answer to a call whose body did not arrive within `deadline`.
@@ -100,56 +179,99 @@ fn timed_out(deadline: Duration) -> Status {
     ))
 }
 
-/// The largest message `path` accepts.
-fn message_limit(path: &str) -> usize {
-    if path.starts_with(RENDER_SERVICE_PREFIX) {
-        MAX_RENDER_REQUEST_BYTES
-    } else {
-        MAX_REQUEST_BYTES
-    }
+/// The answer to a body above its method's limit.
+fn too_large(declared: u64, limit: usize) -> Status {
+    let description =
+        format!("the request is {declared} bytes, more than the {limit} this method accepts");
+    Status::from(ServiceError::invalid_argument(
+        Reason::RequestTooLarge,
+        description.clone(),
+        vec![FieldViolation {
+            field: "(request)".into(),
+            description,
+        }],
+    ))
 }
 
-/// Reads `body` to its end, taking each frame's bytes from `budget` (waiting for them when
-/// the budget is spent). Stops early at a message declared above `limit`, or at a body longer
-/// than the one message it declares (the rest is not for a unary call and is dropped; tonic
-/// decodes the first message).
-async fn receive(mut body: Body, limit: usize, budget: Arc<Semaphore>) -> Result<Received, Status> {
+/// The answer to a body the buffers have no room for.
+fn busy(refusal: ShareRefusal, key: &CallerKey, pool: &FairShare<CallerKey>) -> Status {
+    let message = match refusal {
+        ShareRefusal::OverShare => format!(
+            "{key} already holds its share ({} bytes) of this instance's request buffers with \
+             other requests still arriving; retry after the delay",
+            pool.per_key()
+        ),
+        ShareRefusal::PoolFull => "this instance's request buffers are all held by requests \
+                                   still arriving; retry after the delay or on another instance"
+            .to_owned(),
+    };
+    Status::from(ServiceError::transient(
+        ServiceErrorCode::ResourceExhausted,
+        Reason::RequestBuffersBusy,
+        message,
+        REQUEST_BUFFERS_RETRY_AFTER,
+    ))
+}
+
+/// The length `content-length` declares, if it is there and a number.
+fn content_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Reads `body` to the end of its one message. The message's declared size (its prefix)
+/// is taken from `pool` under `key` before more than its first frame is kept; a message
+/// declared above `limit` is refused then. A body longer than the one message it declares
+/// is cut there (the rest is not for a unary call and is dropped; tonic decodes the first
+/// message).
+async fn receive(
+    mut body: Body,
+    limit: usize,
+    pool: &FairShare<CallerKey>,
+    key: &CallerKey,
+) -> Result<Received, NotReceived> {
     let mut buffer = BytesMut::new();
-    let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut held: Option<ShareGuard<CallerKey>> = None;
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
+        let Ok(data) = frame.map_err(NotReceived::Failed)?.into_data() else {
             // Request trailers carry nothing a unary call needs.
             continue;
         };
         if data.is_empty() {
             continue;
         }
-        // A frame is at most h2's max frame size (16 MiB), far below u32::MAX.
-        let size = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        let permit = budget
-            .clone()
-            .acquire_many_owned(size)
-            .await
-            .map_err(|_| Status::from(ServiceError::internal("the request budget closed")))?;
-        match &mut held {
-            Some(held) => held.merge(permit),
-            None => held = Some(permit),
-        }
         buffer.extend_from_slice(&data);
-        if buffer.len() >= GRPC_PREFIX_BYTES {
-            let declared = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]);
-            let declared = usize::try_from(declared).unwrap_or(usize::MAX);
-            if declared > limit {
-                return Ok(Received::TooLarge(buffer.freeze()));
-            }
-            if buffer.len() >= GRPC_PREFIX_BYTES + declared && !body.is_end_stream() {
-                // The whole message is here; whatever follows is not ours to wait for.
-                buffer.truncate(GRPC_PREFIX_BYTES + declared);
-                break;
-            }
+        if buffer.len() < GRPC_PREFIX_BYTES {
+            continue;
+        }
+        let declared = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]);
+        let declared = usize::try_from(declared).unwrap_or(usize::MAX);
+        if declared > limit {
+            return Err(NotReceived::TooLarge {
+                declared: declared as u64,
+                limit,
+            });
+        }
+        let whole = GRPC_PREFIX_BYTES + declared;
+        if held.is_none() {
+            let guard = pool
+                .acquire(key.clone(), whole, REQUEST_BUFFER_WAIT)
+                .await
+                .map_err(NotReceived::Busy)?;
+            held = Some(guard);
+        }
+        if buffer.len() >= whole {
+            // The whole message is here; whatever follows is not ours to wait for.
+            buffer.truncate(whole);
+            break;
         }
     }
-    Ok(Received::Whole(buffer.freeze(), held))
+    Ok(Received(buffer.freeze(), held))
 }
 
 impl<S> Service<http::Request<Body>> for RequestBody<S>
@@ -175,22 +297,43 @@ where
         {
             return Box::pin(inner.call(request));
         }
-        let limit = message_limit(path);
-        let (deadline, budget) = (self.deadline, self.budget.clone());
+        let Some(method) = method_body(path) else {
+            // No method of ours: its body is never read (the router answers UNIMPLEMENTED).
+            let (parts, _) = request.into_parts();
+            let request = http::Request::from_parts(parts, Body::empty());
+            return Box::pin(inner.call(request));
+        };
+        if let Some(declared) = content_length(request.headers()) {
+            if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
+                let answer = too_large(declared, method.limit).into_http();
+                return Box::pin(async move { Ok(answer) });
+            }
+        }
+        let pool = match method.lane {
+            BodyLane::Health => self.layer.health.clone(),
+            BodyLane::Shared => self.layer.shared.clone(),
+        };
+        let key = CallerKey::of(request.extensions());
+        let deadline = self.layer.deadline;
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let received = tokio::time::timeout(deadline, receive(body, limit, budget)).await;
-            let (bytes, permit) = match received {
-                Ok(Ok(Received::Whole(bytes, permit))) => (bytes, permit),
-                Ok(Ok(Received::TooLarge(start))) => (start, None),
-                // The caller reset its stream: nobody reads this answer.
-                Ok(Err(status)) => return Ok(status.into_http()),
+            let received =
+                tokio::time::timeout(deadline, receive(body, method.limit, &pool, &key)).await;
+            let (bytes, held) = match received {
+                Ok(Ok(Received(bytes, held))) => (bytes, held),
+                Ok(Err(NotReceived::TooLarge { declared, limit })) => {
+                    return Ok(too_large(declared, limit).into_http())
+                }
+                Ok(Err(NotReceived::Busy(refusal))) => {
+                    return Ok(busy(refusal, &key, &pool).into_http())
+                }
+                Ok(Err(NotReceived::Failed(status))) => return Ok(status.into_http()),
                 Err(_) => return Ok(timed_out(deadline).into_http()),
             };
             let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
             let response = inner.call(request).await;
             // The bytes are decoded by now (the handler answered): they leave the budget.
-            drop(permit);
+            drop(held);
             response
         })
     }
@@ -247,30 +390,159 @@ mod tests {
         String::from_utf8(bytes.to_vec()).unwrap()
     }
 
+    fn reason_of(response: &http::Response<Body>) -> (tonic::Code, String) {
+        let status = Status::from_header_map(response.headers()).expect("a gRPC status");
+        let reason = status
+            .get_error_details()
+            .error_info()
+            .map(|info| info.reason.clone())
+            .unwrap_or_default();
+        (status.code(), reason)
+    }
+
+    fn request(path: &str, body: Body) -> http::Request<Body> {
+        http::Request::builder().uri(path).body(body).unwrap()
+    }
+
     #[tokio::test]
-    async fn a_whole_message_reaches_the_service_and_a_declared_oversize_is_not_buffered() {
+    async fn a_whole_message_reaches_the_service_and_one_over_its_methods_limit_is_refused_unbuffered(
+    ) {
         let service = RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(CountsBytes);
-        let request = http::Request::builder()
-            .uri("/lottie.render.v1.TemplateService/GetTemplate")
-            .body(Body::new(Full::new(message(1000))))
-            .unwrap();
-        let response = service.clone().oneshot(request).await.unwrap();
+        let whole = request(
+            "/lottie.render.v1.TemplateService/GetTemplate",
+            Body::new(Full::new(message(1000))),
+        );
+        let response = service.clone().oneshot(whole).await.unwrap();
         assert_eq!(answer(response).await, "1005");
-        // Declared above the render limit, with only its first kilobyte sent: the service
-        // gets that start at once (and tonic refuses it from the prefix).
-        let start = message(MAX_RENDER_REQUEST_BYTES + 1).slice(..1024);
-        let (sender, body) = streamed_body();
-        sender
-            .send(Ok(http_body::Frame::data(start)))
+        // Declared above the method's limit, with only its first kilobyte sent (and never
+        // the rest): refused from the prefix, at once.
+        for (path, declared) in [
+            (
+                "/lottie.render.v1.RenderService/SubmitRender",
+                MAX_RENDER_REQUEST_BYTES + 1,
+            ),
+            ("/grpc.health.v1.Health/Check", MAX_REQUEST_BYTES + 4),
+            (
+                "/lottie.render.v1.TemplateService/ListTemplates",
+                MAX_ID_REQUEST_BYTES + 1,
+            ),
+        ] {
+            let start = message(declared).slice(..1024);
+            let (sender, body) = streamed_body();
+            sender
+                .send(Ok(http_body::Frame::data(start)))
+                .await
+                .unwrap();
+            let response = service.clone().oneshot(request(path, body)).await.unwrap();
+            assert_eq!(
+                reason_of(&response),
+                (tonic::Code::InvalidArgument, "REQUEST_TOO_LARGE".into()),
+                "{path}"
+            );
+            drop(sender);
+        }
+        // Declared by content-length: refused before any byte is read.
+        let (_sender, body) = streamed_body();
+        let mut declared = request("/grpc.health.v1.Health/Check", body);
+        declared.headers_mut().insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(64u64 << 20),
+        );
+        let response = service.oneshot(declared).await.unwrap();
+        assert_eq!(reason_of(&response).1, "REQUEST_TOO_LARGE");
+    }
+
+    #[test]
+    fn every_method_of_our_services_and_healths_has_a_body_limit() {
+        use prost::Message as _;
+        let mut paths = Vec::new();
+        for set in [
+            crate::grpc::proto::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+        ] {
+            let set = prost_types::FileDescriptorSet::decode(set).unwrap();
+            for file in set.file {
+                for service in &file.service {
+                    for method in &service.method {
+                        paths.push(format!(
+                            "/{}.{}/{}",
+                            file.package(),
+                            service.name(),
+                            method.name()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(paths.len() >= 11, "{paths:?}");
+        for path in paths {
+            assert!(method_body(&path).is_some(), "{path} has no body limit");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_path_is_passed_on_without_its_body() {
+        let service = RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(CountsBytes);
+        let (_sender, body) = streamed_body();
+        let response = service
+            .oneshot(request("/evil.Service/Hold", body))
             .await
             .unwrap();
-        let request = http::Request::builder()
-            .uri("/lottie.render.v1.RenderService/SubmitRender")
-            .body(Body::new(body))
+        assert_eq!(answer(response).await, "0");
+    }
+
+    #[tokio::test]
+    async fn a_caller_over_its_share_of_the_buffers_is_refused_while_health_has_its_own_lane() {
+        // A budget of four 1 MiB requests: one caller holds at most one of them.
+        let budget = 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+        let service = RequestBodyLayer::new(Duration::from_secs(5), budget).layer(CountsBytes);
+        let submit = "/lottie.render.v1.RenderService/SubmitRender";
+        // A body declared at the method's limit, its first kilobyte sent, then silence.
+        let (holder, body) = streamed_body();
+        holder
+            .send(Ok(http_body::Frame::data(
+                message(MAX_RENDER_REQUEST_BYTES).slice(..1024),
+            )))
+            .await
             .unwrap();
-        let response = service.oneshot(request).await.unwrap();
-        assert_eq!(answer(response).await, "1024");
-        drop(sender);
+        let held = tokio::spawn(service.clone().oneshot(request(submit, body)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The same caller's next body finds its share held.
+        let response = service
+            .clone()
+            .oneshot(request(submit, Body::new(Full::new(message(10)))))
+            .await
+            .unwrap();
+        assert_eq!(
+            reason_of(&response),
+            (
+                tonic::Code::ResourceExhausted,
+                "REQUEST_BUFFERS_BUSY".into()
+            )
+        );
+        assert_eq!(response.headers()["grpc-retry-pushback-ms"], "2000");
+        // Health is answered from its own lane.
+        let response = service
+            .clone()
+            .oneshot(request(
+                "/grpc.health.v1.Health/Check",
+                Body::new(Full::new(message(10))),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(answer(response).await, "15");
+        // Another caller (another address) is served from the rest of the pool.
+        let mut other = request(submit, Body::new(Full::new(message(10))));
+        other
+            .extensions_mut()
+            .insert(tonic::transport::server::TcpConnectInfo {
+                local_addr: None,
+                remote_addr: Some("192.0.2.9:1000".parse().unwrap()),
+            });
+        let response = service.oneshot(other).await.unwrap();
+        assert_eq!(answer(response).await, "15");
+        drop(holder);
+        let _ = held.await;
     }
 
     #[tokio::test]

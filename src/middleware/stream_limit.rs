@@ -6,15 +6,19 @@
 //! once their headers are answered: WatchRenderJob and health Watch each have a budget of
 //! their own, because health needs no identity (under `--auth required` too), and peers
 //! that are no tenant's must not hold the slots the tenants' WatchRenderJob calls need.
+//!
+//! Each caller (its tenant once identified, its peer address before: [`CallerKey`]) holds at
+//! most a quarter of a budget's slots, so one tenant watching its own job a thousand times
+//! cannot take every slot; one more is refused with the same reason, its message naming the
+//! caller's share.
 
 use super::BoxFuture;
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service};
@@ -31,16 +35,17 @@ pub const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct StreamLimitLayer {
     paths: &'static [&'static str],
-    open: Arc<Semaphore>,
+    open: FairShare<CallerKey>,
     reason: Reason,
 }
 
 impl StreamLimitLayer {
-    /// At most `limit` streams of `paths` at once; one more is refused with `reason`.
+    /// At most `limit` streams of `paths` at once, a caller at most a quarter of them; one
+    /// more is refused with `reason`.
     pub fn new(paths: &'static [&'static str], limit: usize, reason: Reason) -> StreamLimitLayer {
         StreamLimitLayer {
             paths,
-            open: Arc::new(Semaphore::new(limit.min(Semaphore::MAX_PERMITS))),
+            open: FairShare::with_default_share(limit),
             reason,
         }
     }
@@ -66,7 +71,7 @@ pub struct StreamLimit<S> {
 /// A response body that holds its stream's slot until it is dropped.
 struct SlotBody {
     inner: Body,
-    _slot: OwnedSemaphorePermit,
+    _slot: ShareGuard<CallerKey>,
 }
 
 impl http_body::Body for SlotBody {
@@ -112,16 +117,31 @@ where
         if !self.layer.paths.contains(&request.uri().path()) {
             return Box::pin(inner.call(request));
         }
-        let Ok(slot) = self.layer.open.clone().try_acquire_owned() else {
-            let response = Status::from(ServiceError::transient(
-                ServiceErrorCode::ResourceExhausted,
-                self.layer.reason,
-                "too many streams of this kind are open on this instance; retry after the \
-                 delay or on another instance",
-                TOO_MANY_STREAMS_RETRY_AFTER,
-            ))
-            .into_http();
-            return Box::pin(async move { Ok(response) });
+        let key = CallerKey::of(request.extensions());
+        let slot = match self.layer.open.try_acquire(key.clone(), 1) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                let message = match refusal {
+                    ShareRefusal::OverShare => format!(
+                        "{key} already holds its share ({} of {}) of the streams of this kind \
+                         open on this instance; close one, or retry after the delay",
+                        self.layer.open.per_key(),
+                        self.layer.open.capacity()
+                    ),
+                    ShareRefusal::PoolFull => "too many streams of this kind are open on this \
+                                               instance; retry after the delay or on another \
+                                               instance"
+                        .to_owned(),
+                };
+                let response = Status::from(ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    self.layer.reason,
+                    message,
+                    TOO_MANY_STREAMS_RETRY_AFTER,
+                ))
+                .into_http();
+                return Box::pin(async move { Ok(response) });
+            }
         };
         Box::pin(async move {
             let response = inner.call(request).await?;
@@ -185,5 +205,36 @@ mod tests {
         drop(body.collect().await.unwrap());
         let again = service.oneshot(request(WATCH_PATHS[0])).await.unwrap();
         assert!(Status::from_header_map(again.headers()).is_none());
+    }
+
+    #[tokio::test]
+    async fn one_caller_holds_at_most_a_quarter_of_the_slots_and_another_is_served() {
+        let service =
+            StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers).layer(Streams);
+        let from = |address: &str| {
+            let mut request = request(WATCH_PATHS[0]);
+            request
+                .extensions_mut()
+                .insert(tonic::transport::server::TcpConnectInfo {
+                    local_addr: None,
+                    remote_addr: Some(address.parse().unwrap()),
+                });
+            request
+        };
+        let mut open = Vec::new();
+        for _ in 0..2 {
+            let response = service.clone().oneshot(from("192.0.2.1:1")).await.unwrap();
+            assert!(Status::from_header_map(response.headers()).is_none());
+            open.push(response);
+        }
+        let refused = service.clone().oneshot(from("192.0.2.1:2")).await.unwrap();
+        let status = Status::from_header_map(refused.headers()).expect("a gRPC status");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            status.message().contains("its share (2 of 8)"),
+            "{status:?}"
+        );
+        let other = service.oneshot(from("192.0.2.2:1")).await.unwrap();
+        assert!(Status::from_header_map(other.headers()).is_none());
     }
 }

@@ -2,19 +2,22 @@
 //! TCP connections come from tonic's own `TcpIncoming` (nodelay and keepalive as on the
 //! plaintext listener); each handshake runs in a task of its own, so a slow or silent peer
 //! never holds up the accept loop, under a deadline, a bound on handshakes in progress and a
-//! smaller one per peer address.
+//! smaller one per peer address (an IPv6 /64 counts as one address).
+//!
+//! A connection is accepted first and its address's share checked before it waits for a
+//! global slot: a connection over its address's share is closed at once and never waits, so
+//! a few addresses' silent connections cannot keep honest clients in the kernel's backlog.
 
 use super::ReloadableTls;
+use crate::fair_share::{AddressGroup, FairShare, ShareRefusal};
 use crate::metrics::Metrics;
 use futures_util::StreamExt;
-use std::collections::HashMap;
-use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tonic::transport::server::TcpIncoming;
@@ -28,12 +31,13 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// far above any real burst of reconnections while bounding what silent peers can hold
 /// (256 slots for at most [`TLS_HANDSHAKE_TIMEOUT`] each).
 pub const MAX_TLS_HANDSHAKES_IN_PROGRESS: usize = 256;
-/// Handshakes in progress from one peer address: a quarter of all, so one address's silent
-/// connections cannot take every slot and keep every other client waiting in the backlog.
-/// Honest handshakes last milliseconds, so even many clients behind one NAT or load-balancer
-/// address rarely have more than a few in progress; a connection over it is closed at once
-/// (counted as `address_busy`), and its client reconnects.
-pub const MAX_TLS_HANDSHAKES_PER_ADDRESS: usize = MAX_TLS_HANDSHAKES_IN_PROGRESS / 4;
+/// Handshakes in progress from one peer address (an IPv6 /64): a sixteenth of all, so eight
+/// addresses' silent connections (64 each, measured in issue 21) hold half the slots at
+/// most, and sixteen are needed to hold them all. Honest handshakes last milliseconds, so
+/// even many clients behind one NAT or load-balancer address rarely have more than a few in
+/// progress; a connection over it is closed at once (counted as `address_busy`), and its
+/// client reconnects.
+pub const MAX_TLS_HANDSHAKES_PER_ADDRESS: usize = 16;
 /// Finished handshakes waiting for tonic to take them: tonic takes each at once, this only
 /// smooths bursts.
 const HANDSHAKED_BACKLOG: usize = 64;
@@ -80,14 +84,8 @@ async fn accept_loop(
     handshaken: mpsc::Sender<TlsStream<TcpStream>>,
     metrics: Arc<Metrics>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_TLS_HANDSHAKES_IN_PROGRESS));
-    let addresses = AddressSlots::default();
+    let slots = handshake_slots();
     loop {
-        // The slot is taken before accepting: when all are busy, new peers wait in the
-        // backlog instead of costing a task each.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
         let stream = match tcp.next().await {
             Some(Ok(stream)) => stream,
             Some(Err(error)) => {
@@ -102,10 +100,22 @@ async fn accept_loop(
         let Ok(peer) = stream.peer_addr() else {
             continue;
         };
-        let Some(address_slot) = addresses.take(peer.ip()) else {
-            tracing::debug!(%peer, "tls handshake refused: too many in progress from its address");
+        let address = AddressGroup::of(peer.ip());
+        // The address's share first (over it: closed at once, whatever the global slots),
+        // then a global slot, waited for here: while every slot is busy no other connection
+        // is accepted, so new peers wait in the backlog instead of costing a task each.
+        // Every slot frees within the handshake deadline, so the wait ends.
+        let slot = loop {
+            match slots.acquire(address, 1, TLS_HANDSHAKE_TIMEOUT).await {
+                Ok(slot) => break Some(slot),
+                Err(ShareRefusal::OverShare) => break None,
+                Err(ShareRefusal::PoolFull) => continue,
+            }
+        };
+        let Some(slot) = slot else {
+            tracing::debug!(%peer, %address, "tls handshake refused: too many in progress from its address");
             metrics.tls_handshake_failure("address_busy");
-            // The stream and the slot go with this iteration: the connection is closed.
+            // The stream goes with this iteration: the connection is closed.
             continue;
         };
         // The configuration of this moment: a reload applies to the next connection.
@@ -114,7 +124,6 @@ async fn accept_loop(
         tokio::spawn(async move {
             let outcome =
                 tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-            drop(address_slot);
             drop(slot);
             match outcome {
                 Ok(Ok(connection)) => {
@@ -136,53 +145,13 @@ async fn accept_loop(
     }
 }
 
-/// The handshakes in progress per peer address (at most [`MAX_TLS_HANDSHAKES_IN_PROGRESS`]
-/// addresses, as each holds a global slot).
-#[derive(Debug, Default, Clone)]
-struct AddressSlots {
-    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-impl AddressSlots {
-    /// One of `address`'s [`MAX_TLS_HANDSHAKES_PER_ADDRESS`] slots, given back when dropped;
-    /// `None` when they are all taken.
-    fn take(&self, address: IpAddr) -> Option<AddressSlot> {
-        let mut counts = lock(&self.counts);
-        let count = counts.entry(address).or_insert(0);
-        if *count >= MAX_TLS_HANDSHAKES_PER_ADDRESS {
-            return None;
-        }
-        *count += 1;
-        Some(AddressSlot {
-            slots: self.clone(),
-            address,
-        })
-    }
-}
-
-struct AddressSlot {
-    slots: AddressSlots,
-    address: IpAddr,
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut counts = lock(&self.slots.counts);
-        if let Some(count) = counts.get_mut(&self.address) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                counts.remove(&self.address);
-            }
-        }
-    }
-}
-
-/// The counts stay consistent whatever panicked while the lock was held (each change is one
-/// assignment), so a poisoned lock is used as it is.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The handshake slots: [`MAX_TLS_HANDSHAKES_IN_PROGRESS`] in all, an address at most
+/// [`MAX_TLS_HANDSHAKES_PER_ADDRESS`] of them.
+fn handshake_slots() -> FairShare<AddressGroup> {
+    FairShare::new(
+        MAX_TLS_HANDSHAKES_IN_PROGRESS,
+        MAX_TLS_HANDSHAKES_PER_ADDRESS,
+    )
 }
 
 #[cfg(test)]
@@ -190,20 +159,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_address_holds_at_most_its_share_of_the_slots_and_gets_them_back() {
-        let slots = AddressSlots::default();
-        let (one, other): (IpAddr, IpAddr) =
-            ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
-        let held: Vec<_> = (0..MAX_TLS_HANDSHAKES_PER_ADDRESS)
-            .map(|_| slots.take(one).unwrap())
+    fn one_address_or_ipv6_slash_64_holds_at_most_its_share_of_the_slots() {
+        let slots = handshake_slots();
+        let group = |text: &str| AddressGroup::of(text.parse().unwrap());
+        let held: Vec<_> = (0..MAX_TLS_HANDSHAKES_PER_ADDRESS as u16)
+            .map(|host| {
+                let address = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, host);
+                slots
+                    .try_acquire(AddressGroup::of(address.into()), 1)
+                    .unwrap()
+            })
             .collect();
-        assert!(slots.take(one).is_none(), "over its share");
-        assert!(slots.take(other).is_some(), "another address is served");
+        let refused = slots.try_acquire(group("2001:db8:0:1::ffff"), 1);
+        assert_eq!(refused.unwrap_err(), ShareRefusal::OverShare, "same /64");
+        assert!(slots.try_acquire(group("2001:db8:0:2::1"), 1).is_ok());
+        assert!(slots.try_acquire(group("192.0.2.1"), 1).is_ok());
         drop(held);
-        assert!(slots.take(one).is_some(), "given back when dropped");
-        assert!(
-            lock(&slots.counts).is_empty(),
-            "no address kept once none is held"
-        );
+        assert!(slots.try_acquire(group("2001:db8:0:1::1"), 1).is_ok());
     }
 }

@@ -23,6 +23,7 @@ mod reasons;
 mod renders;
 mod safe_defaults;
 mod shared_queue;
+mod shares;
 mod spare_workers;
 mod templates;
 mod tenancy;

@@ -303,7 +303,9 @@ async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_oth
     let app = spawn_app_with(|settings| settings.tls = tls).await;
     // More silent connections from one address (127.0.0.2) than the server has handshake
     // slots in all: without a share per address they would hold every slot until the
-    // handshake deadline, and every other client would wait in the backlog.
+    // handshake deadline, and every other client would wait in the backlog. The share is
+    // checked once a connection is accepted, before it waits for a global slot: those over
+    // it are closed at once.
     let attempts = MAX_TLS_HANDSHAKES_IN_PROGRESS + 8;
     let mut silent = Vec::new();
     for _ in 0..attempts {
@@ -323,6 +325,48 @@ async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_oth
     let timeouts = "lottie_render_tls_handshake_failures_total{reason=\"timeout\"}";
     assert_eq!(app.metric_or_zero(timeouts).await, 0.0);
     assert_eq!(app.metric_or_zero(busy).await, refused);
+    drop(silent);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn silent_peers_from_eight_addresses_hold_their_shares_and_an_honest_client_is_served_at_once(
+) {
+    use lottie_render::tls::incoming::MAX_TLS_HANDSHAKES_PER_ADDRESS;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("test ca");
+    let tls = server_tls(dir.path(), &ca, None);
+    let app = spawn_app_with(|settings| settings.tls = tls).await;
+    // The attack: 64 silent connections from each of 8 addresses (127.0.0.2 to
+    // 127.0.0.9), 512 in all, twice the handshake slots; with a share of 64 per address
+    // they held every slot and honest handshakes waited for their deadline (5 s).
+    let (addresses, per_address) = (8u8, 64usize);
+    let mut silent = Vec::new();
+    for host in 2..2 + addresses {
+        for _ in 0..per_address {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket
+                .bind(std::net::SocketAddr::from(([127, 0, 0, host], 0)))
+                .unwrap();
+            silent.push(socket.connect(app.address).await.unwrap());
+        }
+    }
+    // An honest client (127.0.0.1) handshakes and is answered within a second, while the
+    // eight addresses' shares still hold their handshakes.
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(1), async {
+        let channel = tls_channel(app.address, &ca, None).await.unwrap();
+        list_templates(channel).await.unwrap();
+    })
+    .await
+    .expect("the honest TLS client was not served within a second");
+    eprintln!("honest handshake and call: {:?}", started.elapsed());
+    // Each address's connections over its share were closed at once.
+    let busy = "lottie_render_tls_handshake_failures_total{reason=\"address_busy\"}";
+    let refused = (usize::from(addresses) * (per_address - MAX_TLS_HANDSHAKES_PER_ADDRESS)) as f64;
+    wait_for_metric(&app, busy, refused).await;
+    let timeouts = "lottie_render_tls_handshake_failures_total{reason=\"timeout\"}";
+    assert_eq!(app.metric_or_zero(timeouts).await, 0.0);
     drop(silent);
     app.stop().await;
 }

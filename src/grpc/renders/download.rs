@@ -1,5 +1,6 @@
-//! DownloadRenderOutput's streaming: at most `--max-downloads` at once on this instance
-//! (one more is RESOURCE_EXHAUSTED, reason TOO_MANY_DOWNLOADS, with a retry delay), each
+//! DownloadRenderOutput's streaming: at most `--max-downloads` at once on this instance, a
+//! caller (tenant, or address before identity) at most a quarter of them (one more is
+//! RESOURCE_EXHAUSTED, reason TOO_MANY_DOWNLOADS, with a retry delay), each
 //! read from the store in ranges of one chunk (a bounded request each, with the store's
 //! timeouts and retries, whatever the output's size and however slowly the caller reads),
 //! read ahead by a few chunks, and ended when its caller reads nothing for
@@ -9,11 +10,12 @@
 
 use super::super::proto;
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
 use crate::storage::{OutputStore, StorageError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc;
 use tonic::Status;
 use uuid::Uuid;
 
@@ -27,37 +29,45 @@ const DOWNLOAD_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// How many downloads may run at once and how long one may wait for its caller to read.
 #[derive(Debug, Clone)]
 pub struct DownloadLimits {
-    open: Arc<Semaphore>,
+    open: FairShare<CallerKey>,
     idle_timeout: Duration,
 }
 
 impl DownloadLimits {
     pub fn new(max_downloads: usize, idle_timeout: Duration) -> DownloadLimits {
         DownloadLimits {
-            open: Arc::new(Semaphore::new(max_downloads.min(Semaphore::MAX_PERMITS))),
+            open: FairShare::with_default_share(max_downloads),
             idle_timeout,
         }
     }
 
-    /// A download's place among those running, or TOO_MANY_DOWNLOADS.
-    pub fn slot(&self) -> Result<OwnedSemaphorePermit, ServiceError> {
-        self.open.clone().try_acquire_owned().map_err(|_| {
+    /// A download's place among those running, or TOO_MANY_DOWNLOADS (the caller over its
+    /// share, or every slot taken).
+    pub fn slot(&self, key: CallerKey) -> Result<DownloadSlot, ServiceError> {
+        self.open.try_acquire(key.clone(), 1).map_err(|refusal| {
+            let message = match refusal {
+                ShareRefusal::OverShare => format!(
+                    "{key} already holds its share ({} of {}) of the downloads running on \
+                     this instance; retry after the delay",
+                    self.open.per_key(),
+                    self.open.capacity()
+                ),
+                ShareRefusal::PoolFull => {
+                    "too many downloads are running on this instance; retry after the delay"
+                        .to_owned()
+                }
+            };
             ServiceError::transient(
                 ServiceErrorCode::ResourceExhausted,
                 Reason::TooManyDownloads,
-                "too many downloads are running on this instance; retry after the delay",
+                message,
                 DOWNLOAD_RETRY_AFTER,
             )
         })
     }
 
     /// Streams `output` (of `size` bytes), holding `slot` while it is read.
-    pub fn stream(
-        &self,
-        output: StoredOutput,
-        size: u64,
-        slot: OwnedSemaphorePermit,
-    ) -> DownloadStream {
+    pub fn stream(&self, output: StoredOutput, size: u64, slot: DownloadSlot) -> DownloadStream {
         let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
         let receiver = Arc::new(std::sync::Mutex::new(Some(receiver)));
         tokio::spawn(read_output(
@@ -74,6 +84,9 @@ impl DownloadLimits {
         }
     }
 }
+
+/// A running download's slot, given back when dropped.
+pub type DownloadSlot = ShareGuard<CallerKey>;
 
 /// A job's output in the store.
 #[derive(Debug, Clone)]
@@ -118,7 +131,7 @@ async fn read_output(
     size: u64,
     sender: mpsc::Sender<Result<proto::OutputChunk, Status>>,
     receiver: SharedChunkReceiver,
-    slot: OwnedSemaphorePermit,
+    slot: DownloadSlot,
     idle_timeout: Duration,
 ) {
     let job_id = output.job_id;
