@@ -116,8 +116,9 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
         })
     }
 
-    /// `units` for `key`, waiting up to `wait` for others to give units back when the pool
-    /// is full (a key over its share is refused at once: only its own calls can free it).
+    /// `units` for `key`, waiting up to `wait` for units to come back when the key is at
+    /// its share or the pool is full (an honest caller's own earlier calls end quickly);
+    /// then the last refusal. More than a share at once is refused at once: it never fits.
     /// Waiters are not served in order, so small requests are not held behind a large one.
     pub async fn acquire(
         &self,
@@ -125,18 +126,21 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
         units: usize,
         wait: Duration,
     ) -> Result<ShareGuard<K>, ShareRefusal> {
+        if units > self.inner.per_key {
+            return Err(ShareRefusal::OverShare);
+        }
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Registered before the attempt, so a release between the two is not missed.
             let released = self.inner.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            match self.try_acquire(key.clone(), units) {
-                Err(ShareRefusal::PoolFull) => {}
-                decided => return decided,
-            }
+            let refusal = match self.try_acquire(key.clone(), units) {
+                Ok(guard) => return Ok(guard),
+                Err(refusal) => refusal,
+            };
             if tokio::time::timeout_at(deadline, released).await.is_err() {
-                return Err(ShareRefusal::PoolFull);
+                return Err(refusal);
             }
         }
     }
@@ -321,6 +325,14 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(held);
         assert_eq!(waiter.await.unwrap(), Ok(4));
+        // At its share, a key waits for its own units too; more than a share never fits.
+        let pool = FairShare::new(10, 5);
+        let held = pool.try_acquire("a", 5).unwrap();
+        let refused = pool.acquire("a", 1, Duration::from_millis(20)).await;
+        assert_eq!(refused.unwrap_err(), ShareRefusal::OverShare);
+        drop(held);
+        let refused = pool.acquire("a", 6, Duration::from_secs(10)).await;
+        assert_eq!(refused.unwrap_err(), ShareRefusal::OverShare);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! tenant after, no key holding more than a quarter of the pool (one largest request), so
 //! four silent 64 MiB bodies from one caller hold one quarter, not everything. Health
 //! probes have a small pool of their own that nobody else can take. A caller over its
-//! share, or a pool still full after a short wait, is answered RESOURCE_EXHAUSTED
+//! share, or a pool full, for longer than a short wait is answered RESOURCE_EXHAUSTED
 //! (REQUEST_BUFFERS_BUSY) with a retry delay.
 //!
 //! Reflection is a bidirectional stream: it is passed through as it comes (its messages
@@ -58,8 +58,8 @@ pub const MAX_ID_REQUEST_BYTES: usize = 4 * 1024;
 /// Health requests buffered at once: 256 of the largest, 1 MiB, a lane of their own so
 /// that probes are answered whatever the other calls hold (an address a quarter of it).
 pub const HEALTH_BUFFER_BUDGET_BYTES: usize = 256 * (MAX_HEALTH_REQUEST_BYTES + GRPC_PREFIX_BYTES);
-/// How long a body waits for room in a full pool before it is refused: short, so a caller
-/// is told to come back rather than held behind others' slow bodies.
+/// How long a body waits for room (in its caller's share, or in a full pool) before it is
+/// refused: short, so a caller is told to come back rather than held behind slow bodies.
 pub const REQUEST_BUFFER_WAIT: Duration = Duration::from_secs(1);
 /// Retry delay of a call refused for the buffers: a 64 MiB body takes seconds to arrive.
 pub const REQUEST_BUFFERS_RETRY_AFTER: Duration = Duration::from_secs(2);

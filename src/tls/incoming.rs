@@ -105,14 +105,11 @@ async fn accept_loop(
         // then a global slot, waited for here: while every slot is busy no other connection
         // is accepted, so new peers wait in the backlog instead of costing a task each.
         // Every slot frees within the handshake deadline, so the wait ends.
-        let slot = loop {
-            match slots.acquire(address, 1, TLS_HANDSHAKE_TIMEOUT).await {
-                Ok(slot) => break Some(slot),
-                Err(ShareRefusal::OverShare) => break None,
-                Err(ShareRefusal::PoolFull) => continue,
-            }
-        };
-        let Some(slot) = slot else {
+        let mut slot = slots.try_acquire(address, 1);
+        while matches!(slot, Err(ShareRefusal::PoolFull)) {
+            slot = slots.acquire(address, 1, TLS_HANDSHAKE_TIMEOUT).await;
+        }
+        let Ok(slot) = slot else {
             tracing::debug!(%peer, %address, "tls handshake refused: too many in progress from its address");
             metrics.tls_handshake_failure("address_busy");
             // The stream goes with this iteration: the connection is closed.
