@@ -83,6 +83,7 @@ reasons! {
     TemplateParsingBusy => "TEMPLATE_PARSING_BUSY",
     CompressedRequestsBusy => "COMPRESSED_REQUESTS_BUSY",
     AnalysisBusy => "ANALYSIS_BUSY",
+    AnalysisBackoff => "ANALYSIS_BACKOFF",
     AnalysisDeadlineExceeded => "ANALYSIS_DEADLINE_EXCEEDED",
     AnalysisUnavailable => "ANALYSIS_UNAVAILABLE",
     AnalysisInput => "ANALYSIS_INPUT",
