@@ -10,22 +10,27 @@
 //! machine), is UNAVAILABLE with a retry delay. The analysis is tied to the call: when the
 //! call's future is dropped (the caller hung up or its deadline passed), the worker's process
 //! group is killed.
+//!
+//! The workers are shared fairly between tenants ([`fair_share`]): a tenant holds at most
+//! half of them, and each analysis' CPU time is charged to its tenant; a tenant whose
+//! analyses use up their budget is RESOURCE_EXHAUSTED `ANALYSIS_BACKOFF` for a while.
 
+pub mod fair_share;
 pub mod protocol;
 
+use crate::auth::TenantId;
 use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
 use crate::os::{self, ResourceLimits};
 use crate::reason::Reason;
 use crate::sandbox;
+use fair_share::{AnalysisSlot, FairShare, Refusal};
 use protocol::{AnalysisOutcome, InputHeader, MAX_OUTPUT_BYTES};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Semaphore;
 
 /// Analyses at once. An honest template analyses in tens of milliseconds, so two keep up with
 /// any creation rate a person or a deploy script makes, while a burst of hostile templates
@@ -88,6 +93,13 @@ pub enum AnalysisError {
     Invalid { reason: Reason, message: String },
     #[error("no analysis worker was free within {} s", WORKER_WAIT.as_secs())]
     Busy,
+    /// The caller's tenant is backed off: its analyses used up their CPU budget.
+    #[error(
+        "this tenant's template analyses used up their CPU budget; its next analysis may \
+         start in {} s",
+        .0.as_secs_f64().ceil()
+    )]
+    Backoff(Duration),
     #[error("the analysis did not finish within {0} s (the machine is loaded)")]
     DeadlineExceeded(u64),
     /// The worker could not be run (spawn failure, a transient failure it reported).
@@ -119,6 +131,12 @@ impl From<AnalysisError> for ServiceError {
                 Reason::AnalysisBusy,
                 message,
                 BUSY_RETRY_AFTER,
+            ),
+            AnalysisError::Backoff(retry_after) => ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                Reason::AnalysisBackoff,
+                message,
+                retry_after,
             ),
             AnalysisError::DeadlineExceeded(_) => ServiceError::transient(
                 ServiceErrorCode::Unavailable,
@@ -155,16 +173,16 @@ enum Runner {
 #[derive(Debug, Clone)]
 pub struct AnalysisPool {
     runner: Runner,
-    permits: Arc<Semaphore>,
+    shares: FairShare,
 }
 
 impl AnalysisPool {
-    /// At most `workers` analyses at once, each in a `executable analyze` child process
-    /// within `budget`.
+    /// At most `workers` analyses at once (half of them per tenant), each in a `executable
+    /// analyze` child process within `budget`.
     pub fn new(executable: PathBuf, workers: usize, budget: AnalysisBudget) -> AnalysisPool {
         AnalysisPool {
             runner: Runner::Workers { executable, budget },
-            permits: Arc::new(Semaphore::new(workers.max(1))),
+            shares: FairShare::new(workers, Duration::from_secs(budget.cpu_seconds)),
         }
     }
 
@@ -172,25 +190,42 @@ impl AnalysisPool {
     pub fn in_process() -> AnalysisPool {
         AnalysisPool {
             runner: Runner::InProcess,
-            permits: Arc::new(Semaphore::new(DEFAULT_ANALYSIS_WORKERS.into())),
+            shares: FairShare::new(
+                DEFAULT_ANALYSIS_WORKERS.into(),
+                Duration::from_secs(ANALYSIS_CPU_SECONDS),
+            ),
         }
     }
 
+    /// Refuses a call of `tenant` while it is backed off, before the caller spends anything
+    /// on the template (its parse included).
+    pub fn check_backoff(&self, tenant: &TenantId) -> Result<(), AnalysisError> {
+        self.shares
+            .check_backoff(tenant)
+            .map_err(AnalysisError::Backoff)
+    }
+
     /// The report of `template` (already parsed and fenced by the caller) with its uploaded
-    /// `fonts`, built under the analysis budgets.
+    /// `fonts`, built under the analysis budgets in a worker of `tenant`'s share, its CPU
+    /// time charged to `tenant`.
     pub async fn analyze(
         &self,
+        tenant: &TenantId,
         template: &[u8],
         fonts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<InspectReport, AnalysisError> {
-        let _permit = tokio::time::timeout(WORKER_WAIT, self.permits.acquire())
-            .await
-            .map_err(|_| AnalysisError::Busy)?
-            .map_err(|_| AnalysisError::Unavailable("the analysis pool is closed".into()))?;
+        let slot =
+            self.shares
+                .acquire(tenant, WORKER_WAIT)
+                .await
+                .map_err(|refusal| match refusal {
+                    Refusal::Backoff(delay) => AnalysisError::Backoff(delay),
+                    Refusal::Busy => AnalysisError::Busy,
+                })?;
         match &self.runner {
             Runner::Workers { executable, budget } => {
                 let started = std::time::Instant::now();
-                let result = run_worker(executable, *budget, template, fonts).await;
+                let result = run_worker(executable, *budget, template, fonts, slot).await;
                 if let Err(error) = &result {
                     tracing::info!(%error, elapsed_ms = started.elapsed().as_millis() as u64, "template analysis failed");
                 }
@@ -198,6 +233,7 @@ impl AnalysisPool {
             }
             #[cfg(test)]
             Runner::InProcess => {
+                let _slot = slot;
                 let (template, fonts) = (template.to_vec(), fonts.clone());
                 tokio::task::spawn_blocking(move || {
                     let template = crate::lottie::Template::parse(&template).map_err(|e| {
@@ -237,15 +273,43 @@ fn analysis_worker_command(executable: &Path, budget: AnalysisBudget) -> std::pr
     )
 }
 
-/// Kills a worker's whole process group when dropped: when the call's future is dropped
-/// mid-analysis (caller gone, deadline passed) and after every normal end alike.
-struct KillGroupOnDrop(Option<u32>);
+/// Charges the worker's CPU time to its tenant, then kills its whole process group, when
+/// dropped: when the call's future is dropped mid-analysis (caller gone, deadline passed) and
+/// after every normal end alike. The CPU time is read from `/proc` while the worker is
+/// unreaped (running, or exited and not yet waited for), so hanging up before the budget
+/// does not make an analysis free.
+struct ChargeAndKillOnDrop {
+    group: Option<u32>,
+    slot: AnalysisSlot,
+    budget: AnalysisBudget,
+    started: Instant,
+    /// The CPU time read before the worker was reaped.
+    cpu: Option<Duration>,
+    /// The worker died of its CPU limit or passed its wall-clock deadline.
+    exhausted: bool,
+}
 
-impl Drop for KillGroupOnDrop {
+impl ChargeAndKillOnDrop {
+    /// Reads the worker's CPU time; call before it is reaped.
+    fn read_cpu(&mut self) {
+        if self.cpu.is_none() {
+            self.cpu = self.group.and_then(|pid| os::cpu_time_of(pid).ok());
+        }
+    }
+}
+
+impl Drop for ChargeAndKillOnDrop {
     fn drop(&mut self) {
-        if let Some(group) = self.0 {
+        self.read_cpu();
+        if let Some(group) = self.group {
             os::kill_process_group(group);
         }
+        let budget = Duration::from_secs(self.budget.cpu_seconds);
+        // Unreadable (no /proc): the wall time, an upper bound of one thread's CPU time.
+        let cpu = self
+            .cpu
+            .unwrap_or_else(|| self.started.elapsed().min(budget));
+        self.slot.charge(cpu, self.exhausted || cpu >= budget);
     }
 }
 
@@ -254,15 +318,24 @@ async fn run_worker(
     budget: AnalysisBudget,
     template: &[u8],
     fonts: &BTreeMap<String, Vec<u8>>,
+    slot: AnalysisSlot,
 ) -> Result<InspectReport, AnalysisError> {
     let mut command = tokio::process::Command::from(analysis_worker_command(executable, budget));
     command.kill_on_drop(true);
+    let started = Instant::now();
     let mut child = command.spawn().map_err(|error| {
         AnalysisError::Unavailable(format!("cannot start the analysis worker: {error}"))
     })?;
     // Declared after `child`, so dropped first: the group dies while the child is unreaped
     // (its id cannot have been reused).
-    let _group = KillGroupOnDrop(child.id());
+    let mut guard = ChargeAndKillOnDrop {
+        group: child.id(),
+        slot,
+        budget,
+        started,
+        cpu: None,
+        exhausted: false,
+    };
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -291,16 +364,23 @@ async fn run_worker(
     let work = async {
         let ((), output, stderr_tail) =
             tokio::join!(write, read_output, read_tail(stderr, STDERR_TAIL_BYTES));
+        // Its pipes are closed: it has exited or is exiting, and is not reaped yet.
+        guard.read_cpu();
         let status = child.wait().await;
         (output, stderr_tail, status)
     };
     let deadline = budget.wall_deadline();
-    let (output, stderr_tail, status) = tokio::time::timeout(deadline, work)
-        .await
-        .map_err(|_| AnalysisError::DeadlineExceeded(deadline.as_secs()))?;
+    let finished = tokio::time::timeout(deadline, work).await;
+    let Ok((output, stderr_tail, status)) = finished else {
+        // It held its worker for the whole wall-clock budget: charged as a used-up budget
+        // (its tenant's other analyses wait while this machine is this loaded).
+        guard.exhausted = true;
+        return Err(AnalysisError::DeadlineExceeded(deadline.as_secs()));
+    };
     let status = status.map_err(|error| {
         AnalysisError::Unavailable(format!("cannot wait for the analysis worker: {error}"))
     })?;
+    guard.exhausted = status.signal() == Some(libc::SIGXCPU);
     if output.len() > MAX_OUTPUT_BYTES {
         return Err(AnalysisError::Crashed(format!(
             "the analysis answer is larger than {MAX_OUTPUT_BYTES} bytes"

@@ -84,6 +84,7 @@ reasons! {
     CompressedRequestsBusy => "COMPRESSED_REQUESTS_BUSY",
     RequestBuffersBusy => "REQUEST_BUFFERS_BUSY",
     AnalysisBusy => "ANALYSIS_BUSY",
+    AnalysisBackoff => "ANALYSIS_BACKOFF",
     AnalysisDeadlineExceeded => "ANALYSIS_DEADLINE_EXCEEDED",
     AnalysisUnavailable => "ANALYSIS_UNAVAILABLE",
     AnalysisInput => "ANALYSIS_INPUT",

@@ -87,6 +87,10 @@ impl TemplateApi {
         tenant: TenantId,
         request: Arc<proto::CreateTemplateRequest>,
     ) -> Result<TemplateRecord, Status> {
+        // A tenant backed off for its analyses' CPU is refused before its template is parsed.
+        self.analysis
+            .check_backoff(&tenant)
+            .map_err(ServiceError::from)?;
         {
             let slot = tokio::time::timeout(PARSE_WAIT, self.parses.clone().acquire_owned())
                 .await
@@ -123,7 +127,7 @@ impl TemplateApi {
             .collect();
         let report = self
             .analysis
-            .analyze(&request.lottie_json, &fonts)
+            .analyze(&tenant, &request.lottie_json, &fonts)
             .await
             .map_err(ServiceError::from)?;
         let store = self.store.clone();

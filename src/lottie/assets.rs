@@ -9,8 +9,17 @@
 //! asset with a `p` must be an embedded PNG or JPEG (`"e": 1`), and the dimensions its header
 //! declares are checked here, before stb_image allocates for them.
 //!
+//! The header alone does not bound what decoding costs (issue 21, item 11): stb_image inflates
+//! a PNG's image data into a buffer it grows as long as the data goes on, so a 1×1 PNG whose
+//! data inflates to 1 GiB took 1 GB of worker memory; and it decodes every scan of a JPEG
+//! over the whole image, so a progressive JPEG of thousands of empty scans costs thousands of
+//! full passes. So the PNG's image data is inflated here (streamed, counting bytes, keeping
+//! none) and refused beyond what the header's size needs; a JPEG's scans are counted by
+//! walking its markers as stb_image does.
+//!
 //! The cost is linear in the template's size: one base64 decode per image (into one reused
-//! buffer) and a walk over the image's header.
+//! buffer), a walk over the image's chunks or markers, and for a PNG an inflate stopped as
+//! soon as it passes what the header allows (at most ~128 MiB of output per image).
 
 use super::template::TemplateError;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
@@ -32,6 +41,17 @@ pub const MAX_IMAGE_PIXELS: u64 = 4096 * 4096;
 pub const MAX_TEMPLATE_IMAGE_DECODED_BYTES: u64 = 128 * 1024 * 1024;
 /// Bytes per decoded pixel: stb_image is asked for RGBA, rlottie copies it to ARGB32.
 const DECODED_BYTES_PER_PIXEL: u64 = 4;
+/// Scans of one JPEG. stb_image decodes each scan over the whole image (a progressive scan
+/// that codes nothing still walks every block), at ~10 bytes a scan for the sender: an 8 MB
+/// template holds hundreds of thousands. Encoders write one scan per component (baseline) or
+/// about ten (libjpeg's progressive script; optimised ones a few dozen at most).
+pub const MAX_JPEG_SCANS: usize = 100;
+/// Inflated image data a PNG may have beyond the exact size its header needs: libpng accepts
+/// extra data with a warning and stb_image ignores it, so the odd encoder that pads is still
+/// accepted; the bound stays a few pages over the header's figure.
+const PNG_EXTRA_IMAGE_DATA_BYTES: u64 = 64 * 1024;
+/// Output buffer of the PNG inflate check: the output is counted, never kept.
+const INFLATE_SCRATCH_BYTES: usize = 64 * 1024;
 /// Caller text quoted in an error message is cut to this many characters.
 const QUOTED_CHARS: usize = 80;
 
@@ -70,6 +90,7 @@ pub fn check(json: &Value) -> Result<(), TemplateError> {
     };
     let mut decoded_total = 0u64;
     let mut buffer = Vec::new();
+    let mut scratch = Vec::new();
     for (index, asset) in assets.iter().enumerate() {
         let path = format!("$.assets[{index}]");
         // rlottie treats an asset as an image as soon as it has a `p`, layers or not.
@@ -126,6 +147,9 @@ pub fn check(json: &Value) -> Result<(), TemplateError> {
                 ),
             ));
         }
+        // Within the size limits only: what the data decodes to, bounded by the header.
+        check_image_data(&buffer, header.format, &mut scratch)
+            .map_err(|message| TemplateError::invalid(format!("{path}.p"), message))?;
     }
     Ok(())
 }
@@ -194,6 +218,139 @@ fn png_dimensions(bytes: &[u8]) -> Result<(u64, u64), String> {
     Ok((u64::from(width), u64::from(height)))
 }
 
+/// What an image's data decodes to, bounded by its header (checked after the header's own
+/// limits): a PNG's image data may not inflate beyond what its size needs, a JPEG may not have
+/// more than [`MAX_JPEG_SCANS`] scans.
+fn check_image_data(
+    bytes: &[u8],
+    format: ImageFormat,
+    scratch: &mut Vec<u8>,
+) -> Result<(), String> {
+    match format {
+        ImageFormat::Png => {
+            let allowed = png_image_data_bytes(bytes)?.saturating_add(PNG_EXTRA_IMAGE_DATA_BYTES);
+            let inflated = png_inflated_bytes(bytes, allowed, scratch)?;
+            if inflated > allowed {
+                return Err(format!(
+                    "embedded PNG's image data inflates to more than {allowed} bytes, more than \
+                     its size in the header needs"
+                ));
+            }
+            Ok(())
+        }
+        ImageFormat::Jpeg => {
+            let scans = jpeg_scan_count(bytes);
+            if scans > MAX_JPEG_SCANS {
+                return Err(format!(
+                    "embedded JPEG has more than {MAX_JPEG_SCANS} scans; the renderer decodes \
+                     every scan over the whole image"
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The exact size of a PNG's inflated image data from its IHDR (already found there by
+/// [`png_dimensions`]): per row a filter byte and the row's samples, for each of the seven
+/// Adam7 passes of an interlaced image. A bit depth or colour type stb_image does not decode
+/// is refused here.
+fn png_image_data_bytes(bytes: &[u8]) -> Result<u64, String> {
+    let damaged = || "embedded PNG does not start with its IHDR header".to_owned();
+    let width = u64::from(read_u32(bytes, 16).ok_or_else(damaged)?);
+    let height = u64::from(read_u32(bytes, 20).ok_or_else(damaged)?);
+    let (depth, colour, interlace) = match bytes.get(24..29) {
+        Some(&[depth, colour, _compression, _filter, interlace]) => (depth, colour, interlace),
+        _ => return Err(damaged()),
+    };
+    let channels: u64 = match (colour, depth) {
+        (0, 1 | 2 | 4 | 8 | 16) => 1,
+        (2, 8 | 16) => 3,
+        (3, 1 | 2 | 4 | 8) => 1,
+        (4, 8 | 16) => 2,
+        (6, 8 | 16) => 4,
+        _ => {
+            return Err(format!(
+                "embedded PNG has colour type {colour} at bit depth {depth}, which the renderer \
+                 does not decode"
+            ))
+        }
+    };
+    let bits_per_pixel = channels * u64::from(depth);
+    let data_bytes = |columns: u64, rows: u64| -> u64 {
+        if columns == 0 || rows == 0 {
+            return 0;
+        }
+        rows * (1 + (columns * bits_per_pixel).div_ceil(8))
+    };
+    if interlace == 0 {
+        return Ok(data_bytes(width, height));
+    }
+    // Adam7: each pass's first column and row, and its steps.
+    const PASSES: [(u64, u64, u64, u64); 7] = [
+        (0, 0, 8, 8),
+        (4, 0, 8, 8),
+        (0, 4, 4, 8),
+        (2, 0, 4, 4),
+        (0, 2, 2, 4),
+        (1, 0, 2, 2),
+        (0, 1, 1, 2),
+    ];
+    Ok(PASSES
+        .iter()
+        .map(|&(x0, y0, dx, dy)| {
+            let columns = width.saturating_sub(x0).div_ceil(dx);
+            let rows = height.saturating_sub(y0).div_ceil(dy);
+            data_bytes(columns, rows)
+        })
+        .sum())
+}
+
+/// How many bytes a PNG's image data (every IDAT chunk up to IEND, concatenated, as
+/// stb_image reads them) inflates to, stopping as soon as it passes `limit`. Image data
+/// that is not a zlib stream miniz_oxide can inflate is refused: stb_image accepts some
+/// streams miniz_oxide does not (incomplete Huffman codes), and what it would inflate them to
+/// cannot be counted here. A stream cut short is counted as far as it goes.
+fn png_inflated_bytes(bytes: &[u8], limit: u64, scratch: &mut Vec<u8>) -> Result<u64, String> {
+    use miniz_oxide::inflate::stream::{inflate, InflateState};
+    use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
+    scratch.resize(INFLATE_SCRATCH_BYTES, 0);
+    // stb_image does not check the Adler-32 checksum either.
+    let mut state = InflateState::new_boxed(DataFormat::ZLibIgnoreChecksum);
+    let mut inflated = 0u64;
+    let mut at = PNG_SIGNATURE.len();
+    while let Some(length) = read_u32(bytes, at) {
+        let kind = bytes.get(at + 4..at + 8);
+        let start = at + 8;
+        let end = start.saturating_add(length as usize).min(bytes.len());
+        at = end.saturating_add(4); // the CRC
+        match kind {
+            Some(b"IEND") | None => break,
+            Some(b"IDAT") => {}
+            Some(_) => continue,
+        }
+        let mut input = bytes.get(start..end).unwrap_or_default();
+        loop {
+            let result = inflate(&mut state, input, scratch, MZFlush::None);
+            inflated = inflated.saturating_add(result.bytes_written as u64);
+            if inflated > limit {
+                return Ok(inflated);
+            }
+            input = input.get(result.bytes_consumed..).unwrap_or_default();
+            match result.status {
+                Ok(MZStatus::StreamEnd) => return Ok(inflated),
+                Ok(_) if result.bytes_consumed > 0 || result.bytes_written > 0 => {}
+                // No progress: this chunk is used up, the next one goes on.
+                Ok(_) | Err(MZError::Buf) => break,
+                Err(_) => {
+                    return Err("embedded PNG's image data is not a valid zlib stream".to_owned())
+                }
+            }
+        }
+    }
+    Ok(inflated)
+}
+
 /// A JPEG's size from its first frame header (SOF0, SOF1 or SOF2: the kinds stb_image
 /// decodes). Hand-written rather than taken from an image-size crate because it must walk the
 /// markers exactly as stb_image does (fill bytes before a marker code, padding between
@@ -230,6 +387,55 @@ fn jpeg_dimensions(bytes: &[u8]) -> Result<(u64, u64), String> {
                      before its frame header"
                 ))
             }
+        }
+    }
+}
+
+/// How many scans (SOS segments) a JPEG has, stopping at [`MAX_JPEG_SCANS`] + 1. The walk
+/// finds every marker stb_image finds after the frame header, and possibly more: it skips
+/// segments by their length as stb_image does, and between segments (entropy-coded data,
+/// padding) takes every 0xFF not followed by 0x00 for a marker, as stb_image's bit reader
+/// does when it stops a scan; restart markers inside a scan are passed over. It ends at EOI,
+/// at the end of the data, or at a marker stb_image stops decoding at.
+fn jpeg_scan_count(bytes: &[u8]) -> usize {
+    let mut scans = 0;
+    let mut at = 2; // after SOI (FF D8)
+    loop {
+        // A marker: 0xFF, any fill bytes 0xFF, a code other than 0x00 (a stuffed zero in
+        // entropy-coded data).
+        let Some(offset) = bytes
+            .get(at..)
+            .and_then(|rest| rest.iter().position(|&b| b == 0xFF))
+        else {
+            return scans;
+        };
+        at += offset;
+        while bytes.get(at) == Some(&0xFF) {
+            at += 1;
+        }
+        let Some(&code) = bytes.get(at) else {
+            return scans;
+        };
+        at += 1;
+        match code {
+            // A stuffed zero, restart markers: entropy-coded data goes on.
+            0x00 | 0xD0..=0xD7 => {}
+            0xD9 => return scans,
+            // Frame headers, tables, restart interval, number of lines, application data,
+            // comments, scan headers: skipped by length (a scan's data follows its header).
+            0xC0..=0xC2 | 0xC4 | 0xDA | 0xDB | 0xDC | 0xDD | 0xE0..=0xEF | 0xFE => {
+                if code == 0xDA {
+                    scans += 1;
+                    if scans > MAX_JPEG_SCANS {
+                        return scans;
+                    }
+                }
+                let Some(length) = read_u16(bytes, at) else {
+                    return scans;
+                };
+                at += usize::from(length.max(2));
+            }
+            _ => return scans,
         }
     }
 }
@@ -392,6 +598,128 @@ mod tests {
         let header = image_header(&jpeg(&segments, 9000, 9000)).unwrap();
         assert_eq!((header.width, header.height), (9000, 9000));
         assert_eq!(header.format, ImageFormat::Jpeg);
+    }
+
+    /// A PNG of `width`×`height` at colour type `colour`, bit depth `depth`, with `raw` (the
+    /// image data before compression) as two IDAT chunks, then IEND. CRCs are left zero:
+    /// neither this check nor stb_image reads them.
+    fn png_with_data(width: u32, height: u32, colour: u8, depth: u8, raw: &[u8]) -> Vec<u8> {
+        let chunk = |bytes: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]| {
+            bytes.extend((data.len() as u32).to_be_bytes());
+            bytes.extend(kind);
+            bytes.extend(data);
+            bytes.extend([0; 4]);
+        };
+        let mut bytes = PNG_SIGNATURE.to_vec();
+        let mut header = width.to_be_bytes().to_vec();
+        header.extend(height.to_be_bytes());
+        header.extend([depth, colour, 0, 0, 0]);
+        chunk(&mut bytes, b"IHDR", &header);
+        let compressed = miniz_oxide::deflate::compress_to_vec_zlib(raw, 6);
+        let (first, second) = compressed.split_at(compressed.len() / 2);
+        chunk(&mut bytes, b"IDAT", first);
+        chunk(&mut bytes, b"tEXt", b"between the data");
+        chunk(&mut bytes, b"IDAT", second);
+        chunk(&mut bytes, b"IEND", &[]);
+        bytes
+    }
+
+    fn image_data_check(bytes: &[u8]) -> Result<(), String> {
+        let header = image_header(bytes)?;
+        check_image_data(bytes, header.format, &mut Vec::new())
+    }
+
+    #[test]
+    fn png_image_data_is_sized_from_the_header_rows_and_interlace_passes() {
+        let ihdr = |width: u32, height: u32, depth: u8, colour: u8, interlace: u8| {
+            let mut bytes = png(width, height);
+            bytes[24..29].copy_from_slice(&[depth, colour, 0, 0, interlace]);
+            png_image_data_bytes(&bytes)
+        };
+        // A filter byte per row, then the row's samples.
+        assert_eq!(ihdr(3, 2, 8, 6, 0), Ok(2 * (1 + 12)));
+        assert_eq!(ihdr(10, 1, 1, 0, 0), Ok(1 + 2));
+        assert_eq!(ihdr(5, 5, 16, 2, 0), Ok(5 * (1 + 30)));
+        assert_eq!(ihdr(4, 1, 2, 3, 0), Ok(1 + 1));
+        // Adam7: 64 pixels and 15 rows over the seven passes; a 1×1 image is pass 1 only.
+        assert_eq!(ihdr(8, 8, 8, 0, 1), Ok(64 + 15));
+        assert_eq!(ihdr(1, 1, 8, 6, 1), Ok(1 + 4));
+        for (depth, colour) in [(16, 3), (4, 2), (8, 1), (8, 7), (3, 0)] {
+            let refusal = ihdr(4, 4, depth, colour, 0).unwrap_err();
+            assert!(refusal.contains("does not decode"), "{refusal}");
+        }
+    }
+
+    #[test]
+    fn a_png_whose_data_inflates_to_what_its_header_needs_is_accepted() {
+        let raw: Vec<u8> = (0..2 * (1 + 12)).map(|i| i as u8).collect();
+        image_data_check(&png_with_data(3, 2, 6, 8, &raw)).unwrap();
+        // Cut short: counted as far as it goes (stb_image decodes what there is).
+        let mut cut = png_with_data(3, 2, 6, 8, &raw);
+        cut.truncate(cut.len() - 20);
+        image_data_check(&cut).unwrap();
+    }
+
+    #[test]
+    fn a_png_whose_data_inflates_beyond_its_header_is_refused_without_inflating_it_all() {
+        // 1×1 pixel, 16 MiB of image data: stb_image would inflate all of it.
+        let bomb = png_with_data(1, 1, 6, 8, &vec![0; 16 * 1024 * 1024]);
+        let refused = image_data_check(&bomb).unwrap_err();
+        assert!(refused.contains("inflates to more than"), "{refused}");
+        let mut scratch = Vec::new();
+        let limit = 5 + PNG_EXTRA_IMAGE_DATA_BYTES;
+        let counted = png_inflated_bytes(&bomb, limit, &mut scratch).unwrap();
+        assert!(counted > limit && counted <= limit + INFLATE_SCRATCH_BYTES as u64);
+        // Through the template check, naming the asset.
+        let uri = data_uri("image/png", &bomb);
+        let message = refusal(&template_with(json!({"id": "i", "e": 1, "p": uri})));
+        assert!(message.starts_with("$.assets[1].p: "), "{message}");
+    }
+
+    #[test]
+    fn png_image_data_that_is_not_zlib_is_refused() {
+        let mut bytes = png_with_data(1, 1, 6, 8, &[0; 5]);
+        // The first IDAT's data begins after the signature, IHDR (25 bytes) and its length
+        // and type: a zlib header with a reserved compression method.
+        let data = PNG_SIGNATURE.len() + 25 + 8;
+        bytes[data] = 0x7F;
+        let refusal = image_data_check(&bytes).unwrap_err();
+        assert!(refusal.contains("not a valid zlib stream"), "{refusal}");
+    }
+
+    /// A progressive JPEG (SOF2) of 8×8 pixels with `scans` scans, each of a few bytes of
+    /// entropy-coded data with a stuffed zero and a restart marker, then EOI.
+    fn progressive_jpeg(scans: usize) -> Vec<u8> {
+        let mut bytes = vec![0xFF, 0xD8];
+        bytes.extend([0xFF, 0xC2, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0]);
+        for _ in 0..scans {
+            bytes.extend([0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0, 0]);
+            bytes.extend([0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD0, 0x56]);
+        }
+        bytes.extend([0xFF, 0xD9]);
+        bytes
+    }
+
+    #[test]
+    fn jpeg_scans_are_counted_the_way_stb_image_meets_them() {
+        assert_eq!(jpeg_scan_count(&progressive_jpeg(0)), 0);
+        assert_eq!(jpeg_scan_count(&progressive_jpeg(7)), 7);
+        // Scans stop counting past the bound.
+        assert_eq!(jpeg_scan_count(&progressive_jpeg(5000)), MAX_JPEG_SCANS + 1);
+        // A scan header inside an application segment is skipped with it, as stb_image does;
+        // nothing after EOI counts.
+        let mut bytes = progressive_jpeg(1);
+        bytes.truncate(bytes.len() - 2);
+        bytes.extend([0xFF, 0xE1, 0, 12, 0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0, 0]);
+        bytes.extend([0xFF, 0xD9, 0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0, 0]);
+        assert_eq!(jpeg_scan_count(&bytes), 1);
+    }
+
+    #[test]
+    fn a_jpeg_of_many_scans_is_refused_and_an_ordinary_one_accepted() {
+        image_data_check(&progressive_jpeg(10)).unwrap();
+        let refusal = image_data_check(&progressive_jpeg(MAX_JPEG_SCANS + 1)).unwrap_err();
+        assert!(refusal.contains("scans"), "{refusal}");
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn memory_bomb() -> Vec<u8> {
 /// Box text that never fits (every character wider than its 1 × 1 box), `keyframes` documents
 /// of `characters` characters each: the quadratic wrap shaped the rest of the text once per
 /// character, at each of 15 shrink steps.
-fn cpu_bomb(keyframes: usize, characters: usize) -> Vec<u8> {
+pub(crate) fn cpu_bomb(keyframes: usize, characters: usize) -> Vec<u8> {
     let documents: Vec<Value> = (0..keyframes)
         .map(|frame| {
             json!({"t": frame, "s": {"s": 100, "f": "x", "t": "W".repeat(characters),

@@ -1,5 +1,6 @@
 //! The gRPC service over a real socket: one server per test on a random port, real clients.
 
+mod analysis_shares;
 mod auth;
 mod cli;
 mod connections;
@@ -13,6 +14,7 @@ mod hostile_sandbox;
 mod hostile_templates;
 mod idempotency;
 mod identity_sources;
+mod image_bombs;
 mod key_leases;
 mod mesh;
 mod object_storage;
