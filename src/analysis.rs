@@ -88,7 +88,8 @@ pub enum AnalysisError {
     /// The template breached a budget (CPU, memory, text vertices, report size).
     #[error("{0}")]
     TooComplex(String),
-    /// The worker found the template invalid (the server's own check normally finds it first).
+    /// The worker found the template invalid: its model or fence (the server checks only its
+    /// syntax), or a record over `storage::MAX_TEMPLATE_RECORD_BYTES`.
     #[error("{message}")]
     Invalid { reason: Reason, message: String },
     #[error("no analysis worker was free within {} s", WORKER_WAIT.as_secs())]
@@ -205,9 +206,9 @@ impl AnalysisPool {
             .map_err(AnalysisError::Backoff)
     }
 
-    /// The report of `template` (already parsed and fenced by the caller) with its uploaded
-    /// `fonts`, built under the analysis budgets in a worker of `tenant`'s share, its CPU
-    /// time charged to `tenant`.
+    /// The report of `template` (syntax-checked by the caller; parsed and fenced here, in the
+    /// worker) with its uploaded `fonts`, built under the analysis budgets in a worker of
+    /// `tenant`'s share, its CPU time charged to `tenant`.
     pub async fn analyze(
         &self,
         tenant: &TenantId,
@@ -421,7 +422,11 @@ fn classify(
                 }
                 (
                     ErrorClass::Deterministic,
-                    Some(reason @ (Reason::TemplateInvalid | Reason::TemplateTooLarge)),
+                    Some(
+                        reason @ (Reason::TemplateInvalid
+                        | Reason::TemplateTooLarge
+                        | Reason::TemplateRecordTooLarge),
+                    ),
                 ) => AnalysisError::Invalid { reason, message },
                 (ErrorClass::Transient, _) => {
                     AnalysisError::Unavailable(format!("{message} ({reason})"))

@@ -47,6 +47,7 @@ reasons! {
     TemplateInvalid => "TEMPLATE_INVALID",
     TemplateTooLarge => "TEMPLATE_TOO_LARGE",
     TemplateTooComplex => "TEMPLATE_TOO_COMPLEX",
+    TemplateRecordTooLarge => "TEMPLATE_RECORD_TOO_LARGE",
     TemplateUnrenderable => "TEMPLATE_UNRENDERABLE",
     TemplateQuotaExceeded => "TEMPLATE_QUOTA_EXCEEDED",
     SlotUnknown => "SLOT_UNKNOWN",

@@ -33,6 +33,7 @@ pub use index::{
 };
 pub use objects::ObjectStorage;
 pub use outputs::OutputStore;
+pub use record_cache::AdmissionRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,6 +61,10 @@ pub enum StorageError {
     Damaged(String),
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The template's record would be over [`MAX_TEMPLATE_RECORD_BYTES`] (the caller's
+    /// template is at fault).
+    #[error("the template's record (its slots, default texts and warnings) would be {bytes} bytes, more than the {MAX_TEMPLATE_RECORD_BYTES} byte limit; shorten its default texts or slot names")]
+    RecordTooLarge { bytes: usize },
     #[error("the data directory's file system has {free_bytes} bytes free, less than the {watermark_bytes} bytes kept free")]
     DiskFull {
         free_bytes: u64,
@@ -73,6 +78,14 @@ const TEMPLATES: &str = "templates";
 const RECORD: &str = "record.json";
 /// A template's bounded view.
 const SUMMARY: &str = "summary.json";
+
+/// Largest record a template may keep (`record.json`: its report, with every slot, default
+/// text and warning, and its name and font families), bytes; CreateTemplate refuses a larger
+/// one (INVALID_ARGUMENT `TEMPLATE_RECORD_TOO_LARGE`). Records are what admission and
+/// idempotent replays read back: an honest template's is a few KiB (a thousand slots with
+/// long names, ~200 KiB), while an unbounded one was the uploader's choice (a 7 MB default
+/// text, cheap through the root `slots` object) and re-read at every cache miss.
+pub const MAX_TEMPLATE_RECORD_BYTES: usize = 1024 * 1024;
 
 /// What is kept about a template besides its JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,9 +198,6 @@ impl TemplateStore {
         report: InspectReport,
         fonts: &BTreeMap<String, Vec<u8>>,
     ) -> Result<TemplateRecord, StorageError> {
-        let stored_bytes =
-            json.len() as u64 + fonts.values().map(|bytes| bytes.len() as u64).sum::<u64>();
-        self.check_room_for(tenant, stored_bytes)?;
         let id = Uuid::new_v4();
         let mut objects = vec![(self.json_key(id), json.to_vec())];
         let mut font_files = BTreeMap::new();
@@ -211,13 +221,23 @@ impl TemplateStore {
             font_sha256,
             report,
         };
+        let record_json = to_json(&record)?;
+        if record_json.len() > MAX_TEMPLATE_RECORD_BYTES {
+            return Err(StorageError::RecordTooLarge {
+                bytes: record_json.len(),
+            });
+        }
         objects.push((
             template_key(id, SUMMARY),
             to_json(&TemplateSummary::of(&record))?,
         ));
         // The record last: a template exists (for reads, pins and the index's repair) once
         // its record does, so a crash never leaves half a template visible.
-        objects.push((template_key(id, RECORD), to_json(&record)?));
+        objects.push((template_key(id, RECORD), record_json));
+        // The quota counts every object the template stores: its JSON, fonts, summary and
+        // record alike.
+        let stored_bytes: u64 = objects.iter().map(|(_, bytes)| bytes.len() as u64).sum();
+        self.check_room_for(tenant, stored_bytes)?;
         let written = self.objects.block_on(async {
             for (key, bytes) in objects {
                 self.objects.put(&key, bytes).await?;
@@ -257,38 +277,44 @@ impl TemplateStore {
         serde_json::from_slice(&bytes).map_err(|e| StorageError::Damaged(e.to_string()))
     }
 
-    /// The record of `tenant`'s template, shared: parsed once and kept ([`record_cache`]);
-    /// each call still checks the record exists, so a deleted template is NOT_FOUND at once.
+    /// What admission needs of `tenant`'s template, shared: its slot lists, owner, duration,
+    /// render identity and font files, read from its record once and kept
+    /// ([`record_cache`]); each call still checks the record exists, so a deleted template is
+    /// NOT_FOUND at once.
     ///
     /// Another tenant's record is neither read nor kept: its owner is checked in the small
-    /// summary first. Reading and parsing a record (its size is the uploader's choice) would
-    /// make the answer to another tenant's id measurably slower than an unknown id's, and a
-    /// damaged one would answer INTERNAL instead of NOT_FOUND. Blocking.
-    pub fn cached_record(
+    /// summary first. Reading and parsing a record (up to [`MAX_TEMPLATE_RECORD_BYTES`])
+    /// would make the answer to another tenant's id measurably slower than an unknown id's,
+    /// and a damaged one would answer INTERNAL instead of NOT_FOUND. Blocking.
+    pub fn admission_record(
         &self,
         tenant: &TenantId,
         id: Uuid,
-    ) -> Result<Arc<TemplateRecord>, StorageError> {
-        let size = match self
+    ) -> Result<Arc<AdmissionRecord>, StorageError> {
+        match self
             .objects
             .block_on(self.objects.size(&template_key(id, RECORD)))
         {
-            Ok(size) => size,
+            Ok(_) => {}
             Err(StorageError::ObjectMissing(_)) => {
                 self.records.remove(id);
                 return Err(StorageError::NotFound(id));
             }
             Err(error) => return Err(error),
-        };
+        }
         if let Some(record) = self.records.get(id) {
             owned_by(tenant, &record.tenant, id)?;
             return Ok(record);
         }
         self.summary(tenant, id)?;
-        let record = Arc::new(self.read_record(id)?);
+        let record = self.read_record(id)?;
         owned_by(tenant, &record.tenant, id)?;
-        self.records.insert(id, record.clone(), size);
-        Ok(record)
+        let admission = Arc::new(AdmissionRecord::of(&record));
+        // The whole record is dropped here: only the slot lists stay.
+        drop(record);
+        self.records
+            .insert(id, admission.clone(), admission.weight());
+        Ok(admission)
     }
 
     /// The bounded view of `tenant`'s template (what Get and List answer). A template stored
@@ -408,6 +434,17 @@ impl From<StorageError> for ServiceError {
             StorageError::Damaged(detail) => {
                 ServiceError::internal(format!("damaged template record: {detail}"))
             }
+            error @ StorageError::RecordTooLarge { .. } => {
+                let message = error.to_string();
+                ServiceError::invalid_argument(
+                    Reason::TemplateRecordTooLarge,
+                    message.clone(),
+                    vec![crate::error::FieldViolation {
+                        field: "lottie_json".into(),
+                        description: message,
+                    }],
+                )
+            }
             StorageError::QuotaExceeded(message) => ServiceError::transient(
                 ServiceErrorCode::ResourceExhausted,
                 Reason::TemplateQuotaExceeded,
@@ -471,10 +508,14 @@ mod tests {
             .map(|entry| store.summary(&anyone(), entry.id).unwrap().name)
             .collect();
         assert_eq!(listed, ["second", "first"]);
-        assert_eq!(
-            store.index().unwrap()[0].stored_bytes,
-            json.len() as u64 + 8
-        );
+        // Everything the template stores counts: JSON, font, summary and record.
+        let second_dir = template_dir(dir.path(), second.id);
+        let on_disk: u64 = ["template.json", "fonts/0.font", SUMMARY, RECORD]
+            .iter()
+            .map(|file| std::fs::metadata(second_dir.join(file)).unwrap().len())
+            .sum();
+        assert_eq!(store.index().unwrap()[0].stored_bytes, on_disk);
+        assert!(on_disk > json.len() as u64 + 8 + 200, "{on_disk}");
         store.delete(&anyone(), first.id).unwrap();
         assert!(matches!(
             store.record(&anyone(), first.id),
@@ -507,18 +548,65 @@ mod tests {
         // Another instance on the same data directory: its own cache.
         let other = open(dir.path()).unwrap();
         let created = tiny_template(&store, "cached").unwrap();
-        let first = store.cached_record(&anyone(), created.id).unwrap();
-        let again = store.cached_record(&anyone(), created.id).unwrap();
+        let first = store.admission_record(&anyone(), created.id).unwrap();
+        let again = store.admission_record(&anyone(), created.id).unwrap();
         assert!(
             Arc::ptr_eq(&first, &again),
             "the second read is the kept record"
         );
-        assert_eq!(*first, created);
+        assert_eq!(*first, AdmissionRecord::of(&created));
         other.delete(&anyone(), created.id).unwrap();
         assert!(matches!(
-            store.cached_record(&anyone(), created.id),
+            store.admission_record(&anyone(), created.id),
             Err(StorageError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn the_admission_cache_keeps_slot_ids_and_never_default_texts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).unwrap();
+        let json = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/corpus/ui-toggle-on-off-text.json"),
+        )
+        .unwrap();
+        let template = crate::lottie::Template::parse(&json).unwrap();
+        let mut report = InspectReport::new(&template).unwrap();
+        report.slots.texts[0].default_text = "x".repeat(100_000);
+        let created = store
+            .create(&anyone(), "texts", &json, report, &BTreeMap::new())
+            .unwrap();
+        let kept = store.admission_record(&anyone(), created.id).unwrap();
+        let ids = |slots: &crate::lottie::slots::Slots| -> Vec<String> {
+            slots.texts.iter().map(|slot| slot.id.clone()).collect()
+        };
+        assert_eq!(ids(&kept.slots), ids(&created.report.slots));
+        assert!(kept
+            .slots
+            .texts
+            .iter()
+            .all(|slot| slot.default_text.is_empty()));
+        assert_eq!(kept.render_identity, created.render_identity());
+        assert!(kept.weight() < 4096, "{}", kept.weight());
+    }
+
+    #[test]
+    fn a_record_over_its_limit_is_refused_and_nothing_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).unwrap();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let mut report =
+            InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
+        report.warnings = vec!["w".repeat(MAX_TEMPLATE_RECORD_BYTES)];
+        let refused = store.create(&anyone(), "big", json, report, &BTreeMap::new());
+        assert!(
+            matches!(refused, Err(StorageError::RecordTooLarge { bytes }) if bytes > MAX_TEMPLATE_RECORD_BYTES)
+        );
+        assert!(store.index().unwrap().is_empty());
+        let error = ServiceError::from(refused.unwrap_err());
+        assert_eq!(error.reason, "TEMPLATE_RECORD_TOO_LARGE");
+        assert_eq!(error.code, ServiceErrorCode::InvalidArgument);
     }
 
     #[test]
@@ -538,7 +626,7 @@ mod tests {
         for id in [created.id, unknown] {
             assert!(
                 matches!(
-                    store.cached_record(&globex, id),
+                    store.admission_record(&globex, id),
                     Err(StorageError::NotFound(found)) if found == id
                 ),
                 "{id}"
@@ -552,11 +640,11 @@ mod tests {
         // unknown id does, and not the INTERNAL of a damaged record.
         std::fs::write(template_dir(dir.path(), created.id).join(RECORD), b"{").unwrap();
         assert!(matches!(
-            store.cached_record(&globex, created.id),
+            store.admission_record(&globex, created.id),
             Err(StorageError::NotFound(_))
         ));
         assert!(matches!(
-            store.cached_record(&acme, created.id),
+            store.admission_record(&acme, created.id),
             Err(StorageError::Damaged(_))
         ));
     }
@@ -566,7 +654,7 @@ mod tests {
         use record_cache::{RecordCache, MAX_CACHED_RECORDS, MAX_CACHED_RECORD_BYTES};
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path()).unwrap();
-        let record = Arc::new(tiny_template(&store, "one").unwrap());
+        let record = Arc::new(AdmissionRecord::of(&tiny_template(&store, "one").unwrap()));
         let cache = RecordCache::default();
         let ids: Vec<Uuid> = (0..MAX_CACHED_RECORDS + 10)
             .map(|_| Uuid::new_v4())
@@ -613,7 +701,8 @@ mod tests {
                 ..StorageLimits::default()
             },
             StorageLimits {
-                max_template_bytes_per_tenant: json.len() as u64 + 1,
+                // One template (the quota counts its summary and record too), not two.
+                max_template_bytes_per_tenant: one_template_bytes(&globex) + 1,
                 min_free_disk_bytes: 0,
                 ..StorageLimits::default()
             },
@@ -633,6 +722,20 @@ mod tests {
             store.delete(&acme, again.id).unwrap();
             store.delete(&globex, other.id).unwrap();
         }
+    }
+
+    /// What one tiny template of `tenant` stores, bytes (as its index entry counts them).
+    fn one_template_bytes(tenant: &TenantId) -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).unwrap();
+        let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
+        store
+            .create(tenant, "t", json, report, &BTreeMap::new())
+            .unwrap();
+        let bytes = store.index().unwrap()[0].stored_bytes;
+        assert!(bytes > json.len() as u64 + 200, "{bytes}");
+        bytes
     }
 
     #[test]

@@ -102,9 +102,13 @@ fn create_template_request(data: &[u8]) {
             return;
         }
     };
-    let (violations, template) = validate_create(&request);
-    if template.is_none() {
-        assert!(!violations.is_empty(), "no template and no violation");
+    let (violations, reason) = validate_create(&request);
+    if violations.iter().any(|v| v.field == "lottie_json") {
+        assert!(
+            ["TEMPLATE_INVALID", "TEMPLATE_TOO_LARGE", "TEMPLATE_TOO_COMPLEX"]
+                .contains(&reason.as_str()),
+            "{reason}"
+        );
     }
     let size: usize = violations
         .iter()

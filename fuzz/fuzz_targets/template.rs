@@ -1,11 +1,13 @@
-//! Template parse and fence (`Template::parse`), which the server runs on every
-//! CreateTemplate and the worker on every render, on arbitrary bytes.
+//! Template parse and fence (`Template::parse`), which the analysis worker runs on every
+//! CreateTemplate and the render worker on every render, and the server's own syntax check
+//! (`Template::check_syntax`), on arbitrary bytes.
 //!
 //! Promises checked beyond "no panic": a parse either errors (with a `$`-rooted JSON path,
 //! in proportion to the input) or yields a template within every fence limit whose warnings
 //! are distinct and in proportion to the input; parsing is idempotent (the tree it yields
-//! parses again to the same tree and warnings). Time and memory per input are held by
-//! libFuzzer's `-timeout` and `-rss_limit_mb`.
+//! parses again to the same tree and warnings); the syntax check accepts every template the
+//! parse accepts, and what it refuses the parse refuses with the same error. Time and memory
+//! per input are held by libFuzzer's `-timeout` and `-rss_limit_mb`.
 
 #![no_main]
 
@@ -16,7 +18,12 @@ use lottie_render_fuzz::{answer_budget, first_difference};
 use std::collections::HashSet;
 
 fuzz_target!(|data: &[u8]| {
-    let template = match Template::parse(data) {
+    let checked = Template::check_syntax(data);
+    let parsed = Template::parse(data);
+    if let Err(refused) = &checked {
+        assert_eq!(parsed.as_ref().err(), Some(refused), "the parse and the check disagree");
+    }
+    let template = match parsed {
         Ok(template) => template,
         Err(error) => {
             let message = error.to_string();

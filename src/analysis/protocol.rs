@@ -15,6 +15,7 @@ use crate::error::ErrorClass;
 use crate::lottie::report::InspectReport;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
@@ -22,10 +23,13 @@ use std::io::{BufRead, Read};
 /// Longest header line: sixteen families of 128 characters (4 bytes each at most) and their
 /// lengths fit in a tenth of it.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-/// Largest answer: a report copies at most the template's own texts (default texts, names)
-/// once, plus warnings that text conversion bounds; twice the largest template leaves room
-/// for JSON escaping.
-pub const MAX_OUTPUT_BYTES: usize = 2 * MAX_TEMPLATE_BYTES;
+/// Largest report the child answers: the template's record limit
+/// (`storage::MAX_TEMPLATE_RECORD_BYTES`) less room for what the record adds to the report
+/// (name, font families and hashes: under 16 KiB). A larger one is refused by the child
+/// (`TEMPLATE_RECORD_TOO_LARGE`), so the server never reads nor keeps more.
+pub const MAX_REPORT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES - 64 * 1024;
+/// Largest answer the server reads: a report within [`MAX_REPORT_BYTES`] or a short failure.
+pub const MAX_OUTPUT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES;
 
 /// The header line of the input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,9 +1,10 @@
-//! `lottie-render analyze`: builds one template's report from stdin under the analysis
-//! protocol ([`crate::analysis::protocol`]). The server runs it as a child process with a
-//! CPU-time and memory budget, so text shaping, layout, glyph outlines and font parsing on
-//! caller bytes never run in the server. Not for people: hidden from `--help`.
+//! `lottie-render analyze`: parses, fences and builds one template's report from stdin under
+//! the analysis protocol ([`crate::analysis::protocol`]). The server runs it as a child
+//! process with a CPU-time and memory budget, so the JSON tree and typed model (hundreds of
+//! bytes per template byte for crafted input), text shaping, layout, glyph outlines and font
+//! parsing on caller bytes never run in the server. Not for people: hidden from `--help`.
 
-use crate::analysis::protocol::{self, AnalysisOutcome, MAX_OUTPUT_BYTES};
+use crate::analysis::protocol::{self, AnalysisOutcome, MAX_OUTPUT_BYTES, MAX_REPORT_BYTES};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::report::InspectReport;
 use crate::lottie::text::fonts::FontBook;
@@ -33,6 +34,20 @@ pub fn run() -> ExitCode {
         AnalysisOutcome::Failed { .. } => exit_code::TRANSIENT,
     };
     let mut document = serde_json::to_vec(&outcome).unwrap_or_default();
+    if matches!(outcome, AnalysisOutcome::Analysed { .. }) && document.len() > MAX_REPORT_BYTES {
+        document = serde_json::to_vec(&failed(
+            ErrorClass::Deterministic,
+            Reason::TemplateRecordTooLarge.as_str(),
+            format!(
+                "the template's report (its slots with their default texts, and its warnings) \
+                 is {} bytes, more than the {MAX_REPORT_BYTES} bytes a template may keep; \
+                 shorten its default texts or slot names",
+                document.len()
+            ),
+        ))
+        .unwrap_or_default();
+        return finish(&document, exit_code::DETERMINISTIC);
+    }
     if document.len() > MAX_OUTPUT_BYTES {
         document = serde_json::to_vec(&failed(
             ErrorClass::Deterministic,

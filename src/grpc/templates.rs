@@ -1,6 +1,7 @@
 //! TemplateService: registering, reading, listing and deleting templates. A template is
-//! parsed and fenced once, at creation (the same code the worker runs), and its report is
-//! stored beside it. File and parse work runs on blocking threads, never on the runtime.
+//! syntax-checked in the server and parsed, fenced and analysed once, at creation, in an
+//! analysis worker (the same code the render worker runs); its report is stored beside it.
+//! File and check work runs on blocking threads, never on the runtime.
 //! Templates belong to the caller's tenant: Get, List and Delete see only that tenant's (another
 //! tenant's template is TEMPLATE_NOT_FOUND exactly as an unknown id), and idempotency keys are
 //! the tenant's own. Deleting is immediate for every caller; jobs already accepted keep
@@ -11,7 +12,7 @@ use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
 use crate::auth::{Caller, TenantId};
-use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
+use crate::error::{Classified, FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::{
     claim_key, scoped_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER,
 };
@@ -42,17 +43,18 @@ pub const MAX_PAGE_SIZE: usize = 100;
 /// so stock clients read every page. A template's own answer is bounded far below it
 /// (`storage::summary`), so a page always holds at least one.
 pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
-/// Templates parsed and fenced at once in the server. Parsing is linear, but with a large
-/// constant for crafted input: an 8 MB template of 119,000 tiny fills peaks at ~550 MB of JSON
-/// tree (four at once took the server to 2 GB). Honest templates parse in milliseconds, so two
-/// slots rarely make anyone wait, and bound the server's share whatever is sent.
+/// Templates syntax-checked at once in the server ([`Template::check_syntax`]). The check
+/// keeps nothing per value (an 8 MB template of 119,000 tiny fills once took ~550 MB of JSON
+/// tree here; its tree is now built in an analysis worker only), but its CPU is linear in the
+/// template: two slots bound the server's share of it whatever is sent, and honest templates
+/// check in milliseconds, so they rarely make anyone wait.
 pub const MAX_CONCURRENT_TEMPLATE_PARSES: usize = 2;
 /// How long a CreateTemplate waits for a parse slot before UNAVAILABLE
 /// (`TEMPLATE_PARSING_BUSY`): several large parses finish meanwhile.
 const PARSE_WAIT: Duration = Duration::from_secs(10);
-/// A template larger than this has its freed parse tree handed back to the kernel at once
-/// ([`crate::os::release_free_memory`], a few milliseconds): otherwise each blocking thread's
-/// allocator arena keeps the last large tree it held, and the parse slots bound nothing.
+/// A template larger than this has the check's freed buffers (the longest escaped string,
+/// the request's copies) handed back to the kernel at once ([`crate::os::release_free_memory`],
+/// a few milliseconds): otherwise each blocking thread's allocator arena keeps what it held.
 const TRIM_AFTER_PARSING_BYTES: usize = 1024 * 1024;
 /// Retry delay when no parse slot was free.
 const PARSE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -79,15 +81,18 @@ impl TemplateApi {
         }
     }
 
-    /// Validates, fences, analyses and stores a template. Parsing and fencing are linear
-    /// and run here (on a blocking thread); the report (text conversion, font parsing) is
-    /// built in an analysis worker, which dies with this future if the caller goes away.
+    /// Validates, analyses and stores a template. Only the request's own checks and the
+    /// template's syntax check ([`Template::check_syntax`], linear and allocating nothing per
+    /// value) run here, on a blocking thread; the parse, the fence and the report (text
+    /// conversion, font parsing) run in an analysis worker under its budgets, which dies with
+    /// this future if the caller goes away. What the server keeps (slots, summary) comes back
+    /// from the worker in its report.
     async fn create(
         &self,
         tenant: TenantId,
         request: Arc<proto::CreateTemplateRequest>,
     ) -> Result<TemplateRecord, Status> {
-        // A tenant backed off for its analyses' CPU is refused before its template is parsed.
+        // A tenant backed off for its analyses' CPU is refused before its template is checked.
         self.analysis
             .check_backoff(&tenant)
             .map_err(ServiceError::from)?;
@@ -142,18 +147,13 @@ impl TemplateApi {
     }
 }
 
-/// Every problem with a CreateTemplateRequest found by linear checks (the template parsed
-/// and fenced), as one INVALID_ARGUMENT.
+/// Every problem with a CreateTemplateRequest found by the server's linear checks (the
+/// template's syntax, not its model: that is the analysis'), as one INVALID_ARGUMENT.
 fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceError> {
-    let (violations, template) = validate_create(request);
-    if template.is_some() && violations.is_empty() {
+    let (violations, reason) = validate_create(request);
+    if violations.is_empty() {
         return Ok(());
     }
-    let reason = if violations.iter().any(|v| v.field == "lottie_json") {
-        Reason::TemplateInvalid
-    } else {
-        Reason::RequestInvalid
-    };
     let message = violations
         .iter()
         .map(|v| format!("{}: {}", v.field, v.description))
@@ -209,10 +209,11 @@ fn create_fingerprint(request: &proto::CreateTemplateRequest) -> String {
     hex_sha256(canonical.to_string().as_bytes())
 }
 
-/// Every problem with a CreateTemplateRequest, the template's own included.
-pub fn validate_create(
-    request: &proto::CreateTemplateRequest,
-) -> (Vec<FieldViolation>, Option<Template>) {
+/// Every problem with a CreateTemplateRequest the server finds itself: its name, its fonts
+/// and its template's syntax ([`Template::check_syntax`]); the reason to refuse it with when
+/// there are any. The template's model and fence are checked by its analysis.
+pub fn validate_create(request: &proto::CreateTemplateRequest) -> (Vec<FieldViolation>, Reason) {
+    let mut reason = Reason::RequestInvalid;
     let mut violations = Vec::new();
     let mut violation =
         |field: String, description: String| violations.push(FieldViolation { field, description });
@@ -251,9 +252,9 @@ pub fn validate_create(
             );
         }
     }
-    let template = if request.lottie_json.is_empty() {
+    if request.lottie_json.is_empty() {
         violation("lottie_json".into(), "is required".into());
-        None
+        reason = Reason::TemplateInvalid;
     } else if request.lottie_json.len() > MAX_TEMPLATE_BYTES {
         violation(
             "lottie_json".into(),
@@ -262,17 +263,12 @@ pub fn validate_create(
                 request.lottie_json.len()
             ),
         );
-        None
-    } else {
-        match Template::parse(&request.lottie_json) {
-            Ok(template) => Some(template),
-            Err(error) => {
-                violation("lottie_json".into(), error.to_string());
-                None
-            }
-        }
-    };
-    (violations, template)
+        reason = Reason::TemplateInvalid;
+    } else if let Err(error) = Template::check_syntax(&request.lottie_json) {
+        violation("lottie_json".into(), error.to_string());
+        reason = Reason::from_wire(error.reason()).unwrap_or(Reason::TemplateInvalid);
+    }
+    (violations, reason)
 }
 
 /// The answer for a template: its bounded summary (what Get and List show too).
@@ -617,35 +613,61 @@ mod tests {
         assert_eq!(gone.metadata().get("grpc-retry-pushback-ms").unwrap(), "-1");
     }
 
+    fn violations(status: &Status) -> Vec<(String, String)> {
+        status
+            .get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations
+            .iter()
+            .map(|v| (v.field.clone(), v.description.clone()))
+            .collect()
+    }
+
     #[tokio::test]
-    async fn a_hostile_template_is_invalid_argument_naming_its_json_path_with_every_other_problem()
-    {
+    async fn a_hostile_template_is_invalid_argument_naming_its_json_path_and_every_other_problem_at_once(
+    ) {
         let (_dir, api) = api();
-        let mut request = create_request("", corpus("malformed/canvas-negative.json"));
+        // The server's own checks, all at once: name, fonts, the template's syntax.
+        let mut request = create_request("", b"{\"v\": [1,}".to_vec());
         request
             .get_mut()
             .fonts
             .insert("Sans".into(), b"not a font".to_vec());
         let status = api.create_template(request).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
-        let details = status.get_error_details();
-        assert_eq!(details.error_info().unwrap().reason, "TEMPLATE_INVALID");
-        let violations: Vec<(String, String)> = details
-            .bad_request()
-            .unwrap()
-            .field_violations
-            .iter()
-            .map(|v| (v.field.clone(), v.description.clone()))
-            .collect();
-        assert_eq!(violations.len(), 3, "{violations:?}");
-        assert_eq!(violations[0].0, "name");
-        assert_eq!(violations[1].0, "fonts[\"Sans\"]");
         assert_eq!(
-            violations[2],
-            (
+            status.get_error_details().error_info().unwrap().reason,
+            "TEMPLATE_INVALID"
+        );
+        let found = violations(&status);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0].0, "name");
+        assert_eq!(found[1].0, "fonts[\"Sans\"]");
+        assert_eq!(found[2].0, "lottie_json");
+        assert!(
+            found[2].1.starts_with("template is not valid JSON"),
+            "{found:?}"
+        );
+        // The fence runs in the analysis: its answer names the JSON path.
+        let status = api
+            .create_template(create_request(
+                "negative",
+                corpus("malformed/canvas-negative.json"),
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(
+            status.get_error_details().error_info().unwrap().reason,
+            "TEMPLATE_INVALID"
+        );
+        assert_eq!(
+            violations(&status),
+            [(
                 "lottie_json".to_owned(),
                 "$.w: canvas size must be 1..=8192 pixels, got -100".to_owned()
-            )
+            )]
         );
     }
 

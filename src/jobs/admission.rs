@@ -74,12 +74,12 @@ pub fn admit(
     limits: JobLimits,
 ) -> Result<(Job, RenderWork), ServiceError> {
     let template_id = submission.template_id;
-    let record = match templates.cached_record(&tenant, template_id) {
+    let record = match templates.admission_record(&tenant, template_id) {
         Ok(record) => record,
         Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(error.into()),
     };
-    let report = &record.report;
+    let report = &*record;
     let spec = submission.output;
     let mut violations = Vec::new();
     let mut reason = None;
@@ -137,13 +137,13 @@ pub fn admit(
     templates.check_disk_space()?;
     let fingerprint = Fingerprint::of(
         &tenant,
-        &record.render_identity(),
+        &record.render_identity,
         &submission.modifications,
         &spec,
     );
     let job_id = Uuid::new_v4();
     // Deleted since the record was read: refused as if the deletion came first.
-    let pin = match templates.pin(&record, job_id) {
+    let pin = match templates.pin_files(record.id, &record.fonts, job_id) {
         Ok(pin) => pin,
         Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(error.into()),

@@ -35,11 +35,22 @@ impl Classified for ModificationError {
     }
 }
 
+/// Slot ids an unknown-slot error lists at most: enough to spot a typo, while a template
+/// of thousands of slots (its record allows a mebibyte of ids) does not make every refusal,
+/// once per unknown id, that large.
+pub const MAX_LISTED_SLOTS: usize = 20;
+
 /// Checks every modification against the template's slots; all problems at once.
 pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationError> {
     let list = |ids: Vec<&str>| {
         if ids.is_empty() {
             "(none)".to_owned()
+        } else if ids.len() > MAX_LISTED_SLOTS {
+            format!(
+                "{} and {} more",
+                ids[..MAX_LISTED_SLOTS].join(", "),
+                ids.len() - MAX_LISTED_SLOTS
+            )
         } else {
             ids.join(", ")
         }
@@ -169,7 +180,7 @@ fn set_text(layer: &mut Value, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lottie::slots::discover;
+    use crate::lottie::slots::{discover, ColorSlot};
 
     fn template() -> Value {
         json!({
@@ -255,5 +266,16 @@ mod tests {
             errors[0]
         );
         assert!(errors[1].to_string().contains("U+0009"), "{}", errors[1]);
+        let mut crowded = slots.clone();
+        crowded.colors = (0..1000)
+            .map(|index| ColorSlot {
+                id: format!("slot-{index:04}"),
+                ..slots.colors[0].clone()
+            })
+            .collect();
+        let errors = check(&crowded, &modifications);
+        let message = errors[0].to_string();
+        assert!(message.ends_with("slot-0019 and 980 more"), "{message}");
+        assert!(message.len() < 600, "{}", message.len());
     }
 }

@@ -1,6 +1,11 @@
-//! Bytes → [`Template`]: the size and nesting limits, JSON parsing, integer normalisation,
-//! the typed model, the image assets and the fence, in that order, so that nothing downstream (least of all
-//! rlottie) ever sees a document that failed one of them.
+//! Bytes → [`Template`]: the size, nesting and value-count limits, JSON parsing, integer
+//! normalisation, the typed model, the image assets and the fence, in that order, so that
+//! nothing downstream (least of all rlottie) ever sees a document that failed one of them.
+//!
+//! The server itself runs only the first part ([`Template::check_syntax`]: size, nesting,
+//! syntax, value count, a JSON object at the root), which allocates nothing per value; the
+//! tree, the model and the fence (hundreds of bytes per template byte for crafted input) are
+//! built in the analysis worker and the render worker, under their memory budgets.
 //!
 //! Key order is preserved through every rewrite (serde_json `preserve_order`): rlottie's
 //! streaming parser skips the keys of a shape item that come before its `ty`.
@@ -8,7 +13,8 @@
 use super::model::Animation;
 use super::{assets, fence};
 use crate::error::{Classified, ErrorClass};
-use serde::Deserialize;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -21,6 +27,15 @@ pub const MAX_TEMPLATE_BYTES: usize = 8 * 1024 * 1024;
 /// recurses per level, so a bound keeps its stack (and ours) safe.
 pub const MAX_JSON_DEPTH: usize = 256;
 
+/// Most JSON values (objects, arrays, strings, numbers, booleans, nulls) a template may hold.
+/// A parsed value costs a worker's tree and model about 100 to 350 bytes (an 8 MB template of
+/// tiny values would need gigabytes): two million keep the largest parse well within the
+/// analysis and render workers' memory budgets. Real templates hold one value per 5 to 7
+/// bytes (the corpus' median 6.8, its densest 4.7): 1.2 to 1.7 million at the size limit,
+/// where real templates are a tenth of it; a dense 8 MB template of 119,000 shape fills
+/// holds 1.55 million.
+pub const MAX_JSON_VALUES: usize = 2_000_000;
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TemplateError {
     #[error("template is {size} bytes, larger than the {max} byte limit")]
@@ -29,6 +44,8 @@ pub enum TemplateError {
     NotJson(String),
     #[error("template JSON nests deeper than {max} levels (at byte {offset})")]
     TooDeep { max: usize, offset: usize },
+    #[error("template JSON holds more than {max} values")]
+    TooManyValues { max: usize },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -49,6 +66,7 @@ impl Classified for TemplateError {
     fn reason(&self) -> &'static str {
         match self {
             TemplateError::TooLarge { .. } => "TEMPLATE_TOO_LARGE",
+            TemplateError::TooManyValues { .. } => "TEMPLATE_TOO_COMPLEX",
             _ => "TEMPLATE_INVALID",
         }
     }
@@ -67,7 +85,13 @@ pub struct Template {
 }
 
 impl Template {
-    pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
+    /// The checks the server runs on a new template before handing it to an analysis worker:
+    /// the size limit, the nesting depth, JSON syntax, at most [`MAX_JSON_VALUES`] values, an
+    /// object at the root. Nothing is kept per value (keys and values are skipped as they are
+    /// read, escaped strings through one reused buffer), so it costs no more memory than the
+    /// longest string, whatever the document. Every template [`Template::parse`] accepts
+    /// passes it, and every error it answers is the one `parse` would answer.
+    pub fn check_syntax(bytes: &[u8]) -> Result<(), TemplateError> {
         if bytes.len() > MAX_TEMPLATE_BYTES {
             return Err(TemplateError::TooLarge {
                 size: bytes.len(),
@@ -75,6 +99,31 @@ impl Template {
             });
         }
         check_nesting_depth(bytes, MAX_JSON_DEPTH)?;
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        // Depth is bounded above, so the counter's recursion is too.
+        deserializer.disable_recursion_limit();
+        let mut count = ValueCount {
+            values: 0,
+            max: MAX_JSON_VALUES,
+        };
+        let root = Counted(&mut count)
+            .deserialize(&mut deserializer)
+            .and_then(|root| deserializer.end().map(|()| root));
+        match root {
+            _ if count.values > count.max => Err(TemplateError::TooManyValues { max: count.max }),
+            Err(error) => Err(TemplateError::NotJson(error.to_string())),
+            Ok(Kind::Object) => Ok(()),
+            Ok(Kind::Other) => Err(TemplateError::invalid(
+                "$",
+                "a Lottie animation must be a JSON object",
+            )),
+        }
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
+        // The value count before the tree: a document of millions of tiny values is refused
+        // before it costs its tree.
+        Template::check_syntax(bytes)?;
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
         // Depth is already bounded above (serde_json's own limit of 128 is too low for
         // some real files), so its recursion limit can go.
@@ -164,6 +213,86 @@ fn check_nesting_depth(bytes: &[u8], max: usize) -> Result<(), TemplateError> {
     Ok(())
 }
 
+/// Values read so far by [`Template::check_syntax`], and the most allowed.
+struct ValueCount {
+    values: usize,
+    max: usize,
+}
+
+/// What a counted value was: only the root's kind matters.
+enum Kind {
+    Object,
+    Other,
+}
+
+/// Reads one JSON value (and everything inside it) without keeping any of it, counting
+/// values; fails once there are more than the count's `max`.
+struct Counted<'a>(&'a mut ValueCount);
+
+impl Counted<'_> {
+    fn count<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        self.0.values += 1;
+        if self.0.values > self.0.max {
+            return Err(E::custom(format!("more than {} JSON values", self.0.max)));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Counted<'_> {
+    type Value = Kind;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Kind, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Counted<'_> {
+    type Value = Kind;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(mut self, _: bool) -> Result<Kind, E> {
+        self.count().map(|()| Kind::Other)
+    }
+
+    fn visit_i64<E: serde::de::Error>(mut self, _: i64) -> Result<Kind, E> {
+        self.count().map(|()| Kind::Other)
+    }
+
+    fn visit_u64<E: serde::de::Error>(mut self, _: u64) -> Result<Kind, E> {
+        self.count().map(|()| Kind::Other)
+    }
+
+    fn visit_f64<E: serde::de::Error>(mut self, _: f64) -> Result<Kind, E> {
+        self.count().map(|()| Kind::Other)
+    }
+
+    fn visit_str<E: serde::de::Error>(mut self, _: &str) -> Result<Kind, E> {
+        self.count().map(|()| Kind::Other)
+    }
+
+    fn visit_unit<E: serde::de::Error>(mut self) -> Result<Kind, E> {
+        self.count().map(|()| Kind::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Kind, A::Error> {
+        self.count()?;
+        while seq.next_element_seed(Counted(&mut *self.0))?.is_some() {}
+        Ok(Kind::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Kind, A::Error> {
+        self.count()?;
+        while map.next_key::<IgnoredAny>()?.is_some() {
+            map.next_value_seed(Counted(&mut *self.0))?;
+        }
+        Ok(Kind::Object)
+    }
+}
+
 /// Fields rlottie only accepts as JSON integers (it refuses `"w": 200.0`): root canvas,
 /// and per layer.
 const STRICT_INTEGER_ROOT_FIELDS: &[&str] = &["w", "h"];
@@ -245,6 +374,48 @@ mod tests {
         assert!(check_nesting_depth(br#"{"a":"[[[[[[["}"#, 2).is_ok());
         assert!(check_nesting_depth(br#"[[["x"]]]"#, 2).is_err());
         assert!(check_nesting_depth(br#"{"a":"\"[[[["}"#, 1).is_ok());
+    }
+
+    #[test]
+    fn the_syntax_check_answers_what_the_parse_would_and_counts_every_value() {
+        let valid = br#"{"v":"5.7","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
+        assert_eq!(Template::check_syntax(valid), Ok(()));
+        for bad in [
+            &b"{"[..],
+            b"[1,2]",
+            b"{} {}",
+            br#"{"a":"\u12"}"#,
+            br#"{"a":[[[[]]]],}"#,
+        ] {
+            let checked = Template::check_syntax(bad).unwrap_err();
+            assert_eq!(Template::parse(bad).unwrap_err(), checked, "{bad:?}");
+        }
+        // Every value is one: the root, keys' values, array elements, strings with escapes.
+        let mut count = ValueCount {
+            values: 0,
+            max: usize::MAX,
+        };
+        let mut deserializer = serde_json::Deserializer::from_slice(
+            br#"{"a":[1,2.5,"x\"y",null,true,{}],"b":{"c":[]}}"#,
+        );
+        assert!(matches!(
+            Counted(&mut count).deserialize(&mut deserializer),
+            Ok(Kind::Object)
+        ));
+        assert_eq!(count.values, 10);
+        let many = format!("{{\"a\":[{}0]}}", "0,".repeat(MAX_JSON_VALUES));
+        assert_eq!(
+            Template::check_syntax(many.as_bytes()),
+            Err(TemplateError::TooManyValues {
+                max: MAX_JSON_VALUES
+            })
+        );
+        assert_eq!(
+            Template::parse(many.as_bytes()).unwrap_err(),
+            TemplateError::TooManyValues {
+                max: MAX_JSON_VALUES
+            }
+        );
     }
 
     #[test]

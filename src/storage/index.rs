@@ -28,7 +28,7 @@ fn index_prefix() -> String {
 /// Templates stored at most (all callers together). Ten thousand templates are far more
 /// than a product uses; the figure bounds a listing's index read and the disk templates take.
 pub const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
-/// Bytes of stored templates (JSON and fonts) at most: 16 GiB, about two thousand templates
+/// Bytes of stored templates (JSON, fonts, summary and record) at most: 16 GiB, about two thousand templates
 /// at the largest size with a font each, or hundreds of thousands of typical ones.
 pub const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
 /// Free space kept on the data directory's file system: below it, new templates and renders
@@ -227,9 +227,10 @@ impl TemplateStore {
             match file {
                 RECORD => entry.record = true,
                 SUMMARY => entry.summary = true,
-                // The JSON and the fonts: what the quota counts.
-                _ => entry.stored_bytes += object.size,
+                _ => {}
             }
+            // Every object of the template: what the quota counts.
+            entry.stored_bytes += object.size;
         }
         for (id, template) in &found {
             if !template.record || indexed.contains(id) {
@@ -240,15 +241,17 @@ impl TemplateStore {
                 Err(StorageError::NotFound(_)) => continue,
                 Err(error) => return Err(error),
             };
+            let mut stored_bytes = template.stored_bytes;
             if !template.summary {
                 let summary = to_json(&TemplateSummary::of(&record))?;
+                stored_bytes += summary.len() as u64;
                 self.objects
                     .block_on(self.objects.put(&template_key(*id, SUMMARY), summary))?;
             }
             self.write_index_entry(IndexEntry {
                 created_at_ms: record.created_at_ms,
                 id: *id,
-                stored_bytes: template.stored_bytes,
+                stored_bytes,
                 tenant: record.tenant.clone(),
             })?;
         }

@@ -192,6 +192,17 @@ impl TemplateStore {
     /// objects are gone, so nothing can be copied): the submission is refused as if it had
     /// come after the deletion. Blocking.
     pub fn pin(&self, record: &TemplateRecord, job: Uuid) -> Result<TemplatePin, StorageError> {
+        self.pin_files(record.id, &record.fonts, job)
+    }
+
+    /// [`TemplateStore::pin`] of template `id` whose font files (family → file, from its
+    /// record) are `fonts`.
+    pub fn pin_files(
+        &self,
+        id: Uuid,
+        fonts: &BTreeMap<String, String>,
+        job: Uuid,
+    ) -> Result<TemplatePin, StorageError> {
         let prefix = pin_prefix(job);
         // From here on, dropping the pin removes whatever was copied.
         let mut pin = TemplatePin {
@@ -202,20 +213,17 @@ impl TemplateStore {
             owned: true,
         };
         let gone = |error: StorageError| match error {
-            StorageError::ObjectMissing(_) => StorageError::NotFound(record.id),
+            StorageError::ObjectMissing(_) => StorageError::NotFound(id),
             other => other,
         };
         self.objects
-            .block_on(
-                self.objects
-                    .copy(&self.json_key(record.id), &pin.template_key),
-            )
+            .block_on(self.objects.copy(&self.json_key(id), &pin.template_key))
             .map_err(gone)?;
-        for (family, file) in &record.fonts {
+        for (family, file) in fonts {
             // File names come from the record (numbered by us), never from the caller.
             let key = format!("{prefix}/{file}");
             self.objects
-                .block_on(self.objects.copy(&self.font_key(record.id, file), &key))
+                .block_on(self.objects.copy(&self.font_key(id, file), &key))
                 .map_err(gone)?;
             pin.font_keys.insert(family.clone(), key);
         }

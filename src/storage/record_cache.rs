@@ -1,25 +1,107 @@
-//! Parsed template records kept in memory for SubmitRender's admission, so a submission of a
-//! few hundred bytes does not re-read and re-parse a record that can be megabytes (a template
-//! with a 7 MB default text): without it, a burst of submissions naming one large template
-//! cost the server a parse each, in memory and CPU alike. Records never change once stored
-//! (a template is immutable; deletion renames its directory away), so an entry stays right
-//! for every instance sharing the data directory; a hit still checks that the record file
-//! exists, so a template deleted by any instance is NOT_FOUND at once.
+//! What SubmitRender's admission needs of a template ([`AdmissionRecord`]: its owner, slot
+//! ids, duration, render identity and font files), kept in memory, so a submission of a few
+//! hundred bytes neither re-reads nor re-parses the template's record. Only the slot lists
+//! are kept, never the record: a record holds every default text and warning (up to
+//! [`super::MAX_TEMPLATE_RECORD_BYTES`]), and a cache of whole records was defeated by a
+//! dozen templates with 7 MB records (each miss re-read and re-parsed 7 MB, 8 loops took a
+//! core and 500 MB). A hit costs nothing; a miss reads one bounded record once. Records never
+//! change once stored (a template is immutable; deletion removes its record first), so an
+//! entry stays right for every instance sharing the data directory; a hit still checks that
+//! the record exists, so a template deleted by any instance is NOT_FOUND at once.
 
 use super::TemplateRecord;
-use std::collections::{HashMap, VecDeque};
+use crate::auth::TenantId;
+use crate::lottie::slots::{ColorSlot, Slots, TextSlot};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
-/// Records kept: far more than the templates a service renders from in a day's busy hour.
+/// Templates kept: far more than the templates a service renders from in a day's busy hour.
 pub const MAX_CACHED_RECORDS: usize = 256;
-/// Bytes of record files kept (their size on disk, about their size in memory): bounded
-/// whatever was uploaded.
+/// Bytes of kept admission records (their [`AdmissionRecord::weight`]): bounded whatever was
+/// uploaded. A template's slot ids are within its record's limit, so even the largest fit
+/// dozens of times; honest ones (a few KiB) all 256.
 pub const MAX_CACHED_RECORD_BYTES: u64 = 64 * 1024 * 1024;
+/// What an admission record costs besides its strings (the struct, the map entry, each
+/// slot's own fields): a rough, generous figure for the byte budget.
+const ENTRY_OVERHEAD_BYTES: u64 = 512;
+const SLOT_OVERHEAD_BYTES: u64 = 96;
+
+/// What admission reads of a template's record: its owner, slot ids (default colours, never
+/// default texts nor font families), duration, render identity and font files (to pin them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmissionRecord {
+    pub id: Uuid,
+    pub tenant: TenantId,
+    pub duration_seconds: f64,
+    /// [`TemplateRecord::render_identity`].
+    pub render_identity: String,
+    /// Font family → file name under `fonts/` (as in the record).
+    pub fonts: BTreeMap<String, String>,
+    /// The template's slots with their ids (and default colours) only: what a modification
+    /// is checked against.
+    pub slots: Slots,
+}
+
+impl AdmissionRecord {
+    pub fn of(record: &TemplateRecord) -> AdmissionRecord {
+        let slots = &record.report.slots;
+        AdmissionRecord {
+            id: record.id,
+            tenant: record.tenant.clone(),
+            duration_seconds: record.report.duration_seconds,
+            render_identity: record.render_identity(),
+            fonts: record.fonts.clone(),
+            slots: Slots {
+                colors: slots
+                    .colors
+                    .iter()
+                    .map(|slot| ColorSlot {
+                        id: slot.id.clone(),
+                        default_color: slot.default_color,
+                        bindings: Vec::new(),
+                        binding_count: slot.binding_count,
+                    })
+                    .collect(),
+                texts: slots
+                    .texts
+                    .iter()
+                    .map(|slot| TextSlot {
+                        id: slot.id.clone(),
+                        default_text: String::new(),
+                        font_family: String::new(),
+                        bindings: Vec::new(),
+                        binding_count: slot.binding_count,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    /// About the bytes it holds in memory, for the cache's budget.
+    pub fn weight(&self) -> u64 {
+        let slots = self.slots.colors.len() + self.slots.texts.len();
+        let ids: usize = self
+            .slots
+            .colors
+            .iter()
+            .map(|slot| slot.id.len())
+            .chain(self.slots.texts.iter().map(|slot| slot.id.len()))
+            .sum();
+        let fonts: usize = self
+            .fonts
+            .iter()
+            .map(|(family, file)| family.len() + file.len())
+            .sum();
+        ENTRY_OVERHEAD_BYTES
+            + slots as u64 * SLOT_OVERHEAD_BYTES
+            + (ids + fonts + self.render_identity.len()) as u64
+    }
+}
 
 #[derive(Debug, Default)]
 struct Entries {
-    records: HashMap<Uuid, (Arc<TemplateRecord>, u64)>,
+    records: HashMap<Uuid, (Arc<AdmissionRecord>, u64)>,
     /// Insertion order, oldest first: the first to go when the cache is full.
     order: VecDeque<Uuid>,
     bytes: u64,
@@ -31,16 +113,16 @@ pub struct RecordCache {
 }
 
 impl RecordCache {
-    pub fn get(&self, id: Uuid) -> Option<Arc<TemplateRecord>> {
+    pub fn get(&self, id: Uuid) -> Option<Arc<AdmissionRecord>> {
         self.lock()
             .records
             .get(&id)
             .map(|(record, _)| record.clone())
     }
 
-    /// Keeps `record` (read from a file of `bytes` bytes), evicting the oldest entries as
-    /// needed; a record larger than the whole budget is not kept.
-    pub fn insert(&self, id: Uuid, record: Arc<TemplateRecord>, bytes: u64) {
+    /// Keeps `record` (whose weight is `bytes`), evicting the oldest entries as needed; a
+    /// record larger than the whole budget is not kept.
+    pub fn insert(&self, id: Uuid, record: Arc<AdmissionRecord>, bytes: u64) {
         if bytes > MAX_CACHED_RECORD_BYTES {
             return;
         }
