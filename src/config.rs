@@ -259,6 +259,9 @@ pub struct ServerSettings {
     /// Object storage for templates, fonts and outputs, and its timeouts (crate::storage).
     #[command(flatten)]
     pub storage: crate::storage::settings::StorageSettings,
+    /// The bounds of the jobs kept per tenant and per instance (crate::jobs::retention).
+    #[command(flatten)]
+    pub retained_jobs: crate::jobs::retention::RetainedJobSettings,
 }
 
 impl ServerSettings {
@@ -310,6 +313,7 @@ impl ServerSettings {
             trust_sidecar_identity: None,
             tls: crate::tls::TlsSettings::default(),
             storage: crate::storage::settings::StorageSettings::default(),
+            retained_jobs: crate::jobs::retention::RetainedJobSettings::default(),
         }
     }
 

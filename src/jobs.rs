@@ -1,8 +1,9 @@
 //! Render jobs: what a job is ([`model`]), the checks before one is accepted
 //! ([`admission`]), its fingerprint ([`fingerprint`]), the table of jobs that answers
 //! Get/Watch/Cancel ([`board`]), the bounded queue in front of the workers ([`queue`]), the
-//! fingerprints refused after repeated crashes ([`quarantine`]) and the scheduler that runs
-//! queued jobs in sandboxed worker processes ([`scheduler`]).
+//! fingerprints refused after repeated crashes ([`quarantine`]), the bounds of the jobs kept
+//! ([`retention`]) and the scheduler that runs queued jobs in sandboxed worker processes
+//! ([`scheduler`]).
 //!
 //! Everything lives in this process (the embedded default); with Redis, [`shared`] copies
 //! every job's snapshots there so that all instances see all jobs and share renders, and
@@ -14,6 +15,7 @@ pub mod fingerprint;
 pub mod model;
 pub mod quarantine;
 pub mod queue;
+pub mod retention;
 pub mod scheduler;
 pub mod shared;
 pub mod shared_queue;

@@ -1,7 +1,8 @@
 //! Prometheus metrics: requests by method and code, request latency by method, rejections by
 //! reason, queue depth, job durations and outcomes, frames per second, worker crashes,
-//! quarantined fingerprints, shared renders (joins, cache hits), idempotent replays, and the
-//! shared work queue (jobs taken, reclaimed, lease renewals that failed, renders started).
+//! quarantined fingerprints, jobs kept and evicted, shared renders (joins, cache hits),
+//! idempotent replays, and the shared work queue (jobs taken, reclaimed, lease renewals that
+//! failed, renders started).
 //! Served over HTTP (`GET /metrics`) on `--metrics-listen` in the OpenMetrics text format
 //! (what prometheus-client's text encoder writes, `# EOF` last), said so by its content type;
 //! each server instance has its own registry, so tests running several servers stay apart.
@@ -96,6 +97,9 @@ pub struct Metrics {
     pub frames_rendered: Counter,
     pub worker_crashes: Counter,
     pub quarantined_fingerprints: Gauge,
+    pub jobs_retained: Gauge,
+    pub jobs_retained_bytes: Gauge,
+    pub jobs_evicted: Counter,
     pub render_joins: Counter,
     pub render_cache_hits: Counter,
     pub idempotent_replays: Counter,
@@ -188,6 +192,25 @@ impl Metrics {
             "worker_crashes",
             "Worker processes killed by a signal or ended without a result",
             worker_crashes.clone(),
+        );
+        let jobs_retained = Gauge::default();
+        registry.register(
+            "jobs_retained",
+            "Jobs this instance keeps (queued, running and ended within the retention)",
+            jobs_retained.clone(),
+        );
+        let jobs_retained_bytes = Gauge::default();
+        registry.register(
+            "jobs_retained_bytes",
+            "Memory the jobs kept hold, estimated per job",
+            jobs_retained_bytes.clone(),
+        );
+        let jobs_evicted = Counter::default();
+        registry.register(
+            "jobs_evicted",
+            "Ended jobs forgotten before their retention to keep a tenant or the instance \
+             within its bound of jobs kept",
+            jobs_evicted.clone(),
         );
         let quarantined_fingerprints = Gauge::default();
         registry.register(
@@ -325,6 +348,9 @@ impl Metrics {
             frames_rendered,
             worker_crashes,
             quarantined_fingerprints,
+            jobs_retained,
+            jobs_retained_bytes,
+            jobs_evicted,
             render_joins,
             render_cache_hits,
             idempotent_replays,

@@ -80,6 +80,8 @@ reasons! {
     QueueFull => "QUEUE_FULL",
     TenantJobLimit => "TENANT_JOB_LIMIT",
     TenantRateLimited => "TENANT_RATE_LIMITED",
+    RetainedJobsFull => "RETAINED_JOBS_FULL",
+    IdempotencyKeysFull => "IDEMPOTENCY_KEYS_FULL",
     ServerOverloaded => "SERVER_OVERLOADED",
     TemplateParsingBusy => "TEMPLATE_PARSING_BUSY",
     CompressedRequestsBusy => "COMPRESSED_REQUESTS_BUSY",

@@ -199,6 +199,7 @@ pub async fn run(
             tracing: tracing.clone(),
             spare_workers: usize::from(settings.spare_workers),
             job_lease: settings.job_lease(),
+            retained: settings.retained_jobs.limits(),
         },
         settings.queue_capacity as usize,
         outputs,

@@ -62,6 +62,15 @@ pub enum KeyOutcome<T> {
 }
 
 pub fn store_unavailable(error: StoreError) -> ServiceError {
+    if let StoreError::Full(_) = error {
+        // Keys in progress end within their calls: a short wait finds room.
+        return ServiceError::transient(
+            ServiceErrorCode::ResourceExhausted,
+            Reason::IdempotencyKeysFull,
+            format!("cannot record the idempotency key, so nothing was started: {error}"),
+            STORE_RETRY_AFTER,
+        );
+    }
     ServiceError::transient(
         ServiceErrorCode::Unavailable,
         Reason::IdempotencyStoreUnavailable,

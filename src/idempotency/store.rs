@@ -16,8 +16,8 @@
 //! other call's claim).
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -99,6 +99,9 @@ pub enum StoreError {
     Timeout(Duration),
     #[error("an idempotency record is damaged: {0}")]
     Damaged(String),
+    /// The memory store holds its most keys and every one is being used by a call right now.
+    #[error("the idempotency store holds {0} keys, all in use by calls in progress")]
+    Full(usize),
 }
 
 #[tonic::async_trait]
@@ -139,21 +142,67 @@ pub trait IdempotencyStore: Send + Sync + std::fmt::Debug + 'static {
 
 /// Claims between two sweeps of expired entries in the memory store.
 const MEMORY_SWEEP_EVERY: u64 = 1024;
+/// Keys the memory store holds at most. A caller sending a fresh key with every call would
+/// otherwise grow it for the whole retention (a day). Twice the jobs an instance keeps
+/// (`--max-retained-jobs`), so that every kept job's key answers, with CreateTemplate's keys
+/// beside them; at ~400 bytes a key (up to 255 bytes of key, its scope, a fingerprint, the
+/// map's slot and its place in the order) under 80 MiB. When full, the oldest key that no
+/// call is using goes first: an expired one, else the oldest bound to what it created (a retry
+/// with it then creates anew, or replays nothing: it is the oldest of 200,000).
+pub const MAX_MEMORY_KEYS: usize = 200_000;
 
 /// Keys in this process's memory: correct under concurrency (every operation is one critical
-/// section), forgotten on restart.
-#[derive(Debug, Default)]
+/// section), forgotten on restart, at most [`MAX_MEMORY_KEYS`].
+#[derive(Debug)]
 pub struct MemoryStore {
     state: Mutex<MemoryState>,
 }
 
+impl Default for MemoryStore {
+    fn default() -> MemoryStore {
+        MemoryStore::with_capacity(MAX_MEMORY_KEYS)
+    }
+}
+
+#[derive(Debug)]
+struct Stored {
+    record: KeyRecord,
+    expires: Instant,
+    /// Its place in the order of writes.
+    written: u64,
+}
+
 #[derive(Debug, Default)]
 struct MemoryState {
-    records: HashMap<String, (KeyRecord, Instant)>,
+    records: HashMap<Arc<str>, Stored>,
+    /// Keys by their last write, oldest first: the order keys go in when the store is full.
+    order: BTreeMap<u64, Arc<str>>,
+    writes: u64,
     claims: u64,
+    capacity: usize,
 }
 
 impl MemoryStore {
+    /// A store of at most `capacity` keys.
+    pub fn with_capacity(capacity: usize) -> MemoryStore {
+        MemoryStore {
+            state: Mutex::new(MemoryState {
+                capacity: capacity.max(1),
+                ..MemoryState::default()
+            }),
+        }
+    }
+
+    /// Keys held now (expired ones not swept yet included).
+    pub fn len(&self) -> usize {
+        self.with_state(|state, _| state.records.len())
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn with_state<T>(&self, work: impl FnOnce(&mut MemoryState, Instant) -> T) -> T {
         let mut state = self
             .state
@@ -170,11 +219,70 @@ impl MemoryState {
         if self
             .records
             .get(key)
-            .is_some_and(|(_, expires)| *expires <= now)
+            .is_some_and(|stored| stored.expires <= now)
         {
-            self.records.remove(key);
+            self.remove(key);
         }
-        self.records.get(key).map(|(record, _)| record)
+        self.records.get(key).map(|stored| &stored.record)
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(stored) = self.records.remove(key) {
+            self.order.remove(&stored.written);
+        }
+    }
+
+    /// Writes `record` for `key` until `expires`, as its newest write.
+    fn put(&mut self, key: &str, record: KeyRecord, expires: Instant) {
+        let key: Arc<str> = match self.records.get_key_value(key) {
+            Some((key, stored)) => {
+                let key = key.clone();
+                self.order.remove(&stored.written);
+                key
+            }
+            None => Arc::from(key),
+        };
+        let written = self.writes;
+        self.writes += 1;
+        self.order.insert(written, key.clone());
+        self.records.insert(
+            key,
+            Stored {
+                record,
+                expires,
+                written,
+            },
+        );
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        let expired: Vec<Arc<str>> = self
+            .records
+            .iter()
+            .filter(|(_, stored)| stored.expires <= now)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in expired {
+            self.remove(&key);
+        }
+    }
+
+    /// Room for one more key: the oldest key no call is using goes (expired, or bound to
+    /// what it created); `false` when every key is in progress.
+    fn make_room(&mut self, now: Instant) -> bool {
+        while self.records.len() >= self.capacity {
+            // Keys in progress are few (one per call being handled) and skipped.
+            let oldest_idle = self.order.values().find(|key| {
+                self.records.get(&***key).is_some_and(|stored| {
+                    stored.expires <= now || matches!(stored.record, KeyRecord::Bound { .. })
+                })
+            });
+            match oldest_idle.cloned() {
+                Some(key) => self.remove(&key),
+                None => return false,
+            }
+        }
+        true
     }
 }
 
@@ -186,19 +294,20 @@ impl IdempotencyStore for MemoryStore {
         claimant: &Claimant,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        Ok(self.with_state(|state, now| {
+        self.with_state(|state, now| {
             state.claims += 1;
             if state.claims.is_multiple_of(MEMORY_SWEEP_EVERY) {
-                state.records.retain(|_, (_, expires)| *expires > now);
+                state.sweep(now);
             }
             if let Some(record) = state.live(key, now) {
-                return Claim::Existing(record.clone());
+                return Ok(Claim::Existing(record.clone()));
             }
-            state
-                .records
-                .insert(key.to_owned(), (claimant.record(), now + lease));
-            Claim::Claimed
-        }))
+            if !state.make_room(now) {
+                return Err(StoreError::Full(state.records.len()));
+            }
+            state.put(key, claimant.record(), now + lease);
+            Ok(Claim::Claimed)
+        })
     }
 
     async fn bind(
@@ -217,7 +326,7 @@ impl IdempotencyStore for MemoryStore {
                 fingerprint: claimant.fingerprint.clone(),
                 id,
             };
-            state.records.insert(key.to_owned(), (bound, now + ttl));
+            state.put(key, bound, now + ttl);
             true
         }))
     }
@@ -233,9 +342,7 @@ impl IdempotencyStore for MemoryStore {
             if state.live(key, now) != Some(expected) {
                 return false;
             }
-            state
-                .records
-                .insert(key.to_owned(), (claimant.record(), now + lease));
+            state.put(key, claimant.record(), now + lease);
             true
         }))
     }
@@ -244,7 +351,7 @@ impl IdempotencyStore for MemoryStore {
         let claimed = claimant.record();
         self.with_state(|state, now| {
             if state.live(key, now) == Some(&claimed) {
-                state.records.remove(key);
+                state.remove(key);
             }
         });
         Ok(())
@@ -450,6 +557,42 @@ mod tests {
             }
         );
         assert_ne!(record, Claimant::new("f").record());
+    }
+
+    #[tokio::test]
+    async fn a_full_memory_store_forgets_its_oldest_idle_key_and_never_one_in_use() {
+        let store = MemoryStore::with_capacity(3);
+        let long = Duration::from_secs(60);
+        let busy = Claimant::new("f");
+        store.claim("busy", &busy, long).await.unwrap();
+        for key in ["old", "newer"] {
+            let claimant = Claimant::new("f");
+            store.claim(key, &claimant, long).await.unwrap();
+            assert!(store
+                .bind(key, &claimant, Uuid::new_v4(), long)
+                .await
+                .unwrap());
+        }
+        let fresh = Claimant::new("f");
+        assert_eq!(
+            store.claim("fresh", &fresh, long).await.unwrap(),
+            Claim::Claimed
+        );
+        assert_eq!(store.len(), 3);
+        assert_eq!(
+            store.claim("old", &Claimant::new("g"), long).await.unwrap(),
+            Claim::Claimed,
+            "the oldest bound key went first"
+        );
+        assert!(
+            matches!(store.claim("busy", &Claimant::new("f"), long).await.unwrap(), Claim::Existing(record) if record == busy.record()),
+            "the key in progress stayed"
+        );
+        // Now three keys in progress ("busy", "fresh", "old") and one bound ("newer") went.
+        assert!(matches!(
+            store.claim("another", &Claimant::new("f"), long).await,
+            Err(StoreError::Full(3))
+        ));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

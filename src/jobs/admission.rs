@@ -217,6 +217,23 @@ impl Scheduler {
                 self.retry_after_waiting(length),
             ),
             SubmitRefused::Queue(PushRefused::Closed) => server_draining(),
+            SubmitRefused::Queue(PushRefused::RetainedJobsFull(full)) => {
+                let (whose, delay) = if full.per_tenant {
+                    (format!("tenant {tenant}"), self.tenant_retry_after(tenant))
+                } else {
+                    ("this instance".to_owned(), self.queue_retry_after())
+                };
+                ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    Reason::RetainedJobsFull,
+                    format!(
+                        "{whose} keeps {} jobs, its limit ({}), and none of them has ended \
+                         (ended jobs would be forgotten to make room); retry when one has ended",
+                        full.retained, full.limit
+                    ),
+                    delay,
+                )
+            }
             SubmitRefused::Shared(error) => error.into(),
             SubmitRefused::Internal(error) => ServiceError::internal(error),
         }

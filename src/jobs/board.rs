@@ -1,6 +1,12 @@
 //! The table of jobs: the current snapshot of each, the work it stands for, its cancel token,
-//! and a broadcast of every change so WatchRenderJob can follow it. Snapshots are cheap
+//! and, while someone watches a job that has not ended, a broadcast of its changes so
+//! WatchRenderJob can follow it (made by the first watcher, dropped once nobody listens or
+//! the job ends: a watcher of an ended job reads its final snapshot). Snapshots are cheap
 //! clones; every critical section is a map operation (no I/O under the lock).
+//!
+//! The jobs kept are bounded per tenant and per instance ([`super::retention`]): a new job
+//! that would go over makes the oldest ended job go first (handed to the scheduler, which
+//! removes its output), or is refused when none has ended.
 //!
 //! Render de-duplication lives here too, because it must be decided atomically with the
 //! insertion: the board indexes the job rendering (or having rendered) each fingerprint, and a
@@ -12,8 +18,10 @@
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::quarantine::lock;
 use super::queue::{FollowerSlot, PushRefused, RenderQueue};
+use super::retention::{RetainedJobs, RetentionLimits, Room};
 use super::Fingerprint;
 use crate::auth::TenantId;
+use crate::metrics::Metrics;
 use crate::reason::Reason;
 use crate::sandbox::CancelToken;
 use std::collections::HashMap;
@@ -22,27 +30,76 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-/// Changes a watcher may fall behind by before it re-reads the snapshot: a job publishes
-/// its state changes (≤ 4) and at most one progress change per percent.
-const WATCH_BACKLOG: usize = 128;
+/// Changes a watcher may fall behind by before it re-reads the snapshot (progress only
+/// grows, so it loses nothing but intermediate percents): a job publishes its state changes
+/// (≤ 4) and at most one progress change per percent, and a watcher reads them as they come.
+/// Each watched job holds this many snapshots at most (~400 bytes each).
+const WATCH_BACKLOG: usize = 16;
+/// What the allocator adds to each heap allocation (its header and size-class rounding).
+const ALLOCATION_OVERHEAD: u64 = 16;
+/// A B-tree item of the eviction order (an order number and an id) with its share of a
+/// node's slack; each ended job has one in the instance's order and one in its tenant's.
+const EVICTION_ORDER_ITEM: u64 = 48;
 
 struct Entry {
     job: Job,
     /// Until the job ends: then its template files may go ([`RenderWork::pin`]).
     work: Option<Arc<RenderWork>>,
     cancel: CancelToken,
-    changes: broadcast::Sender<Job>,
+    /// While someone watches the job and it has not ended.
+    changes: Option<broadcast::Sender<Job>>,
     /// Jobs of the same fingerprint that follow this one's render.
     followers: Vec<Uuid>,
     /// The job whose render this one follows.
     leader: Option<Uuid>,
     /// A follower's place in the queue's capacity, until it ends.
     slot: Option<FollowerSlot>,
+    /// What it holds, as counted in the board's retained jobs ([`entry_bytes`]).
+    bytes: u64,
+    /// Its place in the order ended jobs are evicted in, once it has ended.
+    ended: Option<u64>,
+}
+
+/// A heap string of `length` bytes.
+fn string_bytes(length: usize) -> u64 {
+    length as u64 + ALLOCATION_OVERHEAD
+}
+
+/// The memory an entry holds, estimated from what it allocates: the entry and its id in the
+/// map of entries (a slot costs 16/7 of its size right after the map grew, 8/7 when full,
+/// plus a control byte: counted at the worst), the cancel token's allocation, its
+/// fingerprint (again in the render index: counted for every job), the output's and the
+/// failure's strings, its followers' ids and its place in the eviction order. The work of a
+/// job that has not ended (its modifications) is bounded by the job limits, not here.
+fn entry_bytes(entry: &Entry) -> u64 {
+    let slot = (std::mem::size_of::<Uuid>() + std::mem::size_of::<Entry>()) as u64 * 16 / 7 + 1;
+    let cancel = 2 * std::mem::size_of::<usize>() as u64 + 8 + ALLOCATION_OVERHEAD;
+    let job = &entry.job;
+    let fingerprint = string_bytes(job.fingerprint.as_str().len());
+    let render_index = fingerprint
+        + (std::mem::size_of::<Fingerprint>() + std::mem::size_of::<Uuid>()) as u64 * 16 / 7
+        + 1;
+    let output = job.output.as_ref().map_or(0, |output| {
+        string_bytes(output.content_type.len()) + string_bytes(output.sha256.len())
+    });
+    let error = job.error.as_ref().map_or(0, |error| {
+        string_bytes(error.reason.len()) + string_bytes(error.message.len())
+    });
+    let followers = match entry.followers.capacity() {
+        0 => 0,
+        capacity => capacity as u64 * std::mem::size_of::<Uuid>() as u64 + ALLOCATION_OVERHEAD,
+    };
+    slot + cancel
+        + fingerprint
+        + render_index
+        + output
+        + error
+        + followers
+        + 2 * EVICTION_ORDER_ITEM
 }
 
 impl Entry {
     fn new(mut job: Job, work: Arc<RenderWork>, leader: Option<Uuid>) -> Entry {
-        let (changes, _) = broadcast::channel(WATCH_BACKLOG);
         // Above the version a job is shared with before it is admitted (0).
         job.version = job.version.max(1);
         let work = (!job.state.is_terminal()).then_some(work);
@@ -50,10 +107,12 @@ impl Entry {
             job,
             work,
             cancel: CancelToken::default(),
-            changes,
+            changes: None,
             followers: Vec::new(),
             leader,
             slot: None,
+            bytes: 0,
+            ended: None,
         }
     }
 
@@ -65,8 +124,15 @@ impl Entry {
             self.work = None;
         }
         self.job.version += 1;
-        // No receiver is fine: nobody is watching.
-        let _ = self.changes.send(self.job.clone());
+        if let Some(changes) = &self.changes {
+            // No receiver is fine: the watchers went away.
+            let _ = changes.send(self.job.clone());
+            // The last watcher gone, or the end sent (watchers read it before the channel
+            // closes; later ones read the snapshot): the channel and its backlog go.
+            if self.job.state.is_terminal() || changes.receiver_count() == 0 {
+                self.changes = None;
+            }
+        }
     }
 }
 
@@ -75,6 +141,76 @@ struct BoardState {
     entries: HashMap<Uuid, Entry>,
     /// Fingerprint → the job that renders it (queued or running) or rendered it (succeeded).
     renders: HashMap<Fingerprint, Uuid>,
+    /// The count of the entries, per tenant and in all, against their bounds.
+    retained: RetainedJobs,
+    /// Jobs evicted to make room, until the scheduler takes them (to remove their outputs).
+    evicted: Vec<Job>,
+}
+
+impl BoardState {
+    /// Removes job `id` (and its render index entry); answers it.
+    fn forget(&mut self, id: Uuid) -> Option<Job> {
+        let entry = self.entries.remove(&id)?;
+        if self.renders.get(&entry.job.fingerprint) == Some(&id) {
+            self.renders.remove(&entry.job.fingerprint);
+        }
+        self.retained
+            .remove(&entry.job.tenant, entry.bytes, entry.ended);
+        Some(entry.job)
+    }
+
+    /// Makes room for a new job of `tenant` of `bytes` by evicting ended jobs (kept in
+    /// `evicted`); `Err` when a bound is reached and nothing can go. With `must`, never
+    /// refused (a job taken from the shared queue was accepted already): it goes over.
+    fn make_room(&mut self, tenant: &TenantId, bytes: u64, must: bool) -> Result<(), PushRefused> {
+        // Each eviction lowers the count: at most one per job kept (the bound guards
+        // against bookkeeping out of step, which would otherwise loop).
+        for _ in 0..=self.entries.len() {
+            match self.retained.room_for(tenant, bytes) {
+                Room::Enough => return Ok(()),
+                Room::Evict(id) => match self.forget(id) {
+                    Some(job) => self.evicted.push(job),
+                    None => return Ok(()),
+                },
+                Room::Full(_) if must => return Ok(()),
+                Room::Full(full) => return Err(PushRefused::RetainedJobsFull(full)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts `entry` on the board, counted; refused (nothing changed but evictions) when
+    /// there is no room for it, unless `must`.
+    fn put(&mut self, mut entry: Entry, must: bool) -> Result<(), PushRefused> {
+        entry.bytes = entry_bytes(&entry);
+        self.make_room(&entry.job.tenant, entry.bytes, must)?;
+        let (id, tenant) = (entry.job.id, entry.job.tenant.clone());
+        self.retained.add(&tenant, entry.bytes);
+        if entry.job.state.is_terminal() {
+            entry.ended = Some(self.retained.ended(&tenant, id));
+        }
+        if let Some(old) = self.entries.insert(id, entry) {
+            // The same id twice (never): the older entry is no longer counted.
+            self.retained.remove(&old.job.tenant, old.bytes, old.ended);
+        }
+        Ok(())
+    }
+
+    /// After a change of `id`: its bytes counted anew and, once it has ended, its place in
+    /// the eviction order.
+    fn refresh(&mut self, id: Uuid) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        let bytes = entry_bytes(entry);
+        if bytes != entry.bytes {
+            self.retained.resize(&entry.job.tenant, entry.bytes, bytes);
+            entry.bytes = bytes;
+        }
+        if entry.ended.is_none() && entry.job.state.is_terminal() {
+            entry.ended = Some(self.retained.ended(&entry.job.tenant, id));
+        }
+    }
 }
 
 #[derive(Default)]
@@ -84,6 +220,8 @@ pub struct JobBoard {
     replication: Option<tokio::sync::mpsc::UnboundedSender<Replication>>,
     /// The queue whose capacity followers count against (none: followers are not counted).
     admission: Option<Arc<RenderQueue>>,
+    /// Where the jobs kept and evicted are counted.
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// What the board (and the scheduler) hand to the task that writes shared records, in order.
@@ -93,6 +231,8 @@ pub enum Replication {
     Snapshot(Box<Job>),
     /// A fingerprint to quarantine for every instance.
     Quarantine(Fingerprint),
+    /// A job evicted here ([`super::retention`]): its record goes too.
+    Forget(Uuid),
     /// Answered once everything sent before has been written.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -151,6 +291,44 @@ impl JobBoard {
             state: Mutex::default(),
             replication: Some(replication),
             admission: None,
+            metrics: None,
+        }
+    }
+
+    /// The same board, keeping jobs within `limits` and counting them in `metrics`.
+    pub fn retaining(self, limits: RetentionLimits, metrics: Arc<Metrics>) -> JobBoard {
+        lock(&self.state).retained = RetainedJobs::new(limits);
+        JobBoard {
+            metrics: Some(metrics),
+            ..self
+        }
+    }
+
+    /// The jobs evicted since the last call (their outputs are to be removed; with shared
+    /// jobs their records are removed already).
+    pub fn take_evicted(&self) -> Vec<Job> {
+        std::mem::take(&mut lock(&self.state).evicted)
+    }
+
+    /// Jobs kept now, and their bytes.
+    pub fn retained(&self) -> super::retention::Usage {
+        lock(&self.state).retained.total()
+    }
+
+    /// Tells the metrics (and, with shared jobs, the records) what the last change kept and
+    /// evicted; under the lock, so that the gauges and the order of records follow it.
+    fn account(&self, state: &mut BoardState, evicted_before: usize) {
+        let evicted = &state.evicted[evicted_before.min(state.evicted.len())..];
+        if let Some(replication) = &self.replication {
+            for job in evicted {
+                let _ = replication.send(Replication::Forget(job.id));
+            }
+        }
+        if let Some(metrics) = &self.metrics {
+            let total = state.retained.total();
+            metrics.jobs_retained.set(total.jobs as i64);
+            metrics.jobs_retained_bytes.set(total.bytes as i64);
+            metrics.jobs_evicted.inc_by(evicted.len() as u64);
         }
     }
 
@@ -212,10 +390,14 @@ impl JobBoard {
 
     /// Adds `job`, taken from the shared queue, as the render of its fingerprint on this
     /// instance (its snapshot is already shared: nothing is replicated until it changes).
+    /// It was accepted already, so it is kept even over the bounds.
     pub fn adopt(&self, job: Job, work: Arc<RenderWork>) {
         let mut state = lock(&self.state);
+        let evicted_before = state.evicted.len();
         state.renders.insert(job.fingerprint.clone(), job.id);
-        state.entries.insert(job.id, Entry::new(job, work, None));
+        // Never refused with `must`.
+        let _ = state.put(Entry::new(job, work, None), true);
+        self.account(&mut state, evicted_before);
     }
 
     fn admit_locally(
@@ -225,6 +407,19 @@ impl JobBoard {
         may_lead: bool,
     ) -> Option<Admission> {
         let mut state = lock(&self.state);
+        let evicted_before = state.evicted.len();
+        let admission = self.admit_locked(&mut state, job, work, may_lead);
+        self.account(&mut state, evicted_before);
+        admission
+    }
+
+    fn admit_locked(
+        &self,
+        state: &mut BoardState,
+        job: &Job,
+        work: &Arc<RenderWork>,
+        may_lead: bool,
+    ) -> Option<Admission> {
         let leader = state
             .renders
             .get(&job.fingerprint)
@@ -235,36 +430,64 @@ impl JobBoard {
                 Admission::Reuses(Box::new(leader))
             }
             Some(leader) if !leader.state.is_terminal() => {
-                let slot = match self.follower_slot(&job.tenant) {
-                    Ok(slot) => slot,
-                    Err(refused) => return Some(Admission::Refused(refused)),
-                };
                 let mut follower = job.clone();
                 mirror(&mut follower, &leader);
                 let mut entry = Entry::new(follower, work.clone(), Some(leader.id));
-                entry.slot = slot;
-                state.entries.insert(job.id, entry);
+                // Room first: a refused follower must not hold a slot.
+                let bytes = entry_bytes(&entry);
+                if let Err(refused) = state.make_room(&job.tenant, bytes, false) {
+                    return Some(Admission::Refused(refused));
+                }
+                entry.slot = match self.follower_slot(&job.tenant) {
+                    Ok(slot) => slot,
+                    Err(refused) => return Some(Admission::Refused(refused)),
+                };
+                if let Err(refused) = state.put(entry, false) {
+                    return Some(Admission::Refused(refused));
+                }
                 if let Some(entry) = state.entries.get_mut(&leader.id) {
                     entry.followers.push(job.id);
                 }
+                state.refresh(leader.id);
                 Admission::Follows(leader.id)
             }
             _ if !may_lead => return None,
             _ => {
                 let entry = Entry::new(job.clone(), work.clone(), None);
+                if let Err(refused) = state.put(entry, false) {
+                    return Some(Admission::Refused(refused));
+                }
                 state.renders.insert(job.fingerprint.clone(), job.id);
-                state.entries.insert(job.id, entry);
                 Admission::Leads
             }
         })
     }
 
-    /// Adds a job outside de-duplication (a job reusing an output).
-    pub fn insert(&self, job: Job, work: Arc<RenderWork>) {
-        self.replicate(&job);
-        lock(&self.state)
-            .entries
-            .insert(job.id, Entry::new(job, work, None));
+    /// Adds a job outside de-duplication (a job reusing an output), unless the jobs kept
+    /// are at their bound with none ended.
+    pub fn insert(&self, job: Job, work: Arc<RenderWork>) -> Result<(), PushRefused> {
+        let mut state = lock(&self.state);
+        let evicted_before = state.evicted.len();
+        let put = state.put(Entry::new(job.clone(), work, None), false);
+        if put.is_ok() {
+            // The newest reuse stands for the render from now on: it is the last of them in
+            // the eviction order, so evicting the oldest jobs never forgets the output of a
+            // request that is still being reused (only one that is no longer is rendered
+            // again).
+            let named = state
+                .renders
+                .get(&job.fingerprint)
+                .and_then(|id| state.entries.get(id));
+            if job.state == JobState::Succeeded
+                && named.is_none_or(|entry| entry.job.state == JobState::Succeeded)
+            {
+                state.renders.insert(job.fingerprint.clone(), job.id);
+            }
+            // Under the lock, as in `update`: its record comes after the evictions'.
+            self.replicate(&job);
+        }
+        self.account(&mut state, evicted_before);
+        put
     }
 
     /// Adds a job that follows the render of `leader`, a job of another instance, unless
@@ -275,12 +498,19 @@ impl JobBoard {
         work: Arc<RenderWork>,
         leader: Uuid,
     ) -> Result<(), PushRefused> {
-        let slot = self.follower_slot(&job.tenant)?;
-        self.replicate(&job);
-        let mut entry = Entry::new(job, work, Some(leader));
-        entry.slot = slot;
-        lock(&self.state).entries.insert(entry.job.id, entry);
-        Ok(())
+        let mut state = lock(&self.state);
+        let evicted_before = state.evicted.len();
+        let mut entry = Entry::new(job.clone(), work, Some(leader));
+        let made_room = state.make_room(&job.tenant, entry_bytes(&entry), false);
+        let put = made_room.and_then(|()| {
+            entry.slot = self.follower_slot(&job.tenant)?;
+            state.put(entry, false)
+        });
+        if put.is_ok() {
+            self.replicate(&job);
+        }
+        self.account(&mut state, evicted_before);
+        put
     }
 
     /// Removes a job the queue refused, or that this instance no longer renders (its
@@ -290,11 +520,9 @@ impl JobBoard {
         let mut ended = Vec::new();
         let removed = {
             let mut state = lock(&self.state);
-            let entry = state.entries.remove(&id)?;
-            if state.renders.get(&entry.job.fingerprint) == Some(&id) {
-                state.renders.remove(&entry.job.fingerprint);
-            }
-            for follower in &entry.followers {
+            let followers = state.entries.get(&id)?.followers.clone();
+            let removed = state.forget(id)?;
+            for follower in &followers {
                 if let Some(follower) = state.entries.get_mut(follower) {
                     follower.leader = None;
                     if !follower.job.state.is_terminal() {
@@ -304,11 +532,16 @@ impl JobBoard {
                     }
                 }
             }
+            for job in &ended {
+                state.refresh(job.id);
+            }
+            let nothing_evicted = state.evicted.len();
+            self.account(&mut state, nothing_evicted);
             // Before the lock goes, as in `update`.
             for job in &ended {
                 self.replicate(job);
             }
-            entry.job
+            removed
         };
         Some(removed)
     }
@@ -329,12 +562,20 @@ impl JobBoard {
             .map(|entry| entry.job.clone())
     }
 
-    /// The current snapshot and a receiver of every later change.
+    /// The current snapshot and a receiver of every later change (closed at once for a job
+    /// that has ended: its snapshot is final).
     pub fn subscribe(&self, id: Uuid) -> Option<(Job, broadcast::Receiver<Job>)> {
-        lock(&self.state)
-            .entries
-            .get(&id)
-            .map(|entry| (entry.job.clone(), entry.changes.subscribe()))
+        let mut state = lock(&self.state);
+        let entry = state.entries.get_mut(&id)?;
+        let changes = if entry.job.state.is_terminal() {
+            broadcast::channel(1).1
+        } else {
+            entry
+                .changes
+                .get_or_insert_with(|| broadcast::channel(WATCH_BACKLOG).0)
+                .subscribe()
+        };
+        Some((entry.job.clone(), changes))
     }
 
     /// What a job that has not ended renders, and its cancel token.
@@ -394,6 +635,11 @@ impl JobBoard {
             {
                 state.renders.remove(&job.fingerprint);
             }
+            for snapshot in &published {
+                state.refresh(snapshot.id);
+            }
+            let nothing_evicted = state.evicted.len();
+            self.account(&mut state, nothing_evicted);
             // Queued for the shared records before the lock goes: a watcher woken by the
             // change reads the board (takes this lock) before it answers, so a flush it asks
             // for then comes after this snapshot (a cancel answered by this instance flushes,
@@ -422,6 +668,9 @@ impl JobBoard {
             entry.publish();
         }
         let job = entry.job.clone();
+        state.refresh(id);
+        let nothing_evicted = state.evicted.len();
+        self.account(&mut state, nothing_evicted);
         // Before the lock goes, as in `update`.
         self.replicate(&job);
         drop(state);
@@ -476,15 +725,12 @@ impl JobBoard {
             })
             .map(|entry| entry.job.id)
             .collect();
-        let mut removed = Vec::new();
-        for id in expired {
-            if let Some(entry) = state.entries.remove(&id) {
-                if state.renders.get(&entry.job.fingerprint) == Some(&id) {
-                    state.renders.remove(&entry.job.fingerprint);
-                }
-                removed.push(entry.job);
-            }
-        }
+        let removed: Vec<Job> = expired
+            .into_iter()
+            .filter_map(|id| state.forget(id))
+            .collect();
+        let nothing_evicted = state.evicted.len();
+        self.account(&mut state, nothing_evicted);
         removed
     }
 }
@@ -574,6 +820,89 @@ mod tests {
         assert_eq!(Arc::strong_count(&work), 1, "and lets go of it at the end");
         assert!(board.work(job.id).is_none());
         assert_eq!(board.get(job.id).unwrap().state, JobState::Cancelled);
+    }
+
+    #[test]
+    fn a_job_has_a_broadcast_only_while_watched_and_none_once_it_ended() {
+        let board = JobBoard::default();
+        let (job, work) = job(&fingerprint("b"));
+        board.admit(&job, &work);
+        let broadcasting = |board: &JobBoard| lock(&board.state).entries[&job.id].changes.is_some();
+        assert!(!broadcasting(&board), "nobody watches yet");
+        let (_, mut changes) = board.subscribe(job.id).unwrap();
+        assert!(broadcasting(&board));
+        board.update(job.id, |job| {
+            job.finish(JobState::Succeeded, None);
+            true
+        });
+        assert!(!broadcasting(&board), "the end drops it");
+        assert_eq!(changes.try_recv().unwrap().state, JobState::Succeeded);
+        assert!(matches!(
+            changes.try_recv(),
+            Err(broadcast::error::TryRecvError::Closed)
+        ));
+        let (ended, mut late) = board.subscribe(job.id).unwrap();
+        assert_eq!(ended.state, JobState::Succeeded);
+        assert!(matches!(
+            late.try_recv(),
+            Err(broadcast::error::TryRecvError::Closed)
+        ));
+        assert!(
+            !broadcasting(&board),
+            "a watcher of an ended job reads its snapshot"
+        );
+    }
+
+    #[test]
+    fn a_tenant_over_its_bound_loses_its_oldest_ended_job_and_reuses_stay_reusable() {
+        let limits = RetentionLimits {
+            max_jobs_per_tenant: 3,
+            ..RetentionLimits::UNBOUNDED
+        };
+        let metrics = Metrics::new();
+        let board = JobBoard::default().retaining(limits, metrics.clone());
+        let fingerprint = fingerprint("r");
+        let (leader, work) = job(&fingerprint);
+        board.admit(&leader, &work);
+        board.update(leader.id, |job| {
+            job.finish(JobState::Succeeded, None);
+            true
+        });
+        let mut reuses = Vec::new();
+        for _ in 0..5 {
+            let (reuse, _) = job(&fingerprint);
+            let Admission::Reuses(source) = board.admit(&reuse, &work) else {
+                panic!("a reuse");
+            };
+            let mut reused = reuse.clone();
+            reused.finish(JobState::Succeeded, None);
+            reused.output = source.output.clone();
+            board.insert(reused, work.clone()).unwrap();
+            reuses.push(reuse.id);
+        }
+        assert_eq!(board.retained().jobs, 3);
+        assert_eq!(metrics.jobs_retained.get(), 3);
+        assert_eq!(metrics.jobs_evicted.get(), 3);
+        let evicted: Vec<Uuid> = board.take_evicted().iter().map(|job| job.id).collect();
+        assert_eq!(evicted, [leader.id, reuses[0], reuses[1]]);
+        assert!(board.get(leader.id).is_none());
+        let (next, _) = job(&fingerprint);
+        assert!(
+            matches!(board.admit(&next, &work), Admission::Reuses(source) if source.id == reuses[4]),
+            "the newest reuse stands for the evicted render"
+        );
+        // Three jobs that have not ended: nothing can go.
+        let board = JobBoard::default().retaining(limits, Metrics::new());
+        for name in ["x", "y", "z"] {
+            let (live, work) = job(&self::fingerprint(name));
+            assert_eq!(board.admit(&live, &work), Admission::Leads);
+        }
+        let (refused, work) = job(&self::fingerprint("w"));
+        assert!(matches!(
+            board.admit(&refused, &work),
+            Admission::Refused(PushRefused::RetainedJobsFull(full)) if full.per_tenant
+        ));
+        assert!(board.get(refused.id).is_none());
     }
 
     #[test]

@@ -227,6 +227,9 @@ pub enum PushRefused {
     TenantFull { held: usize, limit: usize },
     /// The server is shutting down.
     Closed,
+    /// The jobs kept (of the tenant, or of the instance) are at their bound and none of them
+    /// has ended, so none can be forgotten to make room ([`super::retention`]).
+    RetainedJobsFull(super::retention::RetainedFull),
 }
 
 /// What a tenant holds now, for estimating when one of its slots frees.

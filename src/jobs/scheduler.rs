@@ -38,6 +38,7 @@ use super::board::{JobBoard, Replication};
 use super::model::{Job, JobState, RenderWork};
 use super::quarantine::{lock, Quarantine};
 use super::queue::{PushRefused, RenderQueue};
+use super::retention::RetentionLimits;
 use super::shared::{SharedError, SharedJobs};
 use super::shared_queue::{SharedQueue, SharedQueueSettings};
 use super::Fingerprint;
@@ -93,6 +94,8 @@ pub struct SchedulerSettings {
     /// With shared jobs: the lease of a job taken from the shared queue
     /// ([`crate::config::DEFAULT_JOB_LEASE_MS`]).
     pub job_lease: Duration,
+    /// The bounds of the jobs kept ([`crate::jobs::retention`]).
+    pub retained: RetentionLimits,
 }
 
 /// Where accepted jobs wait for a worker: the scheduler's worker loops read one or the other.
@@ -155,7 +158,9 @@ impl Scheduler {
         let queue =
             Arc::new(RenderQueue::new(queue_capacity).with_tenant_limit(settings.tenant_max_jobs));
         // Followers of a render wait like queued renders: they count against the capacity.
-        let board = board.counting_followers_in(queue.clone());
+        let board = board
+            .counting_followers_in(queue.clone())
+            .retaining(settings.retained, metrics.clone());
         let spares = (settings.spare_workers > 0).then(|| {
             SpareWorkers::start(
                 SpareSettings {
@@ -287,16 +292,41 @@ impl Scheduler {
         if let (Err(SubmitRefused::Shared(error)), Some(job)) = (&submitted, abandoned) {
             self.abandon_shared(job, error.to_string());
         }
+        self.discard_evicted();
         submitted
     }
 
-    /// Counts a refusal for the tenant's share (the label set is bounded: tenants come from
-    /// configuration).
+    /// Removes the outputs of the jobs the board evicted to make room (off the runtime: file
+    /// removal blocks).
+    fn discard_evicted(&self) {
+        let evicted = self.board.take_evicted();
+        if evicted.is_empty() {
+            return;
+        }
+        let outputs = self.outputs.clone();
+        tokio::task::spawn_blocking(move || {
+            for job in evicted {
+                outputs.remove(job.id, job.format.extension());
+                tracing::debug!(job_id = %job.id, tenant = %job.tenant, "ended job evicted to make room");
+            }
+        });
+    }
+
+    /// Counts a refusal for the tenant's share or its jobs kept (the label set is bounded:
+    /// tenants come from configuration).
     fn count_tenant_refusal(&self, tenant: &TenantId, refused: PushRefused) {
-        if let PushRefused::TenantFull { held, limit } = refused {
-            self.metrics
-                .tenant_refusal(tenant.as_str(), Reason::TenantJobLimit);
-            tracing::info!(tenant = %tenant, held, limit, "job refused: the tenant holds its share");
+        match refused {
+            PushRefused::TenantFull { held, limit } => {
+                self.metrics
+                    .tenant_refusal(tenant.as_str(), Reason::TenantJobLimit);
+                tracing::info!(tenant = %tenant, held, limit, "job refused: the tenant holds its share");
+            }
+            PushRefused::RetainedJobsFull(full) => {
+                self.metrics
+                    .tenant_refusal(tenant.as_str(), Reason::RetainedJobsFull);
+                tracing::info!(tenant = %tenant, retained = full.retained, limit = full.limit, per_tenant = full.per_tenant, "job refused: the jobs kept are at their bound and none has ended");
+            }
+            PushRefused::Full { .. } | PushRefused::Closed => {}
         }
     }
 
@@ -377,6 +407,8 @@ impl Scheduler {
         if unclaimed.remove(&id).is_some() {
             self.board.request_cancel(id);
         }
+        drop(unclaimed);
+        self.discard_evicted();
     }
 
     /// Stops taking jobs: waiting ones are cancelled (retryable), running ones get `grace`

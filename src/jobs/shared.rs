@@ -68,6 +68,20 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[1])
 return 1";
 
+/// How long the record of a job not admitted yet lives. It is written just before the job
+/// may be named by the render index (another instance that finds it there must find its
+/// record), and admission writes it again with the retention a few Redis round trips later
+/// (the queue's script, or the board's first snapshot); should this instance stop in between,
+/// the record goes after a minute instead of a day.
+pub const PENDING_RECORD_TTL: Duration = Duration::from_secs(60);
+/// How long the record of a job refused after it was shared lives (a refusal that lost a
+/// race with another submission: the usual refusal writes nothing). Long enough for an
+/// instance that found the job in the render index meanwhile (a few round trips ago) to read
+/// that it ended rather than take it for lost, and for a caller's retry of the same request
+/// to meet the same record; short, so that refusals, which a caller can cause hundreds of
+/// times a second, cannot fill Redis.
+pub const REFUSED_RECORD_TTL: Duration = Duration::from_secs(60);
+
 /// Attempts at a compare-and-set on a record that keeps changing under it (progress of a
 /// job being taken at that very moment): a few, then the caller is told Redis is in trouble.
 const RECORD_CHANGE_ATTEMPTS: usize = 4;
@@ -281,10 +295,27 @@ impl SharedJobs {
 
     /// Writes `job`'s snapshot (unless a newer one is stored) and tells its watchers.
     pub async fn publish(&self, job: &Job) -> Result<(), SharedError> {
+        self.publish_for(job, self.retention).await
+    }
+
+    /// [`SharedJobs::publish`] of a job not admitted yet, kept [`PENDING_RECORD_TTL`].
+    pub async fn publish_pending(&self, job: &Job) -> Result<(), SharedError> {
+        self.publish_for(job, PENDING_RECORD_TTL.min(self.retention))
+            .await
+    }
+
+    /// [`SharedJobs::publish`] of the end of a job refused after it was shared, kept
+    /// [`REFUSED_RECORD_TTL`].
+    pub async fn publish_refused(&self, job: &Job) -> Result<(), SharedError> {
+        self.publish_for(job, REFUSED_RECORD_TTL.min(self.retention))
+            .await
+    }
+
+    async fn publish_for(&self, job: &Job, lifetime: Duration) -> Result<(), SharedError> {
         let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
         let key = self.job_key(job.id);
         let channel = self.events_channel(job.id);
-        let ttl = millis(self.retention);
+        let ttl = millis(lifetime);
         let owner = job.owner.map(|owner| owner.to_string()).unwrap_or_default();
         let _: i64 = self
             .redis
@@ -303,6 +334,18 @@ impl SharedJobs {
             })
             .await?;
         Ok(())
+    }
+
+    /// Removes job `id`'s record (a job this instance evicted to make room: every instance
+    /// answers for it as gone, and its idempotency key is freed).
+    pub async fn forget(&self, id: Uuid) -> Result<(), SharedError> {
+        let key = self.job_key(id);
+        self.redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                connection.del::<_, ()>(&key).await.map_err(unavailable)
+            })
+            .await
     }
 
     /// Writes `job` (whose version is one above `expected`) only if the stored record is
@@ -509,6 +552,23 @@ impl SharedJobs {
             }
         });
         receiver
+    }
+
+    /// The job the render index names for `fingerprint`, if any (reads only).
+    pub async fn render_of(&self, fingerprint: &Fingerprint) -> Result<Option<Uuid>, SharedError> {
+        let key = self.render_key(fingerprint);
+        let current: Option<String> = self
+            .redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                connection.get(&key).await.map_err(unavailable)
+            })
+            .await?;
+        current
+            .map(|current| {
+                Uuid::try_parse(&current).map_err(|error| SharedError::Damaged(error.to_string()))
+            })
+            .transpose()
     }
 
     /// Claims `fingerprint` for `job`, or names the job that renders it.

@@ -352,6 +352,40 @@ impl SharedQueue {
         self.waiting.load(Ordering::Relaxed)
     }
 
+    /// The refusal [`SharedQueue::enqueue`] would answer now for a job of `tenant` holding
+    /// `local_held` jobs on this instance outside the queue; reads only, so that a job
+    /// refused here leaves nothing in Redis (the script checks again, atomically).
+    pub async fn refusal(
+        &self,
+        tenant: &TenantId,
+        local_held: usize,
+    ) -> Result<Option<PushRefused>, SharedError> {
+        let limit = self.settings.tenant_max_jobs.unwrap_or(0);
+        let (held, waiting): (Option<i64>, Option<i64>) = self
+            .redis
+            .within_deadline(async {
+                let mut connection = self.redis.connection().await?;
+                redis::pipe()
+                    .hget(self.tenants_key(), tenant.as_str())
+                    .get(self.length_key())
+                    .query_async(&mut connection)
+                    .await
+                    .map_err(unavailable)
+            })
+            .await?;
+        let held = usize::try_from(held.unwrap_or(0))
+            .unwrap_or(0)
+            .saturating_add(local_held);
+        if limit > 0 && held >= limit {
+            return Ok(Some(PushRefused::TenantFull { held, limit }));
+        }
+        let waiting = usize::try_from(waiting.unwrap_or(0)).unwrap_or(0);
+        if waiting >= self.settings.capacity.max(1) {
+            return Ok(Some(PushRefused::Full { length: waiting }));
+        }
+        Ok(None)
+    }
+
     /// Adds `record`'s job (its record written at once, as `record` says) with `work`;
     /// answers the jobs waiting in the queue, this one included. `local_held`: jobs its
     /// tenant holds on this instance outside the queue (followers).

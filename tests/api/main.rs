@@ -24,6 +24,7 @@ mod pki;
 mod process;
 mod reasons;
 mod renders;
+mod retained_jobs;
 mod safe_defaults;
 mod shared_queue;
 mod shares;

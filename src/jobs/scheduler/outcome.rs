@@ -121,6 +121,7 @@ impl Scheduler {
                 PushRefused::Full { .. } => Reason::QueueFull.into(),
                 PushRefused::TenantFull { .. } => Reason::TenantJobLimit.into(),
                 PushRefused::Closed => Reason::ServerShuttingDown.into(),
+                PushRefused::RetainedJobsFull(_) => Reason::RetainedJobsFull.into(),
             },
             message: "the render this job shared was refused by a full or closing queue; \
                       submit again"

@@ -25,14 +25,27 @@ impl Scheduler {
         let work = Arc::new(work);
         if let Some(shared) = self.shared.clone() {
             job.owner = Some(shared.instance());
-            // Shared before it may lead: another instance that finds this job in the render
-            // index must find its record too, or it would take it for gone and render twice.
-            shared.publish(&job).await?;
+            // Nothing goes to Redis before the job is admitted: its record is shared only
+            // once the render index may name it (it leads or takes a fingerprint over), and
+            // a job the queue would refuse is refused before that. A follower's or a
+            // reuser's record is written by the board once it is admitted.
+            let mut record_shared = false;
             loop {
-                let leader = match shared.claim_render(&job.fingerprint, job.id).await? {
-                    RenderClaim::Leads => break,
-                    RenderClaim::Existing(leader) if leader == job.id => break,
-                    RenderClaim::Existing(leader) => leader,
+                let leader = match shared.render_of(&job.fingerprint).await? {
+                    Some(leader) if leader == job.id => break,
+                    Some(leader) => leader,
+                    None => {
+                        if let Some(refused) = self.refusal_before_leading(&tenant).await? {
+                            self.count_tenant_refusal(&tenant, refused);
+                            return Err(SubmitRefused::Queue(refused));
+                        }
+                        self.share_before_leading(&job, &mut record_shared).await?;
+                        match shared.claim_render(&job.fingerprint, job.id).await? {
+                            RenderClaim::Leads => break,
+                            RenderClaim::Existing(leader) if leader == job.id => break,
+                            RenderClaim::Existing(leader) => leader,
+                        }
+                    }
                 };
                 // A live or succeeded render of this instance: the board decides.
                 if let Some(local) = self.board.get(leader) {
@@ -48,13 +61,16 @@ impl Scheduler {
                             Some(Ok(joined)) => return Ok(joined),
                             Some(Err(refused)) => {
                                 self.count_tenant_refusal(&tenant, refused);
-                                self.share_refusal(&job, refused).await;
+                                if record_shared {
+                                    self.share_refusal(&job, refused).await;
+                                }
                                 return Err(SubmitRefused::Queue(refused));
                             }
                             // It ended (or its output is gone) meanwhile: take it over below.
                             None => {}
                         }
                     }
+                    self.share_before_leading(&job, &mut record_shared).await?;
                     if shared
                         .replace_render(&job.fingerprint, leader, job.id)
                         .await?
@@ -72,10 +88,19 @@ impl Scheduler {
                         })
                         .await
                         .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
-                        if let Some(reused) = reused {
-                            return Ok(reused);
+                        match reused {
+                            Ok(Some(reused)) => return Ok(reused),
+                            Ok(None) => {}
+                            Err(refused) => {
+                                self.count_tenant_refusal(&tenant, refused);
+                                if record_shared {
+                                    self.share_refusal(&job, refused).await;
+                                }
+                                return Err(SubmitRefused::Queue(refused));
+                            }
                         }
                         // Its output is gone: render anew.
+                        self.share_before_leading(&job, &mut record_shared).await?;
                         shared
                             .replace_render(&job.fingerprint, leader, job.id)
                             .await?;
@@ -84,13 +109,16 @@ impl Scheduler {
                         let followed = self.follow_remote(job.clone(), work, remote);
                         if let Err(refused) = followed {
                             self.count_tenant_refusal(&tenant, refused);
-                            self.share_refusal(&job, refused).await;
+                            if record_shared {
+                                self.share_refusal(&job, refused).await;
+                            }
                         }
                         return followed.map_err(SubmitRefused::Queue);
                     }
                     // Failed, cancelled or expired: the first to take the fingerprint over
                     // renders it.
                     _ => {
+                        self.share_before_leading(&job, &mut record_shared).await?;
                         if shared
                             .replace_render(&job.fingerprint, leader, job.id)
                             .await?
@@ -117,6 +145,36 @@ impl Scheduler {
             self.share_refusal(&job, *refused).await;
         }
         submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// The refusal a leading job would get from the shared queue now (read only): refused
+    /// here, a submission leaves nothing in Redis. The queue's script checks again when the
+    /// job is added, so a race costs only the short-lived records of a late refusal.
+    async fn refusal_before_leading(
+        &self,
+        tenant: &crate::auth::TenantId,
+    ) -> Result<Option<PushRefused>, SubmitRefused> {
+        let WorkQueue::Shared(queue) = &self.work else {
+            return Ok(None);
+        };
+        Ok(queue
+            .refusal(tenant, self.queue.tenant_jobs(tenant))
+            .await?)
+    }
+
+    /// Shares `job`'s record (once, short-lived until it is admitted) before the render
+    /// index may name it: another instance that finds the job there must find its record
+    /// too, or it would take it for gone and render twice.
+    async fn share_before_leading(
+        &self,
+        job: &Job,
+        record_shared: &mut bool,
+    ) -> Result<(), SubmitRefused> {
+        if let (false, Some(shared)) = (*record_shared, &self.shared) {
+            shared.publish_pending(job).await?;
+            *record_shared = true;
+        }
+        Ok(())
     }
 
     /// The local part of [`Scheduler::submit`]. Blocking (it may link an output file).
@@ -155,7 +213,7 @@ impl Scheduler {
                     return Ok(self.board.get(id).unwrap_or(job));
                 }
                 Admission::Refused(refused) => return Err(refused),
-                Admission::Reuses(leader) => match self.reuse(&job, work.clone(), &leader) {
+                Admission::Reuses(leader) => match self.reuse(&job, work.clone(), &leader)? {
                     Some(reused) => return Ok(reused),
                     // The output expired under us: render again.
                     None => self.board.forget_render(&job.fingerprint, leader.id),
@@ -165,12 +223,19 @@ impl Scheduler {
     }
 
     /// Gives `job` the output of `source` (an identical request's succeeded job) and adds
-    /// it as succeeded; `None` when that output is gone. Blocking (links a file).
-    pub(super) fn reuse(&self, job: &Job, work: Arc<RenderWork>, source: &Job) -> Option<Job> {
+    /// it as succeeded; `None` when that output is gone. Refused, like any new job, when the
+    /// jobs kept are at their bound ([`crate::jobs::retention`]): a reuse costs no worker, but
+    /// is kept as long as any job. Blocking (links a file).
+    pub(super) fn reuse(
+        &self,
+        job: &Job,
+        work: Arc<RenderWork>,
+        source: &Job,
+    ) -> Result<Option<Job>, PushRefused> {
         let extension = job.format.extension();
         if let Err(error) = self.outputs.link(source.id, job.id, extension) {
             tracing::warn!(job_id = %job.id, template_id = %job.template_id, source_job_id = %source.id, %error, "cannot reuse an output");
-            return None;
+            return Ok(None);
         }
         let now = SystemTime::now();
         let mut reused = job.clone();
@@ -180,9 +245,13 @@ impl Scheduler {
         reused.output = source.output.clone();
         reused.started_at = Some(now);
         reused.finished_at = Some(now);
-        self.board.insert(reused.clone(), work);
+        if let Err(refused) = self.board.insert(reused.clone(), work) {
+            // Its link goes: nothing of the refused job stays.
+            self.outputs.remove(job.id, extension);
+            return Err(refused);
+        }
         self.metrics.render_cache_hits.inc();
         tracing::info!(job_id = %job.id, template_id = %job.template_id, source_job_id = %source.id, "job reuses the output of an identical request");
-        Some(reused)
+        Ok(Some(reused))
     }
 }

@@ -45,7 +45,7 @@ impl Scheduler {
         job.version = FINAL_VERSION;
         tokio::spawn(async move {
             for attempt in 1..=ABANDON_ATTEMPTS {
-                let ended = shared.publish(&job).await;
+                let ended = shared.publish_refused(&job).await;
                 let unindexed = shared.clear_render(&job.fingerprint, job.id).await;
                 match (ended, unindexed) {
                     (Ok(()), Ok(())) => return,
@@ -58,8 +58,9 @@ impl Scheduler {
         });
     }
 
-    /// Ends the shared record of a job the queue refused (it said QUEUED), so that nobody
-    /// follows it, and frees the fingerprint.
+    /// Ends the shared record of a job the queue refused after it was shared (it said
+    /// QUEUED), so that nobody follows it, and frees the fingerprint; the end is kept
+    /// [`crate::jobs::shared::REFUSED_RECORD_TTL`].
     pub(super) async fn share_refusal(&self, job: &Job, refused: PushRefused) {
         let Some(shared) = &self.shared else {
             return;
@@ -75,7 +76,8 @@ impl Scheduler {
             }),
         );
         refused_job.version = FINAL_VERSION;
-        if let Err(error) = shared.publish(&refused_job).await {
+        // Short-lived: refusals must not fill Redis.
+        if let Err(error) = shared.publish_refused(&refused_job).await {
             tracing::warn!(job_id = %job.id, template_id = %job.template_id, %error, "cannot share a refused job's end");
         }
         if let Err(error) = shared.clear_render(&job.fingerprint, job.id).await {
@@ -116,6 +118,11 @@ pub(super) async fn replicate(
             Replication::Quarantine(fingerprint) => {
                 if let Err(error) = shared.quarantine(&fingerprint).await {
                     tracing::warn!(%fingerprint, %error, "cannot share a quarantine");
+                }
+            }
+            Replication::Forget(id) => {
+                if let Err(error) = shared.forget(id).await {
+                    tracing::warn!(job_id = %id, %error, "cannot remove an evicted job's record; it expires with the retention");
                 }
             }
             Replication::Flush(done) => {

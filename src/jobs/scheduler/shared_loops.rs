@@ -255,8 +255,9 @@ impl Scheduler {
             }
             Admission::Refused(refused) => Some(Err(refused)),
             Admission::Reuses(leader) => match self.reuse(job, work, &leader) {
-                Some(reused) => Some(Ok(reused)),
-                None => {
+                Ok(Some(reused)) => Some(Ok(reused)),
+                Err(refused) => Some(Err(refused)),
+                Ok(None) => {
                     self.board.forget_render(&job.fingerprint, leader.id);
                     None
                 }
