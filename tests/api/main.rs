@@ -9,6 +9,7 @@ mod errors;
 mod fair_share;
 mod helpers;
 mod hostile_assets;
+mod hostile_expressions;
 mod hostile_sandbox;
 mod hostile_templates;
 mod idempotency;
