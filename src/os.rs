@@ -1,10 +1,11 @@
 //! The crate's only unsafe code, all of it thin calls into C: resource limits, the
 //! parent-death signal, the OOM killer's preference and closing inherited descriptors, applied
 //! in a forked child before exec; killing a process group, reaping a child with its resource
-//! usage, this process's own usage, ending a worker without its libraries' finalizers, thread
-//! priority, the one FFmpeg call its safe wrapper lacks (making a frame writable before
-//! reuse), and the few raw calls the sandbox self-test makes to prove a worker cannot do them
-//! (fork, signalling another process, an inheritable descriptor).
+//! usage, this process's own usage and the calling thread's CPU time, ending a worker without
+//! its libraries' finalizers, thread priority, the one FFmpeg call its safe wrapper lacks
+//! (making a frame writable before reuse), and the few raw calls the sandbox self-test makes
+//! to prove a worker cannot do them (fork, signalling another process, an inheritable
+//! descriptor).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus};
@@ -248,6 +249,24 @@ pub fn own_usage() -> ResourceUsage {
     // SAFETY: RUSAGE_SELF with a valid out-pointer cannot fail.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     ResourceUsage::from_rusage(&usage)
+}
+
+/// CPU time the calling thread has used (user + system), from
+/// `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`: what the expression engine's CPU cap measures,
+/// unaffected by other threads or by time spent waiting. Zero if the clock cannot be read.
+pub fn current_thread_cpu_time() -> Duration {
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec on our stack.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(time.tv_sec).unwrap_or(0),
+        u32::try_from(time.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// Peak resident set size of this process image, bytes: `VmHWM` from /proc/self/status.

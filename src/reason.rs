@@ -71,6 +71,7 @@ reasons! {
     RenderDeadlineExceeded => "RENDER_DEADLINE_EXCEEDED",
     RenderCpuExceeded => "RENDER_CPU_EXCEEDED",
     RenderMemoryExceeded => "RENDER_MEMORY_EXCEEDED",
+    ExpressionsCpuExceeded => "EXPRESSIONS_CPU_EXCEEDED",
     RenderThreadDied => "RENDER_THREAD_DIED",
     ResourcesExhausted => "RESOURCES_EXHAUSTED",
     EncoderUnavailable => "ENCODER_UNAVAILABLE",

@@ -43,6 +43,11 @@ pub enum RenderError {
         seconds: f64,
         max: f64,
     },
+    #[error(
+        "{0}: the expressions of this template need more than a render allows at this frame \
+         rate; simplify them (CreateTemplate's warnings name each one)"
+    )]
+    ExpressionsOverBudget(String),
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -55,9 +60,10 @@ impl Classified for RenderError {
             RenderError::Template(error) => error.class(),
             RenderError::Modification(error) => error.class(),
             RenderError::Text(error) => error.class(),
-            RenderError::RendererRefused | RenderError::OutputTooLong { .. } => {
-                ErrorClass::Deterministic
-            }
+            // Counted work: the same request always runs out the same way.
+            RenderError::RendererRefused
+            | RenderError::OutputTooLong { .. }
+            | RenderError::ExpressionsOverBudget(_) => ErrorClass::Deterministic,
             // The template was deleted after the job was accepted: it will never come back.
             RenderError::ReadTemplate(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 ErrorClass::Deterministic
@@ -76,6 +82,7 @@ impl Classified for RenderError {
             RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => "TEMPLATE_UNRENDERABLE",
             RenderError::OutputTooLong { .. } => "OUTPUT_TOO_LONG",
+            RenderError::ExpressionsOverBudget(_) => EXPRESSIONS_CPU_EXCEEDED_REASON,
             RenderError::RenderThreadDied => "RENDER_THREAD_DIED",
             RenderError::Resources(_) => "RESOURCES_EXHAUSTED",
             RenderError::Encode(error) => error.reason(),
@@ -93,6 +100,11 @@ impl Classified for RenderError {
     }
 }
 
+/// The reason of a render whose expressions ran out of their budget
+/// ([`expressions::MAX_EXPRESSION_WORK_UNITS`], [`expressions::MAX_EXPRESSION_CPU`]): the job
+/// fails, not retryable, and its fingerprint is quarantined.
+pub const EXPRESSIONS_CPU_EXCEEDED_REASON: &str = "EXPRESSIONS_CPU_EXCEEDED";
+
 /// A render ready to run: the frame source and what the output will be.
 pub struct PreparedRender {
     pub source: FrameSource,
@@ -101,7 +113,7 @@ pub struct PreparedRender {
 }
 
 /// Parses and fences `template_bytes` (image assets included: they must be embedded data),
-/// applies `modifications`, bakes expressions into keyframes, turns text layers into glyph
+/// bakes expressions into keyframes, applies `modifications`, turns text layers into glyph
 /// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts
 /// when the template or a slot is at fault.
 pub fn prepare(
@@ -121,10 +133,24 @@ pub fn prepare(
     }
     let mut json = template.json;
     let slots = slots::discover(&json);
-    modifications::apply(&mut json, &slots, modifications)?;
+    if let Some(error) = modifications::check(&slots, modifications)
+        .into_iter()
+        .next()
+    {
+        return Err(error.into());
+    }
+    modifications::resolve_slot_references(&mut json);
     // rlottie ignores expressions: their values at the output frame times become keyframes
-    // (before text conversion, which keeps the baked transforms of text layers).
-    expressions::bake(&mut json, spec.fps.get());
+    // (before text conversion, which keeps the baked transforms of text layers). Before the
+    // caller's colours and texts are written: expressions see the template as CreateTemplate
+    // analysed it, so no modification can steer one into work the analysis never saw. A
+    // budget that runs out fails the render (it would show static values nobody was warned
+    // of, and cost its CPU again on every retry).
+    let baked = expressions::bake(&mut json, spec.fps.get());
+    if let Some(breach) = baked.budget_breach {
+        return Err(RenderError::ExpressionsOverBudget(breach.describe()));
+    }
+    modifications::write(&mut json, &slots, modifications);
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
     text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;

@@ -170,7 +170,8 @@ pub fn admit(
 
 impl Scheduler {
     /// Refuses `job` when its fingerprint is quarantined (here or, with shared jobs, by any
-    /// instance): this exact request crashed the renderer twice.
+    /// instance): this exact request crashed the renderer twice, or its expressions ran out
+    /// of their budget.
     pub async fn check_quarantine(&self, job: &Job) -> Result<(), ServiceError> {
         if !self.is_quarantined(&job.fingerprint).await? {
             return Ok(());
@@ -182,8 +183,8 @@ impl Scheduler {
         );
         Err(ServiceError::invalid_argument(
             Reason::RenderQuarantined,
-            "this exact request crashed the renderer twice and is quarantined; change \
-             the template or the modifications",
+            "this exact request crashed the renderer twice or ran its expressions out of \
+             their budget, and is quarantined; change the template or the modifications",
             Vec::new(),
         ))
     }

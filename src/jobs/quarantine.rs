@@ -1,6 +1,7 @@
-//! Fingerprints whose renders crashed the worker twice. A quarantined request is refused at
-//! the boundary (INVALID_ARGUMENT) without spawning anything, so a poisoned template cannot
-//! burn the render farm however often it is retried. Entries expire with the job retention.
+//! Fingerprints whose renders crashed the worker twice, or whose expressions ran out of their
+//! budget (`EXPRESSIONS_CPU_EXCEEDED`). A quarantined request is refused at the boundary
+//! (INVALID_ARGUMENT) without spawning anything, so a poisoned template cannot burn the render
+//! farm however often it is retried. Entries expire with the job retention.
 
 use super::Fingerprint;
 use std::collections::HashMap;

@@ -5,22 +5,28 @@
 //!
 //! The engine runs in the render (or analysis) worker with no I/O (QuickJS without its libc
 //! module: no files, network, timers or modules), a fixed random seed, a memory limit and a
-//! deterministic work budget for the whole template. An expression that fails, uses what is
-//! not provided, or is left when the budget runs out keeps its static value and is named in the
-//! warnings with its JSON path. A template without expressions is not touched.
+//! budget for the whole template: deterministic work units (interrupt polls, and the bytes the
+//! built-ins of `metering.js` touch) and, behind them, a cap on the thread's CPU time for work
+//! neither sees. An expression that fails, uses what is not provided, or is left when the
+//! budget runs out keeps its static value and is named in the warnings with its JSON path; the
+//! report says whether the budget ran out ([`ExpressionReport::budget_breach`]), which a render
+//! treats as a failure of its own. A template without expressions is not touched.
 
 mod sampling;
 
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Runtime};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use sampling::MAX_SAMPLES_PER_COMPOSITION;
 
 /// The After Effects vocabulary, in JavaScript.
 const PRELUDE: &str = include_str!("expressions/prelude.js");
+/// The wrappers charging built-ins by the bytes they touch, in JavaScript.
+const METERING: &str = include_str!("expressions/metering.js");
 
 /// Memory QuickJS may allocate for one template: the template's JSON as JavaScript objects
 /// (at most 8 MiB of text, images and glyphs left out) and the values being baked fit in a
@@ -30,15 +36,29 @@ pub const MAX_EXPRESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// Native stack QuickJS may use (deep or runaway recursion in an expression stops here with
 /// a catchable error, well within the worker thread's stack).
 pub const MAX_EXPRESSION_STACK_BYTES: usize = 1024 * 1024;
-/// Work budget of one template's expressions, in QuickJS interrupt polls: QuickJS polls the
-/// interrupt handler every 10,000 calls and backward jumps, so this counts work the same way on
-/// every run and machine (the same template always bakes the same values, whatever the load),
-/// unlike a clock. An endless loop reaches it in about 2 s of CPU here (20,000 polls took
-/// 0.43 s), inside the analysis worker's 5 s CPU budget (`crate::analysis::ANALYSIS_CPU_SECONDS`:
-/// it builds the report, so it bakes too), so a runaway expression is a warning, never a failed
-/// analysis. The ripple template's six expressions at 60 fps use 958 polls: room for about a
-/// hundred such expressions over ten seconds.
-pub const MAX_EXPRESSION_WORK_POLLS: u64 = 100_000;
+/// Work budget of one template's expressions, in work units: one QuickJS interrupt poll
+/// (QuickJS polls the interrupt handler every 10,000 calls and backward jumps, and its regular
+/// expressions every 10,000 steps) or [`BYTES_PER_WORK_UNIT`] bytes touched by a built-in of
+/// `metering.js` (a native search over a megabyte is one call to the polls). Counted, so it
+/// measures work the same way on every run and machine (the same template always bakes the
+/// same values, whatever the load), unlike a clock. An endless loop reaches it in about 2 s of
+/// CPU here (20,000 polls took 0.43 s), inside the analysis worker's 5 s CPU budget
+/// (`crate::analysis::ANALYSIS_CPU_SECONDS`: it builds the report, so it bakes too), so a
+/// runaway expression is a warning, never a failed analysis. The ripple template's six
+/// expressions at 60 fps use about a thousand units: room for about a hundred such expressions
+/// over ten seconds.
+pub const MAX_EXPRESSION_WORK_UNITS: u64 = 100_000;
+/// Bytes a metered built-in touches per work unit (an array element counts 8 bytes). Set so a
+/// unit of searching costs about what a unit of polls does (~20 µs here; a search through
+/// 4 KiB of a string takes a few µs, building strings and arrays more): the budget then ends a
+/// loop of megabyte searches in about the time it ends an endless loop.
+pub const BYTES_PER_WORK_UNIT: u64 = 4 * 1024;
+/// CPU time of the baking thread the expressions of one template may use: the backstop for
+/// work neither the polls nor the metering count (operators on huge strings or numbers),
+/// checked at every poll and every metered call. Above the ~2 s the work units allow, so an
+/// honest template on a loaded machine meets the counted budget, not the clock; below the
+/// analysis worker's 5 s, so a template over it is a warning, not a failed analysis.
+pub const MAX_EXPRESSION_CPU: Duration = Duration::from_secs(3);
 /// Baked values per template, all expressions together (each becomes a keyframe of a few
 /// hundred bytes until rlottie has parsed it): a 60 s, 60 fps template with 69 expressions,
 /// or 10 s with 416. Expressions past it keep their static value, with a warning.
@@ -53,8 +73,36 @@ pub struct ExpressionReport {
     pub baked: usize,
     /// One line per expression left at its static value, naming its JSON path and why.
     pub warnings: Vec<String>,
-    /// Work used, in QuickJS interrupt polls (of [`MAX_EXPRESSION_WORK_POLLS`]).
-    pub work_polls: u64,
+    /// Work used, in work units (of [`MAX_EXPRESSION_WORK_UNITS`]).
+    pub work_units: u64,
+    /// Which budget ran out, if one did: the properties left keep their static value (and
+    /// the warnings say so); a render fails instead (`EXPRESSIONS_CPU_EXCEEDED`).
+    pub budget_breach: Option<BudgetBreach>,
+}
+
+/// The budget a template's expressions ran out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetBreach {
+    /// [`MAX_EXPRESSION_WORK_UNITS`].
+    WorkUnits,
+    /// [`MAX_EXPRESSION_CPU`].
+    CpuTime,
+}
+
+impl BudgetBreach {
+    /// Why the expressions stopped, as warnings and errors say it.
+    pub fn describe(self) -> String {
+        match self {
+            BudgetBreach::WorkUnits => format!(
+                "the template's expressions used up their work budget of \
+                 {MAX_EXPRESSION_WORK_UNITS} units"
+            ),
+            BudgetBreach::CpuTime => format!(
+                "the template's expressions used up their work budget: {} s of CPU time",
+                MAX_EXPRESSION_CPU.as_secs()
+            ),
+        }
+    }
 }
 
 /// One property with an expression, as the prelude found it.
@@ -71,6 +119,19 @@ struct Found {
 /// Evaluates every expression of `json` at the output frame times of an `fps` render and
 /// replaces each property's expression by keyframes of its values.
 pub fn bake(json: &mut Value, fps: u32) -> ExpressionReport {
+    bake_metered(json, fps, Metering::On)
+}
+
+/// Whether the built-ins are metered: always, but for the test that shows metering changes
+/// no honest value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Metering {
+    On,
+    #[cfg(test)]
+    Off,
+}
+
+fn bake_metered(json: &mut Value, fps: u32, metering: Metering) -> ExpressionReport {
     if !has_expression(json) {
         return ExpressionReport::default();
     }
@@ -80,7 +141,7 @@ pub fn bake(json: &mut Value, fps: u32) -> ExpressionReport {
         .and_then(Value::as_f64)
         .unwrap_or(f64::from(fps));
     let samplings = sampling::compositions(json, fps);
-    let engine = match Engine::start(&evaluated_copy(json), frame_rate) {
+    let engine = match Engine::start(&evaluated_copy(json), frame_rate, metering) {
         Ok(engine) => engine,
         Err(error) => {
             report.warnings.push(format!(
@@ -106,10 +167,8 @@ pub fn bake(json: &mut Value, fps: u32) -> ExpressionReport {
         let Some(grid) = samplings.get(&found.comp) else {
             continue;
         };
-        if engine.budget_spent() {
-            report.warnings.push(not_evaluated(&format!(
-                "the template's expressions used up their work budget of {MAX_EXPRESSION_WORK_POLLS} units"
-            )));
+        if let Some(breach) = engine.budget.breach() {
+            report.warnings.push(not_evaluated(&over_budget(breach)));
             continue;
         }
         let Some(left) = samples_left.checked_sub(grid.count) else {
@@ -129,8 +188,17 @@ pub fn bake(json: &mut Value, fps: u32) -> ExpressionReport {
             Err(error) => report.warnings.push(not_evaluated(&shorten(&error))),
         }
     }
-    report.work_polls = engine.polls.load(Ordering::Relaxed);
+    report.work_units = engine.budget.units();
+    report.budget_breach = engine.budget.breach();
     report
+}
+
+/// Why an expression left when the budget ran out is not evaluated.
+fn over_budget(breach: BudgetBreach) -> String {
+    format!(
+        "{}; a render that needs more fails with EXPRESSIONS_CPU_EXCEEDED",
+        breach.describe()
+    )
 }
 
 /// Whether any property of `json` carries an expression (a linear walk, no allocation but the
@@ -256,25 +324,94 @@ fn replace_with_keyframes(property: &mut Value, grid: &sampling::Sampling, value
     object.insert("k".to_owned(), Value::Array(keyframes));
 }
 
-/// QuickJS with the prelude loaded and the template's expressions found.
+/// The work budget of one template's expressions, charged by the interrupt handler (a poll)
+/// and by the metered built-ins (bytes), on the thread that bakes.
+struct WorkBudget {
+    polls: AtomicU64,
+    metered_bytes: AtomicU64,
+    cpu_at_start: Duration,
+    cpu_exceeded: AtomicBool,
+}
+
+impl WorkBudget {
+    fn new() -> WorkBudget {
+        WorkBudget {
+            polls: AtomicU64::new(0),
+            metered_bytes: AtomicU64::new(0),
+            cpu_at_start: crate::os::current_thread_cpu_time(),
+            cpu_exceeded: AtomicBool::new(false),
+        }
+    }
+
+    fn units(&self) -> u64 {
+        self.polls
+            .load(Ordering::Relaxed)
+            .saturating_add(self.metered_bytes.load(Ordering::Relaxed) / BYTES_PER_WORK_UNIT)
+    }
+
+    fn breach(&self) -> Option<BudgetBreach> {
+        if self.cpu_exceeded.load(Ordering::Relaxed) {
+            Some(BudgetBreach::CpuTime)
+        } else if self.units() >= MAX_EXPRESSION_WORK_UNITS {
+            Some(BudgetBreach::WorkUnits)
+        } else {
+            None
+        }
+    }
+
+    fn check_cpu(&self) {
+        let used = crate::os::current_thread_cpu_time().saturating_sub(self.cpu_at_start);
+        if used > MAX_EXPRESSION_CPU {
+            self.cpu_exceeded.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// An interrupt poll; answers whether QuickJS must stop (an uncatchable exception).
+    fn poll(&self) -> bool {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        self.check_cpu();
+        self.breach().is_some()
+    }
+
+    /// Charges `bytes` touched by a metered built-in (NaN and negative charge nothing, more
+    /// than the whole budget charges the whole budget); answers whether the budget is left.
+    fn charge(&self, bytes: f64) -> bool {
+        const WHOLE_BUDGET_BYTES: u64 = MAX_EXPRESSION_WORK_UNITS * BYTES_PER_WORK_UNIT;
+        if bytes > 0.0 {
+            let bytes = if bytes >= WHOLE_BUDGET_BYTES as f64 {
+                WHOLE_BUDGET_BYTES
+            } else {
+                bytes.ceil() as u64
+            };
+            let _ =
+                self.metered_bytes
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
+                        Some(total.saturating_add(bytes))
+                    });
+        }
+        self.check_cpu();
+        self.breach().is_none()
+    }
+}
+
+/// QuickJS with the prelude loaded, the template's expressions found and the built-ins
+/// metered.
 struct Engine {
     // Field order matters: the context must go before its runtime.
     context: Context,
     _runtime: Runtime,
-    polls: Arc<AtomicU64>,
+    budget: Arc<WorkBudget>,
     found: Vec<Found>,
 }
 
 impl Engine {
-    fn start(template: &str, frame_rate: f64) -> Result<Engine, String> {
+    fn start(template: &str, frame_rate: f64, metering: Metering) -> Result<Engine, String> {
         let runtime = Runtime::new().map_err(|error| error.to_string())?;
         runtime.set_memory_limit(MAX_EXPRESSION_MEMORY_BYTES);
         runtime.set_max_stack_size(MAX_EXPRESSION_STACK_BYTES);
-        let polls = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&polls);
-        runtime.set_interrupt_handler(Some(Box::new(move || {
-            counter.fetch_add(1, Ordering::Relaxed) >= MAX_EXPRESSION_WORK_POLLS
-        })));
+        let budget = Arc::new(WorkBudget::new());
+        let polled = Arc::clone(&budget);
+        runtime.set_interrupt_handler(Some(Box::new(move || polled.poll())));
         let context = Context::full(&runtime).map_err(|error| error.to_string())?;
         let found = context.with(|ctx| -> Result<Vec<Found>, String> {
             ctx.eval::<(), _>(PRELUDE).catch(&ctx).map_err(describe)?;
@@ -282,18 +419,26 @@ impl Engine {
                 .call((template, frame_rate))
                 .catch(&ctx)
                 .map_err(describe)?;
+            // Metered from here: loading parsed the template (linear in what the fence let
+            // through); what follows runs the template's own code.
+            if metering == Metering::On {
+                let charged = Arc::clone(&budget);
+                let charge = Function::new(ctx.clone(), move |bytes: f64| charged.charge(bytes))
+                    .map_err(|error| error.to_string())?;
+                let install: Function = ctx.eval(METERING).catch(&ctx).map_err(describe)?;
+                install
+                    .call::<_, ()>((charge,))
+                    .catch(&ctx)
+                    .map_err(describe)?;
+            }
             serde_json::from_str(&text).map_err(|error| error.to_string())
         })?;
         Ok(Engine {
             context,
             _runtime: runtime,
-            polls,
+            budget,
             found,
         })
-    }
-
-    fn budget_spent(&self) -> bool {
-        self.polls.load(Ordering::Relaxed) >= MAX_EXPRESSION_WORK_POLLS
     }
 
     /// The values of expression `index` on `grid`, each a number or an array of numbers.
@@ -305,10 +450,8 @@ impl Engine {
                 .map_err(describe)
         });
         // An interrupted evaluation throws "interrupted": say why instead.
-        if self.budget_spent() {
-            return Err(format!(
-                "the template's expressions used up their work budget of {MAX_EXPRESSION_WORK_POLLS} units"
-            ));
+        if let Some(breach) = self.budget.breach() {
+            return Err(over_budget(breach));
         }
         let text = text?;
         let values: Vec<Value> = serde_json::from_str(&text).map_err(|error| error.to_string())?;
@@ -428,8 +571,8 @@ mod tests {
         let mut json: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let report = bake(&mut json, 60);
         println!(
-            "ripple at 60 fps: {} expressions baked, {} work polls",
-            report.baked, report.work_polls
+            "ripple at 60 fps: {} expressions baked, {} work units",
+            report.baked, report.work_units
         );
         assert_eq!(
             (report.baked, report.warnings.len()),
@@ -437,7 +580,88 @@ mod tests {
             "{:?}",
             report.warnings
         );
-        assert!(report.work_polls < MAX_EXPRESSION_WORK_POLLS / 50);
+        assert!(report.work_units < MAX_EXPRESSION_WORK_UNITS / 50);
+        assert_eq!(report.budget_breach, None);
+    }
+
+    #[test]
+    fn metering_changes_no_value_an_honest_template_bakes() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/corpus/expressions-ripple-precomps.json"
+        );
+        let original: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let (mut metered, mut unmetered) = (original.clone(), original);
+        let metered_report = bake_metered(&mut metered, 60, Metering::On);
+        let unmetered_report = bake_metered(&mut unmetered, 60, Metering::Off);
+        assert_eq!(metered_report.baked, 6);
+        assert_eq!(metered_report.warnings, unmetered_report.warnings);
+        assert!(metered == unmetered, "metering changed a baked value");
+        // Strings, arrays and typed arrays through the metered built-ins and constructors.
+        let source = "var n, parts = 'a,bb,ccc'.split(','); var t = new Float64Array([1, 2, 3]);\n\
+                      var a = new Array(3).fill(2).concat([1]).slice(1);\n\
+                      n = parts.join('-').indexOf('c') + 'x'.repeat(3).length + t.slice(1)[0] +\n\
+                      a.length + [3, 1, 2].sort()[0] + (a instanceof Array ? 100 : 0);\n\
+                      [n + time * 30, 0]";
+        for metering in [Metering::On, Metering::Off] {
+            let mut json = layer_with_position(source);
+            let report = bake_metered(&mut json, 30, metering);
+            assert_eq!(report.warnings, Vec::<String>::new());
+            assert_eq!(
+                json["layers"][0]["ks"]["p"]["k"][1]["s"],
+                json!([115, 0, 0])
+            );
+        }
+    }
+
+    /// How far past the CPU cap a bake may go: from one check to the next (a metered call,
+    /// or a poll) in a debug build.
+    const CPU_CAP_OVERSHOOT: Duration = Duration::from_millis(500);
+
+    #[test]
+    fn a_loop_of_megabyte_string_searches_ends_within_the_cpu_cap_with_a_warning() {
+        for loop_body in [
+            "n += s.indexOf('b');",
+            // A caught refusal: the next poll ends the loop.
+            "try { n += s.includes('b') ? 1 : 0; } catch (e) {}",
+            "n += s.split('a').length;",
+            "n += s.replace('a', 'b').length;",
+            "n += s.padStart(1 << 20, 'x').length + s.search(/b/);",
+        ] {
+            let mut json = layer_with_position(&format!(
+                "var s = 'a'.repeat(1 << 20), n = 0; while (true) {{ {loop_body} }} n"
+            ));
+            let started = crate::os::current_thread_cpu_time();
+            let report = bake(&mut json, 30);
+            let used = crate::os::current_thread_cpu_time().saturating_sub(started);
+            // Work units end it (in a release build, in a fraction of a second); in a debug
+            // build QuickJS is slower than the units assume and the CPU cap may come first.
+            assert!(
+                used < MAX_EXPRESSION_CPU + CPU_CAP_OVERSHOOT,
+                "{loop_body}: {used:?}"
+            );
+            assert!(report.budget_breach.is_some(), "{loop_body}");
+            assert!(
+                report.warnings[0].contains("work budget"),
+                "{loop_body}: {:?}",
+                report.warnings
+            );
+            assert_eq!(json.pointer("/layers/0/ks/p/k"), Some(&json!([10, 20, 0])));
+        }
+    }
+
+    #[test]
+    fn an_expression_cannot_reach_an_unmetered_built_in() {
+        let mut json = layer_with_position(
+            "var leaked = [];\n\
+             Reflect.apply = function (f) { leaked.push(f); return 0; };\n\
+             Reflect.construct = function (f) { leaked.push(f); return []; };\n\
+             'ab'.indexOf('b'); new Uint8Array(4); [1].join();\n\
+             [leaked.length, String.prototype.indexOf.toString().indexOf('native code') < 0 ? 1 : 0]",
+        );
+        let report = bake(&mut json, 30);
+        assert_eq!(report.warnings, Vec::<String>::new());
+        assert_eq!(json.pointer("/layers/0/ks/p/k"), Some(&json!([0, 1, 0])));
     }
 
     /// The baked opacity of a one-layer template (30 fps, frames 0..60) at `frame`.
@@ -537,7 +761,7 @@ mod tests {
         let mut json = json!({"fr": 30, "ip": 0, "op": 30, "w": 10, "h": 10, "layers": [
             {"ty": 4, "ind": 1, "nm": "hog", "ip": 0, "op": 30, "st": 0, "shapes": [],
              "ks": {"o": {"a": 0, "k": 100,
-                "x": "var a = []; for (;;) { a.push('x'.repeat(1 << 24) + a.length); } 0"}}},
+                "x": "var a = []; for (;;) { a.push(new Uint8Array(1 << 24)); } 0"}}},
             {"ty": 4, "ind": 2, "nm": "fine", "ip": 0, "op": 30, "st": 0, "shapes": [],
              "ks": {"o": {"a": 0, "k": 100, "x": "time * 10"}}}]});
         let report = bake(&mut json, 30);
@@ -548,6 +772,7 @@ mod tests {
             "{:?}",
             report.warnings
         );
+        assert_eq!(report.budget_breach, None);
         assert_eq!(json["layers"][0]["ks"]["o"]["k"], json!(100));
     }
 

@@ -91,6 +91,13 @@ pub fn apply(
         return Err(first);
     }
     resolve_slot_references(json);
+    write(json, slots, modifications);
+    Ok(())
+}
+
+/// Writes the requested colours and texts into what their slots bind, in `json` whose slot
+/// references are already resolved ([`resolve_slot_references`]); ids [`check`]ed first.
+pub fn write(json: &mut Value, slots: &Slots, modifications: &Modifications) {
     for (id, color) in &modifications.colors {
         let Some(slot) = slots.color(id) else {
             continue;
@@ -110,12 +117,12 @@ pub fn apply(
             }
         }
     }
-    Ok(())
 }
 
 /// Replaces every property carrying a `sid` with the root `slots` value for it, keeping the
-/// `sid` so slot discovery still sees it.
-fn resolve_slot_references(json: &mut Value) {
+/// `sid` so slot discovery still sees it. Not idempotent (a second pass would undo what came
+/// after the first): once per render, and once for the analysis' copy.
+pub fn resolve_slot_references(json: &mut Value) {
     let Some(root_slots) = json.get("slots").cloned() else {
         return;
     };

@@ -47,6 +47,9 @@ impl InspectReport {
         let mut warnings = template.warnings.clone();
         let mut seen: HashSet<String> = warnings.iter().cloned().collect();
         let mut converted = template.json.clone();
+        // As a render sees it: the root `slots` values in place, so expressions there are
+        // evaluated (and charged) here too.
+        super::modifications::resolve_slot_references(&mut converted);
         // Baked at the highest output rate: every expression that bakes there bakes at any.
         let report_fps = Fps::SUPPORTED.iter().copied().max().unwrap_or(60);
         let baked = expressions::bake(&mut converted, report_fps);

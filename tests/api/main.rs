@@ -10,6 +10,7 @@ mod errors;
 mod fair_share;
 mod helpers;
 mod hostile_assets;
+mod hostile_expressions;
 mod hostile_records;
 mod hostile_sandbox;
 mod hostile_templates;

@@ -1,13 +1,17 @@
 //! Expressions baked into keyframes, seen in the pixels rlottie draws: each expected position
 //! is computed from the expression and the template's keyframes, never read from our output.
 
+use lottie_render::error::{Classified, ErrorClass};
+use lottie_render::lottie::expressions::MAX_EXPRESSION_CPU;
 use lottie_render::lottie::report::InspectReport;
 use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
+use lottie_render::os::current_thread_cpu_time;
 use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
-use lottie_render::spec::{Format, Modifications};
+use lottie_render::render::{self, RenderError};
+use lottie_render::spec::{Format, Modifications, Rgba};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 use crate::helpers::spec;
 
@@ -45,9 +49,18 @@ fn expression(static_value: [f64; 3], source: &str) -> Value {
 
 /// Straight RGBA frames rendered by the library (rlottie, no codec) at `FPS`.
 fn frames(template: &[u8], indices: &[u32]) -> Vec<Vec<u8>> {
+    modified_frames(template, &Modifications::default(), indices)
+}
+
+/// Straight RGBA frames of `template` with `modifications` at `FPS`.
+fn modified_frames(
+    template: &[u8],
+    modifications: &Modifications,
+    indices: &[u32],
+) -> Vec<Vec<u8>> {
     let prepared = render::prepare(
         template,
-        &Modifications::default(),
+        modifications,
         spec(Format::Webm, FPS, WIDTH, HEIGHT),
         &FontBook::default(),
     )
@@ -152,7 +165,7 @@ fn wiggle_is_the_same_on_every_render_and_stays_within_its_amplitude() {
 }
 
 #[test]
-fn an_endless_expression_keeps_its_static_value_and_is_reported() {
+fn an_endless_expression_is_a_warning_of_the_analysis_and_a_deterministic_render_failure() {
     let bytes = template(vec![square_layer(
         1,
         "stuck",
@@ -162,14 +175,9 @@ fn an_endless_expression_keeps_its_static_value_and_is_reported() {
             "var $bm_rt;\nwhile (true) {}\n$bm_rt = [0, 0];",
         ),
     )]);
-    let rendered = frames(&bytes, &[0, 20]);
-    for rgba in &rendered {
-        assert_near(
-            centre(rgba, 0).expect("drawn"),
-            (40.0, 60.0),
-            "static value",
-        );
-    }
+    let error = prepare_error(&bytes, &Modifications::default());
+    assert_eq!(error.reason(), "EXPRESSIONS_CPU_EXCEEDED", "{error}");
+    assert_eq!(error.class(), ErrorClass::Deterministic);
     let template = Template::parse(&bytes).expect("fenced");
     let warnings = InspectReport::new(&template).expect("report").warnings;
     assert!(
@@ -264,6 +272,137 @@ fn expressions_bake_inside_the_sandboxed_worker_too() {
         assert!(
             distance < 1.5,
             "frame {index}: {found:?}, expected {expected:?}"
+        );
+    }
+}
+
+/// Why `render::prepare` refuses `template`.
+fn prepare_error(template: &[u8], modifications: &Modifications) -> RenderError {
+    match render::prepare(
+        template,
+        modifications,
+        spec(Format::Webm, FPS, WIDTH, HEIGHT),
+        &FontBook::default(),
+    ) {
+        Ok(_) => panic!("the template prepared"),
+        Err(error) => error,
+    }
+}
+
+/// CPU time an analysis or a render of a hog may take: the expressions' cap, a little past it
+/// (from one check to the next in a debug build) and the rest of the work.
+const WITHIN_THE_CAP: Duration = MAX_EXPRESSION_CPU.saturating_add(Duration::from_secs(1));
+
+/// An expression searching a megabyte string again and again: one native call each time, a
+/// gigabyte of work between two interrupt polls.
+const STRING_SEARCH_HOG: &str =
+    "var s = 'a'.repeat(1 << 20), n = 0; while (true) { n += s.indexOf('b'); } [n, n]";
+
+#[test]
+fn a_loop_of_megabyte_string_searches_is_a_warning_within_the_cpu_cap_not_a_failed_analysis() {
+    let bytes = template(vec![
+        square_layer(
+            1,
+            "hog",
+            [1.0, 0.0, 0.0],
+            expression([40.0, 60.0, 0.0], STRING_SEARCH_HOG),
+        ),
+        square_layer(
+            2,
+            "mover",
+            [0.0, 1.0, 0.0],
+            expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
+        ),
+    ]);
+    let template = Template::parse(&bytes).expect("fenced");
+    let started = current_thread_cpu_time();
+    let warnings = InspectReport::new(&template).expect("report").warnings;
+    let took = current_thread_cpu_time() - started;
+    assert!(took < WITHIN_THE_CAP, "the analysis took {took:?}");
+    assert!(
+        warnings.iter().any(|warning| warning
+            .starts_with("expression at $.layers[0].ks.p is not evaluated")
+            && warning.contains("work budget")),
+        "{warnings:?}"
+    );
+    // A render of it ends as quickly, classified: it would fail the same way every time.
+    let started = current_thread_cpu_time();
+    let error = prepare_error(&bytes, &Modifications::default());
+    let took = current_thread_cpu_time() - started;
+    assert!(took < WITHIN_THE_CAP, "the render took {took:?}");
+    assert_eq!(error.reason(), "EXPRESSIONS_CPU_EXCEEDED", "{error}");
+}
+
+/// A template whose layer takes its opacity from the root `slots` object, with an expression.
+fn root_slot_template(slot_expression: &str) -> Vec<u8> {
+    let mut layer = square_layer(
+        1,
+        "slotted",
+        [1.0, 0.0, 0.0],
+        json!({"a": 0, "k": [40, 60, 0]}),
+    );
+    layer["ks"]["o"] = json!({"a": 0, "k": 100, "sid": "fade"});
+    let mut json: Value = serde_json::from_slice(&template(vec![layer])).unwrap();
+    json["slots"] = json!({"fade": {"p": {"a": 0, "k": 100, "x": slot_expression}}});
+    serde_json::to_vec(&json).unwrap()
+}
+
+#[test]
+fn an_expression_in_the_root_slots_object_is_evaluated_by_the_analysis() {
+    let bytes = root_slot_template(STRING_SEARCH_HOG);
+    let template = Template::parse(&bytes).expect("fenced");
+    let started = current_thread_cpu_time();
+    let warnings = InspectReport::new(&template).expect("report").warnings;
+    assert!(current_thread_cpu_time() - started < WITHIN_THE_CAP);
+    assert!(
+        warnings.iter().any(|warning| warning
+            .starts_with("expression at $.layers[0].ks.o is not evaluated")
+            && warning.contains("work budget")),
+        "{warnings:?}"
+    );
+    // An honest one bakes as the render bakes it: no warning.
+    let honest = Template::parse(&root_slot_template("time * 50")).expect("fenced");
+    let warnings = InspectReport::new(&honest).expect("report").warnings;
+    assert!(
+        !warnings
+            .iter()
+            .any(|warning| warning.contains("expression")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn expressions_see_the_templates_colours_not_the_callers() {
+    // The square moves right when its own fill (a colour slot) is red: the caller's blue
+    // must neither move it nor start the hog gated on blue.
+    let mut square = square_layer(
+        1,
+        "gated",
+        [1.0, 0.0, 0.0],
+        expression(
+            [0.0, 0.0, 0.0],
+            &format!(
+                "var c = content('square').content('paint').color;\n\
+                 if (c[2] > 0.5) {{ {STRING_SEARCH_HOG} }}\n\
+                 c[0] > 0.5 ? [150, 50] : [50, 50]"
+            ),
+        ),
+    );
+    square["shapes"][0]["it"][1]["nm"] = json!("paint");
+    let bytes = template(vec![square]);
+    let blue = Modifications {
+        colors: [("paint".to_owned(), Rgba::new(0.0, 0.0, 1.0, None).unwrap())].into(),
+        ..Modifications::default()
+    };
+    let started = current_thread_cpu_time();
+    let rendered = modified_frames(&bytes, &blue, &[0, 30]);
+    let took = current_thread_cpu_time() - started;
+    assert!(took < MAX_EXPRESSION_CPU / 2, "{took:?}: the hog ran");
+    for rgba in &rendered {
+        assert_near(
+            centre(rgba, 2).expect("blue drawn"),
+            (150.0, 50.0),
+            "the template's red decides",
         );
     }
 }

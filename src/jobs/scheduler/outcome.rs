@@ -77,23 +77,34 @@ impl Scheduler {
                 }
                 FailureKind::Cancelled => return (JobState::Cancelled, None),
                 FailureKind::Crashed { .. } if attempts >= MAX_WORKER_ATTEMPTS => {
-                    let quarantined = self.quarantine.add(job.fingerprint.clone());
-                    if let Some(replication) = &self.replication {
-                        let _ = replication.send(Replication::Quarantine(job.fingerprint.clone()));
-                    }
-                    self.metrics
-                        .quarantined_fingerprints
-                        .set(quarantined as i64);
-                    tracing::error!(
-                        fingerprint = %job.fingerprint,
-                        quarantined,
-                        "the worker crashed on every attempt; fingerprint quarantined"
+                    self.quarantine_fingerprint(
+                        job,
+                        "the worker crashed on every attempt; fingerprint quarantined",
                     );
                     JobFailure {
                         reason: Reason::RenderCrashed.into(),
                         message: format!(
                             "the renderer crashed on {MAX_WORKER_ATTEMPTS} fresh workers ({}); \
                              this request is quarantined and will be refused",
+                            failure.message
+                        ),
+                        retryable: false,
+                        retry_after: None,
+                    }
+                }
+                // Counted work ran out: the same request always runs out again, so it is
+                // refused at once afterwards instead of costing its CPU on every submission.
+                FailureKind::Reported
+                    if failure.reason == crate::render::EXPRESSIONS_CPU_EXCEEDED_REASON =>
+                {
+                    self.quarantine_fingerprint(
+                        job,
+                        "the render's expressions ran out of their budget; fingerprint quarantined",
+                    );
+                    JobFailure {
+                        reason: failure.reason,
+                        message: format!(
+                            "{}; this request is quarantined and will be refused",
                             failure.message
                         ),
                         retryable: false,
@@ -112,6 +123,18 @@ impl Scheduler {
             },
         };
         (JobState::Failed, Some(failure))
+    }
+
+    /// Quarantines `job`'s fingerprint here and, with shared jobs, for every instance.
+    fn quarantine_fingerprint(&self, job: &Job, why: &'static str) {
+        let quarantined = self.quarantine.add(job.fingerprint.clone());
+        if let Some(replication) = &self.replication {
+            let _ = replication.send(Replication::Quarantine(job.fingerprint.clone()));
+        }
+        self.metrics
+            .quarantined_fingerprints
+            .set(quarantined as i64);
+        tracing::error!(fingerprint = %job.fingerprint, quarantined, "{why}");
     }
 
     /// The error of jobs that joined a render the queue then refused.
@@ -136,7 +159,9 @@ impl Scheduler {
 pub(super) fn quarantined_failure() -> JobFailure {
     JobFailure {
         reason: Reason::RenderQuarantined.into(),
-        message: "an identical request crashed the renderer twice; it is quarantined".into(),
+        message: "an identical request crashed the renderer twice or ran its expressions out of \
+                  their budget; it is quarantined"
+            .into(),
         retryable: false,
         retry_after: None,
     }

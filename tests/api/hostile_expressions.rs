@@ -1,0 +1,177 @@
+//! Expressions that burn CPU (issue 21, item 6): a loop of native string searches is charged
+//! by the bytes it touches, so CreateTemplate answers with a warning in well under a second
+//! instead of failing after the analysis' whole CPU budget; the root `slots` object is
+//! analysed as a render resolves it; a caller's colours never reach an expression; and a render
+//! whose expressions run out of their budget fails at once, not retryable, and is quarantined.
+
+use crate::helpers::{color, small_request, spawn_app, TestApp, WATCH_LIMIT};
+use lottie_render::grpc::proto::{self, JobState};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+/// An expression searching a megabyte string again and again: one native call each time, a
+/// gigabyte of work between two of QuickJS's interrupt polls.
+const STRING_SEARCH_HOG: &str =
+    "var s = 'a'.repeat(1 << 20), n = 0; while (true) { n += s.indexOf('b'); } n";
+/// How long CreateTemplate of a hog may take: the analysis starts a worker and bakes until the
+/// budget runs out (a fraction of a second in a release build; in this debug build QuickJS may
+/// reach the 3 s CPU cap first); before, it burnt the analysis' whole 5 s of CPU and failed.
+const CREATE_LIMIT: Duration = Duration::from_secs(5);
+/// How long a render of a hog may take to fail: a worker, the template's parse and the bake
+/// until the budget runs out; before, it spun until the job deadline (minutes).
+const FAILURE_LIMIT: Duration = Duration::from_secs(20);
+
+/// One red square (its fill named `paint`, a colour slot) whose position is `position`.
+fn template(position: Value, extra: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut json = json!({"v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+        "ddd": 0, "assets": [], "layers": [
+        {"ty": 4, "ind": 1, "nm": "square", "ip": 0, "op": 30, "st": 0, "sr": 1,
+         "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0}, "a": {"a": 0, "k": [0, 0, 0]},
+                "s": {"a": 0, "k": [100, 100, 100]}, "p": position},
+         "shapes": [{"ty": "gr", "nm": "square", "it": [
+            {"ty": "rc", "d": 1, "s": {"a": 0, "k": [10, 10]}, "p": {"a": 0, "k": [0, 0]},
+             "r": {"a": 0, "k": 0}},
+            {"ty": "fl", "nm": "paint", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100},
+             "r": 1},
+            {"ty": "tr", "p": {"a": 0, "k": [0, 0]}, "a": {"a": 0, "k": [0, 0]},
+             "s": {"a": 0, "k": [100, 100]}, "r": {"a": 0, "k": 0}, "o": {"a": 0, "k": 100}}]}]}]});
+    extra(&mut json);
+    serde_json::to_vec(&json).unwrap()
+}
+
+async fn create(app: &TestApp, lottie_json: Vec<u8>) -> Result<proto::Template, tonic::Status> {
+    app.templates()
+        .create_template(proto::CreateTemplateRequest {
+            name: "hostile expressions".into(),
+            lottie_json,
+            fonts: Default::default(),
+        })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// The job's last snapshot once it has ended, within `limit`.
+async fn ended(app: &TestApp, job_id: &str, limit: Duration) -> proto::RenderJob {
+    tokio::time::timeout(limit, async {
+        loop {
+            let job = app.get_job(job_id).await;
+            let state = JobState::try_from(job.state).unwrap();
+            if matches!(
+                state,
+                JobState::Succeeded | JobState::Failed | JobState::Cancelled
+            ) {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("job {job_id} did not end within {limit:?}"))
+}
+
+#[tokio::test]
+async fn a_string_search_hog_is_a_template_with_a_warning_within_seconds() {
+    let app = spawn_app().await;
+    let bytes = template(
+        json!({"a": 0, "k": [50, 50, 0], "x": STRING_SEARCH_HOG}),
+        |_| {},
+    );
+    let started = Instant::now();
+    let created = create(&app, bytes).await.expect("a warning, not a failure");
+    let took = started.elapsed();
+    assert!(took < CREATE_LIMIT, "CreateTemplate took {took:?}");
+    assert!(
+        created.warnings.iter().any(|warning| warning
+            .starts_with("expression at $.layers[0].ks.p is not evaluated")
+            && warning.contains("work budget")),
+        "{:?}",
+        created.warnings
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_hog_in_the_root_slots_object_is_analysed_and_its_render_fails_at_once_then_is_quarantined(
+) {
+    let app = spawn_app().await;
+    let bytes = template(json!({"a": 0, "k": [50, 50, 0], "sid": "place"}), |json| {
+        json["slots"] = json!({"place": {"p": {"a": 0, "k": [50, 50, 0], "x": STRING_SEARCH_HOG}}});
+    });
+    let started = Instant::now();
+    let created = create(&app, bytes).await.unwrap();
+    assert!(started.elapsed() < CREATE_LIMIT, "{:?}", started.elapsed());
+    assert!(
+        created
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("work budget")),
+        "the analysis evaluates the root slots: {:?}",
+        created.warnings
+    );
+
+    let request = small_request(&created.template_id, proto::Format::Gif);
+    let started = Instant::now();
+    let job = app.submit(request.clone()).await.unwrap();
+    let job = ended(&app, &job.job_id, FAILURE_LIMIT).await;
+    assert_eq!(JobState::try_from(job.state).unwrap(), JobState::Failed);
+    let error = job.error.unwrap();
+    assert_eq!(
+        error.reason, "EXPRESSIONS_CPU_EXCEEDED",
+        "{}",
+        error.message
+    );
+    assert!(!error.retryable && error.retry_after.is_none(), "{error:?}");
+    assert!(started.elapsed() < FAILURE_LIMIT);
+
+    // The same request under a new idempotency key is refused at the boundary.
+    let started = Instant::now();
+    let status = app.submit(request).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(
+        status.get_error_details().error_info().unwrap().reason,
+        "RENDER_QUARANTINED"
+    );
+    assert_eq!(
+        app.metric("lottie_render_quarantined_fingerprints").await,
+        1.0
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_hog_gated_on_a_colour_the_caller_sets_never_runs() {
+    let app = spawn_app().await;
+    // Red (the template's colour) draws the square on the right; blue would start the hog.
+    let gated = format!(
+        "var c = content('square').content('paint').color;\n\
+         if (c[2] > 0.5) {{ {STRING_SEARCH_HOG} }}\n\
+         c[0] > 0.5 ? [75, 50] : [25, 50]"
+    );
+    let bytes = template(json!({"a": 0, "k": [50, 50, 0], "x": gated}), |_| {});
+    let created = create(&app, bytes).await.unwrap();
+    assert!(
+        !created
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("expression")),
+        "{:?}",
+        created.warnings
+    );
+    let mut request = small_request(&created.template_id, proto::Format::Gif);
+    request.modifications = Some(proto::Modifications {
+        colors: [("paint".to_owned(), color(0.0, 0.0, 1.0))].into(),
+        ..Default::default()
+    });
+    let job = app.submit(request).await.unwrap();
+    let job = ended(&app, &job.job_id, WATCH_LIMIT.min(FAILURE_LIMIT)).await;
+    assert_eq!(
+        JobState::try_from(job.state).unwrap(),
+        JobState::Succeeded,
+        "{:?}",
+        job.error
+    );
+    app.stop().await;
+}
