@@ -6,7 +6,8 @@
 // lottie-web.
 //
 // The Rust side calls `__lottieExpressions.load(json, frameRate)` once, then
-// `__lottieExpressions.bake(index, start, step, count)` per expression; both answer JSON text.
+// `__lottieExpressions.bake(index, start, step, count)` per expression; the first answers JSON
+// text, the second the array of values.
 // Non-strict on purpose: expressions assign undeclared variables and are run through direct
 // eval inside a scope that holds the vocabulary.
 
@@ -1013,8 +1014,10 @@ var __lottieExpressions = (function () {
             var frame = start + i * step;
             out.push(plain(prop.valueAtTime(frame / frameRate)));
         }
-        // The values stay cached: later expressions reading this property reuse them.
-        return JSON.stringify(out);
+        // The values stay cached: later expressions reading this property reuse them. The Rust
+        // side serialises them itself (QuickJS's C API), not through the global JSON, which
+        // the metering charges and an expression may replace.
+        return out;
     }
 
     return { load: load, bake: bake };
