@@ -463,7 +463,7 @@ fn first_round_cases() -> Vec<Case> {
         },
         Case {
             name: "80-health-watches",
-            expected: "TOO_MANY_WATCHERS beyond the cap",
+            expected: "TOO_MANY_WATCHERS beyond the caller's share (16 of 64)",
             requests: WATCH_STREAMS as u32,
             attack: |target| Box::pin(many_watches(target)),
         },
