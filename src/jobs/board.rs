@@ -30,11 +30,10 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-/// Changes a watcher may fall behind by before it re-reads the snapshot (progress only
-/// grows, so it loses nothing but intermediate percents): a job publishes its state changes
-/// (≤ 4) and at most one progress change per percent, and a watcher reads them as they come.
-/// Each watched job holds this many snapshots at most (~400 bytes each).
-const WATCH_BACKLOG: usize = 16;
+/// Changes a watcher may fall behind by before it re-reads the snapshot: a job publishes
+/// its state changes (≤ 4) and at most one progress change per percent. The channel (~45 KB
+/// of slots) exists only while the job is watched, so at most `--max-watchers` of them.
+const WATCH_BACKLOG: usize = 128;
 /// What the allocator adds to each heap allocation (its header and size-class rounding).
 const ALLOCATION_OVERHEAD: u64 = 16;
 /// A B-tree item of the eviction order (an order number and an id) with its share of a

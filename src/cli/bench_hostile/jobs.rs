@@ -46,7 +46,7 @@ fn small_render(template_id: &str, width: u32) -> proto::RenderRequest {
         modifications: None,
         output: Some(proto::OutputSpec {
             format: proto::Format::Gif as i32,
-            fps: 10,
+            fps: 30,
             width,
             height: 100,
             background: None,
