@@ -12,6 +12,7 @@ use crate::lottie::Template;
 use crate::reason::Reason;
 use crate::sandbox::confine::{confine, FilePolicy};
 use crate::sandbox::protocol::exit_code;
+use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -39,9 +40,10 @@ pub fn run() -> ExitCode {
             ErrorClass::Deterministic,
             Reason::TemplateRecordTooLarge.as_str(),
             format!(
-                "the template's report (its slots with their default texts, and its warnings) \
-                 is {} bytes, more than the {MAX_REPORT_BYTES} bytes a template may keep; \
-                 shorten its default texts or slot names",
+                "the template's record would pass its {MAX_TEMPLATE_RECORD_BYTES} byte limit: \
+                 its report (slots with their default texts, and warnings) is {} bytes, more \
+                 than the {MAX_REPORT_BYTES} it may take; shorten its default texts or slot \
+                 names",
                 document.len()
             ),
         ))

@@ -3,7 +3,7 @@
 //! so SubmitRenders naming unknown slots of templates with the largest records cost the
 //! server little, and the template quota counts every object a template stores.
 
-use crate::helpers::{corpus, small_request, spawn_app, spawn_app_with};
+use crate::helpers::{corpus, small_request};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
@@ -47,8 +47,9 @@ fn reason(status: &tonic::Status) -> String {
 
 #[tokio::test]
 async fn a_template_whose_record_would_pass_its_limit_is_refused_with_its_own_reason() {
-    let app = spawn_app().await;
-    let mut templates = app.templates().max_encoding_message_size(64 * 1024 * 1024);
+    let server = ServerProcess::start(&[]);
+    let mut templates =
+        TemplateServiceClient::new(server.channel().await).max_encoding_message_size(64 << 20);
     let status = templates
         .create_template(create_request("huge record", root_slot_text(2_000_000)))
         .await
@@ -78,7 +79,7 @@ async fn a_template_whose_record_would_pass_its_limit_is_refused_with_its_own_re
         .unwrap()
         .into_inner();
     assert!(created.text_slots[0].default_text_truncated);
-    app.stop().await;
+    assert!(server.stop());
 }
 
 #[tokio::test]
@@ -135,6 +136,8 @@ async fn submissions_naming_unknown_slots_of_templates_with_the_largest_records_
         });
         let mut client = client.clone();
         async move {
+            let request =
+                crate::helpers::with_idempotency_key(request, &crate::helpers::unique_key());
             let status = client.submit_render(request).await.unwrap_err();
             assert_eq!(reason(&status), "SLOT_UNKNOWN", "{status:?}");
         }
@@ -178,8 +181,9 @@ async fn submissions_naming_unknown_slots_of_templates_with_the_largest_records_
 
 #[tokio::test]
 async fn the_template_quota_counts_the_record_and_summary_too() {
-    let app = spawn_app_with(|settings| settings.max_template_storage_mb_per_tenant = 1).await;
-    let mut templates = app.templates().max_encoding_message_size(64 * 1024 * 1024);
+    let server = ServerProcess::start(&["--max-template-storage-mb-per-tenant", "1"]);
+    let mut templates =
+        TemplateServiceClient::new(server.channel().await).max_encoding_message_size(64 << 20);
     // 600 KB of JSON, and as much again in its record (the default text): 1.2 MB stored,
     // over the 1 MiB quota; the JSON alone is not.
     let template = root_slot_text(600_000);
@@ -197,7 +201,7 @@ async fn the_template_quota_counts_the_record_and_summary_too() {
         .await
         .unwrap()
         .into_inner();
-    let templates_dir = app.data_dir.path().join("templates");
+    let templates_dir = server.data_dir.path().join("data").join("templates");
     let stored: u64 = walk(&templates_dir.join(&created.template_id))
         .iter()
         .map(|path| std::fs::metadata(path).unwrap().len())
@@ -214,7 +218,7 @@ async fn the_template_quota_counts_the_record_and_summary_too() {
         stored > corpus("tiny-solid-layer.json").len() as u64 + 200,
         "{stored}"
     );
-    app.stop().await;
+    assert!(server.stop());
 }
 
 /// Every file under `dir`.

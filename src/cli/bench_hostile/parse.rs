@@ -176,14 +176,16 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
         }
         ids.extend(created);
     }
+    let run = std::process::id();
     let mut loops = Vec::new();
-    for _ in 0..SUBMISSION_LOOPS {
+    for loop_index in 0..SUBMISSION_LOOPS {
         let mut renders = RenderServiceClient::new(target.channel().await?);
         let ids = ids.clone();
         let requests: anyhow::Result<Vec<_>> = (0..SUBMISSION_ROUNDS)
             .flat_map(|_| ids.iter())
-            .map(|id| {
-                target.as_tenant(
+            .enumerate()
+            .map(|(index, id)| {
+                let mut request = target.as_tenant(
                     proto::RenderRequest {
                         template_id: id.clone(),
                         modifications: Some(proto::Modifications {
@@ -199,7 +201,12 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
                         }),
                     },
                     ATTACKER_KEY,
-                )
+                )?;
+                request.metadata_mut().insert(
+                    "idempotency-key",
+                    format!("bench-hostile-{run}-{loop_index}-{index}").parse()?,
+                );
+                Ok(request)
             })
             .collect();
         let requests = requests?;
