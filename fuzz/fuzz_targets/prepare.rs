@@ -20,12 +20,12 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use lottie_render::grpc::convert::RenderSubmission;
 use lottie_render::grpc::proto;
 use lottie_render::lottie::model::{for_each_layer_list, layer_type};
 use lottie_render::lottie::modifications::{self, ModificationError};
 use lottie_render::lottie::text::{self, fonts::FontBook};
 use lottie_render::lottie::{fence, slots, timeline, Template};
+use lottie_render::spec::RenderSubmission;
 use lottie_render_fuzz::{answer_budget, split_template};
 use serde_json::Value;
 

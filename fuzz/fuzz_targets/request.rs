@@ -14,12 +14,13 @@ use libfuzzer_sys::fuzz_target;
 use lottie_render::error::{ServiceError, ServiceErrorCode};
 use lottie_render::grpc::codec::decode_strictly;
 use lottie_render::grpc::convert::{
-    parse_id, RenderSubmission, MAX_MODIFICATIONS_PER_MAP, MAX_SLOT_ID_CHARS, MAX_TEXT_CHARS,
+    parse_id, MAX_MODIFICATIONS_PER_MAP, MAX_SLOT_ID_CHARS, MAX_TEXT_CHARS,
 };
 use lottie_render::grpc::proto;
 use lottie_render::grpc::templates::validate_create;
 use lottie_render::idempotency::key::MAX_IDEMPOTENCY_KEY_LEN;
 use lottie_render::idempotency::IdempotencyKey;
+use lottie_render::spec::RenderSubmission;
 
 /// An error may quote the caller's bytes (escaped, so up to 10 characters per byte for
 /// `\u{10ffff}`-style escapes) plus a fixed text per violation.
@@ -105,8 +106,12 @@ fn create_template_request(data: &[u8]) {
     let (violations, reason) = validate_create(&request);
     if violations.iter().any(|v| v.field == "lottie_json") {
         assert!(
-            ["TEMPLATE_INVALID", "TEMPLATE_TOO_LARGE", "TEMPLATE_TOO_COMPLEX"]
-                .contains(&reason.as_str()),
+            [
+                "TEMPLATE_INVALID",
+                "TEMPLATE_TOO_LARGE",
+                "TEMPLATE_TOO_COMPLEX"
+            ]
+            .contains(&reason.as_str()),
             "{reason}"
         );
     }

@@ -21,7 +21,11 @@ fuzz_target!(|data: &[u8]| {
     let checked = Template::check_syntax(data);
     let parsed = Template::parse(data);
     if let Err(refused) = &checked {
-        assert_eq!(parsed.as_ref().err(), Some(refused), "the parse and the check disagree");
+        assert_eq!(
+            parsed.as_ref().err(),
+            Some(refused),
+            "the parse and the check disagree"
+        );
     }
     let template = match parsed {
         Ok(template) => template,
