@@ -35,6 +35,9 @@ async fn app_on(store: Store, hold: &Hold, configure: impl FnOnce(&mut ServerSet
     let script = hold.script.clone();
     spawn_app_with(|settings| {
         settings.analysis_executable = Some(script);
+        // Two analyses of the one tenant are held at once, and a tenant holds at most half
+        // of the analysis workers.
+        settings.analysis_workers = 4;
         if store == Store::Redis {
             settings.redis_url = Some(redis_url());
             settings.redis_key_prefix = unique_prefix();
