@@ -475,7 +475,7 @@ fn first_round_cases() -> Vec<Case> {
         },
         Case {
             name: "7mb-default-text-then-list",
-            expected: "list < 4 MiB",
+            expected: "create TEMPLATE_RECORD_TOO_LARGE (record over 1 MiB); list < 4 MiB",
             requests: 2,
             attack: |target| Box::pin(huge_default_text_listing(target)),
         },
