@@ -24,7 +24,7 @@ use crate::auth::TenantId;
 use crate::metrics::Metrics;
 use crate::reason::Reason;
 use crate::sandbox::CancelToken;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast;
@@ -221,6 +221,33 @@ pub struct JobBoard {
     admission: Option<Arc<RenderQueue>>,
     /// Where the jobs kept and evicted are counted.
     metrics: Option<Arc<Metrics>>,
+    /// Jobs evicted here whose shared records are not removed yet.
+    forgetting: Forgetting,
+}
+
+/// The jobs this instance evicted whose [`Replication::Forget`] the writer of shared records
+/// has not done yet: the records are written in order by one task, which may lag behind a
+/// burst of jobs (a reuse is SUCCEEDED at once), and until it reaches the forget the evicted
+/// job's record is still in Redis. A lookup of a job not on the board reads that record, so
+/// it must know the job is gone: else an evicted job would answer as kept (and its output,
+/// removed already, would be reused).
+#[derive(Debug, Default, Clone)]
+pub struct Forgetting(Arc<Mutex<HashSet<Uuid>>>);
+
+impl Forgetting {
+    /// Whether job `id` was evicted here and its record may still be read.
+    pub fn contains(&self, id: Uuid) -> bool {
+        lock(&self.0).contains(&id)
+    }
+
+    fn add(&self, id: Uuid) {
+        lock(&self.0).insert(id);
+    }
+
+    /// Job `id`'s record is removed (or its removal failed: it expires with the retention).
+    pub fn done(&self, id: Uuid) {
+        lock(&self.0).remove(&id);
+    }
 }
 
 /// What the board (and the scheduler) hand to the task that writes shared records, in order.
@@ -291,7 +318,14 @@ impl JobBoard {
             replication: Some(replication),
             admission: None,
             metrics: None,
+            forgetting: Forgetting::default(),
         }
+    }
+
+    /// The jobs evicted here whose shared records are not removed yet (the writer of the
+    /// shared records says when it has).
+    pub fn forgetting(&self) -> &Forgetting {
+        &self.forgetting
     }
 
     /// The same board, keeping jobs within `limits` and counting them in `metrics`.
@@ -320,6 +354,8 @@ impl JobBoard {
         let evicted = &state.evicted[evicted_before.min(state.evicted.len())..];
         if let Some(replication) = &self.replication {
             for job in evicted {
+                // Before the forget is sent: the writer may do it at once.
+                self.forgetting.add(job.id);
                 let _ = replication.send(Replication::Forget(job.id));
             }
         }
@@ -552,6 +588,18 @@ impl JobBoard {
         if state.renders.get(fingerprint) == Some(&id) {
             state.renders.remove(fingerprint);
         }
+    }
+
+    /// The job that renders `fingerprint` here (queued or running) or stands for its
+    /// succeeded render (the render or its newest reuse), if any.
+    pub fn render_of(&self, fingerprint: &Fingerprint) -> Option<Uuid> {
+        let state = lock(&self.state);
+        let id = *state.renders.get(fingerprint)?;
+        state
+            .entries
+            .get(&id)
+            .filter(|entry| !matches!(entry.job.state, JobState::Failed | JobState::Cancelled))
+            .map(|_| id)
     }
 
     pub fn get(&self, id: Uuid) -> Option<Job> {

@@ -150,8 +150,10 @@ impl Scheduler {
         let (board, replication) = match &shared {
             Some(shared) => {
                 let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-                tokio::spawn(replication::replicate(shared.clone(), receiver));
-                (JobBoard::replicated(sender.clone()), Some(sender))
+                let board = JobBoard::replicated(sender.clone());
+                let forgetting = board.forgetting().clone();
+                tokio::spawn(replication::replicate(shared.clone(), receiver, forgetting));
+                (board, Some(sender))
             }
             None => (JobBoard::default(), None),
         };

@@ -235,3 +235,113 @@ async fn submissions_refused_for_the_job_limit_leave_nothing_in_redis() {
     app.wait_for_state(&held.job_id, JobState::Succeeded).await;
     app.stop().await;
 }
+
+/// With Redis (issue 21, item 2): the jobs evicted from the board are gone for every
+/// lookup at once (their shared records, written by a task that may lag behind a burst of
+/// reuses, must not answer for them meanwhile), their records are removed, and a reuse after
+/// the render was evicted reuses the newest reuse's output instead of rendering again.
+#[tokio::test]
+async fn instant_reuses_with_redis_evict_the_oldest_jobs_and_their_shared_records() {
+    const BOUND: u32 = 40;
+    const REUSES: usize = 400;
+    let prefix = unique_prefix();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = api_keys_file(dir.path(), &[("acme", "billing", ACME)]);
+    let app = spawn_app_with(|settings| {
+        settings.auth = AuthMode::Required;
+        settings.api_keys = Some(keys);
+        settings.redis_url = Some(redis_url());
+        settings.redis_key_prefix = prefix.clone();
+        settings.retained_jobs.max_retained_jobs_per_tenant = BOUND;
+    })
+    .await;
+    app.use_api_key(Some(ACME));
+    let template = app.create_template(BALL).await.template_id;
+    let request = small_request(&template, proto::Format::Gif);
+    let rendered = app.submit(request.clone()).await.unwrap();
+    app.wait_for_state(&rendered.job_id, JobState::Succeeded)
+        .await;
+
+    let client = app.renders();
+    let answers: Vec<_> = futures_util::stream::iter(0..REUSES)
+        .map(|_| {
+            let (mut client, request) = (client.clone(), request.clone());
+            async move {
+                client
+                    .submit_render(with_idempotency_key(request, &unique_key()))
+                    .await
+            }
+        })
+        .buffered(8)
+        .collect()
+        .await;
+    let mut reused = Vec::new();
+    for answer in answers {
+        let job = answer
+            .expect("a reuse is accepted: old ended jobs make room")
+            .into_inner();
+        assert_eq!(
+            job.state,
+            JobState::Succeeded as i32,
+            "every one reuses the output, the evicted render's too: {job:?}"
+        );
+        reused.push(job.job_id);
+    }
+
+    // At once, whatever the shared records have caught up with: the oldest went.
+    let evicted: Vec<&String> = std::iter::once(&rendered.job_id)
+        .chain(&reused[..REUSES - BOUND as usize])
+        .collect();
+    for gone in [
+        evicted[0],
+        evicted[1],
+        evicted[evicted.len() / 2],
+        evicted[evicted.len() - 2],
+        evicted[evicted.len() - 1],
+    ] {
+        let status = app
+            .renders()
+            .get_render_job(proto::GetRenderJobRequest {
+                job_id: gone.clone(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::NotFound, "{gone}: {status:?}");
+    }
+    let newest = app.get_job(&reused[REUSES - 1]).await;
+    assert_eq!(newest.state, JobState::Succeeded as i32);
+    app.download(&newest.job_id).await.unwrap();
+    assert_eq!(
+        app.metric("lottie_render_jobs_retained").await,
+        f64::from(BOUND)
+    );
+    assert_eq!(
+        app.metric("lottie_render_render_cache_hits_total").await,
+        REUSES as f64,
+        "nothing rendered again"
+    );
+
+    // Their records go too (once the writer of shared records has caught up): only the
+    // kept jobs' stay.
+    let job_key = |id: &str| format!("{prefix}job:{id}");
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    let (left, missing) = loop {
+        let records = keys_under(&prefix).await;
+        let left: Vec<&String> = evicted
+            .iter()
+            .copied()
+            .filter(|gone| records.contains_key(&job_key(gone)))
+            .collect();
+        let missing: Vec<&String> = reused[REUSES - BOUND as usize..]
+            .iter()
+            .filter(|kept| !records.contains_key(&job_key(kept)))
+            .collect();
+        if (left.is_empty() && missing.is_empty()) || std::time::Instant::now() > give_up {
+            break (left, missing);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(left.is_empty(), "evicted jobs still in Redis: {left:?}");
+    assert!(missing.is_empty(), "kept jobs not in Redis: {missing:?}");
+    app.stop().await;
+}

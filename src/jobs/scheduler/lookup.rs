@@ -20,11 +20,19 @@ impl Scheduler {
         let job = match self.local_job(tenant, id) {
             Some(job) => Some(job),
             None => match &self.shared {
-                Some(shared) => shared.get(id).await?,
+                // Read even for a job evicted here, so that the answer takes the time any
+                // other absent job's does.
+                Some(shared) => shared.get(id).await?.filter(|_| !self.evicted_here(id)),
                 None => None,
             },
         };
         Ok(job.filter(|job| job.tenant == *tenant))
+    }
+
+    /// Whether job `id` was evicted from this instance's board ([`crate::jobs::retention`])
+    /// and its shared record, which may not be removed yet, must be taken for gone.
+    pub(super) fn evicted_here(&self, id: Uuid) -> bool {
+        self.board.forgetting().contains(id)
     }
 
     /// A job of `tenant` on this instance's board.
@@ -82,7 +90,8 @@ impl Scheduler {
             return Ok(None);
         };
         let (current, changes) = shared.watch(id).await?;
-        let Some(current) = current.filter(|job| job.tenant == *tenant) else {
+        let Some(current) = current.filter(|job| job.tenant == *tenant && !self.evicted_here(id))
+        else {
             return Ok(None);
         };
         Ok(Some((
@@ -112,7 +121,8 @@ impl Scheduler {
         };
         let (current, changes) = shared.watch(id).await?;
         // Another tenant's job: not found, and its owner is never asked.
-        let Some(current) = current.filter(|job| job.tenant == *tenant) else {
+        let Some(current) = current.filter(|job| job.tenant == *tenant && !self.evicted_here(id))
+        else {
             return Ok(None);
         };
         if current.state.is_terminal() {

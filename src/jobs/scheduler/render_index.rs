@@ -79,7 +79,12 @@ impl Scheduler {
                     }
                     continue;
                 }
-                match shared.get(leader).await? {
+                // A job evicted here is gone, even while its record is still to be removed.
+                let remote = shared
+                    .get(leader)
+                    .await?
+                    .filter(|_| !self.evicted_here(leader));
+                match remote {
                     Some(remote) if remote.state == JobState::Succeeded => {
                         let scheduler = self.clone();
                         let (copy, work_copy) = (job.clone(), work.clone());
@@ -115,9 +120,21 @@ impl Scheduler {
                         }
                         return followed.map_err(SubmitRefused::Queue);
                     }
-                    // Failed, cancelled or expired: the first to take the fingerprint over
-                    // renders it.
+                    // Failed, cancelled, expired or evicted: a job of this instance that
+                    // renders the fingerprint or reused its output (the newest reuse stands
+                    // for an evicted render on the board) is named in its place; else the
+                    // first to take the fingerprint over renders it.
                     _ => {
+                        if let Some(local) = self
+                            .board
+                            .render_of(&job.fingerprint)
+                            .filter(|local| *local != leader)
+                        {
+                            shared
+                                .replace_render(&job.fingerprint, leader, local)
+                                .await?;
+                            continue;
+                        }
                         self.share_before_leading(&job, &mut record_shared).await?;
                         if shared
                             .replace_render(&job.fingerprint, leader, job.id)

@@ -3,7 +3,7 @@
 //! instance follows a job that will never run).
 
 use super::{Scheduler, MIN_RETRY_AFTER};
-use crate::jobs::board::Replication;
+use crate::jobs::board::{Forgetting, Replication};
 use crate::jobs::model::{Job, JobFailure, JobState};
 use crate::jobs::queue::PushRefused;
 use crate::jobs::shared::{SharedError, SharedJobs};
@@ -98,10 +98,12 @@ impl Scheduler {
 
 /// Writes the board's snapshots to the shared records in order (a snapshot older than the
 /// stored one is dropped by Redis itself), frees the fingerprint of a render that failed or
-/// was cancelled, and shares quarantines.
+/// was cancelled, shares quarantines, and removes the records of jobs evicted here (telling
+/// `forgetting` when each is done).
 pub(super) async fn replicate(
     shared: Arc<SharedJobs>,
     mut messages: tokio::sync::mpsc::UnboundedReceiver<Replication>,
+    forgetting: Forgetting,
 ) {
     while let Some(message) = messages.recv().await {
         match message {
@@ -124,6 +126,7 @@ pub(super) async fn replicate(
                 if let Err(error) = shared.forget(id).await {
                     tracing::warn!(job_id = %id, %error, "cannot remove an evicted job's record; it expires with the retention");
                 }
+                forgetting.done(id);
             }
             Replication::Flush(done) => {
                 let _ = done.send(());
