@@ -278,7 +278,8 @@ fn analysis_worker_command(executable: &Path, budget: AnalysisBudget) -> std::pr
 /// dropped: when the call's future is dropped mid-analysis (caller gone, deadline passed) and
 /// after every normal end alike. The CPU time is read from `/proc` while the worker is
 /// unreaped (running, or exited and not yet waited for), so hanging up before the budget
-/// does not make an analysis free.
+/// does not make an analysis free. That read stays on the async thread: procfs answers from
+/// kernel memory in microseconds, never waiting on a disk.
 struct ChargeAndKillOnDrop {
     group: Option<u32>,
     slot: AnalysisSlot,

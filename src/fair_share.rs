@@ -55,6 +55,8 @@ struct Pool<K> {
 #[derive(Debug)]
 struct Held<K> {
     available: usize,
+    /// Only keys holding at least one unit (a guard's drop removes a key at zero), so at
+    /// most `capacity` entries whatever number of callers come and go.
     by_key: HashMap<K, usize>,
 }
 

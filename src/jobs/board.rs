@@ -231,6 +231,11 @@ pub struct JobBoard {
 /// job's record is still in Redis. A lookup of a job not on the board reads that record, so
 /// it must know the job is gone: else an evicted job would answer as kept (and its output,
 /// removed already, would be reused).
+///
+/// Bounded by the jobs kept: an id enters only when a kept job is evicted and leaves when the
+/// writer has tried its removal (done or failed alike, one Redis timeout each). With Redis
+/// down nothing is admitted (submissions are JOB_STORE_UNAVAILABLE), so no admission evicts,
+/// and retention can evict at most the jobs kept.
 #[derive(Debug, Default, Clone)]
 pub struct Forgetting(Arc<Mutex<HashSet<Uuid>>>);
 
