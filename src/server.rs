@@ -618,17 +618,17 @@ fn load_known_identities(
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 100;
 /// Share of `--max-concurrent-requests` one connection may have in the stack at once (its
 /// further calls wait on their stream): one connection cannot take the whole instance.
-const PER_CONNECTION_SHARE_DIVISOR: usize = 8;
+pub const PER_CONNECTION_SHARE_DIVISOR: usize = 8;
 /// Largest header list of one request: our metadata is a few hundred bytes (an
 /// idempotency key of at most 255, tracing headers); 16 KiB is hyper's default, said here.
-const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+pub const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
 /// Streams a peer may open and reset before we accept them before the connection is closed
 /// (GOAWAY): h2's default, the rapid-reset (CVE-2023-44487) guard, said here.
-const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+pub const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
 /// Streams we reset for the peer's protocol errors before the connection is closed: a
 /// conforming client causes none; hyper's 1024 lets one connection cost a lot of work
 /// first (the "MadeYouReset" family).
-const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 128;
+pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 128;
 /// TCP keepalive probes on an idle socket, so a half-open connection is found even when
 /// HTTP/2 is quiet.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);

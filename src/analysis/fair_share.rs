@@ -37,7 +37,7 @@ use tokio::sync::oneshot;
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5 * 60);
 /// The first backoff, in CPU budgets of one analysis: twice the budget, so a tenant whose
 /// every analysis is a hog keeps one worker busy at most a third of the time from the start.
-const FIRST_BACKOFF_BUDGETS: u32 = 2;
+pub const FIRST_BACKOFF_BUDGETS: u32 = 2;
 /// A tenant's count of exhausted analyses is forgotten after this long without one more.
 const EXHAUSTIONS_FORGOTTEN_AFTER: Duration = Duration::from_secs(10 * 60);
 /// CPU seconds of analysis a tenant is credited per second: half a core. An honest tenant
@@ -47,7 +47,7 @@ const EXHAUSTIONS_FORGOTTEN_AFTER: Duration = Duration::from_secs(10 * 60);
 pub const TENANT_CPU_SECONDS_PER_SECOND: f64 = 0.5;
 /// CPU debt a tenant may run up before it is backed off, in CPU budgets of one analysis: two
 /// whole budgets, so bursts of honest work (a deploy creating hundreds of templates) pass.
-const TENANT_CPU_BURST_BUDGETS: f64 = 2.0;
+pub const TENANT_CPU_BURST_BUDGETS: f64 = 2.0;
 
 /// Workers one tenant may hold at once: half the pool (at least one), so the other half is
 /// always free for every other tenant. With one worker (`--analysis-workers 1`) nothing is

@@ -51,7 +51,7 @@ pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 pub const MAX_CONCURRENT_TEMPLATE_PARSES: usize = 2;
 /// How long a CreateTemplate waits for a parse slot before UNAVAILABLE
 /// (`TEMPLATE_PARSING_BUSY`): several large parses finish meanwhile.
-const PARSE_WAIT: Duration = Duration::from_secs(10);
+pub const PARSE_WAIT: Duration = Duration::from_secs(10);
 /// A template larger than this has the check's freed buffers (the longest escaped string,
 /// the request's copies) handed back to the kernel at once ([`crate::os::release_free_memory`],
 /// a few milliseconds): otherwise each blocking thread's allocator arena keeps what it held.

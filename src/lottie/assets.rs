@@ -49,7 +49,7 @@ pub const MAX_JPEG_SCANS: usize = 100;
 /// Inflated image data a PNG may have beyond the exact size its header needs: libpng accepts
 /// extra data with a warning and stb_image ignores it, so the odd encoder that pads is still
 /// accepted; the bound stays a few pages over the header's figure.
-const PNG_EXTRA_IMAGE_DATA_BYTES: u64 = 64 * 1024;
+pub const PNG_EXTRA_IMAGE_DATA_BYTES: u64 = 64 * 1024;
 /// Output buffer of the PNG inflate check: the output is counted, never kept.
 const INFLATE_SCRATCH_BYTES: usize = 64 * 1024;
 /// Caller text quoted in an error message is cut to this many characters.

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use tonic::{Code, Request, Status};
 
 const BALL: &str = "slots-ball-colors-opacity.json";
-/// How long a call waits on a concurrent one with its key before ABORTED (README).
+/// How long a call waits on a concurrent one with its key before ABORTED (docs/operations.md).
 const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
-/// The retry delay of that ABORTED (README).
+/// The retry delay of that ABORTED (docs/operations.md).
 const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
 /// How long the tests wait for a key or a job to expire before failing.
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -18,6 +18,7 @@ mod idempotency;
 mod identity_sources;
 mod image_bombs;
 mod key_leases;
+mod limits_table;
 mod mesh;
 mod object_storage;
 mod panic;

@@ -164,7 +164,7 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
 
 /// The shed call comes on a connection of its own: on the held call's connection it would
 /// not reach load shedding at all but wait for that connection's share of the limit
-/// (README: calls in the stack per connection, `--max-concurrent-requests` ÷ 8, at least
+/// (docs/security.md: calls in the stack per connection, `--max-concurrent-requests` ÷ 8, at least
 /// one), and be served once the held call ends.
 #[tokio::test]
 async fn a_call_over_the_limit_in_flight_is_server_overloaded_with_a_delay_and_health_is_not_shed()

@@ -470,7 +470,7 @@ const CHANGING_FRAMES: u32 = 30;
 /// Template frames after those that hold one colour (a still stretch gifski must fold).
 const STILL_FRAMES: u32 = 30;
 
-/// GIF frame counts exact (README "GIF timing"): a 2 s template whose fill takes the next of
+/// GIF frame counts exact (docs/architecture.md, "Render and encode"): a 2 s template whose fill takes the next of
 /// the seven `SOLIDS` every frame for 1 s (no colour back within gifski's five-frame look-ahead,
 /// so nothing looks like flicker to its denoiser) and then holds one colour for 1 s. The
 /// expected frames come from the plan alone: at 60 fps a frame is kept when it lands 2 cs or

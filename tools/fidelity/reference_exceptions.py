@@ -33,7 +33,7 @@ EXCEPTIONS = {
         "(SVGTextLottieElement.buildNewText: data.singleShape is never set), so Hebrew comes "
         "out reversed and Arabic unjoined",
         "reference": "Chromium HTML text (HarfBuzz shaping, ICU bidi) in our faces",
-        # Roboto Medium → Liberation Sans Regular (README, Fonts); DejaVu Sans draws what it
+        # Roboto Medium → Liberation Sans Regular (docs/fidelity.md, Fonts); DejaVu Sans draws what it
         # lacks (Arabic).
         "fonts": ["assets/fonts/LiberationSans-Regular.ttf", "assets/fonts/DejaVuSans.ttf"],
     },

@@ -177,7 +177,7 @@ const FAMILY_CLASSES: &[(&str, Class)] = &[
 /// it falls back to its default standard font, Times New Roman, which fontconfig's metric
 /// aliases resolve to Liberation Serif. Measured with Chromium 156 on Debian 12: text in
 /// "Ubuntu", "Comic Neue" or "NoSuchFamilyXyz", upright or italic, draws pixel for pixel as
-/// in "serif", "Times New Roman" and "Liberation Serif" (README, Fonts).
+/// in "serif", "Times New Roman" and "Liberation Serif" (docs/fidelity.md, Fonts).
 pub const UNKNOWN_FAMILY_CLASS: Class = Class::Serif;
 
 /// Whether `family` is DejaVu Sans itself, the bundled fallback face, which draws it

@@ -208,7 +208,7 @@ impl<'a> FontSource<'a> {
             // Marks stay with the run they are in (their base's font). A space goes to the
             // first font that has it, as in Chromium, whose fallback reshapes only what the
             // chosen font lacks: the spaces between Arabic words drawn in a fallback keep
-            // the chosen font's width (text-rtl-arabic.json, README Fidelity).
+            // the chosen font's width (text-rtl-arabic.json, docs/fidelity.md).
             let font = if is_mark(character) {
                 pieces.last().map_or(0, |(font, _, _)| *font)
             } else {
