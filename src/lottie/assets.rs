@@ -21,7 +21,7 @@
 //! buffer), a walk over the image's chunks or markers, and for a PNG an inflate stopped as
 //! soon as it passes what the header allows (at most ~128 MiB of output per image).
 
-use super::template::TemplateError;
+use super::error::TemplateError;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;

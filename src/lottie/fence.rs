@@ -4,8 +4,8 @@
 //! minute per frame. Everything recognisable is refused here with the JSON path at fault;
 //! what cannot be recognised is left to the worker process limits.
 
+use super::error::TemplateError;
 use super::model::{layer_type, property_values, Animation, Layer, Shape};
-use super::template::TemplateError;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
