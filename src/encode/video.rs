@@ -4,8 +4,8 @@
 //! (codec, pixel format, options, padding) come from [`VideoCodec`].
 
 use super::yuv::{self, AlphaHandling, Kernel, Plane, PlanesMut};
+use super::Frame;
 use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
-use crate::render::frames::Frame;
 use crate::spec::Format;
 use ffmpeg::color::{Primaries, Range, Space, TransferCharacteristic};
 use ffmpeg::format::Pixel;
