@@ -173,6 +173,7 @@ def parse_file(info, text):
     scopes = [(info.module, False, True)]  # (module, in_test, is a module's own scope)
     groups = 0  # open parentheses and brackets
     pending_test = False  # a #[cfg(test)] attribute waits for its item
+    pending_test_line = 0
     pending_mod = None  # `mod NAME {` opens an inline module
     test_item_depth = None  # depth of the scope where the current test item started
     test_item_start = None
@@ -204,13 +205,15 @@ def parse_file(info, text):
                     k += 1
                 attr = tokens[j + 1 : k]
                 if tokens[i + 1][1] != "!" and is_test_cfg(attr) and test_item_depth is None and not current()[1]:
+                    if not pending_test:
+                        pending_test_line = line  # the item's lines start at its attribute
                     pending_test = True
                 i = k + 1
                 continue
         if pending_test and test_item_depth is None:
             # The first token of the test-only item.
             test_item_depth = len(scopes)
-            test_item_start = line
+            test_item_start = pending_test_line
             item_brace_pending = True
             pending_test = False
 
