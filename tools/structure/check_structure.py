@@ -14,6 +14,8 @@
 Exit status 0 when nothing is found, 1 otherwise. Usage, from the project root:
 
     python3 tools/structure/check_structure.py [--root DIR] [--edges FILE_OR_MODULE] [--quiet]
+
+Its own tests: python3 -m unittest discover -s tools/structure
 """
 
 import argparse
