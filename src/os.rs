@@ -3,14 +3,14 @@
 //! in a forked child before exec; killing a process group, reaping a child with its resource
 //! usage, this process's own usage and the calling thread's CPU time, ending a worker without
 //! its libraries' finalizers, thread priority, returning freed memory and free disk space.
-//! Apart: the FFmpeg frame calls its safe wrapper lacks ([`ffmpeg_frames`]), the worker
-//! zygote's calls (descriptor passing, forking a sibling, [`forked_workers`]) and the few raw
+//! Apart: the FFmpeg frame calls its safe wrapper lacks (`ffmpeg_frames`), the worker
+//! zygote's calls (descriptor passing, forking a sibling, `forked_workers`) and the few raw
 //! calls the sandbox self-test makes to prove a worker cannot do them (fork, signalling
-//! another process, an inheritable descriptor: [`sandbox_probes`]).
+//! another process, an inheritable descriptor: `sandbox_probes`).
 
-pub mod ffmpeg_frames;
-pub mod forked_workers;
-pub mod sandbox_probes;
+pub(crate) mod ffmpeg_frames;
+pub(crate) mod forked_workers;
+pub(crate) mod sandbox_probes;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus};
