@@ -2,17 +2,17 @@
 //! VP9 WebM through the system FFmpeg libraries ([`mp4`], [`webm`], sharing [`video`]).
 //! Each encoder comes with a [`FramePreparer`] that runs on the render threads, one per
 //! thread: it converts rlottie's premultiplied BGRA into exactly what the encoder consumes
-//! (straight RGBA for GIF; YUV planes for video, [`yuv`]), so the encoder thread, the pipeline's
+//! (straight RGBA for GIF, [`pixels`]; YUV planes for video, [`yuv`]), so the encoder thread, the pipeline's
 //! critical path, does nothing but encode. Encoders take the prepared frames in order.
 
 pub mod gif;
 pub mod mp4;
+pub mod pixels;
 pub mod video;
 pub mod webm;
 pub mod yuv;
 
 use crate::error::{Classified, ErrorClass};
-use crate::render::frames::Frame;
 use crate::spec::{Format, OutputSpec, Rgba};
 use rlottie::Bgra;
 use std::path::Path;
@@ -59,6 +59,12 @@ pub trait Encoder {
     /// Encodes the next frame; may hand its buffers back for the render threads to reuse.
     fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError>;
     fn finish(self: Box<Self>) -> Result<(), EncodeError>;
+}
+
+/// One frame, rendered and converted for the encoder.
+pub struct Frame {
+    pub index: u32,
+    pub input: EncoderInput,
 }
 
 /// A frame converted for its encoder.

@@ -1,12 +1,14 @@
 //! The Bodymovin side of a render: parsing and fencing templates ([`template`], [`fence`],
-//! [`assets`], [`model`]), finding their slots ([`slots`]), writing modifications ([`modifications`]),
-//! baking expressions into keyframes ([`expressions`]), turning text layers into glyph shapes
-//! ([`text`]), drawing mattes and masks as lottie-web does ([`mattes`]), writing layer effects
-//! into colours and layers ([`effects`]), retiming to the output frame rate
-//! ([`timeline`]) and the `inspect` report ([`report`]).
+//! [`assets`], [`model`], and the [`TemplateError`] they return), finding their slots
+//! ([`slots`]), writing modifications ([`modifications`]), baking expressions into keyframes
+//! ([`expressions`]), turning text layers into glyph shapes ([`text`]), drawing mattes and
+//! masks as lottie-web does ([`mattes`]), writing layer effects into colours and layers
+//! ([`effects`]), retiming to the output frame rate ([`timeline`]) and the `inspect` report
+//! ([`report`]).
 
 pub mod assets;
 pub mod effects;
+mod error;
 pub mod expressions;
 pub mod fence;
 pub mod mattes;
@@ -18,4 +20,5 @@ pub mod template;
 pub mod text;
 pub mod timeline;
 
-pub use template::{Template, TemplateError};
+pub use error::TemplateError;
+pub use template::Template;

@@ -515,3 +515,22 @@ pub async fn serve(
         });
     }
 }
+
+/// The spare worker pool's events, counted.
+impl crate::sandbox::spare::SpareWorkerEvents for Metrics {
+    fn worker_started(&self) {
+        self.workers_started.inc();
+    }
+    fn spare_worker_forked(&self) {
+        self.spare_workers_forked.inc();
+    }
+    fn spare_worker_died(&self) {
+        self.spare_worker_deaths.inc();
+    }
+    fn worker_zygote_started(&self) {
+        self.worker_zygote_starts.inc();
+    }
+    fn worker_zygote_died(&self) {
+        self.worker_zygote_deaths.inc();
+    }
+}

@@ -1,10 +1,12 @@
 //! A render from template bytes to an encoded file: [`prepare`] validates, modifies and
 //! retimes the template; [`run`] renders frames in parallel ([`frames`]), converts them for
-//! the encoder on the render threads ([`pixels`], `encode::FramePreparer`) and feeds them in
+//! the encoder on the render threads (`encode::FramePreparer`) and feeds them in
 //! order to the encoder, reporting progress as it goes.
 
 pub mod frames;
-pub mod pixels;
+
+/// Kept at its former path for the engine tests, which still import it from here.
+pub use crate::encode::pixels;
 
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
@@ -93,7 +95,7 @@ impl Classified for RenderError {
             RenderError::ReadTemplate(error) | RenderError::ReadOutput(error)
                 if error.kind() == std::io::ErrorKind::OutOfMemory =>
             {
-                crate::sandbox::MEMORY_EXCEEDED_REASON
+                MEMORY_EXCEEDED_REASON
             }
             RenderError::ReadTemplate(_) | RenderError::ReadOutput(_) => "STORAGE_UNAVAILABLE",
         }
@@ -104,6 +106,10 @@ impl Classified for RenderError {
 /// ([`expressions::MAX_EXPRESSION_WORK_UNITS`], [`expressions::MAX_EXPRESSION_CPU`]): the job
 /// fails, not retryable, and its fingerprint is quarantined.
 pub const EXPRESSIONS_CPU_EXCEEDED_REASON: &str = "EXPRESSIONS_CPU_EXCEEDED";
+
+/// Reason of a render that ran out of memory, whether the worker noticed (a refused
+/// allocation it could report) or not (an abort, a loader failure).
+pub const MEMORY_EXCEEDED_REASON: &str = "RENDER_MEMORY_EXCEEDED";
 
 /// A render ready to run: the frame source and what the output will be.
 pub struct PreparedRender {

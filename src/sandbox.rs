@@ -19,7 +19,7 @@ pub mod zygote;
 use crate::error::ErrorClass;
 use crate::os;
 pub use crate::os::{ResourceLimits, ResourceUsage};
-use crate::render::OutputInfo;
+use crate::render::{OutputInfo, MEMORY_EXCEEDED_REASON};
 use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
 use protocol::{exit_code, WorkerEvent, WorkerJob};
 pub use self_test::{self_test, SelfTestReport};
@@ -44,9 +44,6 @@ pub const DEADLINE_BASE: Duration = Duration::from_secs(30);
 pub const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
 /// No render may run longer than this, whatever its size.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
-/// Reason of a render that ran out of memory, whether the worker noticed (a refused
-/// allocation it could report) or not (an abort, a loader failure).
-pub const MEMORY_EXCEEDED_REASON: &str = "RENDER_MEMORY_EXCEEDED";
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
 

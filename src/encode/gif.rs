@@ -4,9 +4,9 @@
 //! (browsers slow shorter delays down) by merging frames, so a 60 fps render still plays at
 //! true speed.
 
+use super::pixels::{convert, PixelLayout};
+use super::Frame;
 use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
-use crate::render::frames::Frame;
-use crate::render::pixels::{convert, PixelLayout};
 use gifski::progress::NoProgress;
 use gifski::{Collector, Repeat, Settings};
 use imgref::ImgVec;

@@ -4,8 +4,8 @@
 //! (codec, pixel format, options, padding) come from [`VideoCodec`].
 
 use super::yuv::{self, AlphaHandling, Kernel, Plane, PlanesMut};
+use super::Frame;
 use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
-use crate::render::frames::Frame;
 use crate::spec::Format;
 use ffmpeg::color::{Primaries, Range, Space, TransferCharacteristic};
 use ffmpeg::format::Pixel;
@@ -45,7 +45,7 @@ pub struct VideoCodec {
 pub fn tag_colours(context: &mut encoder::video::Video) {
     context.set_colorspace(Space::SMPTE170M);
     context.set_color_range(Range::MPEG);
-    crate::os::set_encoder_colour_description(
+    crate::os::ffmpeg_frames::set_encoder_colour_description(
         context,
         Primaries::BT709,
         TransferCharacteristic::BT709,
@@ -215,7 +215,7 @@ impl VideoPreparer {
 
     /// `picture`'s planes as a conversion target (the alpha plane is empty without one).
     fn planes_of<'a>(&self, picture: &'a mut frame::Video) -> PlanesMut<'a> {
-        let mut planes = crate::os::frame_planes_mut(picture).into_iter();
+        let mut planes = crate::os::ffmpeg_frames::frame_planes_mut(picture).into_iter();
         let mut next = || {
             planes
                 .next()
@@ -254,7 +254,7 @@ impl FramePreparer for VideoPreparer {
         let bytes = rgb::bytemuck::cast_slice::<Bgra, u8>;
         let held = previous.is_some_and(|previous| bytes(previous) == bytes(premultiplied));
         if let Some(last) = self.last.as_ref().filter(|_| held) {
-            if let Some(reference) = crate::os::new_frame_reference(last) {
+            if let Some(reference) = crate::os::ffmpeg_frames::new_frame_reference(last) {
                 self.held_frames_reused += 1;
                 return Ok(EncoderInput::Video(reference));
             }
@@ -265,7 +265,7 @@ impl FramePreparer for VideoPreparer {
         // a hold sharing it) is not overwritten: a fresh one is allocated.
         let reusable = match reuse {
             Some(EncoderInput::Video(mut picture)) => {
-                crate::os::frame_is_writable(&mut picture).then_some(picture)
+                crate::os::ffmpeg_frames::frame_is_writable(&mut picture).then_some(picture)
             }
             _ => None,
         };
@@ -280,7 +280,7 @@ impl FramePreparer for VideoPreparer {
             planes,
             self.kernel,
         );
-        self.last = crate::os::new_frame_reference(&picture);
+        self.last = crate::os::ffmpeg_frames::new_frame_reference(&picture);
         Ok(EncoderInput::Video(picture))
     }
 

@@ -20,11 +20,18 @@
 //! The cost is linear in the template's size: one base64 decode per image (into one reused
 //! buffer), a walk over the image's chunks or markers, and for a PNG an inflate stopped as
 //! soon as it passes what the header allows (at most ~128 MiB of output per image).
+//!
+//! Here the assets and their data URIs; the PNG and JPEG readers are in `png` and `jpeg`.
 
-use super::template::TemplateError;
+mod jpeg;
+mod png;
+
+use super::error::TemplateError;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
+use jpeg::{jpeg_dimensions, jpeg_scan_count};
+use png::{png_dimensions, png_image_data_bytes, png_inflated_bytes, PNG_SIGNATURE};
 use serde_json::Value;
 
 /// Side of an embedded image, pixels: the canvas limit (`fence::MAX_CANVAS_SIDE`); an image
@@ -201,23 +208,6 @@ pub fn image_header(bytes: &[u8]) -> Result<ImageHeader, String> {
     })
 }
 
-const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
-
-/// A PNG's size from its IHDR, which must be the first chunk. (stb_image also skips Apple's
-/// `CgBI` chunks before IHDR; those are refused here rather than walked, so the size read is
-/// always the one stb_image uses.)
-fn png_dimensions(bytes: &[u8]) -> Result<(u64, u64), String> {
-    const IHDR_LENGTH: u32 = 13;
-    let damaged = || "embedded PNG does not start with its IHDR header".to_owned();
-    let length = read_u32(bytes, 8).ok_or_else(damaged)?;
-    if length != IHDR_LENGTH || bytes.get(12..16) != Some(b"IHDR") {
-        return Err(damaged());
-    }
-    let width = read_u32(bytes, 16).ok_or_else(damaged)?;
-    let height = read_u32(bytes, 20).ok_or_else(damaged)?;
-    Ok((u64::from(width), u64::from(height)))
-}
-
 /// What an image's data decodes to, bounded by its header (checked after the header's own
 /// limits): a PNG's image data may not inflate beyond what its size needs, a JPEG may not have
 /// more than [`MAX_JPEG_SCANS`] scans.
@@ -247,195 +237,6 @@ fn check_image_data(
                 ));
             }
             Ok(())
-        }
-    }
-}
-
-/// The exact size of a PNG's inflated image data from its IHDR (already found there by
-/// [`png_dimensions`]): per row a filter byte and the row's samples, for each of the seven
-/// Adam7 passes of an interlaced image. A bit depth or colour type stb_image does not decode
-/// is refused here.
-fn png_image_data_bytes(bytes: &[u8]) -> Result<u64, String> {
-    let damaged = || "embedded PNG does not start with its IHDR header".to_owned();
-    let width = u64::from(read_u32(bytes, 16).ok_or_else(damaged)?);
-    let height = u64::from(read_u32(bytes, 20).ok_or_else(damaged)?);
-    let (depth, colour, interlace) = match bytes.get(24..29) {
-        Some(&[depth, colour, _compression, _filter, interlace]) => (depth, colour, interlace),
-        _ => return Err(damaged()),
-    };
-    let channels: u64 = match (colour, depth) {
-        (0, 1 | 2 | 4 | 8 | 16) => 1,
-        (2, 8 | 16) => 3,
-        (3, 1 | 2 | 4 | 8) => 1,
-        (4, 8 | 16) => 2,
-        (6, 8 | 16) => 4,
-        _ => {
-            return Err(format!(
-                "embedded PNG has colour type {colour} at bit depth {depth}, which the renderer \
-                 does not decode"
-            ))
-        }
-    };
-    let bits_per_pixel = channels * u64::from(depth);
-    let data_bytes = |columns: u64, rows: u64| -> u64 {
-        if columns == 0 || rows == 0 {
-            return 0;
-        }
-        rows * (1 + (columns * bits_per_pixel).div_ceil(8))
-    };
-    if interlace == 0 {
-        return Ok(data_bytes(width, height));
-    }
-    // Adam7: each pass's first column and row, and its steps.
-    const PASSES: [(u64, u64, u64, u64); 7] = [
-        (0, 0, 8, 8),
-        (4, 0, 8, 8),
-        (0, 4, 4, 8),
-        (2, 0, 4, 4),
-        (0, 2, 2, 4),
-        (1, 0, 2, 2),
-        (0, 1, 1, 2),
-    ];
-    Ok(PASSES
-        .iter()
-        .map(|&(x0, y0, dx, dy)| {
-            let columns = width.saturating_sub(x0).div_ceil(dx);
-            let rows = height.saturating_sub(y0).div_ceil(dy);
-            data_bytes(columns, rows)
-        })
-        .sum())
-}
-
-/// How many bytes a PNG's image data (every IDAT chunk up to IEND, concatenated, as
-/// stb_image reads them) inflates to, stopping as soon as it passes `limit`. Image data
-/// that is not a zlib stream miniz_oxide can inflate is refused: stb_image accepts some
-/// streams miniz_oxide does not (incomplete Huffman codes), and what it would inflate them to
-/// cannot be counted here. A stream cut short is counted as far as it goes.
-fn png_inflated_bytes(bytes: &[u8], limit: u64, scratch: &mut Vec<u8>) -> Result<u64, String> {
-    use miniz_oxide::inflate::stream::{inflate, InflateState};
-    use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
-    scratch.resize(INFLATE_SCRATCH_BYTES, 0);
-    // stb_image does not check the Adler-32 checksum either.
-    let mut state = InflateState::new_boxed(DataFormat::ZLibIgnoreChecksum);
-    let mut inflated = 0u64;
-    let mut at = PNG_SIGNATURE.len();
-    while let Some(length) = read_u32(bytes, at) {
-        let kind = bytes.get(at + 4..at + 8);
-        let start = at + 8;
-        let end = start.saturating_add(length as usize).min(bytes.len());
-        at = end.saturating_add(4); // the CRC
-        match kind {
-            Some(b"IEND") | None => break,
-            Some(b"IDAT") => {}
-            Some(_) => continue,
-        }
-        let mut input = bytes.get(start..end).unwrap_or_default();
-        loop {
-            let result = inflate(&mut state, input, scratch, MZFlush::None);
-            inflated = inflated.saturating_add(result.bytes_written as u64);
-            if inflated > limit {
-                return Ok(inflated);
-            }
-            input = input.get(result.bytes_consumed..).unwrap_or_default();
-            match result.status {
-                Ok(MZStatus::StreamEnd) => return Ok(inflated),
-                Ok(_) if result.bytes_consumed > 0 || result.bytes_written > 0 => {}
-                // No progress: this chunk is used up, the next one goes on.
-                Ok(_) | Err(MZError::Buf) => break,
-                Err(_) => {
-                    return Err("embedded PNG's image data is not a valid zlib stream".to_owned())
-                }
-            }
-        }
-    }
-    Ok(inflated)
-}
-
-/// A JPEG's size from its first frame header (SOF0, SOF1 or SOF2: the kinds stb_image
-/// decodes). Hand-written rather than taken from an image-size crate because it must walk the
-/// markers exactly as stb_image does (fill bytes before a marker code, padding between
-/// segments, the segment kinds it accepts): a walker that reads another frame header than the
-/// decoder's would let a small declared size hide a huge one.
-fn jpeg_dimensions(bytes: &[u8]) -> Result<(u64, u64), String> {
-    let truncated = || "embedded JPEG ends before its frame header".to_owned();
-    let mut at = 2; // after SOI (FF D8)
-    loop {
-        // A marker: 0xFF, any number of 0xFF fill bytes, the code. stb_image skips bytes
-        // that are not 0xFF between segments.
-        while *bytes.get(at).ok_or_else(truncated)? != 0xFF {
-            at += 1;
-        }
-        while *bytes.get(at).ok_or_else(truncated)? == 0xFF {
-            at += 1;
-        }
-        let code = bytes[at];
-        at += 1;
-        let length = usize::from(read_u16(bytes, at).ok_or_else(truncated)?);
-        match code {
-            // Baseline, extended and progressive frame headers: length, precision, height,
-            // width.
-            0xC0..=0xC2 => {
-                let height = read_u16(bytes, at + 3).ok_or_else(truncated)?;
-                let width = read_u16(bytes, at + 5).ok_or_else(truncated)?;
-                return Ok((u64::from(width), u64::from(height)));
-            }
-            // Tables, restart interval, application data, comments: skipped by length.
-            0xC4 | 0xDB | 0xDD | 0xE0..=0xEF | 0xFE if length >= 2 => at += length,
-            _ => {
-                return Err(format!(
-                    "embedded JPEG has a marker the renderer does not decode (0x{code:02X}) \
-                     before its frame header"
-                ))
-            }
-        }
-    }
-}
-
-/// How many scans (SOS segments) a JPEG has, stopping at [`MAX_JPEG_SCANS`] + 1. The walk
-/// finds every marker stb_image finds after the frame header, and possibly more: it skips
-/// segments by their length as stb_image does, and between segments (entropy-coded data,
-/// padding) takes every 0xFF not followed by 0x00 for a marker, as stb_image's bit reader
-/// does when it stops a scan; restart markers inside a scan are passed over. It ends at EOI,
-/// at the end of the data, or at a marker stb_image stops decoding at.
-fn jpeg_scan_count(bytes: &[u8]) -> usize {
-    let mut scans = 0;
-    let mut at = 2; // after SOI (FF D8)
-    loop {
-        // A marker: 0xFF, any fill bytes 0xFF, a code other than 0x00 (a stuffed zero in
-        // entropy-coded data).
-        let Some(offset) = bytes
-            .get(at..)
-            .and_then(|rest| rest.iter().position(|&b| b == 0xFF))
-        else {
-            return scans;
-        };
-        at += offset;
-        while bytes.get(at) == Some(&0xFF) {
-            at += 1;
-        }
-        let Some(&code) = bytes.get(at) else {
-            return scans;
-        };
-        at += 1;
-        match code {
-            // A stuffed zero, restart markers: entropy-coded data goes on.
-            0x00 | 0xD0..=0xD7 => {}
-            0xD9 => return scans,
-            // Frame headers, tables, restart interval, number of lines, application data,
-            // comments, scan headers: skipped by length (a scan's data follows its header).
-            0xC0..=0xC2 | 0xC4 | 0xDA | 0xDB | 0xDC | 0xDD | 0xE0..=0xEF | 0xFE => {
-                if code == 0xDA {
-                    scans += 1;
-                    if scans > MAX_JPEG_SCANS {
-                        return scans;
-                    }
-                }
-                let Some(length) = read_u16(bytes, at) else {
-                    return scans;
-                };
-                at += usize::from(length.max(2));
-            }
-            _ => return scans,
         }
     }
 }

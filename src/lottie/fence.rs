@@ -3,10 +3,16 @@
 //! a repeater with 1e9 copies eats memory without bound, curve handles of ±3e10 take over a
 //! minute per frame. Everything recognisable is refused here with the JSON path at fault;
 //! what cannot be recognised is left to the worker process limits.
+//!
+//! Here the canvas, assets, precomposition graph, layers and parenting; the shape items'
+//! limits (repeaters, polystars, paths, gradients) are checked in `shapes`.
 
-use super::model::{layer_type, property_values, Animation, Layer, Shape};
-use super::template::TemplateError;
+mod shapes;
+
+use super::error::TemplateError;
+use super::model::{layer_type, Animation, Layer};
 use serde_json::Value;
+use shapes::{check_path_property, check_shapes};
 use std::collections::{HashMap, HashSet};
 
 /// Highest frame rate accepted: above every display and every real template (max 120).
@@ -369,182 +375,6 @@ impl ParentChains {
         self.ends.extend(cached.iter().copied());
         Ok(())
     }
-}
-
-fn check_shapes(
-    shapes: &[Shape],
-    path: &str,
-    outer_copies: f64,
-    warnings: &mut Warnings,
-) -> Result<(), TemplateError> {
-    // A repeater repeats the items *before* it in the same group, nested repeaters included
-    // (rlottie's repeater processing walks a group backwards and moves everything before a
-    // repeater into that repeater's content, allocating every copy eagerly). So an item is
-    // made `outer_copies` times the copies of every repeater after it in its list. A
-    // repeater over its own limit counts once here: its own check below refuses it.
-    let mut made_times = vec![outer_copies; shapes.len()];
-    let mut after = outer_copies;
-    for (index, shape) in shapes.iter().enumerate().rev() {
-        made_times[index] = after;
-        if shape.ty == "rp" {
-            let copies = max_number(shape.properties.get("c"));
-            if is_within(copies, MAX_REPEATER_COPIES) {
-                after *= copies.max(1.0);
-            }
-        }
-    }
-    for (index, shape) in shapes.iter().enumerate() {
-        let shape_path = format!("{path}[{index}]");
-        match shape.ty.as_str() {
-            "gr" => check_shapes(
-                &shape.it,
-                &format!("{shape_path}.it"),
-                made_times[index],
-                warnings,
-            )?,
-            "rp" => {
-                let copies = max_number(shape.properties.get("c"));
-                if !is_within(copies, MAX_REPEATER_COPIES) {
-                    return Err(TemplateError::invalid(
-                        format!("{shape_path}.c"),
-                        format!("repeater makes {copies} copies, more than the {MAX_REPEATER_COPIES} limit"),
-                    ));
-                }
-                let copies_made = made_times[index] * copies.max(1.0);
-                if copies_made > MAX_NESTED_REPEATER_COPIES {
-                    return Err(TemplateError::invalid(
-                        format!("{shape_path}.c"),
-                        format!("nested repeaters make {copies_made} copies, more than the {MAX_NESTED_REPEATER_COPIES} limit"),
-                    ));
-                }
-            }
-            "sr" => {
-                let points = max_number(shape.properties.get("pt"));
-                if !is_within(points, MAX_POLYSTAR_POINTS) {
-                    return Err(TemplateError::invalid(
-                        format!("{shape_path}.pt"),
-                        format!("star/polygon has {points} points, more than the {MAX_POLYSTAR_POINTS} limit"),
-                    ));
-                }
-            }
-            "sh" => {
-                if let Some(path_property) = shape.properties.get("ks") {
-                    check_path_property(path_property, &format!("{shape_path}.ks"))?;
-                }
-            }
-            "gf" | "gs" => check_gradient(shape, &shape_path)?,
-            "mm" => warnings
-                .add("merge paths are not supported by the renderer and are ignored".to_owned()),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// `value ≤ limit`, false for NaN (a property holding no number is refused, not waved through).
-fn is_within(value: f64, limit: f64) -> bool {
-    value.partial_cmp(&limit).is_some_and(|order| order.is_le())
-}
-
-/// Largest number a scalar property takes (static or any keyframe); NaN when it holds none.
-fn max_number(property: Option<&Value>) -> f64 {
-    let Some(property) = property else { return 0.0 };
-    property_values(property)
-        .into_iter()
-        .filter_map(|value| match value {
-            Value::Array(items) => items.first().and_then(Value::as_f64),
-            other => other.as_f64(),
-        })
-        .fold(f64::NAN, f64::max)
-}
-
-/// A bezier path property (static or keyframed): vertex counts, matching arrays, coordinates.
-fn check_path_property(property: &Value, path: &str) -> Result<(), TemplateError> {
-    for value in property_values(property) {
-        // Keyframed paths hold their value in a one-element array.
-        let shapes: Vec<&Value> = match value {
-            Value::Array(items) => items.iter().collect(),
-            other => vec![other],
-        };
-        for shape in shapes {
-            let arrays: Vec<(&str, &Vec<Value>)> = ["v", "i", "o"]
-                .into_iter()
-                .filter_map(|key| {
-                    shape
-                        .get(key)
-                        .and_then(Value::as_array)
-                        .map(|array| (key, array))
-                })
-                .collect();
-            let Some((_, vertices)) = arrays.first() else {
-                continue;
-            };
-            if vertices.len() > MAX_PATH_VERTICES {
-                return Err(TemplateError::invalid(
-                    format!("{path}.v"),
-                    format!(
-                        "path has {} vertices, more than the {MAX_PATH_VERTICES} limit",
-                        vertices.len()
-                    ),
-                ));
-            }
-            for (key, array) in &arrays {
-                if array.len() != vertices.len() {
-                    return Err(TemplateError::invalid(
-                        format!("{path}.{key}"),
-                        format!(
-                            "path has {} vertices but {} entries in '{key}'",
-                            vertices.len(),
-                            array.len()
-                        ),
-                    ));
-                }
-                let too_far = array
-                    .iter()
-                    .flat_map(|point| point.as_array().into_iter().flatten())
-                    .filter_map(Value::as_f64)
-                    .any(|coordinate| !is_within(coordinate.abs(), MAX_PATH_COORDINATE));
-                if too_far {
-                    return Err(TemplateError::invalid(
-                        format!("{path}.{key}"),
-                        format!("path coordinate beyond ±{MAX_PATH_COORDINATE} pixels"),
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn check_gradient(shape: &Shape, path: &str) -> Result<(), TemplateError> {
-    let Some(gradient) = shape.properties.get("g") else {
-        return Ok(());
-    };
-    let Some(stops) = gradient.get("p") else {
-        return Ok(());
-    };
-    let count = stops.as_i64().unwrap_or(-1);
-    if !(0..=MAX_GRADIENT_STOPS).contains(&count) {
-        return Err(TemplateError::invalid(
-            format!("{path}.g.p"),
-            format!("gradient stop count must be 0..={MAX_GRADIENT_STOPS}, got {stops}"),
-        ));
-    }
-    if let Some(data) = gradient.get("k") {
-        for value in property_values(data) {
-            let available = value.as_array().map_or(0, Vec::len);
-            if available < 4 * count as usize {
-                return Err(TemplateError::invalid(
-                    format!("{path}.g.k"),
-                    format!(
-                        "gradient declares {count} stops but holds data for {}",
-                        available / 4
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Properties carrying an expression (`"x": "…"`).

@@ -10,9 +10,9 @@
 //! Key order is preserved through every rewrite (serde_json `preserve_order`): rlottie's
 //! streaming parser skips the keys of a shape item that come before its `ty`.
 
+use super::error::TemplateError;
 use super::model::Animation;
 use super::{assets, fence};
-use crate::error::{Classified, ErrorClass};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -35,42 +35,6 @@ pub const MAX_JSON_DEPTH: usize = 256;
 /// where real templates are a tenth of it; a dense 8 MB template of 119,000 shape fills
 /// holds 1.55 million.
 pub const MAX_JSON_VALUES: usize = 2_000_000;
-
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum TemplateError {
-    #[error("template is {size} bytes, larger than the {max} byte limit")]
-    TooLarge { size: usize, max: usize },
-    #[error("template is not valid JSON: {0}")]
-    NotJson(String),
-    #[error("template JSON nests deeper than {max} levels (at byte {offset})")]
-    TooDeep { max: usize, offset: usize },
-    #[error("template JSON holds more than {max} values")]
-    TooManyValues { max: usize },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
-}
-
-impl TemplateError {
-    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
-        TemplateError::Invalid {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl Classified for TemplateError {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Deterministic
-    }
-    fn reason(&self) -> &'static str {
-        match self {
-            TemplateError::TooLarge { .. } => "TEMPLATE_TOO_LARGE",
-            TemplateError::TooManyValues { .. } => "TEMPLATE_TOO_COMPLEX",
-            _ => "TEMPLATE_INVALID",
-        }
-    }
-}
 
 /// A parsed, fenced template: the JSON tree (what gets rewritten and rendered) and the
 /// typed model of it (what the service reasons about).

@@ -8,6 +8,8 @@
 //! encoder hands frame buffers back for reuse ([`OrderedFrames::recycle`]).
 
 use super::RenderError;
+/// Kept at its former path for the bench, which still imports it from here.
+pub use crate::encode::Frame;
 use crate::encode::{EncoderInput, FramePreparer, PreparerFactory};
 use rlottie::{Animation, Bgra, Size, Surface};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -22,12 +24,6 @@ pub const FRAMES_IN_FLIGHT_PER_THREAD: usize = 2;
 /// critical path whenever it is the slower stage; rendering then uses only idle CPU instead
 /// of preempting it. When rendering is the slower stage the encoder waits anyway.
 pub const RENDER_THREAD_NICE: i32 = 5;
-
-/// One frame, rendered and converted for the encoder.
-pub struct Frame {
-    pub index: u32,
-    pub input: EncoderInput,
-}
 
 /// What the render threads share: the prepared template and the output geometry.
 #[derive(Clone)]

@@ -174,8 +174,8 @@ pub fn self_test(executable: &Path) -> Result<SelfTestReport, SelfTestError> {
     let mut command = worker_command(executable, ["worker", SELF_TEST_FLAG], limits);
     // An inheritable descriptor open while the worker starts, as a careless library in the
     // server could leave one: the worker must not get it.
-    let planted =
-        os::inheritable_duplicate(std::io::stderr().as_fd()).map_err(SelfTestError::Prepare)?;
+    let planted = os::sandbox_probes::inheritable_duplicate(std::io::stderr().as_fd())
+        .map_err(SelfTestError::Prepare)?;
     let spawned = command.spawn();
     drop(planted);
     let mut child = spawned.map_err(SelfTestError::Spawn)?;

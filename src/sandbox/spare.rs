@@ -26,7 +26,6 @@
 use super::spawn::{worker_command, worker_limits, WorkerProcess};
 use super::zygote::Zygote;
 use super::MAX_DEADLINE;
-use crate::metrics::Metrics;
 use crate::os;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -105,10 +104,10 @@ impl ZygoteSlot {
     }
 
     /// Checks that the waiting zygote is alive.
-    fn check(&mut self, metrics: &Metrics) {
+    fn check(&mut self, metrics: &dyn SpareWorkerEvents) {
         if let Some(zygote) = self.zygote.as_mut() {
             if zygote.has_exited() {
-                metrics.worker_zygote_deaths.inc();
+                metrics.worker_zygote_died();
                 tracing::warn!(pid = zygote.pid(), "the worker zygote died; replacing it");
                 self.failed();
             }
@@ -147,18 +146,35 @@ struct State {
 }
 
 /// The pre-started workers and the thread that keeps them ready.
+/// What the pool reports as it goes; the server's metrics count it. A trait here, so that
+/// the sandbox does not depend on the metrics module, which sits above it.
+pub trait SpareWorkerEvents: std::fmt::Debug + Send + Sync {
+    /// A worker process started, forked or by exec.
+    fn worker_started(&self);
+    /// A spare forked from the zygote (also a started worker).
+    fn spare_worker_forked(&self);
+    /// A spare died while it waited.
+    fn spare_worker_died(&self);
+    fn worker_zygote_started(&self);
+    /// The zygote died, failed to fork or failed to start.
+    fn worker_zygote_died(&self);
+}
+
 #[derive(Debug)]
 pub struct SpareWorkers {
     state: Mutex<State>,
     changed: Condvar,
     settings: SpareSettings,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn SpareWorkerEvents>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl SpareWorkers {
     /// Starts the supervisor, which starts the spares at once.
-    pub fn start(settings: SpareSettings, metrics: Arc<Metrics>) -> Arc<SpareWorkers> {
+    pub fn start(
+        settings: SpareSettings,
+        metrics: Arc<dyn SpareWorkerEvents>,
+    ) -> Arc<SpareWorkers> {
         let spares = Arc::new(SpareWorkers {
             state: Mutex::new(State {
                 zygote: Some(ZygoteSlot::default()),
@@ -204,7 +220,7 @@ impl SpareWorkers {
             taken
         };
         for spare in dead {
-            self.metrics.spare_worker_deaths.inc();
+            self.metrics.spare_worker_died();
             tracing::warn!(pid = spare.pid(), "a spare worker died while waiting");
         }
         taken
@@ -257,12 +273,12 @@ impl SpareWorkers {
                 continue;
             }
             if let Some(zygote) = state.zygote.as_mut() {
-                zygote.check(&self.metrics);
+                zygote.check(self.metrics.as_ref());
             }
             let waiting = std::mem::take(&mut state.spares);
             for mut spare in waiting {
                 if spare.is_gone() {
-                    self.metrics.spare_worker_deaths.inc();
+                    self.metrics.spare_worker_died();
                     tracing::warn!(
                         pid = spare.pid(),
                         "a spare worker died while waiting; replacing it"
@@ -324,8 +340,8 @@ impl SpareWorkers {
     fn spawn(&self, zygote: &mut ZygoteSlot) -> Option<SpareWorker> {
         let limits = self.spare_limits();
         if let Some(process) = self.fork(zygote) {
-            self.metrics.workers_started.inc();
-            self.metrics.spare_workers_forked.inc();
+            self.metrics.worker_started();
+            self.metrics.spare_worker_forked();
             tracing::debug!(pid = process.pid(), "spare worker forked");
             return Some(SpareWorker {
                 process,
@@ -334,7 +350,7 @@ impl SpareWorkers {
         }
         match worker_command(&self.settings.executable, ["worker"], limits).spawn() {
             Ok(child) => {
-                self.metrics.workers_started.inc();
+                self.metrics.worker_started();
                 tracing::debug!(pid = child.id(), "spare worker started");
                 Some(SpareWorker {
                     process: WorkerProcess::from(child),
@@ -355,12 +371,12 @@ impl SpareWorkers {
         }
         match Zygote::start(&self.settings.executable, self.spare_limits()) {
             Ok(zygote) => {
-                self.metrics.worker_zygote_starts.inc();
+                self.metrics.worker_zygote_started();
                 tracing::debug!(pid = zygote.pid(), "worker zygote started");
                 slot.zygote = Some(zygote);
             }
             Err(error) => {
-                self.metrics.worker_zygote_deaths.inc();
+                self.metrics.worker_zygote_died();
                 tracing::warn!(%error, "no worker zygote; spare workers are started by exec");
                 slot.failed();
             }
@@ -378,7 +394,7 @@ impl SpareWorkers {
                 Some(process)
             }
             Err(error) => {
-                self.metrics.worker_zygote_deaths.inc();
+                self.metrics.worker_zygote_died();
                 tracing::warn!(pid = zygote.pid(), %error, "the worker zygote failed; replacing it");
                 slot.failed();
                 None

@@ -118,7 +118,7 @@ impl Zygote {
         let (stdin_read, stdin_write) = pipe()?;
         let (stdout_read, stdout_write) = pipe()?;
         let (stderr_read, stderr_write) = pipe()?;
-        os::send_with_descriptors(
+        os::forked_workers::send_with_descriptors(
             self.socket.as_fd(),
             &[FORK_REQUEST],
             &[
@@ -174,7 +174,7 @@ pub fn serve() -> Served {
         return Served::Ended(ExitCode::FAILURE);
     }
     // The server: the parent of every worker forked from here.
-    let server = os::parent_pid();
+    let server = os::forked_workers::parent_pid();
     let control = match std::io::stdin().as_fd().try_clone_to_owned() {
         Ok(descriptor) => UnixStream::from(descriptor),
         Err(error) => {
@@ -182,7 +182,7 @@ pub fn serve() -> Served {
             return Served::Ended(ExitCode::FAILURE);
         }
     };
-    os::set_process_name(ZYGOTE_PROCESS_NAME);
+    os::forked_workers::set_process_name(ZYGOTE_PROCESS_NAME);
     if (&control).write_all(READY).is_err() {
         return Served::Ended(ExitCode::FAILURE);
     }
@@ -193,7 +193,7 @@ fn serve_requests(mut control: UnixStream, server: u32) -> Served {
     loop {
         let mut request = [0u8; 1];
         let (read, descriptors) =
-            match os::receive_with_descriptors(control.as_fd(), &mut request, 3) {
+            match os::forked_workers::receive_with_descriptors(control.as_fd(), &mut request, 3) {
                 // The server closed the socket (it stopped, or let this zygote go).
                 Ok((0, _)) => return Served::Ended(ExitCode::SUCCESS),
                 Ok(received) => received,
@@ -239,15 +239,15 @@ fn fork_worker(pipes: [OwnedFd; 3], server: u32, control: UnixStream) -> Forked 
             zygote: control,
         };
     };
-    match os::fork_as_sibling() {
+    match os::forked_workers::fork_as_sibling() {
         Ok(None) => {
             drop((control, set_up_read));
-            let set_up = os::become_forked_worker(pipes, server);
-            os::set_process_name(WORKER_PROCESS_NAME);
+            let set_up = os::forked_workers::become_forked_worker(pipes, server);
+            os::forked_workers::set_process_name(WORKER_PROCESS_NAME);
             // Every descriptor owned here is dropped before the others are closed.
             drop(set_up_write);
             if set_up
-                .and_then(|()| os::close_descriptors_above_stderr())
+                .and_then(|()| os::forked_workers::close_descriptors_above_stderr())
                 .is_err()
             {
                 os::exit_immediately(crate::sandbox::protocol::exit_code::TRANSIENT);

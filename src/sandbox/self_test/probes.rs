@@ -289,11 +289,11 @@ fn processes_and_signals() -> Vec<Probe> {
         .spawn()
         .map(|mut child| child.wait());
     vec![
-        refused("fork", "processes", os::try_fork()),
+        refused("fork", "processes", os::sandbox_probes::try_fork()),
         refused(
             "raise its address-space limit",
             "resource_limits",
-            os::try_raise_address_space_limit(),
+            os::sandbox_probes::try_raise_address_space_limit(),
         ),
         refused("spawn /bin/true", "processes", spawn),
         works(
@@ -306,7 +306,7 @@ fn processes_and_signals() -> Vec<Probe> {
         refused(
             "signal its parent",
             "signals",
-            os::may_signal(std::os::unix::process::parent_id()),
+            os::sandbox_probes::may_signal(std::os::unix::process::parent_id()),
         ),
     ]
 }

@@ -1,6 +1,6 @@
 //! Pixel conversions from rlottie's premultiplied BGRA to straight RGBA, what GIF takes and
-//! what the tests compare (video frames go straight to YUV in `encode::yuv`). They run on the
-//! render threads (see `encode::FramePreparer`), in parallel, so the encoder thread only
+//! what the tests compare (video frames go straight to YUV in [`super::yuv`]). They run on the
+//! render threads (see [`super::FramePreparer`]), in parallel, so the encoder thread only
 //! encodes.
 
 use rlottie::Bgra;

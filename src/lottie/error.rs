@@ -1,0 +1,41 @@
+//! The error of a template that cannot be accepted: too large, not JSON, nested too deep,
+//! too many values, or invalid at a JSON path. Below [`super::template`], [`super::fence`]
+//! and [`super::assets`], which all return it.
+
+use crate::error::{Classified, ErrorClass};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum TemplateError {
+    #[error("template is {size} bytes, larger than the {max} byte limit")]
+    TooLarge { size: usize, max: usize },
+    #[error("template is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("template JSON nests deeper than {max} levels (at byte {offset})")]
+    TooDeep { max: usize, offset: usize },
+    #[error("template JSON holds more than {max} values")]
+    TooManyValues { max: usize },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl TemplateError {
+    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        TemplateError::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Classified for TemplateError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Deterministic
+    }
+    fn reason(&self) -> &'static str {
+        match self {
+            TemplateError::TooLarge { .. } => "TEMPLATE_TOO_LARGE",
+            TemplateError::TooManyValues { .. } => "TEMPLATE_TOO_COMPLEX",
+            _ => "TEMPLATE_INVALID",
+        }
+    }
+}
