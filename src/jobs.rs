@@ -1,5 +1,5 @@
-//! Render jobs: what a job is ([`model`]), the checks before one is accepted
-//! ([`admission`]), its fingerprint ([`fingerprint`]), the table of jobs that answers
+//! Render jobs: SubmitRender as one call ([`intake`]), what a job is ([`model`]), the checks
+//! before one is accepted ([`admission`]), its fingerprint ([`fingerprint`]), the table of jobs that answers
 //! Get/Watch/Cancel ([`board`]), the bounded queue in front of the workers ([`queue`]), the
 //! fingerprints refused after repeated crashes ([`quarantine`]), the bounds of the jobs kept
 //! ([`retention`]) and the scheduler that runs queued jobs in sandboxed worker processes
@@ -12,6 +12,7 @@
 pub mod admission;
 pub mod board;
 pub mod fingerprint;
+pub mod intake;
 pub mod model;
 pub mod quarantine;
 pub mod queue;

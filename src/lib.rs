@@ -14,9 +14,11 @@
 //!   memory and wall-clock budgets, from a small pool of its own; the analysis protocol.
 //! - [`os`]: the unsafe calls into libc: rlimits, process groups, resource usage, descriptor
 //!   passing (with the AVX2 colour kernel, the only modules allowed `unsafe_code`).
-//! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`.
-//! - [`idempotency`]: the Idempotency-Key (validated key, tower layer, memory and Redis
-//!   stores).
+//! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`. Its
+//!   handlers convert and call one use case each: [`jobs::intake`] (SubmitRender) and
+//!   [`templates`] (CreateTemplate), which take domain types, never tonic's.
+//! - [`idempotency`]: the Idempotency-Key (validated key, tower layer, the steps every keyed
+//!   use case takes in `idempotency::once`, memory and Redis stores).
 //! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
 //!   the scheduler that runs them in worker processes.
 //! - [`middleware`]: tower layers of the server (request metrics, catch-panic, request body
@@ -63,4 +65,5 @@ pub mod server;
 pub mod spec;
 pub mod storage;
 pub mod telemetry;
+pub mod templates;
 pub mod tls;

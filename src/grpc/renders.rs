@@ -1,11 +1,10 @@
 //! RenderService: submitting, following, cancelling and downloading render jobs.
 //!
-//! SubmitRender validates everything before anything is queued: the request itself (garde,
-//! [`super::convert`]), then the checks of [`crate::jobs::admission`] (the template, the job
-//! budget, the quarantine, capacity); every violation of a stage comes back in one answer. A
-//! valid job is queued and answered at once (QUEUED); rendering happens in the scheduler's
-//! sandboxed workers. Where a job lives (this instance or another) is the scheduler's
-//! business ([`Scheduler::find_job`] and its siblings).
+//! SubmitRender converts the wire request to a [`RenderSubmission`] (garde,
+//! [`super::convert`]) and hands it to [`Intake::submit`], the use case (admission, the
+//! Idempotency-Key, the quarantine, the scheduler); what comes back is converted to the
+//! answer, with the replay header for a replay. Where a job lives (this instance or another)
+//! is the scheduler's business ([`Scheduler::find_job`] and its siblings).
 //!
 //! Everything is scoped to the caller's tenant: its templates, its jobs (another tenant's job
 //! is JOB_NOT_FOUND exactly as an unknown id), its idempotency keys, and fingerprints that
@@ -15,24 +14,22 @@ mod download;
 
 pub use download::{DownloadLimits, DownloadStream, StoredOutput, DOWNLOAD_CHUNK_BYTES};
 
-use super::blocking;
 use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};
 use crate::auth::{Caller, TenantId};
 use crate::error::{ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::{
-    claim_key, scoped_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER,
-};
+use crate::idempotency::claim::{KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
-use crate::jobs::admission::{self, server_draining, JobLimits};
+use crate::jobs::admission::JobLimits;
+use crate::jobs::intake::{Intake, Submission, Submitted};
 use crate::jobs::shared::SharedError;
-use crate::jobs::{Job, JobState, RenderWork, Scheduler};
+use crate::jobs::{Job, JobState, Scheduler};
 use crate::reason::Reason;
 use crate::spec::RenderSubmission;
 use crate::storage::{OutputStore, TemplateStore};
 use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -44,24 +41,9 @@ use uuid::Uuid;
 const WATCH_BUFFER: usize = 16;
 #[derive(Debug, Clone)]
 pub struct RenderApi {
-    templates: TemplateStore,
+    intake: Intake,
     scheduler: Arc<Scheduler>,
-    limits: JobLimits,
-    keys: KeyPolicy,
-    draining: Arc<AtomicBool>,
     downloads: DownloadLimits,
-}
-
-/// Keys are scoped per method: the same key on another method is another key.
-const SUBMIT_RENDER_SCOPE: &str = "SubmitRender";
-
-/// A finished job whose key a retry may take over: it failed transiently or was cancelled.
-fn releases_key(job: &Job) -> bool {
-    match job.state {
-        JobState::Failed => job.error.as_ref().is_some_and(|error| error.retryable),
-        JobState::Cancelled => true,
-        _ => false,
-    }
 }
 
 impl RenderApi {
@@ -73,11 +55,8 @@ impl RenderApi {
         draining: Arc<AtomicBool>,
     ) -> RenderApi {
         RenderApi {
-            templates,
+            intake: Intake::new(templates, scheduler.clone(), limits, keys, draining),
             scheduler,
-            limits,
-            keys,
-            draining,
             downloads: DownloadLimits::default(),
         }
     }
@@ -214,78 +193,6 @@ pub fn job_to_proto(job: &Job) -> proto::RenderJob {
 }
 
 impl RenderApi {
-    /// SubmitRender once the request is valid: the idempotency key, the quarantine, the job.
-    async fn accept(
-        &self,
-        key: IdempotencyKey,
-        job: Job,
-        work: RenderWork,
-    ) -> Result<Response<proto::RenderJob>, Status> {
-        let key = scoped_key(&job.tenant, SUBMIT_RENDER_SCOPE, &key);
-        let tenant = job.tenant.clone();
-        let fingerprint = job.fingerprint.as_str().to_owned();
-        let outcome = claim_key(
-            self.keys.store.as_ref(),
-            &key,
-            &fingerprint,
-            self.keys.lease,
-            |id| {
-                let tenant = tenant.clone();
-                async move {
-                    // A job that failed transiently or was cancelled frees its key.
-                    Ok(self
-                        .scheduler
-                        .find_job(&tenant, id)
-                        .await?
-                        .filter(|job| !releases_key(job)))
-                }
-            },
-        )
-        .await?;
-        let claimant = match outcome {
-            KeyOutcome::Owned(claimant) => claimant,
-            KeyOutcome::Replay(job) => {
-                self.scheduler.metrics().idempotent_replays.inc();
-                tracing::info!(job_id = %job.id, template_id = %job.template_id, "idempotent replay");
-                let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
-                let mut response = Response::new(answer);
-                response
-                    .metadata_mut()
-                    .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-                return Ok(response);
-            }
-        };
-        // After the key: a retry of a request that crashed the renderer replays its failed
-        // job; only a new request with a quarantined fingerprint is refused.
-        let submitted = match self.scheduler.check_quarantine(&job).await {
-            Ok(()) => self.scheduler.accept(job, work).await,
-            Err(refused) => Err(refused),
-        }
-        .map_err(Status::from);
-        // Bound to the job, or freed for the retry when no job was created.
-        settle_key(
-            self.keys.store.as_ref(),
-            &key,
-            &claimant,
-            submitted.as_ref().ok().map(|job| job.id),
-            self.keys.retention,
-        )
-        .await;
-        let job = submitted?;
-        tracing::info!(
-            job_id = %job.id,
-            tenant = %job.tenant,
-            template_id = %job.template_id,
-            fingerprint = %job.fingerprint,
-            frames_total = job.frames_total,
-            state = job.state.label(),
-            "job accepted"
-        );
-        // A job reusing an identical request's output is SUCCEEDED at once.
-        let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
-        Ok(Response::new(answer))
-    }
-
     /// WatchRenderJob for a job of `tenant` on another instance: its shared snapshots.
     async fn watch_shared_job(
         &self,
@@ -316,9 +223,6 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::RenderRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
-        if self.draining.load(Ordering::SeqCst) {
-            return Err(server_draining().into());
-        }
         let key = match request.extensions().get::<IdempotencyKey>() {
             Some(key) => key.clone(),
             // The layer refuses calls without a key; a stack without the layer still must not
@@ -332,21 +236,29 @@ impl RenderService for RenderApi {
         let caller_extensions = request.extensions();
         let tenant = Caller::of(caller_extensions).tenant;
         let trace_parent = CallSpan::of(caller_extensions);
-        let submission = RenderSubmission::try_from(request.into_inner())?;
-        let templates = self.templates.clone();
-        let limits = self.limits;
-        let (job, mut work) =
-            blocking(move || admission::admit(&templates, tenant, submission, limits)).await?;
-        // The render's span will be a child of this call's.
-        work.trace_parent = trace_parent;
-        // From here on the call records and creates things: it runs to its end on its own
-        // task even if the caller goes away (a timed-out call is exactly what gets retried).
-        let api = self.clone();
-        let accepted = tokio::spawn(async move { api.accept(key, job, work).await });
-        match accepted.await {
-            Ok(answer) => answer,
-            Err(join_error) => Err(ServiceError::internal(join_error).into()),
+        let request = RenderSubmission::try_from(request.into_inner())?;
+        let submitted = self
+            .intake
+            .submit(Submission {
+                tenant,
+                key,
+                request,
+                trace_parent,
+            })
+            .await?;
+        let (job, replayed) = match submitted {
+            Submitted::Accepted(job) => (job, false),
+            Submitted::Replayed(job) => (job, true),
+        };
+        // A job reusing an identical request's output is SUCCEEDED at once.
+        let mut response =
+            Response::new(job_with_download_url(self.scheduler.outputs(), &job).await);
+        if replayed {
+            response
+                .metadata_mut()
+                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
         }
+        Ok(response)
     }
 
     async fn get_render_job(

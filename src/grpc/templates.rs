@@ -1,7 +1,7 @@
-//! TemplateService: registering, reading, listing and deleting templates. A template is
-//! syntax-checked in the server and parsed, fenced and analysed once, at creation, in an
-//! analysis worker (the same code the render worker runs); its report is stored beside it.
-//! File and check work runs on blocking threads, never on the runtime.
+//! TemplateService: registering, reading, listing and deleting templates. CreateTemplate
+//! converts the wire request to a [`NewTemplate`] and hands it to [`Intake::create`], the use
+//! case (checks, analysis in a worker, storage, the Idempotency-Key); Get, List and Delete
+//! read the store here. File work runs on blocking threads, never on the runtime.
 //! Templates belong to the caller's tenant: Get, List and Delete see only that tenant's (another
 //! tenant's template is TEMPLATE_NOT_FOUND exactly as an unknown id), and idempotency keys are
 //! the tenant's own. Deleting is immediate for every caller; jobs already accepted keep
@@ -12,30 +12,20 @@ use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
 use crate::auth::{Caller, TenantId};
-use crate::error::{Classified, FieldViolation, ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::{
-    claim_key, scoped_key, settle_key, KeyOutcome, KeyPolicy, REPLAYED_HEADER,
-};
-use crate::idempotency::store::{Claimant, IdempotencyStore};
+use crate::error::{FieldViolation, ServiceError};
+use crate::idempotency::claim::{KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
-use crate::lottie::template::hex_sha256;
-use crate::lottie::template::MAX_TEMPLATE_BYTES;
-use crate::lottie::Template;
 use crate::reason::Reason;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
+use crate::templates::{validate, Created, Intake, NewTemplate};
 use prost::Message;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::Semaphore;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-/// Longest template name, characters.
-pub const MAX_TEMPLATE_NAME_CHARS: usize = 128;
 pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+pub use crate::templates::{MAX_CONCURRENT_TEMPLATE_PARSES, MAX_TEMPLATE_NAME_CHARS, PARSE_WAIT};
 /// ListTemplates page size when the request says 0, and the largest allowed.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
@@ -43,232 +33,35 @@ pub const MAX_PAGE_SIZE: usize = 100;
 /// so stock clients read every page. A template's own answer is bounded far below it
 /// (`storage::summary`), so a page always holds at least one.
 pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
-/// Templates syntax-checked at once in the server ([`Template::check_syntax`]). The check
-/// keeps nothing per value (an 8 MB template of 119,000 tiny fills once took ~550 MB of JSON
-/// tree here; its tree is now built in an analysis worker only), but its CPU is linear in the
-/// template: two slots bound the server's share of it whatever is sent, and honest templates
-/// check in milliseconds, so they rarely make anyone wait.
-pub const MAX_CONCURRENT_TEMPLATE_PARSES: usize = 2;
-/// How long a CreateTemplate waits for a parse slot before UNAVAILABLE
-/// (`TEMPLATE_PARSING_BUSY`): several large parses finish meanwhile.
-pub const PARSE_WAIT: Duration = Duration::from_secs(10);
-/// A template larger than this has the check's freed buffers (the longest escaped string,
-/// the request's copies) handed back to the kernel at once ([`crate::os::release_free_memory`],
-/// a few milliseconds): otherwise each blocking thread's allocator arena keeps what it held.
-const TRIM_AFTER_PARSING_BYTES: usize = 1024 * 1024;
-/// Retry delay when no parse slot was free.
-const PARSE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// SFNT magic numbers: TrueType (0x00010000 and `true`), OpenType CFF (`OTTO`), collections.
-const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttcf"];
 
 #[derive(Debug, Clone)]
 pub struct TemplateApi {
     store: TemplateStore,
-    keys: KeyPolicy,
-    analysis: AnalysisPool,
-    /// Parse slots: at most [`MAX_CONCURRENT_TEMPLATE_PARSES`] templates parsed at once.
-    parses: Arc<Semaphore>,
+    intake: Intake,
 }
 
 impl TemplateApi {
     pub fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> TemplateApi {
         TemplateApi {
+            intake: Intake::new(store.clone(), keys, analysis),
             store,
-            keys,
-            analysis,
-            parses: Arc::new(Semaphore::new(MAX_CONCURRENT_TEMPLATE_PARSES)),
         }
     }
-
-    /// Validates, analyses and stores a template. Only the request's own checks and the
-    /// template's syntax check ([`Template::check_syntax`], linear and allocating nothing per
-    /// value) run here, on a blocking thread; the parse, the fence and the report (text
-    /// conversion, font parsing) run in an analysis worker under its budgets, which dies with
-    /// this future if the caller goes away. What the server keeps (slots, summary) comes back
-    /// from the worker in its report.
-    async fn create(
-        &self,
-        tenant: TenantId,
-        request: Arc<proto::CreateTemplateRequest>,
-    ) -> Result<TemplateRecord, Status> {
-        // A tenant backed off for its analyses' CPU is refused before its template is checked.
-        self.analysis
-            .check_backoff(&tenant)
-            .map_err(ServiceError::from)?;
-        {
-            let slot = tokio::time::timeout(PARSE_WAIT, self.parses.clone().acquire_owned())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .ok_or_else(|| {
-                    ServiceError::transient(
-                        ServiceErrorCode::Unavailable,
-                        Reason::TemplateParsingBusy,
-                        format!(
-                            "no template could be parsed within {} s; retry after the delay",
-                            PARSE_WAIT.as_secs()
-                        ),
-                        PARSE_BUSY_RETRY_AFTER,
-                    )
-                })?;
-            let request = request.clone();
-            // The slot moves into the blocking task: a parse whose caller went away still
-            // holds it until the parse ends.
-            blocking(move || {
-                let _slot = slot;
-                let checked = check_create(&request);
-                if request.lottie_json.len() > TRIM_AFTER_PARSING_BYTES {
-                    crate::os::release_free_memory();
-                }
-                checked
-            })
-            .await?;
-        }
-        let fonts: BTreeMap<String, Vec<u8>> = request
-            .fonts
-            .iter()
-            .map(|(family, bytes)| (family.clone(), bytes.clone()))
-            .collect();
-        let report = self
-            .analysis
-            .analyze(&tenant, &request.lottie_json, &fonts)
-            .await
-            .map_err(ServiceError::from)?;
-        let store = self.store.clone();
-        let record = blocking(move || {
-            store
-                .create(&tenant, &request.name, &request.lottie_json, report, &fonts)
-                .map_err(ServiceError::from)
-        })
-        .await?;
-        tracing::info!(template_id = %record.id, tenant = %record.tenant, name = %record.name, "template created");
-        Ok(record)
-    }
 }
 
-/// Every problem with a CreateTemplateRequest found by the server's linear checks (the
-/// template's syntax, not its model: that is the analysis'), as one INVALID_ARGUMENT.
-fn check_create(request: &proto::CreateTemplateRequest) -> Result<(), ServiceError> {
-    let (violations, reason) = validate_create(request);
-    if violations.is_empty() {
-        return Ok(());
-    }
-    let message = violations
-        .iter()
-        .map(|v| format!("{}: {}", v.field, v.description))
-        .collect::<Vec<_>>()
-        .join("; ");
-    Err(ServiceError::invalid_argument(reason, message, violations))
-}
-
-/// Frees a claimed idempotency key when the call that claimed it ends without settling it.
-struct ReleaseKeyOnDrop {
-    store: Arc<dyn IdempotencyStore>,
-    key: String,
-    claimant: Option<Claimant>,
-    armed: bool,
-}
-
-impl Drop for ReleaseKeyOnDrop {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
-        let Some(claimant) = self.claimant.take() else {
-            return;
-        };
-        runtime.spawn(async move {
-            if let Err(error) = store.release(&key, &claimant).await {
-                tracing::warn!(%error, "cannot release an idempotency key; its lease will");
-            }
-        });
-    }
-}
-
-/// Keys are scoped per method: the same key on SubmitRender is another key.
-const CREATE_TEMPLATE_SCOPE: &str = "CreateTemplate";
-
-/// The fingerprint of a CreateTemplateRequest for its idempotency key: the name, the JSON's
-/// and every font's sha256 (fonts by family, so map order on the wire does not matter).
-fn create_fingerprint(request: &proto::CreateTemplateRequest) -> String {
-    let fonts: BTreeMap<&str, String> = request
-        .fonts
-        .iter()
-        .map(|(family, bytes)| (family.as_str(), hex_sha256(bytes)))
-        .collect();
-    let canonical = serde_json::json!({
-        "name": request.name,
-        "lottie_json": hex_sha256(&request.lottie_json),
-        "fonts": fonts,
-    });
-    hex_sha256(canonical.to_string().as_bytes())
-}
-
-/// Every problem with a CreateTemplateRequest the server finds itself: its name, its fonts
-/// and its template's syntax ([`Template::check_syntax`]); the reason to refuse it with when
-/// there are any. The template's model and fence are checked by its analysis.
+/// What the server finds wrong with a CreateTemplateRequest itself ([`validate`]); the fuzz
+/// target's entry.
 pub fn validate_create(request: &proto::CreateTemplateRequest) -> (Vec<FieldViolation>, Reason) {
-    let mut reason = Reason::RequestInvalid;
-    let mut violations = Vec::new();
-    let mut violation =
-        |field: String, description: String| violations.push(FieldViolation { field, description });
-    let name_chars = request.name.chars().count();
-    if !(1..=MAX_TEMPLATE_NAME_CHARS).contains(&name_chars)
-        || request.name.chars().any(char::is_control)
-    {
-        violation(
-            "name".into(),
-            format!("must be 1..={MAX_TEMPLATE_NAME_CHARS} characters without control characters"),
-        );
+    validate(&new_template(request.clone()))
+}
+
+/// The wire request as the use case takes it (moved, not copied: its JSON may be 64 MiB).
+fn new_template(request: proto::CreateTemplateRequest) -> NewTemplate {
+    NewTemplate {
+        name: request.name,
+        lottie_json: request.lottie_json,
+        fonts: request.fonts.into_iter().collect(),
     }
-    if request.fonts.len() > MAX_FONTS_PER_TEMPLATE {
-        violation(
-            "fonts".into(),
-            format!(
-                "at most {MAX_FONTS_PER_TEMPLATE} fonts, got {}",
-                request.fonts.len()
-            ),
-        );
-    }
-    for (family, bytes) in &request.fonts {
-        let field = format!("fonts[{family:?}]");
-        if !(1..=MAX_TEMPLATE_NAME_CHARS).contains(&family.chars().count()) {
-            violation(
-                field.clone(),
-                format!("font family must be 1..={MAX_TEMPLATE_NAME_CHARS} characters"),
-            );
-        }
-        if bytes.len() > MAX_FONT_BYTES
-            || !FONT_MAGICS.iter().any(|magic| bytes.starts_with(*magic))
-        {
-            violation(
-                field,
-                format!("must be a TrueType or OpenType font of at most {MAX_FONT_BYTES} bytes"),
-            );
-        }
-    }
-    if request.lottie_json.is_empty() {
-        violation("lottie_json".into(), "is required".into());
-        reason = Reason::TemplateInvalid;
-    } else if request.lottie_json.len() > MAX_TEMPLATE_BYTES {
-        violation(
-            "lottie_json".into(),
-            format!(
-                "is {} bytes, more than the {MAX_TEMPLATE_BYTES} limit",
-                request.lottie_json.len()
-            ),
-        );
-        reason = Reason::TemplateInvalid;
-    } else if let Err(error) = Template::check_syntax(&request.lottie_json) {
-        violation("lottie_json".into(), error.to_string());
-        reason = Reason::from_wire(error.reason()).unwrap_or(Reason::TemplateInvalid);
-    }
-    (violations, reason)
 }
 
 /// The answer for a template: its bounded summary (what Get and List show too).
@@ -392,69 +185,22 @@ impl TemplateService for TemplateApi {
         request: Request<proto::CreateTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
-        let key = request
-            .extensions()
-            .get::<IdempotencyKey>()
-            .map(|key| scoped_key(&tenant, CREATE_TEMPLATE_SCOPE, key));
-        let request = Arc::new(request.into_inner());
-        let Some(key) = key else {
-            let record = self.create(tenant, request).await?;
-            return Ok(Response::new(to_proto(&record)));
+        let key = request.extensions().get::<IdempotencyKey>().cloned();
+        let created = self
+            .intake
+            .create(tenant, key, new_template(request.into_inner()))
+            .await?;
+        let (record, replayed) = match created {
+            Created::Created(record) => (record, false),
+            Created::Replayed(record) => (record, true),
         };
-        let fingerprint = {
-            let request = request.clone();
-            blocking(move || Ok(create_fingerprint(&request))).await?
-        };
-        let store = self.store.clone();
-        let outcome = claim_key(
-            self.keys.store.as_ref(),
-            &key,
-            &fingerprint,
-            self.keys.lease,
-            |id| {
-                let (store, tenant) = (store.clone(), tenant.clone());
-                async move {
-                    match tokio::task::spawn_blocking(move || store.record(&tenant, id)).await {
-                        Ok(Ok(record)) => Ok(Some(record)),
-                        // Deleted since: the key is free again.
-                        Ok(Err(StorageError::NotFound(_))) => Ok(None),
-                        Ok(Err(error)) => Err(ServiceError::from(error)),
-                        Err(join_error) => Err(ServiceError::internal(join_error)),
-                    }
-                }
-            },
-        )
-        .await?;
-        let claimant = match outcome {
-            KeyOutcome::Owned(claimant) => claimant,
-            KeyOutcome::Replay(record) => {
-                tracing::info!(template_id = %record.id, "idempotent replay of CreateTemplate");
-                let mut response = Response::new(to_proto(&record));
-                response
-                    .metadata_mut()
-                    .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-                return Ok(response);
-            }
-        };
-        // Dropped with this future when the caller hangs up mid-analysis: the key is freed
-        // at once, so the caller's retry runs instead of meeting the claim until its lease.
-        let mut release_if_dropped = ReleaseKeyOnDrop {
-            store: self.keys.store.clone(),
-            key: key.clone(),
-            claimant: Some(claimant.clone()),
-            armed: true,
-        };
-        let created = self.create(tenant, request).await;
-        release_if_dropped.armed = false;
-        settle_key(
-            self.keys.store.as_ref(),
-            &key,
-            &claimant,
-            created.as_ref().ok().map(|record| record.id),
-            self.keys.retention,
-        )
-        .await;
-        Ok(Response::new(to_proto(&created?)))
+        let mut response = Response::new(to_proto(&record));
+        if replayed {
+            response
+                .metadata_mut()
+                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+        }
+        Ok(response)
     }
 
     async fn get_template(
@@ -529,6 +275,8 @@ impl TemplateService for TemplateApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
     use tonic::Code;
     use tonic_types::StatusExt;
 

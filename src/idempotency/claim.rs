@@ -44,7 +44,7 @@ pub struct KeyPolicy {
 /// tenant (it gets its own resource, never another tenant's replay or IDEMPOTENCY_KEY_REUSED).
 /// The default tenant's names are the ones used before tenants, so records in Redis survive
 /// an upgrade; other tenants' start with `tenant/`, which no method name does.
-pub fn scoped_key(tenant: &TenantId, method: &str, key: &IdempotencyKey) -> String {
+pub(super) fn scoped_key(tenant: &TenantId, method: &str, key: &IdempotencyKey) -> String {
     if tenant.is_default() {
         format!("{method}:{}", key.as_str())
     } else {
@@ -53,7 +53,7 @@ pub fn scoped_key(tenant: &TenantId, method: &str, key: &IdempotencyKey) -> Stri
 }
 
 /// What a key says about a call.
-pub enum KeyOutcome<T> {
+pub(super) enum KeyOutcome<T> {
     /// The caller holds the key as this claimant: create the resource, then bind the key
     /// to it (or release it) as the same claimant.
     Owned(Claimant),
@@ -82,7 +82,7 @@ pub fn store_unavailable(error: StoreError) -> ServiceError {
 /// Claims `key` for `fingerprint`, or finds what an earlier call created with it:
 /// `answering(id)` says whether the resource still answers for the key (`Some`) or frees it
 /// (`None`).
-pub async fn claim_key<T, F, Fut>(
+pub(super) async fn claim_key<T, F, Fut>(
     store: &dyn IdempotencyStore,
     key: &str,
     fingerprint: &str,
@@ -166,7 +166,7 @@ async fn unclaimed(
 /// waiting on it) is not tied to the key. What a caller sees: the call that lost its lease
 /// still answers what it created; the key answers one resource for its whole retention, the
 /// later claimant's; nothing the later claimant holds is overwritten or freed.
-pub async fn settle_key(
+pub(super) async fn settle_key(
     store: &dyn IdempotencyStore,
     key: &str,
     claimant: &Claimant,
