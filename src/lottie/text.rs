@@ -25,7 +25,6 @@ use crate::error::{Classified, ErrorClass};
 use faces::Style;
 use fonts::{FontBook, Synthesis};
 use layout::{Document, Justify, Layout};
-use rustybuzz::ttf_parser;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -798,7 +797,7 @@ fn convert_layer(
             ));
         }
         let mut chosen = fonts.choose(font_name, family, style);
-        let mut laid_out = layout::lay_out(&document, &chosen.data);
+        let mut laid_out = layout::lay_out_shared(&document, &chosen.data);
         if laid_out.is_none() {
             warnings.insert(format!(
                 "font '{}' cannot be read; its text is drawn in the bundled {}",
@@ -806,7 +805,7 @@ fn convert_layer(
                 fonts::BUNDLED_FAMILY
             ));
             chosen = fonts.bundled_fallback(style);
-            laid_out = layout::lay_out(&document, &chosen.data);
+            laid_out = layout::lay_out_shared(&document, &chosen.data);
         }
         let Some(mut laid_out) = laid_out else {
             continue;

@@ -1,10 +1,11 @@
-//! Laying out a text document: shaping with rustybuzz (kerning, ligatures, right-to-left and
+//! Laying out a text document: shaping with harfrust (kerning, ligatures, right-to-left and
 //! complex scripts), lines from `\r`, box text wrapped at word boundaries and shrunk (not
 //! below half its size) until it fits, justification, tracking, line height and baseline
 //! shift. Coordinates are the text layer's own: point text has its first baseline at y = 0
 //! and is aligned on x = 0; box text sits in the box at `ps` of size `sz`.
 
-use rustybuzz::ttf_parser;
+use harfrust::font::Blob;
+use std::sync::Arc;
 
 /// Box text is shrunk in steps of this factor…
 const SHRINK_STEP: f64 = 0.95;
@@ -154,7 +155,7 @@ pub struct ShapedGlyph {
     pub y_offset: f64,
 }
 
-/// Where glyphs come from: fonts (shaped by rustybuzz) or the template's own `chars`.
+/// Where glyphs come from: fonts (shaped by harfrust) or the template's own `chars`.
 pub trait GlyphSource {
     fn units_per_em(&self) -> f64;
     fn ascender(&self) -> f64;
@@ -166,11 +167,11 @@ pub trait GlyphSource {
     fn missing(&self, text: &str) -> Vec<char>;
 }
 
-/// Fonts, shaped with rustybuzz: the chosen one first, then fallbacks that draw the
+/// Fonts, shaped with harfrust: the chosen one first, then fallbacks that draw the
 /// characters it lacks (per run of characters, so a Latin font with an Arabic word draws the
 /// word in a font that has it).
 pub struct FontSource<'a> {
-    faces: Vec<(rustybuzz::Face<'a>, ttf_parser::Face<'a>)>,
+    faces: Vec<(harfrust::Font, ttf_parser::Face<'a>)>,
 }
 
 impl<'a> FontSource<'a> {
@@ -179,16 +180,40 @@ impl<'a> FontSource<'a> {
         FontSource::with_fallbacks(data, &[])
     }
 
-    /// `data` first, then `fallbacks` (unreadable fallbacks are skipped).
+    /// `data` first, then `fallbacks` (unreadable fallbacks are skipped). The shaper owns the
+    /// bytes it reads (harfrust's `Font` holds them static or shared), so borrowed bytes are
+    /// copied for it; [`FontSource::shared_with_bundled`] is the render's way, without copies.
     pub fn with_fallbacks(data: &'a [u8], fallbacks: &[&'a [u8]]) -> Option<FontSource<'a>> {
-        let parse = |data: &'a [u8]| {
+        let copied = |data: &'a [u8]| (data, Blob::from(data.to_vec()));
+        FontSource::from_blobs(copied(data), fallbacks.iter().map(|data| copied(data)))
+    }
+
+    /// `data` first, then the bundled font, neither copied: the shaper shares `data`'s
+    /// allocation (fonts reach 16 MiB) and reads the bundled font from the binary.
+    pub(crate) fn shared_with_bundled(data: &'a Arc<Vec<u8>>) -> Option<FontSource<'a>> {
+        let shared: Arc<dyn AsRef<[u8]> + Send + Sync> = data.clone();
+        FontSource::from_blobs(
+            (data.as_slice(), Blob::from(shared)),
+            [(
+                super::fonts::BUNDLED_FONT,
+                Blob::from(super::fonts::BUNDLED_FONT),
+            )],
+        )
+    }
+
+    /// Each font's bytes as ttf-parser borrows them and as harfrust holds them.
+    fn from_blobs(
+        first: (&'a [u8], Blob),
+        fallbacks: impl IntoIterator<Item = (&'a [u8], Blob)>,
+    ) -> Option<FontSource<'a>> {
+        let parse = |(data, blob): (&'a [u8], Blob)| {
             Some((
-                rustybuzz::Face::from_slice(data, 0)?,
+                harfrust::Font::new(blob, 0)?,
                 ttf_parser::Face::parse(data, 0).ok()?,
             ))
         };
-        let mut faces = vec![parse(data)?];
-        faces.extend(fallbacks.iter().filter_map(|data| parse(data)));
+        let mut faces = vec![parse(first)?];
+        faces.extend(fallbacks.into_iter().filter_map(parse));
         Some(FontSource { faces })
     }
 
@@ -201,7 +226,7 @@ impl<'a> FontSource<'a> {
     }
 
     /// Shapes one run of one direction, split into sub-runs by font.
-    fn shape_by_font(&self, text: &str, direction: Option<rustybuzz::Direction>) -> Shaped {
+    fn shape_by_font(&self, text: &str, direction: Option<harfrust::Direction>) -> Shaped {
         // (font, byte offset of the piece in `text`, piece)
         let mut pieces: Vec<(usize, usize, String)> = Vec::new();
         for (offset, character) in text.char_indices() {
@@ -219,7 +244,7 @@ impl<'a> FontSource<'a> {
                 _ => pieces.push((font, offset, character.to_string())),
             }
         }
-        if direction == Some(rustybuzz::Direction::RightToLeft) {
+        if direction == Some(harfrust::Direction::RightToLeft) {
             pieces.reverse();
         }
         let primary_units = f64::from(self.faces[0].1.units_per_em());
@@ -280,9 +305,9 @@ impl GlyphSource for FontSource<'_> {
             let (levels, runs) = bidi.visual_runs(paragraph, paragraph.range.clone());
             for run in runs {
                 let direction = if levels[run.start].is_rtl() {
-                    rustybuzz::Direction::RightToLeft
+                    harfrust::Direction::RightToLeft
                 } else {
-                    rustybuzz::Direction::LeftToRight
+                    harfrust::Direction::LeftToRight
                 };
                 let run_start = u32::try_from(run.start).unwrap_or(u32::MAX);
                 let part = self.shape_by_font(&text[run], Some(direction));
@@ -312,22 +337,27 @@ impl GlyphSource for FontSource<'_> {
 }
 
 /// Shapes one run (one direction), its glyphs left to right.
-fn shape_run(
-    face: &rustybuzz::Face<'_>,
-    text: &str,
-    direction: Option<rustybuzz::Direction>,
-) -> Shaped {
-    let mut buffer = rustybuzz::UnicodeBuffer::new();
+fn shape_run(face: &harfrust::Font, text: &str, direction: Option<harfrust::Direction>) -> Shaped {
+    let mut buffer = harfrust::Buffer::new();
     buffer.push_str(text);
     buffer.guess_segment_properties();
     if let Some(direction) = direction {
         buffer.set_direction(direction);
     }
-    let output = rustybuzz::shape(face, &[], buffer);
-    let glyphs: Vec<ShapedGlyph> = output
+    let shaper = harfrust::ShaperFont::new(face);
+    // harfrust's errors are misuses (a buffer shaped twice, no direction, a plan made for
+    // another direction or script): a fresh buffer with its direction set and no plan has
+    // none of them, and an empty run is the harmless answer if one ever appeared.
+    if harfrust::shape(&shaper, &mut buffer, harfrust::ShapeOptions::new()).is_err() {
+        return Shaped {
+            glyphs: Vec::new(),
+            advance: 0.0,
+        };
+    }
+    let glyphs: Vec<ShapedGlyph> = buffer
         .glyph_infos()
         .iter()
-        .zip(output.glyph_positions())
+        .zip(buffer.glyph_positions())
         .map(|(info, position)| ShapedGlyph {
             glyph: u16::try_from(info.glyph_id).unwrap_or(0),
             cluster: info.cluster,
@@ -510,6 +540,14 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
     Some(lay_out_with(
         document,
         &FontSource::with_fallbacks(data, &[super::fonts::BUNDLED_FONT])?,
+    ))
+}
+
+/// [`lay_out`] for a render: the font's bytes shared with the shaper, not copied.
+pub(crate) fn lay_out_shared(document: &Document, data: &Arc<Vec<u8>>) -> Option<Layout> {
+    Some(lay_out_with(
+        document,
+        &FontSource::shared_with_bundled(data)?,
     ))
 }
 
