@@ -313,7 +313,6 @@ pub fn bundled(class: Class, style: Style) -> &'static Face {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustybuzz::ttf_parser;
     use serde_json::json;
 
     #[test]

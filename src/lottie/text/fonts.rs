@@ -6,7 +6,6 @@
 //! whatever the template names. Bold or italic a chosen face lacks is synthesized, with a warning.
 
 use super::faces::{self, Style};
-use rustybuzz::ttf_parser;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

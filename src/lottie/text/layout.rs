@@ -1,10 +1,19 @@
-//! Laying out a text document: shaping with rustybuzz (kerning, ligatures, right-to-left and
+//! Laying out a text document: shaping with harfrust (kerning, ligatures, right-to-left and
 //! complex scripts), lines from `\r`, box text wrapped at word boundaries and shrunk (not
 //! below half its size) until it fits, justification, tracking, line height and baseline
 //! shift. Coordinates are the text layer's own: point text has its first baseline at y = 0
 //! and is aligned on x = 0; box text sits in the box at `ps` of size `sz`.
+//!
+//! `shaping` turns a line into glyphs (fonts and their fallbacks); `wrapping` measures lines
+//! and breaks box text; this file fits the lines to the box and places them.
 
-use rustybuzz::ttf_parser;
+use std::sync::Arc;
+
+mod shaping;
+mod wrapping;
+
+pub use shaping::FontSource;
+use wrapping::{ends_cluster, width, wrap};
 
 /// Box text is shrunk in steps of this factor…
 const SHRINK_STEP: f64 = 0.95;
@@ -12,13 +21,6 @@ const SHRINK_STEP: f64 = 0.95;
 const MAX_SHRINK_STEPS: usize = 14;
 /// …down to this fraction of its size, and overflows beyond.
 const MIN_SHRINK: f64 = 0.5;
-/// An overlong word's rest within this many line widths (by its characters' widths) is
-/// measured shaped to decide whether it needs another break: each break takes at least half a
-/// line, so a handful of shaped measures cover that zone…
-const NEAR_LINE_WIDTHS: f64 = 2.0;
-/// …and at most this many are made per word whatever the font (negative tracking can make
-/// lines hold many characters).
-const MAX_SHAPED_CHECKS: usize = 8;
 /// Line height when the document gives none, as a multiple of the size (After Effects').
 const DEFAULT_LINE_HEIGHT: f64 = 1.2;
 /// Largest font size laid out, pixels (the canvas is at most 8,192 px; larger text only makes
@@ -154,7 +156,7 @@ pub struct ShapedGlyph {
     pub y_offset: f64,
 }
 
-/// Where glyphs come from: fonts (shaped by rustybuzz) or the template's own `chars`.
+/// Where glyphs come from: fonts (shaped by harfrust) or the template's own `chars`.
 pub trait GlyphSource {
     fn units_per_em(&self) -> f64;
     fn ascender(&self) -> f64;
@@ -166,344 +168,6 @@ pub trait GlyphSource {
     fn missing(&self, text: &str) -> Vec<char>;
 }
 
-/// Fonts, shaped with rustybuzz: the chosen one first, then fallbacks that draw the
-/// characters it lacks (per run of characters, so a Latin font with an Arabic word draws the
-/// word in a font that has it).
-pub struct FontSource<'a> {
-    faces: Vec<(rustybuzz::Face<'a>, ttf_parser::Face<'a>)>,
-}
-
-impl<'a> FontSource<'a> {
-    /// `None` when `data` is not a font.
-    pub fn new(data: &'a [u8]) -> Option<FontSource<'a>> {
-        FontSource::with_fallbacks(data, &[])
-    }
-
-    /// `data` first, then `fallbacks` (unreadable fallbacks are skipped).
-    pub fn with_fallbacks(data: &'a [u8], fallbacks: &[&'a [u8]]) -> Option<FontSource<'a>> {
-        let parse = |data: &'a [u8]| {
-            Some((
-                rustybuzz::Face::from_slice(data, 0)?,
-                ttf_parser::Face::parse(data, 0).ok()?,
-            ))
-        };
-        let mut faces = vec![parse(data)?];
-        faces.extend(fallbacks.iter().filter_map(|data| parse(data)));
-        Some(FontSource { faces })
-    }
-
-    /// The first font that has `character` (the chosen one when none has: its .notdef).
-    fn font_for(&self, character: char) -> usize {
-        self.faces
-            .iter()
-            .position(|(_, outlines)| outlines.glyph_index(character).is_some())
-            .unwrap_or(0)
-    }
-
-    /// Shapes one run of one direction, split into sub-runs by font.
-    fn shape_by_font(&self, text: &str, direction: Option<rustybuzz::Direction>) -> Shaped {
-        // (font, byte offset of the piece in `text`, piece)
-        let mut pieces: Vec<(usize, usize, String)> = Vec::new();
-        for (offset, character) in text.char_indices() {
-            // Marks stay with the run they are in (their base's font). A space goes to the
-            // first font that has it, as in Chromium, whose fallback reshapes only what the
-            // chosen font lacks: the spaces between Arabic words drawn in a fallback keep
-            // the chosen font's width (text-rtl-arabic.json, docs/fidelity.md).
-            let font = if is_mark(character) {
-                pieces.last().map_or(0, |(font, _, _)| *font)
-            } else {
-                self.font_for(character)
-            };
-            match pieces.last_mut() {
-                Some((last, _, piece)) if *last == font => piece.push(character),
-                _ => pieces.push((font, offset, character.to_string())),
-            }
-        }
-        if direction == Some(rustybuzz::Direction::RightToLeft) {
-            pieces.reverse();
-        }
-        let primary_units = f64::from(self.faces[0].1.units_per_em());
-        let mut shaped = Shaped {
-            glyphs: Vec::new(),
-            advance: 0.0,
-        };
-        // Clusters are byte offsets within a piece; the piece's offset makes them offsets in
-        // `text`.
-        for (font, piece_start, piece) in pieces {
-            let piece_offset = u32::try_from(piece_start).unwrap_or(u32::MAX);
-            let (face, outlines) = &self.faces[font];
-            // Advances in the first font's units, whatever em the fallback uses.
-            let factor = primary_units / f64::from(outlines.units_per_em());
-            let part = shape_run(face, &piece, direction);
-            for glyph in part.glyphs {
-                let glyph = ShapedGlyph {
-                    font: u8::try_from(font).unwrap_or(0),
-                    cluster: piece_offset.saturating_add(glyph.cluster),
-                    advance: glyph.advance * factor,
-                    x_offset: glyph.x_offset * factor,
-                    y_offset: glyph.y_offset * factor,
-                    ..glyph
-                };
-                shaped.advance += glyph.advance;
-                shaped.glyphs.push(glyph);
-            }
-        }
-        shaped
-    }
-}
-
-/// Combining marks (they belong to the preceding character's font).
-fn is_mark(character: char) -> bool {
-    matches!(u32::from(character), 0x0300..=0x036F | 0x0591..=0x05C7 | 0x0610..=0x061A | 0x064B..=0x065F | 0x0670 | 0x06D6..=0x06ED | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)
-}
-
-impl GlyphSource for FontSource<'_> {
-    fn units_per_em(&self) -> f64 {
-        f64::from(self.faces[0].1.units_per_em())
-    }
-    fn ascender(&self) -> f64 {
-        f64::from(self.faces[0].1.ascender())
-    }
-    fn descender(&self) -> f64 {
-        f64::from(self.faces[0].1.descender()).abs()
-    }
-    fn shape(&self, text: &str) -> Shaped {
-        let bidi = unicode_bidi::BidiInfo::new(text, None);
-        if !bidi.has_rtl() {
-            return self.shape_by_font(text, None);
-        }
-        let mut shaped = Shaped {
-            glyphs: Vec::new(),
-            advance: 0.0,
-        };
-        for paragraph in &bidi.paragraphs {
-            let (levels, runs) = bidi.visual_runs(paragraph, paragraph.range.clone());
-            for run in runs {
-                let direction = if levels[run.start].is_rtl() {
-                    rustybuzz::Direction::RightToLeft
-                } else {
-                    rustybuzz::Direction::LeftToRight
-                };
-                let run_start = u32::try_from(run.start).unwrap_or(u32::MAX);
-                let part = self.shape_by_font(&text[run], Some(direction));
-                // Clusters as byte offsets in `text`, not in the run.
-                shaped
-                    .glyphs
-                    .extend(part.glyphs.into_iter().map(|glyph| ShapedGlyph {
-                        cluster: glyph.cluster.saturating_add(run_start),
-                        ..glyph
-                    }));
-                shaped.advance += part.advance;
-            }
-        }
-        shaped
-    }
-    fn missing(&self, text: &str) -> Vec<char> {
-        text.chars()
-            .filter(|c| {
-                !c.is_whitespace()
-                    && self
-                        .faces
-                        .iter()
-                        .all(|(_, outlines)| outlines.glyph_index(*c).is_none())
-            })
-            .collect()
-    }
-}
-
-/// Shapes one run (one direction), its glyphs left to right.
-fn shape_run(
-    face: &rustybuzz::Face<'_>,
-    text: &str,
-    direction: Option<rustybuzz::Direction>,
-) -> Shaped {
-    let mut buffer = rustybuzz::UnicodeBuffer::new();
-    buffer.push_str(text);
-    buffer.guess_segment_properties();
-    if let Some(direction) = direction {
-        buffer.set_direction(direction);
-    }
-    let output = rustybuzz::shape(face, &[], buffer);
-    let glyphs: Vec<ShapedGlyph> = output
-        .glyph_infos()
-        .iter()
-        .zip(output.glyph_positions())
-        .map(|(info, position)| ShapedGlyph {
-            glyph: u16::try_from(info.glyph_id).unwrap_or(0),
-            cluster: info.cluster,
-            font: 0,
-            advance: f64::from(position.x_advance),
-            x_offset: f64::from(position.x_offset),
-            y_offset: f64::from(position.y_offset),
-        })
-        .collect();
-    let advance = glyphs.iter().map(|glyph| glyph.advance).sum();
-    Shaped { glyphs, advance }
-}
-
-/// Width of a shaped run in pixels, tracking included.
-fn width(shaped: &Shaped, scale: f64, tracking_px: f64) -> f64 {
-    shaped.advance * scale + tracking_px * tracking_steps(shaped) as f64
-}
-
-/// Whether tracking follows glyph `index`: after the last glyph of each cluster, so marks
-/// stay on their letter and a ligature moves as one.
-fn ends_cluster(shaped: &Shaped, index: usize) -> bool {
-    match (shaped.glyphs.get(index), shaped.glyphs.get(index + 1)) {
-        (Some(glyph), Some(next)) => glyph.cluster != next.cluster,
-        _ => true,
-    }
-}
-
-fn tracking_steps(shaped: &Shaped) -> usize {
-    (0..shaped.glyphs.len())
-        .filter(|index| ends_cluster(shaped, *index))
-        .count()
-}
-
-/// Greedy wrap of one paragraph into lines no wider than `max_width`, at the line-break
-/// opportunities of Unicode's line breaking algorithm (UAX #14: after spaces and hyphens,
-/// between CJK ideographs, never inside a word). Each segment is measured once (linear in the
-/// paragraph; kerning across a break is left out of the measure); a segment wider than the
-/// whole line is broken between characters, each character measured once (by
-/// [`split_overlong`]), so text that never fits its box costs no more than text that does.
-fn wrap(
-    face: &dyn GlyphSource,
-    paragraph: &str,
-    scale: f64,
-    tracking_px: f64,
-    max_width: f64,
-) -> Vec<String> {
-    let measure = |text: &str| width(&face.shape(text), scale, tracking_px);
-    let mut character_widths = CharacterWidths {
-        face,
-        scale,
-        tracking_px,
-        known: std::collections::HashMap::new(),
-    };
-    let mut lines = Vec::new();
-    let mut current = String::new();
-    // Width of `current` with its trailing spaces (they only count when more follows).
-    let mut current_width = 0.0;
-    let mut start = 0;
-    for (end, _) in unicode_linebreak::linebreaks(paragraph) {
-        let segment = &paragraph[start..end];
-        start = end;
-        if segment.is_empty() {
-            continue;
-        }
-        let visible = segment.trim_end();
-        let visible_width = measure(visible);
-        let full_width = if visible.len() == segment.len() {
-            visible_width
-        } else {
-            measure(segment)
-        };
-        if !current.is_empty() && current_width + visible_width > max_width {
-            lines.push(current.trim_end().to_owned());
-            current.clear();
-            current_width = 0.0;
-        }
-        current.push_str(segment);
-        current_width += full_width;
-        // A segment that alone is wider than the line: split it where it must.
-        if current_width > max_width
-            && current.trim_end().chars().nth(1).is_some()
-            && measure(current.trim_end()) > max_width
-        {
-            let rest = split_overlong(&current, max_width, &mut character_widths, &mut lines);
-            current_width = measure(&rest);
-            current = rest;
-        }
-    }
-    lines.push(current.trim_end().to_owned());
-    lines
-}
-
-/// Widths of single characters, each shaped once per paragraph.
-struct CharacterWidths<'a> {
-    face: &'a dyn GlyphSource,
-    scale: f64,
-    tracking_px: f64,
-    known: std::collections::HashMap<char, f64>,
-}
-
-impl CharacterWidths<'_> {
-    /// Width of `text` shaped as one run.
-    fn measure(&self, text: &str) -> f64 {
-        width(&self.face.shape(text), self.scale, self.tracking_px)
-    }
-
-    fn of(&mut self, character: char) -> f64 {
-        let (face, scale, tracking_px) = (self.face, self.scale, self.tracking_px);
-        *self.known.entry(character).or_insert_with(|| {
-            width(
-                &face.shape(character.encode_utf8(&mut [0; 4])),
-                scale,
-                tracking_px,
-            )
-        })
-    }
-}
-
-/// Breaks `text` (wider than `max_width`) between characters into lines of `lines`, greedily
-/// by the characters' own widths, each character visited once; answers what is left for the
-/// line after (never empty of visible characters unless `text` fits).
-fn split_overlong(
-    text: &str,
-    max_width: f64,
-    widths: &mut CharacterWidths<'_>,
-    lines: &mut Vec<String>,
-) -> String {
-    let characters: Vec<(usize, f64)> = text
-        .char_indices()
-        .map(|(offset, character)| (offset, widths.of(character)))
-        .collect();
-    // Width of the characters from each index to the end of `text`'s visible part.
-    let visible_end = text.trim_end().len();
-    let mut tail_width = vec![0.0; characters.len() + 1];
-    for index in (0..characters.len()).rev() {
-        let (offset, width) = characters[index];
-        tail_width[index] = tail_width[index + 1] + if offset < visible_end { width } else { 0.0 };
-    }
-    let mut head_start = 0;
-    let mut shaped_checks_left = MAX_SHAPED_CHECKS;
-    loop {
-        // Greedy head: the first character always, then while the line holds.
-        let mut head_end = head_start + 1;
-        let mut head_width = characters[head_start].1;
-        while head_end < characters.len() && head_width + characters[head_end].1 <= max_width {
-            head_width += characters[head_end].1;
-            head_end += 1;
-        }
-        let rest_offset = characters
-            .get(head_end)
-            .map_or(text.len(), |(offset, _)| *offset);
-        let rest = &text[rest_offset..];
-        if rest.trim_end().is_empty() {
-            return text[characters[head_start].0..].to_owned();
-        }
-        lines.push(text[characters[head_start].0..rest_offset].to_owned());
-        head_start = head_end;
-        let rest_visible = rest.trim_end();
-        if rest_visible.chars().nth(1).is_none() {
-            return rest.to_owned();
-        }
-        // Whether the rest still needs breaking is decided on its shaped width (kerning
-        // included) when that is close to the line's; far from it the characters' sum says
-        // the same. Shaping the rest costs its length, so it is done a bounded number of times.
-        let near = tail_width[head_start] <= NEAR_LINE_WIDTHS * max_width;
-        if near && shaped_checks_left > 0 {
-            shaped_checks_left -= 1;
-            if widths.measure(rest) <= max_width || widths.measure(rest_visible) <= max_width {
-                return rest.to_owned();
-            }
-        } else if tail_width[head_start] <= max_width {
-            return rest.to_owned();
-        }
-    }
-}
-
 /// Lays `document` out in the font `data` (the bundled font drawing what it lacks); `None`
 /// when the font cannot be parsed.
 pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
@@ -513,77 +177,29 @@ pub fn lay_out(document: &Document, data: &[u8]) -> Option<Layout> {
     ))
 }
 
+/// [`lay_out`] for a render: the font's bytes shared with the shaper, not copied.
+pub(crate) fn lay_out_shared(document: &Document, data: &Arc<Vec<u8>>) -> Option<Layout> {
+    Some(lay_out_with(
+        document,
+        &FontSource::shared_with_bundled(data)?,
+    ))
+}
+
 /// Lays `document` out with the glyphs of `source`.
 pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
-    let face = source;
     let units_per_em = source.units_per_em();
     let ascender = source.ascender();
-    let text: String = if document.all_caps {
-        document.text.to_uppercase()
-    } else {
-        document.text.clone()
-    };
-    // "\r\n" is one line break, not two.
-    let text: String = text
-        .replace("\r\n", "\r")
-        .chars()
-        .take(MAX_TEXT_CHARS)
-        .collect();
+    let text = shown_text(document);
     let tracking = document.tracking.clamp(TRACKING_RANGE.0, TRACKING_RANGE.1);
     // Lottie separates lines with \r; \n and ETX (\u{3}) are seen in exported files too.
     let paragraphs: Vec<&str> = text.split(['\r', '\n', '\u{3}']).collect();
-    let mut size = document.size.clamp(0.0, MAX_FONT_SIZE);
-    let original = size;
-    let mut steps = 0;
-    let (lines, overflows) = loop {
-        let scale = size / units_per_em;
-        let tracking_px = tracking / 1000.0 * size;
-        // A box lower than one line at this size cannot fit the text whatever the wrap: the
-        // step is skipped without wrapping (the last step still wraps, its lines are drawn).
-        if let Some((_, [_, box_height])) = document.text_box {
-            let last_step =
-                steps + 1 > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK;
-            if !last_step && (ascender + source.descender()) * scale > box_height + 1e-6 {
-                steps += 1;
-                size *= SHRINK_STEP;
-                continue;
-            }
-        }
-        let lines: Vec<String> = match document.text_box {
-            Some((_, [box_width, _])) => paragraphs
-                .iter()
-                .flat_map(|paragraph| wrap(face, paragraph, scale, tracking_px, box_width))
-                .collect(),
-            None => paragraphs.iter().map(|p| (*p).to_owned()).collect(),
-        };
-        let Some((_, [box_width, box_height])) = document.text_box else {
-            break (lines, false);
-        };
-        let line_height = document
-            .line_height
-            .filter(|height| *height > 0.0)
-            .map_or(size * DEFAULT_LINE_HEIGHT, |height| {
-                height * size / original.max(1e-9)
-            });
-        let widest = lines
-            .iter()
-            .map(|line| width(&face.shape(line), scale, tracking_px))
-            .fold(0.0, f64::max);
-        // From the top of the box to the lowest descender.
-        let height = (ascender + source.descender()) * scale
-            + line_height * lines.len().saturating_sub(1) as f64;
-        let fits = widest <= box_width + 1e-6 && height <= box_height + 1e-6;
-        if fits {
-            break (lines, false);
-        }
-        steps += 1;
-        if steps > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK {
-            break (lines, true);
-        }
-        size *= SHRINK_STEP;
-    };
+    let original = document.size.clamp(0.0, MAX_FONT_SIZE);
+    let FittedLines {
+        lines,
+        overflows,
+        size,
+    } = fit_lines(document, source, &paragraphs, tracking);
     let scale = size / units_per_em;
-    let tracking_px = tracking / 1000.0 * size;
     let line_height = document
         .line_height
         .filter(|height| *height > 0.0)
@@ -604,19 +220,6 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
         overflows,
         text: String::new(),
     };
-    // Character index of each byte offset of `text` (a glyph's cluster is a byte offset).
-    let mut letter_at = vec![0usize; text.len() + 1];
-    for (index, (offset, character)) in text.char_indices().enumerate() {
-        for slot in letter_at.iter_mut().skip(offset).take(character.len_utf8()) {
-            *slot = index;
-        }
-    }
-    if let Some(last) = letter_at.last_mut() {
-        *last = text.chars().count();
-    }
-    // Lines are pieces of `text` in order (wrapping trims spaces between them): each is
-    // found from where the previous one ended.
-    let mut cursor = 0;
     // Box text that does not fit even at half its size loses the lines below the box, as
     // After Effects hides them: nothing ever spills out of a title card.
     let lines: Vec<String> = match document.text_box {
@@ -632,7 +235,19 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
         }
         _ => lines,
     };
-    let count = lines.len();
+    let placing = LinePlacing {
+        document,
+        source,
+        letter_at: letter_at_bytes(&text),
+        scale,
+        tracking_px: tracking / 1000.0 * size,
+        line_height,
+        first_baseline,
+        count: lines.len(),
+    };
+    // Lines are pieces of `text` in order (wrapping trims spaces between them): each is
+    // found from where the previous one ended.
+    let mut cursor = 0;
     let mut missing = std::collections::HashSet::new();
     for (index, line) in lines.iter().enumerate() {
         let line_start = text
@@ -640,7 +255,149 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             .and_then(|rest| rest.find(line.as_str()))
             .map_or(cursor, |found| cursor + found);
         cursor = (line_start + line.len()).min(text.len());
-        let shaped = face.shape(line);
+        placing.place(index, line, line_start, &mut layout, &mut missing);
+    }
+    layout.text = text;
+    layout
+}
+
+/// The text as drawn: upper-cased for all caps, "\r\n" as one line break, at most
+/// [`MAX_TEXT_CHARS`] characters.
+fn shown_text(document: &Document) -> String {
+    let text: String = if document.all_caps {
+        document.text.to_uppercase()
+    } else {
+        document.text.clone()
+    };
+    // "\r\n" is one line break, not two.
+    text.replace("\r\n", "\r")
+        .chars()
+        .take(MAX_TEXT_CHARS)
+        .collect()
+}
+
+/// The lines of a document at the size they are drawn.
+struct FittedLines {
+    lines: Vec<String>,
+    /// Box text that does not fit its box even shrunk to [`MIN_SHRINK`].
+    overflows: bool,
+    size: f64,
+}
+
+/// The lines of `paragraphs`: as they are for point text; for box text wrapped to the box,
+/// shrunk in steps until they fit it.
+fn fit_lines(
+    document: &Document,
+    source: &dyn GlyphSource,
+    paragraphs: &[&str],
+    tracking: f64,
+) -> FittedLines {
+    let units_per_em = source.units_per_em();
+    let ascender = source.ascender();
+    let mut size = document.size.clamp(0.0, MAX_FONT_SIZE);
+    let original = size;
+    let mut steps = 0;
+    let (lines, overflows) = loop {
+        let scale = size / units_per_em;
+        let tracking_px = tracking / 1000.0 * size;
+        // A box lower than one line at this size cannot fit the text whatever the wrap: the
+        // step is skipped without wrapping (the last step still wraps, its lines are drawn).
+        if let Some((_, [_, box_height])) = document.text_box {
+            let last_step =
+                steps + 1 > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK;
+            if !last_step && (ascender + source.descender()) * scale > box_height + 1e-6 {
+                steps += 1;
+                size *= SHRINK_STEP;
+                continue;
+            }
+        }
+        let lines: Vec<String> = match document.text_box {
+            Some((_, [box_width, _])) => paragraphs
+                .iter()
+                .flat_map(|paragraph| wrap(source, paragraph, scale, tracking_px, box_width))
+                .collect(),
+            None => paragraphs.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        let Some((_, [box_width, box_height])) = document.text_box else {
+            break (lines, false);
+        };
+        let line_height = document
+            .line_height
+            .filter(|height| *height > 0.0)
+            .map_or(size * DEFAULT_LINE_HEIGHT, |height| {
+                height * size / original.max(1e-9)
+            });
+        let widest = lines
+            .iter()
+            .map(|line| width(&source.shape(line), scale, tracking_px))
+            .fold(0.0, f64::max);
+        // From the top of the box to the lowest descender.
+        let height = (ascender + source.descender()) * scale
+            + line_height * lines.len().saturating_sub(1) as f64;
+        let fits = widest <= box_width + 1e-6 && height <= box_height + 1e-6;
+        if fits {
+            break (lines, false);
+        }
+        steps += 1;
+        if steps > MAX_SHRINK_STEPS || size * SHRINK_STEP < original * MIN_SHRINK {
+            break (lines, true);
+        }
+        size *= SHRINK_STEP;
+    };
+    FittedLines {
+        lines,
+        overflows,
+        size,
+    }
+}
+
+/// Character index of each byte offset of `text` (a glyph's cluster is a byte offset).
+fn letter_at_bytes(text: &str) -> Vec<usize> {
+    let mut letter_at = vec![0usize; text.len() + 1];
+    for (index, (offset, character)) in text.char_indices().enumerate() {
+        for slot in letter_at.iter_mut().skip(offset).take(character.len_utf8()) {
+            *slot = index;
+        }
+    }
+    if let Some(last) = letter_at.last_mut() {
+        *last = text.chars().count();
+    }
+    letter_at
+}
+
+/// What placing each line of a document needs, fixed once its size is.
+struct LinePlacing<'a> {
+    document: &'a Document,
+    source: &'a dyn GlyphSource,
+    /// Character index of each byte offset of the text.
+    letter_at: Vec<usize>,
+    scale: f64,
+    tracking_px: f64,
+    line_height: f64,
+    first_baseline: f64,
+    /// Lines drawn.
+    count: usize,
+}
+
+impl LinePlacing<'_> {
+    /// Shapes line `index` (`line`, at byte `line_start` of the text) and places its glyphs
+    /// into `layout`, its characters no font has into `missing` (once each).
+    fn place(
+        &self,
+        index: usize,
+        line: &str,
+        line_start: usize,
+        layout: &mut Layout,
+        missing: &mut std::collections::HashSet<char>,
+    ) {
+        let Self {
+            document,
+            source,
+            scale,
+            tracking_px,
+            ..
+        } = *self;
+        let shaped = source.shape(line);
         // Tracking follows every cluster but the line's last when aligning it, as lottie-web
         // measures a line (`lineWidth` starts at minus one tracking step).
         let line_width = width(&shaped, scale, tracking_px)
@@ -649,12 +406,12 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             } else {
                 tracking_px
             };
-        let baseline = first_baseline + line_height * index as f64;
+        let baseline = self.first_baseline + self.line_height * index as f64;
         let (anchor, span) = match document.text_box {
             Some(([left, _], [box_width, _])) => (left, box_width),
             None => (0.0, 0.0),
         };
-        let left = match document.justify.line(index, count) {
+        let left = match document.justify.line(index, self.count) {
             Justify::Right => anchor + span - line_width,
             Justify::Center => anchor + (span - line_width) / 2.0,
             _ => anchor,
@@ -669,9 +426,10 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
                     pen + shaped_glyph.x_offset * scale,
                     baseline - shaped_glyph.y_offset * scale,
                 ],
-                letter: letter_at
+                letter: self
+                    .letter_at
                     .get(byte)
-                    .or(letter_at.last())
+                    .or(self.letter_at.last())
                     .copied()
                     .unwrap_or(0),
                 line: index,
@@ -693,8 +451,6 @@ pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
             baseline,
         });
     }
-    layout.text = text;
-    layout
 }
 
 #[cfg(test)]

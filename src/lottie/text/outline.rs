@@ -2,8 +2,6 @@
 //! cubic ones (exactly: a quadratic is a cubic with control points two thirds along), font
 //! units become pixels, and y points down as in Lottie.
 
-use rustybuzz::ttf_parser;
-
 /// One closed contour: vertices with their in and out tangents relative to the vertex, as a
 /// Lottie path (`{"c": true, "v": …, "i": …, "o": …}`) keeps them.
 #[derive(Debug, Clone, Default, PartialEq)]
