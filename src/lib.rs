@@ -30,8 +30,9 @@
 //!   identity) holds at most a share of: request buffers, watch and download slots.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`reason`]: the wire contract of refusals and failures, one `Reason` enum.
-//! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
-//!   and its settings.
+//! - [`app`]: the application built from its settings (services, health, reflection, the
+//!   tower stack) and run until stopped, with its drain on shutdown.
+//! - [`config`]: the server's settings, from flags and environment variables.
 //! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
 //!   benches, and the client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up; OpenTelemetry traces (per server, OTLP export) and the
@@ -40,6 +41,7 @@
 //!   reload without a restart) and the watcher that re-reads changed configuration files.
 
 pub mod analysis;
+pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -59,7 +61,6 @@ pub mod reason;
 pub mod redis_client;
 pub mod render;
 pub mod sandbox;
-pub mod server;
 pub mod spec;
 pub mod storage;
 pub mod telemetry;

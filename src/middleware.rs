@@ -1,5 +1,5 @@
 //! Tower middleware of the gRPC server, one per file as `Foo` + `FooLayer`; the stack is built
-//! in [`crate::server`] with a why-comment on each layer.
+//! in [`crate::app::stack`] with a why-comment on each layer.
 //!
 //! - [`trace_context`]: one OpenTelemetry server span per call, child of the caller's W3C
 //!   `traceparent`.

@@ -6,11 +6,11 @@
 //! answers per second and latency percentiles. Every answer is checked: same job, marked
 //! replayed.
 
+use crate::app::{self, Listeners};
 use crate::config::ServerSettings;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
-use crate::server::{self, Listeners};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -74,7 +74,7 @@ async fn bench(args: &BenchReplaysArgs) -> anyhow::Result<()> {
             settings.redis_key_prefix = format!("lottie-render-bench:{}:", uuid::Uuid::new_v4());
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = tokio::spawn(server::run(
+        let serving = tokio::spawn(app::run(
             Listeners {
                 grpc: listener,
                 metrics: None,
