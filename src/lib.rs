@@ -19,9 +19,10 @@
 //!   stores).
 //! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
 //!   the scheduler that runs them in worker processes.
-//! - [`middleware`]: tower layers of the server (request metrics, catch-panic, request body
-//!   deadline and budget, load shedding, request size, stream limit).
-//! - [`metrics`]: Prometheus metrics and their HTTP endpoint.
+//! - [`middleware`]: tower layers of the server (trace context, request metrics, catch-panic,
+//!   identity, tenant rate, request body deadline and budget, load shedding, request size,
+//!   stream limit, inflation budget), and the request size limits.
+//! - [`metrics`]: Prometheus metrics (served by [`app::http_endpoint`]).
 //! - [`mesh`]: the service mesh and Kubernetes fit (connection age and grace, the liveness
 //!   and readiness health services).
 //! - [`storage`]: templates and outputs on disk (object storage later).

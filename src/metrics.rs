@@ -3,9 +3,10 @@
 //! quarantined fingerprints, jobs kept and evicted, shared renders (joins, cache hits),
 //! idempotent replays, and the shared work queue (jobs taken, reclaimed, lease renewals that
 //! failed, renders started).
-//! Served over HTTP (`GET /metrics`) on `--metrics-listen` in the OpenMetrics text format
-//! (what prometheus-client's text encoder writes, `# EOF` last), said so by its content type;
-//! each server instance has its own registry, so tests running several servers stay apart.
+//! Encoded in the OpenMetrics text format (what prometheus-client's text encoder writes,
+//! `# EOF` last) and served over HTTP (`GET /metrics`, by `crate::app::http_endpoint`) on
+//! `--metrics-listen`, said so by its content type; each server instance has its own
+//! registry, so tests running several servers stay apart.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

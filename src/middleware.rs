@@ -6,6 +6,8 @@
 //! - [`request_metrics`]: counts every answered call by method and status code, times it by
 //!   method, and counts every error by its ErrorInfo reason.
 //! - [`catch_panic`]: a panic in a handler answers INTERNAL and the server keeps serving.
+//! - [`identity`]: says who is calling ([`crate::auth::Caller`]) from the headers and the
+//!   connection, or refuses the call UNAUTHENTICATED before its body is received.
 //! - [`load_shed`]: beyond a number of calls in flight, answers RESOURCE_EXHAUSTED at once
 //!   with a retry delay instead of queueing inside the server.
 //! - [`request_size`]: a request above the size limit (inflated, when gzip) is
@@ -21,6 +23,7 @@
 //!   limit is the service's).
 
 pub mod catch_panic;
+pub mod identity;
 pub mod inflation_budget;
 pub mod load_shed;
 pub mod request_body;
@@ -31,6 +34,7 @@ pub mod tenant_rate_limit;
 pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
+pub use identity::IdentityLayer;
 pub use inflation_budget::InflationBudgetLayer;
 pub use load_shed::LoadShedLayer;
 pub use request_body::RequestBodyLayer;

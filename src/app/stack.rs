@@ -1,16 +1,17 @@
 //! The tower stack in front of every service, built in one function with a why-comment on
 //! each layer (outermost first; each layer sees what the ones inside it answer).
 
-use crate::auth::{ApiKeys, Identities, IdentityLayer};
+use crate::auth::{ApiKeys, Identities};
 use crate::idempotency::IdempotencyKeyLayer;
 use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
 use crate::middleware::tenant_rate_limit::TenantRate;
-use crate::middleware::{CatchPanicLayer, LoadShedLayer, RequestMetricsLayer, RequestSizeLayer};
+use crate::middleware::{CatchPanicLayer, IdentityLayer, LoadShedLayer};
 use crate::middleware::{
     RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer, TraceContextLayer,
 };
+use crate::middleware::{RequestMetricsLayer, RequestSizeLayer};
 use crate::reason::Reason;
 use crate::telemetry::traces::Tracing;
 use std::sync::Arc;

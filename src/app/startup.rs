@@ -6,7 +6,7 @@ use super::transport::{grpc_router, GrpcRouter};
 use super::ServerError;
 use crate::analysis::{AnalysisBudget, AnalysisPool};
 use crate::auth::{ApiKeys, Identities, KnownIdentities};
-use crate::config::{ServerSettings, MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
+use crate::config::ServerSettings;
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
@@ -23,13 +23,14 @@ use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
 use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
 use crate::middleware::request_body::{MAX_HEALTH_REQUEST_BYTES, MAX_REFLECTION_REQUEST_BYTES};
+use crate::middleware::request_body::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::middleware::InflationBudgetLayer;
 use crate::redis_client::RedisClient;
 use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
 use crate::telemetry::traces::Tracing;
-use crate::tls::watch::Watcher;
+use crate::tls::watch::{WatchedFiles, Watcher};
 use crate::tls::ReloadableTls;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -226,13 +227,51 @@ fn configuration_watcher(
     identities: &Arc<Identities>,
     tls: Option<&Arc<ReloadableTls>>,
 ) -> Watcher {
-    let mut watched = crate::auth::files::watches(
+    let mut watched = identity_file_watches(
         settings.api_keys.as_deref(),
         settings.identities.as_deref(),
         identities,
     );
     watched.extend(tls.map(crate::tls::watch));
     Watcher::new(watched)
+}
+
+/// The watches that put changed files in force in `identities`.
+fn identity_file_watches(
+    api_keys: Option<&Path>,
+    known_identities: Option<&Path>,
+    identities: &Arc<Identities>,
+) -> Vec<WatchedFiles> {
+    let mut watches = Vec::new();
+    if let Some(path) = api_keys {
+        let (path, identities) = (path.to_path_buf(), identities.clone());
+        watches.push(WatchedFiles {
+            name: "api_keys",
+            paths: vec![path.clone()],
+            reload: Box::new(move || {
+                let keys =
+                    crate::auth::files::read_api_keys(&path).map_err(|error| error.to_string())?;
+                let summary = format!("{} keys", keys.len());
+                identities.replace_api_keys(keys);
+                Ok(summary)
+            }),
+        });
+    }
+    if let Some(path) = known_identities {
+        let (path, identities) = (path.to_path_buf(), identities.clone());
+        watches.push(WatchedFiles {
+            name: "identities",
+            paths: vec![path.clone()],
+            reload: Box::new(move || {
+                let known = crate::auth::files::read_known_identities(&path)
+                    .map_err(|error| error.to_string())?;
+                let summary = format!("{} identities", known.len());
+                identities.replace_known_identities(known);
+                Ok(summary)
+            }),
+        });
+    }
+    watches
 }
 
 /// Templates and outputs in the object store of the settings.

@@ -27,7 +27,7 @@ use tower::{Layer, Service};
 
 /// Inflated bytes held at once by compressed calls: four of the largest requests, as many as
 /// `request_body`'s budget holds uncompressed.
-pub const INFLATION_BUDGET_BYTES: usize = 4 * crate::config::MAX_REQUEST_BYTES;
+pub const INFLATION_BUDGET_BYTES: usize = 4 * super::request_body::MAX_REQUEST_BYTES;
 /// How long a compressed call may wait for its share: a CreateTemplate holds it for as long
 /// as its handler runs (its analysis waits up to 10 s for a parse slot).
 pub const INFLATION_WAIT: Duration = Duration::from_secs(15);

@@ -23,7 +23,6 @@
 //! Reflection is a bidirectional stream: it is passed through as it comes (its messages
 //! are bounded by the reflection services' own decoding limit).
 
-use crate::config::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
@@ -37,6 +36,13 @@ use tower::{Layer, Service};
 
 use super::BoxFuture;
 
+/// Largest request message accepted: a template (8 MiB) plus its fonts. Above it, the call
+/// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// Largest RenderService request: a RenderRequest with every map full (256 texts of 200
+/// characters, 256 colours) is under 400 KiB; anything larger is not a render request, and
+/// each call in flight may buffer this much.
+pub const MAX_RENDER_REQUEST_BYTES: usize = 1024 * 1024;
 /// Request bytes buffered at once, by every call together (health apart): four callers'
 /// shares. Past it, a call waits (briefly) for others to be decoded, so hundreds of callers
 /// announcing 64 MiB each cannot make the server hold their sum; one caller may hold a

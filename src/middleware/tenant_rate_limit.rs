@@ -37,12 +37,7 @@ pub const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
 /// pushback of 0 would mean "retry at once".
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
-/// The sustained rate and the burst of one tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TenantRate {
-    pub per_second: u32,
-    pub burst: u32,
-}
+pub use crate::config::TenantRate;
 
 type TenantLimiter = DefaultKeyedRateLimiter<crate::auth::TenantId>;
 

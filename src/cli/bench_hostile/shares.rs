@@ -2,10 +2,10 @@
 
 use super::{outcome, parent_chain, raw_connection, start_server, Case, Target};
 use super::{ATTACKER_KEY, BYSTANDER_KEY, BYSTANDER_LIMIT};
-use crate::config::MAX_REQUEST_BYTES;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
+use crate::middleware::request_body::MAX_REQUEST_BYTES;
 use bytes::Bytes;
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -3,9 +3,8 @@
 //! say who it is and does not is answered UNAUTHENTICATED (pushback -1) from its headers,
 //! before its body is received or anything is counted for it.
 
-use super::caller::Caller;
-use super::identity::Identities;
-use crate::middleware::BoxFuture;
+use super::BoxFuture;
+use crate::auth::{Caller, Identities};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tonic::Status;
@@ -68,10 +67,10 @@ where
                 request.extensions_mut().insert::<Caller>(caller);
             }
             Err(refusal) => {
-                return crate::middleware::refuse(Status::from(refusal));
+                return super::refuse(Status::from(refusal));
             }
         }
-        let mut inner = crate::middleware::take_ready(&mut self.inner);
+        let mut inner = super::take_ready(&mut self.inner);
         Box::pin(inner.call(request))
     }
 }
