@@ -96,7 +96,7 @@ pub fn middleware_with(
         // Counts every answer as the caller sees it, refusals of the layers below included.
         .layer(RequestMetricsLayer::new(metrics.clone()))
         // A bug of ours answers INTERNAL and never takes the connection (or server) down.
-        .layer(CatchPanicLayer)
+        .layer(CatchPanicLayer::default())
         // Says who is calling (its tenant scopes everything below) from the headers and the
         // connection; a call that must and cannot is refused before its body is received.
         .layer(IdentityLayer::new(identities))
@@ -117,7 +117,7 @@ pub fn middleware_with(
         // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
         .layer(LoadShedLayer::new(limits.max_concurrent_requests))
         // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
-        .layer(RequestSizeLayer)
+        .layer(RequestSizeLayer::default())
         // Watch streams live long and load shedding forgets them once their headers are
         // answered: they have a cap of their own, a slot held for the stream's life. Health
         // watchers (who need no identity) have theirs apart from WatchRenderJob's, so peers

@@ -4,29 +4,18 @@
 //! (tower-http's CatchPanic answers HTTP 500, which gRPC clients read as UNKNOWN; this one
 //! answers a gRPC status with ErrorInfo like every other error.)
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::ServiceError;
 use futures_util::FutureExt;
+use http::Request;
 use std::panic::AssertUnwindSafe;
-use std::task::{Context, Poll};
 use tonic::Status;
-use tower::{Layer, Service};
 
+/// Catches the panics of the services inside it.
 #[derive(Debug, Clone, Default)]
-pub struct CatchPanicLayer;
+pub struct CatchPanic;
 
-impl<S> Layer<S> for CatchPanicLayer {
-    type Service = CatchPanic<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        CatchPanic { inner }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct CatchPanic<S> {
-    inner: S,
-}
+pub type CatchPanicLayer = AroundLayer<CatchPanic>;
 
 fn panic_response<ResponseBody: Default>(
     path: &str,
@@ -43,28 +32,10 @@ fn panic_response<ResponseBody: Default>(
     .into_http()
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for CatchPanic<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        let path = request.uri().path().to_owned();
-        let mut inner = super::take_ready(&mut self.inner);
-        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request))) {
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for CatchPanic {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let path = call.uri().path().to_owned();
+        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| next.call(call))) {
             Ok(future) => future,
             Err(panic) => {
                 let response = panic_response(&path, panic);
@@ -83,8 +54,10 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use tower::ServiceExt;
+    use std::task::{Context, Poll};
+    use tower::{Layer, Service, ServiceExt};
 
     #[derive(Clone)]
     struct Panicking {
@@ -118,7 +91,7 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_internal_and_the_service_keeps_serving() {
         for in_future in [false, true] {
-            let service = CatchPanicLayer.layer(Panicking { in_future });
+            let service = CatchPanicLayer::default().layer(Panicking { in_future });
             let request = http::Request::builder().uri("/boom").body(()).unwrap();
             let response = service.clone().oneshot(request).await.unwrap();
             let status = status_of(&response).expect("a gRPC status");

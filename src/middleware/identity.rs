@@ -3,74 +3,39 @@
 //! say who it is and does not is answered UNAUTHENTICATED (pushback -1) from its headers,
 //! before its body is received or anything is counted for it.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::auth::{Caller, Identities};
+use http::Request;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use tonic::Status;
-use tower::{Layer, Service};
 
+/// Resolves each call's caller with its identities.
 #[derive(Debug, Clone)]
-pub struct IdentityLayer {
+pub struct Identity {
     identities: Arc<Identities>,
 }
+
+pub type IdentityLayer = AroundLayer<Identity>;
 
 impl IdentityLayer {
     pub fn new(identities: Arc<Identities>) -> IdentityLayer {
-        IdentityLayer { identities }
+        AroundLayer(Identity { identities })
     }
 }
 
-impl<S> Layer<S> for IdentityLayer {
-    type Service = Identity<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Identity {
-            inner,
-            identities: self.identities.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Identity<S> {
-    inner: S,
-    identities: Arc<Identities>,
-}
-
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for Identity<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
-        let resolved = self.identities.resolve(
-            request.uri().path(),
-            request.headers(),
-            request.extensions(),
-        );
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for Identity {
+    fn around<S: Next<B, R>>(&self, mut call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let resolved =
+            self.identities
+                .resolve(call.uri().path(), call.headers(), call.extensions());
         match resolved {
             Ok(caller) => {
-                request.extensions_mut().insert::<Caller>(caller);
+                call.extensions_mut().insert::<Caller>(caller);
             }
             Err(refusal) => {
                 return super::refuse(Status::from(refusal));
             }
         }
-        let mut inner = super::take_ready(&mut self.inner);
-        Box::pin(inner.call(request))
+        Box::pin(next.call(call))
     }
 }

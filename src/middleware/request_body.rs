@@ -27,14 +27,13 @@ use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
 use bytes::{Bytes, BytesMut};
+use http::Request;
 use http_body_util::{BodyExt, Full};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
-use tower::{Layer, Service};
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 
 /// Largest request message accepted: a template (8 MiB) plus its fonts. Above it, the call
 /// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
@@ -123,40 +122,26 @@ pub fn method_body(path: &str) -> Option<MethodBody> {
     }
 }
 
+/// Receives each call's request message whole before passing the call on.
 #[derive(Debug, Clone)]
-pub struct RequestBodyLayer {
+pub struct RequestBody {
     deadline: Duration,
     shared: FairShare<CallerKey>,
     health: FairShare<CallerKey>,
 }
 
+pub type RequestBodyLayer = AroundLayer<RequestBody>;
+
 impl RequestBodyLayer {
     /// Bodies must arrive within `deadline`; at most `budget_bytes` are buffered at once
     /// (health's apart), a caller holding at most a quarter of them.
     pub fn new(deadline: Duration, budget_bytes: usize) -> RequestBodyLayer {
-        RequestBodyLayer {
+        AroundLayer(RequestBody {
             deadline,
             shared: FairShare::with_default_share(budget_bytes),
             health: FairShare::with_default_share(HEALTH_BUFFER_BUDGET_BYTES),
-        }
+        })
     }
-}
-
-impl<S> Layer<S> for RequestBodyLayer {
-    type Service = RequestBody<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestBody {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct RequestBody<S> {
-    inner: S,
-    layer: RequestBodyLayer,
 }
 
 /// The whole body, and its hold on the buffers.
@@ -280,49 +265,38 @@ async fn receive(
     Ok(Received(buffer.freeze(), held))
 }
 
-impl<S> Service<http::Request<Body>> for RequestBody<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let path = request.uri().path();
+/// The request body is read and replaced, so this middleware takes tonic's `Body` only.
+impl AroundCall<Body, Body> for RequestBody {
+    fn around<S: Next<Body, Body>>(
+        &self,
+        call: Request<Body>,
+        mut next: S,
+    ) -> Reply<Body, S::Error> {
+        let path = call.uri().path();
         if STREAMING_REQUEST_PREFIXES
             .iter()
             .any(|prefix| path.starts_with(prefix))
         {
-            return Box::pin(inner.call(request));
+            return Box::pin(next.call(call));
         }
         let Some(method) = method_body(path) else {
             // No method of ours: its body is never read (the router answers UNIMPLEMENTED).
-            let (parts, _) = request.into_parts();
-            let request = http::Request::from_parts(parts, Body::empty());
-            return Box::pin(inner.call(request));
+            let (parts, _) = call.into_parts();
+            return Box::pin(next.call(Request::from_parts(parts, Body::empty())));
         };
-        if let Some(declared) = content_length(request.headers()) {
+        if let Some(declared) = content_length(call.headers()) {
             if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
-                let answer = too_large(declared, method.limit).into_http();
-                return Box::pin(async move { Ok(answer) });
+                return super::refuse(too_large(declared, method.limit));
             }
         }
         let pool = match method.lane {
-            BodyLane::Health => self.layer.health.clone(),
-            BodyLane::Shared => self.layer.shared.clone(),
+            BodyLane::Health => self.health.clone(),
+            BodyLane::Shared => self.shared.clone(),
         };
-        let key = CallerKey::of(request.extensions());
-        let deadline = self.layer.deadline;
+        let key = CallerKey::of(call.extensions());
+        let deadline = self.deadline;
         Box::pin(async move {
-            let (parts, body) = request.into_parts();
+            let (parts, body) = call.into_parts();
             let received =
                 tokio::time::timeout(deadline, receive(body, method.limit, &pool, &key)).await;
             let (bytes, held) = match received {
@@ -336,8 +310,8 @@ where
                 Ok(Err(NotReceived::Failed(status))) => return Ok(status.into_http()),
                 Err(_) => return Ok(timed_out(deadline).into_http()),
             };
-            let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
-            let response = inner.call(request).await;
+            let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
+            let response = next.call(request).await;
             // The bytes are decoded by now (the handler answered): they leave the budget.
             drop(held);
             response
@@ -348,9 +322,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
+    use std::task::{Context, Poll};
     use tonic_types::StatusExt;
-    use tower::ServiceExt;
+    use tower::{Layer, Service, ServiceExt};
 
     /// Answers the number of body bytes it received.
     #[derive(Clone)]

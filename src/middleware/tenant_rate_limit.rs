@@ -15,7 +15,7 @@
 //! forgotten (`retain_recent`) and the map shrunk, so tenants removed from the configuration
 //! do not stay either.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::auth::identity::OPEN_PATH_PREFIXES;
 use crate::auth::Caller;
 use crate::error::{ServiceError, ServiceErrorCode};
@@ -23,12 +23,11 @@ use crate::metrics::Metrics;
 use crate::reason::Reason;
 use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota};
+use http::Request;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::Status;
-use tower::{Layer, Service};
 
 /// How often idle tenants are forgotten: a minute keeps the map at the tenants active lately
 /// at the cost of one short lock a minute.
@@ -43,15 +42,17 @@ type TenantLimiter = DefaultKeyedRateLimiter<crate::auth::TenantId>;
 
 /// Limits the request rate of each tenant; with no rate it lets every call through.
 #[derive(Clone)]
-pub struct TenantRateLimitLayer {
+pub struct TenantRateLimit {
     limiter: Option<Arc<TenantLimiter>>,
     metrics: Arc<Metrics>,
 }
 
-impl std::fmt::Debug for TenantRateLimitLayer {
+pub type TenantRateLimitLayer = AroundLayer<TenantRateLimit>;
+
+impl std::fmt::Debug for TenantRateLimit {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
-            .debug_struct("TenantRateLimitLayer")
+            .debug_struct("TenantRateLimit")
             .field("tenants", &self.tenants())
             .finish()
     }
@@ -73,17 +74,17 @@ impl TenantRateLimitLayer {
                 runtime.spawn(forget_idle_tenants(Arc::downgrade(limiter)));
             }
         }
-        TenantRateLimitLayer { limiter, metrics }
+        AroundLayer(TenantRateLimit { limiter, metrics })
     }
 
     /// Tenants the limiter remembers now.
     pub fn tenants(&self) -> usize {
-        self.limiter.as_ref().map_or(0, |limiter| limiter.len())
+        self.0.tenants()
     }
 
     /// Forgets the tenants whose allowance is full again (what the timer does).
     pub fn forget_idle(&self) {
-        if let Some(limiter) = &self.limiter {
+        if let Some(limiter) = &self.0.limiter {
             forget_idle(limiter);
         }
     }
@@ -108,35 +109,12 @@ async fn forget_idle_tenants(limiter: Weak<TenantLimiter>) {
     }
 }
 
-impl<S> Layer<S> for TenantRateLimitLayer {
-    type Service = TenantRateLimit<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        TenantRateLimit {
-            inner,
-            limiter: self.limiter.clone(),
-            metrics: self.metrics.clone(),
-        }
+impl TenantRateLimit {
+    /// Tenants the limiter remembers now.
+    fn tenants(&self) -> usize {
+        self.limiter.as_ref().map_or(0, |limiter| limiter.len())
     }
-}
 
-#[derive(Clone)]
-pub struct TenantRateLimit<S> {
-    inner: S,
-    limiter: Option<Arc<TenantLimiter>>,
-    metrics: Arc<Metrics>,
-}
-
-impl<S> std::fmt::Debug for TenantRateLimit<S> {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("TenantRateLimit")
-            .field("limited", &self.limiter.is_some())
-            .finish()
-    }
-}
-
-impl<S> TenantRateLimit<S> {
     /// The wait before the caller's tenant may call again, when it must wait.
     fn wait<B>(&self, request: &http::Request<B>) -> Option<(Duration, Caller)> {
         let limiter = self.limiter.as_ref()?;
@@ -154,26 +132,9 @@ impl<S> TenantRateLimit<S> {
     }
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for TenantRateLimit<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        if let Some((wait, caller)) = self.wait(&request) {
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for TenantRateLimit {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        if let Some((wait, caller)) = self.wait(&call) {
             self.metrics
                 .tenant_refusal(caller.tenant.as_str(), Reason::TenantRateLimited);
             tracing::debug!(tenant = %caller.tenant, caller = %caller.name, wait_ms = wait.as_millis() as u64, "call refused: the tenant is over its request rate");
@@ -188,8 +149,7 @@ where
             ));
             return super::refuse(response);
         }
-        let mut inner = super::take_ready(&mut self.inner);
-        Box::pin(inner.call(request))
+        Box::pin(next.call(call))
     }
 }
 
@@ -197,8 +157,10 @@ where
 mod tests {
     use super::*;
     use crate::auth::{IdentitySource, TenantId};
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use tower::ServiceExt;
+    use std::task::{Context, Poll};
+    use tower::{Layer, Service, ServiceExt};
 
     #[derive(Clone)]
     struct Answers;
