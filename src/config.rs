@@ -2,6 +2,8 @@
 //! embedded defaults: no flags at all runs one self-contained instance (in-memory job table
 //! and queue, templates and outputs under `./data`).
 
+pub mod mesh;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -232,7 +234,7 @@ pub struct ServerSettings {
     pub tracing: Option<crate::telemetry::traces::Tracing>,
     /// HTTP/2 keepalive, connection age and grace (crate::mesh).
     #[command(flatten)]
-    pub mesh: crate::mesh::MeshSettings,
+    pub mesh: mesh::MeshSettings,
     /// Certificate and sidecar identities, one a line: `TENANT IDENTITY` (a SPIFFE id such
     /// as `spiffe://cluster.local/ns/web/sa/billing`, a certificate's subject CN, or a
     /// Linkerd identity name).
@@ -306,7 +308,7 @@ impl ServerSettings {
             tenant_burst: None,
             otlp_endpoint: None,
             tracing: None,
-            mesh: crate::mesh::MeshSettings::default(),
+            mesh: mesh::MeshSettings::default(),
             identities: None,
             trust_sidecar_identity: None,
             tls: crate::tls::TlsSettings::default(),
