@@ -56,32 +56,20 @@ mod tests {
     use super::*;
     use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use std::task::{Context, Poll};
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{service_fn, Layer, ServiceExt};
 
-    #[derive(Clone)]
-    struct Panicking {
+    /// Answers "/ok"; panics at any other path, before its future or (`in_future`) inside it.
+    fn panicking(
         in_future: bool,
-    }
-
-    impl Service<http::Request<()>> for Panicking {
-        type Response = http::Response<String>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
+        request: http::Request<()>,
+    ) -> BoxFuture<Result<http::Response<String>, Infallible>> {
+        if request.uri().path() == "/ok" {
+            return Box::pin(async { Ok(http::Response::new("fine".to_owned())) });
         }
-
-        fn call(&mut self, request: http::Request<()>) -> Self::Future {
-            if request.uri().path() == "/ok" {
-                return Box::pin(async { Ok(http::Response::new("fine".to_owned())) });
-            }
-            if !self.in_future {
-                panic!("bug before the future");
-            }
-            Box::pin(async { panic!("bug inside the future") })
+        if !in_future {
+            panic!("bug before the future");
         }
+        Box::pin(async { panic!("bug inside the future") })
     }
 
     fn status_of(response: &http::Response<String>) -> Option<Status> {
@@ -91,7 +79,8 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_internal_and_the_service_keeps_serving() {
         for in_future in [false, true] {
-            let service = CatchPanicLayer::default().layer(Panicking { in_future });
+            let service = CatchPanicLayer::default()
+                .layer(service_fn(move |request| panicking(in_future, request)));
             let request = http::Request::builder().uri("/boom").body(()).unwrap();
             let response = service.clone().oneshot(request).await.unwrap();
             let status = status_of(&response).expect("a gRPC status");

@@ -70,33 +70,17 @@ mod tests {
     use super::*;
     use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use std::task::{Context, Poll};
     use tokio::sync::Notify;
-    use tower::ServiceExt;
-    use tower::{Layer, Service};
+    use tower::{service_fn, Layer, ServiceExt};
 
     /// Answers once `release` is notified.
-    #[derive(Clone)]
-    struct Slow {
+    fn done_once_notified(
         release: Arc<Notify>,
-    }
-
-    impl Service<http::Request<()>> for Slow {
-        type Response = http::Response<String>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
-            let release = self.release.clone();
-            Box::pin(async move {
-                release.notified().await;
-                Ok(http::Response::new("done".to_owned()))
-            })
-        }
+    ) -> BoxFuture<Result<http::Response<String>, Infallible>> {
+        Box::pin(async move {
+            release.notified().await;
+            Ok(http::Response::new("done".to_owned()))
+        })
     }
 
     fn request(path: &str) -> http::Request<()> {
@@ -106,9 +90,10 @@ mod tests {
     #[tokio::test]
     async fn calls_beyond_the_limit_are_shed_with_a_retry_delay_but_health_never_is() {
         let release = Arc::new(Notify::new());
-        let service = LoadShedLayer::new(1).layer(Slow {
-            release: release.clone(),
-        });
+        let slow = release.clone();
+        let service = LoadShedLayer::new(1).layer(service_fn(move |_: http::Request<()>| {
+            done_once_notified(slow.clone())
+        }));
         let first = tokio::spawn(service.clone().oneshot(request("/a/B")));
         tokio::task::yield_now().await;
         let shed = service.clone().oneshot(request("/a/B")).await.unwrap();

@@ -324,31 +324,19 @@ mod tests {
     use super::*;
     use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use std::task::{Context, Poll};
     use tonic_types::StatusExt;
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{service_fn, Layer, ServiceExt};
 
     /// Answers the number of body bytes it received.
-    #[derive(Clone)]
-    struct CountsBytes;
-
-    impl Service<http::Request<Body>> for CountsBytes {
-        type Response = http::Response<Body>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-            Box::pin(async move {
-                let bytes = request.into_body().collect().await.unwrap().to_bytes();
-                Ok(http::Response::new(Body::new(Full::new(Bytes::from(
-                    bytes.len().to_string(),
-                )))))
-            })
-        }
+    fn counts_bytes(
+        request: http::Request<Body>,
+    ) -> BoxFuture<Result<http::Response<Body>, Infallible>> {
+        Box::pin(async move {
+            let bytes = request.into_body().collect().await.unwrap().to_bytes();
+            Ok(http::Response::new(Body::new(Full::new(Bytes::from(
+                bytes.len().to_string(),
+            )))))
+        })
     }
 
     fn message(length: usize) -> Bytes {
@@ -389,7 +377,8 @@ mod tests {
     #[tokio::test]
     async fn a_whole_message_reaches_the_service_and_one_over_its_methods_limit_is_refused_unbuffered(
     ) {
-        let service = RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(CountsBytes);
+        let service =
+            RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(service_fn(counts_bytes));
         let whole = request(
             "/lottie.render.v1.TemplateService/GetTemplate",
             Body::new(Full::new(message(1000))),
@@ -464,7 +453,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_path_is_passed_on_without_its_body() {
-        let service = RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(CountsBytes);
+        let service =
+            RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(service_fn(counts_bytes));
         let (_sender, body) = streamed_body();
         let response = service
             .oneshot(request("/evil.Service/Hold", body))
@@ -477,7 +467,8 @@ mod tests {
     async fn a_caller_over_its_share_of_the_buffers_is_refused_while_health_has_its_own_lane() {
         // A budget of four 1 MiB requests: one caller holds at most one of them.
         let budget = 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
-        let service = RequestBodyLayer::new(Duration::from_secs(5), budget).layer(CountsBytes);
+        let service =
+            RequestBodyLayer::new(Duration::from_secs(5), budget).layer(service_fn(counts_bytes));
         let submit = "/lottie.render.v1.RenderService/SubmitRender";
         // A body declared at the method's limit, its first kilobyte sent, then silence.
         let (holder, body) = streamed_body();
@@ -529,7 +520,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_that_never_arrives_is_answered_unavailable_after_the_deadline() {
-        let service = RequestBodyLayer::new(Duration::from_millis(50), 1 << 20).layer(CountsBytes);
+        let service = RequestBodyLayer::new(Duration::from_millis(50), 1 << 20)
+            .layer(service_fn(counts_bytes));
         let (sender, body) = streamed_body();
         let request = http::Request::builder()
             .uri("/lottie.render.v1.RenderService/GetRenderJob")

@@ -125,25 +125,12 @@ mod tests {
     use crate::middleware::BoxFuture;
     use http_body_util::BodyExt;
     use std::convert::Infallible;
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{service_fn, Layer, ServiceExt};
 
-    /// Answers an empty stream body.
-    #[derive(Clone)]
-    struct Streams;
-
-    impl Service<http::Request<()>> for Streams {
-        type Response = http::Response<Body>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
-            let body = http_body_util::Full::new(bytes::Bytes::from_static(b"x"));
-            Box::pin(async move { Ok(http::Response::new(Body::new(body))) })
-        }
+    /// Answers a stream body of one byte.
+    fn streams(_: http::Request<()>) -> BoxFuture<Result<http::Response<Body>, Infallible>> {
+        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"x"));
+        Box::pin(async move { Ok(http::Response::new(Body::new(body))) })
     }
 
     fn request(path: &str) -> http::Request<()> {
@@ -152,8 +139,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_beyond_the_limit_is_refused_until_an_open_one_is_dropped() {
-        let service =
-            StreamLimitLayer::new(&WATCH_PATHS, 1, Reason::TooManyWatchers).layer(Streams);
+        let service = StreamLimitLayer::new(&WATCH_PATHS, 1, Reason::TooManyWatchers)
+            .layer(service_fn(streams));
         let open = service
             .clone()
             .oneshot(request(WATCH_PATHS[1]))
@@ -179,8 +166,8 @@ mod tests {
 
     #[tokio::test]
     async fn one_caller_holds_at_most_a_quarter_of_the_slots_and_another_is_served() {
-        let service =
-            StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers).layer(Streams);
+        let service = StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers)
+            .layer(service_fn(streams));
         let from = |address: &str| {
             let mut request = request(WATCH_PATHS[0]);
             request

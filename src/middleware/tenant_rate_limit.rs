@@ -159,24 +159,10 @@ mod tests {
     use crate::auth::{IdentitySource, TenantId};
     use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use std::task::{Context, Poll};
-    use tower::{Layer, Service, ServiceExt};
+    use tower::{service_fn, Layer, Service, ServiceExt};
 
-    #[derive(Clone)]
-    struct Answers;
-
-    impl Service<http::Request<()>> for Answers {
-        type Response = http::Response<String>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
-            Box::pin(async { Ok(http::Response::new("served".to_owned())) })
-        }
+    fn served(_: http::Request<()>) -> BoxFuture<Result<http::Response<String>, Infallible>> {
+        Box::pin(async { Ok(http::Response::new("served".to_owned())) })
     }
 
     fn request(path: &str, tenant: Option<&str>) -> http::Request<()> {
@@ -212,7 +198,8 @@ mod tests {
             per_second: 1,
             burst: 2,
         };
-        let service = TenantRateLimitLayer::new(Some(rate), metrics.clone()).layer(Answers);
+        let service =
+            TenantRateLimitLayer::new(Some(rate), metrics.clone()).layer(service_fn(served));
         for _ in 0..2 {
             assert!(call(&service, "/a/B", Some("acme")).await.is_none());
         }
@@ -252,7 +239,7 @@ mod tests {
             burst: 1,
         };
         let layer = TenantRateLimitLayer::new(Some(rate), Metrics::new());
-        let service = layer.layer(Answers);
+        let service = layer.layer(service_fn(served));
         for tenant in ["acme", "globex"] {
             assert!(call(&service, "/a/B", Some(tenant)).await.is_none());
         }
@@ -270,7 +257,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_rate_every_call_is_served() {
-        let service = TenantRateLimitLayer::new(None, Metrics::new()).layer(Answers);
+        let service = TenantRateLimitLayer::new(None, Metrics::new()).layer(service_fn(served));
         for _ in 0..100 {
             assert!(call(&service, "/a/B", Some("acme")).await.is_none());
         }
