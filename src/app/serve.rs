@@ -41,51 +41,38 @@ impl App {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
-        let App {
-            listeners,
-            settings,
-            tracing,
-            own_tracing,
-            metrics,
-            tls,
-            configuration_watcher,
-            scheduler,
-            shared_jobs,
-            templates,
-            health,
-            probes,
-            draining,
-            router,
-        } = self;
         let mut background = JoinSet::new();
-        if let Some(shared) = shared_jobs {
-            background.spawn(serve_remote_cancels(shared.clone(), scheduler.clone()));
-            background.spawn(shared.beat());
+        if let Some(shared) = &self.shared_jobs {
+            background.spawn(serve_remote_cancels(shared.clone(), self.scheduler.clone()));
+            background.spawn(shared.clone().beat());
         }
-        if let Some(listener) = listeners.metrics {
+        if let Some(listener) = self.listeners.metrics {
             tracing::info!(listen = ?listener.local_addr().ok(), "serving metrics");
-            let probes = HttpProbes::new(health.clone());
-            background.spawn(http_endpoint::serve(listener, metrics.clone(), probes));
+            let probes = HttpProbes::new(self.health.clone());
+            background.spawn(http_endpoint::serve(listener, self.metrics.clone(), probes));
         }
-        let retention = settings.retention();
-        background.spawn(sweep_expired(scheduler.clone(), templates, retention));
-        configuration_watcher.spawn_in(metrics.clone(), &mut background);
-        log_serving(&settings, &listeners.grpc, tls.is_some());
+        let (scheduler, retention) = (self.scheduler.clone(), self.settings.retention());
+        background.spawn(sweep_expired(scheduler, self.templates, retention));
+        self.configuration_watcher
+            .spawn_in(self.metrics.clone(), &mut background);
+        log_serving(&self.settings, &self.listeners.grpc, self.tls.is_some());
         let (drained_signal, drained_done) = oneshot::channel::<()>();
         let drain = Drain {
-            health,
-            probes,
-            scheduler: scheduler.clone(),
-            draining,
-            grace: settings.shutdown_grace(),
-            reachable_for: settings.mesh.drain_min(),
+            health: self.health,
+            probes: self.probes,
+            scheduler: self.scheduler.clone(),
+            draining: self.draining,
+            grace: self.settings.shutdown_grace(),
+            reachable_for: self.settings.mesh.drain_min(),
         };
         let drained = async move {
             shutdown.await;
             drain.run().await;
             let _ = drained_signal.send(());
         };
-        let serving = serve_connections(router, listeners.grpc, tls, metrics, &settings, drained);
+        let (router, listener, tls) = (self.router, self.listeners.grpc, self.tls);
+        let serving =
+            serve_connections(router, listener, tls, self.metrics, &self.settings, drained);
         // After the drain, calls still open (a health Watch never ends by itself; an idle peer
         // may never close) get a moment, then the server stops regardless.
         let served = tokio::select! {
@@ -106,12 +93,13 @@ impl App {
         };
         if served.is_err() {
             // The transport failed without a shutdown: no render may outlive the server.
-            scheduler.drain(Duration::ZERO).await;
+            self.scheduler.drain(Duration::ZERO).await;
         }
         // The one way out for every background task.
         background.shutdown().await;
-        if own_tracing {
+        if self.own_tracing {
             // The last spans (the drain's) are exported; the exporter may wait on the network.
+            let tracing = self.tracing;
             let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
         }
         served?;
