@@ -7,6 +7,7 @@
 //! replayed.
 
 use crate::app::{self, Listeners};
+use crate::cli::square_output;
 use crate::config::ServerSettings;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
@@ -117,13 +118,7 @@ async fn replay(
     let request = proto::RenderRequest {
         template_id: created.template_id,
         modifications: None,
-        output: Some(proto::OutputSpec {
-            format: proto::Format::Gif as i32,
-            fps: 30,
-            width: 100,
-            height: 100,
-            background: None,
-        }),
+        output: square_output(proto::Format::Gif, 30, 100),
     };
     const KEY: &str = "bench-replay-key";
     let submit = |mut client: RenderServiceClient<Channel>, request: proto::RenderRequest| async move {

@@ -5,6 +5,7 @@ use super::{
     animation, fonts, image_layer, outcome, parent_chain, png_chunk, raw_connection, text_layer,
     Case, Target, STOCK_CLIENT_MESSAGE_LIMIT,
 };
+use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
@@ -326,13 +327,7 @@ async fn identical_submissions(target: &Target) -> anyhow::Result<String> {
         let mut request = Request::new(proto::RenderRequest {
             template_id: template.template_id.clone(),
             modifications: None,
-            output: Some(proto::OutputSpec {
-                format: proto::Format::Mp4 as i32,
-                fps: 60,
-                width: 1920,
-                height: 1920,
-                background: None,
-            }),
+            output: square_output(proto::Format::Mp4, 60, 1920),
         });
         request.metadata_mut().insert(
             "idempotency-key",
