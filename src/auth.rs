@@ -1,13 +1,13 @@
-//! Who is calling: the [`Caller`] resolved once per request by the [`IdentityLayer`] (from
-//! the mTLS peer certificate, a trusted sidecar's header or an API key) and the
-//! [`TenantId`] that scopes every template, job, output and idempotency key it can see.
+//! Who is calling: the [`Caller`] resolved once per request (from the mTLS peer certificate,
+//! a trusted sidecar's header or an API key; the layer that does it is
+//! [`crate::middleware::identity`]) and the [`TenantId`] that scopes every template, job,
+//! output and idempotency key it can see.
 
 pub mod api_keys;
 pub mod caller;
 pub mod files;
 pub mod identity;
 pub mod known_identities;
-pub mod layer;
 pub mod peer_certificate;
 pub mod sidecar;
 
@@ -15,5 +15,4 @@ pub use api_keys::ApiKeys;
 pub use caller::{Caller, IdentitySource, TenantId, TenantIdError};
 pub use identity::{AuthMode, Identities};
 pub use known_identities::KnownIdentities;
-pub use layer::IdentityLayer;
 pub use sidecar::TrustedSidecar;

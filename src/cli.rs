@@ -108,3 +108,18 @@ pub mod exit {
     /// EX_USAGE: the command line itself is wrong.
     pub const USAGE: u8 = 64;
 }
+
+/// The output the benches ask for: `format` at `fps`, `size`×`size`, no background.
+fn square_output(
+    format: crate::grpc::proto::Format,
+    fps: u32,
+    size: u32,
+) -> Option<crate::grpc::proto::OutputSpec> {
+    Some(crate::grpc::proto::OutputSpec {
+        format: format as i32,
+        fps,
+        width: size,
+        height: size,
+        background: None,
+    })
+}

@@ -2,18 +2,11 @@
 //! embedded defaults: no flags at all runs one self-contained instance (in-memory job table
 //! and queue, templates and outputs under `./data`).
 
+pub mod mesh;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Largest request message accepted: a template (8 MiB) plus its fonts. Above it, the call
-/// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
-pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
-
-/// Largest RenderService request: a RenderRequest with every map full (256 texts of 200
-/// characters, 256 colours) is under 400 KiB; anything larger is not a render request, and
-/// each call in flight may buffer this much.
-pub const MAX_RENDER_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// Default job budget, output megapixels (frames × width × height / 10⁶): two minutes of
 /// 1920×1920 at 60 fps, about 8 minutes of rendering on two cores.
@@ -241,7 +234,7 @@ pub struct ServerSettings {
     pub tracing: Option<crate::telemetry::traces::Tracing>,
     /// HTTP/2 keepalive, connection age and grace (crate::mesh).
     #[command(flatten)]
-    pub mesh: crate::mesh::MeshSettings,
+    pub mesh: mesh::MeshSettings,
     /// Certificate and sidecar identities, one a line: `TENANT IDENTITY` (a SPIFFE id such
     /// as `spiffe://cluster.local/ns/web/sa/billing`, a certificate's subject CN, or a
     /// Linkerd identity name).
@@ -262,6 +255,13 @@ pub struct ServerSettings {
     /// The bounds of the jobs kept per tenant and per instance (crate::jobs::retention).
     #[command(flatten)]
     pub retained_jobs: crate::jobs::retention::RetainedJobSettings,
+}
+
+/// The sustained rate and the burst of one tenant (`middleware::tenant_rate_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantRate {
+    pub per_second: u32,
+    pub burst: u32,
 }
 
 impl ServerSettings {
@@ -308,7 +308,7 @@ impl ServerSettings {
             tenant_burst: None,
             otlp_endpoint: None,
             tracing: None,
-            mesh: crate::mesh::MeshSettings::default(),
+            mesh: mesh::MeshSettings::default(),
             identities: None,
             trust_sidecar_identity: None,
             tls: crate::tls::TlsSettings::default(),
@@ -355,13 +355,12 @@ impl ServerSettings {
     }
 
     /// The per-tenant request rate in force, when one is set.
-    pub fn tenant_rate(&self) -> Option<crate::middleware::tenant_rate_limit::TenantRate> {
-        self.tenant_requests_per_second.map(|per_second| {
-            crate::middleware::tenant_rate_limit::TenantRate {
+    pub fn tenant_rate(&self) -> Option<TenantRate> {
+        self.tenant_requests_per_second
+            .map(|per_second| TenantRate {
                 per_second,
                 burst: self.tenant_burst.unwrap_or(per_second),
-            }
-        })
+            })
     }
 
     pub fn retention(&self) -> Duration {

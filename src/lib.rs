@@ -21,9 +21,10 @@
 //!   use case takes in `idempotency::once`, memory and Redis stores).
 //! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
 //!   the scheduler that runs them in worker processes.
-//! - [`middleware`]: tower layers of the server (request metrics, catch-panic, request body
-//!   deadline and budget, load shedding, request size, stream limit).
-//! - [`metrics`]: Prometheus metrics and their HTTP endpoint.
+//! - [`middleware`]: tower layers of the server (trace context, request metrics, catch-panic,
+//!   identity, tenant rate, request body deadline and budget, load shedding, request size,
+//!   stream limit, inflation budget), and the request size limits.
+//! - [`metrics`]: Prometheus metrics (served by [`app::http_endpoint`]).
 //! - [`mesh`]: the service mesh and Kubernetes fit (connection age and grace, the liveness
 //!   and readiness health services).
 //! - [`storage`]: templates and outputs on disk (object storage later).
@@ -32,8 +33,9 @@
 //!   identity) holds at most a share of: request buffers, watch and download slots.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`reason`]: the wire contract of refusals and failures, one `Reason` enum.
-//! - [`server`], [`config`]: the gRPC server (health, reflection, services, tower stack)
-//!   and its settings.
+//! - [`app`]: the application built from its settings (services, health, reflection, the
+//!   tower stack) and run until stopped, with its drain on shutdown.
+//! - [`config`]: the server's settings, from flags and environment variables.
 //! - [`cli`]: the subcommands (`serve`, `render`, `inspect`, `worker`, `analyze`, the
 //!   benches, and the client verbs `template`, `submit`, `job`).
 //! - [`telemetry`]: logging set-up; OpenTelemetry traces (per server, OTLP export) and the
@@ -42,6 +44,7 @@
 //!   reload without a restart) and the watcher that re-reads changed configuration files.
 
 pub mod analysis;
+pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -61,7 +64,6 @@ pub mod reason;
 pub mod redis_client;
 pub mod render;
 pub mod sandbox;
-pub mod server;
 pub mod spec;
 pub mod storage;
 pub mod telemetry;

@@ -3,9 +3,10 @@
 //! quarantined fingerprints, jobs kept and evicted, shared renders (joins, cache hits),
 //! idempotent replays, and the shared work queue (jobs taken, reclaimed, lease renewals that
 //! failed, renders started).
-//! Served over HTTP (`GET /metrics`) on `--metrics-listen` in the OpenMetrics text format
-//! (what prometheus-client's text encoder writes, `# EOF` last), said so by its content type;
-//! each server instance has its own registry, so tests running several servers stay apart.
+//! Encoded in the OpenMetrics text format (what prometheus-client's text encoder writes,
+//! `# EOF` last) and served over HTTP (`GET /metrics`, by `crate::app::http_endpoint`) on
+//! `--metrics-listen`, said so by its content type; each server instance has its own
+//! registry, so tests running several servers stay apart.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -122,254 +123,238 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Arc<Metrics> {
-        let mut registry = Registry::with_prefix("lottie_render");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("lottie_render"),
+            requests: Default::default(),
+            request_duration_seconds: Family::new_with_constructor(request_duration_histogram),
+            rejections: Default::default(),
+            queue_depth: Default::default(),
+            jobs_running: Default::default(),
+            jobs_finished: Default::default(),
+            job_duration_seconds: Family::new_with_constructor(duration_histogram),
+            frames_per_second: Family::new_with_constructor(fps_histogram),
+            frames_rendered: Default::default(),
+            worker_crashes: Default::default(),
+            jobs_retained: Default::default(),
+            jobs_retained_bytes: Default::default(),
+            jobs_evicted: Default::default(),
+            quarantined_fingerprints: Default::default(),
+            render_joins: Default::default(),
+            render_cache_hits: Default::default(),
+            workers_started: Default::default(),
+            spare_worker_hits: Default::default(),
+            spare_worker_deaths: Default::default(),
+            spare_workers_forked: Default::default(),
+            worker_zygote_starts: Default::default(),
+            worker_zygote_deaths: Default::default(),
+            renders_started: Default::default(),
+            shared_jobs_taken: Default::default(),
+            shared_jobs_reclaimed: Default::default(),
+            shared_jobs_handed_back: Default::default(),
+            job_lease_renewals_failed: Default::default(),
+            idempotent_replays: Default::default(),
+            sandbox_protection: Default::default(),
+            tls_handshake_failures: Default::default(),
+            config_reloads: Default::default(),
+            tenant_refusals: Default::default(),
+        };
+        metrics.register_calls();
+        metrics.register_jobs();
+        metrics.register_workers();
+        metrics.register_shared_queue();
+        metrics.register_guards();
+        Arc::new(metrics)
+    }
+
+    /// Calls answered, timed and refused.
+    fn register_calls(&mut self) {
+        self.registry.register(
             "grpc_requests",
             "gRPC calls answered, by method and status code",
-            requests.clone(),
+            self.requests.clone(),
         );
-        let request_duration_seconds =
-            Family::<MethodLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                request_duration_histogram,
-            );
-        registry.register(
+        self.registry.register(
             "request_duration_seconds",
             "Time from a gRPC call's headers to its answer's headers (a unary call's whole \
              handling; a stream's start), by method",
-            request_duration_seconds.clone(),
+            self.request_duration_seconds.clone(),
         );
-        let rejections = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        self.registry.register(
             "rejections",
             "Calls answered with an error, by ErrorInfo reason",
-            rejections.clone(),
+            self.rejections.clone(),
         );
-        let queue_depth = Gauge::default();
-        registry.register(
+    }
+
+    /// Jobs: queued, running, finished, kept, quarantined, shared.
+    fn register_jobs(&mut self) {
+        self.registry.register(
             "queue_depth",
             "Jobs waiting for a worker",
-            queue_depth.clone(),
+            self.queue_depth.clone(),
         );
-        let jobs_running = Gauge::default();
-        registry.register(
+        self.registry.register(
             "jobs_running",
             "Jobs being rendered now",
-            jobs_running.clone(),
+            self.jobs_running.clone(),
         );
-        let jobs_finished = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
+        self.registry.register(
             "jobs_finished",
             "Jobs that reached a terminal state, by outcome",
-            jobs_finished.clone(),
+            self.jobs_finished.clone(),
         );
-        let job_duration_seconds =
-            Family::<OutcomeLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                duration_histogram,
-            );
-        registry.register(
+        self.registry.register(
             "job_duration_seconds",
             "Time from a job's start to its end (all worker attempts), by outcome",
-            job_duration_seconds.clone(),
+            self.job_duration_seconds.clone(),
         );
-        let frames_per_second =
-            Family::<FormatLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                fps_histogram,
-            );
-        registry.register(
+        self.registry.register(
             "job_frames_per_second",
             "Frames rendered and encoded per second of a succeeded job's worker run",
-            frames_per_second.clone(),
+            self.frames_per_second.clone(),
         );
-        let frames_rendered = Counter::default();
-        registry.register(
+        self.registry.register(
             "frames_rendered",
             "Frames of succeeded jobs",
-            frames_rendered.clone(),
+            self.frames_rendered.clone(),
         );
-        let worker_crashes = Counter::default();
-        registry.register(
+        self.registry.register(
             "worker_crashes",
             "Worker processes killed by a signal or ended without a result",
-            worker_crashes.clone(),
+            self.worker_crashes.clone(),
         );
-        let jobs_retained = Gauge::default();
-        registry.register(
+        self.registry.register(
             "jobs_retained",
             "Jobs this instance keeps (queued, running and ended within the retention)",
-            jobs_retained.clone(),
+            self.jobs_retained.clone(),
         );
-        let jobs_retained_bytes = Gauge::default();
-        registry.register(
+        self.registry.register(
             "jobs_retained_bytes",
             "Memory the jobs kept hold, estimated per job",
-            jobs_retained_bytes.clone(),
+            self.jobs_retained_bytes.clone(),
         );
-        let jobs_evicted = Counter::default();
-        registry.register(
+        self.registry.register(
             "jobs_evicted",
             "Ended jobs forgotten before their retention to keep a tenant or the instance \
              within its bound of jobs kept",
-            jobs_evicted.clone(),
+            self.jobs_evicted.clone(),
         );
-        let quarantined_fingerprints = Gauge::default();
-        registry.register(
+        self.registry.register(
             "quarantined_fingerprints",
             "Job fingerprints refused at the boundary after crashing workers twice",
-            quarantined_fingerprints.clone(),
+            self.quarantined_fingerprints.clone(),
         );
-        let render_joins = Counter::default();
-        registry.register(
+        self.registry.register(
             "render_joins",
             "Jobs that followed the running render of an identical request (single flight)",
-            render_joins.clone(),
+            self.render_joins.clone(),
         );
-        let render_cache_hits = Counter::default();
-        registry.register(
+        self.registry.register(
             "render_cache_hits",
             "Jobs that succeeded at once with the stored output of an identical request",
-            render_cache_hits.clone(),
+            self.render_cache_hits.clone(),
         );
-        let workers_started = Counter::default();
-        registry.register(
+    }
+
+    /// Worker processes: started, spares, the zygote.
+    fn register_workers(&mut self) {
+        self.registry.register(
             "workers_started",
             "Render worker processes started, spares started ahead of their job included",
-            workers_started.clone(),
+            self.workers_started.clone(),
         );
-        let spare_worker_hits = Counter::default();
-        registry.register(
+        self.registry.register(
             "spare_worker_hits",
             "Renders handed to a worker started ahead of the job (a spare) instead of a new one",
-            spare_worker_hits.clone(),
+            self.spare_worker_hits.clone(),
         );
-        let spare_worker_deaths = Counter::default();
-        registry.register(
+        self.registry.register(
             "spare_worker_deaths",
             "Spare workers that died while waiting for a job (each is replaced, with a backoff)",
-            spare_worker_deaths.clone(),
+            self.spare_worker_deaths.clone(),
         );
-        let spare_workers_forked = Counter::default();
-        registry.register(
+        self.registry.register(
             "spare_workers_forked",
             "Spare workers forked from the worker zygote (~1 ms of CPU) rather than started by exec (~33 ms); also counted in workers_started",
-            spare_workers_forked.clone(),
+            self.spare_workers_forked.clone(),
         );
-        let worker_zygote_starts = Counter::default();
-        registry.register(
+        self.registry.register(
             "worker_zygote_starts",
             "Worker zygotes started (the process spares are forked from): 1, plus one per replacement",
-            worker_zygote_starts.clone(),
+            self.worker_zygote_starts.clone(),
         );
-        let worker_zygote_deaths = Counter::default();
-        registry.register(
+        self.registry.register(
             "worker_zygote_deaths",
             "Worker zygotes that died, failed to start or stopped answering (each is replaced, with a backoff; spares are started by exec meanwhile)",
-            worker_zygote_deaths.clone(),
+            self.worker_zygote_deaths.clone(),
         );
-        let renders_started = Counter::default();
-        registry.register(
+    }
+
+    /// Renders started and the shared work queue (Redis mode).
+    fn register_shared_queue(&mut self) {
+        self.registry.register(
             "renders_started",
             "Renders this instance started (one per job rendered here, whatever its worker \
              attempts; a job reclaimed from an instance that stopped counts again where it runs)",
-            renders_started.clone(),
+            self.renders_started.clone(),
         );
-        let shared_jobs_taken = Counter::default();
-        registry.register(
+        self.registry.register(
             "shared_jobs_taken",
             "Jobs this instance took from the shared work queue (Redis mode), reclaimed ones \
              included",
-            shared_jobs_taken.clone(),
+            self.shared_jobs_taken.clone(),
         );
-        let shared_jobs_reclaimed = Counter::default();
-        registry.register(
+        self.registry.register(
             "shared_jobs_reclaimed",
             "Jobs this instance took over from an instance whose lease on them ran out",
-            shared_jobs_reclaimed.clone(),
+            self.shared_jobs_reclaimed.clone(),
         );
-        let shared_jobs_handed_back = Counter::default();
-        registry.register(
+        self.registry.register(
             "shared_jobs_handed_back",
             "Jobs this instance gave back to the shared work queue as it shut down (taken \
              but not started, or stopped at the end of the grace period) for another instance",
-            shared_jobs_handed_back.clone(),
+            self.shared_jobs_handed_back.clone(),
         );
-        let job_lease_renewals_failed = Counter::default();
-        registry.register(
+        self.registry.register(
             "job_lease_renewals_failed",
             "Renewals of the lease on a job being rendered that did not reach Redis (the \
              render goes on; a lease that runs out lets another instance take the job over)",
-            job_lease_renewals_failed.clone(),
+            self.job_lease_renewals_failed.clone(),
         );
-        let idempotent_replays = Counter::default();
-        registry.register(
+    }
+
+    /// Replays, the sandbox, TLS, configuration reloads and tenants' refusals.
+    fn register_guards(&mut self) {
+        self.registry.register(
             "idempotent_replays",
             "SubmitRender calls answered with the job of an earlier call with the same key",
-            idempotent_replays.clone(),
+            self.idempotent_replays.clone(),
         );
-        let sandbox_protection = Family::<MechanismLabels, Gauge>::default();
-        registry.register(
+        self.registry.register(
             "sandbox_protection",
             "Worker sandbox protections in force on this kernel, by mechanism (1 in force, \
              0 not), from the sandbox self-test run at start-up",
-            sandbox_protection.clone(),
+            self.sandbox_protection.clone(),
         );
-        let tls_handshake_failures = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        self.registry.register(
             "tls_handshake_failures",
             "TLS handshakes that failed (reason refused: bad or missing client certificate, \
              not TLS; timeout: not finished in time; address_busy: closed before it began, \
              its address had its share of handshakes in progress)",
-            tls_handshake_failures.clone(),
+            self.tls_handshake_failures.clone(),
         );
-        let config_reloads = Family::<ReloadLabels, Counter>::default();
-        registry.register(
+        self.registry.register(
             "config_reloads",
             "Changed configuration files re-read, by file and outcome (kept_previous: the new \
              file was refused and the previous configuration stays)",
-            config_reloads.clone(),
+            self.config_reloads.clone(),
         );
-        let tenant_refusals = Family::<TenantRefusalLabels, Counter>::default();
-        registry.register(
+        self.registry.register(
             "tenant_refusals",
             "Calls refused for a tenant's fair share (job limit or request rate), by tenant and \
              reason",
-            tenant_refusals.clone(),
+            self.tenant_refusals.clone(),
         );
-        Arc::new(Metrics {
-            registry,
-            requests,
-            request_duration_seconds,
-            rejections,
-            queue_depth,
-            jobs_running,
-            jobs_finished,
-            job_duration_seconds,
-            frames_per_second,
-            frames_rendered,
-            worker_crashes,
-            quarantined_fingerprints,
-            jobs_retained,
-            jobs_retained_bytes,
-            jobs_evicted,
-            render_joins,
-            render_cache_hits,
-            idempotent_replays,
-            sandbox_protection,
-            tls_handshake_failures,
-            config_reloads,
-            tenant_refusals,
-            workers_started,
-            spare_worker_hits,
-            spare_worker_deaths,
-            spare_workers_forked,
-            worker_zygote_starts,
-            worker_zygote_deaths,
-            renders_started,
-            shared_jobs_taken,
-            shared_jobs_reclaimed,
-            shared_jobs_handed_back,
-            job_lease_renewals_failed,
-        })
     }
 
     /// The text exposition format.
@@ -444,77 +429,6 @@ impl Metrics {
 /// The content type of [`Metrics::encode`]'s text: prometheus-client's text encoder writes
 /// OpenMetrics 1.0 (`_total` counters, `# EOF`), not Prometheus' 0.0.4 text format.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// The content type of the endpoint's other answers.
-const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
-
-/// Pause after a failed accept on the metrics listener.
-const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Serves `GET /metrics`, and the probes' `GET /livez` and `GET /readyz`
-/// ([`crate::mesh::probes::HttpProbes`]), on `listener` until the task is dropped.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
-    probes: crate::mesh::probes::HttpProbes,
-) {
-    use hyper::body::Incoming;
-    use hyper::service::service_fn;
-    use hyper::{Method, Request, Response, StatusCode};
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of file descriptors, typically: back off instead of spinning.
-                tracing::warn!(%error, "metrics listener failed to accept");
-                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
-                continue;
-            }
-        };
-        let (metrics, probes) = (metrics.clone(), probes.clone());
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let (metrics, probes) = (metrics.clone(), probes.clone());
-                async move {
-                    let path = request.uri().path();
-                    let probe = match request.method() == Method::GET {
-                        true => probes.serving(path).await,
-                        false => None,
-                    };
-                    let (status, content_type, body) = match probe {
-                        Some(true) => (StatusCode::OK, PLAIN_TEXT, "serving\n".into()),
-                        Some(false) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            PLAIN_TEXT,
-                            "not serving\n".into(),
-                        ),
-                        None if request.method() == Method::GET && path == "/metrics" => {
-                            (StatusCode::OK, METRICS_CONTENT_TYPE, metrics.encode())
-                        }
-                        None => (
-                            StatusCode::NOT_FOUND,
-                            PLAIN_TEXT,
-                            "not found; try GET /metrics, /livez or /readyz\n".into(),
-                        ),
-                    };
-                    let mut response = Response::new(body);
-                    *response.status_mut() = status;
-                    response.headers_mut().insert(
-                        hyper::header::CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static(content_type),
-                    );
-                    Ok::<_, std::convert::Infallible>(response)
-                }
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(error) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await
-            {
-                tracing::debug!(%error, "metrics connection ended with an error");
-            }
-        });
-    }
-}
 
 /// The spare worker pool's events, counted.
 impl crate::sandbox::spare::SpareWorkerEvents for Metrics {

@@ -1,11 +1,13 @@
 //! Tower middleware of the gRPC server, one per file as `Foo` + `FooLayer`; the stack is built
-//! in [`crate::server`] with a why-comment on each layer.
+//! in [`crate::app::stack`] with a why-comment on each layer.
 //!
 //! - [`trace_context`]: one OpenTelemetry server span per call, child of the caller's W3C
 //!   `traceparent`.
 //! - [`request_metrics`]: counts every answered call by method and status code, times it by
 //!   method, and counts every error by its ErrorInfo reason.
 //! - [`catch_panic`]: a panic in a handler answers INTERNAL and the server keeps serving.
+//! - [`identity`]: says who is calling ([`crate::auth::Caller`]) from the headers and the
+//!   connection, or refuses the call UNAUTHENTICATED before its body is received.
 //! - [`load_shed`]: beyond a number of calls in flight, answers RESOURCE_EXHAUSTED at once
 //!   with a retry delay instead of queueing inside the server.
 //! - [`request_size`]: a request above the size limit (inflated, when gzip) is
@@ -21,6 +23,7 @@
 //!   limit is the service's).
 
 pub mod catch_panic;
+pub mod identity;
 pub mod inflation_budget;
 pub mod load_shed;
 pub mod request_body;
@@ -31,6 +34,7 @@ pub mod tenant_rate_limit;
 pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
+pub use identity::IdentityLayer;
 pub use inflation_budget::InflationBudgetLayer;
 pub use load_shed::LoadShedLayer;
 pub use request_body::RequestBodyLayer;
@@ -42,21 +46,104 @@ pub use trace_context::TraceContextLayer;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
+use tower::{Layer, Service};
 
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// The inner service that was polled ready, leaving a clone in its place: tower's rule that
-/// the service which answered `poll_ready` serves the call, for layers that call it from a
-/// future of their own.
+/// The service a middleware passes a call on to (what tonic's routes are).
+pub trait Next<RequestBody, ResponseBody>:
+    Service<
+        http::Request<RequestBody>,
+        Response = http::Response<ResponseBody>,
+        Future: Send + 'static,
+        Error: 'static,
+    > + Send
+    + 'static
+{
+}
+
+impl<S, RequestBody, ResponseBody> Next<RequestBody, ResponseBody> for S where
+    S: Service<
+            http::Request<RequestBody>,
+            Response = http::Response<ResponseBody>,
+            Future: Send + 'static,
+            Error: 'static,
+        > + Send
+        + 'static
+{
+}
+
+/// A middleware's answer to a call.
+pub type Reply<ResponseBody, Error> = BoxFuture<Result<http::Response<ResponseBody>, Error>>;
+
+/// What one of our middleware does with a call (request body `B`, response body `R`), given
+/// the inner service to pass it on to (the one that was polled ready): each middleware file
+/// writes only this, as `Foo`, and names its layer `FooLayer = AroundLayer<Foo>`. The tower
+/// plumbing (the layer, the service, `poll_ready`, tower's rule that the service polled
+/// ready serves the call) is written once here. Not `tower::layer::layer_fn`: its closure
+/// types cannot be named, and the stack's type is named ([`crate::app::stack::Middleware`])
+/// for the router and for the tests that put the stack in front of services of their own.
+pub trait AroundCall<B, R>: Clone {
+    fn around<S: Next<B, R>>(&self, call: http::Request<B>, next: S) -> Reply<R, S::Error>;
+}
+
+/// The layer of a middleware `A` ([`AroundCall`]).
+#[derive(Debug, Clone, Default)]
+pub struct AroundLayer<A>(A);
+
+impl<A: Clone, S> Layer<S> for AroundLayer<A> {
+    type Service = Around<A, S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Around {
+            around: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service of a middleware `A` in front of `S`.
+#[derive(Debug, Clone)]
+pub struct Around<A, S> {
+    around: A,
+    inner: S,
+}
+
+/// Routed like the service it wraps (for middleware put on one service, not the stack).
+impl<A, S: tonic::server::NamedService> tonic::server::NamedService for Around<A, S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<A, S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for Around<A, S>
+where
+    A: AroundCall<RequestBody, ResponseBody>,
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Next<RequestBody, ResponseBody>
+        + Clone,
+{
+    type Response = http::Response<ResponseBody>;
+    type Error = S::Error;
+    type Future = Reply<ResponseBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        self.around.around(request, take_ready(&mut self.inner))
+    }
+}
+
+/// The inner service that was polled ready, leaving a clone in its place, for the layers
+/// still written by hand (`crate::idempotency::layer`).
 pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
     let clone = inner.clone();
     std::mem::replace(inner, clone)
 }
 
 /// A call refused from its headers: the status as the layer's response, nothing called.
-pub(crate) fn refuse<ResponseBody, Error>(
-    status: tonic::Status,
-) -> BoxFuture<Result<http::Response<ResponseBody>, Error>>
+pub(crate) fn refuse<ResponseBody, Error>(status: tonic::Status) -> Reply<ResponseBody, Error>
 where
     ResponseBody: Default + Send + 'static,
     Error: 'static,

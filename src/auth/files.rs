@@ -3,11 +3,8 @@
 //! change (a bad file then keeps the previous configuration, with a warning).
 
 use super::api_keys::ApiKeys;
-use super::identity::Identities;
 use super::known_identities::KnownIdentities;
-use crate::tls::watch::WatchedFiles;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Largest identity configuration file: a line is about 100 bytes, so 8 MiB holds some
 /// 80,000 keys or identities, far more than a service hands out (and every call's key is
@@ -52,40 +49,4 @@ pub fn read_known_identities(path: &Path) -> Result<KnownIdentities, IdentityFil
         path: path.to_path_buf(),
         reason: error.to_string(),
     })
-}
-
-/// The watches that put changed files in force in `identities`.
-pub fn watches(
-    api_keys: Option<&Path>,
-    known_identities: Option<&Path>,
-    identities: &Arc<Identities>,
-) -> Vec<WatchedFiles> {
-    let mut watches = Vec::new();
-    if let Some(path) = api_keys {
-        let (path, identities) = (path.to_path_buf(), identities.clone());
-        watches.push(WatchedFiles {
-            name: "api_keys",
-            paths: vec![path.clone()],
-            reload: Box::new(move || {
-                let keys = read_api_keys(&path).map_err(|error| error.to_string())?;
-                let summary = format!("{} keys", keys.len());
-                identities.replace_api_keys(keys);
-                Ok(summary)
-            }),
-        });
-    }
-    if let Some(path) = known_identities {
-        let (path, identities) = (path.to_path_buf(), identities.clone());
-        watches.push(WatchedFiles {
-            name: "identities",
-            paths: vec![path.clone()],
-            reload: Box::new(move || {
-                let known = read_known_identities(&path).map_err(|error| error.to_string())?;
-                let summary = format!("{} identities", known.len());
-                identities.replace_known_identities(known);
-                Ok(summary)
-            }),
-        });
-    }
-    watches
 }

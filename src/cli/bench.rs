@@ -96,161 +96,239 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
     } else {
         args.formats.clone()
     };
-    let repeat = args.repeat.max(1);
-    let scratch =
-        tempfile::tempdir().map_err(|e| format!("cannot create a scratch directory: {e}"))?;
-    let executable = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bench = Bench {
+        args,
+        cores,
+        repeat: args.repeat.max(1),
+        scratch: tempfile::tempdir()
+            .map_err(|e| format!("cannot create a scratch directory: {e}"))?,
+        executable: std::env::current_exe().map_err(|e| e.to_string())?,
+    };
     println!(
-        "lottie-render bench: {}×{} at {} fps, {cores} cores, release={}, median of {repeat} runs per figure",
+        "lottie-render bench: {}×{} at {} fps, {cores} cores, release={}, median of {} runs per figure",
         args.size,
         args.size,
         args.fps,
-        !cfg!(debug_assertions)
+        !cfg!(debug_assertions),
+        bench.repeat,
     );
     for file in &files {
-        let path = args.corpus.join(file);
+        let subject = bench.subject(file)?;
+        for &format in &formats {
+            bench.format(&subject, format)?;
+        }
+    }
+    if !args.no_rss {
+        rss_versus_length(args, &bench.executable, bench.scratch.path())?;
+    }
+    Ok(())
+}
+
+/// What every figure of one run shares.
+struct Bench<'a> {
+    args: &'a BenchArgs,
+    cores: usize,
+    /// Runs per figure (the median is printed).
+    repeat: usize,
+    scratch: tempfile::TempDir,
+    executable: PathBuf,
+}
+
+/// One benchmark template, rendered once (untimed) for the encoders.
+struct Subject {
+    bytes: Vec<u8>,
+    template_path: PathBuf,
+    frames: u32,
+    /// Every frame, premultiplied, as the render threads hand them on.
+    rendered: Vec<Vec<Bgra>>,
+    render_cost: Measure,
+}
+
+/// What the parts of one format cost, for the pipeline's bound.
+struct PartCosts {
+    prepare: Measure,
+    encode: Measure,
+}
+
+impl Bench<'_> {
+    fn spec(&self, format: Format) -> Result<OutputSpec, String> {
+        output_spec(format, self.args.size, self.args.fps)
+    }
+
+    /// Reads and prepares `file`, prints its single-threaded rendering and keeps its frames.
+    fn subject(&self, file: &str) -> Result<Subject, String> {
+        let path = self.args.corpus.join(file);
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let template_path = std::fs::canonicalize(&path).map_err(|e| e.to_string())?;
-        let spec_for = |format| output_spec(format, args.size, args.fps);
         let prepared = render::prepare(
             &bytes,
             &Modifications::default(),
-            spec_for(Format::Webm)?,
+            self.spec(Format::Webm)?,
             &crate::lottie::text::fonts::FontBook::default(),
         )
         .map_err(|e| format!("{file}: {e}"))?;
         let frames = prepared.frame_count;
         println!("\n{file}: {frames} frames");
-        let render_cost = median_of(repeat, || {
+        let render_cost = median_of(self.repeat, || {
             measure(|| render_single_threaded(&prepared)).map(|((), cost)| cost)
         })?;
         print_line("render, 1 thread", frames, &render_cost, None);
         // Frames for the encoders, rendered outside any timed part, premultiplied.
         let rendered = keep_all_frames(&prepared)?;
-        for &format in &formats {
-            let spec = spec_for(format)?;
-            let settings = EncoderSettings::new(&spec);
-            // The conversion the render threads do for this encoder, on one thread.
-            let preparers = encode::preparer_factory(&settings);
-            let mut reused = 0;
-            let prepare_cost = median_of(repeat, || {
-                let (held, cost) = measure(|| prepare_recycling(&preparers, &rendered))?;
-                reused = held;
-                Ok(cost)
+        Ok(Subject {
+            bytes,
+            template_path,
+            frames,
+            rendered,
+            render_cost,
+        })
+    }
+
+    /// Every figure of `subject` in `format`: its parts, then the pipeline against their bound.
+    fn format(&self, subject: &Subject, format: Format) -> Result<(), String> {
+        let parts = self.parts(subject, format)?;
+        self.pipeline(subject, format, &parts)
+    }
+
+    /// The conversion for `format`'s encoder and the encoder alone, each on one thread.
+    fn parts(&self, subject: &Subject, format: Format) -> Result<PartCosts, String> {
+        let (frames, rendered) = (subject.frames, &subject.rendered);
+        let spec = self.spec(format)?;
+        let settings = EncoderSettings::new(&spec);
+        // The conversion the render threads do for this encoder, on one thread.
+        let preparers = encode::preparer_factory(&settings);
+        let mut reused = 0;
+        let prepare_cost = median_of(self.repeat, || {
+            let (held, cost) = measure(|| prepare_recycling(&preparers, rendered))?;
+            reused = held;
+            Ok(cost)
+        })?;
+        let mut inputs = prepare_all(&preparers, rendered)?;
+        print_line(
+            &format!("{} convert, 1 thread", format.extension()),
+            frames,
+            &prepare_cost,
+            None,
+        );
+        println!(
+            "    {:.2} ms/frame; {reused} of {frames} frames identical to the one before, conversion reused",
+            prepare_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1))
+        );
+        if format != Format::Gif {
+            let kernel_cost = median_of(self.repeat, || {
+                measure(|| convert_every_frame(&settings, rendered)).map(|((), cost)| cost)
             })?;
-            let mut inputs = prepare_all(&preparers, &rendered)?;
-            print_line(
-                &format!("{} convert, 1 thread", format.extension()),
-                frames,
-                &prepare_cost,
-                None,
-            );
             println!(
-                "    {:.2} ms/frame; {reused} of {frames} frames identical to the one before, conversion reused",
-                prepare_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1))
-            );
-            if format != Format::Gif {
-                let kernel_cost = median_of(repeat, || {
-                    measure(|| convert_every_frame(&settings, &rendered)).map(|((), cost)| cost)
-                })?;
-                println!(
-                    "    {:.2} ms/frame converting every frame ({:?} kernel, no reuse, no copy into the encoder's frame)",
-                    kernel_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1)),
-                    yuv::Kernel::fastest()
-                );
-            }
-            let encode_path = scratch
-                .path()
-                .join(format!("encode.{}", format.extension()));
-            let encode_cost = median_of(repeat, || {
-                // Each run consumes its inputs; the next run gets fresh ones (untimed).
-                let run_inputs = std::mem::take(&mut inputs);
-                let cost = measure(|| {
-                    let mut encoder =
-                        encode::open(&settings, &encode_path).map_err(|e| e.to_string())?;
-                    for (index, input) in (0u32..).zip(run_inputs) {
-                        encoder
-                            .encode(Frame { index, input })
-                            .map_err(|e| e.to_string())?;
-                    }
-                    encoder.finish().map_err(|e| e.to_string())
-                })
-                .map(|((), cost)| cost);
-                inputs = prepare_all(&preparers, &rendered)?;
-                cost
-            })?;
-            drop(std::mem::take(&mut inputs));
-            print_line(
-                &format!("{} encoder alone", format.extension()),
-                frames,
-                &encode_cost,
-                None,
-            );
-            // The pipeline in this process (same code the worker runs), comparable with the
-            // parts above, which are measured in this process too.
-            let pipeline_path = scratch
-                .path()
-                .join(format!("pipeline.{}", format.extension()));
-            let pipeline_cost = median_of(repeat, || {
-                let prepared = render::prepare(
-                    &bytes,
-                    &Modifications::default(),
-                    spec,
-                    &crate::lottie::text::fonts::FontBook::default(),
-                )
-                .map_err(|e| e.to_string())?;
-                measure(|| {
-                    render::run(&prepared, &pipeline_path, cores, &mut |_, _| {})
-                        .map_err(|e| e.to_string())
-                })
-                .map(|(_, cost)| cost)
-            })?;
-            print_line(
-                &format!("{} pipeline", format.extension()),
-                frames,
-                &pipeline_cost,
-                None,
-            );
-            // The same through a fresh worker process, as the service runs it: adds process
-            // start, dynamic loading and first-touch memory; gives the peak RSS.
-            let mut peak_rss = 0;
-            let worker_cost = median_of(repeat, || {
-                let (usage, wall) =
-                    run_pipeline(&executable, template_path.clone(), spec, scratch.path())?;
-                peak_rss = peak_rss.max(usage.max_rss_bytes);
-                Ok(Measure {
-                    wall,
-                    cpu: usage.cpu,
-                })
-            })?;
-            print_line(
-                &format!("{} pipeline in a worker", format.extension()),
-                frames,
-                &worker_cost,
-                Some(peak_rss),
-            );
-            // All work the pipeline does, spread over the cores: rendering, the conversion
-            // (on the render threads) and encoding.
-            let work = render_cost.cpu + prepare_cost.cpu + encode_cost.cpu;
-            let cpu_bound = work.as_secs_f64() / cores as f64;
-            let bound = encode_cost.wall.as_secs_f64().max(cpu_bound);
-            println!(
-                "    ratio {:.2} = pipeline {:.2} s / max(encoder alone {:.2} s, (render {:.2} + convert {:.2} + encode {:.2} cpu s) / {cores} cores = {:.2} s)   [target ≤ 1.20]; worker process adds {:+.2} s",
-                pipeline_cost.wall.as_secs_f64() / bound,
-                pipeline_cost.wall.as_secs_f64(),
-                encode_cost.wall.as_secs_f64(),
-                render_cost.cpu.as_secs_f64(),
-                prepare_cost.cpu.as_secs_f64(),
-                encode_cost.cpu.as_secs_f64(),
-                cpu_bound,
-                worker_cost.wall.as_secs_f64() - pipeline_cost.wall.as_secs_f64(),
+                "    {:.2} ms/frame converting every frame ({:?} kernel, no reuse, no copy into the encoder's frame)",
+                kernel_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1)),
+                yuv::Kernel::fastest()
             );
         }
+        let encode_path = self
+            .scratch
+            .path()
+            .join(format!("encode.{}", format.extension()));
+        let encode_cost = median_of(self.repeat, || {
+            // Each run consumes its inputs; the next run gets fresh ones (untimed).
+            let run_inputs = std::mem::take(&mut inputs);
+            let cost = measure(|| {
+                let mut encoder =
+                    encode::open(&settings, &encode_path).map_err(|e| e.to_string())?;
+                for (index, input) in (0u32..).zip(run_inputs) {
+                    encoder
+                        .encode(Frame { index, input })
+                        .map_err(|e| e.to_string())?;
+                }
+                encoder.finish().map_err(|e| e.to_string())
+            })
+            .map(|((), cost)| cost);
+            inputs = prepare_all(&preparers, rendered)?;
+            cost
+        })?;
+        drop(std::mem::take(&mut inputs));
+        print_line(
+            &format!("{} encoder alone", format.extension()),
+            frames,
+            &encode_cost,
+            None,
+        );
+        Ok(PartCosts {
+            prepare: prepare_cost,
+            encode: encode_cost,
+        })
     }
-    if !args.no_rss {
-        rss_versus_length(args, &executable, scratch.path())?;
+
+    /// The whole pipeline in this process and in a worker, and its ratio to the bound.
+    fn pipeline(&self, subject: &Subject, format: Format, parts: &PartCosts) -> Result<(), String> {
+        let (frames, cores, spec) = (subject.frames, self.cores, self.spec(format)?);
+        // The pipeline in this process (same code the worker runs), comparable with the
+        // parts above, which are measured in this process too.
+        let pipeline_path = self
+            .scratch
+            .path()
+            .join(format!("pipeline.{}", format.extension()));
+        let pipeline_cost = median_of(self.repeat, || {
+            let prepared = render::prepare(
+                &subject.bytes,
+                &Modifications::default(),
+                spec,
+                &crate::lottie::text::fonts::FontBook::default(),
+            )
+            .map_err(|e| e.to_string())?;
+            measure(|| {
+                render::run(&prepared, &pipeline_path, cores, &mut |_, _| {})
+                    .map_err(|e| e.to_string())
+            })
+            .map(|(_, cost)| cost)
+        })?;
+        print_line(
+            &format!("{} pipeline", format.extension()),
+            frames,
+            &pipeline_cost,
+            None,
+        );
+        // The same through a fresh worker process, as the service runs it: adds process
+        // start, dynamic loading and first-touch memory; gives the peak RSS.
+        let mut peak_rss = 0;
+        let worker_cost = median_of(self.repeat, || {
+            let (usage, wall) = run_pipeline(
+                &self.executable,
+                subject.template_path.clone(),
+                spec,
+                self.scratch.path(),
+            )?;
+            peak_rss = peak_rss.max(usage.max_rss_bytes);
+            Ok(Measure {
+                wall,
+                cpu: usage.cpu,
+            })
+        })?;
+        print_line(
+            &format!("{} pipeline in a worker", format.extension()),
+            frames,
+            &worker_cost,
+            Some(peak_rss),
+        );
+        // All work the pipeline does, spread over the cores: rendering, the conversion
+        // (on the render threads) and encoding.
+        let (render_cost, prepare_cost, encode_cost) =
+            (&subject.render_cost, &parts.prepare, &parts.encode);
+        let work = render_cost.cpu + prepare_cost.cpu + encode_cost.cpu;
+        let cpu_bound = work.as_secs_f64() / cores as f64;
+        let bound = encode_cost.wall.as_secs_f64().max(cpu_bound);
+        println!(
+            "    ratio {:.2} = pipeline {:.2} s / max(encoder alone {:.2} s, (render {:.2} + convert {:.2} + encode {:.2} cpu s) / {cores} cores = {:.2} s)   [target ≤ 1.20]; worker process adds {:+.2} s",
+            pipeline_cost.wall.as_secs_f64() / bound,
+            pipeline_cost.wall.as_secs_f64(),
+            encode_cost.wall.as_secs_f64(),
+            render_cost.cpu.as_secs_f64(),
+            prepare_cost.cpu.as_secs_f64(),
+            encode_cost.cpu.as_secs_f64(),
+            cpu_bound,
+            worker_cost.wall.as_secs_f64() - pipeline_cost.wall.as_secs_f64(),
+        );
+        Ok(())
     }
-    Ok(())
 }
 
 /// Runs `run` `times` times; the run with the median wall time.

@@ -6,11 +6,12 @@
 //! answers per second and latency percentiles. Every answer is checked: same job, marked
 //! replayed.
 
+use crate::app::{self, Listeners};
+use crate::cli::square_output;
 use crate::config::ServerSettings;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
-use crate::server::{self, Listeners};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -74,7 +75,7 @@ async fn bench(args: &BenchReplaysArgs) -> anyhow::Result<()> {
             settings.redis_key_prefix = format!("lottie-render-bench:{}:", uuid::Uuid::new_v4());
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serving = tokio::spawn(server::run(
+        let serving = tokio::spawn(app::run(
             Listeners {
                 grpc: listener,
                 metrics: None,
@@ -117,13 +118,7 @@ async fn replay(
     let request = proto::RenderRequest {
         template_id: created.template_id,
         modifications: None,
-        output: Some(proto::OutputSpec {
-            format: proto::Format::Gif as i32,
-            fps: 30,
-            width: 100,
-            height: 100,
-            background: None,
-        }),
+        output: square_output(proto::Format::Gif, 30, 100),
     };
     const KEY: &str = "bench-replay-key";
     let submit = |mut client: RenderServiceClient<Channel>, request: proto::RenderRequest| async move {

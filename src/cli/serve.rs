@@ -19,8 +19,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
     };
     runtime.block_on(async {
         // Before the socket exists: a client may connect (and an orchestrator signal) at once.
-        let shutdown = crate::server::shutdown_signal();
-        let listeners = match crate::server::Listeners::bind(&args.settings).await {
+        let shutdown = crate::app::shutdown_signal();
+        let listeners = match crate::app::Listeners::bind(&args.settings).await {
             Ok(listeners) => listeners,
             Err(error) => {
                 eprintln!(
@@ -30,7 +30,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        match crate::server::run(listeners, args.settings, shutdown).await {
+        match crate::app::run(listeners, args.settings, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("error: {error}");

@@ -40,7 +40,7 @@ pub fn run(args: TemplateArgs) -> ExitCode {
     run_client(async move {
         let channel = connect(&args.server).await?;
         let mut client = TemplateServiceClient::new(channel)
-            .max_encoding_message_size(crate::config::MAX_REQUEST_BYTES);
+            .max_encoding_message_size(crate::middleware::request_body::MAX_REQUEST_BYTES);
         match args.command {
             TemplateCommand::Create { file, name, fonts } => {
                 let lottie_json = std::fs::read(&file).map_err(|error| {

@@ -4,29 +4,18 @@
 //! (tower-http's CatchPanic answers HTTP 500, which gRPC clients read as UNKNOWN; this one
 //! answers a gRPC status with ErrorInfo like every other error.)
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::ServiceError;
 use futures_util::FutureExt;
+use http::Request;
 use std::panic::AssertUnwindSafe;
-use std::task::{Context, Poll};
 use tonic::Status;
-use tower::{Layer, Service};
 
+/// Catches the panics of the services inside it.
 #[derive(Debug, Clone, Default)]
-pub struct CatchPanicLayer;
+pub struct CatchPanic;
 
-impl<S> Layer<S> for CatchPanicLayer {
-    type Service = CatchPanic<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        CatchPanic { inner }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct CatchPanic<S> {
-    inner: S,
-}
+pub type CatchPanicLayer = AroundLayer<CatchPanic>;
 
 fn panic_response<ResponseBody: Default>(
     path: &str,
@@ -43,28 +32,10 @@ fn panic_response<ResponseBody: Default>(
     .into_http()
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for CatchPanic<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        let path = request.uri().path().to_owned();
-        let mut inner = super::take_ready(&mut self.inner);
-        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request))) {
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for CatchPanic {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let path = call.uri().path().to_owned();
+        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| next.call(call))) {
             Ok(future) => future,
             Err(panic) => {
                 let response = panic_response(&path, panic);
@@ -83,32 +54,22 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use tower::ServiceExt;
+    use tower::{service_fn, Layer, ServiceExt};
 
-    #[derive(Clone)]
-    struct Panicking {
+    /// Answers "/ok"; panics at any other path, before its future or (`in_future`) inside it.
+    fn panicking(
         in_future: bool,
-    }
-
-    impl Service<http::Request<()>> for Panicking {
-        type Response = http::Response<String>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
+        request: http::Request<()>,
+    ) -> BoxFuture<Result<http::Response<String>, Infallible>> {
+        if request.uri().path() == "/ok" {
+            return Box::pin(async { Ok(http::Response::new("fine".to_owned())) });
         }
-
-        fn call(&mut self, request: http::Request<()>) -> Self::Future {
-            if request.uri().path() == "/ok" {
-                return Box::pin(async { Ok(http::Response::new("fine".to_owned())) });
-            }
-            if !self.in_future {
-                panic!("bug before the future");
-            }
-            Box::pin(async { panic!("bug inside the future") })
+        if !in_future {
+            panic!("bug before the future");
         }
+        Box::pin(async { panic!("bug inside the future") })
     }
 
     fn status_of(response: &http::Response<String>) -> Option<Status> {
@@ -118,7 +79,8 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_answers_internal_and_the_service_keeps_serving() {
         for in_future in [false, true] {
-            let service = CatchPanicLayer.layer(Panicking { in_future });
+            let service = CatchPanicLayer::default()
+                .layer(service_fn(move |request| panicking(in_future, request)));
             let request = http::Request::builder().uri("/boom").body(()).unwrap();
             let response = service.clone().oneshot(request).await.unwrap();
             let status = status_of(&response).expect("a gRPC status");

@@ -14,20 +14,18 @@
 //! layer is built with that service's limit (tonic's `max_decoding_message_size`), because
 //! the inflated size is known only once it has been paid for.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::reason::Reason;
+use http::Request;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tonic::server::NamedService;
 use tonic::Status;
-use tower::{Layer, Service};
 
 /// Inflated bytes held at once by compressed calls: four of the largest requests, as many as
 /// `request_body`'s budget holds uncompressed.
-pub const INFLATION_BUDGET_BYTES: usize = 4 * crate::config::MAX_REQUEST_BYTES;
+pub const INFLATION_BUDGET_BYTES: usize = 4 * super::request_body::MAX_REQUEST_BYTES;
 /// How long a compressed call may wait for its share: a CreateTemplate holds it for as long
 /// as its handler runs (its analysis waits up to 10 s for a parse slot).
 pub const INFLATION_WAIT: Duration = Duration::from_secs(15);
@@ -39,54 +37,31 @@ pub fn shared_budget(bytes: usize) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))
 }
 
+/// Holds a service's message limit from the shared budget while a compressed call runs.
 #[derive(Debug, Clone)]
-pub struct InflationBudgetLayer {
+pub struct InflationBudget {
     budget: Arc<Semaphore>,
     /// The service's message limit, in permits (bytes).
     weight: u32,
     wait: Duration,
 }
 
+pub type InflationBudgetLayer = AroundLayer<InflationBudget>;
+
 impl InflationBudgetLayer {
     /// For a service whose messages inflate up to `message_limit` bytes.
     pub fn new(budget: Arc<Semaphore>, message_limit: usize) -> InflationBudgetLayer {
-        InflationBudgetLayer {
+        AroundLayer(InflationBudget {
             budget,
             weight: u32::try_from(message_limit).unwrap_or(u32::MAX),
             wait: INFLATION_WAIT,
-        }
+        })
     }
 
     /// Waits `wait` for a share instead of [`INFLATION_WAIT`].
     pub fn with_wait(self, wait: Duration) -> InflationBudgetLayer {
-        InflationBudgetLayer { wait, ..self }
+        AroundLayer(InflationBudget { wait, ..self.0 })
     }
-}
-
-impl<S> Layer<S> for InflationBudgetLayer {
-    type Service = InflationBudget<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        InflationBudget {
-            inner,
-            budget: self.budget.clone(),
-            weight: self.weight,
-            wait: self.wait,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct InflationBudget<S> {
-    inner: S,
-    budget: Arc<Semaphore>,
-    weight: u32,
-    wait: Duration,
-}
-
-/// Routed like the service it wraps.
-impl<S: NamedService> NamedService for InflationBudget<S> {
-    const NAME: &'static str = S::NAME;
 }
 
 /// Whether the call's message is compressed (`grpc-encoding` other than `identity`).
@@ -107,37 +82,18 @@ fn busy() -> Status {
     ))
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for InflationBudget<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        if !is_compressed(&request) {
-            return Box::pin(self.inner.call(request));
+impl<B: Send + 'static, R: Default + Send + 'static> AroundCall<B, R> for InflationBudget {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        if !is_compressed(&call) {
+            return Box::pin(next.call(call));
         }
         let (budget, weight, wait) = (self.budget.clone(), self.weight, self.wait);
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             let share = tokio::time::timeout(wait, budget.acquire_many_owned(weight)).await;
             let Ok(Ok(share)) = share else {
                 return Ok(busy().into_http());
             };
-            let response = inner.call(request).await;
+            let response = next.call(call).await;
             // Decoded and handled by now (the handler answered): the share goes back.
             drop(share);
             response
@@ -148,9 +104,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
+    use std::task::{Context, Poll};
     use tonic::Code;
-    use tower::ServiceExt;
+    use tower::{Layer, Service, ServiceExt};
 
     /// Answers at once, except calls with an `x-hold` header: those answer once `released`
     /// turns true.
@@ -194,7 +152,10 @@ mod tests {
     /// A service of 1 KiB messages with room for two of them, whose calls wait `wait`.
     fn two_calls_of_room(
         wait: Duration,
-    ) -> (InflationBudget<Holding>, tokio::sync::watch::Sender<bool>) {
+    ) -> (
+        crate::middleware::Around<InflationBudget, Holding>,
+        tokio::sync::watch::Sender<bool>,
+    ) {
         let (release, released) = tokio::sync::watch::channel(false);
         let layer = InflationBudgetLayer::new(shared_budget(2 * 1024), 1024).with_wait(wait);
         (layer.layer(Holding { released }), release)
@@ -207,7 +168,7 @@ mod tests {
             tokio::spawn(service.clone().oneshot(request(Some("gzip"), true))),
             tokio::spawn(service.clone().oneshot(request(Some("gzip"), true))),
         ];
-        while service.budget.available_permits() > 0 {
+        while service.around.budget.available_permits() > 0 {
             tokio::task::yield_now().await;
         }
         let waiting = tokio::spawn(service.clone().oneshot(request(Some("gzip"), false)));
@@ -222,7 +183,7 @@ mod tests {
         }
         assert_eq!(waiting.await.unwrap().unwrap().into_body(), "done");
         assert_eq!(
-            service.budget.available_permits(),
+            service.around.budget.available_permits(),
             2 * 1024,
             "every share back"
         );
@@ -235,7 +196,7 @@ mod tests {
             tokio::spawn(service.clone().oneshot(request(Some("gzip"), true))),
             tokio::spawn(service.clone().oneshot(request(Some("gzip"), true))),
         ];
-        while service.budget.available_permits() > 0 {
+        while service.around.budget.available_permits() > 0 {
             tokio::task::yield_now().await;
         }
         let refused = service

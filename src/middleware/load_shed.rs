@@ -8,91 +8,56 @@
 //! error that tonic turns into a status without ErrorInfo or RetryInfo; this one speaks the
 //! service's error model.)
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::reason::Reason;
+use http::Request;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tonic::Status;
-use tower::{Layer, Service};
 
 /// Retry delay of a shed call: overload passes quickly or the mesh routes elsewhere.
 pub const OVERLOAD_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Calls never shed (health checks).
 const NEVER_SHED_PREFIX: &str = "/grpc.health.v1.Health/";
 
+/// Sheds the calls beyond its permits.
 #[derive(Debug, Clone)]
-pub struct LoadShedLayer {
+pub struct LoadShed {
     in_flight: Arc<Semaphore>,
 }
+
+pub type LoadShedLayer = AroundLayer<LoadShed>;
 
 impl LoadShedLayer {
     pub fn new(limit: usize) -> LoadShedLayer {
-        LoadShedLayer {
+        AroundLayer(LoadShed {
             in_flight: Arc::new(Semaphore::new(limit)),
-        }
+        })
     }
 }
 
-impl<S> Layer<S> for LoadShedLayer {
-    type Service = LoadShed<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        LoadShed {
-            inner,
-            in_flight: self.in_flight.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct LoadShed<S> {
-    inner: S,
-    in_flight: Arc<Semaphore>,
-}
-
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for LoadShed<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        let permit = if request.uri().path().starts_with(NEVER_SHED_PREFIX) {
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for LoadShed {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let permit = if call.uri().path().starts_with(NEVER_SHED_PREFIX) {
             None
         } else {
             match self.in_flight.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
                 Err(_) => {
-                    let response = Status::from(ServiceError::transient(
+                    return super::refuse(Status::from(ServiceError::transient(
                         ServiceErrorCode::ResourceExhausted,
                         Reason::ServerOverloaded,
                         "too many calls in flight; retry after the delay",
                         OVERLOAD_RETRY_AFTER,
-                    ))
-                    .into_http();
-                    return Box::pin(async move { Ok(response) });
+                    )));
                 }
             }
         };
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let answer = next.call(call);
         Box::pin(async move {
-            let response = inner.call(request).await;
+            let response = answer.await;
             // Held until the answer's headers are ready (a stream's body is not counted).
             drop(permit);
             response
@@ -103,32 +68,19 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
     use tokio::sync::Notify;
-    use tower::ServiceExt;
+    use tower::{service_fn, Layer, ServiceExt};
 
     /// Answers once `release` is notified.
-    #[derive(Clone)]
-    struct Slow {
+    fn done_once_notified(
         release: Arc<Notify>,
-    }
-
-    impl Service<http::Request<()>> for Slow {
-        type Response = http::Response<String>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
-            let release = self.release.clone();
-            Box::pin(async move {
-                release.notified().await;
-                Ok(http::Response::new("done".to_owned()))
-            })
-        }
+    ) -> BoxFuture<Result<http::Response<String>, Infallible>> {
+        Box::pin(async move {
+            release.notified().await;
+            Ok(http::Response::new("done".to_owned()))
+        })
     }
 
     fn request(path: &str) -> http::Request<()> {
@@ -138,9 +90,10 @@ mod tests {
     #[tokio::test]
     async fn calls_beyond_the_limit_are_shed_with_a_retry_delay_but_health_never_is() {
         let release = Arc::new(Notify::new());
-        let service = LoadShedLayer::new(1).layer(Slow {
-            release: release.clone(),
-        });
+        let slow = release.clone();
+        let service = LoadShedLayer::new(1).layer(service_fn(move |_: http::Request<()>| {
+            done_once_notified(slow.clone())
+        }));
         let first = tokio::spawn(service.clone().oneshot(request("/a/B")));
         tokio::task::yield_now().await;
         let shed = service.clone().oneshot(request("/a/B")).await.unwrap();

@@ -23,20 +23,25 @@
 //! Reflection is a bidirectional stream: it is passed through as it comes (its messages
 //! are bounded by the reflection services' own decoding limit).
 
-use crate::config::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
 use bytes::{Bytes, BytesMut};
+use http::Request;
 use http_body_util::{BodyExt, Full};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
-use tower::{Layer, Service};
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 
+/// Largest request message accepted: a template (8 MiB) plus its fonts. Above it, the call
+/// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// Largest RenderService request: a RenderRequest with every map full (256 texts of 200
+/// characters, 256 colours) is under 400 KiB; anything larger is not a render request, and
+/// each call in flight may buffer this much.
+pub const MAX_RENDER_REQUEST_BYTES: usize = 1024 * 1024;
 /// Request bytes buffered at once, by every call together (health apart): four callers'
 /// shares. Past it, a call waits (briefly) for others to be decoded, so hundreds of callers
 /// announcing 64 MiB each cannot make the server hold their sum; one caller may hold a
@@ -117,40 +122,26 @@ pub fn method_body(path: &str) -> Option<MethodBody> {
     }
 }
 
+/// Receives each call's request message whole before passing the call on.
 #[derive(Debug, Clone)]
-pub struct RequestBodyLayer {
+pub struct RequestBody {
     deadline: Duration,
     shared: FairShare<CallerKey>,
     health: FairShare<CallerKey>,
 }
 
+pub type RequestBodyLayer = AroundLayer<RequestBody>;
+
 impl RequestBodyLayer {
     /// Bodies must arrive within `deadline`; at most `budget_bytes` are buffered at once
     /// (health's apart), a caller holding at most a quarter of them.
     pub fn new(deadline: Duration, budget_bytes: usize) -> RequestBodyLayer {
-        RequestBodyLayer {
+        AroundLayer(RequestBody {
             deadline,
             shared: FairShare::with_default_share(budget_bytes),
             health: FairShare::with_default_share(HEALTH_BUFFER_BUDGET_BYTES),
-        }
+        })
     }
-}
-
-impl<S> Layer<S> for RequestBodyLayer {
-    type Service = RequestBody<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestBody {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct RequestBody<S> {
-    inner: S,
-    layer: RequestBodyLayer,
 }
 
 /// The whole body, and its hold on the buffers.
@@ -274,49 +265,38 @@ async fn receive(
     Ok(Received(buffer.freeze(), held))
 }
 
-impl<S> Service<http::Request<Body>> for RequestBody<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let path = request.uri().path();
+/// The request body is read and replaced, so this middleware takes tonic's `Body` only.
+impl AroundCall<Body, Body> for RequestBody {
+    fn around<S: Next<Body, Body>>(
+        &self,
+        call: Request<Body>,
+        mut next: S,
+    ) -> Reply<Body, S::Error> {
+        let path = call.uri().path();
         if STREAMING_REQUEST_PREFIXES
             .iter()
             .any(|prefix| path.starts_with(prefix))
         {
-            return Box::pin(inner.call(request));
+            return Box::pin(next.call(call));
         }
         let Some(method) = method_body(path) else {
             // No method of ours: its body is never read (the router answers UNIMPLEMENTED).
-            let (parts, _) = request.into_parts();
-            let request = http::Request::from_parts(parts, Body::empty());
-            return Box::pin(inner.call(request));
+            let (parts, _) = call.into_parts();
+            return Box::pin(next.call(Request::from_parts(parts, Body::empty())));
         };
-        if let Some(declared) = content_length(request.headers()) {
+        if let Some(declared) = content_length(call.headers()) {
             if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
-                let answer = too_large(declared, method.limit).into_http();
-                return Box::pin(async move { Ok(answer) });
+                return super::refuse(too_large(declared, method.limit));
             }
         }
         let pool = match method.lane {
-            BodyLane::Health => self.layer.health.clone(),
-            BodyLane::Shared => self.layer.shared.clone(),
+            BodyLane::Health => self.health.clone(),
+            BodyLane::Shared => self.shared.clone(),
         };
-        let key = CallerKey::of(request.extensions());
-        let deadline = self.layer.deadline;
+        let key = CallerKey::of(call.extensions());
+        let deadline = self.deadline;
         Box::pin(async move {
-            let (parts, body) = request.into_parts();
+            let (parts, body) = call.into_parts();
             let received =
                 tokio::time::timeout(deadline, receive(body, method.limit, &pool, &key)).await;
             let (bytes, held) = match received {
@@ -330,8 +310,8 @@ where
                 Ok(Err(NotReceived::Failed(status))) => return Ok(status.into_http()),
                 Err(_) => return Ok(timed_out(deadline).into_http()),
             };
-            let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
-            let response = inner.call(request).await;
+            let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
+            let response = next.call(request).await;
             // The bytes are decoded by now (the handler answered): they leave the budget.
             drop(held);
             response
@@ -342,31 +322,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
     use tonic_types::StatusExt;
-    use tower::ServiceExt;
+    use tower::{service_fn, Layer, ServiceExt};
 
     /// Answers the number of body bytes it received.
-    #[derive(Clone)]
-    struct CountsBytes;
-
-    impl Service<http::Request<Body>> for CountsBytes {
-        type Response = http::Response<Body>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-            Box::pin(async move {
-                let bytes = request.into_body().collect().await.unwrap().to_bytes();
-                Ok(http::Response::new(Body::new(Full::new(Bytes::from(
-                    bytes.len().to_string(),
-                )))))
-            })
-        }
+    fn counts_bytes(
+        request: http::Request<Body>,
+    ) -> BoxFuture<Result<http::Response<Body>, Infallible>> {
+        Box::pin(async move {
+            let bytes = request.into_body().collect().await.unwrap().to_bytes();
+            Ok(http::Response::new(Body::new(Full::new(Bytes::from(
+                bytes.len().to_string(),
+            )))))
+        })
     }
 
     fn message(length: usize) -> Bytes {
@@ -407,7 +377,8 @@ mod tests {
     #[tokio::test]
     async fn a_whole_message_reaches_the_service_and_one_over_its_methods_limit_is_refused_unbuffered(
     ) {
-        let service = RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(CountsBytes);
+        let service =
+            RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(service_fn(counts_bytes));
         let whole = request(
             "/lottie.render.v1.TemplateService/GetTemplate",
             Body::new(Full::new(message(1000))),
@@ -482,7 +453,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_path_is_passed_on_without_its_body() {
-        let service = RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(CountsBytes);
+        let service =
+            RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(service_fn(counts_bytes));
         let (_sender, body) = streamed_body();
         let response = service
             .oneshot(request("/evil.Service/Hold", body))
@@ -495,7 +467,8 @@ mod tests {
     async fn a_caller_over_its_share_of_the_buffers_is_refused_while_health_has_its_own_lane() {
         // A budget of four 1 MiB requests: one caller holds at most one of them.
         let budget = 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
-        let service = RequestBodyLayer::new(Duration::from_secs(5), budget).layer(CountsBytes);
+        let service =
+            RequestBodyLayer::new(Duration::from_secs(5), budget).layer(service_fn(counts_bytes));
         let submit = "/lottie.render.v1.RenderService/SubmitRender";
         // A body declared at the method's limit, its first kilobyte sent, then silence.
         let (holder, body) = streamed_body();
@@ -547,7 +520,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_that_never_arrives_is_answered_unavailable_after_the_deadline() {
-        let service = RequestBodyLayer::new(Duration::from_millis(50), 1 << 20).layer(CountsBytes);
+        let service = RequestBodyLayer::new(Duration::from_millis(50), 1 << 20)
+            .layer(service_fn(counts_bytes));
         let (sender, body) = streamed_body();
         let request = http::Request::builder()
             .uri("/lottie.render.v1.RenderService/GetRenderJob")

@@ -6,13 +6,12 @@
 //! trailers-only answers (status in the headers); an answer without a status in its headers
 //! is a success whose status follows in the trailers.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::metrics::Metrics;
+use http::Request;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use tonic::Status;
 use tonic_types::StatusExt;
-use tower::{Layer, Service};
 
 /// Services whose methods are counted by name: the contract's, health and reflection.
 const KNOWN_SERVICES: [&str; 5] = [
@@ -52,60 +51,28 @@ fn method_label(path: &str) -> String {
         .to_owned()
 }
 
+/// Counts and times every call into `metrics`.
 #[derive(Debug, Clone)]
-pub struct RequestMetricsLayer {
+pub struct RequestMetrics {
     metrics: Arc<Metrics>,
 }
+
+pub type RequestMetricsLayer = AroundLayer<RequestMetrics>;
 
 impl RequestMetricsLayer {
     pub fn new(metrics: Arc<Metrics>) -> RequestMetricsLayer {
-        RequestMetricsLayer { metrics }
+        AroundLayer(RequestMetrics { metrics })
     }
 }
 
-impl<S> Layer<S> for RequestMetricsLayer {
-    type Service = RequestMetrics<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestMetrics {
-            inner,
-            metrics: self.metrics.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct RequestMetrics<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
-}
-
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for RequestMetrics<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        let method = method_label(request.uri().path());
+impl<B, R: Send + 'static> AroundCall<B, R> for RequestMetrics {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let method = method_label(call.uri().path());
         let metrics = self.metrics.clone();
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         let started = std::time::Instant::now();
+        let answer = next.call(call);
         Box::pin(async move {
-            let response = inner.call(request).await?;
+            let response = answer.await?;
             metrics.request_duration(&method, started.elapsed());
             match Status::from_header_map(response.headers()) {
                 Some(status) if status.code() != tonic::Code::Ok => {

@@ -10,12 +10,11 @@
 //! would invite a retry) and a body that is not valid gzip INTERNAL (which would look like a
 //! bug of ours). Both are the caller's mistake: REQUEST_TOO_LARGE and BODY_UNDECODABLE.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::{FieldViolation, ServiceError};
 use crate::reason::Reason;
-use std::task::{Context, Poll};
+use http::Request;
 use tonic::{Code, Status};
-use tower::{Layer, Service};
 
 /// How tonic's decoder words a message above `max_decoding_message_size`.
 const TONIC_TOO_LARGE_PREFIX: &str = "Error, decoded message length too large";
@@ -27,21 +26,11 @@ const TONIC_UNDECOMPRESSIBLE_PREFIX: &str = "Error decompressing:";
 const TONIC_COMPRESSED_WITHOUT_ENCODING_PREFIX: &str =
     "protocol error: received message with compressed-flag but no grpc-encoding";
 
+/// Rewrites tonic's refusals of a request message.
 #[derive(Debug, Clone, Default)]
-pub struct RequestSizeLayer;
+pub struct RequestSize;
 
-impl<S> Layer<S> for RequestSizeLayer {
-    type Service = RequestSize<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequestSize { inner }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct RequestSize<S> {
-    inner: S,
-}
+pub type RequestSizeLayer = AroundLayer<RequestSize>;
 
 /// The service's answer for an oversized or undecompressible request, when `response` is
 /// tonic's.
@@ -91,28 +80,10 @@ fn classify(status: &Status) -> Option<ServiceError> {
     ))
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for RequestSize<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(async move { inner.call(request).await.map(rewrite) })
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for RequestSize {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let answer = next.call(call);
+        Box::pin(async move { answer.await.map(rewrite) })
     }
 }
 

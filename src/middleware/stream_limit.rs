@@ -12,16 +12,16 @@
 //! cannot take every slot; one more is refused with the same reason, its message naming the
 //! caller's share.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
 use crate::reason::Reason;
+use http::Request;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
-use tower::{Layer, Service};
 
 /// The paths of the watch methods (ours and health's).
 pub const WATCH_PATHS: [&str; 2] = [RENDER_WATCH_PATHS[0], HEALTH_WATCH_PATHS[0]];
@@ -32,40 +32,26 @@ pub const HEALTH_WATCH_PATHS: [&str; 1] = ["/grpc.health.v1.Health/Watch"];
 /// Retry delay of a refused watcher: watches end as jobs end, within seconds to minutes.
 pub const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// Holds a slot per open stream of its paths.
 #[derive(Debug, Clone)]
-pub struct StreamLimitLayer {
+pub struct StreamLimit {
     paths: &'static [&'static str],
     open: FairShare<CallerKey>,
     reason: Reason,
 }
 
+pub type StreamLimitLayer = AroundLayer<StreamLimit>;
+
 impl StreamLimitLayer {
     /// At most `limit` streams of `paths` at once, a caller at most a quarter of them; one
     /// more is refused with `reason`.
     pub fn new(paths: &'static [&'static str], limit: usize, reason: Reason) -> StreamLimitLayer {
-        StreamLimitLayer {
+        AroundLayer(StreamLimit {
             paths,
             open: FairShare::with_default_share(limit),
             reason,
-        }
+        })
     }
-}
-
-impl<S> Layer<S> for StreamLimitLayer {
-    type Service = StreamLimit<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        StreamLimit {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct StreamLimit<S> {
-    inner: S,
-    layer: StreamLimitLayer,
 }
 
 /// A response body that holds its stream's slot until it is dropped.
@@ -94,57 +80,40 @@ impl http_body::Body for SlotBody {
     }
 }
 
-impl<S, RequestBody> Service<http::Request<RequestBody>> for StreamLimit<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<Body>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        if !self.layer.paths.contains(&request.uri().path()) {
-            return Box::pin(inner.call(request));
+/// The response body is wrapped (to hold the slot), so this middleware answers tonic's
+/// `Body` only.
+impl<B> AroundCall<B, Body> for StreamLimit {
+    fn around<S: Next<B, Body>>(&self, call: Request<B>, mut next: S) -> Reply<Body, S::Error> {
+        if !self.paths.contains(&call.uri().path()) {
+            return Box::pin(next.call(call));
         }
-        let key = CallerKey::of(request.extensions());
-        let slot = match self.layer.open.try_acquire(key.clone(), 1) {
+        let key = CallerKey::of(call.extensions());
+        let slot = match self.open.try_acquire(key.clone(), 1) {
             Ok(slot) => slot,
             Err(refusal) => {
                 let message = match refusal {
                     ShareRefusal::OverShare => format!(
                         "{key} already holds its share ({} of {}) of the streams of this kind \
                          open on this instance; close one, or retry after the delay",
-                        self.layer.open.per_key(),
-                        self.layer.open.capacity()
+                        self.open.per_key(),
+                        self.open.capacity()
                     ),
                     ShareRefusal::PoolFull => "too many streams of this kind are open on this \
                                                instance; retry after the delay or on another \
                                                instance"
                         .to_owned(),
                 };
-                let response = Status::from(ServiceError::transient(
+                return super::refuse(Status::from(ServiceError::transient(
                     ServiceErrorCode::ResourceExhausted,
-                    self.layer.reason,
+                    self.reason,
                     message,
                     TOO_MANY_STREAMS_RETRY_AFTER,
-                ))
-                .into_http();
-                return Box::pin(async move { Ok(response) });
+                )));
             }
         };
+        let answer = next.call(call);
         Box::pin(async move {
-            let response = inner.call(request).await?;
+            let response = answer.await?;
             Ok(response.map(|inner| Body::new(SlotBody { inner, _slot: slot })))
         })
     }
@@ -153,27 +122,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::middleware::BoxFuture;
     use http_body_util::BodyExt;
     use std::convert::Infallible;
-    use tower::ServiceExt;
+    use tower::{service_fn, Layer, ServiceExt};
 
-    /// Answers an empty stream body.
-    #[derive(Clone)]
-    struct Streams;
-
-    impl Service<http::Request<()>> for Streams {
-        type Response = http::Response<Body>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
-            let body = http_body_util::Full::new(bytes::Bytes::from_static(b"x"));
-            Box::pin(async move { Ok(http::Response::new(Body::new(body))) })
-        }
+    /// Answers a stream body of one byte.
+    fn streams(_: http::Request<()>) -> BoxFuture<Result<http::Response<Body>, Infallible>> {
+        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"x"));
+        Box::pin(async move { Ok(http::Response::new(Body::new(body))) })
     }
 
     fn request(path: &str) -> http::Request<()> {
@@ -182,8 +139,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_beyond_the_limit_is_refused_until_an_open_one_is_dropped() {
-        let service =
-            StreamLimitLayer::new(&WATCH_PATHS, 1, Reason::TooManyWatchers).layer(Streams);
+        let service = StreamLimitLayer::new(&WATCH_PATHS, 1, Reason::TooManyWatchers)
+            .layer(service_fn(streams));
         let open = service
             .clone()
             .oneshot(request(WATCH_PATHS[1]))
@@ -209,8 +166,8 @@ mod tests {
 
     #[tokio::test]
     async fn one_caller_holds_at_most_a_quarter_of_the_slots_and_another_is_served() {
-        let service =
-            StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers).layer(Streams);
+        let service = StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers)
+            .layer(service_fn(streams));
         let from = |address: &str| {
             let mut request = request(WATCH_PATHS[0]);
             request

@@ -15,7 +15,7 @@
 //! forgotten (`retain_recent`) and the map shrunk, so tenants removed from the configuration
 //! do not stay either.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::auth::identity::OPEN_PATH_PREFIXES;
 use crate::auth::Caller;
 use crate::error::{ServiceError, ServiceErrorCode};
@@ -23,12 +23,11 @@ use crate::metrics::Metrics;
 use crate::reason::Reason;
 use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota};
+use http::Request;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::Status;
-use tower::{Layer, Service};
 
 /// How often idle tenants are forgotten: a minute keeps the map at the tenants active lately
 /// at the cost of one short lock a minute.
@@ -37,26 +36,23 @@ pub const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
 /// pushback of 0 would mean "retry at once".
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
-/// The sustained rate and the burst of one tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TenantRate {
-    pub per_second: u32,
-    pub burst: u32,
-}
+pub use crate::config::TenantRate;
 
 type TenantLimiter = DefaultKeyedRateLimiter<crate::auth::TenantId>;
 
 /// Limits the request rate of each tenant; with no rate it lets every call through.
 #[derive(Clone)]
-pub struct TenantRateLimitLayer {
+pub struct TenantRateLimit {
     limiter: Option<Arc<TenantLimiter>>,
     metrics: Arc<Metrics>,
 }
 
-impl std::fmt::Debug for TenantRateLimitLayer {
+pub type TenantRateLimitLayer = AroundLayer<TenantRateLimit>;
+
+impl std::fmt::Debug for TenantRateLimit {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
-            .debug_struct("TenantRateLimitLayer")
+            .debug_struct("TenantRateLimit")
             .field("tenants", &self.tenants())
             .finish()
     }
@@ -78,17 +74,17 @@ impl TenantRateLimitLayer {
                 runtime.spawn(forget_idle_tenants(Arc::downgrade(limiter)));
             }
         }
-        TenantRateLimitLayer { limiter, metrics }
+        AroundLayer(TenantRateLimit { limiter, metrics })
     }
 
     /// Tenants the limiter remembers now.
     pub fn tenants(&self) -> usize {
-        self.limiter.as_ref().map_or(0, |limiter| limiter.len())
+        self.0.tenants()
     }
 
     /// Forgets the tenants whose allowance is full again (what the timer does).
     pub fn forget_idle(&self) {
-        if let Some(limiter) = &self.limiter {
+        if let Some(limiter) = &self.0.limiter {
             forget_idle(limiter);
         }
     }
@@ -113,35 +109,12 @@ async fn forget_idle_tenants(limiter: Weak<TenantLimiter>) {
     }
 }
 
-impl<S> Layer<S> for TenantRateLimitLayer {
-    type Service = TenantRateLimit<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        TenantRateLimit {
-            inner,
-            limiter: self.limiter.clone(),
-            metrics: self.metrics.clone(),
-        }
+impl TenantRateLimit {
+    /// Tenants the limiter remembers now.
+    fn tenants(&self) -> usize {
+        self.limiter.as_ref().map_or(0, |limiter| limiter.len())
     }
-}
 
-#[derive(Clone)]
-pub struct TenantRateLimit<S> {
-    inner: S,
-    limiter: Option<Arc<TenantLimiter>>,
-    metrics: Arc<Metrics>,
-}
-
-impl<S> std::fmt::Debug for TenantRateLimit<S> {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("TenantRateLimit")
-            .field("limited", &self.limiter.is_some())
-            .finish()
-    }
-}
-
-impl<S> TenantRateLimit<S> {
     /// The wait before the caller's tenant may call again, when it must wait.
     fn wait<B>(&self, request: &http::Request<B>) -> Option<(Duration, Caller)> {
         let limiter = self.limiter.as_ref()?;
@@ -159,26 +132,9 @@ impl<S> TenantRateLimit<S> {
     }
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for TenantRateLimit<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
-        if let Some((wait, caller)) = self.wait(&request) {
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for TenantRateLimit {
+    fn around<S: Next<B, R>>(&self, call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        if let Some((wait, caller)) = self.wait(&call) {
             self.metrics
                 .tenant_refusal(caller.tenant.as_str(), Reason::TenantRateLimited);
             tracing::debug!(tenant = %caller.tenant, caller = %caller.name, wait_ms = wait.as_millis() as u64, "call refused: the tenant is over its request rate");
@@ -193,8 +149,7 @@ where
             ));
             return super::refuse(response);
         }
-        let mut inner = super::take_ready(&mut self.inner);
-        Box::pin(inner.call(request))
+        Box::pin(next.call(call))
     }
 }
 
@@ -202,24 +157,12 @@ where
 mod tests {
     use super::*;
     use crate::auth::{IdentitySource, TenantId};
+    use crate::middleware::BoxFuture;
     use std::convert::Infallible;
-    use tower::ServiceExt;
+    use tower::{service_fn, Layer, Service, ServiceExt};
 
-    #[derive(Clone)]
-    struct Answers;
-
-    impl Service<http::Request<()>> for Answers {
-        type Response = http::Response<String>;
-        type Error = Infallible;
-        type Future = BoxFuture<Result<Self::Response, Infallible>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
-            Box::pin(async { Ok(http::Response::new("served".to_owned())) })
-        }
+    fn served(_: http::Request<()>) -> BoxFuture<Result<http::Response<String>, Infallible>> {
+        Box::pin(async { Ok(http::Response::new("served".to_owned())) })
     }
 
     fn request(path: &str, tenant: Option<&str>) -> http::Request<()> {
@@ -255,7 +198,8 @@ mod tests {
             per_second: 1,
             burst: 2,
         };
-        let service = TenantRateLimitLayer::new(Some(rate), metrics.clone()).layer(Answers);
+        let service =
+            TenantRateLimitLayer::new(Some(rate), metrics.clone()).layer(service_fn(served));
         for _ in 0..2 {
             assert!(call(&service, "/a/B", Some("acme")).await.is_none());
         }
@@ -295,7 +239,7 @@ mod tests {
             burst: 1,
         };
         let layer = TenantRateLimitLayer::new(Some(rate), Metrics::new());
-        let service = layer.layer(Answers);
+        let service = layer.layer(service_fn(served));
         for tenant in ["acme", "globex"] {
             assert!(call(&service, "/a/B", Some(tenant)).await.is_none());
         }
@@ -313,7 +257,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_rate_every_call_is_served() {
-        let service = TenantRateLimitLayer::new(None, Metrics::new()).layer(Answers);
+        let service = TenantRateLimitLayer::new(None, Metrics::new()).layer(service_fn(served));
         for _ in 0..100 {
             assert!(call(&service, "/a/B", Some("acme")).await.is_none());
         }

@@ -7,14 +7,13 @@
 //! ready (for a stream: when it starts). Its context goes into the request's extensions
 //! ([`CallSpan`]) so a job can keep it. With traces off, calls pass untouched.
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::telemetry::traces::{CallSpan, Tracing};
+use http::Request;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use std::task::{Context, Poll};
-use tower::{Layer, Service};
 
 /// Longest service or method name put on a span as it is; callers choose paths, and a
 /// span must not carry whatever they send.
@@ -22,34 +21,22 @@ const MAX_NAME_BYTES: usize = 128;
 /// What an unreadable path is called on its span.
 const UNKNOWN: &str = "unknown";
 
+/// Opens a server span per call, when traces are on.
 #[derive(Debug, Clone)]
-pub struct TraceContextLayer {
+pub struct TraceContext {
     tracing: Tracing,
+    propagator: TraceContextPropagator,
 }
+
+pub type TraceContextLayer = AroundLayer<TraceContext>;
 
 impl TraceContextLayer {
     pub fn new(tracing: Tracing) -> TraceContextLayer {
-        TraceContextLayer { tracing }
-    }
-}
-
-impl<S> Layer<S> for TraceContextLayer {
-    type Service = TraceContext<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        TraceContext {
-            inner,
-            tracing: self.tracing.clone(),
+        AroundLayer(TraceContext {
+            tracing,
             propagator: TraceContextPropagator::new(),
-        }
+        })
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct TraceContext<S> {
-    inner: S,
-    tracing: Tracing,
-    propagator: TraceContextPropagator,
 }
 
 /// "/package.Service/Method" → ("package.Service", "Method"), each a bounded dotted word;
@@ -107,31 +94,13 @@ fn is_server_error(code: i64) -> bool {
     .any(|error| *error as i64 == code)
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for TraceContext<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
-        let mut inner = super::take_ready(&mut self.inner);
+impl<B, R: Send + 'static> AroundCall<B, R> for TraceContext {
+    fn around<S: Next<B, R>>(&self, mut call: Request<B>, mut next: S) -> Reply<R, S::Error> {
         let Some(tracer) = self.tracing.tracer() else {
-            return Box::pin(inner.call(request));
+            return Box::pin(next.call(call));
         };
-        let parent = self.propagator.extract(&HeaderExtractor(request.headers()));
-        let (service, method) = rpc_names(request.uri().path());
+        let parent = self.propagator.extract(&HeaderExtractor(call.headers()));
+        let (service, method) = rpc_names(call.uri().path());
         let mut span = tracer
             .span_builder(format!("{service}/{method}"))
             .with_kind(SpanKind::Server)
@@ -141,11 +110,11 @@ where
                 KeyValue::new("rpc.method", method.to_owned()),
             ])
             .start_with_context(tracer, &parent);
-        request
-            .extensions_mut()
+        call.extensions_mut()
             .insert(CallSpan(span.span_context().clone()));
+        let answer = next.call(call);
         Box::pin(async move {
-            let answer = inner.call(request).await;
+            let answer = answer.await;
             match &answer {
                 Ok(response) => {
                     let code = status_code(response.headers());

@@ -97,12 +97,12 @@ impl Watcher {
         }
     }
 
-    /// Watches until the task is aborted; none when there is nothing to watch.
-    pub fn spawn(self, metrics: Arc<Metrics>) -> Option<tokio::task::JoinHandle<()>> {
-        if self.groups.is_empty() {
-            return None;
+    /// Watches in a task of `tasks` until it is aborted; no task when there is nothing to
+    /// watch.
+    pub fn spawn_in(self, metrics: Arc<Metrics>, tasks: &mut tokio::task::JoinSet<()>) {
+        if !self.groups.is_empty() {
+            tasks.spawn(self.run(metrics, RELOAD_POLL_INTERVAL));
         }
-        Some(tokio::spawn(self.run(metrics, RELOAD_POLL_INTERVAL)))
     }
 
     async fn run(mut self, metrics: Arc<Metrics>, every: Duration) {

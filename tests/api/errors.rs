@@ -371,7 +371,7 @@ async fn undecodable_bodies_unknown_fields_and_oversized_requests_are_invalid_ar
     // One byte above the 64 MiB limit, refused before it is buffered.
     let oversized = proto::CreateTemplateRequest {
         name: "huge".into(),
-        lottie_json: vec![b' '; lottie_render::config::MAX_REQUEST_BYTES],
+        lottie_json: vec![b' '; lottie_render::middleware::request_body::MAX_REQUEST_BYTES],
         fonts: Default::default(),
     }
     .encode_to_vec();

@@ -1,12 +1,12 @@
-//! `spawn_app()`: the real server (`lottie_render::server::run`, as `serve` runs it) on
+//! `spawn_app()`: the real server (`lottie_render::app::run`, as `serve` runs it) on
 //! 127.0.0.1:0 with its own data directory, real worker processes (this crate's binary) and a
 //! metrics endpoint, and clients connected to it.
 
+use lottie_render::app::Listeners;
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
-use lottie_render::server::Listeners;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,7 +62,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
         metrics: Some(metrics),
     };
     let server = tokio::spawn(async move {
-        lottie_render::server::run(listeners, settings, async {
+        lottie_render::app::run(listeners, settings, async {
             let _ = stop.await;
         })
         .await

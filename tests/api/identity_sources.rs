@@ -10,12 +10,12 @@
 
 use crate::helpers::{api_keys_file, spawn_app_with};
 use crate::pki::{server_tls, tls_channel, TestCa};
+use lottie_render::app::{middleware_with, StackLimits};
 use lottie_render::auth::{
     api_keys::sha256_hex, ApiKeys, AuthMode, Caller, Identities, KnownIdentities, TrustedSidecar,
 };
 use lottie_render::grpc::proto;
 use lottie_render::metrics::Metrics;
-use lottie_render::server::{middleware_with, StackLimits};
 use lottie_render::tls::{ReloadableTls, TlsIncoming};
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -52,7 +52,7 @@ async fn a_panicking_handler_answers_internal_and_the_server_keeps_serving() {
     let metrics = lottie_render::metrics::Metrics::new();
     let server = tokio::spawn(
         tonic::transport::Server::builder()
-            .layer(lottie_render::server::middleware(metrics.clone(), 16))
+            .layer(lottie_render::app::middleware(metrics.clone(), 16))
             .add_service(TemplateServiceServer::new(PanicsOnGet))
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );

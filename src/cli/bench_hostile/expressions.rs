@@ -6,6 +6,7 @@
 //! template's colours, so it never runs).
 
 use super::{outcome, Case, Target, ATTACKER_KEY};
+use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
@@ -146,13 +147,7 @@ async fn submit(
                 colors: [("paint".to_owned(), colour)].into(),
                 ..Default::default()
             }),
-            output: Some(proto::OutputSpec {
-                format: proto::Format::Gif as i32,
-                fps: 30,
-                width: 100,
-                height: 100,
-                background: None,
-            }),
+            output: square_output(proto::Format::Gif, 30, 100),
         },
         ATTACKER_KEY,
     )?;

@@ -9,6 +9,7 @@
 use super::{
     animation, fonts, outcome, text_layer, Case, Target, ATTACKER_KEY, STOCK_CLIENT_MESSAGE_LIMIT,
 };
+use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
@@ -192,13 +193,7 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
                             texts: [("no-such-slot".to_owned(), "x".to_owned())].into(),
                             colors: Default::default(),
                         }),
-                        output: Some(proto::OutputSpec {
-                            format: proto::Format::Gif as i32,
-                            fps: 30,
-                            width: 100,
-                            height: 100,
-                            background: None,
-                        }),
+                        output: square_output(proto::Format::Gif, 30, 100),
                     },
                     ATTACKER_KEY,
                 )?;

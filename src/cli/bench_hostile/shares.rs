@@ -2,10 +2,11 @@
 
 use super::{outcome, parent_chain, raw_connection, start_server, Case, Target};
 use super::{ATTACKER_KEY, BYSTANDER_KEY, BYSTANDER_LIMIT};
-use crate::config::MAX_REQUEST_BYTES;
+use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
+use crate::middleware::request_body::MAX_REQUEST_BYTES;
 use bytes::Bytes;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -153,13 +154,7 @@ async fn long_job(channel: &Channel, target: &Target, key: &str) -> anyhow::Resu
         proto::RenderRequest {
             template_id: template.template_id,
             modifications: None,
-            output: Some(proto::OutputSpec {
-                format: proto::Format::Mp4 as i32,
-                fps: 60,
-                width: 1920,
-                height: 1920,
-                background: None,
-            }),
+            output: square_output(proto::Format::Mp4, 60, 1920),
         },
         key,
     )?;

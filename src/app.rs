@@ -1,0 +1,64 @@
+//! The application: built from its settings ([`startup`]: every part, each by a named
+//! function), then run until stopped ([`serve`]: the background tasks, the drain on shutdown,
+//! the listener closed last). The tower stack in front of every service is in [`stack`], the
+//! connection-level limits in [`transport`], the HTTP endpoint of metrics and probes in
+//! [`http_endpoint`]. `main` and the tests run the very same entry point, [`run`], on
+//! listeners they bound (port 0 in tests).
+
+pub mod http_endpoint;
+pub mod serve;
+pub mod stack;
+pub mod startup;
+pub mod transport;
+
+pub use serve::{shutdown_signal, OPEN_CALLS_AFTER_DRAIN};
+pub use stack::{middleware, middleware_with, Middleware, StackLimits};
+pub use startup::{App, Listeners};
+
+use crate::config::ServerSettings;
+use crate::telemetry::traces::TracingError;
+use std::future::Future;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot open the object store or the data directory: {0}")]
+    Storage(#[from] crate::storage::StorageError),
+    #[error("cannot find this executable to run workers: {0}")]
+    Executable(std::io::Error),
+    #[error("cannot set up Redis: {0}")]
+    Redis(crate::redis_client::RedisError),
+    #[error("cannot build server reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("cannot read the API keys file {path}: {reason}")]
+    ApiKeys {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("cannot read the identities file {path}: {reason}")]
+    KnownIdentities {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+    #[error(transparent)]
+    UnauthenticatedNetwork(#[from] crate::config::UnauthenticatedNetworkListen),
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] crate::tls::TlsFilesError),
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Tracing(#[from] TracingError),
+}
+
+/// Builds the application and serves until `shutdown` resolves, then drains: health
+/// NOT_SERVING, new submissions UNAVAILABLE, running renders get the grace period, and the
+/// listener closes last.
+pub async fn run(
+    listeners: Listeners,
+    settings: ServerSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    App::build(listeners, settings)
+        .await?
+        .run_until_stopped(shutdown)
+        .await
+}

@@ -1,0 +1,136 @@
+//! The tower stack in front of every service, built in one function with a why-comment on
+//! each layer (outermost first; each layer sees what the ones inside it answer).
+
+use crate::auth::{ApiKeys, Identities};
+use crate::idempotency::IdempotencyKeyLayer;
+use crate::metrics::Metrics;
+use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
+use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
+use crate::middleware::tenant_rate_limit::TenantRate;
+use crate::middleware::{CatchPanicLayer, IdentityLayer, LoadShedLayer};
+use crate::middleware::{
+    RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer, TraceContextLayer,
+};
+use crate::middleware::{RequestMetricsLayer, RequestSizeLayer};
+use crate::reason::Reason;
+use crate::telemetry::traces::Tracing;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::layer::util::{Identity, Stack};
+
+/// The tower stack in front of every service, outermost first.
+pub type Middleware = Stack<
+    StreamLimitLayer,
+    Stack<
+        StreamLimitLayer,
+        Stack<
+            RequestSizeLayer,
+            Stack<
+                LoadShedLayer,
+                Stack<
+                    RequestBodyLayer,
+                    Stack<
+                        IdempotencyKeyLayer,
+                        Stack<
+                            TenantRateLimitLayer,
+                            Stack<
+                                IdentityLayer,
+                                Stack<
+                                    CatchPanicLayer,
+                                    Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                                >,
+                            >,
+                        >,
+                    >,
+                >,
+            >,
+        >,
+    >,
+>;
+
+/// What the tower stack bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct StackLimits {
+    /// Calls in flight (bodies received) before shedding.
+    pub max_concurrent_requests: usize,
+    /// Time a caller has to send its request message once its headers arrived.
+    pub request_body_timeout: Duration,
+    /// Watch streams (ours and health's) open at once.
+    pub max_watchers: usize,
+    /// Calls per second of one tenant (none: not limited).
+    pub tenant_rate: Option<TenantRate>,
+}
+
+/// Builds the tower stack with the default body deadline and watcher cap (public so tests
+/// can put it in front of services of their own).
+pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
+    middleware_with(
+        Tracing::off(),
+        metrics,
+        Arc::new(Identities::new(
+            crate::auth::AuthMode::Off,
+            ApiKeys::default(),
+        )),
+        StackLimits {
+            max_concurrent_requests,
+            request_body_timeout: Duration::from_millis(
+                crate::config::DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+            ),
+            max_watchers: crate::config::DEFAULT_MAX_WATCHERS as usize,
+            tenant_rate: None,
+        },
+    )
+}
+
+/// Builds the tower stack. Each layer sees what the ones inside it answer.
+pub fn middleware_with(
+    tracing: Tracing,
+    metrics: Arc<Metrics>,
+    identities: Arc<Identities>,
+    limits: StackLimits,
+) -> Middleware {
+    tower::ServiceBuilder::new()
+        // A server span per call, child of the caller's `traceparent`: outermost, so that
+        // every refusal below is traced with its status.
+        .layer(TraceContextLayer::new(tracing))
+        // Counts every answer as the caller sees it, refusals of the layers below included.
+        .layer(RequestMetricsLayer::new(metrics.clone()))
+        // A bug of ours answers INTERNAL and never takes the connection (or server) down.
+        .layer(CatchPanicLayer::default())
+        // Says who is calling (its tenant scopes everything below) from the headers and the
+        // connection; a call that must and cannot is refused before its body is received.
+        .layer(IdentityLayer::new(identities))
+        // A tenant over its request rate is told how long to wait, from the headers: its
+        // calls cost no body, no permit and no handler while others' are served.
+        .layer(TenantRateLimitLayer::new(limits.tenant_rate, metrics))
+        // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
+        // before its body is even received; the handlers claim it once the request is valid.
+        .layer(IdempotencyKeyLayer)
+        // Receives the request message whole (deadline, per-method limit, a byte budget
+        // shared fairly per caller, health's apart) before anything below counts the call: a
+        // caller that sends headers and no body holds no permit. Inside the identity layer,
+        // so an identified caller's share is its tenant's.
+        .layer(RequestBodyLayer::new(
+            limits.request_body_timeout,
+            REQUEST_BUFFER_BUDGET_BYTES,
+        ))
+        // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
+        .layer(LoadShedLayer::new(limits.max_concurrent_requests))
+        // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.
+        .layer(RequestSizeLayer::default())
+        // Watch streams live long and load shedding forgets them once their headers are
+        // answered: they have a cap of their own, a slot held for the stream's life. Health
+        // watchers (who need no identity) have theirs apart from WatchRenderJob's, so peers
+        // that are no tenant's cannot take the slots the tenants need.
+        .layer(StreamLimitLayer::new(
+            &RENDER_WATCH_PATHS,
+            limits.max_watchers,
+            Reason::TooManyWatchers,
+        ))
+        .layer(StreamLimitLayer::new(
+            &HEALTH_WATCH_PATHS,
+            limits.max_watchers,
+            Reason::TooManyWatchers,
+        ))
+        .into_inner()
+}

@@ -1,0 +1,467 @@
+//! Builds the whole application from its settings, each part by a named function in the
+//! order they depend on each other; nothing is served until [`App::run_until_stopped`].
+
+use super::stack::{middleware_with, StackLimits};
+use super::transport::{grpc_router, GrpcRouter};
+use super::ServerError;
+use crate::analysis::{AnalysisBudget, AnalysisPool};
+use crate::auth::{ApiKeys, Identities, KnownIdentities};
+use crate::config::ServerSettings;
+use crate::grpc::proto::render_service_server::RenderServiceServer;
+use crate::grpc::proto::template_service_server::TemplateServiceServer;
+use crate::grpc::proto::FILE_DESCRIPTOR_SET;
+use crate::grpc::renders::{DownloadLimits, RenderApi};
+use crate::grpc::templates::TemplateApi;
+use crate::idempotency::claim::KeyPolicy;
+use crate::idempotency::redis_store::RedisStore;
+use crate::idempotency::store::{IdempotencyStore, MemoryStore};
+use crate::jobs::admission::JobLimits;
+use crate::jobs::scheduler::SchedulerSettings;
+use crate::jobs::shared::SharedJobs;
+use crate::jobs::Scheduler;
+use crate::mesh::probes::{Probes, ReadinessSources};
+use crate::metrics::Metrics;
+use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
+use crate::middleware::request_body::{MAX_HEALTH_REQUEST_BYTES, MAX_REFLECTION_REQUEST_BYTES};
+use crate::middleware::request_body::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
+use crate::middleware::InflationBudgetLayer;
+use crate::redis_client::RedisClient;
+use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
+use crate::telemetry::traces::Tracing;
+use crate::tls::watch::{WatchedFiles, Watcher};
+use crate::tls::ReloadableTls;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tonic::codec::CompressionEncoding;
+use tonic::service::Routes;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::{HealthReporter, HealthService};
+use tower::Layer;
+
+/// Sockets the server answers on, bound by the caller (port 0 in tests).
+#[derive(Debug)]
+pub struct Listeners {
+    pub grpc: TcpListener,
+    /// Prometheus metrics over HTTP; none when metrics are off.
+    pub metrics: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds the addresses of `settings`.
+    pub async fn bind(settings: &ServerSettings) -> std::io::Result<Listeners> {
+        let grpc = TcpListener::bind(settings.listen).await?;
+        let metrics = match settings.metrics_listen {
+            Some(address) => Some(TcpListener::bind(address).await?),
+            None => None,
+        };
+        Ok(Listeners { grpc, metrics })
+    }
+}
+
+/// The application, built and not yet serving.
+pub struct App {
+    pub(super) listeners: Listeners,
+    pub(super) settings: ServerSettings,
+    pub(super) tracing: Tracing,
+    /// Whether the application built its tracing (and so shuts it down).
+    pub(super) own_tracing: bool,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) tls: Option<Arc<ReloadableTls>>,
+    pub(super) configuration_watcher: Watcher,
+    pub(super) scheduler: Arc<Scheduler>,
+    pub(super) shared_jobs: Option<Arc<SharedJobs>>,
+    pub(super) templates: TemplateStore,
+    pub(super) health: HealthReporter,
+    pub(super) probes: Arc<Probes>,
+    /// Set on shutdown: new submissions are answered UNAVAILABLE.
+    pub(super) draining: Arc<AtomicBool>,
+    pub(super) router: GrpcRouter,
+}
+
+impl App {
+    /// Every part of the application from `settings`; a part that cannot be built stops the
+    /// start-up with its reason.
+    pub async fn build(listeners: Listeners, settings: ServerSettings) -> Result<App, ServerError> {
+        // Before anything starts: a deployment that would answer anyone is not served at all.
+        settings.check_exposure(listeners.grpc.local_addr().unwrap_or(settings.listen))?;
+        let metrics = Metrics::new();
+        let (tracing, own_tracing) = tracing_of(&settings)?;
+        let identities = identities(&settings)?;
+        let tls = match settings.tls.files() {
+            Some(files) => Some(Arc::new(ReloadableTls::load(files)?)),
+            None => None,
+        };
+        let configuration_watcher = configuration_watcher(&settings, &identities, tls.as_ref());
+        let (templates, outputs) = stores(&settings)?;
+        let executable = executable(settings.worker_executable.clone())?;
+        sandbox_self_test(&executable, &metrics).await;
+        let redis = redis(&settings)?;
+        let shared_jobs = redis
+            .as_ref()
+            .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
+        let analysis = analysis_pool(&settings)?;
+        let scheduler = scheduler(
+            &settings,
+            executable,
+            outputs,
+            &metrics,
+            &tracing,
+            &shared_jobs,
+        );
+        let keys = key_policy(&settings, redis.as_ref());
+        let draining = Arc::new(AtomicBool::new(false));
+        let health = HealthReporter::new();
+        let services = Services {
+            templates: templates.clone(),
+            scheduler: scheduler.clone(),
+            analysis,
+            keys,
+            draining: draining.clone(),
+            health: health.clone(),
+        };
+        let routes = with_reflection(services.routes(&settings))?;
+        health
+            .set_serving::<TemplateServiceServer<TemplateApi>>()
+            .await;
+        health.set_serving::<RenderServiceServer<RenderApi>>().await;
+        // The `liveness` and `readiness` services of Kubernetes' probes (crate::mesh::probes).
+        let readiness = ReadinessSources {
+            queue: scheduler.queue().clone(),
+            redis,
+            draining: draining.clone(),
+        };
+        let probes = Arc::new(Probes::start(health.clone(), readiness).await);
+        let stack = middleware_with(
+            tracing.clone(),
+            metrics.clone(),
+            identities,
+            StackLimits {
+                max_concurrent_requests: settings.max_concurrent_requests as usize,
+                request_body_timeout: settings.request_body_timeout(),
+                max_watchers: settings.max_watchers as usize,
+                tenant_rate: settings.tenant_rate(),
+            },
+        );
+        let router = grpc_router(&settings, stack, routes);
+        Ok(App {
+            listeners,
+            settings,
+            tracing,
+            own_tracing,
+            metrics,
+            tls,
+            configuration_watcher,
+            scheduler,
+            shared_jobs,
+            templates,
+            health,
+            probes,
+            draining,
+            router,
+        })
+    }
+}
+
+/// The server's traces: the settings' own handle (tests), or OTLP export to
+/// `--otlp-endpoint`, or off. Also answers whether the server built it (and so shuts it down).
+fn tracing_of(settings: &ServerSettings) -> Result<(Tracing, bool), ServerError> {
+    if let Some(tracing) = &settings.tracing {
+        return Ok((tracing.clone(), false));
+    }
+    match &settings.otlp_endpoint {
+        Some(endpoint) => {
+            let tracing = Tracing::otlp(endpoint)?;
+            tracing::info!(%endpoint, "exporting traces over OTLP");
+            Ok((tracing, true))
+        }
+        None => Ok((Tracing::off(), false)),
+    }
+}
+
+/// Who may call: the auth mode, the API keys and the known identities of the settings.
+fn identities(settings: &ServerSettings) -> Result<Arc<Identities>, ServerError> {
+    let mut identities = Identities::new(settings.auth, load_api_keys(settings)?)
+        .trusting_sidecar_identity(settings.trust_sidecar_identity);
+    if let Some(known) = load_known_identities(settings)? {
+        identities = identities.with_known_identities(known);
+    }
+    Ok(Arc::new(identities))
+}
+
+/// The API keys of `--api-keys`, none when unset.
+fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
+    let Some(path) = &settings.api_keys else {
+        return Ok(ApiKeys::default());
+    };
+    let keys = crate::auth::files::read_api_keys(path).map_err(|error| ServerError::ApiKeys {
+        path: path.clone(),
+        reason: error.reason,
+    })?;
+    tracing::info!(path = %path.display(), keys = keys.len(), mode = ?settings.auth, "api keys loaded");
+    Ok(keys)
+}
+
+/// The certificate and sidecar identities of `--identities`, none when unset.
+fn load_known_identities(
+    settings: &ServerSettings,
+) -> Result<Option<KnownIdentities>, ServerError> {
+    let Some(path) = &settings.identities else {
+        return Ok(None);
+    };
+    let known = crate::auth::files::read_known_identities(path).map_err(|error| {
+        ServerError::KnownIdentities {
+            path: path.clone(),
+            reason: error.reason,
+        }
+    })?;
+    tracing::info!(path = %path.display(), identities = known.len(), "identities loaded");
+    Ok(Some(known))
+}
+
+/// Changed certificates, keys and identity files are put in force without a restart. Their
+/// state now is the baseline; the watcher starts once nothing else can fail.
+fn configuration_watcher(
+    settings: &ServerSettings,
+    identities: &Arc<Identities>,
+    tls: Option<&Arc<ReloadableTls>>,
+) -> Watcher {
+    let mut watched = identity_file_watches(
+        settings.api_keys.as_deref(),
+        settings.identities.as_deref(),
+        identities,
+    );
+    watched.extend(tls.map(crate::tls::watch));
+    Watcher::new(watched)
+}
+
+/// The watches that put changed files in force in `identities`.
+fn identity_file_watches(
+    api_keys: Option<&Path>,
+    known_identities: Option<&Path>,
+    identities: &Arc<Identities>,
+) -> Vec<WatchedFiles> {
+    let mut watches = Vec::new();
+    if let Some(path) = api_keys {
+        let (path, identities) = (path.to_path_buf(), identities.clone());
+        watches.push(WatchedFiles {
+            name: "api_keys",
+            paths: vec![path.clone()],
+            reload: Box::new(move || {
+                let keys =
+                    crate::auth::files::read_api_keys(&path).map_err(|error| error.to_string())?;
+                let summary = format!("{} keys", keys.len());
+                identities.replace_api_keys(keys);
+                Ok(summary)
+            }),
+        });
+    }
+    if let Some(path) = known_identities {
+        let (path, identities) = (path.to_path_buf(), identities.clone());
+        watches.push(WatchedFiles {
+            name: "identities",
+            paths: vec![path.clone()],
+            reload: Box::new(move || {
+                let known = crate::auth::files::read_known_identities(&path)
+                    .map_err(|error| error.to_string())?;
+                let summary = format!("{} identities", known.len());
+                identities.replace_known_identities(known);
+                Ok(summary)
+            }),
+        });
+    }
+    watches
+}
+
+/// Templates and outputs in the object store of the settings.
+fn stores(settings: &ServerSettings) -> Result<(TemplateStore, OutputStore), ServerError> {
+    let objects = ObjectStorage::open(
+        &settings.storage,
+        &settings.data_dir,
+        tokio::runtime::Handle::current(),
+    )?;
+    tracing::info!(
+        store = objects.describe(),
+        "templates and outputs in object storage"
+    );
+    let templates = TemplateStore::new(objects.clone())?.with_limits(settings.storage_limits());
+    let outputs = OutputStore::open(objects, settings.storage.download_url_expiry())?;
+    // The index's repair lists the templates: off the runtime and not waited for, so a
+    // store that is slow or down at start-up delays nothing (calls meanwhile are answered
+    // as the store allows: UNAVAILABLE while it is down).
+    let store = templates.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = store.complete_index() {
+            tracing::warn!(%error, "cannot repair the template index; the next start tries again");
+        }
+    });
+    Ok((templates, outputs))
+}
+
+/// The executable that runs as a worker: the one given, or this one.
+fn executable(given: Option<PathBuf>) -> Result<PathBuf, ServerError> {
+    match given {
+        Some(executable) => Ok(executable),
+        None => std::env::current_exe().map_err(ServerError::Executable),
+    }
+}
+
+/// The sandbox self-test runs once before serving (a fraction of a second, off the async
+/// runtime, its worker gone before the first request); what it finds is logged and
+/// exported as lottie_render_sandbox_protection.
+async fn sandbox_self_test(executable: &std::path::Path, metrics: &Arc<Metrics>) {
+    let (executable, metrics) = (executable.to_path_buf(), metrics.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        for (mechanism, in_force) in crate::sandbox::self_test::check_at_start_up(&executable) {
+            metrics.record_sandbox_protection(mechanism, in_force);
+        }
+    })
+    .await;
+}
+
+/// The Redis client of `--redis-url`, none when unset.
+fn redis(settings: &ServerSettings) -> Result<Option<Arc<RedisClient>>, ServerError> {
+    let Some(redis) = settings.redis() else {
+        return Ok(None);
+    };
+    tracing::info!(prefix = %redis.key_prefix, "keys and job records in Redis");
+    Ok(Some(Arc::new(
+        RedisClient::open(&redis).map_err(ServerError::Redis)?,
+    )))
+}
+
+/// The pool of `analyze` processes that build new templates' reports.
+fn analysis_pool(settings: &ServerSettings) -> Result<AnalysisPool, ServerError> {
+    Ok(AnalysisPool::new(
+        executable(settings.analysis_executable.clone())?,
+        usize::from(settings.analysis_workers),
+        AnalysisBudget {
+            memory_bytes: settings.analysis_memory_mb.saturating_mul(1024 * 1024),
+            cpu_seconds: settings.analysis_cpu_seconds,
+        },
+    ))
+}
+
+/// The scheduler with its worker loops started.
+fn scheduler(
+    settings: &ServerSettings,
+    executable: PathBuf,
+    outputs: OutputStore,
+    metrics: &Arc<Metrics>,
+    tracing: &Tracing,
+    shared_jobs: &Option<Arc<SharedJobs>>,
+) -> Arc<Scheduler> {
+    Scheduler::start(
+        SchedulerSettings {
+            workers: settings.worker_count(),
+            executable,
+            worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
+            tenant_max_jobs: settings.tenant_job_limit(),
+            tracing: tracing.clone(),
+            spare_workers: usize::from(settings.spare_workers),
+            job_lease: settings.job_lease(),
+            retained: settings.retained_jobs.limits(),
+        },
+        settings.queue_capacity as usize,
+        outputs,
+        metrics.clone(),
+        shared_jobs.clone(),
+    )
+}
+
+/// Idempotency keys in Redis when there is one, else in memory.
+fn key_policy(settings: &ServerSettings, redis: Option<&Arc<RedisClient>>) -> KeyPolicy {
+    let store: Arc<dyn IdempotencyStore> = match redis {
+        Some(redis) => Arc::new(RedisStore::new(redis.clone())),
+        None => Arc::new(MemoryStore::default()),
+    };
+    KeyPolicy {
+        store,
+        lease: settings.idempotency_lease(),
+        retention: settings.retention(),
+    }
+}
+
+/// What the gRPC services are built from.
+struct Services {
+    templates: TemplateStore,
+    scheduler: Arc<Scheduler>,
+    analysis: AnalysisPool,
+    keys: KeyPolicy,
+    draining: Arc<AtomicBool>,
+    health: HealthReporter,
+}
+
+impl Services {
+    /// The template, render and health services, each with its message limit, gzip both
+    /// ways, and its service's limit held from one shared inflation budget.
+    fn routes(self, settings: &ServerSettings) -> Routes {
+        // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
+        let inflation = shared_budget(INFLATION_BUDGET_BYTES);
+        let templates = TemplateServiceServer::new(TemplateApi::new(
+            self.templates.clone(),
+            self.keys.clone(),
+            self.analysis,
+        ))
+        .max_decoding_message_size(MAX_REQUEST_BYTES)
+        // gzip both ways (responses only to clients that accept it); tonic bounds the inflated
+        // size by max_decoding_message_size.
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
+        let templates =
+            InflationBudgetLayer::new(inflation.clone(), MAX_REQUEST_BYTES).layer(templates);
+        let renders = RenderServiceServer::new(
+            RenderApi::new(
+                self.templates,
+                self.scheduler,
+                JobLimits {
+                    max_megapixels: settings.max_job_megapixels,
+                    max_duration: settings.max_job_duration(),
+                },
+                self.keys,
+                self.draining,
+            )
+            .with_download_limits(DownloadLimits::new(
+                settings.max_downloads as usize,
+                settings.download_idle_timeout(),
+            )),
+        )
+        .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip);
+        let renders =
+            InflationBudgetLayer::new(inflation.clone(), MAX_RENDER_REQUEST_BYTES).layer(renders);
+        let health = HealthServer::new(HealthService::from_health_reporter(self.health))
+            .max_decoding_message_size(MAX_HEALTH_REQUEST_BYTES)
+            .accept_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Gzip);
+        let health = InflationBudgetLayer::new(inflation, MAX_HEALTH_REQUEST_BYTES).layer(health);
+        Routes::new(health)
+            .add_service(templates)
+            .add_service(renders)
+    }
+}
+
+/// Server reflection, both versions grpcurl may ask for.
+fn with_reflection(routes: Routes) -> Result<Routes, ServerError> {
+    // Requests name a file or a symbol; tonic's default would let each message be 4 MiB.
+    let reflection_v1 = reflection()
+        .build_v1()?
+        .max_decoding_message_size(MAX_REFLECTION_REQUEST_BYTES);
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()?
+        .max_decoding_message_size(MAX_REFLECTION_REQUEST_BYTES);
+    Ok(routes
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha))
+}
+
+/// What reflection describes: our contract, health's, and the error details.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        // google.rpc.ErrorInfo, BadRequest, RetryInfo: lets grpcurl show error details.
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+}
