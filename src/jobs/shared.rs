@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
+mod render_index;
+
 /// The key of job `id`'s record.
 pub(super) fn job_key(redis: &RedisClient, id: Uuid) -> String {
     redis.key(&format!("job:{id}"))
@@ -552,90 +554,6 @@ impl SharedJobs {
             }
         });
         receiver
-    }
-
-    /// The job the render index names for `fingerprint`, if any (reads only).
-    pub async fn render_of(&self, fingerprint: &Fingerprint) -> Result<Option<Uuid>, SharedError> {
-        let key = self.render_key(fingerprint);
-        let current: Option<String> = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection.get(&key).await.map_err(unavailable)
-            })
-            .await?;
-        current
-            .map(|current| {
-                Uuid::try_parse(&current).map_err(|error| SharedError::Damaged(error.to_string()))
-            })
-            .transpose()
-    }
-
-    /// Claims `fingerprint` for `job`, or names the job that renders it.
-    pub async fn claim_render(
-        &self,
-        fingerprint: &Fingerprint,
-        job: Uuid,
-    ) -> Result<RenderClaim, SharedError> {
-        let key = self.render_key(fingerprint);
-        let ttl = millis(self.retention);
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                for _ in 0..2 {
-                    let set: Option<String> = redis::cmd("SET")
-                        .arg(&key)
-                        .arg(job.to_string())
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(ttl)
-                        .query_async(&mut connection)
-                        .await
-                        .map_err(unavailable)?;
-                    if set.is_some() {
-                        return Ok(RenderClaim::Leads);
-                    }
-                    let current: Option<String> =
-                        connection.get(&key).await.map_err(unavailable)?;
-                    if let Some(current) = current {
-                        let leader = Uuid::try_parse(&current)
-                            .map_err(|error| SharedError::Damaged(error.to_string()))?;
-                        return Ok(RenderClaim::Existing(leader));
-                    }
-                }
-                Err(unavailable("the render index changed under every attempt"))
-            })
-            .await
-    }
-
-    /// Takes `fingerprint` over from `previous` (which failed, was cancelled or is gone).
-    pub async fn replace_render(
-        &self,
-        fingerprint: &Fingerprint,
-        previous: Uuid,
-        job: Uuid,
-    ) -> Result<bool, SharedError> {
-        Ok(self
-            .redis
-            .compare_and_set(
-                &self.render_key(fingerprint),
-                &previous.to_string(),
-                &job.to_string(),
-                self.retention,
-            )
-            .await?)
-    }
-
-    /// Frees `fingerprint` if `job` holds it (its render failed or was cancelled).
-    pub async fn clear_render(
-        &self,
-        fingerprint: &Fingerprint,
-        job: Uuid,
-    ) -> Result<(), SharedError> {
-        self.redis
-            .compare_and_delete(&self.render_key(fingerprint), &job.to_string())
-            .await?;
-        Ok(())
     }
 }
 

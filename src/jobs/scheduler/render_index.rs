@@ -11,6 +11,17 @@ use crate::jobs::queue::{PushRefused, QueuedJob};
 use crate::jobs::shared::RenderClaim;
 use std::sync::Arc;
 use std::time::SystemTime;
+use uuid::Uuid;
+
+/// What a job does about the render the index names for its fingerprint.
+enum Step {
+    /// It joined that render, reused its output, or was refused: the answer.
+    Answer(Box<Result<Job, SubmitRefused>>),
+    /// It took the fingerprint over: it leads.
+    Leads,
+    /// The index changed meanwhile: read it again.
+    Again,
+}
 
 impl Scheduler {
     /// [`Scheduler::submit`] once: with shared jobs, the render index first (lead, follow
@@ -47,102 +58,17 @@ impl Scheduler {
                         }
                     }
                 };
-                // A live or succeeded render of this instance: the board decides.
-                if let Some(local) = self.board.get(leader) {
-                    if !matches!(local.state, JobState::Failed | JobState::Cancelled) {
-                        let scheduler = self.clone();
-                        let (copy, work_copy) = (job.clone(), work.clone());
-                        let joined = tokio::task::spawn_blocking(move || {
-                            scheduler.join_local_render(&copy, work_copy)
-                        })
-                        .await
-                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
-                        match joined {
-                            Some(Ok(joined)) => return Ok(joined),
-                            Some(Err(refused)) => {
-                                self.count_tenant_refusal(&tenant, refused);
-                                if record_shared {
-                                    self.share_refusal(&job, refused).await;
-                                }
-                                return Err(SubmitRefused::Queue(refused));
-                            }
-                            // It ended (or its output is gone) meanwhile: take it over below.
-                            None => {}
-                        }
-                    }
-                    self.share_before_leading(&job, &mut record_shared).await?;
-                    if shared
-                        .replace_render(&job.fingerprint, leader, job.id)
+                let step = if self.board.get(leader).is_some() {
+                    self.join_local(&job, &work, leader, &mut record_shared)
                         .await?
-                    {
-                        break;
-                    }
-                    continue;
-                }
-                // A job evicted here is gone, even while its record is still to be removed.
-                let remote = shared
-                    .get(leader)
-                    .await?
-                    .filter(|_| !self.evicted_here(leader));
-                match remote {
-                    Some(remote) if remote.state == JobState::Succeeded => {
-                        let scheduler = self.clone();
-                        let (copy, work_copy) = (job.clone(), work.clone());
-                        let reused = tokio::task::spawn_blocking(move || {
-                            scheduler.reuse(&copy, work_copy, &remote)
-                        })
-                        .await
-                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
-                        match reused {
-                            Ok(Some(reused)) => return Ok(reused),
-                            Ok(None) => {}
-                            Err(refused) => {
-                                self.count_tenant_refusal(&tenant, refused);
-                                if record_shared {
-                                    self.share_refusal(&job, refused).await;
-                                }
-                                return Err(SubmitRefused::Queue(refused));
-                            }
-                        }
-                        // Its output is gone: render anew.
-                        self.share_before_leading(&job, &mut record_shared).await?;
-                        shared
-                            .replace_render(&job.fingerprint, leader, job.id)
-                            .await?;
-                    }
-                    Some(remote) if !remote.state.is_terminal() => {
-                        let followed = self.follow_remote(job.clone(), work, remote);
-                        if let Err(refused) = followed {
-                            self.count_tenant_refusal(&tenant, refused);
-                            if record_shared {
-                                self.share_refusal(&job, refused).await;
-                            }
-                        }
-                        return followed.map_err(SubmitRefused::Queue);
-                    }
-                    // Failed, cancelled, expired or evicted: a job of this instance that
-                    // renders the fingerprint or reused its output (the newest reuse stands
-                    // for an evicted render on the board) is named in its place; else the
-                    // first to take the fingerprint over renders it.
-                    _ => {
-                        if let Some(local) = self
-                            .board
-                            .render_of(&job.fingerprint)
-                            .filter(|local| *local != leader)
-                        {
-                            shared
-                                .replace_render(&job.fingerprint, leader, local)
-                                .await?;
-                            continue;
-                        }
-                        self.share_before_leading(&job, &mut record_shared).await?;
-                        if shared
-                            .replace_render(&job.fingerprint, leader, job.id)
-                            .await?
-                        {
-                            break;
-                        }
-                    }
+                } else {
+                    self.join_remote(&job, &work, leader, &mut record_shared)
+                        .await?
+                };
+                match step {
+                    Step::Answer(answer) => return *answer,
+                    Step::Leads => break,
+                    Step::Again => {}
                 }
             }
         }
@@ -162,6 +88,143 @@ impl Scheduler {
             self.share_refusal(&job, *refused).await;
         }
         submitted.map_err(SubmitRefused::Queue)
+    }
+
+    /// `leader` is on this instance's board: the board decides (follow a live render,
+    /// reuse a succeeded one); one that ended or whose output is gone is taken over.
+    async fn join_local(
+        self: &Arc<Self>,
+        job: &Job,
+        work: &Arc<RenderWork>,
+        leader: Uuid,
+        record_shared: &mut bool,
+    ) -> Result<Step, SubmitRefused> {
+        let live = self
+            .board
+            .get(leader)
+            .is_some_and(|local| !matches!(local.state, JobState::Failed | JobState::Cancelled));
+        if live {
+            let scheduler = self.clone();
+            let (copy, work_copy) = (job.clone(), work.clone());
+            let joined =
+                tokio::task::spawn_blocking(move || scheduler.join_local_render(&copy, work_copy))
+                    .await
+                    .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+            match joined {
+                Some(Ok(joined)) => return Ok(Step::Answer(Box::new(Ok(joined)))),
+                Some(Err(refused)) => {
+                    return Ok(Step::Answer(Box::new(Err(self
+                        .refused(job, refused, *record_shared)
+                        .await))))
+                }
+                // It ended (or its output is gone) meanwhile: take it over below.
+                None => {}
+            }
+        }
+        self.take_over(job, leader, record_shared).await
+    }
+
+    /// `leader` is not on this instance's board: follow its render on another instance,
+    /// reuse its output, or, when it failed, was cancelled, expired or was evicted, name a
+    /// job of this instance in its place or take the fingerprint over.
+    async fn join_remote(
+        self: &Arc<Self>,
+        job: &Job,
+        work: &Arc<RenderWork>,
+        leader: Uuid,
+        record_shared: &mut bool,
+    ) -> Result<Step, SubmitRefused> {
+        let Some(shared) = self.shared.clone() else {
+            return Ok(Step::Leads);
+        };
+        // A job evicted here is gone, even while its record is still to be removed.
+        let remote = shared
+            .get(leader)
+            .await?
+            .filter(|_| !self.evicted_here(leader));
+        match remote {
+            Some(remote) if remote.state == JobState::Succeeded => {
+                let scheduler = self.clone();
+                let (copy, work_copy) = (job.clone(), work.clone());
+                let reused =
+                    tokio::task::spawn_blocking(move || scheduler.reuse(&copy, work_copy, &remote))
+                        .await
+                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+                match reused {
+                    Ok(Some(reused)) => return Ok(Step::Answer(Box::new(Ok(reused)))),
+                    Ok(None) => {}
+                    Err(refused) => {
+                        return Ok(Step::Answer(Box::new(Err(self
+                            .refused(job, refused, *record_shared)
+                            .await))))
+                    }
+                }
+                // Its output is gone: render anew.
+                self.share_before_leading(job, record_shared).await?;
+                shared
+                    .replace_render(&job.fingerprint, leader, job.id)
+                    .await?;
+                Ok(Step::Again)
+            }
+            Some(remote) if !remote.state.is_terminal() => {
+                let followed = self.follow_remote(job.clone(), work.clone(), remote);
+                Ok(Step::Answer(Box::new(match followed {
+                    Ok(followed) => Ok(followed),
+                    Err(refused) => Err(self.refused(job, refused, *record_shared).await),
+                })))
+            }
+            // Failed, cancelled, expired or evicted: a job of this instance that renders the
+            // fingerprint or reused its output (the newest reuse stands for an evicted render
+            // on the board) is named in its place; else the first to take the fingerprint
+            // over renders it.
+            _ => {
+                if let Some(local) = self
+                    .board
+                    .render_of(&job.fingerprint)
+                    .filter(|local| *local != leader)
+                {
+                    shared
+                        .replace_render(&job.fingerprint, leader, local)
+                        .await?;
+                    return Ok(Step::Again);
+                }
+                self.take_over(job, leader, record_shared).await
+            }
+        }
+    }
+
+    /// Takes `leader`'s fingerprint over for `job` (compare-and-set): it leads if it won,
+    /// else the index is read again.
+    async fn take_over(
+        &self,
+        job: &Job,
+        leader: Uuid,
+        record_shared: &mut bool,
+    ) -> Result<Step, SubmitRefused> {
+        let Some(shared) = self.shared.clone() else {
+            return Ok(Step::Leads);
+        };
+        self.share_before_leading(job, record_shared).await?;
+        Ok(
+            if shared
+                .replace_render(&job.fingerprint, leader, job.id)
+                .await?
+            {
+                Step::Leads
+            } else {
+                Step::Again
+            },
+        )
+    }
+
+    /// A refusal of `job` by the queue or the jobs kept, counted for its tenant and, once
+    /// its record was shared, ended there too.
+    async fn refused(&self, job: &Job, refused: PushRefused, record_shared: bool) -> SubmitRefused {
+        self.count_tenant_refusal(&job.tenant, refused);
+        if record_shared {
+            self.share_refusal(job, refused).await;
+        }
+        SubmitRefused::Queue(refused)
     }
 
     /// The refusal a leading job would get from the shared queue now (read only): refused
