@@ -102,10 +102,13 @@ impl Instance {
             .map(|answer| answer.into_inner())
     }
 
-    /// A counter of this instance (0 while never counted).
+    /// A counter of this instance (exposed from the start, at 0): a name it does not expose
+    /// (misspelt, or renamed in the server) fails here instead of reading 0.
     async fn counter(&self, name: &str) -> f64 {
         let text = self.server.metrics_text().await;
-        sample_value(&text, &format!("lottie_render_{name}_total")).unwrap_or(0.0)
+        let sample = format!("lottie_render_{name}_total");
+        sample_value(&text, &sample)
+            .unwrap_or_else(|| panic!("no sample {sample} in the metrics:\n{text}"))
     }
 }
 
