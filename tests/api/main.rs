@@ -15,6 +15,8 @@ mod hostile_records;
 mod hostile_sandbox;
 mod hostile_templates;
 mod idempotency;
+#[path = "../engine/kernel_offers.rs"]
+mod kernel_offers;
 mod identity_sources;
 mod image_bombs;
 mod key_leases;
