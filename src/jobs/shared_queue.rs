@@ -985,6 +985,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn instances_enqueuing_at_the_same_time_never_overshoot_the_capacity_together() {
+        // README ("Capacity and shares"): the capacity is checked in the enqueue script, so
+        // instances cannot overshoot it together. Three instances, thirty jobs at once from
+        // five tenants (no tenant share), a capacity of eight.
+        let prefix = prefix();
+        let capacity = 8;
+        let lease = Duration::from_secs(30);
+        let farm: Vec<SharedQueue> = (0..3)
+            .map(|_| queue_with_tenant_limit(&prefix, capacity, lease, None))
+            .collect();
+        let jobs: Vec<_> = (0..30)
+            .map(|index| job(&format!("t{}", index % 5)))
+            .collect();
+        let answers = futures_util::future::join_all(
+            jobs.iter()
+                .enumerate()
+                .map(|(index, job)| enqueue(&farm[index % farm.len()], job)),
+        )
+        .await;
+        let accepted = answers.iter().filter(|answer| answer.is_ok()).count();
+        assert_eq!(accepted, capacity, "{answers:?}");
+        for answer in &answers {
+            if let Err(refused) = answer {
+                assert_eq!(*refused, PushRefused::Full { length: capacity });
+            }
+        }
+        // Exactly the accepted ones wait: every instance together takes eight, then none.
+        let mut taken = 0;
+        while let Some(delivery) = farm[taken % farm.len()].next().await.unwrap() {
+            farm[0].ack(&delivery).await.unwrap();
+            taken += 1;
+            assert!(taken <= capacity, "more taken than accepted");
+        }
+        assert_eq!(taken, capacity);
+    }
+
+    #[tokio::test]
     async fn tenants_take_turns_across_instances_and_a_newcomer_goes_before_the_served() {
         let prefix = prefix();
         let lease = Duration::from_secs(30);

@@ -15,16 +15,17 @@ mod hostile_records;
 mod hostile_sandbox;
 mod hostile_templates;
 mod idempotency;
-#[path = "../engine/kernel_offers.rs"]
-mod kernel_offers;
 mod identity_sources;
 mod image_bombs;
+#[path = "../engine/kernel_offers.rs"]
+mod kernel_offers;
 mod key_leases;
 mod mesh;
 mod object_storage;
 mod panic;
 mod pki;
 mod process;
+mod promises;
 mod reasons;
 mod renders;
 mod retained_jobs;
