@@ -960,8 +960,10 @@ mod tests {
         let job = job("a");
         enqueue(&first, &job).await.unwrap();
         let delivery = first.next().await.unwrap().unwrap();
-        // Not renewed for a lease, but the second instance has not reached Redis for a whole
-        // lease yet: it may not reclaim.
+        // The second instance reaches Redis (its own clock starts) ...
+        assert_eq!(second.next().await.unwrap(), None);
+        // ... and the entry is not renewed for a lease, but the second instance has not
+        // reached Redis for a whole lease yet: it may not reclaim.
         age_entry(&first, &delivery, overdue).await;
         assert_eq!(second.next().await.unwrap(), None);
         healthy_for(&second, lease);
