@@ -165,7 +165,14 @@ async fn one_connection_of_bodiless_streams_cannot_make_another_caller_overloade
 
 #[tokio::test]
 async fn a_connection_cannot_open_more_streams_than_its_limit_and_others_are_served() {
-    let app = spawn_app_with(|settings| settings.request_body_timeout_ms = 60_000).await;
+    // Calls a connection may have in the stack (an eighth of the global limit) above 101,
+    // so that only the stream limit can hold the 101st call (at the default, the
+    // per-connection concurrency limit queued it even with no stream limit at all).
+    let app = spawn_app_with(|settings| {
+        settings.request_body_timeout_ms = 60_000;
+        settings.max_concurrent_requests = 1024;
+    })
+    .await;
     // A client that ignores nothing but opens streams before it has read our settings.
     let mut attacker = raw_connection(app.address, h2::client::Builder::new()).await;
     let (answers, open) = open_bodiless_streams(&mut attacker, app.address, 100).await;
