@@ -265,6 +265,22 @@ async fn box_text_that_never_fits_is_analysed_in_linear_time_outside_the_server(
         "{:?}",
         created.warnings
     );
+    // Four documents at the text limit (5000 characters each): milliseconds when linear;
+    // the quadratic wrap took ~24 s of CPU here (with dependencies optimised, 1500
+    // characters cost it only ~0.5 s, under any budget), far over the analysis budget.
+    let at_the_limit = self::attack(&server, "cpu bomb at the text limit", cpu_bomb(4, 5000)).await;
+    assert_within_server_budgets(&at_the_limit, "cpu bomb at the text limit");
+    match &at_the_limit.answer {
+        Ok(created) => assert!(
+            created
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("does not fit its box")),
+            "{:?}",
+            created.warnings
+        ),
+        Err(status) => panic!("not analysed within its budget (quadratic again?): {status:?}"),
+    }
     assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
 }
 
