@@ -1,6 +1,8 @@
 //! The worker's steps before rlottie, as `render::prepare` runs them: parse and fence the
-//! template, discover its slots, apply a validated render request's modifications, turn text
-//! layers into glyph shapes in the bundled font, retime to the output frame rate. rlottie
+//! template, discover its slots, check a validated render request's modifications, bake
+//! expressions into keyframes (QuickJS under its budget), write the modifications, turn text
+//! layers into glyph shapes in the bundled font (text animators sampled at the output frame
+//! rate), lower mattes, masks and layer effects, retime to the output frame rate. rlottie
 //! itself is not loaded.
 //!
 //! The input is a template (the first JSON value of the bytes, so corpus files are seeds as
@@ -24,7 +26,7 @@ use lottie_render::grpc::proto;
 use lottie_render::lottie::model::{for_each_layer_list, layer_type};
 use lottie_render::lottie::modifications::{self, ModificationError};
 use lottie_render::lottie::text::{self, fonts::FontBook};
-use lottie_render::lottie::{fence, slots, timeline, Template};
+use lottie_render::lottie::{effects, expressions, fence, mattes, slots, timeline, Template};
 use lottie_render::spec::RenderSubmission;
 use lottie_render_fuzz::{answer_budget, split_template};
 use serde_json::Value;
@@ -187,20 +189,35 @@ fuzz_target!(|data: &[u8]| {
             .keys()
             .any(|id| found.text(id).is_none());
 
+    // The worker's steps in `render::prepare`'s order: check, resolve slot references, bake
+    // expressions, write the modifications, text to glyphs, mattes, effects, retime.
     let mut json = template.json.clone();
-    match modifications::apply(&mut json, &found, modifications) {
-        Ok(()) => assert!(!unknown, "an unknown slot was accepted"),
-        Err(
+    match modifications::check(&found, modifications)
+        .into_iter()
+        .next()
+    {
+        None => assert!(!unknown, "an unknown slot was accepted"),
+        Some(
             ModificationError::UnknownColorSlot { .. } | ModificationError::UnknownTextSlot { .. },
         ) => {
             assert!(unknown, "a known slot was refused");
             return;
         }
-        Err(error) => panic!("a validated request was refused: {error}"),
+        Some(error) => panic!("a validated request was refused: {error}"),
     }
+    modifications::resolve_slot_references(&mut json);
+    // An expression budget that runs out is a classified refusal of the render, as in the
+    // worker.
+    if expressions::bake(&mut json, fps).budget_breach.is_some() {
+        return;
+    }
+    modifications::write(&mut json, &found, modifications);
 
     // Over the text budget is a classified refusal (TEMPLATE_TOO_COMPLEX), as in the worker.
-    let Ok(report) = text::convert_text_layers(&mut json, &FontBook::default()) else {
+    // At the output's frame rate, as the worker converts (text animators sampled there).
+    let Ok(report) =
+        text::convert_text_layers_at(&mut json, &FontBook::default(), Some(f64::from(fps)))
+    else {
         return;
     };
     let modification_bytes: usize = modifications
@@ -221,6 +238,21 @@ fuzz_target!(|data: &[u8]| {
             assert!(
                 hidden || ty != Some(layer_type::TEXT),
                 "a text layer is left for rlottie"
+            );
+        }
+    });
+
+    // After text, as in the worker: lowered text layers can be matted, and are recoloured by
+    // effects as glyph shapes.
+    mattes::lower_mattes_and_masks(&mut json);
+    effects::lower_layer_effects(&mut json);
+    for_each_layer_list(&mut json, |layers| {
+        for layer in layers.iter() {
+            let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
+            let ty = layer.get("ty").and_then(Value::as_i64);
+            assert!(
+                hidden || ty != Some(layer_type::TEXT),
+                "mattes or effects brought back a text layer for rlottie"
             );
         }
     });

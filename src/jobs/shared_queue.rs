@@ -727,22 +727,55 @@ mod tests {
         );
     }
 
+    /// Drives Redis' clock for `delivery`'s entry: its idle time becomes `idle`, as if its
+    /// owner had not renewed it for that long (XCLAIM to the same consumer, which keeps it
+    /// that consumer's).
+    async fn age_entry(owner: &SharedQueue, delivery: &Delivery, idle: Duration) {
+        let mut connection = owner.redis.connection().await.unwrap();
+        let _: Value = redis::cmd("XCLAIM")
+            .arg(owner.stream_key())
+            .arg(CONSUMER_GROUP)
+            .arg(&owner.consumer)
+            .arg(0)
+            .arg(&delivery.entry)
+            .arg("IDLE")
+            .arg(millis(idle))
+            .arg("JUSTID")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+
+    /// Drives `reader`'s own clock: it has reached Redis without an error for `healthy`.
+    fn healthy_for(reader: &SharedQueue, healthy: Duration) {
+        let since = Instant::now().checked_sub(healthy).unwrap();
+        *lock(&reader.healthy_since) = Some(since);
+    }
+
     #[tokio::test]
     async fn an_entry_whose_lease_ran_out_is_reclaimed_and_its_first_owner_learns_it() {
+        // A lease no step of the test comes near on a loaded machine; both clocks that decide
+        // a reclaim (Redis' idle time of the entry, the reader's time since it first reached
+        // Redis) are driven instead of waited for.
         let prefix = prefix();
-        let lease = Duration::from_millis(300);
+        let lease = Duration::from_secs(30);
+        let overdue = lease + Duration::from_secs(1);
         let (first, second) = (queue(&prefix, 8, lease), queue(&prefix, 8, lease));
         let job = job("a");
         enqueue(&first, &job).await.unwrap();
         let delivery = first.next().await.unwrap().unwrap();
-        // The second instance reaches Redis for a whole lease before it may reclaim.
+        // The second instance reaches Redis (its own clock starts) ...
         assert_eq!(second.next().await.unwrap(), None);
-        tokio::time::sleep(lease).await;
+        // ... and the entry is not renewed for a lease, but the second instance has not
+        // reached Redis for a whole lease yet: it may not reclaim.
+        age_entry(&first, &delivery, overdue).await;
+        assert_eq!(second.next().await.unwrap(), None);
+        healthy_for(&second, lease);
         // Renewed just now: not reclaimed.
         assert!(first.renew(&delivery).await.unwrap());
         assert_eq!(second.next().await.unwrap(), None);
         // Not renewed for a lease: reclaimed.
-        tokio::time::sleep(lease).await;
+        age_entry(&first, &delivery, overdue).await;
         let reclaimed = second.next().await.unwrap().unwrap();
         assert_eq!((reclaimed.job, reclaimed.reclaimed), (job.0.id, true));
         assert!(
@@ -755,6 +788,43 @@ mod tests {
             !second.renew(&reclaimed).await.unwrap(),
             "acknowledged: nobody's"
         );
+    }
+
+    #[tokio::test]
+    async fn instances_enqueuing_at_the_same_time_never_overshoot_the_capacity_together() {
+        // README ("Capacity and shares"): the capacity is checked in the enqueue script, so
+        // instances cannot overshoot it together. Three instances, thirty jobs at once from
+        // five tenants (no tenant share), a capacity of eight.
+        let prefix = prefix();
+        let capacity = 8;
+        let lease = Duration::from_secs(30);
+        let farm: Vec<SharedQueue> = (0..3)
+            .map(|_| queue_with_tenant_limit(&prefix, capacity, lease, None))
+            .collect();
+        let jobs: Vec<_> = (0..30)
+            .map(|index| job(&format!("t{}", index % 5)))
+            .collect();
+        let answers = futures_util::future::join_all(
+            jobs.iter()
+                .enumerate()
+                .map(|(index, job)| enqueue(&farm[index % farm.len()], job)),
+        )
+        .await;
+        let accepted = answers.iter().filter(|answer| answer.is_ok()).count();
+        assert_eq!(accepted, capacity, "{answers:?}");
+        for answer in &answers {
+            if let Err(refused) = answer {
+                assert_eq!(*refused, PushRefused::Full { length: capacity });
+            }
+        }
+        // Exactly the accepted ones wait: every instance together takes eight, then none.
+        let mut taken = 0;
+        while let Some(delivery) = farm[taken % farm.len()].next().await.unwrap() {
+            farm[0].ack(&delivery).await.unwrap();
+            taken += 1;
+            assert!(taken <= capacity, "more taken than accepted");
+        }
+        assert_eq!(taken, capacity);
     }
 
     #[tokio::test]

@@ -206,12 +206,29 @@ mod tests {
             .unwrap();
         let status = Status::from_header_map(refused.headers()).unwrap();
         assert_eq!(status.code(), Code::ResourceExhausted);
+        use tonic_types::StatusExt;
         assert_eq!(
             status
+                .get_error_details()
+                .error_info()
+                .map(|info| info.reason.as_str()),
+            Some("COMPRESSED_REQUESTS_BUSY")
+        );
+        // README: retried after 2 s, in the pushback header, retry-after and RetryInfo.
+        let header = |name: &str| {
+            status
                 .metadata()
-                .get("grpc-retry-pushback-ms")
-                .map(|value| value.to_str().unwrap().to_owned()),
-            Some(INFLATION_RETRY_AFTER.as_millis().to_string())
+                .get(name)
+                .map(|value| value.to_str().unwrap().to_owned())
+        };
+        assert_eq!(header("grpc-retry-pushback-ms").as_deref(), Some("2000"));
+        assert_eq!(header("retry-after").as_deref(), Some("2"));
+        assert_eq!(
+            status
+                .get_error_details()
+                .retry_info()
+                .and_then(|info| info.retry_delay),
+            Some(INFLATION_RETRY_AFTER)
         );
     }
 }

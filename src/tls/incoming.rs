@@ -54,8 +54,23 @@ pub struct TlsIncoming {
     accept_loop: tokio::task::JoinHandle<()>,
 }
 
+/// Why a handshake failed, as the `tls_handshake_failures` metric labels it.
+const HANDSHAKE_REFUSED: &str = "refused";
+const HANDSHAKE_TIMEOUT: &str = "timeout";
+const HANDSHAKE_ADDRESS_BUSY: &str = "address_busy";
+
 impl TlsIncoming {
     pub fn new(tcp: TcpIncoming, tls: Arc<ReloadableTls>, metrics: Arc<Metrics>) -> TlsIncoming {
+        // Every reason is exposed from the start, at 0: a failure that never happened reads
+        // 0, and a reason nobody exposes (a misspelt query) reads as absent, not as 0.
+        for reason in [HANDSHAKE_REFUSED, HANDSHAKE_TIMEOUT, HANDSHAKE_ADDRESS_BUSY] {
+            let _exposed =
+                metrics
+                    .tls_handshake_failures
+                    .get_or_create(&crate::metrics::ReasonLabels {
+                        reason: reason.to_owned(),
+                    });
+        }
         let (sender, connections) = mpsc::channel(HANDSHAKED_BACKLOG);
         TlsIncoming {
             connections,
@@ -111,7 +126,7 @@ async fn accept_loop(
         }
         let Ok(slot) = slot else {
             tracing::debug!(%peer, %address, "tls handshake refused: too many in progress from its address");
-            metrics.tls_handshake_failure("address_busy");
+            metrics.tls_handshake_failure(HANDSHAKE_ADDRESS_BUSY);
             // The stream goes with this iteration: the connection is closed.
             continue;
         };
@@ -131,11 +146,11 @@ async fn accept_loop(
                     // A scanner, a plaintext client or (under mTLS) a client without a
                     // good certificate: the peer's problem, not worth more than debug.
                     tracing::debug!(?peer, %error, "tls handshake failed");
-                    metrics.tls_handshake_failure("refused");
+                    metrics.tls_handshake_failure(HANDSHAKE_REFUSED);
                 }
                 Err(_) => {
                     tracing::debug!(?peer, "tls handshake timed out");
-                    metrics.tls_handshake_failure("timeout");
+                    metrics.tls_handshake_failure(HANDSHAKE_TIMEOUT);
                 }
             }
         });

@@ -165,40 +165,62 @@ async fn one_connection_of_bodiless_streams_cannot_make_another_caller_overloade
 
 #[tokio::test]
 async fn a_connection_cannot_open_more_streams_than_its_limit_and_others_are_served() {
-    let app = spawn_app_with(|settings| settings.request_body_timeout_ms = 60_000).await;
+    // Calls a connection may have in the stack (an eighth of the global limit) above 101,
+    // so that only the stream limit can hold the 101st call (at the default, the
+    // per-connection concurrency limit queued it even with no stream limit at all).
+    let app = spawn_app_with(|settings| {
+        settings.request_body_timeout_ms = 60_000;
+        settings.max_concurrent_requests = 1024;
+    })
+    .await;
     // A client that ignores nothing but opens streams before it has read our settings.
     let mut attacker = raw_connection(app.address, h2::client::Builder::new()).await;
-    let (answers, _open) = open_bodiless_streams(&mut attacker, app.address, 100).await;
-    // The 101st waits in the client until a stream of the connection ends: h2 holds it to
-    // the server's limit.
-    let next = tokio::time::timeout(Duration::from_millis(500), attacker.clone().ready()).await;
-    let blocked = match next {
-        Err(_) => true,
-        Ok(Ok(mut ready)) => {
-            let (answer, _stream) = ready
-                .send_request(
-                    grpc_headers(
-                        app.address,
-                        "/lottie.render.v1.TemplateService/ListTemplates",
-                    ),
-                    false,
-                )
-                .unwrap();
-            // Queued by the client or refused by the server: never served meanwhile.
-            tokio::time::timeout(Duration::from_millis(500), answer)
-                .await
-                .map_or(true, |answer| answer.is_err())
-        }
-        Ok(Err(_)) => true,
-    };
-    assert!(blocked, "a 101st stream was served on the connection");
+    let (answers, open) = open_bodiless_streams(&mut attacker, app.address, 100).await;
+    // The 101st is a whole call (headers and its message): served, it would be answered at
+    // once. It is held in the client until a stream of the connection ends (h2 keeps to the
+    // server's limit once its SETTINGS are read) or refused by the server (REFUSED_STREAM,
+    // when sent before them): never served while the hundred are open.
+    let mut call = Box::pin(whole_list_templates_call(attacker.clone(), app.address));
+    let early = tokio::time::timeout(Duration::from_secs(2), &mut call).await;
+    match early {
+        Err(_) => println!("the 101st stream is held by the client"),
+        Ok(Err(refused)) => println!("the 101st stream was refused by the server: {refused}"),
+        Ok(Ok(answer)) => panic!("a 101st stream was served on the connection: {answer:?}"),
+    }
     // Others are served.
     app.templates()
         .list_templates(proto::ListTemplatesRequest::default())
         .await
         .unwrap();
-    drop(answers);
+    // The same call on a raw connection of its own is served: what held or refused it on
+    // the attacker's connection was that connection's hundred open streams, not the call.
+    let other = raw_connection(app.address, h2::client::Builder::new()).await;
+    let answer = tokio::time::timeout(
+        Duration::from_secs(20),
+        whole_list_templates_call(other, app.address),
+    )
+    .await
+    .expect("the call was not answered on a connection of its own")
+    .expect("the call was refused on a connection of its own");
+    assert_eq!(answer.status(), http::StatusCode::OK, "{answer:?}");
+    assert!(status_of(&answer).is_none(), "{answer:?}");
+    drop((answers, open));
     app.stop().await;
+}
+
+/// A whole ListTemplates call on the raw connection `client` (its headers, then its one
+/// message ending the stream); answers the response headers.
+async fn whole_list_templates_call(
+    client: h2::client::SendRequest<Bytes>,
+    address: SocketAddr,
+) -> Result<http::Response<h2::RecvStream>, h2::Error> {
+    let mut client = client.ready().await?;
+    let (answer, mut stream) = client.send_request(
+        grpc_headers(address, "/lottie.render.v1.TemplateService/ListTemplates"),
+        false,
+    )?;
+    stream.send_data(grpc_message(&proto::ListTemplatesRequest::default()), true)?;
+    answer.await
 }
 
 /// Health Watch streams on `channel`, each kept open (its first answer read).

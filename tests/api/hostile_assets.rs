@@ -185,11 +185,29 @@ async fn image_assets_naming_files_urls_or_devices_are_refused_naming_the_asset_
         assert_template_refused(case, &status, path);
     }
     assert!(list_all(&app).await.is_empty(), "nothing was stored");
-    let outputs = std::fs::read_dir(app.data_dir.path().join("outputs"))
-        .map(|entries| entries.count())
-        .unwrap_or(0);
-    assert_eq!(outputs, 0, "nothing was rendered");
+    // Nor written where the listing does not look: no template, image or output file of
+    // any refused upload is left in the server's data directory (a store written before the
+    // refusal, or a render of it, would leave one).
+    let left = files_under(app.data_dir.path());
+    assert!(left.is_empty(), "refused uploads left files: {left:?}");
     app.stop().await;
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
 
 #[tokio::test]

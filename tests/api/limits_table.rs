@@ -67,7 +67,7 @@ fn seconds(duration: Duration) -> Option<Actual> {
 /// The constants the tables may name, by their path in the crate.
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
-        analysis, auth, config, encode, fair_share, grpc, idempotency, lottie, middleware, server,
+        analysis, app, auth, config, encode, fair_share, grpc, idempotency, lottie, middleware,
         storage, tls,
     };
     use middleware::request_body;
@@ -154,21 +154,21 @@ fn constant(name: &str) -> Option<Actual> {
         "storage::summary::MAX_SLOT_LIST_BYTES" => {
             bytes(storage::summary::MAX_SLOT_LIST_BYTES as f64)
         }
-        "server::MAX_STREAMS_PER_CONNECTION" => {
-            count(f64::from(server::MAX_STREAMS_PER_CONNECTION))
+        "app::transport::MAX_STREAMS_PER_CONNECTION" => {
+            count(f64::from(app::transport::MAX_STREAMS_PER_CONNECTION))
         }
-        "server::PER_CONNECTION_SHARE_DIVISOR" => {
-            count(server::PER_CONNECTION_SHARE_DIVISOR as f64)
+        "app::transport::PER_CONNECTION_SHARE_DIVISOR" => {
+            count(app::transport::PER_CONNECTION_SHARE_DIVISOR as f64)
         }
-        "server::MAX_HEADER_LIST_BYTES" => bytes(f64::from(server::MAX_HEADER_LIST_BYTES)),
-        "server::MAX_PENDING_ACCEPT_RESET_STREAMS" => {
-            count(server::MAX_PENDING_ACCEPT_RESET_STREAMS as f64)
+        "app::transport::MAX_HEADER_LIST_BYTES" => bytes(f64::from(app::transport::MAX_HEADER_LIST_BYTES)),
+        "app::transport::MAX_PENDING_ACCEPT_RESET_STREAMS" => {
+            count(app::transport::MAX_PENDING_ACCEPT_RESET_STREAMS as f64)
         }
-        "server::MAX_LOCAL_ERROR_RESET_STREAMS" => {
-            count(server::MAX_LOCAL_ERROR_RESET_STREAMS as f64)
+        "app::transport::MAX_LOCAL_ERROR_RESET_STREAMS" => {
+            count(app::transport::MAX_LOCAL_ERROR_RESET_STREAMS as f64)
         }
-        "config::MAX_REQUEST_BYTES" => bytes(config::MAX_REQUEST_BYTES as f64),
-        "config::MAX_RENDER_REQUEST_BYTES" => bytes(config::MAX_RENDER_REQUEST_BYTES as f64),
+        "middleware::request_body::MAX_REQUEST_BYTES" => bytes(middleware::request_body::MAX_REQUEST_BYTES as f64),
+        "middleware::request_body::MAX_RENDER_REQUEST_BYTES" => bytes(middleware::request_body::MAX_RENDER_REQUEST_BYTES as f64),
         "config::DEFAULT_TENANT_MAX_JOBS" => count(f64::from(config::DEFAULT_TENANT_MAX_JOBS)),
         "middleware::request_body::MAX_HEALTH_REQUEST_BYTES" => {
             bytes(request_body::MAX_HEALTH_REQUEST_BYTES as f64)

@@ -17,6 +17,8 @@ mod hostile_templates;
 mod idempotency;
 mod identity_sources;
 mod image_bombs;
+#[path = "../engine/kernel_offers.rs"]
+mod kernel_offers;
 mod key_leases;
 mod limits_table;
 mod mesh;
@@ -24,6 +26,7 @@ mod object_storage;
 mod panic;
 mod pki;
 mod process;
+mod promises;
 mod reasons;
 mod renders;
 mod retained_jobs;

@@ -102,10 +102,13 @@ impl Instance {
             .map(|answer| answer.into_inner())
     }
 
-    /// A counter of this instance (0 while never counted).
+    /// A counter of this instance (exposed from the start, at 0): a name it does not expose
+    /// (misspelt, or renamed in the server) fails here instead of reading 0.
     async fn counter(&self, name: &str) -> f64 {
         let text = self.server.metrics_text().await;
-        sample_value(&text, &format!("lottie_render_{name}_total")).unwrap_or(0.0)
+        let sample = format!("lottie_render_{name}_total");
+        sample_value(&text, &sample)
+            .unwrap_or_else(|| panic!("no sample {sample} in the metrics:\n{text}"))
     }
 }
 
@@ -660,4 +663,95 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
     // Taken from the queue, not reclaimed after a lease; rendered there once more.
     assert_eq!(farm[1].counter("shared_jobs_reclaimed").await, 0.0);
     assert_eq!(farm[1].counter("renders_started").await, 2.0);
+}
+
+/// The last snapshot a watch of `job_id` through `instance` sees before its stream ends.
+async fn watch_to_the_end(
+    instance: &Instance,
+    job_id: &str,
+) -> tokio::task::JoinHandle<Option<proto::RenderJob>> {
+    let mut watch = instance
+        .renders()
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: job_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::spawn(async move {
+        let mut last = None;
+        while let Ok(Some(job)) = watch.message().await {
+            last = Some(job);
+        }
+        last
+    })
+}
+
+#[tokio::test]
+async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_after_five_seconds()
+{
+    // README ("Shutdown"): jobs that followed a handed-back render on the stopping instance
+    // end CANCELLED, retryable (SERVER_SHUTTING_DOWN); the render itself goes back to the
+    // queue and finishes on another instance.
+    let bucket = TestBucket::create().await;
+    let (redis, prefix) = (redis_url(), unique_prefix());
+    let (_hold_dirs, holds, mut farm) = start_held_farm(
+        2,
+        &redis,
+        &prefix,
+        &bucket,
+        &["--shutdown-grace-seconds", "0.5"],
+    )
+    .await;
+    let template = create_template(&farm[0]).await;
+    let mut ids = Vec::new();
+    for variant in 0..2 {
+        ids.push(farm[0].submit(request(&template, variant)).await.job_id);
+    }
+    for hold in &holds {
+        hold.wait_for_held(1).await;
+    }
+    let stopping = job_started_on(&farm[0].server).expect("the stopping instance started one");
+    let variant = ids.iter().position(|id| *id == stopping).unwrap() as u32;
+    // The same request under a new key, on the stopping instance: it follows that render.
+    let follower = farm[0].submit(request(&template, variant)).await;
+    assert_ne!(follower.job_id, stopping);
+    let watcher = watch_to_the_end(&farm[0], &follower.job_id).await;
+    farm[0].server.terminate();
+    assert!(
+        farm[0]
+            .server
+            .wait_for_exit(Duration::from_secs(60))
+            .is_some_and(|status| status.success()),
+        "the first instance stops cleanly"
+    );
+    assert!(
+        farm[0]
+            .server
+            .log()
+            .iter()
+            .any(|line| line.contains("job handed back to the shared queue")),
+        "handed back"
+    );
+    let last = tokio::time::timeout(FARM_LIMIT, watcher)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the follower's watcher saw a snapshot");
+    assert_eq!(state(&last), JobState::Cancelled, "{last:?}");
+    let error = last.error.expect("a cancelled follower says why");
+    assert_eq!(error.reason, "SERVER_SHUTTING_DOWN", "{error:?}");
+    assert!(error.retryable, "{error:?}");
+    assert_eq!(
+        error
+            .retry_after
+            .map(|delay| Duration::try_from(delay).unwrap()),
+        Some(Duration::from_secs(5)),
+        "{error:?}"
+    );
+    // The render it followed finishes on the other instance.
+    holds[1].let_go();
+    for job in wait_until_ended(&farm[1], &ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
 }

@@ -10,6 +10,7 @@ mod expressions;
 mod fonts;
 mod fuzz_findings;
 mod helpers;
+mod kernel_offers;
 mod malformed;
 mod mattes;
 mod pixels;

@@ -1,0 +1,133 @@
+//! README promises about failures that no other test provoked, each over the wire with its
+//! reason and its exact retry delay: an analysis worker that cannot be run
+//! (ANALYSIS_UNAVAILABLE, UNAVAILABLE after 2 s), and a render worker that ran out of its CPU
+//! time (RENDER_CPU_EXCEEDED) or was killed from outside, as the OOM killer does
+//! (RENDER_MEMORY_EXCEEDED): the job FAILED, retryable after the queue's delay.
+
+use crate::helpers::{corpus, refusal_delay, small_request, unique_key, with_idempotency_key};
+use crate::process::ServerProcess;
+use lottie_render::grpc::proto;
+use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
+use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tonic::Code;
+
+const BALL: &str = "slots-ball-colors-opacity.json";
+/// How long a job of a stand-in worker may take to end.
+const JOB_END_LIMIT: Duration = Duration::from_secs(60);
+/// The retry delay of a failed render on a fresh server with one worker and nothing waiting:
+/// the queue's delay (README: "from the queue length and the recent job durations"), the
+/// jobs waiting plus this one (1) times the average job time a server starts from (10 s),
+/// over its one worker.
+const FIRST_FAILED_RENDER_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// An executable shell script `name` in `dir` that reads its input (a job, as a worker is
+/// given one) and then runs `then`.
+fn stand_in(dir: &Path, name: &str, then: &str) -> PathBuf {
+    let script = dir.join(name);
+    std::fs::write(&script, format!("#!/bin/sh\ncat > /dev/null\n{then}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+async fn create_ball(server: &ServerProcess) -> Result<proto::Template, tonic::Status> {
+    TemplateServiceClient::new(server.channel().await)
+        .create_template(proto::CreateTemplateRequest {
+            name: "ball".into(),
+            lottie_json: corpus(BALL),
+            fonts: Default::default(),
+        })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn an_analysis_worker_killed_from_outside_is_analysis_unavailable_retried_after_two_seconds()
+{
+    // An analysis worker killed by SIGKILL, as the kernel's OOM killer does: the machine's
+    // fault, not the template's.
+    let dir = tempfile::tempdir().unwrap();
+    let analysis = stand_in(dir.path(), "killed-analysis", "kill -KILL $$");
+    let server = ServerProcess::start(&["--analysis-executable", analysis.to_str().unwrap()]);
+    let status = create_ball(&server).await.unwrap_err();
+    let delay = refusal_delay(&status, Code::Unavailable, "ANALYSIS_UNAVAILABLE");
+    assert_eq!(delay, Some(Duration::from_secs(2)), "{status:?}");
+    assert!(server.stop());
+}
+
+/// Creates the ball, submits one small render and waits until it has ended; answers its
+/// last snapshot.
+async fn render_until_ended(server: &ServerProcess) -> proto::RenderJob {
+    let template = create_ball(server).await.unwrap();
+    let mut renders = RenderServiceClient::new(server.channel().await);
+    let request = small_request(&template.template_id, proto::Format::Gif);
+    let job = renders
+        .submit_render(with_idempotency_key(request, &unique_key()))
+        .await
+        .unwrap()
+        .into_inner();
+    let deadline = tokio::time::Instant::now() + JOB_END_LIMIT;
+    loop {
+        let seen = renders
+            .get_render_job(proto::GetRenderJobRequest {
+                job_id: job.job_id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let state = proto::JobState::try_from(seen.state).unwrap();
+        if matches!(
+            state,
+            proto::JobState::Succeeded | proto::JobState::Failed | proto::JobState::Cancelled
+        ) {
+            return seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the job did not end: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A FAILED job with `reason`, retryable after [`FIRST_FAILED_RENDER_RETRY_AFTER`].
+fn assert_failed_retryable(job: &proto::RenderJob, reason: &str) {
+    assert_eq!(job.state, proto::JobState::Failed as i32, "{job:?}");
+    let error = job.error.as_ref().expect("a failed job says why");
+    assert_eq!(error.reason, reason, "{error:?}");
+    assert!(error.retryable, "{error:?}");
+    let retry_after = error.retry_after.expect("a retryable failure has a delay");
+    assert_eq!(
+        Duration::try_from(retry_after).unwrap(),
+        FIRST_FAILED_RENDER_RETRY_AFTER,
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_render_worker_out_of_cpu_time_fails_its_job_as_render_cpu_exceeded_retryable() {
+    // The kernel sends SIGXCPU at the worker's RLIMIT_CPU.
+    let server = ServerProcess::start_with_worker(
+        |dir| stand_in(dir, "out-of-cpu-worker", "kill -XCPU $$"),
+        &["--workers", "1"],
+        &[],
+    );
+    let job = render_until_ended(&server).await;
+    assert_failed_retryable(&job, "RENDER_CPU_EXCEEDED");
+    assert!(server.stop());
+}
+
+#[tokio::test]
+async fn a_render_worker_killed_from_outside_fails_its_job_as_render_memory_exceeded_retryable() {
+    // SIGKILL from outside: nearly always the kernel's OOM killer under memory pressure.
+    let server = ServerProcess::start_with_worker(
+        |dir| stand_in(dir, "oom-killed-worker", "kill -KILL $$"),
+        &["--workers", "1"],
+        &[],
+    );
+    let job = render_until_ended(&server).await;
+    assert_failed_retryable(&job, "RENDER_MEMORY_EXCEEDED");
+    assert!(server.stop());
+}
