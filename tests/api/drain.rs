@@ -6,7 +6,9 @@
 //! job is certainly still running when the drain begins: with a grace of 0 it would be
 //! cancelled.
 
-use crate::helpers::{corpus, process_state, refusal_delay, unique_key, Hold};
+use crate::helpers::{
+    corpus, create_request, process_state, refusal_delay, state, unique_key, Hold,
+};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
@@ -46,10 +48,6 @@ async fn get_job(channel: &Channel, job_id: &str) -> proto::RenderJob {
         .await
         .unwrap()
         .into_inner()
-}
-
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
 }
 
 fn request(template_id: &str, side: u32) -> proto::RenderRequest {
@@ -102,11 +100,7 @@ async fn on_sigterm_a_queued_job_is_cancelled_retryably_a_running_one_finishes_a
     );
     let channel = server.channel().await;
     let template = TemplateServiceClient::new(channel.clone())
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(BALL, corpus(BALL)))
         .await
         .unwrap()
         .into_inner();

@@ -1,6 +1,10 @@
 //! `spawn_app()`: the real server (`lottie_render::server::run`, as `serve` runs it) on
 //! 127.0.0.1:0 with its own data directory, real worker processes (this crate's binary) and a
-//! metrics endpoint, and clients connected to it.
+//! metrics endpoint, and clients connected to it; and one helper of each kind the tests
+//! share (keyed calls, job states, watches to the end, worker stand-ins, Redis).
+
+mod redis;
+pub use redis::*;
 
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
@@ -25,6 +29,122 @@ pub struct TestApp {
     api_key: std::sync::Mutex<Option<String>>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A job's state.
+pub fn state(job: &proto::RenderJob) -> proto::JobState {
+    proto::JobState::try_from(job.state).unwrap()
+}
+
+/// The ErrorInfo reason of a refusal, empty when it carries none.
+pub fn reason(status: &Status) -> String {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .error_info()
+        .map(|info| info.reason.clone())
+        .unwrap_or_default()
+}
+
+/// A CreateTemplate of `lottie_json` named `name`.
+pub fn create_request(name: &str, lottie_json: impl Into<Vec<u8>>) -> proto::CreateTemplateRequest {
+    proto::CreateTemplateRequest {
+        name: name.into(),
+        lottie_json: lottie_json.into(),
+        fonts: Default::default(),
+    }
+}
+
+/// An answer and whether it was a replay (`idempotent-replayed: true`).
+pub fn with_replayed<T>(response: tonic::Response<T>) -> (T, bool) {
+    let replayed = response
+        .metadata()
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true");
+    (response.into_inner(), replayed)
+}
+
+/// SubmitRender through `client` under idempotency key `key`: the job and whether it was a
+/// replay.
+pub async fn submit_keyed_through(
+    mut client: RenderServiceClient<Intercepted>,
+    key: &str,
+    request: proto::RenderRequest,
+) -> Result<(proto::RenderJob, bool), Status> {
+    let response = client
+        .submit_render(with_idempotency_key(request, key))
+        .await?;
+    Ok(with_replayed(response))
+}
+
+/// Every snapshot WatchRenderJob through `client` sends, to the end of the stream (bounded by
+/// `limit`).
+pub async fn watch_through(
+    client: RenderServiceClient<Intercepted>,
+    job_id: &str,
+    limit: Duration,
+) -> Vec<proto::RenderJob> {
+    let mut stream = open_watch_through(client, job_id).await;
+    let mut seen = Vec::new();
+    tokio::time::timeout(limit, async {
+        while let Some(job) = stream.message().await.unwrap() {
+            seen.push(job);
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the watch did not end within {limit:?}: {seen:?}"));
+    seen
+}
+
+/// A WatchRenderJob stream of the job through `client`, opened.
+pub async fn open_watch_through(
+    mut client: RenderServiceClient<Intercepted>,
+    job_id: &str,
+) -> tonic::Streaming<proto::RenderJob> {
+    client
+        .watch_render_job(proto::WatchRenderJobRequest {
+            job_id: job_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// The last snapshot of the job's watch through `client`, at its end (within
+/// [`WATCH_LIMIT`]).
+pub async fn finished_through(
+    client: RenderServiceClient<Intercepted>,
+    job_id: &str,
+) -> proto::RenderJob {
+    let mut seen = watch_through(client, job_id, WATCH_LIMIT).await;
+    seen.pop()
+        .unwrap_or_else(|| panic!("the watch of {job_id} sent nothing"))
+}
+
+/// The output of a succeeded job through `client`, checking chunk sizes and offsets on the
+/// way.
+pub async fn download_through(
+    mut client: RenderServiceClient<Intercepted>,
+    job_id: &str,
+) -> Result<Vec<u8>, Status> {
+    let mut stream = client
+        .download_render_output(proto::DownloadRenderOutputRequest {
+            job_id: job_id.into(),
+        })
+        .await?
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.message().await? {
+        assert!(
+            chunk.data.len() <= 1024 * 1024,
+            "chunk of {}",
+            chunk.data.len()
+        );
+        assert!(!chunk.data.is_empty());
+        assert_eq!(chunk.offset, bytes.len() as u64, "chunks in order");
+        bytes.extend_from_slice(&chunk.data);
+    }
+    Ok(bytes)
 }
 
 /// `message` as a request carrying idempotency key `key`.
@@ -85,6 +205,22 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
         shutdown: Some(shutdown),
         server: Some(server),
     }
+}
+
+/// A server that requires API keys, those of `keys` (`(tenant, caller, key)`, in a file in
+/// `dir`), its settings further adjusted by `configure`.
+pub async fn spawn_app_with_keys(
+    dir: &std::path::Path,
+    keys: &[(&str, &str, &str)],
+    configure: impl FnOnce(&mut ServerSettings),
+) -> TestApp {
+    let keys = api_keys_file(dir, keys);
+    spawn_app_with(|settings| {
+        settings.auth = lottie_render::auth::AuthMode::Required;
+        settings.api_keys = Some(keys);
+        configure(settings);
+    })
+    .await
 }
 
 /// How long a test follows a job before it gives up.
@@ -177,9 +313,48 @@ impl TestApp {
             .into_inner()
     }
 
+    /// One page of ListTemplates (`page_size` 0: the server's default).
+    pub async fn list_templates_page(
+        &self,
+        page_size: u32,
+        page_token: String,
+    ) -> proto::ListTemplatesResponse {
+        self.templates()
+            .list_templates(proto::ListTemplatesRequest {
+                page_size,
+                page_token,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// The first page of ListTemplates, of the server's default size.
+    pub async fn list_templates(&self) -> proto::ListTemplatesResponse {
+        self.list_templates_page(0, String::new()).await
+    }
+
+    pub async fn get_template(&self, template_id: &str) -> Result<proto::Template, Status> {
+        self.templates()
+            .get_template(proto::GetTemplateRequest {
+                template_id: template_id.into(),
+            })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
     /// SubmitRender with a fresh idempotency key.
     pub async fn submit(&self, request: proto::RenderRequest) -> Result<proto::RenderJob, Status> {
         self.submit_with_key(&unique_key(), request).await
+    }
+
+    /// Renders `request` (a fresh idempotency key): the job's last snapshot, checked
+    /// SUCCEEDED.
+    pub async fn render(&self, request: proto::RenderRequest) -> proto::RenderJob {
+        let job = self.submit(request).await.unwrap();
+        let done = self.finished(&job.job_id).await;
+        assert_eq!(state(&done), proto::JobState::Succeeded, "{done:?}");
+        done
     }
 
     /// SubmitRender under idempotency key `key`.
@@ -188,10 +363,16 @@ impl TestApp {
         key: &str,
         request: proto::RenderRequest,
     ) -> Result<proto::RenderJob, Status> {
-        self.renders()
-            .submit_render(with_idempotency_key(request, key))
-            .await
-            .map(|r| r.into_inner())
+        Ok(self.submit_keyed(key, request).await?.0)
+    }
+
+    /// SubmitRender under idempotency key `key`: the job and whether it was a replay.
+    pub async fn submit_keyed(
+        &self,
+        key: &str,
+        request: proto::RenderRequest,
+    ) -> Result<(proto::RenderJob, bool), Status> {
+        submit_keyed_through(self.renders(), key, request).await
     }
 
     pub async fn get_job(&self, job_id: &str) -> proto::RenderJob {
@@ -216,23 +397,27 @@ impl TestApp {
 
     /// Every snapshot WatchRenderJob sends, to the end of the stream (bounded by `limit`).
     pub async fn watch(&self, job_id: &str, limit: Duration) -> Vec<proto::RenderJob> {
-        let mut stream = self
-            .renders()
-            .watch_render_job(proto::WatchRenderJobRequest {
-                job_id: job_id.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let mut seen = Vec::new();
-        tokio::time::timeout(limit, async {
-            while let Some(job) = stream.message().await.unwrap() {
-                seen.push(job);
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("the watch did not end within {limit:?}: {seen:?}"));
-        seen
+        watch_through(self.renders(), job_id, limit).await
+    }
+
+    /// The last snapshot of the job's watch, at its end (within [`WATCH_LIMIT`]).
+    pub async fn finished(&self, job_id: &str) -> proto::RenderJob {
+        finished_through(self.renders(), job_id).await
+    }
+
+    /// The state the job ended in (its watch followed to the end).
+    pub async fn finished_state(&self, job_id: &str) -> proto::JobState {
+        state(&self.finished(job_id).await)
+    }
+
+    /// A WatchRenderJob stream of the job, opened.
+    pub async fn open_watch(&self, job_id: &str) -> tonic::Streaming<proto::RenderJob> {
+        open_watch_through(self.renders(), job_id).await
+    }
+
+    /// [`TestApp::finished`] as the caller of `api_key`.
+    pub async fn finished_as(&self, api_key: &str, job_id: &str) -> proto::RenderJob {
+        finished_through(self.renders_as(Some(api_key)), job_id).await
     }
 
     /// Polls until the job is in `state` (for states a watch would pass through).
@@ -249,25 +434,7 @@ impl TestApp {
 
     /// The output of a succeeded job, checking chunk sizes and offsets on the way.
     pub async fn download(&self, job_id: &str) -> Result<Vec<u8>, Status> {
-        let mut stream = self
-            .renders()
-            .download_render_output(proto::DownloadRenderOutputRequest {
-                job_id: job_id.into(),
-            })
-            .await?
-            .into_inner();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = stream.message().await? {
-            assert!(
-                chunk.data.len() <= 1024 * 1024,
-                "chunk of {}",
-                chunk.data.len()
-            );
-            assert!(!chunk.data.is_empty());
-            assert_eq!(chunk.offset, bytes.len() as u64, "chunks in order");
-            bytes.extend_from_slice(&chunk.data);
-        }
-        Ok(bytes)
+        download_through(self.renders(), job_id).await
     }
 
     /// The Prometheus text of the metrics endpoint.
@@ -379,6 +546,31 @@ pub async fn metrics_text(address: SocketAddr) -> String {
     stream.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     response
+}
+
+/// The status the health service of the server at `channel` answers for `service` (`""`:
+/// the whole server).
+pub async fn health_status(channel: &Channel, service: &str) -> i32 {
+    tonic_health::pb::health_client::HealthClient::new(channel.clone())
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+}
+
+/// The `grpc-retry-pushback-ms` of a refusal (it must be a delay, not "do not retry").
+pub fn pushback_ms(status: &Status) -> u64 {
+    status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .expect("a pushback")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("a delay, not 'do not retry': {status:?}"))
 }
 
 /// The value of `sample` (`name{labels}` exactly as exposed) in the exposition `text`.
@@ -501,20 +693,42 @@ pub fn own_worker_executable(dir: &std::path::Path) -> PathBuf {
     link
 }
 
+/// A worker stand-in that logs its start to `count_file`, then runs the real worker.
+pub fn counting_worker(dir: &std::path::Path, count_file: &std::path::Path) -> PathBuf {
+    stand_in(
+        &dir.join("counting-worker"),
+        &format!(
+            "echo started >> '{}'\nexec '{}' \"$@\"",
+            count_file.display(),
+            env!("CARGO_BIN_EXE_lottie-render")
+        ),
+    )
+}
+
+/// The starts `counting_worker(dir, dir/starts)` logged.
+pub fn worker_starts(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("starts"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+/// An executable shell script at `path` running `body`.
+pub fn stand_in(path: &std::path::Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_path_buf()
+}
+
 /// A stand-in worker that crashes (SIGSEGV) and appends a line to `count_file` per start.
 pub fn crashing_worker(dir: &std::path::Path, count_file: &std::path::Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("crashing-worker");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho started >> '{}'\ncat > /dev/null\nkill -SEGV $$\n",
+    stand_in(
+        &dir.join("crashing-worker"),
+        &format!(
+            "echo started >> '{}'\ncat > /dev/null\nkill -SEGV $$",
             count_file.display()
         ),
     )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
 }
 
 #[test]
@@ -566,20 +780,16 @@ pub struct Hold {
 impl Hold {
     /// The stand-in script in `dir`, disengaged.
     pub fn new(dir: &std::path::Path) -> Hold {
-        use std::os::unix::fs::PermissionsExt;
-        let script = dir.join("holding-lottie-render");
         let flag = dir.join("hold");
         // Shell builtins only: the sandbox clears the environment (no PATH needed).
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\nif [ -e '{}' ]; then kill -STOP $$; fi\nexec '{}' \"$@\"\n",
+        let script = stand_in(
+            &dir.join("holding-lottie-render"),
+            &format!(
+                "if [ -e '{}' ]; then kill -STOP $$; fi\nexec '{}' \"$@\"",
                 flag.display(),
                 env!("CARGO_BIN_EXE_lottie-render")
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         Hold { script, flag }
     }
 

@@ -3,7 +3,7 @@
 //! answer and the server process itself (measured on a real `serve` child) next to nothing;
 //! other callers are served meanwhile; no analysis worker outlives its call.
 
-use crate::helpers::corpus;
+use crate::helpers::{corpus, create_request};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
@@ -71,14 +71,6 @@ pub(crate) fn cpu_bomb(keyframes: usize, characters: usize) -> Vec<u8> {
         "layers": [{"ty": 5, "nm": "bomb", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
             "t": {"d": {"k": documents}}}]});
     serde_json::to_vec(&template).unwrap()
-}
-
-fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json,
-        fonts: Default::default(),
-    }
 }
 
 /// A server process whose analysis workers run as an executable of their own (a symlink in

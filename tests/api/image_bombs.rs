@@ -3,9 +3,8 @@
 //! took 1 GB of worker memory to render), as was a progressive JPEG of thousands of scans. Both
 //! are INVALID_ARGUMENT now, at once; honest images are accepted as before.
 
-use crate::helpers::{corpus, spawn_app};
+use crate::helpers::{corpus, create_request, spawn_app};
 use base64::Engine as _;
-use lottie_render::grpc::proto;
 use miniz_oxide::deflate::core::CompressorOxide;
 use miniz_oxide::deflate::stream::deflate;
 use miniz_oxide::{DataFormat, MZFlush};
@@ -86,14 +85,6 @@ fn image_template(media: &str, bytes: &[u8], width: u32, height: u32) -> Vec<u8>
             "ip": 0, "op": 30, "st": 0, "sr": 1}],
     }))
     .unwrap()
-}
-
-fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json,
-        fonts: Default::default(),
-    }
 }
 
 fn assert_image_refused(status: &tonic::Status, expected: &str) {

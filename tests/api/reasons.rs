@@ -4,11 +4,11 @@
 //! (a call held in flight at a limit of one), STORAGE_UNAVAILABLE (the template directory
 //! removed under the server) and JOB_STORE_UNAVAILABLE (its Redis gone).
 
-use crate::connections::OwnRedis;
+use crate::helpers::unique_prefix;
+use crate::helpers::OwnRedis;
 use crate::helpers::{
-    corpus, refusal_delay, small_request, spawn_app, spawn_app_with, Hold, TestApp,
+    corpus, create_request, refusal_delay, small_request, spawn_app, spawn_app_with, Hold, TestApp,
 };
-use crate::idempotency::unique_prefix;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};
 use std::time::Duration;
@@ -37,11 +37,7 @@ fn solid_lasting(seconds: u32) -> Vec<u8> {
 
 async fn create(app: &TestApp, name: &str, json: Vec<u8>) -> proto::Template {
     app.templates()
-        .create_template(proto::CreateTemplateRequest {
-            name: name.into(),
-            lottie_json: json,
-            fonts: Default::default(),
-        })
+        .create_template(create_request(name, json))
         .await
         .unwrap()
         .into_inner()
@@ -70,13 +66,7 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
     let app = spawn_app().await;
     let unknown = uuid::Uuid::new_v4().to_string();
 
-    let status = app
-        .templates()
-        .get_template(proto::GetTemplateRequest {
-            template_id: unknown.clone(),
-        })
-        .await
-        .unwrap_err();
+    let status = app.get_template(&unknown).await.unwrap_err();
     assert_eq!(
         refusal_delay(&status, Code::NotFound, "TEMPLATE_NOT_FOUND"),
         None
@@ -183,11 +173,7 @@ async fn a_call_over_the_limit_in_flight_is_server_overloaded_with_a_delay_and_h
         let mut templates = app.templates();
         async move {
             templates
-                .create_template(proto::CreateTemplateRequest {
-                    name: BALL.into(),
-                    lottie_json: corpus(BALL),
-                    fonts: Default::default(),
-                })
+                .create_template(create_request(BALL, corpus(BALL)))
                 .await
         }
     });
@@ -238,11 +224,7 @@ async fn a_template_directory_gone_from_under_the_server_is_storage_unavailable_
     std::fs::remove_dir_all(&templates).unwrap();
     let status = app
         .templates()
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(BALL, corpus(BALL)))
         .await
         .unwrap_err();
     let delay =

@@ -2,8 +2,8 @@
 //! cancelled, timed out, crashed, drained at shutdown and expired.
 
 use crate::helpers::{
-    color, crashing_worker, own_worker_executable, small_request, spawn_app, spawn_app_with,
-    wait_for_workers, worker_processes, WATCH_LIMIT,
+    color, crashing_worker, health_status, own_worker_executable, pushback_ms, small_request,
+    spawn_app, spawn_app_with, state, wait_for_workers, worker_processes, WATCH_LIMIT,
 };
 use lottie_render::grpc::proto::{self, JobState};
 use sha2::{Digest, Sha256};
@@ -29,21 +29,6 @@ fn sized(mut request: proto::RenderRequest, width: u32) -> proto::RenderRequest 
 /// How long a test waits for the health service to change its answer: generous, as the
 /// change itself is immediate and only a loaded machine delays seeing it.
 const HEALTH_FLIP_LIMIT: Duration = Duration::from_secs(30);
-
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
-}
-
-async fn health(app: &crate::helpers::TestApp) -> i32 {
-    HealthClient::new(app.channel.clone())
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-}
 
 #[tokio::test]
 async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_asked_for() {
@@ -228,7 +213,10 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     assert!(error.message.contains("SIGSEGV"), "{}", error.message);
     let count = || std::fs::read_to_string(&starts).unwrap().lines().count();
     assert_eq!(count(), 2, "one retry on a fresh worker");
-    assert_eq!(health(&app).await, ServingStatus::Serving as i32);
+    assert_eq!(
+        health_status(&app.channel, "").await,
+        ServingStatus::Serving as i32
+    );
 
     // A retry with the same key gets the same failed job at once…
     let replayed = app
@@ -297,14 +285,7 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
     assert_eq!(details.error_info().unwrap().reason, "QUEUE_FULL");
     let delay = details.retry_info().unwrap().retry_delay.unwrap();
     assert!(delay >= Duration::from_secs(1), "{delay:?}");
-    let pushback: u64 = status
-        .metadata()
-        .get("grpc-retry-pushback-ms")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pushback = pushback_ms(&status);
     assert_eq!(pushback, delay.as_millis() as u64);
     let retry_after: u64 = status
         .metadata()
@@ -333,14 +314,7 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     let job = app.submit(request.clone()).await.unwrap();
     app.wait_for_state(&job.job_id, JobState::Running).await;
     wait_for_workers(&executable, 1).await;
-    let mut watch = app
-        .renders()
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: job.job_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut watch = app.open_watch(&job.job_id).await;
 
     // A client-side health check keeps a Watch open; it must not hold the shutdown up.
     let mut health_watch = HealthClient::new(app.channel.clone())
@@ -358,7 +332,7 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     app.begin_shutdown();
     // The flip is immediate; a loaded machine may take a while to show it.
     let deadline = tokio::time::Instant::now() + HEALTH_FLIP_LIMIT;
-    while health(&app).await != ServingStatus::NotServing as i32 {
+    while health_status(&app.channel, "").await != ServingStatus::NotServing as i32 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "still SERVING {HEALTH_FLIP_LIMIT:?} after the shutdown began"

@@ -4,8 +4,10 @@
 //! (scratch only: no shared file system), every accepted job in the shared work queue. Renders
 //! are counted by each instance's `renders_started` and `workers_started` metrics.
 
-use crate::helpers::{corpus, sample_value, small_request, unique_key, with_idempotency_key, Hold};
-use crate::idempotency::{redis_url, unique_prefix};
+use crate::helpers::{
+    corpus, create_request, redis_url, sample_value, small_request, state, unique_key,
+    unique_prefix, with_idempotency_key, Hold, OwnRedis,
+};
 use crate::object_storage::{s3_endpoint, TestBucket};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
@@ -111,11 +113,7 @@ impl Instance {
 
 async fn create_template(instance: &Instance) -> String {
     TemplateServiceClient::new(instance.channel.clone())
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(BALL, corpus(BALL)))
         .await
         .unwrap()
         .into_inner()
@@ -129,10 +127,6 @@ fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
         output.width = 100 + variant;
     }
     request
-}
-
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
 }
 
 /// Polls each job through `instance` until it has ended (riding out UNAVAILABLE while Redis
@@ -391,80 +385,10 @@ async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
     );
 }
 
-/// A redis-server of this test's own on a spare port that keeps every write on disk (an
-/// append-only file synced on each write), so that it can be killed and started again with
-/// its data, as a Redis restarted in production keeps its data.
-struct PersistentRedis {
-    port: u16,
-    dir: tempfile::TempDir,
-    process: Option<std::process::Child>,
-}
-
-impl PersistentRedis {
-    fn start() -> PersistentRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut redis = PersistentRedis {
-            port,
-            dir: tempfile::tempdir().unwrap(),
-            process: None,
-        };
-        redis.restart();
-        redis
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn restart(&mut self) {
-        let process = std::process::Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (./dev installs it)");
-        self.process = Some(process);
-        for _ in 0..500 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not listen on {}", self.port);
-    }
-
-    /// Kills it (SIGKILL: no goodbye; what was acknowledged is on disk already).
-    fn kill(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
-    }
-}
-
-impl Drop for PersistentRedis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[tokio::test]
 async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
     let bucket = TestBucket::create().await;
-    let mut redis = PersistentRedis::start();
+    let mut redis = OwnRedis::start_persistent();
     let prefix = unique_prefix();
     let (_hold_dirs, holds, farm) = start_held_farm(
         3,
@@ -495,7 +419,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
                 .job_id,
         );
     }
-    redis.kill();
+    redis.stop();
     // During the outage: UNAVAILABLE with a delay, and nothing created.
     let refused = farm[1]
         .submit_with_key(&unique_key(), request(&template, 6))
