@@ -4,13 +4,9 @@
 //! here from lottie-web's filter maths, at places computed from the template's geometry.
 //! Effects lottie-web does not draw either are left undrawn and reported.
 
-use crate::helpers::spec;
+use crate::helpers::library_frame;
 use lottie_render::lottie::report::InspectReport;
-use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
-use lottie_render::spec::{Format, Modifications};
 use serde_json::{json, Value};
 
 const SIZE: u32 = 100;
@@ -74,18 +70,7 @@ fn tint_effect(black: [f64; 3], white: [f64; 3], amount: f64) -> Value {
 
 /// Frame 0 in straight RGBA, rendered at the template's size.
 fn render_frame(template: &[u8]) -> Vec<u8> {
-    let prepared = render::prepare(
-        template,
-        &Modifications::default(),
-        spec(Format::Webm, 30, SIZE, SIZE),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-    rgba
+    library_frame(template, (SIZE, SIZE), 0)
 }
 
 fn pixel(rgba: &[u8], (x, y): (u32, u32)) -> [u8; 4] {

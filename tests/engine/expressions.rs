@@ -7,13 +7,12 @@ use lottie_render::lottie::report::InspectReport;
 use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
 use lottie_render::os::current_thread_cpu_time;
-use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::render::{self, RenderError};
 use lottie_render::spec::{Format, Modifications, Rgba};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-use crate::helpers::spec;
+use crate::helpers::{library_frames, spec};
 
 const WIDTH: u32 = 200;
 const HEIGHT: u32 = 100;
@@ -58,23 +57,15 @@ fn modified_frames(
     modifications: &Modifications,
     indices: &[u32],
 ) -> Vec<Vec<u8>> {
-    let prepared = render::prepare(
+    let output = spec(Format::Webm, FPS, WIDTH, HEIGHT);
+    let fonts = FontBook::default();
+    library_frames(
         template,
         modifications,
-        spec(Format::Webm, FPS, WIDTH, HEIGHT),
-        &FontBook::default(),
+        &fonts,
+        output,
+        indices.iter().copied(),
     )
-    .expect("the template prepares");
-    let mut renderer = prepared.source.renderer().expect("rlottie loads it");
-    indices
-        .iter()
-        .map(|index| {
-            let premultiplied = renderer.render(*index);
-            let mut rgba = vec![0u8; premultiplied.len() * 4];
-            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-            rgba
-        })
-        .collect()
 }
 
 /// Centre of the opaque pixels whose dominant channel is `channel` (0 red, 1 green, 2 blue).

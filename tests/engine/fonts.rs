@@ -7,13 +7,11 @@
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::text::convert_text_layers;
 use lottie_render::lottie::text::fonts::FontBook;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
 use lottie_render::spec::{Format, Modifications};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-use crate::helpers::spec;
+use crate::helpers::{library_frames, spec};
 
 const WIDTH: u32 = 600;
 const HEIGHT: u32 = 160;
@@ -58,17 +56,8 @@ fn template(font: serde_json::Value) -> Vec<u8> {
 
 /// Pixels of frame 0 at least half covered.
 fn rendered(template: &[u8], fonts: &FontBook) -> Vec<bool> {
-    let prepared = render::prepare(
-        template,
-        &Modifications::default(),
-        spec(Format::Webm, 30, WIDTH, HEIGHT),
-        fonts,
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let output = spec(Format::Webm, 30, WIDTH, HEIGHT);
+    let rgba = library_frames(template, &Modifications::default(), fonts, output, [0]).remove(0);
     rgba.chunks(4).map(|pixel| pixel[3] >= 128).collect()
 }
 

@@ -1,6 +1,8 @@
 //! Shared test helpers: corpus paths, running a render through the worker sandbox, probing
 //! and decoding outputs with the real ffprobe/ffmpeg.
 
+use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::render::OutputInfo;
 use lottie_render::sandbox::protocol::WorkerJob;
 use lottie_render::sandbox::{self, CancelToken, SandboxSettings, WorkerFailure};
@@ -27,6 +29,37 @@ pub fn spec(format: Format, fps: u32, width: u32, height: u32) -> OutputSpec {
         height: Dimension::try_from(height).unwrap(),
         background: None,
     }
+}
+
+/// Frames `indices` of `template` as the library renders them (rlottie in this process: no
+/// codec, no worker) for `output`, straight RGBA.
+pub fn library_frames(
+    template: &[u8],
+    modifications: &Modifications,
+    fonts: &FontBook,
+    output: OutputSpec,
+    indices: impl IntoIterator<Item = u32>,
+) -> Vec<Vec<u8>> {
+    let prepared = lottie_render::render::prepare(template, modifications, output, fonts)
+        .expect("the template prepares");
+    let mut renderer = prepared.source.renderer().expect("rlottie loads it");
+    indices
+        .into_iter()
+        .map(|index| {
+            let premultiplied = renderer.render(index);
+            let mut rgba = vec![0u8; premultiplied.len() * 4];
+            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+            rgba
+        })
+        .collect()
+}
+
+/// Frame `index` of `template` as the library renders it at `width`×`height` (30 fps, no
+/// modifications, the bundled fonts), straight RGBA.
+pub fn library_frame(template: &[u8], (width, height): (u32, u32), index: u32) -> Vec<u8> {
+    let output = spec(Format::Webm, 30, width, height);
+    let fonts = FontBook::default();
+    library_frames(template, &Modifications::default(), &fonts, output, [index]).remove(0)
 }
 
 pub fn with_background(mut spec: OutputSpec, background: Rgba) -> OutputSpec {

@@ -3,11 +3,9 @@
 //! rasterization of the same string (ab_glyph, its own layout), with where justification and
 //! boxes must put the ink, and with what missing glyphs and empty texts must draw.
 
-use crate::helpers::{corpus, spec};
+use crate::helpers::{corpus, library_frame, library_frames, spec};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::text::fonts::{FontBook, BUNDLED_FONT};
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
 use lottie_render::spec::{Format, Modifications};
 use serde_json::json;
 
@@ -36,17 +34,9 @@ fn text_template(position: [f64; 2], document: serde_json::Value) -> Vec<u8> {
 
 /// Alpha of every pixel of frame 0, rendered at the template's own size.
 fn alpha(template: &[u8], modifications: &Modifications, size: (u32, u32)) -> Vec<u8> {
-    let prepared = render::prepare(
-        template,
-        modifications,
-        spec(Format::Webm, 30, size.0, size.1),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let output = spec(Format::Webm, 30, size.0, size.1);
+    let fonts = FontBook::default();
+    let rgba = library_frames(template, modifications, &fonts, output, [0]).remove(0);
     rgba.chunks(4).map(|pixel| pixel[3]).collect()
 }
 
@@ -285,19 +275,7 @@ fn a_character_no_font_has_is_drawn_as_notdef() {
 
 /// Frame `index` of a corpus template rendered at `size`, straight RGBA.
 fn rgba_frame(file: &str, size: (u32, u32), index: u32) -> Vec<u8> {
-    let bytes = std::fs::read(corpus(file)).unwrap();
-    let prepared = render::prepare(
-        &bytes,
-        &Modifications::default(),
-        spec(Format::Webm, 30, size.0, size.1),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(index);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-    rgba
+    library_frame(&std::fs::read(corpus(file)).unwrap(), size, index)
 }
 
 /// The horizontal extent of each run of rows holding dark pixels within columns `x0..x1`.
@@ -440,20 +418,12 @@ fn a_text_that_changes_over_time_shows_each_keyframe_in_its_turn() {
         .unwrap()
         .push(json!({"s": document("I", 48.0, 0), "t": 15}));
     let bytes = template.to_string().into_bytes();
-    let prepared = render::prepare(
-        &bytes,
-        &Modifications::default(),
-        spec(Format::Webm, 60, WIDTH, HEIGHT),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
+    let output = spec(Format::Webm, 60, WIDTH, HEIGHT);
+    let fonts = FontBook::default();
     let mut widths = Vec::new();
     // At 60 fps the switch is at output frame 30.
-    for index in [0, 29, 31, 59] {
-        let premultiplied = renderer.render(index);
-        let mut rgba = vec![0u8; premultiplied.len() * 4];
-        convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let indices = [0, 29, 31, 59];
+    for rgba in library_frames(&bytes, &Modifications::default(), &fonts, output, indices) {
         let alpha: Vec<u8> = rgba.chunks(4).map(|pixel| pixel[3]).collect();
         let (x0, _, x1, _) = bounds(&ink(&alpha), WIDTH).unwrap();
         widths.push(x1 - x0);

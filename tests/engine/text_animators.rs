@@ -4,15 +4,12 @@
 //! opacity lottie-web's selector formula gives at a frame, and the offset a position
 //! animator adds.
 
-use crate::helpers::spec;
+use crate::helpers::library_frame;
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::report::InspectReport;
 use lottie_render::lottie::text::animators::MAX_ANIMATOR_SAMPLES;
-use lottie_render::lottie::text::fonts::{FontBook, BUNDLED_FONT};
+use lottie_render::lottie::text::fonts::BUNDLED_FONT;
 use lottie_render::lottie::Template;
-use lottie_render::render;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::spec::{Format, Modifications};
 use serde_json::{json, Value};
 
 const WIDTH: u32 = 400;
@@ -47,18 +44,7 @@ fn template(text: &str, animators: Value, frames: u32) -> Vec<u8> {
 
 /// Straight RGBA of frame `frame` (30 fps output, the template's own frames).
 fn rgba(template: &[u8], frame: u32) -> Vec<u8> {
-    let prepared = render::prepare(
-        template,
-        &Modifications::default(),
-        spec(Format::Webm, 30, WIDTH, HEIGHT),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(frame);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-    rgba
+    library_frame(template, (WIDTH, HEIGHT), frame)
 }
 
 /// The x range of each letter of `text` (identical letters: no kerning between them), from
