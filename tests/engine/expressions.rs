@@ -91,14 +91,15 @@ fn assert_near(actual: (f64, f64), expected: (f64, f64), what: &str) {
     );
 }
 
+/// A red square whose position expression moves it 100 px a second to the right.
+fn moving_square() -> Vec<u8> {
+    let position = expression([20.0, 20.0, 0.0], "[time * 100, 50]");
+    template(vec![square_layer(1, "mover", [1.0, 0.0, 0.0], position)])
+}
+
 #[test]
 fn a_position_expression_of_time_moves_the_shape_where_the_expression_says() {
-    let bytes = template(vec![square_layer(
-        1,
-        "mover",
-        [1.0, 0.0, 0.0],
-        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
-    )]);
+    let bytes = moving_square();
     let indices = [3, 9, 15];
     for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
         let seconds = f64::from(*index) / f64::from(FPS);
@@ -236,12 +237,7 @@ fn every_expression_of_the_ripple_template_bakes() {
 fn expressions_bake_inside_the_sandboxed_worker_too() {
     // The same time expression, rendered by a real worker process (seccomp, Landlock, rlimits)
     // to WebM and decoded by ffmpeg: QuickJS runs under the worker's confinement.
-    let bytes = template(vec![square_layer(
-        1,
-        "mover",
-        [1.0, 0.0, 0.0],
-        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
-    )]);
+    let bytes = moving_square();
     let dir = crate::helpers::tempdir();
     let path = dir.path().join("moving.json");
     std::fs::write(&path, bytes).unwrap();

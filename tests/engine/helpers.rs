@@ -62,6 +62,41 @@ pub fn library_frame(template: &[u8], (width, height): (u32, u32), index: u32) -
     library_frames(template, &Modifications::default(), &fonts, output, [index]).remove(0)
 }
 
+/// A template of one text layer, 30 fps, `size` and `frames` long: the text at `position`
+/// with its keyframe-0 `document` (the text layer's `"s"`) in the `fonts.list` entry `font`,
+/// with `animators`.
+pub fn text_layer_template(
+    size: (u32, u32),
+    frames: u32,
+    font: serde_json::Value,
+    position: [f64; 2],
+    document: serde_json::Value,
+    animators: serde_json::Value,
+) -> Vec<u8> {
+    serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": frames, "w": size.0, "h": size.1,
+        "fonts": {"list": [font]},
+        "layers": [{
+            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
+            "ks": {
+                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [position[0], position[1], 0]},
+                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
+            },
+            "ip": 0, "op": frames, "st": 0, "bm": 0,
+            "t": {"d": {"k": [{"s": document, "t": 0}]}, "p": {},
+                "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": animators}
+        }]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The `fonts.list` entry "Sans": DejaVu Sans Book.
+pub fn sans_font() -> serde_json::Value {
+    serde_json::json!({"fName": "Sans", "fFamily": "DejaVu Sans", "fStyle": "Book", "ascent": 75})
+}
+
 pub fn with_background(mut spec: OutputSpec, background: Rgba) -> OutputSpec {
     spec.background = Some(background);
     spec

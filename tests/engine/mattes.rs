@@ -160,6 +160,19 @@ fn intersection_area() -> usize {
         .count()
 }
 
+/// Checks that `template` shows the red square where it meets the circle and nothing
+/// elsewhere.
+fn assert_shows_only_the_intersection(template: &Value) {
+    let coloured = check(&frame(template), |circle, square| {
+        if circle < 0.0 && square < 0.0 {
+            Expected::Color(RED)
+        } else {
+            Expected::Transparent
+        }
+    });
+    assert_eq!(coloured, intersection_area());
+}
+
 fn on_edge(distance: f64) -> bool {
     distance.abs() < EDGE_MARGIN
 }
@@ -170,14 +183,7 @@ fn a_square_matted_by_a_circle_inside_a_precomp_shows_only_their_intersection() 
         with(circle_layer(1, [0, 0, 255]), "td", json!(1)),
         with(square_layer(2, RED), "tt", json!(1)),
     ]);
-    let coloured = check(&frame(&template), |circle, square| {
-        if circle < 0.0 && square < 0.0 {
-            Expected::Color(RED)
-        } else {
-            Expected::Transparent
-        }
-    });
-    assert_eq!(coloured, intersection_area());
+    assert_shows_only_the_intersection(&template);
 }
 
 #[test]
@@ -208,14 +214,7 @@ fn a_luma_matte_of_a_white_circle_shows_the_intersection_at_the_top_level() {
         ],
         vec![],
     );
-    let coloured = check(&frame(&template), |circle, square| {
-        if circle < 0.0 && square < 0.0 {
-            Expected::Color(RED)
-        } else {
-            Expected::Transparent
-        }
-    });
-    assert_eq!(coloured, intersection_area());
+    assert_shows_only_the_intersection(&template);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! opacity lottie-web's selector formula gives at a frame, and the offset a position
 //! animator adds.
 
-use crate::helpers::library_frame;
+use crate::helpers::{library_frame, sans_font, text_layer_template};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::report::InspectReport;
 use lottie_render::lottie::text::animators::MAX_ANIMATOR_SAMPLES;
@@ -20,26 +20,16 @@ const ORIGIN: [f64; 2] = [40.0, 130.0];
 /// A 400×200, 30 fps template of one left-aligned black text at `ORIGIN` with `animators`,
 /// lasting `frames`.
 fn template(text: &str, animators: Value, frames: u32) -> Vec<u8> {
-    json!({
-        "v": "5.7.0", "fr": 30, "ip": 0, "op": frames, "w": WIDTH, "h": HEIGHT,
-        "fonts": {"list": [{"fName": "Sans", "fFamily": "DejaVu Sans", "fStyle": "Book", "ascent": 75}]},
-        "layers": [{
-            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
-            "ks": {
-                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [ORIGIN[0], ORIGIN[1], 0]},
-                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
-            },
-            "ip": 0, "op": frames, "st": 0, "bm": 0,
-            "t": {
-                "d": {"k": [{"s": {"s": SIZE, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": SIZE * 1.2,
-                    "ls": 0, "fc": [0, 0, 0]}, "t": 0}]},
-                "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": animators
-            }
-        }]
-    })
-    .to_string()
-    .into_bytes()
+    let document = json!({"s": SIZE, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": SIZE * 1.2,
+        "ls": 0, "fc": [0, 0, 0]});
+    text_layer_template(
+        (WIDTH, HEIGHT),
+        frames,
+        sans_font(),
+        ORIGIN,
+        document,
+        animators,
+    )
 }
 
 /// Straight RGBA of frame `frame` (30 fps output, the template's own frames).
