@@ -260,10 +260,7 @@ async fn watchers_beyond_the_cap_are_resource_exhausted_until_one_closes_and_hea
 /// A job of `app` rendered to its end.
 async fn succeeded_job(app: &TestApp) -> proto::RenderJob {
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     app.wait_for_state(&job.job_id, proto::JobState::Succeeded)
         .await
 }
@@ -426,25 +423,16 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let b = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let template = a.create_template(NEVER_FINISHES).await;
-    let running = a
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
+    let running = a.submit_small(&template, proto::Format::Webm).await;
     b.wait_for_state(&running.job_id, proto::JobState::Running)
         .await;
     // A second one keeps the other instance's one worker busy too (the instances share
     // one queue)…
-    let also_running = a
-        .submit(small_request(&template.template_id, proto::Format::Mp4))
-        .await
-        .unwrap();
+    let also_running = a.submit_small(&template, proto::Format::Mp4).await;
     b.wait_for_state(&also_running.job_id, proto::JobState::Running)
         .await;
     // …so behind them waits a job that does not change until it is cancelled.
-    let job = a
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = a.submit_small(&template, proto::Format::Gif).await;
     b.wait_for_state(&job.job_id, proto::JobState::Queued).await;
 
     // Fifty callers of B watch A's job.
@@ -563,9 +551,7 @@ async fn followers_of_a_running_render_count_against_the_queue() {
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Webm);
-    let leader = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&leader.job_id, proto::JobState::Running)
-        .await;
+    let leader = app.start_running(request.clone()).await;
     // The queue is empty (its render runs): one follower fits, the rest is refused.
     assert_eq!(sixty_identical(&app, &request).await, (1, 59));
     app.cancel(&leader.job_id).await;
@@ -618,10 +604,7 @@ async fn after_redis_comes_back_the_shared_subscription_is_made_again_and_cancel
     // The new Redis knows nothing: both instances subscribe again by themselves.
     wait_for_subscribers(port, &cancel_channel, 2).await;
     let template = a.create_template(NEVER_FINISHES).await;
-    let job = a
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
+    let job = a.submit_small(&template, proto::Format::Webm).await;
     b.wait_for_state(&job.job_id, proto::JobState::Running)
         .await;
     let cancelled = b.cancel(&job.job_id).await;

@@ -84,7 +84,15 @@ pub async fn watch_through(
     job_id: &str,
     limit: Duration,
 ) -> Vec<proto::RenderJob> {
-    let mut stream = open_watch_through(client, job_id).await;
+    rest_of(open_watch_through(client, job_id).await, limit).await
+}
+
+/// Every snapshot a watch opened earlier sends, to the end of its stream (bounded by
+/// `limit`).
+pub async fn rest_of(
+    mut stream: tonic::Streaming<proto::RenderJob>,
+    limit: Duration,
+) -> Vec<proto::RenderJob> {
     let mut seen = Vec::new();
     tokio::time::timeout(limit, async {
         while let Some(job) = stream.message().await.unwrap() {
@@ -300,6 +308,18 @@ impl TestApp {
         RenderServiceClient::with_interceptor(self.channel.clone(), self.bearer(key))
     }
 
+    /// CreateTemplate of `lottie_json` named `name`.
+    pub async fn create(
+        &self,
+        name: &str,
+        lottie_json: impl Into<Vec<u8>>,
+    ) -> Result<proto::Template, Status> {
+        self.templates()
+            .create_template(create_request(name, lottie_json))
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
     /// Registers a corpus file; answers the template.
     pub async fn create_template(&self, corpus_name: &str) -> proto::Template {
         self.templates()
@@ -348,6 +368,24 @@ impl TestApp {
         self.submit_with_key(&unique_key(), request).await
     }
 
+    /// Submits `request` (a fresh idempotency key) and waits until its job runs.
+    pub async fn start_running(&self, request: proto::RenderRequest) -> proto::RenderJob {
+        let job = self.submit(request).await.unwrap();
+        self.wait_for_state(&job.job_id, proto::JobState::Running)
+            .await
+    }
+
+    /// SubmitRender of [`small_request`] (a fresh idempotency key), accepted.
+    pub async fn submit_small(
+        &self,
+        template: &proto::Template,
+        format: proto::Format,
+    ) -> proto::RenderJob {
+        self.submit(small_request(&template.template_id, format))
+            .await
+            .unwrap_or_else(|status| panic!("the submission was refused: {status:?}"))
+    }
+
     /// Renders `request` (a fresh idempotency key): the job's last snapshot, checked
     /// SUCCEEDED.
     pub async fn render(&self, request: proto::RenderRequest) -> proto::RenderJob {
@@ -376,20 +414,22 @@ impl TestApp {
     }
 
     pub async fn get_job(&self, job_id: &str) -> proto::RenderJob {
+        let request = proto::GetRenderJobRequest {
+            job_id: job_id.into(),
+        };
         self.renders()
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: job_id.into(),
-            })
+            .get_render_job(request)
             .await
             .unwrap()
             .into_inner()
     }
 
     pub async fn cancel(&self, job_id: &str) -> proto::RenderJob {
+        let request = proto::CancelRenderJobRequest {
+            job_id: job_id.into(),
+        };
         self.renders()
-            .cancel_render_job(proto::CancelRenderJobRequest {
-                job_id: job_id.into(),
-            })
+            .cancel_render_job(request)
             .await
             .unwrap()
             .into_inner()

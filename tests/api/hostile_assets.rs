@@ -209,10 +209,7 @@ async fn the_corpus_templates_with_embedded_images_are_created_and_rendered() {
     // The 43-image template lasts four seconds: rendered here end to end (the heart's pixels
     // are checked in the engine tests).
     let template = app.create_template(FORTY_THREE_IMAGES).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Webm).await;
     let last = app
         .watch(&job.job_id, crate::helpers::WATCH_LIMIT)
         .await
@@ -323,28 +320,24 @@ async fn pages_of_templates_with_large_answers_stay_within_a_mebibyte_without_ga
     for tag in 0..6 {
         // 200 slots of about 1 KiB each: about 200 KiB per template, under its 256 KiB cap.
         let template = app
-            .templates()
-            .create_template(create_request(
+            .create(
                 &format!("t{tag}"),
-                &template_with_long_slot_ids(tag, 200, 1000),
-            ))
+                template_with_long_slot_ids(tag, 200, 1000).to_string(),
+            )
             .await
-            .unwrap()
-            .into_inner();
+            .unwrap();
         assert_eq!(template.color_slots.len(), 200);
         assert!(!template.slots_truncated);
         created.push(template.template_id);
     }
     // One with more slots than its answer may carry: the first ones, flagged.
     let crowded = app
-        .templates()
-        .create_template(create_request(
+        .create(
             "crowded",
-            &template_with_long_slot_ids(9, 400, 1000),
-        ))
+            template_with_long_slot_ids(9, 400, 1000).to_string(),
+        )
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     assert!(crowded.slots_truncated);
     assert!(crowded.color_slots.len() < 400);
     created.push(crowded.template_id);
@@ -530,11 +523,7 @@ async fn two_servers_on_one_data_directory_list_the_same_templates_and_share_the
     }
     for app in [&first, &second] {
         let status = app
-            .templates()
-            .create_template(crate::helpers::create_request(
-                "third",
-                corpus("tiny-solid-layer.json"),
-            ))
+            .create("third", corpus("tiny-solid-layer.json"))
             .await
             .unwrap_err();
         assert_retry_later("third template", &status, "TEMPLATE_QUOTA_EXCEEDED");
@@ -570,11 +559,7 @@ async fn a_nearly_full_disk_refuses_new_templates_and_renders_with_a_retry_delay
     })
     .await;
     let status = full
-        .templates()
-        .create_template(crate::helpers::create_request(
-            "more",
-            corpus("tiny-solid-layer.json"),
-        ))
+        .create("more", corpus("tiny-solid-layer.json"))
         .await
         .unwrap_err();
     assert_retry_later("CreateTemplate", &status, "DISK_FULL");

@@ -106,11 +106,7 @@ async fn a_1x1_png_whose_data_inflates_to_1_gib_is_refused_at_once() {
     assert!(bomb.len() < 2 * 1024 * 1024, "{} bytes", bomb.len());
     let started = Instant::now();
     let status = app
-        .templates()
-        .create_template(create_request(
-            "png bomb",
-            image_template("image/png", &bomb, 1, 1),
-        ))
+        .create("png bomb", image_template("image/png", &bomb, 1, 1))
         .await
         .unwrap_err();
     assert!(started.elapsed() < REFUSAL_LIMIT, "{:?}", started.elapsed());
@@ -122,11 +118,7 @@ async fn a_progressive_jpeg_of_thousands_of_scans_is_refused() {
     let app = spawn_app().await;
     let bomb = progressive_jpeg(5000);
     let status = app
-        .templates()
-        .create_template(create_request(
-            "jpeg bomb",
-            image_template("image/jpeg", &bomb, 8, 8),
-        ))
+        .create("jpeg bomb", image_template("image/jpeg", &bomb, 8, 8))
         .await
         .unwrap_err();
     assert_image_refused(&status, "scans");

@@ -60,11 +60,7 @@ async fn readiness_is_not_serving_while_the_queue_is_full_and_while_draining_and
     wait_for_health(&app, READINESS, ServingStatus::Serving).await;
     wait_for_health(&app, LIVENESS, ServingStatus::Serving).await;
     let template = app.create_template(NEVER_FINISHES).await;
-    let running = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
-    app.wait_for_state(&running.job_id, proto::JobState::Running)
+    app.start_running(small_request(&template.template_id, proto::Format::Gif))
         .await;
     // Another size: a render of its own (not a follower of the running one) that waits.
     let mut other = small_request(&template.template_id, proto::Format::Gif);

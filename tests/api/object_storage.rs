@@ -262,10 +262,7 @@ async fn retention_deletes_an_output_from_the_bucket() {
     })
     .await;
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     let key = format!("outputs/{}.gif", job.job_id);
     let done = app.finished(&job.job_id).await;
     assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
@@ -290,19 +287,13 @@ async fn a_template_deleted_while_its_job_is_queued_still_renders_from_the_bucke
     .await;
     let blocker_template = app.create_template(NEVER_FINISHES).await;
     let blocker = app
-        .submit(small_request(
+        .start_running(small_request(
             &blocker_template.template_id,
             proto::Format::Gif,
         ))
-        .await
-        .unwrap();
-    app.wait_for_state(&blocker.job_id, proto::JobState::Running)
         .await;
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     assert_eq!(job.state, proto::JobState::Queued as i32);
     app.templates()
         .delete_template(proto::DeleteTemplateRequest {

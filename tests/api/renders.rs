@@ -161,10 +161,7 @@ async fn a_render_past_its_deadline_fails_retryably_with_a_delay_and_leaves_noth
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
     let last = seen.last().unwrap();
     assert_eq!(state(last), JobState::Failed);
@@ -274,8 +271,7 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
-    let running = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&running.job_id, JobState::Running).await;
+    app.start_running(request.clone()).await;
     // Distinct requests: identical ones would share one render and need no queue slot.
     let queued = app.submit(sized(request.clone(), 101)).await.unwrap();
     assert_eq!(state(&queued), JobState::Queued);
@@ -311,8 +307,7 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
-    let job = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&job.job_id, JobState::Running).await;
+    let job = app.start_running(request.clone()).await;
     wait_for_workers(&executable, 1).await;
     let mut watch = app.open_watch(&job.job_id).await;
 
@@ -374,10 +369,7 @@ async fn finished_jobs_and_their_outputs_expire_after_the_retention() {
     let retention = Duration::from_secs(SHORT_RETENTION_SECONDS);
     let app = spawn_app_with(|settings| settings.retention_seconds = SHORT_RETENTION_SECONDS).await;
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
     let done = seen.last().unwrap();
     assert_eq!(state(done), JobState::Succeeded);

@@ -4,7 +4,7 @@
 //! The attacker speaks raw HTTP/2 (the `h2` crate) so it can declare a body and go silent.
 
 use crate::connections::{grpc_headers, raw_connection, status_of};
-use crate::helpers::{api_keys_file, reason, small_request, spawn_app_with, TestApp};
+use crate::helpers::{api_keys_file, reason, spawn_app_with, TestApp};
 use bytes::Bytes;
 use lottie_render::auth::AuthMode;
 use lottie_render::config::MAX_REQUEST_BYTES;
@@ -199,10 +199,7 @@ async fn one_tenant_holding_its_share_of_watchers_leaves_another_tenants_watch_s
         async move {
             app.use_api_key(Some(key));
             let template = app.create_template(NEVER_FINISHES).await;
-            let job = app
-                .submit(small_request(&template.template_id, proto::Format::Webm))
-                .await
-                .unwrap();
+            let job = app.submit_small(&template, proto::Format::Webm).await;
             app.use_api_key(None);
             job.job_id
         }

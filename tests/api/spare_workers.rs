@@ -223,10 +223,8 @@ async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started
     let waiting = cpu_limit(spare);
 
     let job = app
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
-    app.wait_for_state(&job.job_id, JobState::Running).await;
+        .start_running(small_request(&template.template_id, proto::Format::Webm))
+        .await;
     // A small job's deadline is about 30 s: its CPU budget is tens of seconds per core,
     // far below the 30 minutes per core a spare starts with.
     // (Polled: the job is RUNNING a moment before the spare is handed it.)
@@ -398,10 +396,8 @@ async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantin
     let template = app.create_template(NEVER_FINISHES).await;
     let spare = the_spare(&executable).await;
     let job = app
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
-    app.wait_for_state(&job.job_id, JobState::Running).await;
+        .start_running(small_request(&template.template_id, proto::Format::Webm))
+        .await;
     // The spare has the job once it has confined itself (seccomp filter mode).
     let confined = || {
         std::fs::read_to_string(format!("/proc/{spare}/status"))

@@ -62,11 +62,7 @@ async fn a_template_larger_than_tonics_default_four_mib_limit_is_judged_by_our_o
     let mut json = b"{\"v\":\"5\",\"pad\":\"".to_vec();
     json.extend(std::iter::repeat_n(b'x', 9 * 1024 * 1024));
     json.extend_from_slice(b"\"}");
-    let status = app
-        .templates()
-        .create_template(create_request("big", json))
-        .await
-        .unwrap_err();
+    let status = app.create("big", json).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("8388608"), "{}", status.message());
     app.stop().await;
