@@ -11,6 +11,7 @@ mod analysis;
 mod expressions;
 mod jobs;
 mod parse;
+pub mod payloads;
 mod shares;
 
 use crate::grpc::proto;

@@ -414,25 +414,24 @@ impl TestApp {
     }
 
     pub async fn get_job(&self, job_id: &str) -> proto::RenderJob {
+        self.try_get_job(job_id).await.unwrap()
+    }
+
+    /// GetRenderJob, refusals included.
+    pub async fn try_get_job(&self, job_id: &str) -> Result<proto::RenderJob, Status> {
         let request = proto::GetRenderJobRequest {
             job_id: job_id.into(),
         };
-        self.renders()
-            .get_render_job(request)
-            .await
-            .unwrap()
-            .into_inner()
+        let answer = self.renders().get_render_job(request).await;
+        answer.map(tonic::Response::into_inner)
     }
 
     pub async fn cancel(&self, job_id: &str) -> proto::RenderJob {
         let request = proto::CancelRenderJobRequest {
             job_id: job_id.into(),
         };
-        self.renders()
-            .cancel_render_job(request)
-            .await
-            .unwrap()
-            .into_inner()
+        let answer = self.renders().cancel_render_job(request).await;
+        answer.unwrap().into_inner()
     }
 
     /// Every snapshot WatchRenderJob sends, to the end of the stream (bounded by `limit`).

@@ -5,9 +5,7 @@
 
 use crate::helpers::{corpus, create_request, spawn_app};
 use base64::Engine as _;
-use miniz_oxide::deflate::core::CompressorOxide;
-use miniz_oxide::deflate::stream::deflate;
-use miniz_oxide::{DataFormat, MZFlush};
+use lottie_render::cli::bench_hostile::payloads::zlib_of_zeros;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tonic::Code;
@@ -16,27 +14,6 @@ use tonic_types::StatusExt;
 /// How long refusing a bomb may take over a loaded test machine: the check stops inflating
 /// past a few pages; inflating the whole GiB took seconds.
 const REFUSAL_LIMIT: Duration = Duration::from_secs(5);
-
-/// A zlib stream of `total` zero bytes (a multiple of 1 MiB) in ~1 KB per MiB: one deflate
-/// block of 1 MiB of zeros, flushed to a byte boundary and repeated (each copy starts with a
-/// literal, so it decodes the same wherever it stands), a final empty block, the Adler-32.
-fn zlib_of_zeros(total: usize) -> Vec<u8> {
-    const CHUNK: usize = 1024 * 1024;
-    let mut compressor = CompressorOxide::default();
-    compressor.set_format_and_level(DataFormat::Raw, 9);
-    let mut block = vec![0; 64 * 1024];
-    let result = deflate(&mut compressor, &vec![0; CHUNK], &mut block, MZFlush::Sync);
-    assert_eq!(result.bytes_consumed, CHUNK);
-    block.truncate(result.bytes_written);
-    let mut stream = vec![0x78, 0x01];
-    for _ in 0..total / CHUNK {
-        stream.extend_from_slice(&block);
-    }
-    stream.extend([0x03, 0x00]);
-    let adler = (((total % 65521) as u32) << 16) | 1;
-    stream.extend(adler.to_be_bytes());
-    stream
-}
 
 fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     png.extend((data.len() as u32).to_be_bytes());

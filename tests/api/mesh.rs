@@ -441,10 +441,7 @@ async fn the_metrics_endpoint_says_openmetrics_and_times_every_method() {
     let app = spawn_app().await;
     for _ in 0..3 {
         let unknown = app
-            .templates()
-            .get_template(proto::GetTemplateRequest {
-                template_id: uuid::Uuid::new_v4().to_string(),
-            })
+            .get_template(&uuid::Uuid::new_v4().to_string())
             .await
             .unwrap_err();
         assert_eq!(unknown.code(), Code::NotFound);

@@ -229,10 +229,7 @@ async fn a_job_lookup_with_its_redis_gone_is_job_store_unavailable_with_a_delay(
     .await;
     drop(redis);
     let status = app
-        .renders()
-        .get_render_job(proto::GetRenderJobRequest {
-            job_id: uuid::Uuid::new_v4().to_string(),
-        })
+        .try_get_job(&uuid::Uuid::new_v4().to_string())
         .await
         .unwrap_err();
     let delay =

@@ -71,13 +71,7 @@ async fn reused_under_fresh_keys(
 /// Checks that each of `ids` is NOT_FOUND.
 async fn assert_gone<'a>(app: &TestApp, ids: impl IntoIterator<Item = &'a String>) {
     for gone in ids {
-        let status = app
-            .renders()
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: gone.clone(),
-            })
-            .await
-            .unwrap_err();
+        let status = app.try_get_job(gone).await.unwrap_err();
         assert_eq!(status.code(), Code::NotFound, "{gone}: {status:?}");
     }
 }

@@ -20,14 +20,10 @@ async fn the_server_reports_serving_and_creates_reads_and_deletes_templates() {
         .into_inner();
     assert_eq!(health.status, ServingStatus::Serving as i32);
     let mut templates = app.templates();
-    let created = templates
-        .create_template(create_request(
-            "toggle",
-            corpus("ui-toggle-on-off-text.json"),
-        ))
+    let created = app
+        .create("toggle", corpus("ui-toggle-on-off-text.json"))
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     let text_slots: Vec<&str> = created.text_slots.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(text_slots, ["OFF", "ON"]);
     assert!(app

@@ -569,7 +569,8 @@ fn the_decoder_used_here_honours_the_streams_matrix_tag() {
     std::fs::write(&raw, colour[..3].repeat((width * height) as usize)).unwrap();
     for (matrix, tag) in [("bt709", "bt709"), ("bt601", "smpte170m")] {
         let path = dir.path().join(format!("{tag}.mp4"));
-        let output = Command::new("ffmpeg")
+        let mut command = Command::new("ffmpeg");
+        command
             .args(["-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24"])
             .args(["-s", &format!("{width}x{height}"), "-r", "30", "-i"])
             .arg(&raw)
@@ -580,14 +581,8 @@ fn the_decoder_used_here_honours_the_streams_matrix_tag() {
                 ),
             ])
             .args(["-c:v", "libx264", "-qp", "0", "-colorspace", tag, "-color_range", "tv"])
-            .arg(&path)
-            .output()
-            .expect("ffmpeg runs");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .arg(&path);
+        helpers::run_ok(&mut command, "ffmpeg", &path);
         let frames = decode(&path, width, height);
         // Lossless YUV at 8 bits: the exact inverse lands within half a code, rounding adds one.
         let worst = worst_error(&frames, width, width, height, |_| colour.map(f64::from));

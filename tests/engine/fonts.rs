@@ -121,6 +121,14 @@ fn face(file: &str) -> Vec<bool> {
     reference(&asset(file), 0.0, 0.0)
 }
 
+/// The sans faces a serif must not be drawn in.
+fn sans_faces() -> [(&'static str, Vec<bool>); 2] {
+    [
+        ("DejaVu Sans", face("DejaVuSans.ttf")),
+        ("Liberation Sans", face("LiberationSans-Regular.ttf")),
+    ]
+}
+
 fn assert_drawn_in(ink: &[bool], expected: &[bool], others: &[(&str, Vec<bool>)]) {
     let matched = iou(ink, expected);
     eprintln!("intersection over union with the expected face: {matched:.3}");
@@ -140,14 +148,7 @@ fn font(name: &str, family: &str, style: &str) -> serde_json::Value {
 fn times_new_roman_is_drawn_in_liberation_serif_its_metric_twin() {
     let template = template(font("TimesNewRomanPSMT", "Times New Roman", "Regular"));
     let ink = rendered(&template, &FontBook::default());
-    assert_drawn_in(
-        &ink,
-        &face("LiberationSerif-Regular.ttf"),
-        &[
-            ("DejaVu Sans", face("DejaVuSans.ttf")),
-            ("Liberation Sans", face("LiberationSans-Regular.ttf")),
-        ],
-    );
+    assert_drawn_in(&ink, &face("LiberationSerif-Regular.ttf"), &sans_faces());
     let warnings = warnings(&template, &FontBook::default());
     assert!(
         warnings
@@ -198,10 +199,7 @@ fn an_unknown_family_is_drawn_in_liberation_serif_as_chromium_draws_it() {
     assert_drawn_in(
         &rendered(&template, &FontBook::default()),
         &face("LiberationSerif-Regular.ttf"),
-        &[
-            ("DejaVu Sans", face("DejaVuSans.ttf")),
-            ("Liberation Sans", face("LiberationSans-Regular.ttf")),
-        ],
+        &sans_faces(),
     );
     let warnings = warnings(&template, &FontBook::default());
     assert!(

@@ -135,6 +135,21 @@ fn unique() -> u64 {
     COUNTER.fetch_add(1, Ordering::SeqCst)
 }
 
+/// Runs `command` (the program `what`) to its end and checks that it succeeded, naming
+/// `path` and what the program wrote to stderr when it did not; answers its output.
+pub fn run_ok(command: &mut Command, what: &str, path: &Path) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{what} does not run: {error}"));
+    assert!(
+        output.status.success(),
+        "{what} failed on {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 #[derive(Debug, PartialEq)]
 pub struct Probe {
     pub codec: String,
@@ -148,17 +163,13 @@ pub struct Probe {
 
 /// ffprobe's view of the first video stream, frames counted by decoding.
 pub fn probe(path: &Path) -> Probe {
-    let output = Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-select_streams", "v:0", "-of", "json"])
-        .args(["-show_entries", "stream=codec_name,width,height,r_frame_rate,nb_read_frames:stream_tags:format=duration"])
-        .arg(path)
-        .output()
-        .expect("ffprobe runs");
-    assert!(
-        output.status.success(),
-        "ffprobe failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
+    let output = run_ok(
+        Command::new("ffprobe")
+            .args(["-v", "error", "-count_frames", "-select_streams", "v:0", "-of", "json"])
+            .args(["-show_entries", "stream=codec_name,width,height,r_frame_rate,nb_read_frames:stream_tags:format=duration"])
+            .arg(path),
+        "ffprobe",
+        path,
     );
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let stream = &json["streams"][0];
@@ -194,19 +205,12 @@ pub fn decode_rgba_through(path: &Path, width: u32, height: u32, filter: &[&str]
     if path.extension().is_some_and(|e| e == "webm") {
         command.args(["-c:v", "libvpx-vp9"]);
     }
-    let output = command
+    command
         .arg("-i")
         .arg(path)
         .args(filter)
-        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"])
-        .output()
-        .expect("ffmpeg runs");
-    assert!(
-        output.status.success(),
-        "ffmpeg failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"]);
+    let output = run_ok(&mut command, "ffmpeg", path);
     let frame_bytes = (width * height * 4) as usize;
     assert!(
         !output.stdout.is_empty() && output.stdout.len().is_multiple_of(frame_bytes),

@@ -373,7 +373,8 @@ fn gif_at_60_fps_plays_at_true_speed() {
 /// ffprobe's colour description of the first video stream: matrix, primaries, transfer,
 /// range, chroma location.
 fn colour_description(path: &std::path::Path) -> [String; 5] {
-    let output = std::process::Command::new("ffprobe")
+    let mut command = std::process::Command::new("ffprobe");
+    command
         .args([
             "-v",
             "error",
@@ -384,14 +385,8 @@ fn colour_description(path: &std::path::Path) -> [String; 5] {
             "-show_entries",
         ])
         .arg("stream=color_space,color_primaries,color_transfer,color_range,chroma_location")
-        .arg(path)
-        .output()
-        .expect("ffprobe runs");
-    assert!(
-        output.status.success(),
-        "ffprobe failed on {}",
-        path.display()
-    );
+        .arg(path);
+    let output = crate::helpers::run_ok(&mut command, "ffprobe", path);
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let stream = &json["streams"][0];
     [
