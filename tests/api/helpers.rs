@@ -759,6 +759,13 @@ pub fn stand_in(path: &std::path::Path, body: &str) -> PathBuf {
     path.to_path_buf()
 }
 
+/// [`own_worker_executable`] in a temporary directory of its own, which must outlive it.
+pub fn own_worker() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let executable = own_worker_executable(dir.path());
+    (dir, executable)
+}
+
 /// A stand-in worker that crashes (SIGSEGV) and appends a line to `count_file` per start.
 pub fn crashing_worker(dir: &std::path::Path, count_file: &std::path::Path) -> PathBuf {
     stand_in(

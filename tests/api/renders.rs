@@ -2,9 +2,8 @@
 //! cancelled, timed out, crashed, drained at shutdown and expired.
 
 use crate::helpers::{
-    color, crashing_worker, health_status, own_worker_executable, pushback_ms, refusal_delay,
-    small_request, spawn_app, spawn_app_with, state, wait_for_workers, worker_processes,
-    WATCH_LIMIT,
+    color, crashing_worker, health_status, own_worker, pushback_ms, refusal_delay, small_request,
+    spawn_app, spawn_app_with, state, wait_for_workers, worker_processes, WATCH_LIMIT,
 };
 use lottie_render::grpc::proto::{self, JobState};
 use sha2::{Digest, Sha256};
@@ -116,8 +115,7 @@ async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_ask
 
 #[tokio::test]
 async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app =
         spawn_app_with(|settings| settings.worker_executable = Some(executable.clone())).await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -154,8 +152,7 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
 
 #[tokio::test]
 async fn a_render_past_its_deadline_fails_retryably_with_a_delay_and_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = spawn_app_with(|settings| {
         settings.worker_executable = Some(executable.clone());
         settings.max_job_seconds = 1.0;
@@ -292,8 +289,7 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
 
 #[tokio::test]
 async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_no_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let mut app = spawn_app_with(|settings| {
         settings.worker_executable = Some(executable.clone());
         settings.shutdown_grace_seconds = 0.5;

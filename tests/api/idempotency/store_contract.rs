@@ -43,20 +43,16 @@ async fn only_the_claimant_binds_a_claimed_key(store: &dyn IdempotencyStore, key
         Claim::Existing(first.record()),
         "a claimed key is reported in progress, with its claimant's token"
     );
-    assert!(
-        !store
-            .bind(key, &Claimant::new("f2"), job, LONG)
-            .await
-            .unwrap(),
-        "bind with another fingerprint fails"
-    );
-    assert!(
-        !store
-            .bind(key, &Claimant::new("f1"), job, LONG)
-            .await
-            .unwrap(),
-        "bind by another claimant with the same fingerprint fails"
-    );
+    for (other, case) in [
+        ("f2", "bind with another fingerprint fails"),
+        (
+            "f1",
+            "bind by another claimant with the same fingerprint fails",
+        ),
+    ] {
+        let bound = store.bind(key, &Claimant::new(other), job, LONG).await;
+        assert!(!bound.unwrap(), "{case}");
+    }
     assert!(
         store.bind(key, &first, job, LONG).await.unwrap(),
         "bind of the claim succeeds"
