@@ -162,8 +162,7 @@ async fn a_template_is_rendered_and_downloaded_through_a_bucket_with_no_file_in_
     let job = app
         .render(small_request(&template.template_id, proto::Format::Gif))
         .await;
-    let done = job.clone();
-    let output = done.output.clone().unwrap();
+    let output = job.output.clone().unwrap();
     let bytes = app.download(&job.job_id).await.unwrap();
     assert_eq!(bytes.len() as u64, output.size_bytes);
     assert_eq!(sha256_hex(&bytes), output.sha256);
@@ -525,10 +524,9 @@ async fn two_instances_on_one_bucket_and_one_redis_share_templates_and_outputs_w
     let job = second
         .render(small_request(&template.template_id, proto::Format::Mp4))
         .await;
-    let done = job.clone();
     let from_second = second.download(&job.job_id).await.unwrap();
     let from_first = first.download(&job.job_id).await.unwrap();
-    assert_eq!(sha256_hex(&from_second), done.output.unwrap().sha256);
+    assert_eq!(sha256_hex(&from_second), job.output.unwrap().sha256);
     assert!(
         from_first == from_second,
         "the two instances answer other bytes"
