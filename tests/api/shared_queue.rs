@@ -297,7 +297,7 @@ async fn start_held_farm(
     prefix: &str,
     bucket: &TestBucket,
     extra: &[&str],
-) -> (Vec<tempfile::TempDir>, Vec<Hold>, Vec<Instance>) {
+) -> (Vec<tempfile::TempDir>, Vec<Hold>, Vec<Instance>, String) {
     let hold_dirs: Vec<_> = (0..count).map(|_| tempfile::tempdir().unwrap()).collect();
     let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
     let mut farm = Vec::new();
@@ -306,15 +306,16 @@ async fn start_held_farm(
         let worker = Some(hold.script.clone());
         farm.push(Instance::start(redis, prefix, bucket, worker, extra).await);
     }
-    (hold_dirs, holds, farm)
+    let template = create_template(&farm[0]).await;
+    (hold_dirs, holds, farm, template)
 }
 
 #[tokio::test]
 async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm) = start_held_farm(3, &redis, &prefix, &bucket, &[]).await;
-    let template = create_template(&farm[0]).await;
+    let (_hold_dirs, holds, mut farm, template) =
+        start_held_farm(3, &redis, &prefix, &bucket, &[]).await;
     // One render held on each instance (one worker each), three more queued behind them,
     // all accepted by the instance about to die.
     let mut jobs = Vec::new();
@@ -390,7 +391,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
     let bucket = TestBucket::create().await;
     let mut redis = OwnRedis::start_persistent();
     let prefix = unique_prefix();
-    let (_hold_dirs, holds, farm) = start_held_farm(
+    let (_hold_dirs, holds, farm, template) = start_held_farm(
         3,
         &redis.url(),
         &prefix,
@@ -398,7 +399,6 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
         &["--redis-timeout-ms", "300"],
     )
     .await;
-    let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
     for variant in 0..3u32 {
         ids.push(
@@ -488,8 +488,8 @@ async fn queue_left(prefix: &str) -> (i64, i64) {
 async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, farm) = start_held_farm(2, &redis, &prefix, &bucket, &[]).await;
-    let template = create_template(&farm[0]).await;
+    let (_hold_dirs, holds, farm, template) =
+        start_held_farm(2, &redis, &prefix, &bucket, &[]).await;
     let mut ids = Vec::new();
     for variant in 0..2 {
         ids.push(farm[0].submit(request(&template, variant)).await.job_id);
@@ -538,7 +538,7 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
 async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finishes_on_another() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm) = start_held_farm(
+    let (_hold_dirs, holds, mut farm, template) = start_held_farm(
         2,
         &redis,
         &prefix,
@@ -546,7 +546,6 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
         &["--shutdown-grace-seconds", "0.5"],
     )
     .await;
-    let template = create_template(&farm[0]).await;
     // One render held on each instance.
     let mut ids = Vec::new();
     for variant in 0..2 {
