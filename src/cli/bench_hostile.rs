@@ -12,6 +12,7 @@ mod expressions;
 mod first_round;
 mod jobs;
 mod parse;
+pub mod payloads;
 mod shares;
 mod templates;
 

@@ -7,7 +7,7 @@
 //! unreachable Redis is an error the service answers UNAVAILABLE (fail closed, never a render
 //! without the check). The pool reconnects by itself when Redis comes back.
 
-use super::store::{Claim, Claimant, IdempotencyStore, KeyRecord, StoreError};
+use super::store::{Claim, Claimant, IdempotencyStore, KeyRecord, StoreError, Stored};
 use crate::redis_client::{millis, unavailable, RedisClient, RedisError};
 use deadpool_redis::redis::Script;
 use std::sync::Arc;
@@ -52,12 +52,7 @@ impl RedisStore {
 
 #[tonic::async_trait]
 impl IdempotencyStore for RedisStore {
-    async fn claim(
-        &self,
-        key: &str,
-        claimant: &Claimant,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, key: &str, claimant: &Claimant, lease: Duration) -> Stored<Claim> {
         let redis_key = self.key(key);
         let claimed = claimant.record().encode();
         let current: String = self
@@ -80,18 +75,8 @@ impl IdempotencyStore for RedisStore {
         }
     }
 
-    async fn bind(
-        &self,
-        key: &str,
-        claimant: &Claimant,
-        id: Uuid,
-        ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let claimed = claimant.record();
-        let bound = KeyRecord::Bound {
-            fingerprint: claimant.fingerprint.clone(),
-            id,
-        };
+    async fn bind(&self, key: &str, claimant: &Claimant, id: Uuid, ttl: Duration) -> Stored<bool> {
+        let (claimed, bound) = (claimant.record(), claimant.bound(id));
         Ok(self
             .redis
             .compare_and_set(&self.key(key), &claimed.encode(), &bound.encode(), ttl)
@@ -104,7 +89,7 @@ impl IdempotencyStore for RedisStore {
         expected: &KeyRecord,
         claimant: &Claimant,
         lease: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Stored<bool> {
         let claimed = claimant.record();
         Ok(self
             .redis
@@ -112,7 +97,7 @@ impl IdempotencyStore for RedisStore {
             .await?)
     }
 
-    async fn release(&self, key: &str, claimant: &Claimant) -> Result<(), StoreError> {
+    async fn release(&self, key: &str, claimant: &Claimant) -> Stored<()> {
         let claimed = claimant.record();
         self.redis
             .compare_and_delete(&self.key(key), &claimed.encode())

@@ -4,11 +4,10 @@
 //! the workers and is backed off (`ANALYSIS_BACKOFF`) once its analyses exhaust their budget,
 //! and the other tenant creates its templates meanwhile.
 
-use crate::helpers::{api_keys_file, corpus, spawn_app_with, TestApp};
+use crate::helpers::{api_keys_file, corpus, create_request, reason, spawn_app_with, TestApp};
 use crate::hostile_templates::cpu_bomb;
 use crate::process::ServerProcess;
 use lottie_render::auth::AuthMode;
-use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use std::time::{Duration, Instant};
 use tonic::Code;
@@ -24,22 +23,6 @@ const ATTACK: Duration = Duration::from_secs(16);
 const HOG_EVERY: Duration = Duration::from_millis(500);
 /// The bystander's pause between its creations.
 const BYSTANDER_EVERY: Duration = Duration::from_millis(250);
-
-fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json,
-        fonts: Default::default(),
-    }
-}
-
-fn reason(status: &tonic::Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_default()
-}
 
 /// A server with tenants `hog` and `bystander` (auth required), each analysis within
 /// [`CPU_SECONDS`] of CPU.

@@ -2,7 +2,7 @@
 //! identity with UNAUTHENTICATED (pushback -1) before its body is read; a known API key is its
 //! tenant's caller; health checks need no identity.
 
-use crate::helpers::{api_keys_file, small_request, spawn_app_with};
+use crate::helpers::{api_keys_file, health_status, small_request, spawn_app_with};
 use lottie_render::grpc::proto;
 use tonic::Code;
 
@@ -59,28 +59,15 @@ async fn required_auth_refuses_calls_without_a_known_api_key_and_serves_known_on
 
     app.use_api_key(Some("acme-secret-key"));
     let template = app.create_template("slots-ball-colors-opacity.json").await;
-    let listed = app
-        .templates()
-        .list_templates(proto::ListTemplatesRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = app.list_templates().await;
     assert!(listed
         .templates
         .iter()
         .any(|summary| summary.template_id == template.template_id));
 
     // Health needs no identity (Kubernetes' gRPC probes send none).
-    let mut health = tonic_health::pb::health_client::HealthClient::new(app.channel.clone());
-    let serving = health
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
     assert_eq!(
-        serving.status,
+        health_status(&app.channel, "").await,
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
     );
     app.stop().await;

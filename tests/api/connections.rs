@@ -4,7 +4,7 @@
 //! Redis-mode tests run a redis-server of their own so that its CLIENT LIST counts exactly
 //! the connections of the servers under test.
 
-use crate::helpers::{small_request, spawn_app_with, unique_key, TestApp};
+use crate::helpers::{connect, reason, small_request, spawn_app_with, OwnRedis, TestApp};
 use crate::process::ServerProcess;
 use bytes::Bytes;
 use lottie_render::config::ServerSettings;
@@ -13,7 +13,7 @@ use prost::Message;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_types::StatusExt;
@@ -58,14 +58,6 @@ pub(crate) fn grpc_message(message: &impl Message) -> Bytes {
 /// The gRPC status of a trailers-only answer (every refusal is one).
 pub(crate) fn status_of(response: &http::Response<h2::RecvStream>) -> Option<Status> {
     Status::from_header_map(response.headers())
-}
-
-pub(crate) fn reason(status: &Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_default()
 }
 
 /// `count` calls to ListTemplates with headers and no body on one raw connection; answers
@@ -290,10 +282,7 @@ async fn watchers_beyond_the_cap_are_resource_exhausted_until_one_closes_and_hea
 /// A job of `app` rendered to its end.
 async fn succeeded_job(app: &TestApp) -> proto::RenderJob {
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     app.wait_for_state(&job.job_id, proto::JobState::Succeeded)
         .await
 }
@@ -372,58 +361,9 @@ async fn a_stalled_download_is_ended_and_its_slot_freed() {
     app.stop().await;
 }
 
-/// A redis-server of this test's own on a spare port (so CLIENT LIST counts only the
-/// servers under test), stopped when dropped.
-pub(crate) struct OwnRedis {
-    pub(crate) port: u16,
-    process: std::process::Child,
-}
-
+/// What these tests read of a redis-server of their own (so CLIENT LIST counts only the
+/// servers under test).
 impl OwnRedis {
-    pub(crate) fn start() -> OwnRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        OwnRedis::start_on(port)
-    }
-
-    pub(crate) fn start_on(port: u16) -> OwnRedis {
-        let mut process = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (./dev installs it)");
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return OwnRedis { port, process };
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = process.kill();
-        let _ = process.wait();
-        panic!("redis-server did not listen on {port}");
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    /// The redis-server's process id (to pause it with SIGSTOP: a slow Redis, not a gone one).
-    pub(crate) fn pid(&self) -> u32 {
-        self.process.id()
-    }
-
-    async fn connection(&self) -> deadpool_redis::redis::aio::MultiplexedConnection {
-        deadpool_redis::redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
-    }
-
     /// Clients connected now, this test's own connection excluded.
     async fn clients(&self) -> usize {
         let mut connection = self.connection().await;
@@ -459,11 +399,7 @@ impl OwnRedis {
 
 /// Connections subscribed to `channel` on the Redis at `port`.
 async fn subscribers_at(port: u16, channel: &str) -> i64 {
-    let mut connection = deadpool_redis::redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut connection = connect(&format!("redis://127.0.0.1:{port}/0")).await;
     let answer: Vec<deadpool_redis::redis::Value> = deadpool_redis::redis::cmd("PUBSUB")
         .arg("NUMSUB")
         .arg(channel)
@@ -487,13 +423,6 @@ async fn wait_for_subscribers(port: u16, channel: &str, count: i64) {
     panic!("{channel} never had {count} subscribers");
 }
 
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
 /// Redis connections one instance may hold in these tests: its pool, one for pub/sub and one
 /// for the shared queue's blocking reads.
 const POOL_SIZE: u32 = 4;
@@ -512,20 +441,6 @@ fn on_redis(settings: &mut ServerSettings, redis: &OwnRedis, prefix: &str, data:
     settings.redis_timeout_ms = 5_000;
 }
 
-async fn submit_with_key(
-    app: &TestApp,
-    request: proto::RenderRequest,
-) -> Result<proto::RenderJob, Status> {
-    let mut request = Request::new(request);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", unique_key().parse().unwrap());
-    app.renders()
-        .submit_render(request)
-        .await
-        .map(|answer| answer.into_inner())
-}
-
 #[tokio::test]
 async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids_open_nothing() {
     let redis = OwnRedis::start();
@@ -534,39 +449,22 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let b = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let template = a.create_template(NEVER_FINISHES).await;
-    let running = submit_with_key(
-        &a,
-        small_request(&template.template_id, proto::Format::Webm),
-    )
-    .await
-    .unwrap();
+    let running = a.submit_small(&template, proto::Format::Webm).await;
     b.wait_for_state(&running.job_id, proto::JobState::Running)
         .await;
     // A second one keeps the other instance's one worker busy too (the instances share
     // one queue)…
-    let also_running =
-        submit_with_key(&a, small_request(&template.template_id, proto::Format::Mp4))
-            .await
-            .unwrap();
+    let also_running = a.submit_small(&template, proto::Format::Mp4).await;
     b.wait_for_state(&also_running.job_id, proto::JobState::Running)
         .await;
     // …so behind them waits a job that does not change until it is cancelled.
-    let job = submit_with_key(&a, small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = a.submit_small(&template, proto::Format::Gif).await;
     b.wait_for_state(&job.job_id, proto::JobState::Queued).await;
 
     // Fifty callers of B watch A's job.
     let mut watches = Vec::new();
     for _ in 0..50 {
-        let mut stream = b
-            .renders()
-            .watch_render_job(proto::WatchRenderJobRequest {
-                job_id: job.job_id.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let mut stream = b.open_watch(&job.job_id).await;
         assert_eq!(
             stream.message().await.unwrap().unwrap().state,
             proto::JobState::Queued as i32
@@ -591,14 +489,7 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
     wait_for_subscribers(redis.port, &channel, 0).await;
     let mut watches = Vec::new();
     for _ in 0..5 {
-        let mut stream = b
-            .renders()
-            .watch_render_job(proto::WatchRenderJobRequest {
-                job_id: job.job_id.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let mut stream = b.open_watch(&job.job_id).await;
         stream.message().await.unwrap().unwrap();
         watches.push(stream);
     }
@@ -662,7 +553,7 @@ async fn remote_watches_and_cancels_share_one_redis_subscription_and_unknown_ids
 /// Sixty identical submissions under new keys while their render runs, answered: accepted
 /// and refused (QUEUE_FULL) counts.
 async fn sixty_identical(app: &TestApp, request: &proto::RenderRequest) -> (usize, usize) {
-    let calls = (0..60).map(|_| submit_with_key(app, request.clone()));
+    let calls = (0..60).map(|_| app.submit(request.clone()));
     let (mut accepted, mut full) = (0, 0);
     for answer in futures_util::future::join_all(calls).await {
         match answer {
@@ -686,9 +577,7 @@ async fn followers_of_a_running_render_count_against_the_queue() {
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Webm);
-    let leader = submit_with_key(&app, request.clone()).await.unwrap();
-    app.wait_for_state(&leader.job_id, proto::JobState::Running)
-        .await;
+    let leader = app.start_running(request.clone()).await;
     // The queue is empty (its render runs): one follower fits, the rest is refused.
     assert_eq!(sixty_identical(&app, &request).await, (1, 59));
     app.cancel(&leader.job_id).await;
@@ -708,7 +597,7 @@ async fn followers_of_another_instances_render_count_against_the_queue() {
     .await;
     let template = a.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Webm);
-    let leader = submit_with_key(&a, request.clone()).await.unwrap();
+    let leader = a.submit(request.clone()).await.unwrap();
     b.wait_for_state(&leader.job_id, proto::JobState::Running)
         .await;
     let (accepted, full) = sixty_identical(&b, &request).await;
@@ -741,12 +630,7 @@ async fn after_redis_comes_back_the_shared_subscription_is_made_again_and_cancel
     // The new Redis knows nothing: both instances subscribe again by themselves.
     wait_for_subscribers(port, &cancel_channel, 2).await;
     let template = a.create_template(NEVER_FINISHES).await;
-    let job = submit_with_key(
-        &a,
-        small_request(&template.template_id, proto::Format::Webm),
-    )
-    .await
-    .unwrap();
+    let job = a.submit_small(&template, proto::Format::Webm).await;
     b.wait_for_state(&job.job_id, proto::JobState::Running)
         .await;
     let cancelled = b.cancel(&job.job_id).await;

@@ -6,14 +6,17 @@
 //! job is certainly still running when the drain begins: with a grace of 0 it would be
 //! cancelled.
 
-use crate::helpers::{corpus, process_state, refusal_delay, unique_key, Hold};
+use crate::helpers::{
+    corpus, create_request, process_state, refusal_delay, rest_of, state, unique_key,
+    with_idempotency_key, Hold,
+};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};
 use std::time::Duration;
 use tonic::transport::Channel;
-use tonic::{Code, Request};
+use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -28,28 +31,18 @@ async fn submit(
     channel: &Channel,
     request: proto::RenderRequest,
 ) -> Result<proto::RenderJob, tonic::Status> {
-    let mut request = Request::new(request);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", unique_key().parse().unwrap());
     RenderServiceClient::new(channel.clone())
-        .submit_render(request)
+        .submit_render(with_idempotency_key(request, &unique_key()))
         .await
-        .map(|response| response.into_inner())
+        .map(tonic::Response::into_inner)
 }
 
 async fn get_job(channel: &Channel, job_id: &str) -> proto::RenderJob {
-    RenderServiceClient::new(channel.clone())
-        .get_render_job(proto::GetRenderJobRequest {
-            job_id: job_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
-
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
+    let request = proto::GetRenderJobRequest {
+        job_id: job_id.into(),
+    };
+    let mut client = RenderServiceClient::new(channel.clone());
+    client.get_render_job(request).await.unwrap().into_inner()
 }
 
 fn request(template_id: &str, side: u32) -> proto::RenderRequest {
@@ -66,27 +59,12 @@ fn request(template_id: &str, side: u32) -> proto::RenderRequest {
     }
 }
 
-/// Every snapshot of a watch opened earlier, to the end of its stream.
-async fn rest_of(mut stream: tonic::Streaming<proto::RenderJob>) -> Vec<proto::RenderJob> {
-    let mut seen = Vec::new();
-    tokio::time::timeout(PATIENCE, async {
-        while let Some(job) = stream.message().await.unwrap() {
-            seen.push(job);
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the watch did not end: {seen:?}"));
-    seen
-}
-
 async fn watch(channel: &Channel, job_id: &str) -> tonic::Streaming<proto::RenderJob> {
-    RenderServiceClient::new(channel.clone())
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: job_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
+    let request = proto::WatchRenderJobRequest {
+        job_id: job_id.into(),
+    };
+    let mut client = RenderServiceClient::new(channel.clone());
+    client.watch_render_job(request).await.unwrap().into_inner()
 }
 
 #[tokio::test]
@@ -102,11 +80,7 @@ async fn on_sigterm_a_queued_job_is_cancelled_retryably_a_running_one_finishes_a
     );
     let channel = server.channel().await;
     let template = TemplateServiceClient::new(channel.clone())
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(BALL, corpus(BALL)))
         .await
         .unwrap()
         .into_inner();
@@ -160,7 +134,7 @@ async fn on_sigterm_a_queued_job_is_cancelled_retryably_a_running_one_finishes_a
     assert!(delay >= Duration::from_secs(1), "{delay:?}");
 
     // The queued job is cancelled, retryably.
-    let queued_end = rest_of(queued_watch).await.pop().unwrap();
+    let queued_end = rest_of(queued_watch, PATIENCE).await.pop().unwrap();
     assert_eq!(state(&queued_end), JobState::Cancelled, "{queued_end:?}");
     let error = queued_end.error.unwrap();
     assert_eq!(error.reason, "SERVER_SHUTTING_DOWN");
@@ -174,7 +148,7 @@ async fn on_sigterm_a_queued_job_is_cancelled_retryably_a_running_one_finishes_a
         JobState::Running
     );
     hold.release(worker);
-    let running_end = rest_of(running_watch).await.pop().unwrap();
+    let running_end = rest_of(running_watch, PATIENCE).await.pop().unwrap();
     assert_eq!(state(&running_end), JobState::Succeeded, "{running_end:?}");
     let output = running_end.output.unwrap();
     let file = server

@@ -3,7 +3,9 @@
 //! that do not decode, oversized bodies) and a stock gRPC client whose retry policy retries
 //! every code.
 
-use crate::helpers::{color, small_request, spawn_app, spawn_app_with, unique_key, TestApp};
+use crate::helpers::{
+    color, create_request, small_request, spawn_app, spawn_app_with, unique_key, TestApp,
+};
 use lottie_render::grpc::proto;
 use prost::Message;
 use std::collections::HashMap;
@@ -369,12 +371,8 @@ async fn undecodable_bodies_unknown_fields_and_oversized_requests_are_invalid_ar
     }
 
     // One byte above the 64 MiB limit, refused before it is buffered.
-    let oversized = proto::CreateTemplateRequest {
-        name: "huge".into(),
-        lottie_json: vec![b' '; lottie_render::middleware::request_body::MAX_REQUEST_BYTES],
-        fonts: Default::default(),
-    }
-    .encode_to_vec();
+    let oversized = create_request("huge", vec![b' '; lottie_render::middleware::request_body::MAX_REQUEST_BYTES])
+        .encode_to_vec();
     let status = raw_call(&app, CREATE_TEMPLATE, Request::new(oversized))
         .await
         .unwrap_err();

@@ -8,7 +8,9 @@
 //! by timing. The worker tells acme's jobs by their output width: acme asks for 100 to 109 px,
 //! globex for 120 (the job a worker reads names no tenant, and a pinned copy of the template).
 
-use crate::helpers::{api_keys_file, small_request, spawn_app_with, unique_key, TestApp};
+use crate::helpers::{
+    api_keys_file, pushback_ms, reason, small_request, spawn_app_with, state, unique_key, TestApp,
+};
 use lottie_render::auth::AuthMode;
 use lottie_render::grpc::proto::{self, JobState};
 use std::path::{Path, PathBuf};
@@ -135,33 +137,9 @@ impl Tenants {
     }
 }
 
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
-}
-
 fn started_at(job: &proto::RenderJob) -> (i64, i32) {
     let started = job.started_at.as_ref().expect("the job started");
     (started.seconds, started.nanos)
-}
-
-fn reason(status: &Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_default()
-}
-
-/// The `grpc-retry-pushback-ms` of a refusal (it must be a delay, not "do not retry").
-fn pushback_ms(status: &Status) -> u64 {
-    status
-        .metadata()
-        .get("grpc-retry-pushback-ms")
-        .expect("a pushback")
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap_or_else(|_| panic!("a delay, not 'do not retry': {status:?}"))
 }
 
 #[tokio::test]

@@ -1,6 +1,17 @@
 //! `spawn_app()`: the real server (`lottie_render::app::run`, as `serve` runs it) on
 //! 127.0.0.1:0 with its own data directory, real worker processes (this crate's binary) and a
-//! metrics endpoint, and clients connected to it.
+//! metrics endpoint, and clients connected to it; and one helper of each kind the tests
+//! share (keyed calls, job states, watches to the end, worker stand-ins, Redis).
+
+mod calls;
+mod metrics;
+mod processes;
+mod redis;
+
+pub use calls::*;
+pub use metrics::*;
+pub use processes::*;
+pub use redis::*;
 
 use lottie_render::app::Listeners;
 use lottie_render::config::ServerSettings;
@@ -25,15 +36,6 @@ pub struct TestApp {
     api_key: std::sync::Mutex<Option<String>>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// `message` as a request carrying idempotency key `key`.
-pub fn with_idempotency_key<T>(message: T, key: &str) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    request
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -85,6 +87,22 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
         shutdown: Some(shutdown),
         server: Some(server),
     }
+}
+
+/// A server that requires API keys, those of `keys` (`(tenant, caller, key)`, in a file in
+/// `dir`), its settings further adjusted by `configure`.
+pub async fn spawn_app_with_keys(
+    dir: &std::path::Path,
+    keys: &[(&str, &str, &str)],
+    configure: impl FnOnce(&mut ServerSettings),
+) -> TestApp {
+    let keys = api_keys_file(dir, keys);
+    spawn_app_with(|settings| {
+        settings.auth = lottie_render::auth::AuthMode::Required;
+        settings.api_keys = Some(keys);
+        configure(settings);
+    })
+    .await
 }
 
 /// How long a test follows a job before it gives up.
@@ -164,6 +182,18 @@ impl TestApp {
         RenderServiceClient::with_interceptor(self.channel.clone(), self.bearer(key))
     }
 
+    /// CreateTemplate of `lottie_json` named `name`.
+    pub async fn create(
+        &self,
+        name: &str,
+        lottie_json: impl Into<Vec<u8>>,
+    ) -> Result<proto::Template, Status> {
+        self.templates()
+            .create_template(create_request(name, lottie_json))
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
     /// Registers a corpus file; answers the template.
     pub async fn create_template(&self, corpus_name: &str) -> proto::Template {
         self.templates()
@@ -177,9 +207,66 @@ impl TestApp {
             .into_inner()
     }
 
+    /// One page of ListTemplates (`page_size` 0: the server's default).
+    pub async fn list_templates_page(
+        &self,
+        page_size: u32,
+        page_token: String,
+    ) -> proto::ListTemplatesResponse {
+        self.templates()
+            .list_templates(proto::ListTemplatesRequest {
+                page_size,
+                page_token,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// The first page of ListTemplates, of the server's default size.
+    pub async fn list_templates(&self) -> proto::ListTemplatesResponse {
+        self.list_templates_page(0, String::new()).await
+    }
+
+    pub async fn get_template(&self, template_id: &str) -> Result<proto::Template, Status> {
+        self.templates()
+            .get_template(proto::GetTemplateRequest {
+                template_id: template_id.into(),
+            })
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
     /// SubmitRender with a fresh idempotency key.
     pub async fn submit(&self, request: proto::RenderRequest) -> Result<proto::RenderJob, Status> {
         self.submit_with_key(&unique_key(), request).await
+    }
+
+    /// Submits `request` (a fresh idempotency key) and waits until its job runs.
+    pub async fn start_running(&self, request: proto::RenderRequest) -> proto::RenderJob {
+        let job = self.submit(request).await.unwrap();
+        self.wait_for_state(&job.job_id, proto::JobState::Running)
+            .await
+    }
+
+    /// SubmitRender of [`small_request`] (a fresh idempotency key), accepted.
+    pub async fn submit_small(
+        &self,
+        template: &proto::Template,
+        format: proto::Format,
+    ) -> proto::RenderJob {
+        self.submit(small_request(&template.template_id, format))
+            .await
+            .unwrap_or_else(|status| panic!("the submission was refused: {status:?}"))
+    }
+
+    /// Renders `request` (a fresh idempotency key): the job's last snapshot, checked
+    /// SUCCEEDED.
+    pub async fn render(&self, request: proto::RenderRequest) -> proto::RenderJob {
+        let job = self.submit(request).await.unwrap();
+        let done = self.finished(&job.job_id).await;
+        assert_eq!(state(&done), proto::JobState::Succeeded, "{done:?}");
+        done
     }
 
     /// SubmitRender under idempotency key `key`.
@@ -188,51 +275,62 @@ impl TestApp {
         key: &str,
         request: proto::RenderRequest,
     ) -> Result<proto::RenderJob, Status> {
-        self.renders()
-            .submit_render(with_idempotency_key(request, key))
-            .await
-            .map(|r| r.into_inner())
+        Ok(self.submit_keyed(key, request).await?.0)
+    }
+
+    /// SubmitRender under idempotency key `key`: the job and whether it was a replay.
+    pub async fn submit_keyed(
+        &self,
+        key: &str,
+        request: proto::RenderRequest,
+    ) -> Result<(proto::RenderJob, bool), Status> {
+        submit_keyed_through(self.renders(), key, request).await
     }
 
     pub async fn get_job(&self, job_id: &str) -> proto::RenderJob {
-        self.renders()
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: job_id.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
+        self.try_get_job(job_id).await.unwrap()
+    }
+
+    /// GetRenderJob, refusals included.
+    pub async fn try_get_job(&self, job_id: &str) -> Result<proto::RenderJob, Status> {
+        let request = proto::GetRenderJobRequest {
+            job_id: job_id.into(),
+        };
+        let answer = self.renders().get_render_job(request).await;
+        answer.map(tonic::Response::into_inner)
     }
 
     pub async fn cancel(&self, job_id: &str) -> proto::RenderJob {
-        self.renders()
-            .cancel_render_job(proto::CancelRenderJobRequest {
-                job_id: job_id.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
+        let request = proto::CancelRenderJobRequest {
+            job_id: job_id.into(),
+        };
+        let answer = self.renders().cancel_render_job(request).await;
+        answer.unwrap().into_inner()
     }
 
     /// Every snapshot WatchRenderJob sends, to the end of the stream (bounded by `limit`).
     pub async fn watch(&self, job_id: &str, limit: Duration) -> Vec<proto::RenderJob> {
-        let mut stream = self
-            .renders()
-            .watch_render_job(proto::WatchRenderJobRequest {
-                job_id: job_id.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let mut seen = Vec::new();
-        tokio::time::timeout(limit, async {
-            while let Some(job) = stream.message().await.unwrap() {
-                seen.push(job);
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("the watch did not end within {limit:?}: {seen:?}"));
-        seen
+        watch_through(self.renders(), job_id, limit).await
+    }
+
+    /// The last snapshot of the job's watch, at its end (within [`WATCH_LIMIT`]).
+    pub async fn finished(&self, job_id: &str) -> proto::RenderJob {
+        finished_through(self.renders(), job_id).await
+    }
+
+    /// The state the job ended in (its watch followed to the end).
+    pub async fn finished_state(&self, job_id: &str) -> proto::JobState {
+        state(&self.finished(job_id).await)
+    }
+
+    /// A WatchRenderJob stream of the job, opened.
+    pub async fn open_watch(&self, job_id: &str) -> tonic::Streaming<proto::RenderJob> {
+        open_watch_through(self.renders(), job_id).await
+    }
+
+    /// [`TestApp::finished`] as the caller of `api_key`.
+    pub async fn finished_as(&self, api_key: &str, job_id: &str) -> proto::RenderJob {
+        finished_through(self.renders_as(Some(api_key)), job_id).await
     }
 
     /// Polls until the job is in `state` (for states a watch would pass through).
@@ -249,25 +347,7 @@ impl TestApp {
 
     /// The output of a succeeded job, checking chunk sizes and offsets on the way.
     pub async fn download(&self, job_id: &str) -> Result<Vec<u8>, Status> {
-        let mut stream = self
-            .renders()
-            .download_render_output(proto::DownloadRenderOutputRequest {
-                job_id: job_id.into(),
-            })
-            .await?
-            .into_inner();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = stream.message().await? {
-            assert!(
-                chunk.data.len() <= 1024 * 1024,
-                "chunk of {}",
-                chunk.data.len()
-            );
-            assert!(!chunk.data.is_empty());
-            assert_eq!(chunk.offset, bytes.len() as u64, "chunks in order");
-            bytes.extend_from_slice(&chunk.data);
-        }
-        Ok(bytes)
+        download_through(self.renders(), job_id).await
     }
 
     /// The Prometheus text of the metrics endpoint.
@@ -328,72 +408,6 @@ impl TestApp {
     }
 }
 
-/// Sends raw bytes as a message and hands the answer's bytes back undecoded.
-#[derive(Debug, Clone, Default)]
-pub struct RawCodec;
-
-impl tonic::codec::Codec for RawCodec {
-    type Encode = Vec<u8>;
-    type Decode = Vec<u8>;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-    fn encoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-    fn decoder(&mut self) -> RawCodec {
-        RawCodec
-    }
-}
-
-impl tonic::codec::Encoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn encode(
-        &mut self,
-        item: Vec<u8>,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), Status> {
-        prost::bytes::BufMut::put_slice(dst, &item);
-        Ok(())
-    }
-}
-
-impl tonic::codec::Decoder for RawCodec {
-    type Item = Vec<u8>;
-    type Error = Status;
-    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
-        use prost::bytes::Buf;
-        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
-    }
-}
-
-/// The Prometheus text served at `address` (`GET /metrics`).
-pub async fn metrics_text(address: SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    response
-}
-
-/// The value of `sample` (`name{labels}` exactly as exposed) in the exposition `text`.
-pub fn sample_value(text: &str, sample: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        let value = line.strip_prefix(sample)?.strip_prefix(' ')?;
-        Some(
-            value
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("{sample} has no number: {line}")),
-        )
-    })
-}
-
 pub fn corpus_path(name: &str) -> PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/corpus")
@@ -423,128 +437,6 @@ pub fn color(r: f64, g: f64, b: f64) -> proto::Color {
     proto::Color { r, g, b, a: None }
 }
 
-/// Worker processes started from `executable`, anywhere on the machine: children of this
-/// process and orphans adopted by init alike (tests run side by side in this process, so
-/// each test that counts workers gives its server an executable path of its own).
-pub fn worker_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
-    let prefix = format!("{} worker", executable.display());
-    live_processes(|cmdline| cmdline.starts_with(&prefix))
-        .into_iter()
-        .filter(|(pid, cmdline)| !is_zygote(*pid, cmdline))
-        .collect()
-}
-
-/// The worker zygotes of `executable` alive now (the process spares are forked from), a
-/// zygote still loading its libraries included.
-pub fn zygote_processes(executable: &std::path::Path) -> Vec<(u32, String)> {
-    let prefix = format!("{} worker", executable.display());
-    live_processes(|cmdline| cmdline.starts_with(&prefix))
-        .into_iter()
-        .filter(|(pid, cmdline)| is_zygote(*pid, cmdline))
-        .collect()
-}
-
-/// A zygote's forks share its command line (`worker --zygote`) but take the worker's process
-/// name before the zygote hands them out; the zygote itself never has that name.
-fn is_zygote(pid: u32, cmdline: &str) -> bool {
-    let worker = lottie_render::sandbox::zygote::WORKER_PROCESS_NAME.to_string_lossy();
-    cmdline.contains(" worker --zygote")
-        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.contains(&format!("({worker})")))
-}
-
-/// Live (not zombie) processes anywhere on the machine whose command line (arguments joined
-/// by spaces) `matches`.
-pub fn live_processes(matches: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // A zombie is already dead (its parent reaps it).
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
-            .unwrap_or_default();
-        if !zombie && matches(&cmdline) {
-            found.push((pid, cmdline));
-        }
-    }
-    found
-}
-
-/// Waits (up to 10 s) until `count` workers of `executable` run: a job is RUNNING a moment
-/// before its process exists.
-pub async fn wait_for_workers(executable: &std::path::Path, count: usize) {
-    for _ in 0..1000 {
-        if worker_processes(executable).len() == count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!(
-        "expected {count} workers, found {:?}",
-        worker_processes(executable)
-    );
-}
-
-/// A path of its own for the real worker binary (a symlink in `dir`), so that a test can
-/// tell its server's workers from those of the tests running beside it.
-pub fn own_worker_executable(dir: &std::path::Path) -> PathBuf {
-    let link = dir.join("lottie-render-under-test");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lottie-render"), &link).unwrap();
-    link
-}
-
-/// A stand-in worker that crashes (SIGSEGV) and appends a line to `count_file` per start.
-pub fn crashing_worker(dir: &std::path::Path, count_file: &std::path::Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("crashing-worker");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho started >> '{}'\ncat > /dev/null\nkill -SEGV $$\n",
-            count_file.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
-}
-
-#[test]
-fn a_missing_sample_is_not_zero() {
-    let text = "# HELP lottie_render_jobs_finished Jobs that reached a terminal state.\n\
-                # TYPE lottie_render_jobs_finished counter\n\
-                lottie_render_jobs_finished_total{outcome=\"failed\"} 2\n\
-                # TYPE lottie_render_queue_depth gauge\n\
-                lottie_render_queue_depth 0\n\
-                # EOF\n";
-    assert_eq!(
-        sample_value(
-            text,
-            "lottie_render_jobs_finished_total{outcome=\"failed\"}"
-        ),
-        Some(2.0)
-    );
-    assert_eq!(sample_value(text, "lottie_render_queue_depth"), Some(0.0));
-    // A prefix of an exposed name is not that sample.
-    assert_eq!(sample_value(text, "lottie_render_queue_dept"), None);
-    assert_eq!(sample_value(text, "lottie_render_queue_depth_total"), None);
-    assert_eq!(
-        sample_value(
-            text,
-            "lottie_render_jobs_finished_total{outcome=\"succeeded\"}"
-        ),
-        None
-    );
-}
-
 /// Lowercase hex sha256 of `bytes`, as the service reports digests.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
@@ -552,144 +444,4 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
-}
-
-/// A stand-in for this crate's binary (as worker or analysis executable) that, while engaged,
-/// stops itself (SIGSTOP) before it runs the real binary: a test holds a render or an analysis
-/// at its very start for as long as it needs, deterministically, where stopping a fast
-/// process from outside would race it. Disengaged, it runs the real binary at once.
-pub struct Hold {
-    pub script: PathBuf,
-    flag: PathBuf,
-}
-
-impl Hold {
-    /// The stand-in script in `dir`, disengaged.
-    pub fn new(dir: &std::path::Path) -> Hold {
-        use std::os::unix::fs::PermissionsExt;
-        let script = dir.join("holding-lottie-render");
-        let flag = dir.join("hold");
-        // Shell builtins only: the sandbox clears the environment (no PATH needed).
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\nif [ -e '{}' ]; then kill -STOP $$; fi\nexec '{}' \"$@\"\n",
-                flag.display(),
-                env!("CARGO_BIN_EXE_lottie-render")
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Hold { script, flag }
-    }
-
-    /// Processes started from now on stop at the hold.
-    pub fn engage(&self) {
-        std::fs::write(&self.flag, b"").unwrap();
-    }
-
-    /// Processes started from now on run at once (those held stay held).
-    pub fn disengage(&self) {
-        let _ = std::fs::remove_file(&self.flag);
-    }
-
-    /// Processes stopped at the hold now.
-    pub fn held(&self) -> Vec<u32> {
-        let script = self.script.display().to_string();
-        live_processes(|cmdline| cmdline.contains(&script))
-            .into_iter()
-            .map(|(pid, _)| pid)
-            .filter(|pid| process_state(*pid) == Some('T'))
-            .collect()
-    }
-
-    /// Waits (up to a minute) until `count` processes are held; their ids.
-    pub async fn wait_for_held(&self, count: usize) -> Vec<u32> {
-        for _ in 0..6000 {
-            let held = self.held();
-            if held.len() == count {
-                return held;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("expected {count} held processes, found {:?}", self.held());
-    }
-
-    /// Disengages the hold and lets every process held at it go on.
-    pub fn let_go(&self) {
-        self.disengage();
-        for pid in self.held() {
-            self.release(pid);
-        }
-    }
-
-    /// Lets a held process go on (SIGCONT).
-    pub fn release(&self, pid: u32) {
-        let _ = std::process::Command::new("kill")
-            .args(["-CONT", &pid.to_string()])
-            .status();
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        // A failed test must not leave stopped processes behind.
-        self.disengage();
-        for pid in self.held() {
-            self.release(pid);
-        }
-    }
-}
-
-/// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z` zombie…), `None` if gone.
-pub fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
-/// Checks that `status` is `code` with ErrorInfo `reason` and answers the retry delay it
-/// carries, after checking that its three forms agree: RetryInfo, `grpc-retry-pushback-ms`
-/// (the same milliseconds) and `retry-after` (whole seconds rounded up, at least 1). A
-/// deterministic refusal answers `None` after checking `grpc-retry-pushback-ms: -1` and that
-/// it carries neither RetryInfo nor `retry-after`.
-pub fn refusal_delay(status: &Status, code: tonic::Code, reason: &str) -> Option<Duration> {
-    use tonic_types::StatusExt;
-    assert_eq!(status.code(), code, "{status:?}");
-    let details = status.get_error_details();
-    assert_eq!(
-        details.error_info().map(|info| info.reason.as_str()),
-        Some(reason),
-        "{status:?}"
-    );
-    let header = |name: &str| {
-        status
-            .metadata()
-            .get(name)
-            .map(|value| value.to_str().unwrap().to_owned())
-    };
-    match details.retry_info().and_then(|info| info.retry_delay) {
-        Some(delay) => {
-            assert_eq!(
-                header("grpc-retry-pushback-ms"),
-                Some(delay.as_millis().to_string()),
-                "{status:?}"
-            );
-            let seconds = (delay.as_secs() + u64::from(delay.subsec_nanos() > 0)).max(1);
-            assert_eq!(
-                header("retry-after"),
-                Some(seconds.to_string()),
-                "{status:?}"
-            );
-            Some(delay)
-        }
-        None => {
-            assert_eq!(
-                header("grpc-retry-pushback-ms").as_deref(),
-                Some("-1"),
-                "{status:?}"
-            );
-            assert_eq!(header("retry-after"), None, "{status:?}");
-            None
-        }
-    }
 }

@@ -3,7 +3,7 @@
 //! quotas and a full disk. Each is refused with a classified error or answered within bounds
 //! a stock gRPC client (4 MiB message limit) reads.
 
-use crate::helpers::{corpus, small_request, spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{corpus, pushback_ms, small_request, spawn_app, spawn_app_with, TestApp};
 use crate::process::ServerProcess;
 use base64::Engine;
 use lottie_render::grpc::proto;
@@ -20,11 +20,7 @@ const FORTY_THREE_IMAGES: &str = "image-base64-43-images-precomps.json";
 const STOCK_CLIENT_LIMIT: usize = 4 * 1024 * 1024;
 
 fn create_request(name: &str, json: &Value) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json: json.to_string().into_bytes(),
-        fonts: Default::default(),
-    }
+    crate::helpers::create_request(name, json.to_string())
 }
 
 /// The heart template with its image asset changed by `edit`.
@@ -97,14 +93,7 @@ fn assert_retry_later(case: &str, status: &Status, reason: &str) {
         details.retry_info().unwrap().retry_delay.is_some(),
         "{case}"
     );
-    let pushback: i64 = status
-        .metadata()
-        .get("grpc-retry-pushback-ms")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pushback = pushback_ms(status);
     assert!(pushback > 0, "{case}: pushback {pushback}");
 }
 
@@ -112,15 +101,7 @@ async fn list_all(app: &TestApp) -> Vec<proto::Template> {
     let mut templates = Vec::new();
     let mut token = String::new();
     loop {
-        let page = app
-            .templates()
-            .list_templates(proto::ListTemplatesRequest {
-                page_size: 100,
-                page_token: token,
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let page = app.list_templates_page(100, token).await;
         templates.extend(page.templates);
         if page.next_page_token.is_empty() {
             return templates;
@@ -246,10 +227,7 @@ async fn the_corpus_templates_with_embedded_images_are_created_and_rendered() {
     // The 43-image template lasts four seconds: rendered here end to end (the heart's pixels
     // are checked in the engine tests).
     let template = app.create_template(FORTY_THREE_IMAGES).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Webm).await;
     let last = app
         .watch(&job.job_id, crate::helpers::WATCH_LIMIT)
         .await
@@ -312,10 +290,7 @@ async fn a_long_default_text_leaves_get_and_list_readable_by_a_stock_client() {
         .await
         .unwrap();
     let page = client
-        .list_templates(proto::ListTemplatesRequest {
-            page_size: 0,
-            page_token: String::new(),
-        })
+        .list_templates(proto::ListTemplatesRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -363,28 +338,24 @@ async fn pages_of_templates_with_large_answers_stay_within_a_mebibyte_without_ga
     for tag in 0..6 {
         // 200 slots of about 1 KiB each: about 200 KiB per template, under its 256 KiB cap.
         let template = app
-            .templates()
-            .create_template(create_request(
+            .create(
                 &format!("t{tag}"),
-                &template_with_long_slot_ids(tag, 200, 1000),
-            ))
+                template_with_long_slot_ids(tag, 200, 1000).to_string(),
+            )
             .await
-            .unwrap()
-            .into_inner();
+            .unwrap();
         assert_eq!(template.color_slots.len(), 200);
         assert!(!template.slots_truncated);
         created.push(template.template_id);
     }
     // One with more slots than its answer may carry: the first ones, flagged.
     let crowded = app
-        .templates()
-        .create_template(create_request(
+        .create(
             "crowded",
-            &template_with_long_slot_ids(9, 400, 1000),
-        ))
+            template_with_long_slot_ids(9, 400, 1000).to_string(),
+        )
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     assert!(crowded.slots_truncated);
     assert!(crowded.color_slots.len() < 400);
     created.push(crowded.template_id);
@@ -392,15 +363,7 @@ async fn pages_of_templates_with_large_answers_stay_within_a_mebibyte_without_ga
     let mut pages = 0;
     let mut token = String::new();
     loop {
-        let page = app
-            .templates()
-            .list_templates(proto::ListTemplatesRequest {
-                page_size: 100,
-                page_token: token,
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let page = app.list_templates_page(100, token).await;
         assert!(
             page.encoded_len() <= 1024 * 1024,
             "page of {}",
@@ -471,10 +434,7 @@ async fn listing_costs_the_server_no_more_cpu_when_stored_templates_are_large() 
     let before = server.cpu_time();
     for _ in 0..LISTINGS {
         let page = client
-            .list_templates(proto::ListTemplatesRequest {
-                page_size: 0,
-                page_token: String::new(),
-            })
+            .list_templates(proto::ListTemplatesRequest::default())
             .await
             .unwrap()
             .into_inner();
@@ -581,12 +541,7 @@ async fn two_servers_on_one_data_directory_list_the_same_templates_and_share_the
     }
     for app in [&first, &second] {
         let status = app
-            .templates()
-            .create_template(proto::CreateTemplateRequest {
-                name: "third".into(),
-                lottie_json: corpus("tiny-solid-layer.json"),
-                fonts: Default::default(),
-            })
+            .create("third", corpus("tiny-solid-layer.json"))
             .await
             .unwrap_err();
         assert_retry_later("third template", &status, "TEMPLATE_QUOTA_EXCEEDED");
@@ -622,12 +577,7 @@ async fn a_nearly_full_disk_refuses_new_templates_and_renders_with_a_retry_delay
     })
     .await;
     let status = full
-        .templates()
-        .create_template(proto::CreateTemplateRequest {
-            name: "more".into(),
-            lottie_json: corpus("tiny-solid-layer.json"),
-            fonts: Default::default(),
-        })
+        .create("more", corpus("tiny-solid-layer.json"))
         .await
         .unwrap_err();
     assert_retry_later("CreateTemplate", &status, "DISK_FULL");

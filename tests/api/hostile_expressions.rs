@@ -5,6 +5,7 @@
 //! whose expressions run out of their budget fails at once, not retryable, and is quarantined.
 
 use crate::helpers::{color, small_request, spawn_app, TestApp, WATCH_LIMIT};
+use lottie_render::cli::bench_hostile::payloads::red_square;
 use lottie_render::grpc::proto::{self, JobState};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -26,18 +27,7 @@ const FAILURE_LIMIT: Duration = Duration::from_secs(20);
 
 /// One red square (its fill named `paint`, a colour slot) whose position is `position`.
 fn template(position: Value, extra: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut json = json!({"v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
-        "ddd": 0, "assets": [], "layers": [
-        {"ty": 4, "ind": 1, "nm": "square", "ip": 0, "op": 30, "st": 0, "sr": 1,
-         "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0}, "a": {"a": 0, "k": [0, 0, 0]},
-                "s": {"a": 0, "k": [100, 100, 100]}, "p": position},
-         "shapes": [{"ty": "gr", "nm": "square", "it": [
-            {"ty": "rc", "d": 1, "s": {"a": 0, "k": [10, 10]}, "p": {"a": 0, "k": [0, 0]},
-             "r": {"a": 0, "k": 0}},
-            {"ty": "fl", "nm": "paint", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100},
-             "r": 1},
-            {"ty": "tr", "p": {"a": 0, "k": [0, 0]}, "a": {"a": 0, "k": [0, 0]},
-             "s": {"a": 0, "k": [100, 100]}, "r": {"a": 0, "k": 0}, "o": {"a": 0, "k": 100}}]}]}]});
+    let mut json = red_square(position);
     extra(&mut json);
     serde_json::to_vec(&json).unwrap()
 }

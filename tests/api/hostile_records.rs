@@ -3,7 +3,7 @@
 //! so SubmitRenders naming unknown slots of templates with the largest records cost the
 //! server little, and the template quota counts every object a template stores.
 
-use crate::helpers::{corpus, small_request};
+use crate::helpers::{corpus, create_request, reason, small_request};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
@@ -29,22 +29,6 @@ fn root_slot_text(chars: usize) -> Vec<u8> {
     serde_json::to_vec(&template).unwrap()
 }
 
-fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json,
-        fonts: Default::default(),
-    }
-}
-
-fn reason(status: &tonic::Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_template_whose_record_would_pass_its_limit_is_refused_with_its_own_reason() {
     let server = ServerProcess::start(&[]);
@@ -65,10 +49,7 @@ async fn a_template_whose_record_would_pass_its_limit_is_refused_with_its_own_re
     assert_eq!(violations.field_violations[0].field, "lottie_json");
     // Nothing was stored; the same template with a default text that fits is accepted.
     let listed = templates
-        .list_templates(proto::ListTemplatesRequest {
-            page_size: 0,
-            page_token: String::new(),
-        })
+        .list_templates(proto::ListTemplatesRequest::default())
         .await
         .unwrap()
         .into_inner();

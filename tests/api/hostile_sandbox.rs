@@ -2,7 +2,7 @@
 //! start-up (the self-test) and exports what is in force, and a worker that floods its output
 //! costs its own job only.
 
-use crate::helpers::{sample_value, small_request, unique_key};
+use crate::helpers::{corpus, create_request, sample_value, small_request, unique_key};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
@@ -86,11 +86,10 @@ async fn a_worker_flooding_its_output_fails_its_job_as_a_crash_and_costs_the_ser
     let server = ServerProcess::start_with_worker(flooding_worker, &["--workers", "1"], &[]);
     let channel = server.channel().await;
     let template = TemplateServiceClient::new(channel.clone())
-        .create_template(proto::CreateTemplateRequest {
-            name: "ball".into(),
-            lottie_json: crate::helpers::corpus("slots-ball-colors-opacity.json"),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(
+            "ball",
+            corpus("slots-ball-colors-opacity.json"),
+        ))
         .await
         .unwrap()
         .into_inner();

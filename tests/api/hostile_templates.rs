@@ -3,8 +3,9 @@
 //! answer and the server process itself (measured on a real `serve` child) next to nothing;
 //! other callers are served meanwhile; no analysis worker outlives its call.
 
-use crate::helpers::corpus;
+use crate::helpers::{corpus, create_request};
 use crate::process::ServerProcess;
+use lottie_render::cli::bench_hostile::payloads::glyph_bomb;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use serde_json::{json, Value};
@@ -71,14 +72,6 @@ pub(crate) fn cpu_bomb(keyframes: usize, characters: usize) -> Vec<u8> {
         "layers": [{"ty": 5, "nm": "bomb", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
             "t": {"d": {"k": documents}}}]});
     serde_json::to_vec(&template).unwrap()
-}
-
-fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json,
-        fonts: Default::default(),
-    }
 }
 
 /// A server process whose analysis workers run as an executable of their own (a symlink in
@@ -481,40 +474,6 @@ fn tiny_values_in_chars(bytes: usize) -> Vec<u8> {
         "layers": [{"ty": 5, "nm": "text", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
             "t": {"d": {"k": [{"t": 0, "s": {"s": 40, "f": "Tiny-Regular", "t": "A", "j": 0,
                 "fc": [0, 0, 0]}}]}}}]}),
-    )
-    .unwrap()
-}
-
-/// The glyph bomb at the size the second round sent (6.9 MB): the template's own glyph for
-/// "W" of `paths` paths of 150 vertices each, and 5,000 W in 4 keyframes.
-fn glyph_bomb(paths: usize) -> Vec<u8> {
-    let path = |offset: f64| {
-        let vertices: Vec<Value> = (0..150)
-            .map(|i| {
-                let angle = f64::from(i) / 150.0 * std::f64::consts::TAU;
-                json!([offset + 10.0 * angle.cos(), 10.0 * angle.sin()])
-            })
-            .collect();
-        let tangents = vec![json!([0, 0]); 150];
-        json!({"ty": "sh", "ks": {"a": 0, "k": {"c": true, "v": vertices, "i": tangents,
-            "o": tangents}}})
-    };
-    let shapes: Vec<Value> = (0..paths).map(|i| path(i as f64 * 0.1)).collect();
-    let glyph = json!({"ch": "W", "size": 100, "style": "Regular", "w": 60, "fFamily": "Bomb",
-        "data": {"shapes": [{"ty": "gr", "it": shapes}]}});
-    let documents: Vec<Value> = (0..4)
-        .map(|frame| {
-            json!({"t": frame * 5, "s": {"s": 12, "f": "Bomb", "t": "W".repeat(5000), "j": 0,
-                "fc": [0, 0, 0]}})
-        })
-        .collect();
-    serde_json::to_vec(
-        &json!({"v": "5.7", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
-        "fonts": {"list": [{"fName": "Bomb", "fFamily": "Bomb", "fStyle": "Regular",
-            "ascent": 75}]},
-        "chars": [glyph],
-        "layers": [{"ty": 5, "nm": "bomb", "ind": 1, "ks": {}, "ip": 0, "op": 30, "st": 0,
-            "t": {"d": {"k": documents}}}]}),
     )
     .unwrap()
 }

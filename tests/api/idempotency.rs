@@ -3,16 +3,21 @@
 //! starts when none answers; every test uses a key prefix of its own). Worker processes are
 //! counted by a wrapper script that logs each start and then runs the real worker.
 
-use crate::helpers::{small_request, spawn_app_with, unique_key, TestApp, WATCH_LIMIT};
+mod store_contract;
+
+use crate::helpers::{
+    counting_worker, on_both_stores, redis_url, refusal_delay, small_request, spawn_app_with,
+    state, unique_key, unique_prefix, with_idempotency_key, with_replayed, worker_starts, OwnRedis,
+    Store, TestApp,
+};
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto::{self, JobState};
 use lottie_render::idempotency::redis_store::RedisStore;
-use lottie_render::idempotency::store::{contract, IdempotencyStore};
+use lottie_render::idempotency::store::IdempotencyStore;
 use lottie_render::redis_client::{RedisClient, RedisSettings};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::Duration;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 const BALL: &str = "slots-ball-colors-opacity.json";
@@ -20,84 +25,15 @@ const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 /// Loads in the fence, then rlottie refuses it: a deterministic failure in the worker.
 const RENDERER_REFUSES: &str = "malformed/keyframe-empty-easing-arrays.json";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Store {
-    Memory,
-    Redis,
-}
-
-pub(crate) fn redis_url() -> String {
-    std::env::var("LOTTIE_RENDER_TEST_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:6379/0".to_owned())
-}
-
-static PREFIXES: AtomicU64 = AtomicU64::new(0);
-
-/// A Redis key prefix no other test (or run) uses.
-pub(crate) fn unique_prefix() -> String {
-    format!(
-        "lottie-render-test:{}:{}:{}:",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-        PREFIXES.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-/// A worker stand-in that logs its start to `count_file`, then runs the real worker.
-pub(crate) fn counting_worker(dir: &Path, count_file: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let script = dir.join("counting-worker");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho started >> '{}'\nexec '{}' \"$@\"\n",
-            count_file.display(),
-            env!("CARGO_BIN_EXE_lottie-render")
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
-}
-
 /// A server on `store`, with workers counted in `dir/starts`.
 async fn app_on(store: Store, dir: &Path, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
     let worker = counting_worker(dir, &dir.join("starts"));
     spawn_app_with(|settings| {
         settings.worker_executable = Some(worker);
-        if store == Store::Redis {
-            settings.redis_url = Some(redis_url());
-            settings.redis_key_prefix = unique_prefix();
-        }
+        store.configure(settings);
         configure(settings);
     })
     .await
-}
-
-pub(crate) fn worker_starts(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("starts"))
-        .map(|text| text.lines().count())
-        .unwrap_or(0)
-}
-
-async fn submit_with_key(
-    app: &TestApp,
-    key: &str,
-    request: proto::RenderRequest,
-) -> Result<(proto::RenderJob, bool), Status> {
-    let mut request = Request::new(request);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    let response = app.renders().submit_render(request).await?;
-    let replayed = response
-        .metadata()
-        .get("idempotent-replayed")
-        .is_some_and(|value| value == "true");
-    Ok((response.into_inner(), replayed))
 }
 
 /// Attempts of [`submit_until_answered`]: ABORTED asks for 200 ms, so 50 cover ten seconds
@@ -115,7 +51,7 @@ async fn submit_until_answered(
     request: proto::RenderRequest,
 ) -> proto::RenderJob {
     for _ in 0..SUBMIT_ATTEMPTS {
-        match submit_with_key(app, key, request.clone()).await {
+        match app.submit_keyed(key, request.clone()).await {
             Ok((job, _)) => return job,
             Err(status) if matches!(status.code(), Code::Aborted | Code::Unavailable) => {
                 let delay = status
@@ -131,27 +67,8 @@ async fn submit_until_answered(
     panic!("not answered after {SUBMIT_ATTEMPTS} attempts");
 }
 
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
-}
-
-async fn finished(app: &TestApp, job_id: &str) -> proto::RenderJob {
-    app.watch(job_id, WATCH_LIMIT).await.pop().unwrap()
-}
-
 fn redis_store(settings: &RedisSettings) -> RedisStore {
     RedisStore::new(std::sync::Arc::new(RedisClient::open(settings).unwrap()))
-}
-
-#[tokio::test]
-async fn the_redis_store_keeps_the_store_contract() {
-    let store = redis_store(&RedisSettings {
-        url: redis_url(),
-        key_prefix: unique_prefix(),
-        pool_size: 4,
-        timeout: Duration::from_secs(2),
-    });
-    contract::run(&store, "contract").await.unwrap();
 }
 
 async fn a_replay_answers_the_same_job_without_a_worker(store: Store) {
@@ -160,13 +77,13 @@ async fn a_replay_answers_the_same_job_without_a_worker(store: Store) {
     let template = app.create_template(BALL).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
     let key = unique_key();
-    let (first, replayed) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    let (first, replayed) = app.submit_keyed(&key, request.clone()).await.unwrap();
     assert!(!replayed);
-    let done = finished(&app, &first.job_id).await;
+    let done = app.finished(&first.job_id).await;
     assert_eq!(state(&done), JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 1);
 
-    let (again, replayed) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    let (again, replayed) = app.submit_keyed(&key, request.clone()).await.unwrap();
     assert!(replayed, "{again:?}");
     assert_eq!(again.job_id, first.job_id);
     assert_eq!(again.output, done.output);
@@ -177,31 +94,14 @@ async fn a_replay_answers_the_same_job_without_a_worker(store: Store) {
     // The same key with another payload is refused, do-not-retry.
     let mut other = request;
     other.output.as_mut().unwrap().fps = 60;
-    let status = submit_with_key(&app, &key, other).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
-    assert_eq!(
-        status.get_error_details().error_info().unwrap().reason,
-        "IDEMPOTENCY_KEY_REUSED"
-    );
-    assert_eq!(
-        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
-        "-1"
-    );
+    let status = app.submit_keyed(&key, other).await.unwrap_err();
+    let reused = refusal_delay(&status, Code::InvalidArgument, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(reused, None, "do not retry");
     assert_eq!(
         app.metric("lottie_render_idempotent_replays_total").await,
         1.0
     );
     app.stop().await;
-}
-
-#[tokio::test]
-async fn a_replay_answers_the_same_job_without_a_worker_in_memory() {
-    a_replay_answers_the_same_job_without_a_worker(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn a_replay_answers_the_same_job_without_a_worker_with_redis() {
-    a_replay_answers_the_same_job_without_a_worker(Store::Redis).await;
 }
 
 const SUBMIT_RENDER: &str = "/lottie.render.v1.RenderService/SubmitRender";
@@ -259,17 +159,14 @@ async fn submit_bytes_with_key(
     bytes: Vec<u8>,
 ) -> Result<(proto::RenderJob, bool), Status> {
     use prost::Message;
-    let mut request = Request::new(bytes);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    let response = app.raw_unary(SUBMIT_RENDER, request).await?;
-    let replayed = response
-        .metadata()
-        .get("idempotent-replayed")
-        .is_some_and(|value| value == "true");
-    let job = proto::RenderJob::decode(response.into_inner().as_slice()).unwrap();
-    Ok((job, replayed))
+    let response = app
+        .raw_unary(SUBMIT_RENDER, with_idempotency_key(bytes, key))
+        .await?;
+    let (bytes, replayed) = with_replayed(response);
+    Ok((
+        proto::RenderJob::decode(bytes.as_slice()).unwrap(),
+        replayed,
+    ))
 }
 
 async fn the_same_request_in_another_wire_order_is_a_replay(store: Store) {
@@ -305,10 +202,7 @@ async fn the_same_request_in_another_wire_order_is_a_replay(store: Store) {
     let (again, replayed) = submit_bytes_with_key(&app, &key, reordered).await.unwrap();
     assert!(replayed, "not answered as a replay: {again:?}");
     assert_eq!(again.job_id, first.job_id);
-    assert_eq!(
-        state(&finished(&app, &first.job_id).await),
-        JobState::Succeeded
-    );
+    assert_eq!(app.finished_state(&first.job_id).await, JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 1, "the replay started a worker");
 
     // The key is tied to the payload all the same: other colours (in either order) are
@@ -335,16 +229,6 @@ async fn the_same_request_in_another_wire_order_is_a_replay(store: Store) {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn the_same_request_in_another_wire_order_is_a_replay_in_memory() {
-    the_same_request_in_another_wire_order_is_a_replay(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn the_same_request_in_another_wire_order_is_a_replay_with_redis() {
-    the_same_request_in_another_wire_order_is_a_replay(Store::Redis).await;
-}
-
 async fn two_hundred_concurrent_calls_with_one_key_make_one_job(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let app = app_on(store, dir.path(), |_| {}).await;
@@ -357,20 +241,10 @@ async fn two_hundred_concurrent_calls_with_one_key_make_one_job(store: Store) {
     let jobs = futures_util::future::join_all(calls).await;
     let first = &jobs[0].job_id;
     assert!(jobs.iter().all(|job| &job.job_id == first));
-    let done = finished(&app, first).await;
+    let done = app.finished(first).await;
     assert_eq!(state(&done), JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 1);
     app.stop().await;
-}
-
-#[tokio::test]
-async fn two_hundred_concurrent_calls_with_one_key_make_one_job_in_memory() {
-    two_hundred_concurrent_calls_with_one_key_make_one_job(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn two_hundred_concurrent_calls_with_one_key_make_one_job_with_redis() {
-    two_hundred_concurrent_calls_with_one_key_make_one_job(Store::Redis).await;
 }
 
 async fn fifty_keys_with_one_payload_share_one_render(store: Store) {
@@ -390,7 +264,7 @@ async fn fifty_keys_with_one_payload_share_one_render(store: Store) {
     assert_eq!(ids.len(), 50, "one job per key");
     let mut sha256s = Vec::new();
     for job in &jobs {
-        let done = finished(&app, &job.job_id).await;
+        let done = app.finished(&job.job_id).await;
         assert_eq!(state(&done), JobState::Succeeded, "{done:?}");
         let output = done.output.unwrap();
         let bytes = app.download(&job.job_id).await.unwrap();
@@ -401,23 +275,13 @@ async fn fifty_keys_with_one_payload_share_one_render(store: Store) {
     assert_eq!(sha256s.len(), 1, "identical outputs");
     assert_eq!(worker_starts(dir.path()), 1, "one render for all");
     // Once it has succeeded, the next one is SUCCEEDED at once.
-    let (late, _) = submit_with_key(&app, &unique_key(), request).await.unwrap();
+    let late = app.submit(request).await.unwrap();
     assert_eq!(state(&late), JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 1);
     let joins = app.metric("lottie_render_render_joins_total").await;
     let hits = app.metric("lottie_render_render_cache_hits_total").await;
     assert_eq!(joins + hits, 50.0, "joins {joins}, cache hits {hits}");
     app.stop().await;
-}
-
-#[tokio::test]
-async fn fifty_keys_with_one_payload_share_one_render_in_memory() {
-    fifty_keys_with_one_payload_share_one_render(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn fifty_keys_with_one_payload_share_one_render_with_redis() {
-    fifty_keys_with_one_payload_share_one_render(Store::Redis).await;
 }
 
 async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store: Store) {
@@ -430,20 +294,17 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
 
     let key = unique_key();
     let request = small_request(&hangs.template_id, proto::Format::Mp4);
-    let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
-    let done = finished(&app, &first.job_id).await;
+    let (first, _) = app.submit_keyed(&key, request.clone()).await.unwrap();
+    let done = app.finished(&first.job_id).await;
     assert_eq!(state(&done), JobState::Failed);
     assert!(done.error.unwrap().retryable);
-    let (retry, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    let (retry, replayed) = app.submit_keyed(&key, request).await.unwrap();
     assert!(!replayed);
     assert_ne!(
         retry.job_id, first.job_id,
         "a transient failure released the key"
     );
-    assert_eq!(
-        state(&finished(&app, &retry.job_id).await),
-        JobState::Failed
-    );
+    assert_eq!(app.finished_state(&retry.job_id).await, JobState::Failed);
     assert_eq!(worker_starts(dir.path()), 2);
     app.stop().await;
 
@@ -453,27 +314,17 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
     let refused = app.create_template(RENDERER_REFUSES).await;
     let key = unique_key();
     let request = small_request(&refused.template_id, proto::Format::Mp4);
-    let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
-    let done = finished(&app, &first.job_id).await;
+    let (first, _) = app.submit_keyed(&key, request.clone()).await.unwrap();
+    let done = app.finished(&first.job_id).await;
     assert_eq!(state(&done), JobState::Failed);
     let error = done.error.clone().unwrap();
     assert!(!error.retryable, "{error:?}");
-    let (retry, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    let (retry, replayed) = app.submit_keyed(&key, request).await.unwrap();
     assert!(replayed);
     assert_eq!(retry.job_id, first.job_id);
     assert_eq!(retry.error, done.error);
     assert_eq!(worker_starts(dir.path()), 1, "no run for the replay");
     app.stop().await;
-}
-
-#[tokio::test]
-async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it_in_memory() {
-    a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it_with_redis() {
-    a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(Store::Redis).await;
 }
 
 async fn a_cancelled_job_frees_its_key(store: Store) {
@@ -482,98 +333,36 @@ async fn a_cancelled_job_frees_its_key(store: Store) {
     let hangs = app.create_template(NEVER_FINISHES).await;
     let key = unique_key();
     let request = small_request(&hangs.template_id, proto::Format::Gif);
-    let (first, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+    let (first, _) = app.submit_keyed(&key, request.clone()).await.unwrap();
     app.wait_for_state(&first.job_id, JobState::Running).await;
     let cancelled = app.cancel(&first.job_id).await;
     assert_eq!(state(&cancelled), JobState::Cancelled);
-    let (retry, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    let (retry, replayed) = app.submit_keyed(&key, request).await.unwrap();
     assert!(!replayed);
     assert_ne!(retry.job_id, first.job_id);
     app.stop().await;
 }
 
 #[tokio::test]
-async fn a_cancelled_job_frees_its_key_in_memory() {
-    a_cancelled_job_frees_its_key(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn a_cancelled_job_frees_its_key_with_redis() {
-    a_cancelled_job_frees_its_key(Store::Redis).await;
-}
-
-/// A redis-server of this test's own on a spare port, stopped when dropped.
-struct OwnRedis {
-    port: u16,
-    process: std::process::Child,
-}
-
-impl OwnRedis {
-    fn start(port: u16) -> OwnRedis {
-        let mut process = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (./dev installs it)");
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return OwnRedis { port, process };
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = process.kill();
-        let _ = process.wait();
-        panic!("redis-server did not listen on {port}");
-    }
-
-    fn stop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn spare_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-#[tokio::test]
 async fn with_redis_down_submissions_are_unavailable_and_start_nothing_until_it_is_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut redis = OwnRedis::start(spare_port());
-    let port = redis.port;
-    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
-    let app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(worker);
-        settings.redis_url = Some(format!("redis://127.0.0.1:{port}/0"));
-        settings.redis_key_prefix = unique_prefix();
+    let mut redis = OwnRedis::start();
+    let url = redis.url();
+    let app = app_on(Store::Redis, dir.path(), |settings| {
+        settings.redis_url = Some(url);
         settings.redis_timeout_ms = 300;
     })
     .await;
     let template = app.create_template(BALL).await;
     let request = small_request(&template.template_id, proto::Format::Gif);
-    let (job, _) = submit_with_key(&app, &unique_key(), request.clone())
-        .await
-        .unwrap();
-    assert_eq!(
-        state(&finished(&app, &job.job_id).await),
-        JobState::Succeeded
-    );
+    let job = app.submit(request.clone()).await.unwrap();
+    assert_eq!(app.finished_state(&job.job_id).await, JobState::Succeeded);
 
     redis.stop();
     let mut other = request.clone();
     other.output.as_mut().unwrap().fps = 60;
-    let status = submit_with_key(&app, &unique_key(), other.clone())
+    let status = app
+        .submit_keyed(&unique_key(), other.clone())
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
@@ -585,28 +374,22 @@ async fn with_redis_down_submissions_are_unavailable_and_start_nothing_until_it_
     assert!(details.retry_info().unwrap().retry_delay.is_some());
     assert!(status.metadata().get("retry-after").is_some());
 
-    let _redis = OwnRedis::start(port);
+    redis.restart();
     // Nothing rendered without the check: a job the refused call had queued anyway would be
     // ahead of this one (one worker, first in first out), so it would have started a worker
     // by the time this one is done. Another request (another fingerprint), so that it
     // cannot join such a job instead.
     let mut barrier = request;
     barrier.output.as_mut().unwrap().width = 101;
-    let (job, _) = submit_with_key(&app, &unique_key(), barrier).await.unwrap();
-    assert_eq!(
-        state(&finished(&app, &job.job_id).await),
-        JobState::Succeeded
-    );
+    let job = app.submit(barrier).await.unwrap();
+    assert_eq!(app.finished_state(&job.job_id).await, JobState::Succeeded);
     assert_eq!(
         worker_starts(dir.path()),
         2,
         "the refused call rendered after all"
     );
-    let (job, _) = submit_with_key(&app, &unique_key(), other).await.unwrap();
-    assert_eq!(
-        state(&finished(&app, &job.job_id).await),
-        JobState::Succeeded
-    );
+    let job = app.submit(other).await.unwrap();
+    assert_eq!(app.finished_state(&job.job_id).await, JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 3);
     app.stop().await;
 }
@@ -615,10 +398,7 @@ async fn with_redis_down_submissions_are_unavailable_and_start_nothing_until_it_
 async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix();
-    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
-    let app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(worker);
-        settings.redis_url = Some(redis_url());
+    let app = app_on(Store::Redis, dir.path(), |settings| {
         settings.redis_key_prefix = prefix.clone();
         settings.idempotency_lease_seconds = 3;
     })
@@ -643,18 +423,13 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
         )
         .await
         .unwrap();
-    let status = submit_with_key(&app, &key, request.clone())
-        .await
-        .unwrap_err();
+    let status = app.submit_keyed(&key, request.clone()).await.unwrap_err();
     assert_eq!(status.code(), Code::Aborted, "{status:?}");
     assert!(status.metadata().get("grpc-retry-pushback-ms").is_some());
     tokio::time::sleep(Duration::from_millis(3300)).await;
-    let (job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    let (job, replayed) = app.submit_keyed(&key, request).await.unwrap();
     assert!(!replayed);
-    assert_eq!(
-        state(&finished(&app, &job.job_id).await),
-        JobState::Succeeded
-    );
+    assert_eq!(app.finished_state(&job.job_id).await, JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 1);
     app.stop().await;
 }
@@ -695,7 +470,7 @@ async fn two_hundred_calls_with_one_key_spread_over_two_instances_make_one_job()
     let first = &jobs[0].job_id;
     assert!(jobs.iter().all(|job| &job.job_id == first));
     // Either instance follows it to the end and serves its output.
-    let done = finished(&b, first).await;
+    let done = b.finished(first).await;
     assert_eq!(state(&done), JobState::Succeeded, "{done:?}");
     // The other instance reads the shared record, written a moment after the owner's own
     // state changes (replication is asynchronous): it converges.
@@ -729,7 +504,7 @@ async fn fifty_keys_with_one_payload_over_two_instances_share_one_render() {
     let mut sha256s = Vec::new();
     for (index, job) in jobs.iter().enumerate() {
         let app = if index % 2 == 0 { &a } else { &b };
-        let done = finished(app, &job.job_id).await;
+        let done = app.finished(&job.job_id).await;
         assert_eq!(state(&done), JobState::Succeeded, "{done:?}");
         let bytes = app.download(&job.job_id).await.unwrap();
         assert_eq!(bytes.len() as u64, done.output.as_ref().unwrap().size_bytes);
@@ -752,25 +527,13 @@ async fn a_job_of_one_instance_is_watched_and_cancelled_through_the_other() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = two_instances(dir.path(), |_| {}).await;
     let template = a.create_template(NEVER_FINISHES).await;
-    let (job, _) = submit_with_key(
-        &a,
-        &unique_key(),
-        small_request(&template.template_id, proto::Format::Webm),
-    )
-    .await
-    .unwrap();
+    let request = small_request(&template.template_id, proto::Format::Webm);
+    let job = a.submit(request).await.unwrap();
     b.wait_for_state(&job.job_id, JobState::Running).await;
     let (subscribed, subscribed_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut stream = b.open_watch(&job.job_id).await;
     let watching = {
-        let b_watch = b.renders();
-        let job_id = job.job_id.clone();
         tokio::spawn(async move {
-            let mut b_watch = b_watch;
-            let mut stream = b_watch
-                .watch_render_job(proto::WatchRenderJobRequest { job_id })
-                .await
-                .unwrap()
-                .into_inner();
             let mut states = vec![state(&stream.message().await.unwrap().unwrap())];
             let _ = subscribed.send(());
             while let Some(snapshot) = stream.message().await.unwrap() {
@@ -813,11 +576,7 @@ fn small_mp4_fingerprint(template: &proto::Template) -> lottie_render::jobs::Fin
 
 /// Every job record under `prefix` in Redis.
 async fn shared_job_records(prefix: &str) -> Vec<lottie_render::jobs::Job> {
-    let mut connection = deadpool_redis::redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut connection = crate::helpers::connect(&redis_url()).await;
     let keys: Vec<String> = deadpool_redis::redis::cmd("KEYS")
         .arg(format!("{prefix}job:*"))
         .query_async(&mut connection)
@@ -845,10 +604,7 @@ async fn a_job_refused_half_shared_frees_its_key_and_ends_its_record() {
     use deadpool_redis::redis::AsyncCommands;
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix();
-    let worker = counting_worker(dir.path(), &dir.path().join("starts"));
-    let app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(worker);
-        settings.redis_url = Some(redis_url());
+    let app = app_on(Store::Redis, dir.path(), |settings| {
         settings.redis_key_prefix = prefix.clone();
     })
     .await;
@@ -857,17 +613,11 @@ async fn a_job_refused_half_shared_frees_its_key_and_ends_its_record() {
     // This request's render index entry made unreadable (a hash where a job id belongs):
     // publishing the job's record works, claiming its render fails.
     let render_key = format!("{prefix}render:{}", small_mp4_fingerprint(&template));
-    let mut redis = deadpool_redis::redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = crate::helpers::connect(&redis_url()).await;
     let _: i64 = redis.hset(&render_key, "not", "a job id").await.unwrap();
 
     let key = unique_key();
-    let status = submit_with_key(&app, &key, request.clone())
-        .await
-        .unwrap_err();
+    let status = app.submit_keyed(&key, request.clone()).await.unwrap_err();
     crate::helpers::refusal_delay(&status, Code::Unavailable, "JOB_STORE_UNAVAILABLE")
         .expect("a retry delay");
     // Ended in the background, at once when Redis answers: polled with a generous deadline.
@@ -890,13 +640,19 @@ async fn a_job_refused_half_shared_frees_its_key_and_ends_its_record() {
     );
 
     let _: i64 = redis.del(&render_key).await.unwrap();
-    let (job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+    let (job, replayed) = app.submit_keyed(&key, request).await.unwrap();
     assert!(!replayed);
     assert_ne!(job.job_id, refused[0].id.to_string());
-    assert_eq!(
-        state(&finished(&app, &job.job_id).await),
-        JobState::Succeeded
-    );
+    assert_eq!(app.finished_state(&job.job_id).await, JobState::Succeeded);
     assert_eq!(worker_starts(dir.path()), 1);
     app.stop().await;
 }
+
+on_both_stores!(
+    a_replay_answers_the_same_job_without_a_worker,
+    the_same_request_in_another_wire_order_is_a_replay,
+    two_hundred_concurrent_calls_with_one_key_make_one_job,
+    fifty_keys_with_one_payload_share_one_render,
+    a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it,
+    a_cancelled_job_frees_its_key,
+);

@@ -3,12 +3,9 @@
 //! took 1 GB of worker memory to render), as was a progressive JPEG of thousands of scans. Both
 //! are INVALID_ARGUMENT now, at once; honest images are accepted as before.
 
-use crate::helpers::{corpus, spawn_app};
+use crate::helpers::{corpus, create_request, spawn_app};
 use base64::Engine as _;
-use lottie_render::grpc::proto;
-use miniz_oxide::deflate::core::CompressorOxide;
-use miniz_oxide::deflate::stream::deflate;
-use miniz_oxide::{DataFormat, MZFlush};
+use lottie_render::cli::bench_hostile::payloads::zlib_of_zeros;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tonic::Code;
@@ -17,27 +14,6 @@ use tonic_types::StatusExt;
 /// How long refusing a bomb may take over a loaded test machine: the check stops inflating
 /// past a few pages; inflating the whole GiB took seconds.
 const REFUSAL_LIMIT: Duration = Duration::from_secs(5);
-
-/// A zlib stream of `total` zero bytes (a multiple of 1 MiB) in ~1 KB per MiB: one deflate
-/// block of 1 MiB of zeros, flushed to a byte boundary and repeated (each copy starts with a
-/// literal, so it decodes the same wherever it stands), a final empty block, the Adler-32.
-fn zlib_of_zeros(total: usize) -> Vec<u8> {
-    const CHUNK: usize = 1024 * 1024;
-    let mut compressor = CompressorOxide::default();
-    compressor.set_format_and_level(DataFormat::Raw, 9);
-    let mut block = vec![0; 64 * 1024];
-    let result = deflate(&mut compressor, &vec![0; CHUNK], &mut block, MZFlush::Sync);
-    assert_eq!(result.bytes_consumed, CHUNK);
-    block.truncate(result.bytes_written);
-    let mut stream = vec![0x78, 0x01];
-    for _ in 0..total / CHUNK {
-        stream.extend_from_slice(&block);
-    }
-    stream.extend([0x03, 0x00]);
-    let adler = (((total % 65521) as u32) << 16) | 1;
-    stream.extend(adler.to_be_bytes());
-    stream
-}
 
 fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     png.extend((data.len() as u32).to_be_bytes());
@@ -88,14 +64,6 @@ fn image_template(media: &str, bytes: &[u8], width: u32, height: u32) -> Vec<u8>
     .unwrap()
 }
 
-fn create_request(name: &str, lottie_json: Vec<u8>) -> proto::CreateTemplateRequest {
-    proto::CreateTemplateRequest {
-        name: name.into(),
-        lottie_json,
-        fonts: Default::default(),
-    }
-}
-
 fn assert_image_refused(status: &tonic::Status, expected: &str) {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     let details = status.get_error_details();
@@ -115,11 +83,7 @@ async fn a_1x1_png_whose_data_inflates_to_1_gib_is_refused_at_once() {
     assert!(bomb.len() < 2 * 1024 * 1024, "{} bytes", bomb.len());
     let started = Instant::now();
     let status = app
-        .templates()
-        .create_template(create_request(
-            "png bomb",
-            image_template("image/png", &bomb, 1, 1),
-        ))
+        .create("png bomb", image_template("image/png", &bomb, 1, 1))
         .await
         .unwrap_err();
     assert!(started.elapsed() < REFUSAL_LIMIT, "{:?}", started.elapsed());
@@ -131,11 +95,7 @@ async fn a_progressive_jpeg_of_thousands_of_scans_is_refused() {
     let app = spawn_app().await;
     let bomb = progressive_jpeg(5000);
     let status = app
-        .templates()
-        .create_template(create_request(
-            "jpeg bomb",
-            image_template("image/jpeg", &bomb, 8, 8),
-        ))
+        .create("jpeg bomb", image_template("image/jpeg", &bomb, 8, 8))
         .await
         .unwrap_err();
     assert_image_refused(&status, "scans");

@@ -10,17 +10,16 @@
 //! (`helpers::Hold`): the one place where the server itself spends a while between claiming
 //! a key and binding it, and the claim code is the same for every method.
 
-use crate::connections::OwnRedis;
 use crate::helpers::{
-    corpus, refusal_delay, small_request, spawn_app_with, unique_key, Hold, Intercepted, TestApp,
-    WATCH_LIMIT,
+    connect, corpus, counting_worker, create_request, redis_url, refusal_delay, small_request,
+    spawn_app_with, unique_key, unique_prefix, with_idempotency_key, with_replayed, worker_starts,
+    Hold, Intercepted, OwnRedis, Store, TestApp,
 };
-use crate::idempotency::{counting_worker, redis_url, unique_prefix, worker_starts, Store};
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};
 use std::time::{Duration, Instant};
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 /// How long a call waits on a concurrent one with its key before ABORTED (docs/operations.md).
@@ -38,10 +37,7 @@ async fn app_on(store: Store, hold: &Hold, configure: impl FnOnce(&mut ServerSet
         // Two analyses of the one tenant are held at once, and a tenant holds at most half
         // of the analysis workers.
         settings.analysis_workers = 4;
-        if store == Store::Redis {
-            settings.redis_url = Some(redis_url());
-            settings.redis_key_prefix = unique_prefix();
-        }
+        store.configure(settings);
         configure(settings);
     })
     .await
@@ -57,20 +53,8 @@ async fn create_through(
     mut templates: TemplateServiceClient<Intercepted>,
     key: String,
 ) -> Result<(proto::Template, bool), Status> {
-    let mut request = Request::new(proto::CreateTemplateRequest {
-        name: BALL.into(),
-        lottie_json: corpus(BALL),
-        fonts: Default::default(),
-    });
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    let response = templates.create_template(request).await?;
-    let replayed = response
-        .metadata()
-        .get("idempotent-replayed")
-        .is_some_and(|value| value == "true");
-    Ok((response.into_inner(), replayed))
+    let request = with_idempotency_key(create_request(BALL, corpus(BALL)), &key);
+    Ok(with_replayed(templates.create_template(request).await?))
 }
 
 type HeldCall = tokio::task::JoinHandle<Result<(proto::Template, bool), Status>>;
@@ -170,35 +154,14 @@ async fn the_lease_the_server_took_runs_out_and_the_key_is_first_use_again() {
     }
 }
 
-async fn submit_with_key(
-    app: &TestApp,
-    key: &str,
-    request: proto::RenderRequest,
-) -> Result<(proto::RenderJob, bool), Status> {
-    let mut request = Request::new(request);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    let response = app.renders().submit_render(request).await?;
-    let replayed = response
-        .metadata()
-        .get("idempotent-replayed")
-        .is_some_and(|value| value == "true");
-    Ok((response.into_inner(), replayed))
-}
-
 async fn succeeded(app: &TestApp, job_id: &str) {
-    let last = app.watch(job_id, WATCH_LIMIT).await.pop().unwrap();
+    let last = app.finished(job_id).await;
     assert_eq!(last.state, JobState::Succeeded as i32, "{last:?}");
 }
 
 /// Whether `key` (as the server names it) is still in Redis under `prefix`.
 async fn redis_has_key(prefix: &str, key: &str) -> bool {
-    let mut connection = deadpool_redis::redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut connection = connect(&redis_url()).await;
     let exists: i64 = deadpool_redis::redis::cmd("EXISTS")
         .arg(format!("{prefix}idempotency:SubmitRender:{key}"))
         .query_async(&mut connection)
@@ -226,9 +189,9 @@ async fn a_bound_key_that_expired_makes_the_next_call_a_new_job() {
         let template = app.create_template(BALL).await;
         let request = small_request(&template.template_id, proto::Format::Gif);
         let key = unique_key();
-        let (job, _) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+        let (job, _) = app.submit_keyed(&key, request.clone()).await.unwrap();
         succeeded(&app, &job.job_id).await;
-        let (replay, replayed) = submit_with_key(&app, &key, request.clone()).await.unwrap();
+        let (replay, replayed) = app.submit_keyed(&key, request.clone()).await.unwrap();
         assert!(replayed, "{store:?}: bound to its job");
         assert_eq!(replay.job_id, job.job_id);
 
@@ -256,7 +219,7 @@ async fn a_bound_key_that_expired_makes_the_next_call_a_new_job() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
 
-        let (new_job, replayed) = submit_with_key(&app, &key, request).await.unwrap();
+        let (new_job, replayed) = app.submit_keyed(&key, request).await.unwrap();
         assert!(!replayed, "{store:?}");
         assert_ne!(new_job.job_id, job.job_id, "{store:?}");
         // Rendered again, or SUCCEEDED from the stored output if that outlived the key.
@@ -282,9 +245,7 @@ async fn a_slow_redis_is_unavailable_with_a_delay_and_the_key_works_once_it_answ
     let template = app.create_template(BALL).await;
     let request = small_request(&template.template_id, proto::Format::Gif);
     // Connections are open and in use before Redis slows down.
-    let (job, _) = submit_with_key(&app, &unique_key(), request.clone())
-        .await
-        .unwrap();
+    let job = app.submit(request.clone()).await.unwrap();
     succeeded(&app, &job.job_id).await;
 
     // Paused: it accepts connections and reads nothing, as a Redis stuck on a slow command.
@@ -297,9 +258,7 @@ async fn a_slow_redis_is_unavailable_with_a_delay_and_the_key_works_once_it_answ
     other.output.as_mut().unwrap().fps = 60;
     let key = unique_key();
     let asked = Instant::now();
-    let status = submit_with_key(&app, &key, other.clone())
-        .await
-        .unwrap_err();
+    let status = app.submit_keyed(&key, other.clone()).await.unwrap_err();
     let waited = asked.elapsed();
     let resumed = std::process::Command::new("kill")
         .args(["-CONT", &redis.pid().to_string()])
@@ -319,7 +278,7 @@ async fn a_slow_redis_is_unavailable_with_a_delay_and_the_key_works_once_it_answ
     );
 
     // Answering again, the same key is a first use: nothing was claimed or started for it.
-    let (job, replayed) = submit_with_key(&app, &key, other).await.unwrap();
+    let (job, replayed) = app.submit_keyed(&key, other).await.unwrap();
     assert!(!replayed);
     succeeded(&app, &job.job_id).await;
     assert_eq!(worker_starts(dir.path()), 2, "one render per accepted job");

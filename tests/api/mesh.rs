@@ -4,8 +4,11 @@
 //! `readiness` health services flip for what they say, and the metrics endpoint says its
 //! format and times every method.
 
-use crate::connections::{grpc_headers, grpc_message, raw_connection, reason, status_of, OwnRedis};
-use crate::helpers::{corpus, small_request, spawn_app, spawn_app_with, unique_key, TestApp};
+use crate::connections::{grpc_headers, grpc_message, raw_connection, status_of};
+use crate::helpers::{
+    corpus, create_request, health_status, reason, small_request, spawn_app, spawn_app_with,
+    unique_key, OwnRedis, TestApp,
+};
 use crate::process::ServerProcess;
 use bytes::Bytes;
 use lottie_render::grpc::proto;
@@ -26,17 +29,6 @@ const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 /// How long a health status may take to flip: readiness is evaluated every second, and a
 /// Redis that went away may take its deadline to be noticed; generous for a loaded machine.
 const FLIP_LIMIT: Duration = Duration::from_secs(30);
-
-async fn health_status(channel: &Channel, service: &str) -> i32 {
-    HealthClient::new(channel.clone())
-        .check(HealthCheckRequest {
-            service: service.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-}
 
 /// Polls the health service `service` until it is `status` (within [`FLIP_LIMIT`]).
 async fn wait_for_health(app: &TestApp, service: &str, status: ServingStatus) {
@@ -68,11 +60,7 @@ async fn readiness_is_not_serving_while_the_queue_is_full_and_while_draining_and
     wait_for_health(&app, READINESS, ServingStatus::Serving).await;
     wait_for_health(&app, LIVENESS, ServingStatus::Serving).await;
     let template = app.create_template(NEVER_FINISHES).await;
-    let running = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
-    app.wait_for_state(&running.job_id, proto::JobState::Running)
+    app.start_running(small_request(&template.template_id, proto::Format::Gif))
         .await;
     // Another size: a render of its own (not a follower of the running one) that waits.
     let mut other = small_request(&template.template_id, proto::Format::Gif);
@@ -312,11 +300,7 @@ async fn gzip_requests_are_accepted_and_answers_are_gzip_only_for_clients_that_a
         .send_compressed(CompressionEncoding::Gzip)
         .accept_compressed(CompressionEncoding::Gzip);
     let created = gzip
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(BALL, corpus(BALL)))
         .await
         .unwrap();
     assert_eq!(
@@ -457,10 +441,7 @@ async fn the_metrics_endpoint_says_openmetrics_and_times_every_method() {
     let app = spawn_app().await;
     for _ in 0..3 {
         let unknown = app
-            .templates()
-            .get_template(proto::GetTemplateRequest {
-                template_id: uuid::Uuid::new_v4().to_string(),
-            })
+            .get_template(&uuid::Uuid::new_v4().to_string())
             .await
             .unwrap_err();
         assert_eq!(unknown.code(), Code::NotFound);

@@ -5,9 +5,9 @@
 //! the store's objects survive the outage.
 
 use crate::helpers::{
-    refusal_delay, sha256_hex, small_request, spawn_app_with, unique_key, TestApp, WATCH_LIMIT,
+    corpus, create_request, refusal_delay, sha256_hex, small_request, spawn_app_with, unique_key,
+    unique_prefix, TestApp,
 };
-use crate::idempotency::unique_prefix;
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
 use lottie_render::storage::settings::S3Credentials;
@@ -142,22 +142,27 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     found
 }
 
-async fn last_snapshot(app: &TestApp, job_id: &str) -> proto::RenderJob {
-    app.watch(job_id, WATCH_LIMIT).await.pop().unwrap()
+/// A server on `bucket` at the test S3 server, its settings further adjusted by `configure`.
+async fn app_on_bucket(
+    bucket: &TestBucket,
+    configure: impl FnOnce(&mut ServerSettings),
+) -> TestApp {
+    spawn_app_with(|settings| {
+        bucket.configure(settings, &s3_endpoint());
+        configure(settings);
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_template_is_rendered_and_downloaded_through_a_bucket_with_no_file_in_the_data_dir() {
     let bucket = TestBucket::create().await;
-    let app = spawn_app_with(|settings| bucket.configure(settings, &s3_endpoint())).await;
+    let app = app_on_bucket(&bucket, |_| {}).await;
     let template = app.create_template(BALL).await;
     let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
-    let done = last_snapshot(&app, &job.job_id).await;
-    assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
-    let output = done.output.clone().unwrap();
+        .render(small_request(&template.template_id, proto::Format::Gif))
+        .await;
+    let output = job.output.clone().unwrap();
     let bytes = app.download(&job.job_id).await.unwrap();
     assert_eq!(bytes.len() as u64, output.size_bytes);
     assert_eq!(sha256_hex(&bytes), output.sha256);
@@ -213,7 +218,7 @@ async fn a_template_is_rendered_and_downloaded_through_a_bucket_with_no_file_in_
 #[tokio::test]
 async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
     let bucket = TestBucket::create().await;
-    let app = spawn_app_with(|settings| bucket.configure(settings, &s3_endpoint())).await;
+    let app = app_on_bucket(&bucket, |_| {}).await;
     // The template's text asks for family "Ubuntu"; DejaVu Serif (fonts-dejavu-core, which
     // ./dev installs) is visibly unlike the bundled fallback.
     let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").unwrap();
@@ -222,9 +227,8 @@ async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
         let created = app
             .templates()
             .create_template(proto::CreateTemplateRequest {
-                name: "hello".into(),
-                lottie_json: crate::helpers::corpus("slots-text-document-sid.json"),
                 fonts,
+                ..create_request("hello", corpus("slots-text-document-sid.json"))
             })
             .await
             .unwrap()
@@ -241,7 +245,7 @@ async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
             colors: Default::default(),
         });
         let job = app.submit(request).await.unwrap();
-        let done = last_snapshot(&app, &job.job_id).await;
+        let done = app.finished(&job.job_id).await;
         assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
         outputs.push(done.output.unwrap().sha256);
     }
@@ -252,18 +256,14 @@ async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
 #[tokio::test]
 async fn retention_deletes_an_output_from_the_bucket() {
     let bucket = TestBucket::create().await;
-    let app = spawn_app_with(|settings| {
-        bucket.configure(settings, &s3_endpoint());
+    let app = app_on_bucket(&bucket, |settings| {
         settings.retention_seconds = 1;
     })
     .await;
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     let key = format!("outputs/{}.gif", job.job_id);
-    let done = last_snapshot(&app, &job.job_id).await;
+    let done = app.finished(&job.job_id).await;
     assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
     bucket.wait_for_key(&key, false).await;
     assert!(
@@ -280,26 +280,19 @@ async fn retention_deletes_an_output_from_the_bucket() {
 #[tokio::test]
 async fn a_template_deleted_while_its_job_is_queued_still_renders_from_the_bucket() {
     let bucket = TestBucket::create().await;
-    let app = spawn_app_with(|settings| {
-        bucket.configure(settings, &s3_endpoint());
+    let app = app_on_bucket(&bucket, |settings| {
         settings.workers = Some(1);
     })
     .await;
     let blocker_template = app.create_template(NEVER_FINISHES).await;
     let blocker = app
-        .submit(small_request(
+        .start_running(small_request(
             &blocker_template.template_id,
             proto::Format::Gif,
         ))
-        .await
-        .unwrap();
-    app.wait_for_state(&blocker.job_id, proto::JobState::Running)
         .await;
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     assert_eq!(job.state, proto::JobState::Queued as i32);
     app.templates()
         .delete_template(proto::DeleteTemplateRequest {
@@ -317,7 +310,7 @@ async fn a_template_deleted_while_its_job_is_queued_still_renders_from_the_bucke
         "the template's own objects are gone"
     );
     app.cancel(&blocker.job_id).await;
-    let done = last_snapshot(&app, &job.job_id).await;
+    let done = app.finished(&job.job_id).await;
     assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
     assert!(!app.download(&job.job_id).await.unwrap().is_empty());
     app.stop().await;
@@ -444,7 +437,7 @@ async fn a_store_that_stops_mid_way_is_unavailable_with_a_delay_and_the_job_comp
     let job = app.submit_with_key(&key, request.clone()).await.unwrap();
     // Accepted (its template copied), then the store goes before its output is stored.
     forwarder.stop().await;
-    let failed = last_snapshot(&app, &job.job_id).await;
+    let failed = app.finished(&job.job_id).await;
     assert_eq!(failed.state, proto::JobState::Failed as i32, "{failed:?}");
     let error = failed.error.unwrap();
     assert_eq!(error.reason, "STORAGE_UNAVAILABLE", "{error:?}");
@@ -472,7 +465,7 @@ async fn a_store_that_stops_mid_way_is_unavailable_with_a_delay_and_the_job_comp
     forwarder.restart().await;
     let again = app.submit_with_key(&key, request).await.unwrap();
     assert_ne!(again.job_id, job.job_id, "a new job, not the failed one");
-    let done = last_snapshot(&app, &again.job_id).await;
+    let done = app.finished(&again.job_id).await;
     assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
     let bytes = app.download(&again.job_id).await.unwrap();
     assert_eq!(sha256_hex(&bytes), done.output.unwrap().sha256);
@@ -522,21 +515,18 @@ async fn two_instances_on_one_bucket_and_one_redis_share_templates_and_outputs_w
     let prefix = unique_prefix();
     let configure = |settings: &mut ServerSettings| {
         bucket.configure(settings, &s3_endpoint());
-        settings.redis_url = Some(crate::idempotency::redis_url());
+        settings.redis_url = Some(crate::helpers::redis_url());
         settings.redis_key_prefix = prefix.clone();
     };
     let first = spawn_app_with(configure).await;
     let second = spawn_app_with(configure).await;
     let template = first.create_template(BALL).await;
     let job = second
-        .submit(small_request(&template.template_id, proto::Format::Mp4))
-        .await
-        .unwrap();
-    let done = last_snapshot(&second, &job.job_id).await;
-    assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
+        .render(small_request(&template.template_id, proto::Format::Mp4))
+        .await;
     let from_second = second.download(&job.job_id).await.unwrap();
     let from_first = first.download(&job.job_id).await.unwrap();
-    assert_eq!(sha256_hex(&from_second), done.output.unwrap().sha256);
+    assert_eq!(sha256_hex(&from_second), job.output.unwrap().sha256);
     assert!(
         from_first == from_second,
         "the two instances answer other bytes"

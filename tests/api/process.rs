@@ -2,6 +2,7 @@
 //! measure what an attack costs the server itself (its peak RSS and CPU time from /proc),
 //! which an in-process server shared with the other tests of this binary cannot show.
 
+use crate::helpers::health_status;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -245,16 +246,9 @@ fn send_signal(pid: u32, signal: &str) {
 #[tokio::test]
 async fn a_server_process_serves_reports_its_costs_and_stops_cleanly() {
     let server = ServerProcess::start(&["--workers", "1"]);
-    let mut health = tonic_health::pb::health_client::HealthClient::new(server.channel().await);
-    let answer = health
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let channel = server.channel().await;
     assert_eq!(
-        answer.status,
+        health_status(&channel, "").await,
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
     );
     assert!(server.peak_rss_bytes() >= server.rss_bytes() && server.rss_bytes() > 0);
@@ -263,6 +257,6 @@ async fn a_server_process_serves_reports_its_costs_and_stops_cleanly() {
     assert!(server.log().iter().any(|line| line.contains(" serving ")));
     assert_ne!(server.address, server.metrics_address);
     assert!(server.data_dir.path().join("data").is_dir());
-    drop(health);
+    drop(channel);
     assert!(server.stop(), "the server exits 0 on SIGTERM");
 }

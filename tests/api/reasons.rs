@@ -4,11 +4,11 @@
 //! (a call held in flight at a limit of one), STORAGE_UNAVAILABLE (the template directory
 //! removed under the server) and JOB_STORE_UNAVAILABLE (its Redis gone).
 
-use crate::connections::OwnRedis;
+use crate::helpers::unique_prefix;
+use crate::helpers::OwnRedis;
 use crate::helpers::{
-    corpus, refusal_delay, small_request, spawn_app, spawn_app_with, Hold, TestApp,
+    corpus, create_request, refusal_delay, small_request, spawn_app, spawn_app_with, Hold, TestApp,
 };
-use crate::idempotency::unique_prefix;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};
 use std::time::Duration;
@@ -36,15 +36,7 @@ fn solid_lasting(seconds: u32) -> Vec<u8> {
 }
 
 async fn create(app: &TestApp, name: &str, json: Vec<u8>) -> proto::Template {
-    app.templates()
-        .create_template(proto::CreateTemplateRequest {
-            name: name.into(),
-            lottie_json: json,
-            fonts: Default::default(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
+    app.create(name, json).await.unwrap()
 }
 
 async fn download_refusal(app: &TestApp, job_id: &str) -> tonic::Status {
@@ -70,13 +62,7 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
     let app = spawn_app().await;
     let unknown = uuid::Uuid::new_v4().to_string();
 
-    let status = app
-        .templates()
-        .get_template(proto::GetTemplateRequest {
-            template_id: unknown.clone(),
-        })
-        .await
-        .unwrap_err();
+    let status = app.get_template(&unknown).await.unwrap_err();
     assert_eq!(
         refusal_delay(&status, Code::NotFound, "TEMPLATE_NOT_FOUND"),
         None
@@ -104,10 +90,8 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
     // One worker: the first job runs for ever, the second waits behind it.
     let never = app.create_template(NEVER_FINISHES).await;
     let running = app
-        .submit(small_request(&never.template_id, proto::Format::Mp4))
-        .await
-        .unwrap();
-    app.wait_for_state(&running.job_id, JobState::Running).await;
+        .start_running(small_request(&never.template_id, proto::Format::Mp4))
+        .await;
     let mut other = small_request(&never.template_id, proto::Format::Mp4);
     other.output.as_mut().unwrap().width = 102;
     let queued = app.submit(other).await.unwrap();
@@ -129,10 +113,7 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
 
     // A GIF of the longest template allowed is accepted; one frame-second more is not.
     let longest = create(&app, "longest GIF", solid_lasting(MAX_GIF_SECONDS)).await;
-    let accepted = app
-        .submit(small_request(&longest.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let accepted = app.submit_small(&longest, proto::Format::Gif).await;
     app.cancel(&accepted.job_id).await;
     let too_long = create(&app, "too long", solid_lasting(MAX_GIF_SECONDS + 1)).await;
     let status = app
@@ -153,10 +134,7 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
         ["output.format"]
     );
     // The limit is the GIF's: the same template as MP4 is accepted.
-    let mp4 = app
-        .submit(small_request(&too_long.template_id, proto::Format::Mp4))
-        .await
-        .unwrap();
+    let mp4 = app.submit_small(&too_long, proto::Format::Mp4).await;
     app.cancel(&mp4.job_id).await;
     app.cancel(&running.job_id).await;
     app.stop().await;
@@ -183,11 +161,7 @@ async fn a_call_over_the_limit_in_flight_is_server_overloaded_with_a_delay_and_h
         let mut templates = app.templates();
         async move {
             templates
-                .create_template(proto::CreateTemplateRequest {
-                    name: BALL.into(),
-                    lottie_json: corpus(BALL),
-                    fonts: Default::default(),
-                })
+                .create_template(create_request(BALL, corpus(BALL)))
                 .await
         }
     });
@@ -236,15 +210,7 @@ async fn a_template_directory_gone_from_under_the_server_is_storage_unavailable_
     let templates = app.data_dir.path().join("templates");
     assert!(templates.is_dir());
     std::fs::remove_dir_all(&templates).unwrap();
-    let status = app
-        .templates()
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
-        .await
-        .unwrap_err();
+    let status = app.create(BALL, corpus(BALL)).await.unwrap_err();
     let delay =
         refusal_delay(&status, Code::Unavailable, "STORAGE_UNAVAILABLE").expect("a retry delay");
     assert!(delay >= Duration::from_secs(1), "{delay:?}");
@@ -263,10 +229,7 @@ async fn a_job_lookup_with_its_redis_gone_is_job_store_unavailable_with_a_delay(
     .await;
     drop(redis);
     let status = app
-        .renders()
-        .get_render_job(proto::GetRenderJobRequest {
-            job_id: uuid::Uuid::new_v4().to_string(),
-        })
+        .try_get_job(&uuid::Uuid::new_v4().to_string())
         .await
         .unwrap_err();
     let delay =

@@ -2,8 +2,8 @@
 //! cancelled, timed out, crashed, drained at shutdown and expired.
 
 use crate::helpers::{
-    color, crashing_worker, own_worker_executable, small_request, spawn_app, spawn_app_with,
-    wait_for_workers, worker_processes, WATCH_LIMIT,
+    color, crashing_worker, health_status, own_worker, pushback_ms, refusal_delay, small_request,
+    spawn_app, spawn_app_with, state, wait_for_workers, worker_processes, WATCH_LIMIT,
 };
 use lottie_render::grpc::proto::{self, JobState};
 use sha2::{Digest, Sha256};
@@ -29,21 +29,6 @@ fn sized(mut request: proto::RenderRequest, width: u32) -> proto::RenderRequest 
 /// How long a test waits for the health service to change its answer: generous, as the
 /// change itself is immediate and only a loaded machine delays seeing it.
 const HEALTH_FLIP_LIMIT: Duration = Duration::from_secs(30);
-
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
-}
-
-async fn health(app: &crate::helpers::TestApp) -> i32 {
-    HealthClient::new(app.channel.clone())
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .status
-}
 
 #[tokio::test]
 async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_asked_for() {
@@ -130,8 +115,7 @@ async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_ask
 
 #[tokio::test]
 async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app =
         spawn_app_with(|settings| settings.worker_executable = Some(executable.clone())).await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -168,18 +152,14 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
 
 #[tokio::test]
 async fn a_render_past_its_deadline_fails_retryably_with_a_delay_and_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = spawn_app_with(|settings| {
         settings.worker_executable = Some(executable.clone());
         settings.max_job_seconds = 1.0;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
     let last = seen.last().unwrap();
     assert_eq!(state(last), JobState::Failed);
@@ -228,7 +208,10 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     assert!(error.message.contains("SIGSEGV"), "{}", error.message);
     let count = || std::fs::read_to_string(&starts).unwrap().lines().count();
     assert_eq!(count(), 2, "one retry on a fresh worker");
-    assert_eq!(health(&app).await, ServingStatus::Serving as i32);
+    assert_eq!(
+        health_status(&app.channel, "").await,
+        ServingStatus::Serving as i32
+    );
 
     // A retry with the same key gets the same failed job at once…
     let replayed = app
@@ -244,15 +227,8 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     // …and the same request under a new key (same fingerprint) is refused at the boundary:
     // no worker starts.
     let status = app.submit(request.clone()).await.unwrap_err();
-    assert_eq!(status.code(), Code::InvalidArgument);
-    assert_eq!(
-        status.get_error_details().error_info().unwrap().reason,
-        "RENDER_QUARANTINED"
-    );
-    assert_eq!(
-        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
-        "-1"
-    );
+    let quarantined = refusal_delay(&status, Code::InvalidArgument, "RENDER_QUARANTINED");
+    assert_eq!(quarantined, None, "do not retry");
     assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 2.0);
     assert_eq!(
         app.metric("lottie_render_quarantined_fingerprints").await,
@@ -286,8 +262,7 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
-    let running = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&running.job_id, JobState::Running).await;
+    app.start_running(request.clone()).await;
     // Distinct requests: identical ones would share one render and need no queue slot.
     let queued = app.submit(sized(request.clone(), 101)).await.unwrap();
     assert_eq!(state(&queued), JobState::Queued);
@@ -297,14 +272,7 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
     assert_eq!(details.error_info().unwrap().reason, "QUEUE_FULL");
     let delay = details.retry_info().unwrap().retry_delay.unwrap();
     assert!(delay >= Duration::from_secs(1), "{delay:?}");
-    let pushback: u64 = status
-        .metadata()
-        .get("grpc-retry-pushback-ms")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pushback = pushback_ms(&status);
     assert_eq!(pushback, delay.as_millis() as u64);
     let retry_after: u64 = status
         .metadata()
@@ -321,8 +289,7 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
 
 #[tokio::test]
 async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_no_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let mut app = spawn_app_with(|settings| {
         settings.worker_executable = Some(executable.clone());
         settings.shutdown_grace_seconds = 0.5;
@@ -330,17 +297,9 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
-    let job = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&job.job_id, JobState::Running).await;
+    let job = app.start_running(request.clone()).await;
     wait_for_workers(&executable, 1).await;
-    let mut watch = app
-        .renders()
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: job.job_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut watch = app.open_watch(&job.job_id).await;
 
     // A client-side health check keeps a Watch open; it must not hold the shutdown up.
     let mut health_watch = HealthClient::new(app.channel.clone())
@@ -358,7 +317,7 @@ async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_
     app.begin_shutdown();
     // The flip is immediate; a loaded machine may take a while to show it.
     let deadline = tokio::time::Instant::now() + HEALTH_FLIP_LIMIT;
-    while health(&app).await != ServingStatus::NotServing as i32 {
+    while health_status(&app.channel, "").await != ServingStatus::NotServing as i32 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "still SERVING {HEALTH_FLIP_LIMIT:?} after the shutdown began"
@@ -400,10 +359,7 @@ async fn finished_jobs_and_their_outputs_expire_after_the_retention() {
     let retention = Duration::from_secs(SHORT_RETENTION_SECONDS);
     let app = spawn_app_with(|settings| settings.retention_seconds = SHORT_RETENTION_SECONDS).await;
     let template = app.create_template(BALL).await;
-    let job = app
-        .submit(small_request(&template.template_id, proto::Format::Gif))
-        .await
-        .unwrap();
+    let job = app.submit_small(&template, proto::Format::Gif).await;
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
     let done = seen.last().unwrap();
     assert_eq!(state(done), JobState::Succeeded);

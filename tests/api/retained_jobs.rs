@@ -4,54 +4,49 @@
 //! is served; with Redis, submissions refused for the tenant's job limit leave nothing there.
 
 use crate::helpers::{
-    api_keys_file, small_request, spawn_app_with, unique_key, with_idempotency_key, Hold,
+    connect, reason, redis_url, small_request, spawn_app_with_keys, unique_key, unique_prefix,
+    with_idempotency_key, Hold, TestApp,
 };
-use crate::idempotency::{redis_url, unique_prefix};
 use futures_util::StreamExt;
-use lottie_render::auth::AuthMode;
+use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto::{self, JobState};
 use std::collections::HashMap;
 use std::time::Duration;
 use tonic::Code;
-use tonic_types::StatusExt;
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 const ACME: &str = "acme-secret-key";
 const GLOBEX: &str = "globex-secret-key";
 
-fn reason(status: &tonic::Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_default()
+/// A server with tenants acme and globex (API keys required), its helper clients calling as
+/// acme.
+async fn acme_app(dir: &std::path::Path, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+    let keys = [("acme", "billing", ACME), ("globex", "ops", GLOBEX)];
+    let app = spawn_app_with_keys(dir, &keys, configure).await;
+    app.use_api_key(Some(ACME));
+    app
 }
 
-#[tokio::test]
-async fn a_thousand_instant_reuses_under_fresh_keys_keep_the_tenants_bound_and_evict_the_oldest() {
-    const BOUND: u32 = 40;
-    const REUSES: usize = 1_000;
-    let dir = tempfile::tempdir().unwrap();
-    let keys = api_keys_file(
-        dir.path(),
-        &[("acme", "billing", ACME), ("globex", "ops", GLOBEX)],
-    );
-    let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys);
-        settings.retained_jobs.max_retained_jobs_per_tenant = BOUND;
-    })
-    .await;
-    app.use_api_key(Some(ACME));
+/// Acme's ball template rendered once: the request and its succeeded job.
+async fn rendered_once(app: &TestApp) -> (proto::RenderRequest, proto::RenderJob) {
     let template = app.create_template(BALL).await.template_id;
     let request = small_request(&template, proto::Format::Gif);
     let rendered = app.submit(request.clone()).await.unwrap();
     app.wait_for_state(&rendered.job_id, JobState::Succeeded)
         .await;
+    (request, rendered)
+}
 
-    // The attack: the same request again and again, each under a key of its own.
+/// The attack: `request` `count` times, each under a key of its own, `concurrency` at once;
+/// the jobs, every one accepted.
+async fn reused_under_fresh_keys(
+    app: &TestApp,
+    request: &proto::RenderRequest,
+    count: usize,
+    concurrency: usize,
+) -> Vec<proto::RenderJob> {
     let client = app.renders();
-    let answers: Vec<_> = futures_util::stream::iter(0..REUSES)
+    let answers: Vec<_> = futures_util::stream::iter(0..count)
         .map(|_| {
             let (mut client, request) = (client.clone(), request.clone());
             async move {
@@ -60,14 +55,41 @@ async fn a_thousand_instant_reuses_under_fresh_keys_keep_the_tenants_bound_and_e
                     .await
             }
         })
-        .buffered(8)
+        .buffered(concurrency)
         .collect()
         .await;
+    answers
+        .into_iter()
+        .map(|answer| {
+            answer
+                .expect("a reuse is accepted: old ended jobs make room")
+                .into_inner()
+        })
+        .collect()
+}
+
+/// Checks that each of `ids` is NOT_FOUND.
+async fn assert_gone<'a>(app: &TestApp, ids: impl IntoIterator<Item = &'a String>) {
+    for gone in ids {
+        let status = app.try_get_job(gone).await.unwrap_err();
+        assert_eq!(status.code(), Code::NotFound, "{gone}: {status:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_thousand_instant_reuses_under_fresh_keys_keep_the_tenants_bound_and_evict_the_oldest() {
+    const BOUND: u32 = 40;
+    const REUSES: usize = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let app = acme_app(dir.path(), |settings| {
+        settings.retained_jobs.max_retained_jobs_per_tenant = BOUND;
+    })
+    .await;
+    let (request, rendered) = rendered_once(&app).await;
+
+    // The attack: the same request again and again, each under a key of its own.
     let mut reused = Vec::new();
-    for answer in answers {
-        let job = answer
-            .expect("a reuse is accepted: old ended jobs make room")
-            .into_inner();
+    for job in reused_under_fresh_keys(&app, &request, REUSES, 8).await {
         assert_eq!(job.state, JobState::Succeeded as i32, "{job:?}");
         reused.push(job.job_id);
     }
@@ -86,16 +108,7 @@ async fn a_thousand_instant_reuses_under_fresh_keys_keep_the_tenants_bound_and_e
         bytes > 0.0 && bytes < f64::from(BOUND) * 4096.0,
         "{bytes} bytes for {BOUND} jobs"
     );
-    for gone in [&rendered.job_id, &reused[0], &reused[REUSES / 2]] {
-        let status = app
-            .renders()
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: gone.clone(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(status.code(), Code::NotFound, "{gone}: {status:?}");
-    }
+    assert_gone(&app, [&rendered.job_id, &reused[0], &reused[REUSES / 2]]).await;
     let newest = app.get_job(&reused[REUSES - 1]).await;
     assert_eq!(newest.state, JobState::Succeeded as i32);
     app.download(&newest.job_id).await.unwrap();
@@ -123,22 +136,14 @@ async fn a_thousand_instant_reuses_under_fresh_keys_keep_the_tenants_bound_and_e
 #[tokio::test]
 async fn a_submission_is_refused_with_a_delay_while_every_job_the_tenant_keeps_is_unended() {
     let dir = tempfile::tempdir().unwrap();
-    let keys = api_keys_file(dir.path(), &[("acme", "billing", ACME)]);
     let hold = Hold::new(dir.path());
-    let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys);
+    let app = acme_app(dir.path(), |settings| {
         settings.worker_executable = Some(hold.script.clone());
         settings.shutdown_grace_seconds = 0.1;
         settings.retained_jobs.max_retained_jobs_per_tenant = 2;
     })
     .await;
-    app.use_api_key(Some(ACME));
-    let template = app.create_template(BALL).await.template_id;
-    let request = small_request(&template, proto::Format::Gif);
-    let rendered = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&rendered.job_id, JobState::Succeeded)
-        .await;
+    let (request, _) = rendered_once(&app).await;
     // Two renders held (one running, one queued): the second makes the ended one go, and
     // then the tenant's two jobs kept have not ended.
     hold.engage();
@@ -168,11 +173,7 @@ async fn a_submission_is_refused_with_a_delay_while_every_job_the_tenant_keeps_i
 /// Every key under `prefix` with its time to live in ms (-1: none).
 async fn keys_under(prefix: &str) -> HashMap<String, i64> {
     use deadpool_redis::redis::AsyncCommands;
-    let mut connection = deadpool_redis::redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut connection = connect(&redis_url()).await;
     let keys: Vec<String> = connection.keys(format!("{prefix}*")).await.unwrap();
     let mut ttls = HashMap::new();
     for key in keys {
@@ -187,11 +188,8 @@ async fn submissions_refused_for_the_job_limit_leave_nothing_in_redis() {
     const REFUSALS: u32 = 200;
     let prefix = unique_prefix();
     let dir = tempfile::tempdir().unwrap();
-    let keys = api_keys_file(dir.path(), &[("acme", "billing", ACME)]);
     let hold = Hold::new(dir.path());
-    let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys);
+    let app = acme_app(dir.path(), |settings| {
         settings.worker_executable = Some(hold.script.clone());
         settings.shutdown_grace_seconds = 0.1;
         settings.redis_url = Some(redis_url());
@@ -199,7 +197,6 @@ async fn submissions_refused_for_the_job_limit_leave_nothing_in_redis() {
         settings.tenant_max_jobs = Some(1);
     })
     .await;
-    app.use_api_key(Some(ACME));
     let template = app.create_template(BALL).await.template_id;
     hold.engage();
     let held = app
@@ -249,40 +246,16 @@ async fn instant_reuses_with_redis_evict_the_oldest_jobs_and_their_shared_record
     const CONCURRENCY: usize = 8;
     let prefix = unique_prefix();
     let dir = tempfile::tempdir().unwrap();
-    let keys = api_keys_file(dir.path(), &[("acme", "billing", ACME)]);
-    let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys);
+    let app = acme_app(dir.path(), |settings| {
         settings.redis_url = Some(redis_url());
         settings.redis_key_prefix = prefix.clone();
         settings.retained_jobs.max_retained_jobs_per_tenant = BOUND;
     })
     .await;
-    app.use_api_key(Some(ACME));
-    let template = app.create_template(BALL).await.template_id;
-    let request = small_request(&template, proto::Format::Gif);
-    let rendered = app.submit(request.clone()).await.unwrap();
-    app.wait_for_state(&rendered.job_id, JobState::Succeeded)
-        .await;
+    let (request, rendered) = rendered_once(&app).await;
 
-    let client = app.renders();
-    let answers: Vec<_> = futures_util::stream::iter(0..REUSES)
-        .map(|_| {
-            let (mut client, request) = (client.clone(), request.clone());
-            async move {
-                client
-                    .submit_render(with_idempotency_key(request, &unique_key()))
-                    .await
-            }
-        })
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
     let mut reused = Vec::new();
-    for answer in answers {
-        let job = answer
-            .expect("a reuse is accepted: old ended jobs make room")
-            .into_inner();
+    for job in reused_under_fresh_keys(&app, &request, REUSES, CONCURRENCY).await {
         assert_eq!(
             job.state,
             JobState::Succeeded as i32,
@@ -296,22 +269,14 @@ async fn instant_reuses_with_redis_evict_the_oldest_jobs_and_their_shared_record
         .chain(&reused[..REUSES - BOUND as usize - CONCURRENCY])
         .collect();
     let kept = &reused[REUSES - BOUND as usize + CONCURRENCY..];
-    for gone in [
+    let sampled = [
         evicted[0],
         evicted[1],
         evicted[evicted.len() / 2],
         evicted[evicted.len() - 2],
         evicted[evicted.len() - 1],
-    ] {
-        let status = app
-            .renders()
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: gone.clone(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(status.code(), Code::NotFound, "{gone}: {status:?}");
-    }
+    ];
+    assert_gone(&app, sampled).await;
     let newest = app.get_job(&reused[REUSES - 1]).await;
     assert_eq!(newest.state, JobState::Succeeded as i32);
     app.download(&newest.job_id).await.unwrap();

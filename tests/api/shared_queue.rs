@@ -4,8 +4,10 @@
 //! (scratch only: no shared file system), every accepted job in the shared work queue. Renders
 //! are counted by each instance's `renders_started` and `workers_started` metrics.
 
-use crate::helpers::{corpus, sample_value, small_request, unique_key, with_idempotency_key, Hold};
-use crate::idempotency::{redis_url, unique_prefix};
+use crate::helpers::{
+    corpus, create_request, redis_url, sample_value, small_request, state, unique_key,
+    unique_prefix, with_idempotency_key, Hold, OwnRedis,
+};
 use crate::object_storage::{s3_endpoint, TestBucket};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
@@ -114,11 +116,7 @@ impl Instance {
 
 async fn create_template(instance: &Instance) -> String {
     TemplateServiceClient::new(instance.channel.clone())
-        .create_template(proto::CreateTemplateRequest {
-            name: BALL.into(),
-            lottie_json: corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(BALL, corpus(BALL)))
         .await
         .unwrap()
         .into_inner()
@@ -132,10 +130,6 @@ fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
         output.width = 100 + variant;
     }
     request
-}
-
-fn state(job: &proto::RenderJob) -> JobState {
-    JobState::try_from(job.state).unwrap()
 }
 
 /// Polls each job through `instance` until it has ended (riding out UNAVAILABLE while Redis
@@ -306,7 +300,7 @@ async fn start_held_farm(
     prefix: &str,
     bucket: &TestBucket,
     extra: &[&str],
-) -> (Vec<tempfile::TempDir>, Vec<Hold>, Vec<Instance>) {
+) -> (Vec<tempfile::TempDir>, Vec<Hold>, Vec<Instance>, String) {
     let hold_dirs: Vec<_> = (0..count).map(|_| tempfile::tempdir().unwrap()).collect();
     let holds: Vec<Hold> = hold_dirs.iter().map(|dir| Hold::new(dir.path())).collect();
     let mut farm = Vec::new();
@@ -315,15 +309,16 @@ async fn start_held_farm(
         let worker = Some(hold.script.clone());
         farm.push(Instance::start(redis, prefix, bucket, worker, extra).await);
     }
-    (hold_dirs, holds, farm)
+    let template = create_template(&farm[0]).await;
+    (hold_dirs, holds, farm, template)
 }
 
 #[tokio::test]
 async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm) = start_held_farm(3, &redis, &prefix, &bucket, &[]).await;
-    let template = create_template(&farm[0]).await;
+    let (_hold_dirs, holds, mut farm, template) =
+        start_held_farm(3, &redis, &prefix, &bucket, &[]).await;
     // One render held on each instance (one worker each), three more queued behind them,
     // all accepted by the instance about to die.
     let mut jobs = Vec::new();
@@ -394,82 +389,12 @@ async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
     );
 }
 
-/// A redis-server of this test's own on a spare port that keeps every write on disk (an
-/// append-only file synced on each write), so that it can be killed and started again with
-/// its data, as a Redis restarted in production keeps its data.
-struct PersistentRedis {
-    port: u16,
-    dir: tempfile::TempDir,
-    process: Option<std::process::Child>,
-}
-
-impl PersistentRedis {
-    fn start() -> PersistentRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut redis = PersistentRedis {
-            port,
-            dir: tempfile::tempdir().unwrap(),
-            process: None,
-        };
-        redis.restart();
-        redis
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn restart(&mut self) {
-        let process = std::process::Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (./dev installs it)");
-        self.process = Some(process);
-        for _ in 0..500 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not listen on {}", self.port);
-    }
-
-    /// Kills it (SIGKILL: no goodbye; what was acknowledged is on disk already).
-    fn kill(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
-    }
-}
-
-impl Drop for PersistentRedis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[tokio::test]
 async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
     let bucket = TestBucket::create().await;
-    let mut redis = PersistentRedis::start();
+    let mut redis = OwnRedis::start_persistent();
     let prefix = unique_prefix();
-    let (_hold_dirs, holds, farm) = start_held_farm(
+    let (_hold_dirs, holds, farm, template) = start_held_farm(
         3,
         &redis.url(),
         &prefix,
@@ -477,7 +402,6 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
         &["--redis-timeout-ms", "300"],
     )
     .await;
-    let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
     for variant in 0..3u32 {
         ids.push(
@@ -498,7 +422,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
                 .job_id,
         );
     }
-    redis.kill();
+    redis.stop();
     // During the outage: UNAVAILABLE with a delay, and nothing created.
     let refused = farm[1]
         .submit_with_key(&unique_key(), request(&template, 6))
@@ -567,8 +491,8 @@ async fn queue_left(prefix: &str) -> (i64, i64) {
 async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, farm) = start_held_farm(2, &redis, &prefix, &bucket, &[]).await;
-    let template = create_template(&farm[0]).await;
+    let (_hold_dirs, holds, farm, template) =
+        start_held_farm(2, &redis, &prefix, &bucket, &[]).await;
     let mut ids = Vec::new();
     for variant in 0..2 {
         ids.push(farm[0].submit(request(&template, variant)).await.job_id);
@@ -617,7 +541,7 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
 async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finishes_on_another() {
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm) = start_held_farm(
+    let (_hold_dirs, holds, mut farm, template) = start_held_farm(
         2,
         &redis,
         &prefix,
@@ -625,7 +549,6 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
         &["--shutdown-grace-seconds", "0.5"],
     )
     .await;
-    let template = create_template(&farm[0]).await;
     // One render held on each instance.
     let mut ids = Vec::new();
     for variant in 0..2 {

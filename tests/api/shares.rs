@@ -3,10 +3,11 @@
 //! a share of (health on a lane of its own), and one tenant cannot hold every watcher slot.
 //! The attacker speaks raw HTTP/2 (the `h2` crate) so it can declare a body and go silent.
 
-use crate::connections::{grpc_headers, raw_connection, reason, status_of};
-use crate::helpers::{api_keys_file, small_request, spawn_app_with, TestApp};
+use crate::connections::{grpc_headers, raw_connection, status_of};
+use crate::helpers::{api_keys_file, reason, spawn_app_with, TestApp};
 use bytes::Bytes;
 use lottie_render::auth::AuthMode;
+use lottie_render::cli::bench_hostile::payloads::declared_largest_one_byte_short;
 use lottie_render::grpc::proto;
 use lottie_render::middleware::request_body::MAX_REQUEST_BYTES;
 use std::time::Duration;
@@ -25,15 +26,6 @@ const BYSTANDER_LIMIT: Duration = Duration::from_secs(1);
 /// How long the bystanders keep calling during an attack: long enough for the attacker's
 /// 256 MiB to reach the server many times over on loopback.
 const ATTACK_WINDOW: Duration = Duration::from_secs(6);
-
-/// A gRPC message declared at the largest request (64 MiB) and one byte short of it: the
-/// issue's attack (64 MiB + 4 bytes sent, then silence), its body never complete.
-fn declared_largest_one_byte_short() -> Bytes {
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(&(MAX_REQUEST_BYTES as u32).to_be_bytes());
-    framed.resize(5 + MAX_REQUEST_BYTES - 1, 0x0a);
-    Bytes::from(framed)
-}
 
 /// Four streams to `path` on one raw connection (with `key` as bearer when given), each
 /// sending [`declared_largest_one_byte_short`] and then nothing; answers their answers and
@@ -199,10 +191,7 @@ async fn one_tenant_holding_its_share_of_watchers_leaves_another_tenants_watch_s
         async move {
             app.use_api_key(Some(key));
             let template = app.create_template(NEVER_FINISHES).await;
-            let job = app
-                .submit(small_request(&template.template_id, proto::Format::Webm))
-                .await
-                .unwrap();
+            let job = app.submit_small(&template, proto::Format::Webm).await;
             app.use_api_key(None);
             job.job_id
         }

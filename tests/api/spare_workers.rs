@@ -6,7 +6,7 @@
 //! zygote that dies is replaced without losing the spares it forked.
 
 use crate::helpers::{
-    own_worker_executable, small_request, spawn_app_with, wait_for_workers, worker_processes,
+    own_worker, small_request, spawn_app_with, wait_for_workers, worker_processes,
     zygote_processes, TestApp, WATCH_LIMIT,
 };
 use crate::process::ServerProcess;
@@ -131,8 +131,7 @@ async fn render_succeeds(app: &TestApp, template_id: &str, width: u32) {
 
 #[tokio::test]
 async fn a_job_is_served_by_the_worker_that_was_waiting_before_it_was_submitted() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let template = app.create_template(BALL).await;
     let spare = the_spare(&executable).await;
@@ -160,8 +159,7 @@ async fn a_job_is_served_by_the_worker_that_was_waiting_before_it_was_submitted(
 
 #[tokio::test]
 async fn a_spare_killed_while_waiting_is_replaced_and_the_next_job_runs_on_the_replacement() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let template = app.create_template(BALL).await;
     let spare = the_spare(&executable).await;
@@ -187,8 +185,7 @@ async fn a_spare_killed_while_waiting_is_replaced_and_the_next_job_runs_on_the_r
 
 #[tokio::test]
 async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |settings| settings.max_job_seconds = 1.0).await;
     let template = app.create_template(BALL).await;
     let spare = the_spare(&executable).await;
@@ -206,8 +203,7 @@ async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job()
 
 #[tokio::test]
 async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started_with() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let template = app.create_template(NEVER_FINISHES).await;
     let spare = the_spare(&executable).await;
@@ -223,10 +219,8 @@ async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started
     let waiting = cpu_limit(spare);
 
     let job = app
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
-    app.wait_for_state(&job.job_id, JobState::Running).await;
+        .start_running(small_request(&template.template_id, proto::Format::Webm))
+        .await;
     // A small job's deadline is about 30 s: its CPU budget is tens of seconds per core,
     // far below the 30 minutes per core a spare starts with.
     // (Polled: the job is RUNNING a moment before the spare is handed it.)
@@ -246,8 +240,7 @@ async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started
 
 #[tokio::test]
 async fn as_many_spares_wait_as_asked_for_and_shutdown_ends_them_all() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |settings| settings.spare_workers = 2).await;
     wait_for_workers(&executable, 2).await;
     assert_eq!(zygote_processes(&executable).len(), 1);
@@ -258,8 +251,7 @@ async fn as_many_spares_wait_as_asked_for_and_shutdown_ends_them_all() {
 
 #[tokio::test]
 async fn shutdown_leaves_no_spare_worker_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let spare = the_spare(&executable).await;
     let zygote = the_zygote(&executable).await;
@@ -286,8 +278,7 @@ fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
 
 #[tokio::test]
 async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a_started_worker() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let spare = the_spare(&executable).await;
     let zygote = the_zygote(&executable).await;
@@ -354,8 +345,7 @@ async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a
 
 #[tokio::test]
 async fn a_zygote_killed_while_spares_wait_is_replaced_and_the_waiting_spare_still_renders() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let template = app.create_template(BALL).await;
     let spare = the_spare(&executable).await;
@@ -392,16 +382,13 @@ async fn a_zygote_killed_while_spares_wait_is_replaced_and_the_waiting_spare_sti
 
 #[tokio::test]
 async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantined() {
-    let dir = tempfile::tempdir().unwrap();
-    let executable = own_worker_executable(dir.path());
+    let (_dir, executable) = own_worker();
     let app = app_with_spare(&executable, |_| {}).await;
     let template = app.create_template(NEVER_FINISHES).await;
     let spare = the_spare(&executable).await;
     let job = app
-        .submit(small_request(&template.template_id, proto::Format::Webm))
-        .await
-        .unwrap();
-    app.wait_for_state(&job.job_id, JobState::Running).await;
+        .start_running(small_request(&template.template_id, proto::Format::Webm))
+        .await;
     // The spare has the job once it has confined itself (seccomp filter mode).
     let confined = || {
         std::fs::read_to_string(format!("/proc/{spare}/status"))

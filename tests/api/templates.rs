@@ -1,6 +1,6 @@
 //! TemplateService, health and the idempotency-key check, over the wire.
 
-use crate::helpers::{corpus, spawn_app};
+use crate::helpers::{corpus, create_request, spawn_app};
 use lottie_render::grpc::proto;
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -20,15 +20,10 @@ async fn the_server_reports_serving_and_creates_reads_and_deletes_templates() {
         .into_inner();
     assert_eq!(health.status, ServingStatus::Serving as i32);
     let mut templates = app.templates();
-    let created = templates
-        .create_template(proto::CreateTemplateRequest {
-            name: "toggle".into(),
-            lottie_json: corpus("ui-toggle-on-off-text.json"),
-            fonts: Default::default(),
-        })
+    let created = app
+        .create("toggle", corpus("ui-toggle-on-off-text.json"))
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     let text_slots: Vec<&str> = created.text_slots.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(text_slots, ["OFF", "ON"]);
     assert!(app
@@ -38,13 +33,7 @@ async fn the_server_reports_serving_and_creates_reads_and_deletes_templates() {
         .join(&created.template_id)
         .join("template.json")
         .exists());
-    let read = templates
-        .get_template(proto::GetTemplateRequest {
-            template_id: created.template_id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let read = app.get_template(&created.template_id).await.unwrap();
     assert_eq!(read, created);
     templates
         .delete_template(proto::DeleteTemplateRequest {
@@ -69,15 +58,7 @@ async fn a_template_larger_than_tonics_default_four_mib_limit_is_judged_by_our_o
     let mut json = b"{\"v\":\"5\",\"pad\":\"".to_vec();
     json.extend(std::iter::repeat_n(b'x', 9 * 1024 * 1024));
     json.extend_from_slice(b"\"}");
-    let status = app
-        .templates()
-        .create_template(proto::CreateTemplateRequest {
-            name: "big".into(),
-            lottie_json: json,
-            fonts: Default::default(),
-        })
-        .await
-        .unwrap_err();
+    let status = app.create("big", json).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("8388608"), "{}", status.message());
     app.stop().await;
@@ -108,11 +89,8 @@ async fn submit_render_without_an_idempotency_key_is_refused_before_decoding_and
 async fn create_template_with_an_idempotency_key_creates_once_and_replays() {
     let app = spawn_app().await;
     let create = |key: Option<&str>, name: &str| {
-        let mut request = tonic::Request::new(proto::CreateTemplateRequest {
-            name: name.into(),
-            lottie_json: corpus("tiny-solid-layer.json"),
-            fonts: Default::default(),
-        });
+        let mut request =
+            tonic::Request::new(create_request(name, corpus("tiny-solid-layer.json")));
         if let Some(key) = key {
             request
                 .metadata_mut()
@@ -141,12 +119,7 @@ async fn create_template_with_an_idempotency_key_creates_once_and_replays() {
     let one = create(None, "solid").await.unwrap();
     let two = create(None, "solid").await.unwrap();
     assert_ne!(one.get_ref().template_id, two.get_ref().template_id);
-    let listed = app
-        .templates()
-        .list_templates(proto::ListTemplatesRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = app.list_templates().await;
     assert_eq!(listed.templates.len(), 3);
     app.stop().await;
 }

@@ -5,13 +5,16 @@
 //! render, a deleted template's accepted job still renders while new submissions naming it are
 //! refused, and a tenant over its own template share is refused while another still creates.
 
-use crate::helpers::{api_keys_file, small_request, spawn_app_with, unique_key, TestApp};
-use crate::idempotency::{counting_worker, redis_url, unique_prefix, worker_starts, Store};
+use crate::helpers::{
+    api_keys_file, corpus, counting_worker, create_request, download_through, on_both_stores,
+    reason, redis_url, small_request, spawn_app_with, submit_keyed_through, unique_key,
+    unique_prefix, worker_starts, Store, TestApp,
+};
 use lottie_render::auth::AuthMode;
 use lottie_render::grpc::proto::{self, JobState};
 use std::path::Path;
 use std::time::Duration;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tonic_types::StatusExt;
 use uuid::Uuid;
 
@@ -19,8 +22,6 @@ const BALL: &str = "slots-ball-colors-opacity.json";
 const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 const ACME_KEY: &str = "acme-secret-key";
 const GLOBEX_KEY: &str = "globex-secret-key";
-/// How long a test follows a job before it gives up.
-const JOB_LIMIT: Duration = Duration::from_secs(120);
 
 /// Settings of a server with required API keys of two tenants, on `store`, its workers
 /// counted in `dir/starts`; answers the Redis key prefix (empty in memory).
@@ -55,14 +56,6 @@ fn two_tenants(
     (prefix, configure)
 }
 
-fn reason(status: &Status) -> String {
-    status
-        .get_error_details()
-        .error_info()
-        .map(|info| info.reason.clone())
-        .unwrap_or_default()
-}
-
 /// What a caller learns from a refusal, with the id it named taken out: the same for an
 /// unknown id and another tenant's.
 fn refusal(status: &Status, id: &str) -> (Code, String, String, Option<String>) {
@@ -79,11 +72,7 @@ fn refusal(status: &Status, id: &str) -> (Code, String, String, Option<String>) 
 
 async fn create_as(app: &TestApp, key: &str, corpus_name: &str) -> proto::Template {
     app.templates_as(Some(key))
-        .create_template(proto::CreateTemplateRequest {
-            name: corpus_name.into(),
-            lottie_json: crate::helpers::corpus(corpus_name),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(corpus_name, corpus(corpus_name)))
         .await
         .unwrap()
         .into_inner()
@@ -99,59 +88,6 @@ async fn list_as(app: &TestApp, key: &str) -> Vec<String> {
         .into_iter()
         .map(|template| template.template_id)
         .collect()
-}
-
-/// SubmitRender as the caller of `api_key` with idempotency key `key`; answers the job and
-/// whether it was a replay.
-async fn submit_as(
-    app: &TestApp,
-    api_key: &str,
-    key: &str,
-    request: proto::RenderRequest,
-) -> Result<(proto::RenderJob, bool), Status> {
-    let mut request = Request::new(request);
-    request
-        .metadata_mut()
-        .insert("idempotency-key", key.parse().unwrap());
-    let response = app.renders_as(Some(api_key)).submit_render(request).await?;
-    let replayed = response.metadata().get("idempotent-replayed").is_some();
-    Ok((response.into_inner(), replayed))
-}
-
-/// The last snapshot of a watch as the caller of `api_key`.
-async fn finished_as(app: &TestApp, api_key: &str, job_id: &str) -> proto::RenderJob {
-    let mut stream = app
-        .renders_as(Some(api_key))
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: job_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mut last = None;
-    tokio::time::timeout(JOB_LIMIT, async {
-        while let Some(job) = stream.message().await.unwrap() {
-            last = Some(job);
-        }
-    })
-    .await
-    .expect("the job did not end in time");
-    last.unwrap()
-}
-
-async fn download_as(app: &TestApp, api_key: &str, job_id: &str) -> Result<Vec<u8>, Status> {
-    let mut stream = app
-        .renders_as(Some(api_key))
-        .download_render_output(proto::DownloadRenderOutputRequest {
-            job_id: job_id.into(),
-        })
-        .await?
-        .into_inner();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.message().await? {
-        bytes.extend_from_slice(&chunk.data);
-    }
-    Ok(bytes)
 }
 
 /// Every way a caller can name a job, as the caller of `api_key`: the refusal of each (or
@@ -183,7 +119,7 @@ async fn job_calls_as(app: &TestApp, api_key: &str, job_id: &str) -> Vec<(&'stat
     {
         refused.push(("cancel", status));
     }
-    if let Err(status) = download_as(app, api_key, job_id).await {
+    if let Err(status) = download_through(app.renders_as(Some(api_key)), job_id).await {
         refused.push(("download", status));
     }
     refused
@@ -238,9 +174,8 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
             })
             .await
             .unwrap_err();
-        let submit = submit_as(
-            &app,
-            GLOBEX_KEY,
+        let submit = submit_keyed_through(
+            app.renders_as(Some(GLOBEX_KEY)),
             &unique_key(),
             small_request(id, proto::Format::Gif),
         )
@@ -271,18 +206,16 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
 
     // The same idempotency key and the same render from both tenants: two jobs, two renders.
     let key = unique_key();
-    let (acme_job, replayed) = submit_as(
-        &app,
-        ACME_KEY,
+    let (acme_job, replayed) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &key,
         small_request(&acme_template.template_id, proto::Format::Gif),
     )
     .await
     .unwrap();
     assert!(!replayed);
-    let (globex_job, replayed) = submit_as(
-        &app,
-        GLOBEX_KEY,
+    let (globex_job, replayed) = submit_keyed_through(
+        app.renders_as(Some(GLOBEX_KEY)),
         &key,
         small_request(&globex_template.template_id, proto::Format::Gif),
     )
@@ -290,8 +223,8 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
     .expect("globex's key is its own, never IDEMPOTENCY_KEY_REUSED");
     assert!(!replayed, "never acme's replay");
     assert_ne!(globex_job.job_id, acme_job.job_id);
-    let acme_done = finished_as(&app, ACME_KEY, &acme_job.job_id).await;
-    let globex_done = finished_as(&app, GLOBEX_KEY, &globex_job.job_id).await;
+    let acme_done = app.finished_as(ACME_KEY, &acme_job.job_id).await;
+    let globex_done = app.finished_as(GLOBEX_KEY, &globex_job.job_id).await;
     assert_eq!(acme_done.state, JobState::Succeeded as i32, "{acme_done:?}");
     assert_eq!(
         globex_done.state,
@@ -304,9 +237,8 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
         "identical requests of two tenants render twice"
     );
     // Within a tenant, de-duplication goes on: acme's identical request reuses its output.
-    let (again, replayed) = submit_as(
-        &app,
-        ACME_KEY,
+    let (again, replayed) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &unique_key(),
         small_request(&acme_template.template_id, proto::Format::Gif),
     )
@@ -316,9 +248,8 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
     assert_eq!(again.state, JobState::Succeeded as i32, "{again:?}");
     assert_eq!(worker_starts(dir.path()), 2);
     // And the same key again is acme's replay.
-    let (replay, replayed) = submit_as(
-        &app,
-        ACME_KEY,
+    let (replay, replayed) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &key,
         small_request(&acme_template.template_id, proto::Format::Gif),
     )
@@ -330,8 +261,10 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
     // Jobs: acme's is globex's unknown id, for get, watch, cancel and download.
     assert_job_hidden(&app, GLOBEX_KEY, &acme_job.job_id).await;
     assert_job_hidden(&app, ACME_KEY, &globex_job.job_id).await;
-    let acme_bytes = download_as(&app, ACME_KEY, &acme_job.job_id).await.unwrap();
-    let globex_bytes = download_as(&app, GLOBEX_KEY, &globex_job.job_id)
+    let acme_bytes = download_through(app.renders_as(Some(ACME_KEY)), &acme_job.job_id)
+        .await
+        .unwrap();
+    let globex_bytes = download_through(app.renders_as(Some(GLOBEX_KEY)), &globex_job.job_id)
         .await
         .unwrap();
     assert_eq!(acme_bytes, globex_bytes, "same request, same output bytes");
@@ -349,10 +282,10 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
         })
         .await;
         assert_job_hidden(&other, GLOBEX_KEY, &acme_job.job_id).await;
-        let shared = finished_as(&other, ACME_KEY, &acme_job.job_id).await;
+        let shared = other.finished_as(ACME_KEY, &acme_job.job_id).await;
         assert_eq!(shared.state, JobState::Succeeded as i32);
         assert_eq!(
-            download_as(&other, ACME_KEY, &acme_job.job_id)
+            download_through(other.renders_as(Some(ACME_KEY)), &acme_job.job_id)
                 .await
                 .unwrap(),
             acme_bytes
@@ -360,25 +293,12 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
         other.stop().await;
     }
     // Globex's attempts changed nothing of acme's.
-    assert_eq!(
-        finished_as(&app, ACME_KEY, &acme_job.job_id).await,
-        acme_done
-    );
+    assert_eq!(app.finished_as(ACME_KEY, &acme_job.job_id).await, acme_done);
     assert_eq!(
         list_as(&app, ACME_KEY).await,
         [acme_template.template_id.as_str()]
     );
     app.stop().await;
-}
-
-#[tokio::test]
-async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work_in_memory() {
-    two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work_with_redis() {
-    two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work(Store::Redis).await;
 }
 
 /// Entries of the directory of pinned template files (one per job that may still render).
@@ -403,17 +323,20 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
     let endless = create_as(&app, ACME_KEY, NEVER_FINISHES).await;
     let ball = create_as(&app, ACME_KEY, BALL).await;
     let request = small_request(&ball.template_id, proto::Format::Gif);
-    let (blocker, _) = submit_as(
-        &app,
-        ACME_KEY,
+    let (blocker, _) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &unique_key(),
         small_request(&endless.template_id, proto::Format::Gif),
     )
     .await
     .unwrap();
-    let (queued, _) = submit_as(&app, ACME_KEY, &unique_key(), request.clone())
-        .await
-        .unwrap();
+    let (queued, _) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
+        &unique_key(),
+        request.clone(),
+    )
+    .await
+    .unwrap();
     assert_eq!(queued.state, JobState::Queued as i32);
 
     app.templates_as(Some(ACME_KEY))
@@ -422,9 +345,13 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
         })
         .await
         .unwrap();
-    let refused = submit_as(&app, ACME_KEY, &unique_key(), request.clone())
-        .await
-        .unwrap_err();
+    let refused = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
+        &unique_key(),
+        request.clone(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         (refused.code(), reason(&refused)),
         (Code::InvalidArgument, "TEMPLATE_NOT_FOUND".to_owned())
@@ -477,12 +404,14 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
         })
         .await
         .unwrap();
-    let done = finished_as(&app, ACME_KEY, &queued.job_id).await;
+    let done = app.finished_as(ACME_KEY, &queued.job_id).await;
     assert_eq!(done.state, JobState::Succeeded as i32, "{done:?}");
-    assert!(!download_as(&app, ACME_KEY, &queued.job_id)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        !download_through(app.renders_as(Some(ACME_KEY)), &queued.job_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // The last job that needed the deleted template's files has ended: they go too.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !pinned(&app).is_empty() {
@@ -496,18 +425,6 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_refused_in_memory() {
-    a_deleted_templates_queued_job_still_renders_and_new_submissions_are_refused(Store::Memory)
-        .await;
-}
-
-#[tokio::test]
-async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_refused_with_redis() {
-    a_deleted_templates_queued_job_still_renders_and_new_submissions_are_refused(Store::Redis)
-        .await;
-}
-
 async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let (_, configure) = two_tenants(store, dir.path());
@@ -519,19 +436,17 @@ async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another(stor
     .await;
     let acme_template = create_as(&app, ACME_KEY, BALL).await;
     let globex_template = create_as(&app, GLOBEX_KEY, BALL).await;
-    let (crashed, _) = submit_as(
-        &app,
-        ACME_KEY,
+    let (crashed, _) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &unique_key(),
         small_request(&acme_template.template_id, proto::Format::Gif),
     )
     .await
     .unwrap();
-    let crashed = finished_as(&app, ACME_KEY, &crashed.job_id).await;
+    let crashed = app.finished_as(ACME_KEY, &crashed.job_id).await;
     assert_eq!(crashed.error.unwrap().reason, "RENDER_CRASHED");
-    let refused = submit_as(
-        &app,
-        ACME_KEY,
+    let refused = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &unique_key(),
         small_request(&acme_template.template_id, proto::Format::Gif),
     )
@@ -539,28 +454,17 @@ async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another(stor
     .unwrap_err();
     assert_eq!(reason(&refused), "RENDER_QUARANTINED");
     // Globex's identical request is its own: accepted, and it renders (and crashes) itself.
-    let (accepted, _) = submit_as(
-        &app,
-        GLOBEX_KEY,
+    let (accepted, _) = submit_keyed_through(
+        app.renders_as(Some(GLOBEX_KEY)),
         &unique_key(),
         small_request(&globex_template.template_id, proto::Format::Gif),
     )
     .await
     .expect("the quarantine is acme's");
-    let ended = finished_as(&app, GLOBEX_KEY, &accepted.job_id).await;
+    let ended = app.finished_as(GLOBEX_KEY, &accepted.job_id).await;
     assert_eq!(ended.error.unwrap().reason, "RENDER_CRASHED");
     assert_eq!(worker_starts(dir.path()), 4, "two attempts per tenant");
     app.stop().await;
-}
-
-#[tokio::test]
-async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another_in_memory() {
-    a_request_quarantined_for_one_tenant_is_still_accepted_for_another(Store::Memory).await;
-}
-
-#[tokio::test]
-async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another_with_redis() {
-    a_request_quarantined_for_one_tenant_is_still_accepted_for_another(Store::Redis).await;
 }
 
 #[tokio::test]
@@ -575,11 +479,7 @@ async fn a_tenant_over_its_template_share_is_refused_while_another_still_creates
     create_as(&app, ACME_KEY, BALL).await;
     let refused = app
         .templates_as(Some(ACME_KEY))
-        .create_template(proto::CreateTemplateRequest {
-            name: "second".into(),
-            lottie_json: crate::helpers::corpus(BALL),
-            fonts: Default::default(),
-        })
+        .create_template(create_request("second", corpus(BALL)))
         .await
         .unwrap_err();
     assert_eq!(
@@ -600,7 +500,7 @@ async fn a_tenant_over_its_template_share_is_refused_while_another_still_creates
 /// (Redis down), and faster by a Redis round trip (Redis up).
 #[tokio::test]
 async fn another_tenants_job_on_this_instance_is_answered_as_an_unknown_id_while_redis_is_down() {
-    let redis = crate::connections::OwnRedis::start();
+    let redis = crate::helpers::OwnRedis::start();
     let dir = tempfile::tempdir().unwrap();
     let (_, configure) = two_tenants(Store::Redis, dir.path());
     let url = redis.url();
@@ -610,15 +510,14 @@ async fn another_tenants_job_on_this_instance_is_answered_as_an_unknown_id_while
     })
     .await;
     let template = create_as(&app, ACME_KEY, BALL).await;
-    let (job, _) = submit_as(
-        &app,
-        ACME_KEY,
+    let (job, _) = submit_keyed_through(
+        app.renders_as(Some(ACME_KEY)),
         &unique_key(),
         small_request(&template.template_id, proto::Format::Gif),
     )
     .await
     .unwrap();
-    finished_as(&app, ACME_KEY, &job.job_id).await;
+    app.finished_as(ACME_KEY, &job.job_id).await;
     drop(redis);
 
     let unknown = Uuid::new_v4().to_string();
@@ -654,3 +553,9 @@ async fn another_tenants_job_on_this_instance_is_answered_as_an_unknown_id_while
     assert_eq!(own.state, JobState::Succeeded as i32);
     app.stop().await;
 }
+
+on_both_stores!(
+    two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work,
+    a_deleted_templates_queued_job_still_renders_and_new_submissions_are_refused,
+    a_request_quarantined_for_one_tenant_is_still_accepted_for_another,
+);

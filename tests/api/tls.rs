@@ -3,7 +3,7 @@
 //! one without (or with a stranger's) is refused; a certificate rotated on disk is served to
 //! the next connection without a restart, and a broken one keeps the previous in force.
 
-use crate::helpers::spawn_app_with;
+use crate::helpers::{corpus, create_request, spawn_app_with, TestApp};
 use crate::pki::{served_serial, server_tls, tls_channel, TestCa};
 use lottie_render::auth::AuthMode;
 use lottie_render::grpc::proto;
@@ -18,7 +18,7 @@ const RELOAD_DEADLINE: Duration = Duration::from_secs(20);
 
 /// Waits until the metric sample reaches `at_least` (it is counted just after what the
 /// client saw; a labelled sample is absent until then).
-async fn wait_for_metric(app: &crate::helpers::TestApp, sample: &str, at_least: f64) {
+async fn wait_for_metric(app: &TestApp, sample: &str, at_least: f64) {
     let deadline = tokio::time::Instant::now() + RELOAD_DEADLINE;
     while app.metric_or_zero(sample).await < at_least {
         assert!(
@@ -27,6 +27,25 @@ async fn wait_for_metric(app: &crate::helpers::TestApp, sample: &str, at_least: 
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A server under mTLS (certificates of `client_ca`, callers named by `identities`, the
+/// identities file's text) that requires a caller identity.
+async fn mtls_app(
+    dir: &std::path::Path,
+    server_ca: &TestCa,
+    client_ca: &TestCa,
+    identities: &str,
+) -> TestApp {
+    let tls = server_tls(dir, server_ca, Some(client_ca));
+    let path = dir.join("identities");
+    std::fs::write(&path, identities).unwrap();
+    spawn_app_with(|settings| {
+        settings.tls = tls;
+        settings.auth = AuthMode::Required;
+        settings.identities = Some(path);
+    })
+    .await
 }
 
 async fn list_templates(channel: tonic::transport::Channel) -> Result<(), tonic::Status> {
@@ -74,19 +93,8 @@ async fn mtls_serves_a_client_with_a_good_certificate_and_refuses_one_without() 
         TestCa::new("client ca"),
         TestCa::new("stranger ca"),
     );
-    let tls = server_tls(dir.path(), &server_ca, Some(&client_ca));
-    let identities = dir.path().join("identities");
-    std::fs::write(
-        &identities,
-        "acme spiffe://cluster.local/ns/acme/sa/billing\n",
-    )
-    .unwrap();
-    let app = spawn_app_with(|settings| {
-        settings.tls = tls;
-        settings.auth = AuthMode::Required;
-        settings.identities = Some(identities);
-    })
-    .await;
+    let identities = "acme spiffe://cluster.local/ns/acme/sa/billing\n";
+    let app = mtls_app(dir.path(), &server_ca, &client_ca, identities).await;
 
     let billing = client_ca.client("billing", Some("spiffe://cluster.local/ns/acme/sa/billing"));
     let channel = tls_channel(app.address, &server_ca, Some(&billing))
@@ -377,20 +385,9 @@ async fn silent_peers_from_eight_addresses_hold_their_shares_and_an_honest_clien
 async fn callers_named_by_their_client_certificates_see_only_their_own_tenants_templates() {
     let dir = tempfile::tempdir().unwrap();
     let (server_ca, client_ca) = (TestCa::new("server ca"), TestCa::new("client ca"));
-    let tls = server_tls(dir.path(), &server_ca, Some(&client_ca));
-    let identities = dir.path().join("identities");
     // One tenant named by a SPIFFE id, the other by a subject CN (no SPIFFE id).
-    std::fs::write(
-        &identities,
-        "acme spiffe://cluster.local/ns/acme/sa/billing\nglobex Globex Reports\n",
-    )
-    .unwrap();
-    let app = spawn_app_with(|settings| {
-        settings.tls = tls;
-        settings.auth = AuthMode::Required;
-        settings.identities = Some(identities);
-    })
-    .await;
+    let identities = "acme spiffe://cluster.local/ns/acme/sa/billing\nglobex Globex Reports\n";
+    let app = mtls_app(dir.path(), &server_ca, &client_ca, identities).await;
     let acme = client_ca.client("billing", Some("spiffe://cluster.local/ns/acme/sa/billing"));
     let globex = client_ca.client("Globex Reports", None);
     let mut as_acme = TemplateServiceClient::new(
@@ -405,11 +402,10 @@ async fn callers_named_by_their_client_certificates_see_only_their_own_tenants_t
     );
 
     let created = as_acme
-        .create_template(proto::CreateTemplateRequest {
-            name: "acme's ball".into(),
-            lottie_json: crate::helpers::corpus("slots-ball-colors-opacity.json"),
-            fonts: Default::default(),
-        })
+        .create_template(create_request(
+            "acme's ball",
+            corpus("slots-ball-colors-opacity.json"),
+        ))
         .await
         .unwrap()
         .into_inner();

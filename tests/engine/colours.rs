@@ -4,9 +4,10 @@
 //! the stream's colour tags (as a player does), and every channel of every checked pixel
 //! compared with the requested colour or with the gradient computed from its geometry.
 
-use crate::helpers::{self, probe, render_in_worker, spec, tempdir, with_background};
+use crate::helpers::{
+    self, library_frames, probe, render_in_worker, spec, tempdir, with_background,
+};
 use lottie_render::encode::gif::MIN_FRAME_DELAY_CS;
-use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::spec::{Format, Modifications, Rgba};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -385,17 +386,10 @@ fn colours_come_back(format: Format, width: u32, height: u32) {
 fn rlottie_draws_the_gradient_ramp_close_to_its_geometry() {
     let (width, height) = (640, 480);
     let template = template(width, height, [0, 0, width, height], gradient_fill(width));
-    let prepared = lottie_render::render::prepare(
-        template.to_string().as_bytes(),
-        &Modifications::default(),
-        spec(Format::Webm, FPS, width, height),
-        &lottie_render::lottie::text::fonts::FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let output = spec(Format::Webm, FPS, width, height);
+    let fonts = lottie_render::lottie::text::fonts::FontBook::default();
+    let bytes = template.to_string().into_bytes();
+    let rgba = library_frames(&bytes, &Modifications::default(), &fonts, output, [0]).remove(0);
     let worst = worst_error(&[rgba], width, width, height, |x| {
         expected_gradient(width, x)
     });
@@ -575,7 +569,8 @@ fn the_decoder_used_here_honours_the_streams_matrix_tag() {
     std::fs::write(&raw, colour[..3].repeat((width * height) as usize)).unwrap();
     for (matrix, tag) in [("bt709", "bt709"), ("bt601", "smpte170m")] {
         let path = dir.path().join(format!("{tag}.mp4"));
-        let output = Command::new("ffmpeg")
+        let mut command = Command::new("ffmpeg");
+        command
             .args(["-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24"])
             .args(["-s", &format!("{width}x{height}"), "-r", "30", "-i"])
             .arg(&raw)
@@ -586,14 +581,8 @@ fn the_decoder_used_here_honours_the_streams_matrix_tag() {
                 ),
             ])
             .args(["-c:v", "libx264", "-qp", "0", "-colorspace", tag, "-color_range", "tv"])
-            .arg(&path)
-            .output()
-            .expect("ffmpeg runs");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+            .arg(&path);
+        helpers::run_ok(&mut command, "ffmpeg", &path);
         let frames = decode(&path, width, height);
         // Lossless YUV at 8 bits: the exact inverse lands within half a code, rounding adds one.
         let worst = worst_error(&frames, width, width, height, |_| colour.map(f64::from));

@@ -4,13 +4,9 @@
 //! here from lottie-web's filter maths, at places computed from the template's geometry.
 //! Effects lottie-web does not draw either are left undrawn and reported.
 
-use crate::helpers::spec;
+use crate::helpers::library_frame;
 use lottie_render::lottie::report::InspectReport;
-use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
-use lottie_render::spec::{Format, Modifications};
 use serde_json::{json, Value};
 
 const SIZE: u32 = 100;
@@ -74,18 +70,7 @@ fn tint_effect(black: [f64; 3], white: [f64; 3], amount: f64) -> Value {
 
 /// Frame 0 in straight RGBA, rendered at the template's size.
 fn render_frame(template: &[u8]) -> Vec<u8> {
-    let prepared = render::prepare(
-        template,
-        &Modifications::default(),
-        spec(Format::Webm, 30, SIZE, SIZE),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-    rgba
+    library_frame(template, (SIZE, SIZE), 0)
 }
 
 fn pixel(rgba: &[u8], (x, y): (u32, u32)) -> [u8; 4] {
@@ -178,24 +163,29 @@ fn a_fill_effect_on_a_precomp_recolours_its_layers_and_on_a_solid_its_colour() {
     assert_close(pixel(&frame, EMPTY), opaque(BLUE), "filled solid");
 }
 
+/// An sRGB channel in linear light (the sRGB transfer function, written out from its
+/// definition rather than taken from the code under test).
+fn linear(c: f64) -> f64 {
+    if c <= 0.04045 {
+        c / 12.92
+    } else {
+        ((c + 0.055) / 1.055).powf(2.4)
+    }
+}
+
+/// A linear-light channel in sRGB.
+fn srgb(c: f64) -> f64 {
+    if c <= 0.0031308 {
+        c * 12.92
+    } else {
+        1.055 * c.powf(1.0 / 2.4) - 0.055
+    }
+}
+
 /// lottie-web's Tint: grey = mean of the linear-light channels shown in sRGB, mapped between
 /// the two colours, written out here from its filter definition.
 fn expected_tint(colour: [f64; 3], black: [f64; 3], white: [f64; 3]) -> [f64; 3] {
-    let linear = |c: f64| {
-        if c <= 0.04045 {
-            c / 12.92
-        } else {
-            ((c + 0.055) / 1.055).powf(2.4)
-        }
-    };
-    let srgb = |c: f64| {
-        if c <= 0.0031308 {
-            c * 12.92
-        } else {
-            1.055 * c.powf(1.0 / 2.4) - 0.055
-        }
-    };
-    let grey = srgb(colour.iter().map(|c| linear(*c)).sum::<f64>() / 3.0);
+    let grey = srgb(colour.iter().copied().map(linear).sum::<f64>() / 3.0);
     std::array::from_fn(|i| black[i] + (white[i] - black[i]) * grey)
 }
 
@@ -219,20 +209,6 @@ fn a_tint_effect_maps_the_square_by_its_luminance() {
     }
     // At 50 %, lottie-web 5.x merges in linear light the original, the grey over it and the
     // tinted colour over that, each at the amount.
-    let linear = |c: f64| {
-        if c <= 0.04045 {
-            c / 12.92
-        } else {
-            ((c + 0.055) / 1.055).powf(2.4)
-        }
-    };
-    let srgb = |c: f64| {
-        if c <= 0.0031308 {
-            c * 12.92
-        } else {
-            1.055 * c.powf(1.0 / 2.4) - 0.055
-        }
-    };
     let tinted = expected_tint(RED, black, white);
     let grey = (1.0 + 0.0 + 0.0) / 3.0; // the mean of red's linear channels
     let half = |under: f64, top: f64| (under + top) / 2.0;

@@ -28,17 +28,24 @@ fn short_heart(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
     path
 }
 
+/// `template` rendered to a WebM of [`SIZE`]² by a worker process, its output in `dir`.
+fn render_webm(
+    template: &std::path::Path,
+    dir: &std::path::Path,
+) -> (
+    std::path::PathBuf,
+    Result<lottie_render::render::OutputInfo, lottie_render::sandbox::WorkerFailure>,
+) {
+    let output = spec(Format::Webm, 30, SIZE, SIZE);
+    let deadline = Duration::from_secs(120);
+    render_in_worker(template, Modifications::default(), output, dir, deadline)
+}
+
 #[test]
 fn the_embedded_hearts_own_red_appears_in_the_rendered_video() {
     let dir = tempdir();
     let template = short_heart(dir.path(), |_| {});
-    let (output, result) = render_in_worker(
-        &template,
-        Modifications::default(),
-        spec(Format::Webm, 30, SIZE, SIZE),
-        dir.path(),
-        Duration::from_secs(120),
-    );
+    let (output, result) = render_webm(&template, dir.path());
     result.unwrap();
     let frames = decode_rgba(&output, SIZE, SIZE);
     // The PNG's heart is (255, 7, 7); the solid layer behind it is blue (#0600ff).
@@ -75,13 +82,7 @@ fn a_template_naming_a_device_or_a_file_is_refused_by_the_worker_at_once() {
     for (case, edit) in cases {
         let template = short_heart(dir.path(), edit);
         let started = Instant::now();
-        let (_, result) = render_in_worker(
-            &template,
-            Modifications::default(),
-            spec(Format::Webm, 30, SIZE, SIZE),
-            dir.path(),
-            Duration::from_secs(120),
-        );
+        let (_, result) = render_webm(&template, dir.path());
         let failure = result.expect_err(case);
         assert_eq!(
             (failure.reason.as_str(), failure.class),

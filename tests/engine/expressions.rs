@@ -7,13 +7,12 @@ use lottie_render::lottie::report::InspectReport;
 use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
 use lottie_render::os::current_thread_cpu_time;
-use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::render::{self, RenderError};
 use lottie_render::spec::{Format, Modifications, Rgba};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-use crate::helpers::spec;
+use crate::helpers::{library_frames, spec};
 
 const WIDTH: u32 = 200;
 const HEIGHT: u32 = 100;
@@ -58,23 +57,15 @@ fn modified_frames(
     modifications: &Modifications,
     indices: &[u32],
 ) -> Vec<Vec<u8>> {
-    let prepared = render::prepare(
+    let output = spec(Format::Webm, FPS, WIDTH, HEIGHT);
+    let fonts = FontBook::default();
+    library_frames(
         template,
         modifications,
-        spec(Format::Webm, FPS, WIDTH, HEIGHT),
-        &FontBook::default(),
+        &fonts,
+        output,
+        indices.iter().copied(),
     )
-    .expect("the template prepares");
-    let mut renderer = prepared.source.renderer().expect("rlottie loads it");
-    indices
-        .iter()
-        .map(|index| {
-            let premultiplied = renderer.render(*index);
-            let mut rgba = vec![0u8; premultiplied.len() * 4];
-            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-            rgba
-        })
-        .collect()
 }
 
 /// Centre of the opaque pixels whose dominant channel is `channel` (0 red, 1 green, 2 blue).
@@ -100,14 +91,15 @@ fn assert_near(actual: (f64, f64), expected: (f64, f64), what: &str) {
     );
 }
 
+/// A red square whose position expression moves it 100 px a second to the right.
+fn moving_square() -> Vec<u8> {
+    let position = expression([20.0, 20.0, 0.0], "[time * 100, 50]");
+    template(vec![square_layer(1, "mover", [1.0, 0.0, 0.0], position)])
+}
+
 #[test]
 fn a_position_expression_of_time_moves_the_shape_where_the_expression_says() {
-    let bytes = template(vec![square_layer(
-        1,
-        "mover",
-        [1.0, 0.0, 0.0],
-        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
-    )]);
+    let bytes = moving_square();
     let indices = [3, 9, 15];
     for (index, rgba) in indices.iter().zip(frames(&bytes, &indices)) {
         let seconds = f64::from(*index) / f64::from(FPS);
@@ -231,26 +223,14 @@ fn a_layer_follows_another_layers_position_through_this_comp() {
 #[test]
 fn every_expression_of_the_ripple_template_bakes() {
     let bytes = std::fs::read(crate::helpers::corpus("expressions-ripple-precomps.json")).unwrap();
-    let template = Template::parse(&bytes).expect("fenced");
-    let warnings = InspectReport::new(&template).expect("report").warnings;
-    assert!(
-        !warnings
-            .iter()
-            .any(|warning| warning.contains("expression")),
-        "{warnings:?}"
-    );
+    assert_every_expression_bakes(&bytes);
 }
 
 #[test]
 fn expressions_bake_inside_the_sandboxed_worker_too() {
     // The same time expression, rendered by a real worker process (seccomp, Landlock, rlimits)
     // to WebM and decoded by ffmpeg: QuickJS runs under the worker's confinement.
-    let bytes = template(vec![square_layer(
-        1,
-        "mover",
-        [1.0, 0.0, 0.0],
-        expression([20.0, 20.0, 0.0], "[time * 100, 50]"),
-    )]);
+    let bytes = moving_square();
     let dir = crate::helpers::tempdir();
     let path = dir.path().join("moving.json");
     std::fs::write(&path, bytes).unwrap();
@@ -361,8 +341,13 @@ fn an_expression_in_the_root_slots_object_is_evaluated_by_the_analysis() {
         "{warnings:?}"
     );
     // An honest one bakes as the render bakes it: no warning.
-    let honest = Template::parse(&root_slot_template("time * 50")).expect("fenced");
-    let warnings = InspectReport::new(&honest).expect("report").warnings;
+    assert_every_expression_bakes(&root_slot_template("time * 50"));
+}
+
+/// Checks that the analysis of `template` warns of no expression (every one bakes).
+fn assert_every_expression_bakes(template: &[u8]) {
+    let template = Template::parse(template).expect("fenced");
+    let warnings = InspectReport::new(&template).expect("report").warnings;
     assert!(
         !warnings
             .iter()

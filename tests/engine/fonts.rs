@@ -7,13 +7,11 @@
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::text::convert_text_layers;
 use lottie_render::lottie::text::fonts::FontBook;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
 use lottie_render::spec::{Format, Modifications};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-use crate::helpers::spec;
+use crate::helpers::{library_frames, spec, text_layer_template};
 
 const WIDTH: u32 = 600;
 const HEIGHT: u32 = 160;
@@ -35,40 +33,22 @@ fn asset(file: &str) -> Vec<u8> {
 
 /// A template with one left-aligned black text layer in the font `fonts.list` entry `font`.
 fn template(font: serde_json::Value) -> Vec<u8> {
-    let name = font["fName"].clone();
-    json!({
-        "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": WIDTH, "h": HEIGHT,
-        "fonts": {"list": [font]},
-        "layers": [{
-            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
-            "ks": {
-                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [ORIGIN[0], ORIGIN[1], 0]},
-                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
-            },
-            "ip": 0, "op": 30, "st": 0, "bm": 0,
-            "t": {"d": {"k": [{"s": {"s": SIZE, "f": name, "t": TEXT, "j": 0, "tr": 0,
-                "lh": SIZE * 1.2, "ls": 0, "fc": [0, 0, 0]}, "t": 0}]},
-                "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": []}
-        }]
-    })
-    .to_string()
-    .into_bytes()
+    let document = json!({"s": SIZE, "f": font["fName"].clone(), "t": TEXT, "j": 0, "tr": 0,
+        "lh": SIZE * 1.2, "ls": 0, "fc": [0, 0, 0]});
+    text_layer_template(
+        (WIDTH, HEIGHT),
+        30,
+        font,
+        ORIGIN.map(f64::from),
+        document,
+        json!([]),
+    )
 }
 
 /// Pixels of frame 0 at least half covered.
 fn rendered(template: &[u8], fonts: &FontBook) -> Vec<bool> {
-    let prepared = render::prepare(
-        template,
-        &Modifications::default(),
-        spec(Format::Webm, 30, WIDTH, HEIGHT),
-        fonts,
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let output = spec(Format::Webm, 30, WIDTH, HEIGHT);
+    let rgba = library_frames(template, &Modifications::default(), fonts, output, [0]).remove(0);
     rgba.chunks(4).map(|pixel| pixel[3] >= 128).collect()
 }
 
@@ -136,6 +116,19 @@ fn iou(a: &[bool], b: &[bool]) -> f64 {
 
 /// Asserts `ink` matches `expected` (intersection over union ≥ 0.9) better than each of
 /// `others` by a clear margin.
+/// The ink of [`TEXT`] drawn upright in the bundled font `file`, neither slanted nor grown.
+fn face(file: &str) -> Vec<bool> {
+    reference(&asset(file), 0.0, 0.0)
+}
+
+/// The sans faces a serif must not be drawn in.
+fn sans_faces() -> [(&'static str, Vec<bool>); 2] {
+    [
+        ("DejaVu Sans", face("DejaVuSans.ttf")),
+        ("Liberation Sans", face("LiberationSans-Regular.ttf")),
+    ]
+}
+
 fn assert_drawn_in(ink: &[bool], expected: &[bool], others: &[(&str, Vec<bool>)]) {
     let matched = iou(ink, expected);
     eprintln!("intersection over union with the expected face: {matched:.3}");
@@ -155,17 +148,7 @@ fn font(name: &str, family: &str, style: &str) -> serde_json::Value {
 fn times_new_roman_is_drawn_in_liberation_serif_its_metric_twin() {
     let template = template(font("TimesNewRomanPSMT", "Times New Roman", "Regular"));
     let ink = rendered(&template, &FontBook::default());
-    assert_drawn_in(
-        &ink,
-        &reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
-        &[
-            ("DejaVu Sans", reference(&asset("DejaVuSans.ttf"), 0.0, 0.0)),
-            (
-                "Liberation Sans",
-                reference(&asset("LiberationSans-Regular.ttf"), 0.0, 0.0),
-            ),
-        ],
-    );
+    assert_drawn_in(&ink, &face("LiberationSerif-Regular.ttf"), &sans_faces());
     let warnings = warnings(&template, &FontBook::default());
     assert!(
         warnings
@@ -184,16 +167,10 @@ fn a_bold_italic_request_gets_the_bold_italic_face_with_nothing_synthesized() {
     let ink = rendered(&template, &FontBook::default());
     assert_drawn_in(
         &ink,
-        &reference(&asset("LiberationSans-BoldItalic.ttf"), 0.0, 0.0),
+        &face("LiberationSans-BoldItalic.ttf"),
         &[
-            (
-                "Liberation Sans Bold",
-                reference(&asset("LiberationSans-Bold.ttf"), 0.0, 0.0),
-            ),
-            (
-                "Liberation Sans Italic",
-                reference(&asset("LiberationSans-Italic.ttf"), 0.0, 0.0),
-            ),
+            ("Liberation Sans Bold", face("LiberationSans-Bold.ttf")),
+            ("Liberation Sans Italic", face("LiberationSans-Italic.ttf")),
         ],
     );
     let warnings = warnings(&template, &FontBook::default());
@@ -205,11 +182,8 @@ fn a_bold_italic_request_gets_the_bold_italic_face_with_nothing_synthesized() {
     let courier = self::template(font("CourierNewPS-BoldMT", "Courier New", "Bold"));
     assert_drawn_in(
         &rendered(&courier, &FontBook::default()),
-        &reference(&asset("LiberationMono-Bold.ttf"), 0.0, 0.0),
-        &[(
-            "Liberation Mono",
-            reference(&asset("LiberationMono-Regular.ttf"), 0.0, 0.0),
-        )],
+        &face("LiberationMono-Bold.ttf"),
+        &[("Liberation Mono", face("LiberationMono-Regular.ttf"))],
     );
 }
 
@@ -224,14 +198,8 @@ fn an_unknown_family_is_drawn_in_liberation_serif_as_chromium_draws_it() {
     ));
     assert_drawn_in(
         &rendered(&template, &FontBook::default()),
-        &reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
-        &[
-            ("DejaVu Sans", reference(&asset("DejaVuSans.ttf"), 0.0, 0.0)),
-            (
-                "Liberation Sans",
-                reference(&asset("LiberationSans-Regular.ttf"), 0.0, 0.0),
-            ),
-        ],
+        &face("LiberationSerif-Regular.ttf"),
+        &sans_faces(),
     );
     let warnings = warnings(&template, &FontBook::default());
     assert!(
@@ -247,12 +215,12 @@ fn an_unknown_family_is_drawn_in_liberation_serif_as_chromium_draws_it() {
     let dejavu = asset("DejaVuSans.ttf");
     assert_drawn_in(
         &rendered(&italic, &FontBook::default()),
-        &reference(&asset("LiberationSerif-Italic.ttf"), 0.0, 0.0),
+        &face("LiberationSerif-Italic.ttf"),
         &[
             ("slanted DejaVu Sans", reference(&dejavu, 0.25, 0.0)),
             (
                 "upright Liberation Serif",
-                reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
+                face("LiberationSerif-Regular.ttf"),
             ),
         ],
     );
@@ -268,11 +236,8 @@ fn dejavu_sans_asked_by_name_is_drawn_in_the_bundled_dejavu_sans_without_a_warni
     let template = template(font("DejaVuSans", "DejaVu Sans", "Book"));
     assert_drawn_in(
         &rendered(&template, &FontBook::default()),
-        &reference(&asset("DejaVuSans.ttf"), 0.0, 0.0),
-        &[(
-            "Liberation Serif",
-            reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
-        )],
+        &face("DejaVuSans.ttf"),
+        &[("Liberation Serif", face("LiberationSerif-Regular.ttf"))],
     );
     let warnings = warnings(&template, &FontBook::default());
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -331,10 +296,7 @@ fn an_uploaded_font_keeps_priority_over_the_bundled_match() {
     assert_drawn_in(
         &rendered(&template, &fonts),
         &reference(&serif, 0.0, 0.0),
-        &[(
-            "Liberation Serif",
-            reference(&asset("LiberationSerif-Regular.ttf"), 0.0, 0.0),
-        )],
+        &[("Liberation Serif", face("LiberationSerif-Regular.ttf"))],
     );
     let warnings = warnings(&template, &fonts);
     assert!(warnings.is_empty(), "{warnings:?}");

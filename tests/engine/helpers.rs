@@ -1,6 +1,8 @@
 //! Shared test helpers: corpus paths, running a render through the worker sandbox, probing
 //! and decoding outputs with the real ffprobe/ffmpeg.
 
+use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::render::OutputInfo;
 use lottie_render::sandbox::protocol::WorkerJob;
 use lottie_render::sandbox::{self, CancelToken, SandboxSettings, WorkerFailure};
@@ -27,6 +29,72 @@ pub fn spec(format: Format, fps: u32, width: u32, height: u32) -> OutputSpec {
         height: Dimension::try_from(height).unwrap(),
         background: None,
     }
+}
+
+/// Frames `indices` of `template` as the library renders them (rlottie in this process: no
+/// codec, no worker) for `output`, straight RGBA.
+pub fn library_frames(
+    template: &[u8],
+    modifications: &Modifications,
+    fonts: &FontBook,
+    output: OutputSpec,
+    indices: impl IntoIterator<Item = u32>,
+) -> Vec<Vec<u8>> {
+    let prepared = lottie_render::render::prepare(template, modifications, output, fonts)
+        .expect("the template prepares");
+    let mut renderer = prepared.source.renderer().expect("rlottie loads it");
+    indices
+        .into_iter()
+        .map(|index| {
+            let premultiplied = renderer.render(index);
+            let mut rgba = vec![0u8; premultiplied.len() * 4];
+            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+            rgba
+        })
+        .collect()
+}
+
+/// Frame `index` of `template` as the library renders it at `width`×`height` (30 fps, no
+/// modifications, the bundled fonts), straight RGBA.
+pub fn library_frame(template: &[u8], (width, height): (u32, u32), index: u32) -> Vec<u8> {
+    let output = spec(Format::Webm, 30, width, height);
+    let fonts = FontBook::default();
+    library_frames(template, &Modifications::default(), &fonts, output, [index]).remove(0)
+}
+
+/// A template of one text layer, 30 fps, `size` and `frames` long: the text at `position`
+/// with its keyframe-0 `document` (the text layer's `"s"`) in the `fonts.list` entry `font`,
+/// with `animators`.
+pub fn text_layer_template(
+    size: (u32, u32),
+    frames: u32,
+    font: serde_json::Value,
+    position: [f64; 2],
+    document: serde_json::Value,
+    animators: serde_json::Value,
+) -> Vec<u8> {
+    serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": frames, "w": size.0, "h": size.1,
+        "fonts": {"list": [font]},
+        "layers": [{
+            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
+            "ks": {
+                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [position[0], position[1], 0]},
+                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
+            },
+            "ip": 0, "op": frames, "st": 0, "bm": 0,
+            "t": {"d": {"k": [{"s": document, "t": 0}]}, "p": {},
+                "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": animators}
+        }]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The `fonts.list` entry "Sans": DejaVu Sans Book.
+pub fn sans_font() -> serde_json::Value {
+    serde_json::json!({"fName": "Sans", "fFamily": "DejaVu Sans", "fStyle": "Book", "ascent": 75})
 }
 
 pub fn with_background(mut spec: OutputSpec, background: Rgba) -> OutputSpec {
@@ -67,6 +135,21 @@ fn unique() -> u64 {
     COUNTER.fetch_add(1, Ordering::SeqCst)
 }
 
+/// Runs `command` (the program `what`) to its end and checks that it succeeded, naming
+/// `path` and what the program wrote to stderr when it did not; answers its output.
+pub fn run_ok(command: &mut Command, what: &str, path: &Path) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{what} does not run: {error}"));
+    assert!(
+        output.status.success(),
+        "{what} failed on {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 #[derive(Debug, PartialEq)]
 pub struct Probe {
     pub codec: String,
@@ -80,17 +163,13 @@ pub struct Probe {
 
 /// ffprobe's view of the first video stream, frames counted by decoding.
 pub fn probe(path: &Path) -> Probe {
-    let output = Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-select_streams", "v:0", "-of", "json"])
-        .args(["-show_entries", "stream=codec_name,width,height,r_frame_rate,nb_read_frames:stream_tags:format=duration"])
-        .arg(path)
-        .output()
-        .expect("ffprobe runs");
-    assert!(
-        output.status.success(),
-        "ffprobe failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
+    let output = run_ok(
+        Command::new("ffprobe")
+            .args(["-v", "error", "-count_frames", "-select_streams", "v:0", "-of", "json"])
+            .args(["-show_entries", "stream=codec_name,width,height,r_frame_rate,nb_read_frames:stream_tags:format=duration"])
+            .arg(path),
+        "ffprobe",
+        path,
     );
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let stream = &json["streams"][0];
@@ -126,19 +205,12 @@ pub fn decode_rgba_through(path: &Path, width: u32, height: u32, filter: &[&str]
     if path.extension().is_some_and(|e| e == "webm") {
         command.args(["-c:v", "libvpx-vp9"]);
     }
-    let output = command
+    command
         .arg("-i")
         .arg(path)
         .args(filter)
-        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"])
-        .output()
-        .expect("ffmpeg runs");
-    assert!(
-        output.status.success(),
-        "ffmpeg failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"]);
+    let output = run_ok(&mut command, "ffmpeg", path);
     let frame_bytes = (width * height * 4) as usize;
     assert!(
         !output.stdout.is_empty() && output.stdout.len().is_multiple_of(frame_bytes),

@@ -3,13 +3,9 @@
 //! and every pixel is checked against where the geometry puts it: inside a circle and a
 //! square computed from the template's own numbers, with a margin for antialiased edges.
 
-use crate::helpers::spec;
+use crate::helpers::library_frame;
 use lottie_render::lottie::report::InspectReport;
-use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
-use lottie_render::spec::{Format, Modifications};
 use serde_json::{json, Value};
 
 const SIZE: u32 = 100;
@@ -26,17 +22,7 @@ const GREEN: [u8; 3] = [0, 255, 0];
 
 /// Straight RGBA of frame 0 at the template's size.
 fn frame(template: &Value) -> Vec<[u8; 4]> {
-    let prepared = render::prepare(
-        template.to_string().as_bytes(),
-        &Modifications::default(),
-        spec(Format::Webm, 30, SIZE, SIZE),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let rgba = library_frame(template.to_string().as_bytes(), (SIZE, SIZE), 0);
     rgba.chunks(4)
         .map(|pixel| [pixel[0], pixel[1], pixel[2], pixel[3]])
         .collect()
@@ -174,6 +160,19 @@ fn intersection_area() -> usize {
         .count()
 }
 
+/// Checks that `template` shows the red square where it meets the circle and nothing
+/// elsewhere.
+fn assert_shows_only_the_intersection(template: &Value) {
+    let coloured = check(&frame(template), |circle, square| {
+        if circle < 0.0 && square < 0.0 {
+            Expected::Color(RED)
+        } else {
+            Expected::Transparent
+        }
+    });
+    assert_eq!(coloured, intersection_area());
+}
+
 fn on_edge(distance: f64) -> bool {
     distance.abs() < EDGE_MARGIN
 }
@@ -184,14 +183,7 @@ fn a_square_matted_by_a_circle_inside_a_precomp_shows_only_their_intersection() 
         with(circle_layer(1, [0, 0, 255]), "td", json!(1)),
         with(square_layer(2, RED), "tt", json!(1)),
     ]);
-    let coloured = check(&frame(&template), |circle, square| {
-        if circle < 0.0 && square < 0.0 {
-            Expected::Color(RED)
-        } else {
-            Expected::Transparent
-        }
-    });
-    assert_eq!(coloured, intersection_area());
+    assert_shows_only_the_intersection(&template);
 }
 
 #[test]
@@ -222,14 +214,7 @@ fn a_luma_matte_of_a_white_circle_shows_the_intersection_at_the_top_level() {
         ],
         vec![],
     );
-    let coloured = check(&frame(&template), |circle, square| {
-        if circle < 0.0 && square < 0.0 {
-            Expected::Color(RED)
-        } else {
-            Expected::Transparent
-        }
-    });
-    assert_eq!(coloured, intersection_area());
+    assert_shows_only_the_intersection(&template);
 }
 
 #[test]

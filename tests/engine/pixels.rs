@@ -3,10 +3,8 @@
 //! background. Outputs are decoded with ffmpeg and compared pixel by pixel.
 
 use crate::helpers::{
-    corpus, decode_rgba, probe, render_in_worker, spec, tempdir, with_background,
+    corpus, decode_rgba, library_frames, probe, render_in_worker, spec, tempdir, with_background,
 };
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
 use lottie_render::spec::{Format, Modifications, Rgba};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -34,22 +32,9 @@ fn raw_frames(
     frames: std::ops::Range<u32>,
 ) -> Vec<Vec<u8>> {
     let bytes = std::fs::read(corpus(file)).unwrap();
-    let prepared = render::prepare(
-        &bytes,
-        modifications,
-        spec(Format::Webm, fps, size, size),
-        &lottie_render::lottie::text::fonts::FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    frames
-        .map(|index| {
-            let premultiplied = renderer.render(index);
-            let mut rgba = vec![0u8; premultiplied.len() * 4];
-            convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-            rgba
-        })
-        .collect()
+    let output = spec(Format::Webm, fps, size, size);
+    let fonts = lottie_render::lottie::text::fonts::FontBook::default();
+    library_frames(&bytes, modifications, &fonts, output, frames)
 }
 
 /// Where the ball of `slots-ball-colors-opacity.json` is at its frame 60, worked out from the
@@ -388,7 +373,8 @@ fn gif_at_60_fps_plays_at_true_speed() {
 /// ffprobe's colour description of the first video stream: matrix, primaries, transfer,
 /// range, chroma location.
 fn colour_description(path: &std::path::Path) -> [String; 5] {
-    let output = std::process::Command::new("ffprobe")
+    let mut command = std::process::Command::new("ffprobe");
+    command
         .args([
             "-v",
             "error",
@@ -399,14 +385,8 @@ fn colour_description(path: &std::path::Path) -> [String; 5] {
             "-show_entries",
         ])
         .arg("stream=color_space,color_primaries,color_transfer,color_range,chroma_location")
-        .arg(path)
-        .output()
-        .expect("ffprobe runs");
-    assert!(
-        output.status.success(),
-        "ffprobe failed on {}",
-        path.display()
-    );
+        .arg(path);
+    let output = crate::helpers::run_ok(&mut command, "ffprobe", path);
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let stream = &json["streams"][0];
     [

@@ -3,11 +3,9 @@
 //! rasterization of the same string (ab_glyph, its own layout), with where justification and
 //! boxes must put the ink, and with what missing glyphs and empty texts must draw.
 
-use crate::helpers::{corpus, spec};
+use crate::helpers::{corpus, library_frame, library_frames, sans_font, spec, text_layer_template};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::text::fonts::{FontBook, BUNDLED_FONT};
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::render::{self};
 use lottie_render::spec::{Format, Modifications};
 use serde_json::json;
 
@@ -16,42 +14,55 @@ const HEIGHT: u32 = 200;
 
 /// A 400×200 template with one text layer at `position`, document `document`.
 fn text_template(position: [f64; 2], document: serde_json::Value) -> Vec<u8> {
-    json!({
-        "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": WIDTH, "h": HEIGHT,
-        "fonts": {"list": [{"fName": "Sans", "fFamily": "DejaVu Sans", "fStyle": "Book", "ascent": 75}]},
-        "layers": [{
-            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
-            "ks": {
-                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [position[0], position[1], 0]},
-                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
-            },
-            "ip": 0, "op": 30, "st": 0, "bm": 0,
-            "t": {"d": {"k": [{"s": document, "t": 0}]}, "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": []}
-        }]
-    })
-    .to_string()
-    .into_bytes()
+    text_layer_template(
+        (WIDTH, HEIGHT),
+        30,
+        sans_font(),
+        position,
+        document,
+        json!([]),
+    )
 }
 
 /// Alpha of every pixel of frame 0, rendered at the template's own size.
 fn alpha(template: &[u8], modifications: &Modifications, size: (u32, u32)) -> Vec<u8> {
-    let prepared = render::prepare(
-        template,
-        modifications,
-        spec(Format::Webm, 30, size.0, size.1),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(0);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let output = spec(Format::Webm, 30, size.0, size.1);
+    let fonts = FontBook::default();
+    let rgba = library_frames(template, modifications, &fonts, output, [0]).remove(0);
     rgba.chunks(4).map(|pixel| pixel[3]).collect()
 }
 
 fn ink(alpha: &[u8]) -> Vec<bool> {
     alpha.iter().map(|a| *a >= 128).collect()
+}
+
+/// The text box of the box-text tests: left, top, width, height.
+const BOX: (f64, f64, f64, f64) = (20.0, 20.0, 360.0, 160.0);
+
+/// Renders box text `document` in [`BOX`] and checks that its ink stays inside the box
+/// (within a pixel); answers the ink and its rows `(y0, y1)`.
+fn drawn_in_box(mut document: serde_json::Value) -> (Vec<bool>, (u32, u32)) {
+    let (left, top, width, height) = BOX;
+    document["ps"] = json!([left, top]);
+    document["sz"] = json!([width, height]);
+    let rendered = ink(&alpha(
+        &text_template([0.0, 0.0], document),
+        &Modifications::default(),
+        (WIDTH, HEIGHT),
+    ));
+    let (x0, y0, x1, y1) = bounds(&rendered, WIDTH).unwrap();
+    let inside = |value: u32, low: f64, high: f64| {
+        f64::from(value) >= low - 1.0 && f64::from(value) <= high + 1.0
+    };
+    assert!(
+        inside(x0, left, left + width) && inside(x1, left, left + width),
+        "x {x0}..{x1}"
+    );
+    assert!(
+        inside(y0, top, top + height) && inside(y1, top, top + height),
+        "y {y0}..{y1}"
+    );
+    (rendered, (y0, y1))
 }
 
 /// Bounding box (x0, y0, x1, y1) of the ink, inclusive.
@@ -247,27 +258,7 @@ fn right_and_centre_justification_put_lines_where_expected() {
 #[test]
 fn a_two_hundred_character_title_stays_inside_its_box() {
     let title: String = "Congratulations to our wonderful graduates ".repeat(5)[..200].to_owned();
-    let (left, top, width, height) = (20.0, 20.0, 360.0, 160.0);
-    let mut boxed = document(&title, 48.0, 2);
-    boxed["ps"] = json!([left, top]);
-    boxed["sz"] = json!([width, height]);
-    let rendered = ink(&alpha(
-        &text_template([0.0, 0.0], boxed),
-        &Modifications::default(),
-        (WIDTH, HEIGHT),
-    ));
-    let (x0, y0, x1, y1) = bounds(&rendered, WIDTH).unwrap();
-    let inside = |value: u32, low: f64, high: f64| {
-        f64::from(value) >= low - 1.0 && f64::from(value) <= high + 1.0
-    };
-    assert!(
-        inside(x0, left, left + width) && inside(x1, left, left + width),
-        "x {x0}..{x1}"
-    );
-    assert!(
-        inside(y0, top, top + height) && inside(y1, top, top + height),
-        "y {y0}..{y1}"
-    );
+    let (rendered, _) = drawn_in_box(document(&title, 48.0, 2));
     assert!(rendered.iter().filter(|inked| **inked).count() > 3000);
 }
 
@@ -285,19 +276,7 @@ fn a_character_no_font_has_is_drawn_as_notdef() {
 
 /// Frame `index` of a corpus template rendered at `size`, straight RGBA.
 fn rgba_frame(file: &str, size: (u32, u32), index: u32) -> Vec<u8> {
-    let bytes = std::fs::read(corpus(file)).unwrap();
-    let prepared = render::prepare(
-        &bytes,
-        &Modifications::default(),
-        spec(Format::Webm, 30, size.0, size.1),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(index);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-    rgba
+    library_frame(&std::fs::read(corpus(file)).unwrap(), size, index)
 }
 
 /// The horizontal extent of each run of rows holding dark pixels within columns `x0..x1`.
@@ -399,29 +378,11 @@ fn characters_the_chosen_font_lacks_are_drawn_by_the_bundled_one() {
 
 #[test]
 fn box_text_that_fits_when_shrunk_is_all_drawn_inside_the_box_even_with_tight_lines() {
-    let (left, top, width, height) = (20.0, 20.0, 360.0, 160.0);
+    let (_, top, _, height) = BOX;
     // About four lines at full size: it fits once shrunk a little; lines as tall as the size.
     let text = "Congratulations to every one of our graduates of the class of 2026";
-    let mut boxed = json!({"s": 48.0, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": 48.0, "ls": 0, "fc": [0, 0, 0]});
-    boxed["ps"] = json!([left, top]);
-    boxed["sz"] = json!([width, height]);
-    let rendered = ink(&alpha(
-        &text_template([0.0, 0.0], boxed),
-        &Modifications::default(),
-        (WIDTH, HEIGHT),
-    ));
-    let (x0, y0, x1, y1) = bounds(&rendered, WIDTH).unwrap();
-    let inside = |value: u32, low: f64, high: f64| {
-        f64::from(value) >= low - 1.0 && f64::from(value) <= high + 1.0
-    };
-    assert!(
-        inside(x0, left, left + width) && inside(x1, left, left + width),
-        "x {x0}..{x1}"
-    );
-    assert!(
-        inside(y0, top, top + height) && inside(y1, top, top + height),
-        "y {y0}..{y1}"
-    );
+    let boxed = json!({"s": 48.0, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": 48.0, "ls": 0, "fc": [0, 0, 0]});
+    let (_, (y0, y1)) = drawn_in_box(boxed);
     // Every word is there: the last line reaches well down the box.
     assert!(f64::from(y1) > top + height * 0.6, "y {y0}..{y1}");
 }
@@ -440,20 +401,12 @@ fn a_text_that_changes_over_time_shows_each_keyframe_in_its_turn() {
         .unwrap()
         .push(json!({"s": document("I", 48.0, 0), "t": 15}));
     let bytes = template.to_string().into_bytes();
-    let prepared = render::prepare(
-        &bytes,
-        &Modifications::default(),
-        spec(Format::Webm, 60, WIDTH, HEIGHT),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
+    let output = spec(Format::Webm, 60, WIDTH, HEIGHT);
+    let fonts = FontBook::default();
     let mut widths = Vec::new();
     // At 60 fps the switch is at output frame 30.
-    for index in [0, 29, 31, 59] {
-        let premultiplied = renderer.render(index);
-        let mut rgba = vec![0u8; premultiplied.len() * 4];
-        convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
+    let indices = [0, 29, 31, 59];
+    for rgba in library_frames(&bytes, &Modifications::default(), &fonts, output, indices) {
         let alpha: Vec<u8> = rgba.chunks(4).map(|pixel| pixel[3]).collect();
         let (x0, _, x1, _) = bounds(&ink(&alpha), WIDTH).unwrap();
         widths.push(x1 - x0);

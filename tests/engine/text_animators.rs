@@ -4,15 +4,12 @@
 //! opacity lottie-web's selector formula gives at a frame, and the offset a position
 //! animator adds.
 
-use crate::helpers::spec;
+use crate::helpers::{library_frame, sans_font, text_layer_template};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use lottie_render::lottie::report::InspectReport;
 use lottie_render::lottie::text::animators::MAX_ANIMATOR_SAMPLES;
-use lottie_render::lottie::text::fonts::{FontBook, BUNDLED_FONT};
+use lottie_render::lottie::text::fonts::BUNDLED_FONT;
 use lottie_render::lottie::Template;
-use lottie_render::render;
-use lottie_render::render::pixels::{convert, PixelLayout};
-use lottie_render::spec::{Format, Modifications};
 use serde_json::{json, Value};
 
 const WIDTH: u32 = 400;
@@ -23,42 +20,21 @@ const ORIGIN: [f64; 2] = [40.0, 130.0];
 /// A 400×200, 30 fps template of one left-aligned black text at `ORIGIN` with `animators`,
 /// lasting `frames`.
 fn template(text: &str, animators: Value, frames: u32) -> Vec<u8> {
-    json!({
-        "v": "5.7.0", "fr": 30, "ip": 0, "op": frames, "w": WIDTH, "h": HEIGHT,
-        "fonts": {"list": [{"fName": "Sans", "fFamily": "DejaVu Sans", "fStyle": "Book", "ascent": 75}]},
-        "layers": [{
-            "ddd": 0, "ind": 1, "ty": 5, "nm": "title", "sr": 1,
-            "ks": {
-                "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [ORIGIN[0], ORIGIN[1], 0]},
-                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}
-            },
-            "ip": 0, "op": frames, "st": 0, "bm": 0,
-            "t": {
-                "d": {"k": [{"s": {"s": SIZE, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": SIZE * 1.2,
-                    "ls": 0, "fc": [0, 0, 0]}, "t": 0}]},
-                "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}}, "a": animators
-            }
-        }]
-    })
-    .to_string()
-    .into_bytes()
+    let document = json!({"s": SIZE, "f": "Sans", "t": text, "j": 0, "tr": 0, "lh": SIZE * 1.2,
+        "ls": 0, "fc": [0, 0, 0]});
+    text_layer_template(
+        (WIDTH, HEIGHT),
+        frames,
+        sans_font(),
+        ORIGIN,
+        document,
+        animators,
+    )
 }
 
 /// Straight RGBA of frame `frame` (30 fps output, the template's own frames).
 fn rgba(template: &[u8], frame: u32) -> Vec<u8> {
-    let prepared = render::prepare(
-        template,
-        &Modifications::default(),
-        spec(Format::Webm, 30, WIDTH, HEIGHT),
-        &FontBook::default(),
-    )
-    .unwrap();
-    let mut renderer = prepared.source.renderer().unwrap();
-    let premultiplied = renderer.render(frame);
-    let mut rgba = vec![0u8; premultiplied.len() * 4];
-    convert(premultiplied, &mut rgba, PixelLayout::StraightRgba);
-    rgba
+    library_frame(template, (WIDTH, HEIGHT), frame)
 }
 
 /// The x range of each letter of `text` (identical letters: no kerning between them), from

@@ -1,5 +1,6 @@
 //! The analysis workers shared between tenants, and image data bombs (issue 21, items 5, 11).
 
+use super::payloads::zlib_of_zeros;
 use super::{
     animation, image_layer, outcome, Case, Target, ATTACKER_KEY, BYSTANDER_KEY,
     STOCK_CLIENT_MESSAGE_LIMIT,
@@ -140,33 +141,6 @@ async fn send_hogs(
         outcomes.push(call.await?);
     }
     Ok(outcomes)
-}
-
-/// A zlib stream of `total` zero bytes (a multiple of 1 MiB) in ~1 KB per MiB: one deflate
-/// block of 1 MiB of zeros flushed to a byte boundary and repeated (each copy starts with a
-/// literal, so it decodes the same wherever it stands), a final empty block, the Adler-32.
-fn zlib_of_zeros(total: usize) -> Vec<u8> {
-    use miniz_oxide::deflate::core::CompressorOxide;
-    use miniz_oxide::{DataFormat, MZFlush};
-    const CHUNK: usize = 1024 * 1024;
-    let mut compressor = CompressorOxide::default();
-    compressor.set_format_and_level(DataFormat::Raw, 9);
-    let mut block = vec![0; 64 * 1024];
-    let result = miniz_oxide::deflate::stream::deflate(
-        &mut compressor,
-        &vec![0; CHUNK],
-        &mut block,
-        MZFlush::Sync,
-    );
-    block.truncate(result.bytes_written);
-    let mut stream = vec![0x78, 0x01];
-    for _ in 0..total / CHUNK {
-        stream.extend_from_slice(&block);
-    }
-    stream.extend([0x03, 0x00]);
-    let adler = (((total % 65521) as u32) << 16) | 1;
-    stream.extend(adler.to_be_bytes());
-    stream
 }
 
 /// A 1×1 PNG (~1 MB) whose image data inflates to 1 GiB: the header check let it through and

@@ -5,6 +5,7 @@
 //! as quarantined), and the loop gated on a colour the caller sets (expressions see the
 //! template's colours, so it never runs).
 
+use super::payloads::red_square;
 use super::{outcome, Case, Target, ATTACKER_KEY};
 use crate::cli::square_output;
 use crate::grpc::proto;
@@ -92,19 +93,7 @@ fn hog_template(placement: Placement) -> Value {
              if (c[2] > 0.5) {{ {STRING_SEARCH_HOG} }}\n[50, 50]"
         )}),
     };
-    let mut template = json!({"v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
-        "assets": [], "layers": [
-        {"ty": 4, "ind": 1, "nm": "square", "ip": 0, "op": 30, "st": 0, "sr": 1,
-         "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0}, "a": {"a": 0, "k": [0, 0, 0]},
-                "s": {"a": 0, "k": [100, 100, 100]}, "p": position},
-         "shapes": [{"ty": "gr", "nm": "square", "it": [
-            {"ty": "rc", "d": 1, "s": {"a": 0, "k": [10, 10]}, "p": {"a": 0, "k": [0, 0]},
-             "r": {"a": 0, "k": 0}},
-            {"ty": "fl", "nm": "paint", "c": {"a": 0, "k": [1, 0, 0, 1]},
-             "o": {"a": 0, "k": 100}, "r": 1},
-            {"ty": "tr", "p": {"a": 0, "k": [0, 0]}, "a": {"a": 0, "k": [0, 0]},
-             "s": {"a": 0, "k": [100, 100]}, "r": {"a": 0, "k": 0},
-             "o": {"a": 0, "k": 100}}]}]}]});
+    let mut template = red_square(position);
     if let Placement::RootSlots = placement {
         template["slots"] =
             json!({"place": {"p": {"a": 0, "k": [50, 50, 0], "x": STRING_SEARCH_HOG}}});

@@ -6,6 +6,7 @@
 //! keeps only slot lists, so SubmitRenders naming unknown slots of templates with the largest
 //! records cost a cache hit.
 
+use super::payloads::glyph_bomb;
 use super::{
     animation, fonts, outcome, text_layer, Case, Target, ATTACKER_KEY, STOCK_CLIENT_MESSAGE_LIMIT,
 };
@@ -13,7 +14,7 @@ use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 
 /// Templates with large records in the record-cache case (the attack's twelve).
@@ -87,35 +88,6 @@ fn tiny_values_in_chars(bytes: usize) -> Vec<u8> {
     let document = json!({"s": {"s": 12, "f": "Bomb", "t": "A", "j": 0, "fc": [0, 0, 0]},
         "t": 0});
     let mut template = animation(vec![text_layer(vec![document])], vec![]);
-    template["fonts"] = fonts();
-    template["chars"] = json!([glyph]);
-    serde_json::to_vec(&template).unwrap_or_default()
-}
-
-/// The first round's glyph bomb (`chars_memory_bomb`) at the size the second round sent:
-/// `paths` paths of 150 vertices (900: 6.9 MB) for "W", drawn 5,000 times in 4 keyframes.
-fn glyph_bomb(paths: usize) -> Vec<u8> {
-    let path = |offset: f64| {
-        let vertices: Vec<Value> = (0..150)
-            .map(|i| {
-                let angle = f64::from(i) / 150.0 * std::f64::consts::TAU;
-                json!([offset + 10.0 * angle.cos(), 10.0 * angle.sin()])
-            })
-            .collect();
-        let tangents = vec![json!([0, 0]); 150];
-        json!({"ty": "sh", "ks": {"a": 0, "k": {"c": true, "v": vertices, "i": tangents,
-            "o": tangents}}})
-    };
-    let shapes: Vec<Value> = (0..paths).map(|i| path(i as f64 * 0.1)).collect();
-    let glyph = json!({"ch": "W", "size": 100, "style": "Regular", "w": 60, "fFamily": "Bomb",
-        "data": {"shapes": [{"ty": "gr", "it": shapes}]}});
-    let documents = (0..4)
-        .map(|frame| {
-            json!({"s": {"s": 12, "f": "Bomb", "t": "W".repeat(5000), "j": 0, "tr": 0,
-                "lh": 14, "ls": 0, "fc": [0, 0, 0]}, "t": frame * 5})
-        })
-        .collect();
-    let mut template = animation(vec![text_layer(documents)], vec![]);
     template["fonts"] = fonts();
     template["chars"] = json!([glyph]);
     serde_json::to_vec(&template).unwrap_or_default()

@@ -1,13 +1,11 @@
 //! Fair shares of the connection-level pools: request-body buffers, watch and download slots, TLS handshakes (issue 21, items 1, 8, 9).
 
+use super::payloads::declared_largest_one_byte_short;
 use super::{outcome, parent_chain, raw_connection, start_server, Case, Target};
 use super::{ATTACKER_KEY, BYSTANDER_KEY, BYSTANDER_LIMIT};
-use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
-use crate::middleware::request_body::MAX_REQUEST_BYTES;
-use bytes::Bytes;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -50,15 +48,6 @@ pub(super) fn cases() -> Vec<Case> {
             attack: |target| Box::pin(silent_tls_connections(target)),
         },
     ]
-}
-
-/// A gRPC message declared at the largest request (64 MiB), sent one byte short (64 MiB +
-/// 4 bytes on the wire): the server can never finish it.
-fn declared_largest_one_byte_short() -> Bytes {
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(&(MAX_REQUEST_BYTES as u32).to_be_bytes());
-    framed.resize(5 + MAX_REQUEST_BYTES - 1, 0x0a);
-    Bytes::from(framed)
 }
 
 /// [`FLOOD_BODIES`] streams to `path` on one connection, each sending the never-finished
