@@ -618,7 +618,7 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
     // queue and finishes on another instance.
     let bucket = TestBucket::create().await;
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm) = start_held_farm(
+    let (_hold_dirs, holds, mut farm, template) = start_held_farm(
         2,
         &redis,
         &prefix,
@@ -626,7 +626,6 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
         &["--shutdown-grace-seconds", "0.5"],
     )
     .await;
-    let template = create_template(&farm[0]).await;
     let mut ids = Vec::new();
     for variant in 0..2 {
         ids.push(farm[0].submit(request(&template, variant)).await.job_id);

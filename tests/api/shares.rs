@@ -9,7 +9,6 @@ use bytes::Bytes;
 use lottie_render::auth::AuthMode;
 use lottie_render::cli::bench_hostile::payloads::declared_largest_one_byte_short;
 use lottie_render::grpc::proto;
-use lottie_render::middleware::request_body::MAX_REQUEST_BYTES;
 use std::time::Duration;
 use tonic::Code;
 use tonic_health::pb::health_client::HealthClient;

@@ -3,6 +3,7 @@
 use super::payloads::declared_largest_one_byte_short;
 use super::{outcome, parent_chain, raw_connection, start_server, Case, Target};
 use super::{ATTACKER_KEY, BYSTANDER_KEY, BYSTANDER_LIMIT};
+use crate::cli::square_output;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
