@@ -5,9 +5,6 @@
 
 pub mod frames;
 
-/// Kept at its former path for the engine tests, which still import it from here.
-pub use crate::encode::pixels;
-
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};

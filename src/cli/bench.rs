@@ -9,9 +9,10 @@
 //! `--repeat` runs. Then it checks that the pipeline's peak RSS stays flat as an animation
 //! gets longer.
 
+use crate::encode::Frame;
 use crate::encode::{self, yuv, EncoderInput, EncoderSettings, PreparerFactory};
 use crate::os::{own_usage, ResourceUsage};
-use crate::render::frames::{Frame, FRAMES_IN_FLIGHT_PER_THREAD};
+use crate::render::frames::FRAMES_IN_FLIGHT_PER_THREAD;
 use crate::render::{self, PreparedRender};
 use crate::sandbox::protocol::WorkerJob;
 use crate::sandbox::{self, CancelToken, SandboxSettings};

@@ -8,9 +8,7 @@
 //! encoder hands frame buffers back for reuse ([`OrderedFrames::recycle`]).
 
 use super::RenderError;
-/// Kept at its former path for the bench, which still imports it from here.
-pub use crate::encode::Frame;
-use crate::encode::{EncoderInput, FramePreparer, PreparerFactory};
+use crate::encode::{EncoderInput, Frame, FramePreparer, PreparerFactory};
 use rlottie::{Animation, Bgra, Size, Surface};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;

@@ -371,8 +371,11 @@ async fn undecodable_bodies_unknown_fields_and_oversized_requests_are_invalid_ar
     }
 
     // One byte above the 64 MiB limit, refused before it is buffered.
-    let oversized = create_request("huge", vec![b' '; lottie_render::middleware::request_body::MAX_REQUEST_BYTES])
-        .encode_to_vec();
+    let oversized = create_request(
+        "huge",
+        vec![b' '; lottie_render::middleware::request_body::MAX_REQUEST_BYTES],
+    )
+    .encode_to_vec();
     let status = raw_call(&app, CREATE_TEMPLATE, Request::new(oversized))
         .await
         .unwrap_err();

@@ -160,15 +160,21 @@ fn constant(name: &str) -> Option<Actual> {
         "app::transport::PER_CONNECTION_SHARE_DIVISOR" => {
             count(app::transport::PER_CONNECTION_SHARE_DIVISOR as f64)
         }
-        "app::transport::MAX_HEADER_LIST_BYTES" => bytes(f64::from(app::transport::MAX_HEADER_LIST_BYTES)),
+        "app::transport::MAX_HEADER_LIST_BYTES" => {
+            bytes(f64::from(app::transport::MAX_HEADER_LIST_BYTES))
+        }
         "app::transport::MAX_PENDING_ACCEPT_RESET_STREAMS" => {
             count(app::transport::MAX_PENDING_ACCEPT_RESET_STREAMS as f64)
         }
         "app::transport::MAX_LOCAL_ERROR_RESET_STREAMS" => {
             count(app::transport::MAX_LOCAL_ERROR_RESET_STREAMS as f64)
         }
-        "middleware::request_body::MAX_REQUEST_BYTES" => bytes(middleware::request_body::MAX_REQUEST_BYTES as f64),
-        "middleware::request_body::MAX_RENDER_REQUEST_BYTES" => bytes(middleware::request_body::MAX_RENDER_REQUEST_BYTES as f64),
+        "middleware::request_body::MAX_REQUEST_BYTES" => {
+            bytes(middleware::request_body::MAX_REQUEST_BYTES as f64)
+        }
+        "middleware::request_body::MAX_RENDER_REQUEST_BYTES" => {
+            bytes(middleware::request_body::MAX_RENDER_REQUEST_BYTES as f64)
+        }
         "config::DEFAULT_TENANT_MAX_JOBS" => count(f64::from(config::DEFAULT_TENANT_MAX_JOBS)),
         "middleware::request_body::MAX_HEALTH_REQUEST_BYTES" => {
             bytes(request_body::MAX_HEALTH_REQUEST_BYTES as f64)

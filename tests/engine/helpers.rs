@@ -1,8 +1,8 @@
 //! Shared test helpers: corpus paths, running a render through the worker sandbox, probing
 //! and decoding outputs with the real ffprobe/ffmpeg.
 
+use lottie_render::encode::pixels::{convert, PixelLayout};
 use lottie_render::lottie::text::fonts::FontBook;
-use lottie_render::render::pixels::{convert, PixelLayout};
 use lottie_render::render::OutputInfo;
 use lottie_render::sandbox::protocol::WorkerJob;
 use lottie_render::sandbox::{self, CancelToken, SandboxSettings, WorkerFailure};
