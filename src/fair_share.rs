@@ -9,6 +9,7 @@
 //! not between callers.
 
 use crate::auth::{Caller, IdentitySource, TenantId};
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
@@ -176,14 +177,6 @@ impl<K: Hash + Eq> Drop for ShareGuard<K> {
         }
         self.pool.released.notify_waiters();
     }
-}
-
-/// The counts stay consistent whatever panicked while the lock was held (each change is a
-/// few assignments that cannot panic), so a poisoned lock is used as it is.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A peer address as shares count it: an IPv4 address (an IPv4-mapped IPv6 one as its IPv4

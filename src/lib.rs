@@ -66,6 +66,7 @@ pub mod render;
 pub mod sandbox;
 pub mod spec;
 pub mod storage;
+mod sync;
 pub mod telemetry;
 pub mod templates;
 pub mod tls;

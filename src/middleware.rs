@@ -23,6 +23,7 @@
 //!   limit is the service's).
 
 pub mod catch_panic;
+pub mod idempotency_key;
 pub mod identity;
 pub mod inflation_budget;
 pub mod load_shed;
@@ -34,6 +35,7 @@ pub mod tenant_rate_limit;
 pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
+pub use idempotency_key::{IdempotencyKeyLayer, IdempotencyKeyService};
 pub use identity::IdentityLayer;
 pub use inflation_budget::InflationBudgetLayer;
 pub use load_shed::LoadShedLayer;
@@ -136,7 +138,7 @@ where
 }
 
 /// The inner service that was polled ready, leaving a clone in its place, for the layers
-/// still written by hand (`crate::idempotency::layer`).
+/// still written by hand (`idempotency_key`).
 pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
     let clone = inner.clone();
     std::mem::replace(inner, clone)

@@ -25,7 +25,7 @@
 //! the server knows before any analysis.
 
 use crate::auth::TenantId;
-use crate::jobs::quarantine::lock;
+use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -2,12 +2,11 @@
 //! each layer (outermost first; each layer sees what the ones inside it answer).
 
 use crate::auth::{ApiKeys, Identities};
-use crate::idempotency::IdempotencyKeyLayer;
 use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
 use crate::middleware::tenant_rate_limit::TenantRate;
-use crate::middleware::{CatchPanicLayer, IdentityLayer, LoadShedLayer};
+use crate::middleware::{CatchPanicLayer, IdempotencyKeyLayer, IdentityLayer, LoadShedLayer};
 use crate::middleware::{
     RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer, TraceContextLayer,
 };

@@ -4,6 +4,7 @@
 //! farm however often it is retried. Entries expire with the job retention.
 
 use super::Fingerprint;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -32,12 +33,4 @@ impl Quarantine {
         entries.retain(|_, since| now.duration_since(*since).unwrap_or_default() < retention);
         entries.len()
     }
-}
-
-/// Locks a mutex whose data stays consistent even if a holder panicked (every critical
-/// section here is a single map operation), so a panic elsewhere never wedges the service.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

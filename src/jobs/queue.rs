@@ -19,8 +19,8 @@
 //! running at once; a running job holds its tenant's slot until its [`StartedJob`] is
 //! dropped.
 
-use super::quarantine::lock;
 use crate::auth::TenantId;
+use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

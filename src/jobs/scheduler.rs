@@ -36,7 +36,7 @@ pub use outcome::MAX_WORKER_ATTEMPTS;
 
 use super::board::{JobBoard, Replication};
 use super::model::{Job, JobState, RenderWork};
-use super::quarantine::{lock, Quarantine};
+use super::quarantine::Quarantine;
 use super::queue::{PushRefused, RenderQueue};
 use super::retention::RetentionLimits;
 use super::shared::{SharedError, SharedJobs};
@@ -47,6 +47,7 @@ use crate::metrics::Metrics;
 use crate::reason::Reason;
 use crate::sandbox::spare::{SpareSettings, SpareWorkers};
 use crate::storage::OutputStore;
+use crate::sync::lock;
 use crate::telemetry::traces::Tracing;
 use outcome::shutdown_failure;
 use std::path::PathBuf;

@@ -37,11 +37,11 @@
 //! this service is deployed with (Redis Cluster is not supported).
 
 use super::model::{Job, SharedWork};
-use super::quarantine::lock;
 use super::queue::PushRefused;
 use super::shared::SharedError;
 use crate::auth::TenantId;
 use crate::redis_client::{millis, RedisClient};
+use crate::sync::lock;
 use deadpool_redis::redis::{self, Script, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

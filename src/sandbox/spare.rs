@@ -27,6 +27,7 @@ use super::spawn::{worker_command, worker_limits, WorkerProcess};
 use super::zygote::Zygote;
 use super::MAX_DEADLINE;
 use crate::os;
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -428,12 +429,6 @@ fn respawn_delay(deaths: u32) -> Duration {
     FIRST_RESPAWN_DELAY
         .saturating_mul(1 << doublings)
         .min(MAX_RESPAWN_DELAY)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn wait<'a>(

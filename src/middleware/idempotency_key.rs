@@ -3,10 +3,10 @@
 //! (reason IDEMPOTENCY_KEY_MISSING or _INVALID, pushback -1) straight from the HTTP/2
 //! headers, before the body is read or decoded. A valid key travels on to the handler as a
 //! request extension ([`IdempotencyKey`]), which claims it in the key store once the request
-//! is validated (`super::claim`).
+//! is validated (`crate::idempotency::once`).
 
-use super::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
-use crate::middleware::BoxFuture;
+use super::BoxFuture;
+use crate::idempotency::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
 use std::task::{Context, Poll};
 use tonic::Status;
 use tower::{Layer, Service};
@@ -64,11 +64,11 @@ where
                     request.extensions_mut().insert(key);
                 }
                 Err(refusal) => {
-                    return crate::middleware::refuse(Status::from(refusal));
+                    return super::refuse(Status::from(refusal));
                 }
             }
         }
-        let mut inner = crate::middleware::take_ready(&mut self.inner);
+        let mut inner = super::take_ready(&mut self.inner);
         Box::pin(inner.call(request))
     }
 }
