@@ -417,17 +417,15 @@ fn classify(
                 message,
             }),
         ) => {
-            return Err(match (class, Reason::from_wire(&reason)) {
-                (ErrorClass::Deterministic, Some(Reason::TemplateTooComplex)) => {
+            return Err(match (class, reason) {
+                (ErrorClass::Deterministic, Reason::TemplateTooComplex) => {
                     AnalysisError::TooComplex(message)
                 }
                 (
                     ErrorClass::Deterministic,
-                    Some(
-                        reason @ (Reason::TemplateInvalid
-                        | Reason::TemplateTooLarge
-                        | Reason::TemplateRecordTooLarge),
-                    ),
+                    Reason::TemplateInvalid
+                    | Reason::TemplateTooLarge
+                    | Reason::TemplateRecordTooLarge,
                 ) => AnalysisError::Invalid { reason, message },
                 (ErrorClass::Transient, _) => {
                     AnalysisError::Unavailable(format!("{message} ({reason})"))

@@ -13,6 +13,7 @@ pub mod webm;
 pub mod yuv;
 
 use crate::error::{Classified, ErrorClass};
+use crate::reason::Reason;
 use crate::spec::{Format, OutputSpec, Rgba};
 use rlottie::Bgra;
 use std::path::Path;
@@ -45,11 +46,11 @@ impl Classified for EncodeError {
             }
         }
     }
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            EncodeError::CodecMissing { .. } => "ENCODER_UNAVAILABLE",
-            EncodeError::Io(_) => "OUTPUT_WRITE_FAILED",
-            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) => "ENCODER_FAILED",
+            EncodeError::CodecMissing { .. } => Reason::EncoderUnavailable,
+            EncodeError::Io(_) => Reason::OutputWriteFailed,
+            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) => Reason::EncoderFailed,
         }
     }
 }

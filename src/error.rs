@@ -26,8 +26,8 @@ impl ErrorClass {
 /// on variants they do not own.
 pub trait Classified {
     fn class(&self) -> ErrorClass;
-    /// A stable, machine-readable reason in SCREAMING_SNAKE_CASE (e.g. `TEMPLATE_INVALID`).
-    fn reason(&self) -> &'static str;
+    /// The stable, machine-readable reason (on the wire `TEMPLATE_INVALID` and the like).
+    fn reason(&self) -> Reason;
 }
 
 /// The small set of outcomes the service reports (DESIGN.md, error model); mapped to gRPC

@@ -3,17 +3,24 @@
 //! `reason` label of the refusal metrics) is one variant here, spelt in SCREAMING_SNAKE_CASE
 //! by [`Reason::as_str`]. Callers branch on these strings, so a spelling never changes once
 //! released; a new situation gets a new variant.
+//!
+//! The reason stays this enum from where it arises to the wire: a worker process reports it
+//! (serde writes and reads the same spelling), a job record in Redis stores it, and only the
+//! gRPC status and the metrics labels turn it into text. A worker that reports a spelling this
+//! table does not know broke the protocol: its answer does not decode, and the parent
+//! classifies the run as a crash.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Declares [`Reason`], its wire spelling and the list of all variants from one table, so
-/// that the three cannot drift apart.
+/// Declares [`Reason`], its wire spelling (for `as_str` and serde alike) and the list of all
+/// variants from one table, so that they cannot drift apart.
 macro_rules! reasons {
     ($($variant:ident => $wire:literal,)+) => {
-        /// Why a call was refused or a job failed.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        /// Why a call was refused or a job failed. Serialised as its wire spelling.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum Reason {
-            $($variant,)+
+            $(#[serde(rename = $wire)] $variant,)+
         }
 
         impl Reason {
@@ -105,17 +112,6 @@ reasons! {
     Internal => "INTERNAL",
 }
 
-impl Reason {
-    /// The reason of a wire string (as a worker process or another instance reports it);
-    /// `None` for a string this contract does not know.
-    pub fn from_wire(wire: &str) -> Option<Reason> {
-        Reason::ALL
-            .iter()
-            .copied()
-            .find(|reason| reason.as_str() == wire)
-    }
-}
-
 impl fmt::Display for Reason {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(self.as_str())
@@ -125,12 +121,6 @@ impl fmt::Display for Reason {
 impl From<Reason> for String {
     fn from(reason: Reason) -> String {
         reason.as_str().to_owned()
-    }
-}
-
-impl PartialEq<&str> for Reason {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
     }
 }
 
@@ -150,7 +140,10 @@ mod tests {
                 && !wire.contains("__")
                 && wire.chars().all(|c| c.is_ascii_uppercase() || c == '_');
             assert!(screaming_snake, "{wire} is not SCREAMING_SNAKE_CASE");
-            assert_eq!(Reason::from_wire(wire), Some(reason));
+            // Workers and job records carry it through serde: the same spelling there.
+            let json = serde_json::to_string(&reason).unwrap();
+            assert_eq!(json, format!("\"{wire}\""));
+            assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), reason);
         }
     }
 
@@ -166,6 +159,7 @@ mod tests {
         ] {
             assert_eq!(reason.as_str(), wire);
         }
-        assert_eq!(Reason::from_wire("NO_SUCH_REASON"), None);
+        assert!(serde_json::from_str::<Reason>(r#""NO_SUCH_REASON""#).is_err());
+        assert!(serde_json::from_str::<Reason>(r#""queue_full""#).is_err());
     }
 }

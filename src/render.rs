@@ -12,6 +12,7 @@ use crate::lottie::effects;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
 use crate::lottie::{expressions, mattes, slots, timeline, Template, TemplateError};
+use crate::reason::Reason;
 use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
 use serde::{Deserialize, Serialize};
@@ -74,39 +75,34 @@ impl Classified for RenderError {
             | RenderError::ReadOutput(_) => ErrorClass::Transient,
         }
     }
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
             RenderError::Template(error) => error.reason(),
             RenderError::Modification(error) => error.reason(),
             RenderError::Text(error) => error.reason(),
-            RenderError::RendererRefused => "TEMPLATE_UNRENDERABLE",
-            RenderError::OutputTooLong { .. } => "OUTPUT_TOO_LONG",
-            RenderError::ExpressionsOverBudget(_) => EXPRESSIONS_CPU_EXCEEDED_REASON,
-            RenderError::RenderThreadDied => "RENDER_THREAD_DIED",
-            RenderError::Resources(_) => "RESOURCES_EXHAUSTED",
+            RenderError::RendererRefused => Reason::TemplateUnrenderable,
+            RenderError::OutputTooLong { .. } => Reason::OutputTooLong,
+            // Expressions that ran out of their budget ([`expressions::MAX_EXPRESSION_WORK_UNITS`],
+            // [`expressions::MAX_EXPRESSION_CPU`]): the job fails, not retryable, and its
+            // fingerprint is quarantined.
+            RenderError::ExpressionsOverBudget(_) => Reason::ExpressionsCpuExceeded,
+            RenderError::RenderThreadDied => Reason::RenderThreadDied,
+            RenderError::Resources(_) => Reason::ResourcesExhausted,
             RenderError::Encode(error) => error.reason(),
             RenderError::ReadTemplate(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                "TEMPLATE_NOT_FOUND"
+                Reason::TemplateNotFound
             }
-            // An allocation refused under the worker's address-space limit.
+            // An allocation refused under the worker's address-space limit: the same reason
+            // as the parent gives a worker that ran out of memory without noticing.
             RenderError::ReadTemplate(error) | RenderError::ReadOutput(error)
                 if error.kind() == std::io::ErrorKind::OutOfMemory =>
             {
-                MEMORY_EXCEEDED_REASON
+                Reason::RenderMemoryExceeded
             }
-            RenderError::ReadTemplate(_) | RenderError::ReadOutput(_) => "STORAGE_UNAVAILABLE",
+            RenderError::ReadTemplate(_) | RenderError::ReadOutput(_) => Reason::StorageUnavailable,
         }
     }
 }
-
-/// The reason of a render whose expressions ran out of their budget
-/// ([`expressions::MAX_EXPRESSION_WORK_UNITS`], [`expressions::MAX_EXPRESSION_CPU`]): the job
-/// fails, not retryable, and its fingerprint is quarantined.
-pub const EXPRESSIONS_CPU_EXCEEDED_REASON: &str = "EXPRESSIONS_CPU_EXCEEDED";
-
-/// Reason of a render that ran out of memory, whether the worker noticed (a refused
-/// allocation it could report) or not (an abort, a loader failure).
-pub const MEMORY_EXCEEDED_REASON: &str = "RENDER_MEMORY_EXCEEDED";
 
 /// A render ready to run: the frame source and what the output will be.
 pub struct PreparedRender {

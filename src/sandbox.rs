@@ -19,7 +19,8 @@ pub mod zygote;
 use crate::error::ErrorClass;
 use crate::os;
 pub use crate::os::{ResourceLimits, ResourceUsage};
-use crate::render::{OutputInfo, MEMORY_EXCEEDED_REASON};
+use crate::reason::Reason;
+use crate::render::OutputInfo;
 use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
 use protocol::{exit_code, WorkerEvent, WorkerJob};
 pub use self_test::{self_test, SelfTestReport};
@@ -104,7 +105,7 @@ pub enum FailureKind {
 pub struct WorkerFailure {
     pub kind: FailureKind,
     pub class: ErrorClass,
-    pub reason: String,
+    pub reason: Reason,
     pub message: String,
 }
 
@@ -183,7 +184,7 @@ fn run_worker_process(
     let spawn_failed = |message: String| WorkerFailure {
         kind: FailureKind::SpawnFailed,
         class: ErrorClass::Transient,
-        reason: "WORKER_UNAVAILABLE".into(),
+        reason: Reason::WorkerUnavailable,
         message,
     };
     let job_json = serde_json::to_vec(job)
@@ -239,7 +240,7 @@ fn run_worker_process(
                     signal: status.signal(),
                 },
                 class: ErrorClass::Transient,
-                reason: "RENDER_CRASHED".into(),
+                reason: Reason::RenderCrashed,
                 message: format!("the worker broke the protocol: it wrote {violation}"),
             });
         }
@@ -330,17 +331,17 @@ fn classify(
     cancelled: bool,
     settings: &SandboxSettings,
 ) -> Result<OutputInfo, WorkerFailure> {
-    let failure = |kind, class, reason: &str, message: String| WorkerFailure {
+    let failure = |kind, class, reason, message: String| WorkerFailure {
         kind,
         class,
-        reason: reason.into(),
+        reason,
         message,
     };
     let out_of_memory = || {
         failure(
             FailureKind::MemoryLimit,
             ErrorClass::Transient,
-            MEMORY_EXCEEDED_REASON,
+            Reason::RenderMemoryExceeded,
             format!(
                 "the render ran out of memory under its {} MiB limit",
                 settings.memory_bytes / (1024 * 1024)
@@ -351,7 +352,7 @@ fn classify(
         return Err(failure(
             FailureKind::Cancelled,
             ErrorClass::Transient,
-            "CANCELLED",
+            Reason::Cancelled,
             "the render was cancelled".into(),
         ));
     }
@@ -359,7 +360,7 @@ fn classify(
         return Err(failure(
             FailureKind::DeadlineExceeded,
             ErrorClass::Transient,
-            "RENDER_DEADLINE_EXCEEDED",
+            Reason::RenderDeadlineExceeded,
             format!(
                 "the render did not finish within its {} s deadline",
                 settings.deadline.as_secs()
@@ -378,10 +379,10 @@ fn classify(
                 message,
             }),
         ) => {
-            if reason == MEMORY_EXCEEDED_REASON {
+            if reason == Reason::RenderMemoryExceeded {
                 return Err(out_of_memory());
             }
-            return Err(failure(FailureKind::Reported, class, &reason, message));
+            return Err(failure(FailureKind::Reported, class, reason, message));
         }
         _ => {}
     }
@@ -395,7 +396,7 @@ fn classify(
         return Err(failure(
             FailureKind::MemoryLimit,
             ErrorClass::Transient,
-            MEMORY_EXCEEDED_REASON,
+            Reason::RenderMemoryExceeded,
             "the worker was killed from outside (SIGKILL), most likely by the kernel under \
              memory pressure"
                 .into(),
@@ -405,7 +406,7 @@ fn classify(
         return Err(failure(
             FailureKind::CpuLimit,
             ErrorClass::Transient,
-            "RENDER_CPU_EXCEEDED",
+            Reason::RenderCpuExceeded,
             "the render used up its CPU-time limit".into(),
         ));
     }
@@ -432,7 +433,7 @@ fn classify(
             signal: status.signal(),
         },
         ErrorClass::Transient,
-        "RENDER_CRASHED",
+        Reason::RenderCrashed,
         message,
     ))
 }
@@ -514,5 +515,49 @@ mod tests {
             .count();
         assert_eq!(spans, 1, "{seen:?}");
         assert_eq!(seen.len(), 3, "{seen:?}");
+    }
+
+    fn settings() -> SandboxSettings {
+        SandboxSettings {
+            executable: PathBuf::from("lottie-render"),
+            memory_bytes: DEFAULT_WORKER_MEMORY_BYTES,
+            deadline: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn a_failure_with_a_reason_outside_the_contract_is_no_answer_and_the_run_a_crash() {
+        let output = [
+            r#"{"event":"started","frames_total":3}"#,
+            r#"{"event":"failed","class":"deterministic","reason":"NO_SUCH_REASON","message":"x"}"#,
+        ]
+        .join("\n");
+        let events = read_events(output.as_bytes(), 0, &mut |_| {});
+        assert!(
+            matches!(events.last, Some(WorkerEvent::Started { .. })),
+            "{:?}",
+            events.last
+        );
+        let settings = settings();
+        let status = std::process::ExitStatus::from_raw(exit_code::DETERMINISTIC << 8);
+        let failure = classify(status, events.last, "", false, false, &settings).unwrap_err();
+        assert_eq!(failure.reason, Reason::RenderCrashed);
+        assert_eq!(failure.class, ErrorClass::Transient);
+        assert!(matches!(
+            failure.kind,
+            FailureKind::Crashed { signal: None }
+        ));
+    }
+
+    #[test]
+    fn a_reported_failure_keeps_its_reason_and_its_line_its_spelling() {
+        let line = r#"{"event":"failed","class":"deterministic","reason":"SLOT_UNKNOWN","message":"no slot"}"#;
+        let event: WorkerEvent = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_string(&event).unwrap(), line);
+        let settings = settings();
+        let status = std::process::ExitStatus::from_raw(exit_code::DETERMINISTIC << 8);
+        let failure = classify(status, Some(event), "", false, false, &settings).unwrap_err();
+        assert_eq!(failure.reason, Reason::SlotUnknown);
+        assert_eq!(failure.kind, FailureKind::Reported);
     }
 }

@@ -28,8 +28,8 @@ impl Classified for SpecError {
     fn class(&self) -> ErrorClass {
         ErrorClass::Deterministic
     }
-    fn reason(&self) -> &'static str {
-        Reason::RequestInvalid.as_str()
+    fn reason(&self) -> Reason {
+        Reason::RequestInvalid
     }
 }
 

@@ -605,7 +605,7 @@ mod tests {
         );
         assert!(store.index().unwrap().is_empty());
         let error = ServiceError::from(refused.unwrap_err());
-        assert_eq!(error.reason, "TEMPLATE_RECORD_TOO_LARGE");
+        assert_eq!(error.reason, Reason::TemplateRecordTooLarge);
         assert_eq!(error.code, ServiceErrorCode::InvalidArgument);
     }
 

@@ -296,7 +296,7 @@ pub fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
         reason = Reason::TemplateInvalid;
     } else if let Err(error) = Template::check_syntax(&request.lottie_json) {
         violation("lottie_json".into(), error.to_string());
-        reason = Reason::from_wire(error.reason()).unwrap_or(Reason::TemplateInvalid);
+        reason = error.reason();
     }
     (violations, reason)
 }

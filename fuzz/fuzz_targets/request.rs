@@ -87,7 +87,7 @@ fn render_request(data: &[u8]) {
         }
         Err(error) => {
             assert_eq!(error.code, ServiceErrorCode::InvalidArgument, "{error:?}");
-            assert_eq!(error.reason, "REQUEST_INVALID");
+            assert_eq!(error.reason.as_str(), "REQUEST_INVALID");
             assert!(!error.violations.is_empty());
             assert_error_bounded(&error, data.len());
         }

@@ -15,6 +15,7 @@ use crate::error::ErrorClass;
 use crate::lottie::report::InspectReport;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+use crate::reason::Reason;
 use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -63,9 +64,11 @@ pub enum AnalysisOutcome {
         #[serde(default)]
         peak_rss_bytes: Option<u64>,
     },
+    /// A reason outside [`Reason`] does not decode: the parent takes such an answer for a
+    /// crash.
     Failed {
         class: ErrorClass,
-        reason: String,
+        reason: Reason,
         message: String,
     },
 }

@@ -22,7 +22,7 @@ pub fn run() -> ExitCode {
         Ok(_) => analyse(std::io::stdin().lock()),
         Err(error) => failed(
             ErrorClass::Transient,
-            Reason::AnalysisUnavailable.as_str(),
+            Reason::AnalysisUnavailable,
             format!("the analysis worker cannot confine itself: {error}"),
         ),
     };
@@ -38,7 +38,7 @@ pub fn run() -> ExitCode {
     if matches!(outcome, AnalysisOutcome::Analysed { .. }) && document.len() > MAX_REPORT_BYTES {
         document = serde_json::to_vec(&failed(
             ErrorClass::Deterministic,
-            Reason::TemplateRecordTooLarge.as_str(),
+            Reason::TemplateRecordTooLarge,
             format!(
                 "the template's record would pass its {MAX_TEMPLATE_RECORD_BYTES} byte limit: \
                  its report (slots with their default texts, and warnings) is {} bytes, more \
@@ -53,7 +53,7 @@ pub fn run() -> ExitCode {
     if document.len() > MAX_OUTPUT_BYTES {
         document = serde_json::to_vec(&failed(
             ErrorClass::Deterministic,
-            Reason::TemplateTooComplex.as_str(),
+            Reason::TemplateTooComplex,
             format!("the template's report is larger than {MAX_OUTPUT_BYTES} bytes"),
         ))
         .unwrap_or_default();
@@ -74,10 +74,10 @@ fn finish(document: &[u8], code: i32) -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-fn failed(class: ErrorClass, reason: &str, message: String) -> AnalysisOutcome {
+fn failed(class: ErrorClass, reason: Reason, message: String) -> AnalysisOutcome {
     AnalysisOutcome::Failed {
         class,
-        reason: reason.to_owned(),
+        reason,
         message,
     }
 }
@@ -90,7 +90,7 @@ pub fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
         Err(error) => {
             return failed(
                 ErrorClass::Transient,
-                Reason::AnalysisInput.as_str(),
+                Reason::AnalysisInput,
                 error.to_string(),
             )
         }

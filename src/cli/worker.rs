@@ -86,7 +86,7 @@ pub fn run(args: WorkerArgs) -> ExitCode {
             let class = failure.class;
             emit(&WorkerEvent::Failed {
                 class: failure.class,
-                reason: failure.reason.into(),
+                reason: failure.reason,
                 message: bounded_failure_message(failure.message),
             });
             match class {
@@ -131,7 +131,7 @@ impl Steps {
     }
 
     /// Ends the run's span (marked as the worker's, with its pid) and answers every span.
-    fn finish(mut self, failure_reason: Option<&'static str>) -> Vec<WorkerSpan> {
+    fn finish(mut self, failure_reason: Option<Reason>) -> Vec<WorkerSpan> {
         let (Some(mut trace), Some(run)) = (self.trace.take(), self.run.take()) else {
             return Vec::new();
         };
@@ -146,7 +146,7 @@ impl Steps {
             attributes.push(("frames", SpanValue::Int(i64::from(frames))));
         }
         if let Some(reason) = failure_reason {
-            attributes.push(("error.reason", SpanValue::Text(reason.into())));
+            attributes.push(("error.reason", SpanValue::Text(reason.as_str().into())));
         }
         trace.finish(run, "worker", attributes, failure_reason.is_some());
         trace.into_spans()
@@ -155,7 +155,7 @@ impl Steps {
 
 struct Failure {
     class: ErrorClass,
-    reason: &'static str,
+    reason: Reason,
     message: String,
 }
 
@@ -173,7 +173,7 @@ fn read_job() -> Result<WorkerJob, Failure> {
     let mut input = Vec::new();
     let invalid = |message: String| Failure {
         class: ErrorClass::Deterministic,
-        reason: Reason::JobInvalid.as_str(),
+        reason: Reason::JobInvalid,
         message,
     };
     std::io::stdin()
@@ -248,7 +248,7 @@ fn read_inputs_and_confine(job: &WorkerJob) -> Result<(Vec<u8>, FontBook, usize)
     };
     confine(&policy).map_err(|error| Failure {
         class: ErrorClass::Transient,
-        reason: Reason::WorkerUnavailable.as_str(),
+        reason: Reason::WorkerUnavailable,
         message: format!("the worker cannot confine itself: {error}"),
     })?;
     Ok((template, FontBook::new(fonts), threads))

@@ -295,7 +295,7 @@ mod tests {
             bytes = with_unknown_varint(bytes, 11);
         }
         let error = decode_strictly::<proto::RenderRequest>(&bytes).unwrap_err();
-        assert_eq!(error.reason, "UNKNOWN_FIELDS");
+        assert_eq!(error.reason, Reason::UnknownFields);
         assert_eq!(error.violations.len(), MAX_UNKNOWN_FIELDS_REPORTED);
         assert!(
             error
@@ -317,7 +317,7 @@ mod tests {
     fn unknown_fields_are_named_at_any_depth() {
         let top = with_unknown_varint(render_request().encode_to_vec(), 99);
         let error = decode_strictly::<proto::RenderRequest>(&top).unwrap_err();
-        assert_eq!(error.reason, "UNKNOWN_FIELDS");
+        assert_eq!(error.reason, Reason::UnknownFields);
         assert_eq!(error.violations[0].field, "#99");
 
         let mut request = render_request();

@@ -179,7 +179,7 @@ pub fn job_to_proto(job: &Job) -> proto::RenderJob {
             download_url_expires_at: None,
         }),
         error: job.error.as_ref().map(|error| proto::JobError {
-            reason: error.reason.clone(),
+            reason: error.reason.as_str().into(),
             message: error.message.clone(),
             retryable: error.retryable,
             retry_after: error

@@ -53,16 +53,16 @@ mod tests {
 
     #[test]
     fn keys_are_one_to_255_visible_ascii_characters() {
-        let cases: &[(Option<&[u8]>, Option<&str>)] = &[
-            (None, Some("IDEMPOTENCY_KEY_MISSING")),
-            (Some(b""), Some("IDEMPOTENCY_KEY_INVALID")),
-            (Some(b"has space"), Some("IDEMPOTENCY_KEY_INVALID")),
-            (Some(b"tab\there"), Some("IDEMPOTENCY_KEY_INVALID")),
+        let cases: &[(Option<&[u8]>, Option<Reason>)] = &[
+            (None, Some(Reason::IdempotencyKeyMissing)),
+            (Some(b""), Some(Reason::IdempotencyKeyInvalid)),
+            (Some(b"has space"), Some(Reason::IdempotencyKeyInvalid)),
+            (Some(b"tab\there"), Some(Reason::IdempotencyKeyInvalid)),
             (
                 Some("caf\u{e9}".as_bytes()),
-                Some("IDEMPOTENCY_KEY_INVALID"),
+                Some(Reason::IdempotencyKeyInvalid),
             ),
-            (Some(&[b'k'; 256]), Some("IDEMPOTENCY_KEY_INVALID")),
+            (Some(&[b'k'; 256]), Some(Reason::IdempotencyKeyInvalid)),
             (Some(&[b'k'; 255]), None),
             (Some(b"x"), None),
             (Some(b"order-42:render/3~!"), None),

@@ -57,13 +57,6 @@ fn template_not_found(template_id: Uuid) -> ServiceError {
     )
 }
 
-/// The wire reason of a modification that does not fit the template.
-fn modification_reason(error: &ModificationError) -> Reason {
-    // Every reason the modifications report is in the contract; the fallback only guards
-    // against a new one added there and not here.
-    Reason::from_wire(error.reason()).unwrap_or(Reason::RequestInvalid)
-}
-
 /// Checks `submission` of a caller of `tenant` against its template; answers the job and
 /// the work to queue (with the template's files pinned for it). Blocking (reads the
 /// template's record, checks the disk).
@@ -93,7 +86,7 @@ pub fn admit(
                 format!("modifications.texts[{id:?}]")
             }
         };
-        reason.get_or_insert(modification_reason(&error));
+        reason.get_or_insert(error.reason());
         violations.push(FieldViolation {
             field,
             description: error.to_string(),

@@ -85,7 +85,7 @@ pub enum Admission {
 /// The error of a follower whose leader was cancelled by its own caller.
 fn shared_render_cancelled() -> JobFailure {
     JobFailure {
-        reason: Reason::SharedRenderCancelled.into(),
+        reason: Reason::SharedRenderCancelled,
         message: "this job shared the render of an identical request, which its caller \
                   cancelled; submit again"
             .into(),
@@ -758,7 +758,7 @@ mod tests {
         board.admit(&leader, &work);
         board.admit(&follower, &work);
         let failure = JobFailure {
-            reason: "QUEUE_FULL".into(),
+            reason: Reason::QueueFull,
             message: "full".into(),
             retryable: true,
             retry_after: Some(Duration::from_secs(1)),

@@ -2,6 +2,7 @@
 
 use super::Fingerprint;
 use crate::auth::TenantId;
+use crate::reason::Reason;
 use crate::render::OutputInfo;
 use crate::spec::{Format, Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
@@ -40,8 +41,9 @@ impl JobState {
 /// Why a job did not produce its output, classified like every other error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobFailure {
-    /// Stable machine-readable reason (e.g. RENDER_DEADLINE_EXCEEDED, RENDER_CRASHED).
-    pub reason: String,
+    /// Stable machine-readable reason, stored with its wire spelling (e.g.
+    /// `"RENDER_DEADLINE_EXCEEDED"`), as records written before it was typed.
+    pub reason: Reason,
     pub message: String,
     /// Whether submitting the same request again may succeed.
     pub retryable: bool,
@@ -276,5 +278,18 @@ mod tests {
         untraced.as_object_mut().unwrap().remove("traceparent");
         let read: SharedWork = serde_json::from_value(untraced).unwrap();
         assert!(read.into_work(&objects, job).trace_parent.is_none());
+    }
+
+    #[test]
+    fn a_failure_is_stored_as_before_its_reason_was_typed() {
+        // A job record in Redis as an instance of the string-typed version wrote it: read and
+        // written back byte for byte, so instances of both versions share records.
+        let record = r#"{"reason":"RENDER_DEADLINE_EXCEEDED","message":"too slow","retryable":true,"retry_after":{"secs":2,"nanos":0}}"#;
+        let failure: JobFailure = serde_json::from_str(record).unwrap();
+        assert_eq!(failure.reason, Reason::RenderDeadlineExceeded);
+        assert_eq!(serde_json::to_string(&failure).unwrap(), record);
+        // A reason this version does not know is a record it cannot read, not a guess.
+        let unknown = record.replace("RENDER_DEADLINE_EXCEEDED", "NO_SUCH_REASON");
+        assert!(serde_json::from_str::<JobFailure>(&unknown).is_err());
     }
 }

@@ -477,7 +477,7 @@ impl SharedJobs {
                 job.finish(
                     super::JobState::Failed,
                     Some(super::JobFailure {
-                        reason: Reason::InstanceLost.into(),
+                        reason: Reason::InstanceLost,
                         message: "the instance rendering this job stopped; submit it again".into(),
                         retryable: true,
                         retry_after: Some(Duration::from_secs(1)),

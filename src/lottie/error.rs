@@ -3,6 +3,7 @@
 //! and [`super::assets`], which all return it.
 
 use crate::error::{Classified, ErrorClass};
+use crate::reason::Reason;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TemplateError {
@@ -31,11 +32,11 @@ impl Classified for TemplateError {
     fn class(&self) -> ErrorClass {
         ErrorClass::Deterministic
     }
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
-            TemplateError::TooLarge { .. } => "TEMPLATE_TOO_LARGE",
-            TemplateError::TooManyValues { .. } => "TEMPLATE_TOO_COMPLEX",
-            _ => "TEMPLATE_INVALID",
+            TemplateError::TooLarge { .. } => Reason::TemplateTooLarge,
+            TemplateError::TooManyValues { .. } => Reason::TemplateTooComplex,
+            _ => Reason::TemplateInvalid,
         }
     }
 }

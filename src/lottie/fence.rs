@@ -399,6 +399,7 @@ fn count_expressions(json: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reason::Reason;
     use serde_json::json;
 
     /// The per-layer walk the linear check replaced (cubic over a composition), kept to check
@@ -602,7 +603,7 @@ mod tests {
     fn refusal(bytes: &[u8]) -> Option<String> {
         use crate::error::{Classified, ErrorClass};
         let error = crate::lottie::Template::parse(bytes).err()?;
-        assert_eq!(error.reason(), "TEMPLATE_INVALID", "{error}");
+        assert_eq!(error.reason(), Reason::TemplateInvalid, "{error}");
         assert_eq!(error.class(), ErrorClass::Deterministic, "{error}");
         match error {
             TemplateError::Invalid { path, .. } => Some(path),

@@ -7,6 +7,7 @@
 
 use super::slots::{slot_property, Slots};
 use crate::error::{Classified, ErrorClass};
+use crate::reason::Reason;
 use crate::spec::{Modifications, Rgba};
 use serde_json::{json, Value};
 
@@ -26,11 +27,11 @@ impl Classified for ModificationError {
     fn class(&self) -> ErrorClass {
         ErrorClass::Deterministic
     }
-    fn reason(&self) -> &'static str {
+    fn reason(&self) -> Reason {
         match self {
             ModificationError::UnknownColorSlot { .. }
-            | ModificationError::UnknownTextSlot { .. } => "SLOT_UNKNOWN",
-            ModificationError::ControlCharacter { .. } => "TEXT_INVALID",
+            | ModificationError::UnknownTextSlot { .. } => Reason::SlotUnknown,
+            ModificationError::ControlCharacter { .. } => Reason::TextInvalid,
         }
     }
 }

@@ -30,6 +30,7 @@ use chars::{CharsLibrary, CharsSource};
 use std::collections::HashMap;
 
 use crate::error::{Classified, ErrorClass};
+use crate::reason::Reason;
 use document::{document, number, shrink_factor};
 use faces::Style;
 use fonts::{FontBook, Synthesis};
@@ -53,8 +54,6 @@ pub const MAX_TEXT_VERTICES_PER_TEMPLATE: usize = 1_000_000;
 /// Distinct text warnings kept per template: a handful is normal; a text of thousands of
 /// characters no font has would otherwise make thousands (each naming its layer).
 pub const MAX_TEXT_WARNINGS: usize = 256;
-/// always is, so it is deterministic.
-pub const TOO_COMPLEX_REASON: &str = "TEMPLATE_TOO_COMPLEX";
 
 /// Text that would cost more than its budget to draw.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -67,11 +66,12 @@ pub enum TextError {
 }
 
 impl Classified for TextError {
+    /// A template whose text is over its budget always is.
     fn class(&self) -> ErrorClass {
         ErrorClass::Deterministic
     }
-    fn reason(&self) -> &'static str {
-        TOO_COMPLEX_REASON
+    fn reason(&self) -> Reason {
+        Reason::TemplateTooComplex
     }
 }
 

@@ -90,6 +90,7 @@ impl<B, R: Default + Send + 'static> AroundCall<B, R> for RequestSize {
 #[cfg(test)]
 mod tests {
     use super::classify;
+    use crate::reason::Reason;
     use tonic::{Code, Status};
 
     #[test]
@@ -99,23 +100,23 @@ mod tests {
                 Status::out_of_range(
                     "Error, decoded message length too large: found 2000000 bytes, the limit is: 1048576 bytes",
                 ),
-                Some("REQUEST_TOO_LARGE"),
+                Some(Reason::RequestTooLarge),
             ),
             (
                 Status::resource_exhausted(
                     "Error decompressing: size limit, of 1048576 bytes, exceeded while decompressing message",
                 ),
-                Some("REQUEST_TOO_LARGE"),
+                Some(Reason::RequestTooLarge),
             ),
             (
                 Status::internal("Error decompressing: invalid gzip header, while sending request"),
-                Some("BODY_UNDECODABLE"),
+                Some(Reason::BodyUndecodable),
             ),
             (
                 Status::internal(
                     "protocol error: received message with compressed-flag but no grpc-encoding was specified",
                 ),
-                Some("BODY_UNDECODABLE"),
+                Some(Reason::BodyUndecodable),
             ),
             (Status::internal("a bug of ours"), None),
             (Status::resource_exhausted("the queue is full"), None),
@@ -124,7 +125,7 @@ mod tests {
         for (status, expected) in cases {
             let classified = classify(&status);
             assert_eq!(
-                classified.as_ref().map(|error| error.reason.as_str()),
+                classified.as_ref().map(|error| error.reason),
                 expected,
                 "{status:?}"
             );

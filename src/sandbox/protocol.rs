@@ -13,6 +13,7 @@
 //!    Any other exit, or death by a signal, is a crash, classified by the parent.
 
 use crate::error::ErrorClass;
+use crate::reason::Reason;
 use crate::render::OutputInfo;
 use crate::spec::{Modifications, OutputSpec};
 use crate::telemetry::worker_spans::WorkerSpan;
@@ -87,9 +88,11 @@ pub enum WorkerEvent {
         #[serde(default)]
         peak_rss_bytes: Option<u64>,
     },
+    /// A reason outside [`Reason`] does not decode: the parent takes such a line for no
+    /// answer, and the run for a crash.
     Failed {
         class: ErrorClass,
-        reason: String,
+        reason: Reason,
         message: String,
     },
     /// One timed step of the run (only when the job carries a `traceparent`).

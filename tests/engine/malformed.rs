@@ -186,13 +186,13 @@ fn hostile_files_are_rejected_clearly_or_render_and_never_take_the_caller_down()
             .ok_or(format!("{failure:?}")),
             (Expect::RendererRefuses, Err(failure)) => (failure.kind == FailureKind::Reported
                 && failure.class == ErrorClass::Deterministic
-                && failure.reason == "TEMPLATE_UNRENDERABLE")
+                && failure.reason.as_str() == "TEMPLATE_UNRENDERABLE")
                 .then_some(())
                 .ok_or(format!("{failure:?}")),
             (Expect::DeadlineKills, Err(failure)) => (failure.kind
                 == FailureKind::DeadlineExceeded
                 && failure.class == ErrorClass::Transient
-                && failure.reason == "RENDER_DEADLINE_EXCEEDED")
+                && failure.reason.as_str() == "RENDER_DEADLINE_EXCEEDED")
                 .then_some(())
                 .ok_or(format!("{failure:?}")),
             (_, other) => Err(format!("{other:?}")),

@@ -258,7 +258,7 @@ fn a_worker_writing_an_endless_line_is_killed_as_a_protocol_violation_and_the_pa
     let failure = run.result.unwrap_err();
     assert!(
         matches!(failure.kind, FailureKind::Crashed { .. })
-            && failure.reason == "RENDER_CRASHED"
+            && failure.reason.as_str() == "RENDER_CRASHED"
             && failure.message.contains(&format!(
                 "longer than {} bytes",
                 sandbox::lines::MAX_WORKER_LINE_BYTES

@@ -50,8 +50,9 @@ fn string_bytes(length: usize) -> u64 {
 /// The memory an entry holds, estimated from what it allocates: the entry and its id in the
 /// map of entries (a slot costs 16/7 of its size right after the map grew, 8/7 when full,
 /// plus a control byte: counted at the worst), the cancel token's allocation, its
-/// fingerprint (again in the render index: counted for every job), the output's and the
-/// failure's strings, its followers' ids and its place in the eviction order. The work of a
+/// fingerprint (again in the render index: counted for every job), the output's strings and
+/// the failure's message (its reason is a [`crate::reason::Reason`], held in the entry), its
+/// followers' ids and its place in the eviction order. The work of a
 /// job that has not ended (its modifications) is bounded by the job limits, not here.
 pub(super) fn entry_bytes(entry: &Entry) -> u64 {
     let slot = (std::mem::size_of::<Uuid>() + std::mem::size_of::<Entry>()) as u64 * 16 / 7 + 1;
@@ -64,9 +65,10 @@ pub(super) fn entry_bytes(entry: &Entry) -> u64 {
     let output = job.output.as_ref().map_or(0, |output| {
         string_bytes(output.content_type.len()) + string_bytes(output.sha256.len())
     });
-    let error = job.error.as_ref().map_or(0, |error| {
-        string_bytes(error.reason.len()) + string_bytes(error.message.len())
-    });
+    let error = job
+        .error
+        .as_ref()
+        .map_or(0, |error| string_bytes(error.message.len()));
     let followers = match entry.followers.capacity() {
         0 => 0,
         capacity => capacity as u64 * std::mem::size_of::<Uuid>() as u64 + ALLOCATION_OVERHEAD,

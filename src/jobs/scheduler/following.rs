@@ -92,7 +92,7 @@ impl Scheduler {
             return;
         };
         let lost = |message: String| JobFailure {
-            reason: Reason::SharedRenderLost.into(),
+            reason: Reason::SharedRenderLost,
             message,
             retryable: true,
             retry_after: Some(MIN_RETRY_AFTER),

@@ -64,7 +64,7 @@ impl Scheduler {
                 Err(error) => {
                     self.outputs.remove(job.id, extension);
                     JobFailure {
-                        reason: Reason::StorageUnavailable.into(),
+                        reason: Reason::StorageUnavailable,
                         message: format!("cannot store the output: {error}"),
                         retryable: true,
                         retry_after: Some(MIN_RETRY_AFTER),
@@ -82,7 +82,7 @@ impl Scheduler {
                         "the worker crashed on every attempt; fingerprint quarantined",
                     );
                     JobFailure {
-                        reason: Reason::RenderCrashed.into(),
+                        reason: Reason::RenderCrashed,
                         message: format!(
                             "the renderer crashed on {MAX_WORKER_ATTEMPTS} fresh workers ({}); \
                              this request is quarantined and will be refused",
@@ -94,9 +94,7 @@ impl Scheduler {
                 }
                 // Counted work ran out: the same request always runs out again, so it is
                 // refused at once afterwards instead of costing its CPU on every submission.
-                FailureKind::Reported
-                    if failure.reason == crate::render::EXPRESSIONS_CPU_EXCEEDED_REASON =>
-                {
+                FailureKind::Reported if failure.reason == Reason::ExpressionsCpuExceeded => {
                     self.quarantine_fingerprint(
                         job,
                         "the render's expressions ran out of their budget; fingerprint quarantined",
@@ -141,10 +139,10 @@ impl Scheduler {
     pub(super) fn refused_failure(&self, refused: PushRefused) -> JobFailure {
         JobFailure {
             reason: match refused {
-                PushRefused::Full { .. } => Reason::QueueFull.into(),
-                PushRefused::TenantFull { .. } => Reason::TenantJobLimit.into(),
-                PushRefused::Closed => Reason::ServerShuttingDown.into(),
-                PushRefused::RetainedJobsFull(_) => Reason::RetainedJobsFull.into(),
+                PushRefused::Full { .. } => Reason::QueueFull,
+                PushRefused::TenantFull { .. } => Reason::TenantJobLimit,
+                PushRefused::Closed => Reason::ServerShuttingDown,
+                PushRefused::RetainedJobsFull(_) => Reason::RetainedJobsFull,
             },
             message: "the render this job shared was refused by a full or closing queue; \
                       submit again"
@@ -158,7 +156,7 @@ impl Scheduler {
 /// The failure of a job whose fingerprint was quarantined while it waited.
 pub(super) fn quarantined_failure() -> JobFailure {
     JobFailure {
-        reason: Reason::RenderQuarantined.into(),
+        reason: Reason::RenderQuarantined,
         message: "an identical request crashed the renderer twice or ran its expressions out of \
                   their budget; it is quarantined"
             .into(),
@@ -170,7 +168,7 @@ pub(super) fn quarantined_failure() -> JobFailure {
 /// The failure of a job that shutdown cancelled: retryable, elsewhere or later.
 pub(super) fn shutdown_failure() -> JobFailure {
     JobFailure {
-        reason: Reason::ServerShuttingDown.into(),
+        reason: Reason::ServerShuttingDown,
         message: "the server shut down before the render finished; submit it again".into(),
         retryable: true,
         retry_after: Some(SHUTDOWN_RETRY_AFTER),

@@ -36,7 +36,7 @@ impl Scheduler {
         job.finish(
             JobState::Failed,
             Some(JobFailure {
-                reason: Reason::JobStoreUnavailable.into(),
+                reason: Reason::JobStoreUnavailable,
                 message: format!("the job could not be shared: {error}"),
                 retryable: true,
                 retry_after: Some(MIN_RETRY_AFTER),
@@ -69,7 +69,7 @@ impl Scheduler {
         refused_job.finish(
             JobState::Failed,
             Some(JobFailure {
-                reason: Reason::JobRefused.into(),
+                reason: Reason::JobRefused,
                 message: format!("the job was not accepted: {refused:?}"),
                 retryable: true,
                 retry_after: Some(self.queue_retry_after()),

@@ -126,7 +126,7 @@ impl Scheduler {
                 id,
                 JobState::Failed,
                 &JobFailure {
-                    reason: Reason::SharedRenderLost.into(),
+                    reason: Reason::SharedRenderLost,
                     message: "the render this job shared moved to another instance; submit again"
                         .into(),
                     retryable: true,

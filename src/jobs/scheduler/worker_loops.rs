@@ -49,7 +49,7 @@ impl Scheduler {
             job.finish(
                 JobState::Failed,
                 Some(JobFailure {
-                    reason: Reason::Internal.into(),
+                    reason: Reason::Internal,
                     message: "internal error; it has been logged".into(),
                     retryable: true,
                     retry_after: Some(MIN_RETRY_AFTER),
@@ -120,7 +120,7 @@ impl Scheduler {
         render_span.end(error.as_ref().map(|error| error.reason.as_str()));
         let stopped_by_shutdown = error
             .as_ref()
-            .is_some_and(|error| error.reason == Reason::ServerShuttingDown.as_str());
+            .is_some_and(|error| error.reason == Reason::ServerShuttingDown);
         if job.reclaimable && stopped_by_shutdown && self.shutting_down.load(Ordering::SeqCst) {
             // A job of the shared queue stopped by this instance's shutdown does not end: the
             // worker loop hands it back (its record QUEUED again, its entry at the front of
@@ -303,7 +303,7 @@ fn staging_failed(message: String) -> WorkerRun {
         result: Err(WorkerFailure {
             kind: FailureKind::Reported,
             class: ErrorClass::Transient,
-            reason: Reason::StorageUnavailable.as_str().into(),
+            reason: Reason::StorageUnavailable,
             message: format!("cannot stage the template's files: {message}"),
         }),
         usage: Default::default(),
