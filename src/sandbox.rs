@@ -8,6 +8,7 @@
 //! [`self_test`] proves all of that on the running kernel.
 
 pub mod confine;
+mod image;
 pub mod lines;
 pub mod protocol;
 pub mod seccomp;
@@ -366,6 +367,7 @@ fn classify(
             ),
         ));
     }
+    let last_event_missing = last_event.is_none();
     match (status.code(), last_event) {
         (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output, .. })) => {
             return Ok(output)
@@ -400,6 +402,17 @@ fn classify(
              memory pressure"
                 .into(),
         ));
+    }
+    // Killed before its first line under a limit that cannot hold its own image and loader:
+    // the kernel could not map it (a debug build's image is over 40 MiB), not a crash.
+    if status.signal() == Some(libc::SIGSEGV)
+        && last_event_missing
+        && stderr_tail.trim().is_empty()
+        && image::loadable_bytes(&settings.executable).is_some_and(|image| {
+            settings.memory_bytes < image.saturating_add(image::LOADER_HEADROOM_BYTES)
+        })
+    {
+        return Err(out_of_memory());
     }
     if status.signal() == Some(libc::SIGXCPU) {
         return Err(failure(
