@@ -8,6 +8,7 @@
 //! [`self_test`] proves all of that on the running kernel.
 
 pub mod confine;
+mod image;
 pub mod lines;
 pub mod protocol;
 pub mod seccomp;
@@ -367,6 +368,7 @@ fn classify(
             ),
         ));
     }
+    let last_event_missing = last_event.is_none();
     match (status.code(), last_event) {
         (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output, .. })) => {
             return Ok(output)
@@ -386,7 +388,9 @@ fn classify(
         }
         _ => {}
     }
-    if ran_out_of_memory(stderr_tail) {
+    if ran_out_of_memory(stderr_tail)
+        || unmappable(status, last_event_missing, stderr_tail, settings)
+    {
         return Err(out_of_memory());
     }
     // We only send SIGKILL on deadline or cancel (handled above); any other SIGKILL comes
@@ -447,6 +451,23 @@ const OUT_OF_MEMORY_SIGNS: [&str; 4] = [
     "failed to map segment",
     "Cannot allocate memory",
 ];
+
+/// Whether a worker was killed before its first line under a limit that cannot hold its own
+/// image and loader: the kernel could not map it (a debug build's image is over 40 MiB), so
+/// it ran out of memory rather than crashed.
+fn unmappable(
+    status: std::process::ExitStatus,
+    reported_nothing: bool,
+    stderr_tail: &str,
+    settings: &SandboxSettings,
+) -> bool {
+    status.signal() == Some(libc::SIGSEGV)
+        && reported_nothing
+        && stderr_tail.trim().is_empty()
+        && image::loadable_bytes(&settings.executable).is_some_and(|image| {
+            settings.memory_bytes < image.saturating_add(image::LOADER_HEADROOM_BYTES)
+        })
+}
 
 /// Whether a worker's stderr tail shows it ran out of its address space.
 pub fn ran_out_of_memory(stderr_tail: &str) -> bool {
