@@ -23,6 +23,16 @@ enum Step {
     Again,
 }
 
+/// Blocking board work (it may link an output file) on a blocking thread; a panic there is
+/// this service's bug.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SubmitRefused> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| SubmitRefused::Internal(error.to_string()))
+}
+
 impl Scheduler {
     /// [`Scheduler::submit`] once: with shared jobs, the render index first (lead, follow
     /// another instance's render, reuse its output, or take its fingerprint over), then
@@ -79,9 +89,7 @@ impl Scheduler {
         let scheduler = self.clone();
         let submitted = {
             let job = job.clone();
-            tokio::task::spawn_blocking(move || scheduler.submit_locally(job, work))
-                .await
-                .map_err(|error| SubmitRefused::Internal(error.to_string()))?
+            off_runtime(move || scheduler.submit_locally(job, work)).await?
         };
         if let Err(refused) = &submitted {
             self.count_tenant_refusal(&tenant, *refused);
@@ -104,12 +112,8 @@ impl Scheduler {
             .get(leader)
             .is_some_and(|local| !matches!(local.state, JobState::Failed | JobState::Cancelled));
         if live {
-            let scheduler = self.clone();
-            let (copy, work_copy) = (job.clone(), work.clone());
-            let joined =
-                tokio::task::spawn_blocking(move || scheduler.join_local_render(&copy, work_copy))
-                    .await
-                    .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+            let (scheduler, copy, work_copy) = (self.clone(), job.clone(), work.clone());
+            let joined = off_runtime(move || scheduler.join_local_render(&copy, work_copy)).await?;
             match joined {
                 Some(Ok(joined)) => return Ok(Step::Answer(Box::new(Ok(joined)))),
                 Some(Err(refused)) => {
@@ -144,12 +148,9 @@ impl Scheduler {
             .filter(|_| !self.evicted_here(leader));
         match remote {
             Some(remote) if remote.state == JobState::Succeeded => {
-                let scheduler = self.clone();
-                let (copy, work_copy) = (job.clone(), work.clone());
+                let (scheduler, copy, work_copy) = (self.clone(), job.clone(), work.clone());
                 let reused =
-                    tokio::task::spawn_blocking(move || scheduler.reuse(&copy, work_copy, &remote))
-                        .await
-                        .map_err(|error| SubmitRefused::Internal(error.to_string()))?;
+                    off_runtime(move || scheduler.reuse(&copy, work_copy, &remote)).await?;
                 match reused {
                     Ok(Some(reused)) => return Ok(Step::Answer(Box::new(Ok(reused)))),
                     Ok(None) => {}
