@@ -89,6 +89,20 @@ impl std::ops::Deref for HostileServer {
     }
 }
 
+/// A CreateTemplate of a CPU bomb on a task of its own: seconds of analysis, up to its budget.
+async fn long_analysis(
+    server: &HostileServer,
+    name: &'static str,
+) -> tokio::task::JoinHandle<Result<tonic::Response<proto::Template>, tonic::Status>> {
+    let mut templates = TemplateServiceClient::new(server.channel().await)
+        .max_encoding_message_size(64 * 1024 * 1024);
+    tokio::spawn(async move {
+        templates
+            .create_template(create_request(name, cpu_bomb(1000, 5000)))
+            .await
+    })
+}
+
 fn start_server(extra_args: &[&str]) -> HostileServer {
     let dir = tempfile::tempdir().unwrap();
     let analysis_executable = dir.path().join("lottie-render-analysis-under-test");
@@ -301,13 +315,7 @@ async fn a_template_over_the_analysis_cpu_budget_is_too_complex_while_others_are
 #[tokio::test]
 async fn a_caller_that_hangs_up_kills_its_analysis_worker() {
     let server = start_server(&[]);
-    let mut templates = TemplateServiceClient::new(server.channel().await)
-        .max_encoding_message_size(64 * 1024 * 1024);
-    let call = tokio::spawn(async move {
-        templates
-            .create_template(create_request("hangs up", cpu_bomb(1000, 5000)))
-            .await
-    });
+    let call = long_analysis(&server, "hangs up").await;
     wait_for_analysis_worker(&server.analysis_executable, &call).await;
     call.abort();
     assert_no_analysis_worker_within(&server.analysis_executable, WORKER_EXIT_LIMIT).await;
@@ -687,14 +695,8 @@ async fn an_analysis_worker_is_confined_before_it_reads_the_template_and_fenced_
 {
     use lottie_render::analysis::{ANALYSIS_CPU_SECONDS, ANALYSIS_MEMORY_BYTES};
     let server = start_server(&[]);
-    let mut templates = TemplateServiceClient::new(server.channel().await)
-        .max_encoding_message_size(64 * 1024 * 1024);
     // Seconds of analysis (up to its CPU budget): time to look at the worker while it runs.
-    let call = tokio::spawn(async move {
-        templates
-            .create_template(create_request("confined", cpu_bomb(1000, 5000)))
-            .await
-    });
+    let call = long_analysis(&server, "confined").await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let worker = loop {
         if let [pid] = analysis_workers(&server.analysis_executable)[..] {
@@ -749,21 +751,7 @@ async fn an_analysis_worker_is_confined_before_it_reads_the_template_and_fenced_
             .all(|(_, target)| target.starts_with("pipe:")),
         "{descriptors:?}"
     );
-    let environment = std::fs::read(format!("/proc/{worker}/environ")).unwrap();
-    let mut environment: Vec<String> = environment
-        .split(|byte| *byte == 0)
-        .filter(|entry| !entry.is_empty())
-        .map(|entry| String::from_utf8_lossy(entry).into_owned())
-        .collect();
-    environment.sort();
-    let mut expected: Vec<String> = lottie_render::sandbox::WORKER_ENVIRONMENT
-        .iter()
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    expected.sort();
-    assert_eq!(environment, expected);
-    let oom = std::fs::read_to_string(format!("/proc/{worker}/oom_score_adj")).unwrap();
-    assert_eq!(oom.trim(), "1000");
+    crate::helpers::assert_worker_environment_and_oom_score(&worker);
     // Its budgets as limits, and no file it may write.
     let limits = std::fs::read_to_string(format!("/proc/{worker}/limits")).unwrap();
     let soft_limit = |name: &str| {

@@ -537,19 +537,27 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
     assert_eq!(renders.iter().sum::<f64>(), 2.0, "{renders:?}");
 }
 
-#[tokio::test]
-async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finishes_on_another() {
-    let bucket = TestBucket::create().await;
+/// Two instances on one farm (0.5 s shutdown grace), each holding one render: two variants
+/// submitted through the first. `stopping` is the job the first instance holds.
+struct TwoHolding {
+    _hold_dirs: Vec<tempfile::TempDir>,
+    holds: Vec<Hold>,
+    farm: Vec<Instance>,
+    template: String,
+    ids: Vec<String>,
+    stopping: String,
+}
+
+async fn two_instances_each_holding_a_render(bucket: &TestBucket) -> TwoHolding {
     let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm, template) = start_held_farm(
+    let (hold_dirs, holds, farm, template) = start_held_farm(
         2,
         &redis,
         &prefix,
-        &bucket,
+        bucket,
         &["--shutdown-grace-seconds", "0.5"],
     )
     .await;
-    // One render held on each instance.
     let mut ids = Vec::new();
     for variant in 0..2 {
         ids.push(farm[0].submit(request(&template, variant)).await.job_id);
@@ -558,25 +566,53 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
         hold.wait_for_held(1).await;
     }
     let stopping = job_started_on(&farm[0].server).expect("the stopping instance started one");
-    // Its caller watches through the instance that stays.
-    let watcher = watch_states(&farm[1], &stopping).await;
-    // SIGTERM: the held render outlives the grace period and is stopped.
-    farm[0].server.terminate();
+    TwoHolding {
+        _hold_dirs: hold_dirs,
+        holds,
+        farm,
+        template,
+        ids,
+        stopping,
+    }
+}
+
+/// SIGTERM to `instance`, which must stop cleanly and hand its held render back to the shared
+/// queue (not leave it to its lease).
+fn stop_handing_back(instance: &mut Instance) {
+    instance.server.terminate();
     assert!(
-        farm[0]
+        instance
             .server
             .wait_for_exit(Duration::from_secs(60))
             .is_some_and(|status| status.success()),
         "the first instance stops cleanly"
     );
     assert!(
-        farm[0]
+        instance
             .server
             .log()
             .iter()
             .any(|line| line.contains("job handed back to the shared queue")),
         "handed back, not left to its lease"
     );
+}
+
+#[tokio::test]
+async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finishes_on_another() {
+    let bucket = TestBucket::create().await;
+    // One render held on each instance.
+    let TwoHolding {
+        _hold_dirs,
+        holds,
+        mut farm,
+        ids,
+        stopping,
+        ..
+    } = two_instances_each_holding_a_render(&bucket).await;
+    // Its caller watches through the instance that stays.
+    let watcher = watch_states(&farm[1], &stopping).await;
+    // SIGTERM: the held render outlives the grace period and is stopped.
+    stop_handing_back(&mut farm[0]);
     // The other instance finishes its own render, then takes the handed-back one.
     holds[1].let_go();
     for job in wait_until_ended(&farm[1], &ids).await {
@@ -617,44 +653,20 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
     // end CANCELLED, retryable (SERVER_SHUTTING_DOWN); the render itself goes back to the
     // queue and finishes on another instance.
     let bucket = TestBucket::create().await;
-    let (redis, prefix) = (redis_url(), unique_prefix());
-    let (_hold_dirs, holds, mut farm, template) = start_held_farm(
-        2,
-        &redis,
-        &prefix,
-        &bucket,
-        &["--shutdown-grace-seconds", "0.5"],
-    )
-    .await;
-    let mut ids = Vec::new();
-    for variant in 0..2 {
-        ids.push(farm[0].submit(request(&template, variant)).await.job_id);
-    }
-    for hold in &holds {
-        hold.wait_for_held(1).await;
-    }
-    let stopping = job_started_on(&farm[0].server).expect("the stopping instance started one");
+    let TwoHolding {
+        _hold_dirs,
+        holds,
+        mut farm,
+        template,
+        ids,
+        stopping,
+    } = two_instances_each_holding_a_render(&bucket).await;
     let variant = ids.iter().position(|id| *id == stopping).unwrap() as u32;
     // The same request under a new key, on the stopping instance: it follows that render.
     let follower = farm[0].submit(request(&template, variant)).await;
     assert_ne!(follower.job_id, stopping);
     let watcher = watch_to_the_end(&farm[0], &follower.job_id).await;
-    farm[0].server.terminate();
-    assert!(
-        farm[0]
-            .server
-            .wait_for_exit(Duration::from_secs(60))
-            .is_some_and(|status| status.success()),
-        "the first instance stops cleanly"
-    );
-    assert!(
-        farm[0]
-            .server
-            .log()
-            .iter()
-            .any(|line| line.contains("job handed back to the shared queue")),
-        "handed back"
-    );
+    stop_handing_back(&mut farm[0]);
     let last = tokio::time::timeout(FARM_LIMIT, watcher)
         .await
         .unwrap()

@@ -319,21 +319,7 @@ async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a
         assert!(target.starts_with("pipe:"), "fd {name} is {target}");
     }
     assert_eq!(descriptors[3].1, format!("/proc/{spare}/status"));
-    let environment = std::fs::read(format!("/proc/{spare}/environ")).unwrap();
-    let mut environment: Vec<String> = environment
-        .split(|byte| *byte == 0)
-        .filter(|entry| !entry.is_empty())
-        .map(|entry| String::from_utf8_lossy(entry).into_owned())
-        .collect();
-    environment.sort();
-    let mut expected: Vec<String> = lottie_render::sandbox::WORKER_ENVIRONMENT
-        .iter()
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    expected.sort();
-    assert_eq!(environment, expected);
-    let oom = std::fs::read_to_string(format!("/proc/{spare}/oom_score_adj")).unwrap();
-    assert_eq!(oom.trim(), "1000");
+    crate::helpers::assert_worker_environment_and_oom_score(&spare);
     let limits = std::fs::read_to_string(format!("/proc/{spare}/limits")).unwrap();
     let core = limits
         .lines()

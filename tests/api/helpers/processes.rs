@@ -215,3 +215,23 @@ pub fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
+
+/// Process `pid` (a worker) has exactly the allow-listed environment, and the OOM killer's
+/// first pick as its score adjustment, as read from /proc.
+pub fn assert_worker_environment_and_oom_score(pid: &dyn std::fmt::Display) {
+    let environment = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let mut environment: Vec<String> = environment
+        .split(|byte| *byte == 0)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect();
+    environment.sort();
+    let mut expected: Vec<String> = lottie_render::sandbox::WORKER_ENVIRONMENT
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    expected.sort();
+    assert_eq!(environment, expected);
+    let oom = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+    assert_eq!(oom.trim(), "1000");
+}
