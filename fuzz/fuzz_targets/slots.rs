@@ -1,58 +1,6 @@
-//! Slot discovery (`slots::discover`), run by the server on every CreateTemplate (the
-//! report) and by the worker on every render, on templates that passed the fence.
-//!
-//! Promises checked beyond "no panic": every binding names a property that exists and is of
-//! the right kind (a fill/stroke item, a text layer); ids are non-empty and distinct; the
-//! slot report a caller gets back stays in proportion to the template.
+//! `./dev fuzz slots`: [`lottie_render_fuzz::slots::run`] on libFuzzer's inputs. The
+//! target's promises are written there, where `./dev test` compiles and runs them on seeds.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use lottie_render::lottie::model::layer_type;
-use lottie_render::lottie::{slots, Template};
-use lottie_render_fuzz::answer_budget;
-use serde_json::Value;
-use std::collections::HashSet;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(template) = Template::parse(data) else {
-        return;
-    };
-    let json = &template.json;
-    let found = slots::discover(json);
-    let mut ids = HashSet::new();
-    for slot in &found.colors {
-        assert!(!slot.id.is_empty());
-        assert!(
-            ids.insert(("color", &slot.id)),
-            "colour slot {:?} twice",
-            slot.id
-        );
-        assert_eq!(slot.binding_count, slot.bindings.len());
-        for pointer in &slot.bindings {
-            let item = json.pointer(pointer).expect("binding resolves");
-            let ty = item.get("ty").and_then(Value::as_str);
-            assert!(matches!(ty, Some("fl" | "st")), "{pointer} is {ty:?}");
-        }
-    }
-    for slot in &found.texts {
-        assert!(!slot.id.is_empty());
-        assert!(
-            ids.insert(("text", &slot.id)),
-            "text slot {:?} twice",
-            slot.id
-        );
-        assert_eq!(slot.binding_count, slot.bindings.len());
-        for pointer in &slot.bindings {
-            let layer = json.pointer(pointer).expect("binding resolves");
-            let ty = layer.get("ty").and_then(Value::as_i64);
-            assert_eq!(ty, Some(layer_type::TEXT), "{pointer}");
-        }
-    }
-    let report_bytes = serde_json::to_vec(&found).map_or(0, |bytes| bytes.len());
-    assert!(
-        report_bytes <= answer_budget(data.len()),
-        "slot report of {report_bytes} bytes for {} input bytes",
-        data.len()
-    );
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| lottie_render_fuzz::slots::run(data));

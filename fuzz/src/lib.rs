@@ -1,4 +1,15 @@
-//! What the fuzz targets share: the budgets they hold the code to.
+//! The fuzz targets' bodies, one module each (`fuzz_targets/NAME.rs` hands libFuzzer's
+//! inputs to `NAME::run`), and what they share: the budgets they hold the code to.
+//!
+//! Plain Rust on stable: besides this crate (which `cargo fuzz` builds on nightly), the
+//! engine tests compile these files into their own binary (`tests/engine/fuzz_seeds.rs`) and
+//! run every target on seeds, so a change of the library they call fails `./dev test`, in the
+//! same build as everything else.
+
+pub mod prepare;
+pub mod request;
+pub mod slots;
+pub mod template;
 
 /// A template's answer (an error, its warnings, its slot report) may quote the template
 /// (ids, names, texts) and name JSON paths, but stays in proportion to the upload: at most

@@ -9,6 +9,7 @@ mod embedded_images;
 mod expressions;
 mod fonts;
 mod fuzz_findings;
+mod fuzz_seeds;
 mod helpers;
 mod kernel_offers;
 mod malformed;

@@ -1,0 +1,139 @@
+//! The fuzz targets' bodies (`fuzz/src/`, what `./dev fuzz TARGET` runs under libFuzzer on
+//! nightly) compiled into this binary on stable and run on seeds: the shared corpus's
+//! templates, its hostile `malformed/` files, and requests encoded here. A change of the
+//! library that breaks a target's code fails this build; one that breaks a promise a target
+//! checks (an `assert!` in `run`) on a seed fails these tests.
+//!
+//! Seeds are what `fuzz/seed.sh` gives libFuzzer: corpus templates up to its 128 KiB
+//! `-max_len`.
+
+#[path = "../../fuzz/src/lib.rs"]
+mod targets;
+
+use crate::helpers::corpus;
+use lottie_render::grpc::proto;
+use prost::Message;
+use std::path::PathBuf;
+
+/// `fuzz/seed.sh`'s MAX_SEED_BYTES (libFuzzer's `-max_len` in `./dev fuzz`).
+const MAX_SEED_BYTES: u64 = 128 * 1024;
+
+/// The corpus's JSON files that `fuzz/seed.sh` seeds the template targets with, sorted.
+fn template_seeds() -> Vec<(PathBuf, Vec<u8>)> {
+    let mut paths = Vec::new();
+    let mut folders = vec![corpus("")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|extension| extension == "json")
+                && path.metadata().unwrap().len() <= MAX_SEED_BYTES
+            {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    // The corpus has some 60 such files, both well-formed and hostile ones: a seed set that
+    // lost its folder would make these tests pass on nothing.
+    assert!(paths.len() >= 40, "only {} seeds", paths.len());
+    assert!(paths
+        .iter()
+        .any(|path| path.starts_with(corpus("malformed"))));
+    paths
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect()
+}
+
+/// Runs `target` on every seed, naming the seed a broken promise came from.
+fn run_on(seeds: &[(PathBuf, Vec<u8>)], target: fn(&[u8])) {
+    for (path, bytes) in seeds {
+        let outcome = std::panic::catch_unwind(|| target(bytes));
+        assert!(outcome.is_ok(), "on the seed {}", path.display());
+    }
+}
+
+#[test]
+fn the_template_target_keeps_its_promises_on_the_corpus() {
+    run_on(&template_seeds(), targets::template::run);
+}
+
+#[test]
+fn the_slots_target_keeps_its_promises_on_the_corpus() {
+    run_on(&template_seeds(), targets::slots::run);
+}
+
+#[test]
+fn the_prepare_target_keeps_its_promises_on_the_corpus_with_and_without_requests() {
+    let seeds = template_seeds();
+    // As seeded: the template alone (its default request), then with a tail of bytes that
+    // `arbitrary` turns into modifications of existing and made-up slots and a frame rate.
+    run_on(&seeds, targets::prepare::run);
+    let tail: Vec<u8> = (0u8..=255).rev().cycle().take(512).collect();
+    let with_requests: Vec<_> = seeds
+        .into_iter()
+        .map(|(path, mut bytes)| {
+            bytes.extend_from_slice(&tail);
+            (path, bytes)
+        })
+        .collect();
+    run_on(&with_requests, targets::prepare::run);
+}
+
+#[test]
+fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
+    let tiny = std::fs::read(corpus("tiny-solid-layer.json")).unwrap();
+    let render = proto::RenderRequest {
+        template_id: "0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11".into(),
+        modifications: Some(proto::Modifications {
+            texts: [("title".to_string(), "Hello\nWorld".to_string())].into(),
+            colors: [(
+                "primary_bg".to_string(),
+                proto::Color {
+                    r: 0.0,
+                    g: 1.0,
+                    b: f64::NAN,
+                    a: Some(1.0),
+                },
+            )]
+            .into(),
+        }),
+        output: Some(proto::OutputSpec {
+            format: proto::Format::Webm.into(),
+            fps: 60,
+            width: 1920,
+            height: 100,
+            background: None,
+        }),
+    };
+    let create = proto::CreateTemplateRequest {
+        name: "tiny".into(),
+        lottie_json: tiny.clone(),
+        ..Default::default()
+    };
+    let mut seeds = vec![
+        (PathBuf::from("RenderRequest"), render.encode_to_vec()),
+        (
+            PathBuf::from("CreateTemplateRequest"),
+            create.encode_to_vec(),
+        ),
+        (PathBuf::from("a template as a request"), tiny),
+        (PathBuf::from("empty"), Vec::new()),
+    ];
+    // Every prefix of an encoded request: truncated fields, lengths past the end.
+    let encoded = seeds[0].1.clone();
+    seeds.extend((1..encoded.len()).map(|length| {
+        (
+            PathBuf::from(format!("RenderRequest cut at {length}")),
+            encoded[..length].to_vec(),
+        )
+    }));
+    run_on(&seeds, targets::request::run);
+}
