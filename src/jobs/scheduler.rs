@@ -6,7 +6,8 @@
 //!   progress;
 //! - [`shared_loops`]: with Redis, the worker loops on the shared work queue: take a job
 //!   wherever it was accepted, keep its lease, acknowledge it once its end is recorded;
-//! - [`outcome`]: the terminal state and failure of a finished render;
+//! - [`outcome`]: what a finished attempt means (run again, the terminal state, failure and
+//!   quarantine), decided by pure functions the runner applies;
 //! - [`render_index`]: which render a new job joins, through the shared render index and this
 //!   instance's board;
 //! - [`following`]: jobs following another instance's render, and the one stream of a shared

@@ -4,6 +4,7 @@
 //! fingerprint. Then this instance's board decides the same locally, and a leading job is
 //! queued: in the shared queue with shared jobs, else in this process's.
 
+use super::outcome::refused_failure;
 use super::{Scheduler, SubmitRefused, WorkQueue};
 use crate::jobs::board::Admission;
 use crate::jobs::model::{Job, JobState, RenderWork};
@@ -282,7 +283,7 @@ impl Scheduler {
                             self.board.remove_refused(
                                 id,
                                 JobState::Failed,
-                                &self.refused_failure(refused),
+                                &refused_failure(refused, self.queue_retry_after()),
                             );
                             Err(refused)
                         }

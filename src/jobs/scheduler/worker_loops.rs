@@ -3,13 +3,14 @@
 //! once on a fresh worker after a crash, publishing progress on the board as the worker
 //! reports it.
 
-use super::outcome::{quarantined_failure, shutdown_failure, MAX_WORKER_ATTEMPTS};
+use super::outcome::{self, quarantined_failure, shutdown_failure, Circumstances, Decision};
 use super::{lock, Scheduler, MIN_RETRY_AFTER};
 use crate::error::ErrorClass;
-use crate::jobs::model::{JobFailure, JobState, RenderWork};
+use crate::jobs::board::Replication;
+use crate::jobs::model::{Job, JobFailure, JobState, RenderWork};
 use crate::jobs::queue::StartedJob;
 use crate::jobs::Fingerprint;
-use crate::metrics::OutcomeLabels;
+use crate::metrics::{FormatLabels, OutcomeLabels};
 use crate::reason::Reason;
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerFailure, WorkerRun};
@@ -118,10 +119,11 @@ impl Scheduler {
         render_span.set_attribute(KeyValue::new("job.state", state.label()));
         render_span.set_attribute(KeyValue::new("attempts", i64::from(attempts)));
         render_span.end(error.as_ref().map(|error| error.reason.as_str()));
-        let stopped_by_shutdown = error
-            .as_ref()
-            .is_some_and(|error| error.reason == Reason::ServerShuttingDown);
-        if job.reclaimable && stopped_by_shutdown && self.shutting_down.load(Ordering::SeqCst) {
+        if outcome::handed_back(
+            job.reclaimable,
+            error.as_ref(),
+            self.shutting_down.load(Ordering::SeqCst),
+        ) {
             // A job of the shared queue stopped by this instance's shutdown does not end: the
             // worker loop hands it back (its record QUEUED again, its entry at the front of
             // the queue) for another instance; jobs following it here end CANCELLED,
@@ -228,21 +230,18 @@ impl Scheduler {
                 self.metrics.workers_started.inc();
             }
             render_span.export_worker_spans(&spans);
-            let crashed = matches!(
-                &run.result,
-                Err(failure) if matches!(failure.kind, FailureKind::Crashed { .. })
-            );
-            if crashed {
+            if outcome::crashed(&run.result) {
                 self.metrics.worker_crashes.inc();
                 if let Err(failure) = &run.result {
                     tracing::warn!(attempt, message = %failure.message, "the worker crashed");
                 }
             }
-            if !crashed
-                || attempt >= MAX_WORKER_ATTEMPTS
-                || cancel.is_cancelled()
-                || self.quarantine.contains(fingerprint)
-            {
+            if !outcome::runs_again(
+                &run.result,
+                attempt,
+                cancel.is_cancelled(),
+                self.quarantine.contains(fingerprint),
+            ) {
                 return (run, attempt);
             }
             attempt += 1;
@@ -251,6 +250,71 @@ impl Scheduler {
                 true
             });
         }
+    }
+
+    /// The terminal state and error of a finished worker run ([`outcome::decide`]), applied:
+    /// the output stored and given to the followers, or the fingerprint quarantined.
+    pub(super) fn conclude(
+        &self,
+        job: &Job,
+        work: &RenderWork,
+        run: WorkerRun,
+        attempts: u32,
+        cancel: &CancelToken,
+    ) -> (JobState, Option<JobFailure>) {
+        let circumstances = Circumstances {
+            attempts,
+            cancelled: cancel.is_cancelled(),
+            shutting_down: self.shutting_down.load(Ordering::SeqCst),
+            retry_after: self.queue_retry_after(),
+        };
+        match outcome::decide(run.result, &circumstances) {
+            Decision::StoreOutput(output) => {
+                let extension = work.output.format.extension();
+                if let Err(error) = self.outputs.commit(job.id, extension) {
+                    self.outputs.remove(job.id, extension);
+                    return (JobState::Failed, Some(outcome::storage_failure(error)));
+                }
+                self.link_followers(job.id, extension);
+                let fps = f64::from(output.frame_count) / run.wall.as_secs_f64().max(1e-3);
+                self.metrics
+                    .frames_per_second
+                    .get_or_create(&FormatLabels {
+                        format: extension.to_owned(),
+                    })
+                    .observe(fps);
+                self.metrics
+                    .frames_rendered
+                    .inc_by(u64::from(output.frame_count));
+                self.board.update(job.id, |job| {
+                    job.output = Some(output);
+                    false
+                });
+                (JobState::Succeeded, None)
+            }
+            Decision::Ends {
+                state,
+                failure,
+                quarantine,
+            } => {
+                if let Some(why) = quarantine {
+                    self.quarantine_fingerprint(job, why);
+                }
+                (state, failure)
+            }
+        }
+    }
+
+    /// Quarantines `job`'s fingerprint here and, with shared jobs, for every instance.
+    fn quarantine_fingerprint(&self, job: &Job, why: &'static str) {
+        let quarantined = self.quarantine.add(job.fingerprint.clone());
+        if let Some(replication) = &self.replication {
+            let _ = replication.send(Replication::Quarantine(job.fingerprint.clone()));
+        }
+        self.metrics
+            .quarantined_fingerprints
+            .set(quarantined as i64);
+        tracing::error!(fingerprint = %job.fingerprint, quarantined, "{why}");
     }
 
     /// Gives every follower of `id` its (hard-linked) output.
