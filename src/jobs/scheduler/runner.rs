@@ -1,41 +1,124 @@
-//! The local worker loops: `workers` loops each take the next job from the queue and render
-//! it in a fresh `lottie-render worker` process (the sandbox) on a blocking thread, retried
-//! once on a fresh worker after a crash, publishing progress on the board as the worker
-//! reports it.
+//! The runner: `workers` worker loops each take the next job (from this process's queue,
+//! or with shared jobs from the shared queue, [`shared_loops`]) and render it in a fresh
+//! `lottie-render worker` process (the sandbox) on a blocking thread, retried once on a
+//! fresh worker after a crash, publishing progress on the board as the worker reports it;
+//! what the end of a render means is [`crate::jobs::outcome`]'s decision, applied here.
 
-use super::outcome::{self, quarantined_failure, shutdown_failure, Circumstances, Decision};
-use super::{lock, Scheduler, MIN_RETRY_AFTER};
+mod shared_loops;
+
+use super::{Mode, SchedulerSettings};
 use crate::error::ErrorClass;
-use crate::jobs::board::Replication;
+use crate::jobs::local::{LocalJobs, MIN_RETRY_AFTER};
 use crate::jobs::model::{Job, JobFailure, JobState, RenderWork};
+use crate::jobs::outcome::{self, quarantined_failure, shutdown_failure, Circumstances, Decision};
 use crate::jobs::queue::StartedJob;
 use crate::jobs::Fingerprint;
-use crate::metrics::{FormatLabels, OutcomeLabels};
+use crate::metrics::FormatLabels;
 use crate::reason::Reason;
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
+use crate::sandbox::spare::{SpareSettings, SpareWorkers};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerFailure, WorkerRun};
 use crate::storage::pins::TemplatePin;
+use crate::sync::lock;
 use crate::telemetry::traces::RenderSpan;
 use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
 use opentelemetry::KeyValue;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 use uuid::Uuid;
 
-/// Weight of the newest job in the moving average of job durations.
-const JOB_SECONDS_SMOOTHING: f64 = 0.2;
+#[derive(Debug)]
+pub(super) struct Runner {
+    local: Arc<LocalJobs>,
+    /// Where the loops take jobs from, and where quarantines and retry delays go.
+    mode: Mode,
+    settings: SchedulerSettings,
+    /// The workers started ahead of the next jobs, when enabled.
+    spares: Option<Arc<SpareWorkers>>,
+    /// Past the shutdown grace period: renders still running are cancelled, retryable.
+    shutting_down: AtomicBool,
+    loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
 
-impl Scheduler {
+impl Runner {
+    /// Starts the spare workers and the worker loops on the current runtime.
+    pub(super) fn start(
+        local: Arc<LocalJobs>,
+        mode: Mode,
+        settings: SchedulerSettings,
+    ) -> Arc<Runner> {
+        let spares = (settings.spare_workers > 0).then(|| {
+            SpareWorkers::start(
+                SpareSettings {
+                    executable: settings.executable.clone(),
+                    memory_bytes: settings.worker_memory_bytes,
+                    count: settings.spare_workers,
+                },
+                local.metrics.clone(),
+            )
+        });
+        let runner = Arc::new(Runner {
+            local,
+            mode,
+            settings,
+            spares,
+            shutting_down: AtomicBool::new(false),
+            loops: Mutex::new(Vec::new()),
+        });
+        let loops = (0..runner.settings.workers)
+            .map(|_| match &runner.mode {
+                Mode::Local => tokio::spawn(runner.clone().worker_loop()),
+                Mode::Shared(shared) => {
+                    tokio::spawn(runner.clone().shared_worker_loop(shared.clone()))
+                }
+            })
+            .collect();
+        *lock(&runner.loops) = loops;
+        runner
+    }
+
+    /// No job will come for a spare.
+    pub(super) fn close_spares(&self) {
+        if let Some(spares) = &self.spares {
+            spares.close();
+        }
+    }
+
+    /// Waits for the worker loops (the queue is closed) for `grace`, then cancels the renders
+    /// still running (retryable) and waits for them; returns when every worker is gone.
+    pub(super) async fn stop(&self, grace: Duration) {
+        let loops = std::mem::take(&mut *lock(&self.loops));
+        let mut all = futures_util::future::join_all(loops);
+        if tokio::time::timeout(grace, &mut all).await.is_err() {
+            tracing::warn!(
+                grace_seconds = grace.as_secs_f64(),
+                "renders still running after the shutdown grace period; cancelling them"
+            );
+            self.shutting_down.store(true, Ordering::SeqCst);
+            for token in self.local.board.running_cancel_tokens() {
+                token.cancel();
+            }
+            all.await;
+        }
+        // Every worker has ended: the thread that started the spares (their parent, for
+        // the kernel's parent-death signal) may go.
+        if let Some(spares) = &self.spares {
+            spares.stop();
+        }
+    }
+
     /// One worker loop: the next queued job, rendered to its end, until the queue closes.
     pub(super) async fn worker_loop(self: Arc<Self>) {
-        while let Some(started) = self.queue.pop().await {
+        while let Some(started) = self.local.queue.pop().await {
             let id = started.id;
-            self.metrics.queue_depth.set(self.queue.len() as i64);
-            let scheduler = self.clone();
+            self.local
+                .metrics
+                .queue_depth
+                .set(self.local.queue.len() as i64);
+            let runner = self.clone();
             // The job's tenant slot goes with it: freed as the job ends (or its runner panics).
-            let ran =
-                tokio::task::spawn_blocking(move || scheduler.run_job(id, Some(started))).await;
+            let ran = tokio::task::spawn_blocking(move || runner.run_job(id, Some(started))).await;
             if let Err(error) = ran {
                 self.runner_panicked(id, error);
             }
@@ -44,9 +127,13 @@ impl Scheduler {
 
     /// A bug of ours in run_job: the job must not stay RUNNING for ever.
     pub(super) fn runner_panicked(&self, id: Uuid, error: tokio::task::JoinError) {
-        let template_id = self.board.get(id).map(|job| job.template_id.to_string());
+        let template_id = self
+            .local
+            .board
+            .get(id)
+            .map(|job| job.template_id.to_string());
         tracing::error!(job_id = %id, template_id = template_id.as_deref().unwrap_or("-"), %error, "the job runner panicked");
-        self.board.update(id, |job| {
+        self.local.board.update(id, |job| {
             job.finish(
                 JobState::Failed,
                 Some(JobFailure {
@@ -65,10 +152,10 @@ impl Scheduler {
     /// before a rendered job is seen to end, so a caller that saw it end may submit again at
     /// once.
     pub(super) fn run_job(&self, id: Uuid, slot: Option<StartedJob>) {
-        let Some((work, cancel)) = self.board.work(id) else {
+        let Some((work, cancel)) = self.local.board.work(id) else {
             return;
         };
-        let Some(job) = self.board.update(id, |job| {
+        let Some(job) = self.local.board.update(id, |job| {
             if job.state != JobState::Queued {
                 return false;
             }
@@ -77,7 +164,7 @@ impl Scheduler {
                 job.finish(JobState::Cancelled, None);
                 return true;
             }
-            if self.quarantine.contains(&job.fingerprint) {
+            if self.local.quarantine.contains(&job.fingerprint) {
                 // An identical request crashed twice while this one waited.
                 job.finish(JobState::Failed, Some(quarantined_failure()));
                 return true;
@@ -89,7 +176,7 @@ impl Scheduler {
             return;
         };
         if job.state.is_terminal() {
-            self.count_finished(job.state, None);
+            self.local.count_finished(job.state, None);
             tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "job ended before its render started");
             return;
         }
@@ -110,8 +197,8 @@ impl Scheduler {
                     KeyValue::new("frames", i64::from(job.frames_total)),
                 ]
             });
-        self.metrics.jobs_running.inc();
-        self.metrics.renders_started.inc();
+        self.local.metrics.jobs_running.inc();
+        self.local.metrics.renders_started.inc();
         let started = Instant::now();
         let (run, attempts) = self.run_attempts(id, &job.fingerprint, &work, &cancel, &render_span);
         let (state, error) = self.conclude(&job, &work, run, attempts, &cancel);
@@ -128,16 +215,17 @@ impl Scheduler {
             // worker loop hands it back (its record QUEUED again, its entry at the front of
             // the queue) for another instance; jobs following it here end CANCELLED,
             // retryable.
-            self.board
+            self.local
+                .board
                 .remove_refused(id, JobState::Cancelled, &shutdown_failure());
-            self.metrics.jobs_running.dec();
+            self.local.metrics.jobs_running.dec();
             tracing::info!(
                 seconds = started.elapsed().as_secs_f64(),
                 "render stopped by shutdown; its job goes back to the shared queue"
             );
             return;
         }
-        let job = self.board.update(id, |job| {
+        let job = self.local.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
             }
@@ -146,14 +234,14 @@ impl Scheduler {
         });
         if state == JobState::Succeeded {
             // Jobs that joined between the first linking and the update.
-            self.link_followers(id, work.output.format.extension());
+            self.local
+                .link_followers(id, work.output.format.extension());
         }
-        self.metrics.jobs_running.dec();
+        self.local.metrics.jobs_running.dec();
         let seconds = started.elapsed().as_secs_f64();
-        self.count_finished(state, Some(seconds));
+        self.local.count_finished(state, Some(seconds));
         if state != JobState::Cancelled {
-            let mut average = lock(&self.average_job_seconds);
-            *average = *average * (1.0 - JOB_SECONDS_SMOOTHING) + seconds * JOB_SECONDS_SMOOTHING;
+            self.local.record_job_seconds(seconds);
         }
         match (&state, &error, job) {
             (JobState::Succeeded, _, Some(job)) => tracing::info!(
@@ -196,7 +284,7 @@ impl Scheduler {
             template_path: staged.template_path.clone(),
             modifications: work.modifications.clone(),
             output: work.output,
-            output_path: self.outputs.partial_path(id, extension),
+            output_path: self.local.outputs.partial_path(id, extension),
             threads: 0,
             fonts: staged.fonts.clone(),
             traceparent: render_span.traceparent(),
@@ -224,14 +312,14 @@ impl Scheduler {
             };
             let run = sandbox::run_worker_on(spare, &job, &settings, cancel, &mut on_event);
             if run.on_spare {
-                self.metrics.spare_worker_hits.inc();
+                self.local.metrics.spare_worker_hits.inc();
             } else if !matches!(&run.result, Err(failure) if failure.kind == FailureKind::SpawnFailed)
             {
-                self.metrics.workers_started.inc();
+                self.local.metrics.workers_started.inc();
             }
             render_span.export_worker_spans(&spans);
             if outcome::crashed(&run.result) {
-                self.metrics.worker_crashes.inc();
+                self.local.metrics.worker_crashes.inc();
                 if let Err(failure) = &run.result {
                     tracing::warn!(attempt, message = %failure.message, "the worker crashed");
                 }
@@ -240,12 +328,12 @@ impl Scheduler {
                 &run.result,
                 attempt,
                 cancel.is_cancelled(),
-                self.quarantine.contains(fingerprint),
+                self.local.quarantine.contains(fingerprint),
             ) {
                 return (run, attempt);
             }
             attempt += 1;
-            self.board.update(id, |job| {
+            self.local.board.update(id, |job| {
                 job.frames_done = 0;
                 true
             });
@@ -266,27 +354,29 @@ impl Scheduler {
             attempts,
             cancelled: cancel.is_cancelled(),
             shutting_down: self.shutting_down.load(Ordering::SeqCst),
-            retry_after: self.queue_retry_after(),
+            retry_after: self.mode.queue_retry_after(&self.local),
         };
         match outcome::decide(run.result, &circumstances) {
             Decision::StoreOutput(output) => {
                 let extension = work.output.format.extension();
-                if let Err(error) = self.outputs.commit(job.id, extension) {
-                    self.outputs.remove(job.id, extension);
+                if let Err(error) = self.local.outputs.commit(job.id, extension) {
+                    self.local.outputs.remove(job.id, extension);
                     return (JobState::Failed, Some(outcome::storage_failure(error)));
                 }
-                self.link_followers(job.id, extension);
+                self.local.link_followers(job.id, extension);
                 let fps = f64::from(output.frame_count) / run.wall.as_secs_f64().max(1e-3);
-                self.metrics
+                self.local
+                    .metrics
                     .frames_per_second
                     .get_or_create(&FormatLabels {
                         format: extension.to_owned(),
                     })
                     .observe(fps);
-                self.metrics
+                self.local
+                    .metrics
                     .frames_rendered
                     .inc_by(u64::from(output.frame_count));
-                self.board.update(job.id, |job| {
+                self.local.board.update(job.id, |job| {
                     job.output = Some(output);
                     false
                 });
@@ -307,23 +397,15 @@ impl Scheduler {
 
     /// Quarantines `job`'s fingerprint here and, with shared jobs, for every instance.
     fn quarantine_fingerprint(&self, job: &Job, why: &'static str) {
-        let quarantined = self.quarantine.add(job.fingerprint.clone());
-        if let Some(replication) = &self.replication {
-            let _ = replication.send(Replication::Quarantine(job.fingerprint.clone()));
+        let quarantined = self.local.quarantine.add(job.fingerprint.clone());
+        if let Mode::Shared(shared) = &self.mode {
+            shared.quarantine(&job.fingerprint);
         }
-        self.metrics
+        self.local
+            .metrics
             .quarantined_fingerprints
             .set(quarantined as i64);
         tracing::error!(fingerprint = %job.fingerprint, quarantined, "{why}");
-    }
-
-    /// Gives every follower of `id` its (hard-linked) output.
-    pub(super) fn link_followers(&self, id: Uuid, extension: &str) {
-        for follower in self.board.followers(id) {
-            if let Err(error) = self.outputs.link(id, follower, extension) {
-                tracing::warn!(follower_job_id = %follower, %error, "cannot give a follower its output");
-            }
-        }
     }
 
     /// Progress on the board: a published change per whole percent (watchers are promised
@@ -337,26 +419,13 @@ impl Scheduler {
             } => (*frames_done, *frames_total),
             _ => return,
         };
-        self.board.update(id, |job| {
+        self.local.board.update(id, |job| {
             let before = percent(job.frames_done, job.frames_total);
             let changed_total = job.frames_total != total;
             job.frames_done = done;
             job.frames_total = total;
             changed_total || percent(done, total) != before
         });
-    }
-
-    pub(super) fn count_finished(&self, state: JobState, seconds: Option<f64>) {
-        let labels = OutcomeLabels {
-            outcome: state.label().to_owned(),
-        };
-        self.metrics.jobs_finished.get_or_create(&labels).inc();
-        if let Some(seconds) = seconds {
-            self.metrics
-                .job_duration_seconds
-                .get_or_create(&labels)
-                .observe(seconds);
-        }
     }
 }
 
