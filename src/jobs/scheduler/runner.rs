@@ -20,9 +20,10 @@ use crate::sandbox::spare::{SpareSettings, SpareWorkers};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerFailure, WorkerRun};
 use crate::storage::pins::TemplatePin;
 use crate::sync::lock;
-use crate::telemetry::traces::RenderSpan;
+use crate::telemetry::traces::{RenderSpan, Tracing};
 use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
 use opentelemetry::KeyValue;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -33,7 +34,11 @@ pub(super) struct Runner {
     local: Arc<LocalJobs>,
     /// Where the loops take jobs from, and where quarantines and retry delays go.
     mode: Mode,
-    settings: SchedulerSettings,
+    /// The `lottie-render worker` executable and the memory limit of each worker.
+    executable: PathBuf,
+    worker_memory_bytes: u64,
+    /// Where render spans go.
+    tracing: Tracing,
     /// The workers started ahead of the next jobs, when enabled.
     spares: Option<Arc<SpareWorkers>>,
     /// Past the shutdown grace period: renders still running are cancelled, retryable.
@@ -42,12 +47,13 @@ pub(super) struct Runner {
 }
 
 impl Runner {
-    /// Starts the spare workers and the worker loops on the current runtime.
+    /// Starts the spare workers and `local.workers` worker loops on the current runtime.
     pub(super) fn start(
         local: Arc<LocalJobs>,
         mode: Mode,
         settings: SchedulerSettings,
     ) -> Arc<Runner> {
+        let workers = local.workers;
         let spares = (settings.spare_workers > 0).then(|| {
             SpareWorkers::start(
                 SpareSettings {
@@ -61,12 +67,14 @@ impl Runner {
         let runner = Arc::new(Runner {
             local,
             mode,
-            settings,
+            executable: settings.executable,
+            worker_memory_bytes: settings.worker_memory_bytes,
+            tracing: settings.tracing,
             spares,
             shutting_down: AtomicBool::new(false),
             loops: Mutex::new(Vec::new()),
         });
-        let loops = (0..runner.settings.workers)
+        let loops = (0..workers)
             .map(|_| match &runner.mode {
                 Mode::Local => tokio::spawn(runner.clone().worker_loop()),
                 Mode::Shared(shared) => {
@@ -186,17 +194,14 @@ impl Runner {
         let span = tracing::info_span!("job", job_id = %id, template_id = %job.template_id);
         let _entered = span.enter();
         tracing::info!(frames_total = job.frames_total, "render started");
-        let mut render_span = self
-            .settings
-            .tracing
-            .render_span(work.trace_parent.as_ref(), || {
-                vec![
-                    KeyValue::new("job.id", id.to_string()),
-                    KeyValue::new("template.id", job.template_id.to_string()),
-                    KeyValue::new("output.format", work.output.format.extension()),
-                    KeyValue::new("frames", i64::from(job.frames_total)),
-                ]
-            });
+        let mut render_span = self.tracing.render_span(work.trace_parent.as_ref(), || {
+            vec![
+                KeyValue::new("job.id", id.to_string()),
+                KeyValue::new("template.id", job.template_id.to_string()),
+                KeyValue::new("output.format", work.output.format.extension()),
+                KeyValue::new("frames", i64::from(job.frames_total)),
+            ]
+        });
         self.local.metrics.jobs_running.inc();
         self.local.metrics.renders_started.inc();
         let started = Instant::now();
@@ -290,8 +295,8 @@ impl Runner {
             traceparent: render_span.traceparent(),
         };
         let settings = SandboxSettings {
-            executable: self.settings.executable.clone(),
-            memory_bytes: self.settings.worker_memory_bytes,
+            executable: self.executable.clone(),
+            memory_bytes: self.worker_memory_bytes,
             deadline: work.deadline,
         };
         let mut attempt = 1;
