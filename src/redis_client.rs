@@ -6,7 +6,7 @@
 //! fail (and callers answer UNAVAILABLE), never the server. However many callers watch,
 //! the instance holds at most `pool_size` + 1 connections.
 
-use deadpool_redis::redis::{self, Script};
+use deadpool_redis::redis::{self, AsyncCommands, Script};
 use deadpool_redis::{Config, Pool, PoolConfig, Runtime, Timeouts};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -148,6 +148,81 @@ impl RedisClient {
         .await
     }
 
+    /// `key` holds `value`, expiring after `ttl`.
+    pub async fn set_expiring(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<(), RedisError> {
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("PX")
+                .arg(millis(ttl))
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    /// What `key` holds, if anything.
+    pub async fn get(&self, key: &str) -> Result<Option<String>, RedisError> {
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection.get(key).await.map_err(unavailable)
+        })
+        .await
+    }
+
+    /// Whether `key` exists.
+    pub async fn exists(&self, key: &str) -> Result<bool, RedisError> {
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection.exists(key).await.map_err(unavailable)
+        })
+        .await
+    }
+
+    /// Removes `key`.
+    pub async fn delete(&self, key: &str) -> Result<(), RedisError> {
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection.del::<_, ()>(key).await.map_err(unavailable)
+        })
+        .await
+    }
+
+    /// Publishes `message` on `channel`.
+    pub async fn publish(&self, channel: &str, message: &str) -> Result<(), RedisError> {
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            connection
+                .publish::<_, _, ()>(channel, message)
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    /// Runs a script with its keys and arguments (`invocation`) within the deadline.
+    pub async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, RedisError> {
+        self.within_deadline(async {
+            let mut connection = self.connection().await?;
+            invocation
+                .invoke_async(&mut connection)
+                .await
+                .map_err(unavailable)
+        })
+        .await
+    }
+
     /// `key` becomes `new` (expiring after `ttl`) if it holds exactly `expected`.
     pub async fn compare_and_set(
         &self,
@@ -157,17 +232,13 @@ impl RedisClient {
         ttl: Duration,
     ) -> Result<bool, RedisError> {
         let set: i64 = self
-            .within_deadline(async {
-                let mut connection = self.connection().await?;
+            .run_script(
                 self.compare_and_set
                     .key(key)
                     .arg(expected)
                     .arg(new)
-                    .arg(millis(ttl))
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
+                    .arg(millis(ttl)),
+            )
             .await?;
         Ok(set == 1)
     }
@@ -175,15 +246,7 @@ impl RedisClient {
     /// Deletes `key` if it holds exactly `expected`.
     pub async fn compare_and_delete(&self, key: &str, expected: &str) -> Result<bool, RedisError> {
         let deleted: i64 = self
-            .within_deadline(async {
-                let mut connection = self.connection().await?;
-                self.compare_and_delete
-                    .key(key)
-                    .arg(expected)
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
+            .run_script(self.compare_and_delete.key(key).arg(expected))
             .await?;
         Ok(deleted == 1)
     }

@@ -16,6 +16,7 @@ use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::redis_store::RedisStore;
 use crate::idempotency::store::{IdempotencyStore, MemoryStore};
 use crate::jobs::admission::JobLimits;
+use crate::jobs::intake::Intake;
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
@@ -412,7 +413,7 @@ impl Services {
         let templates =
             InflationBudgetLayer::new(inflation.clone(), MAX_REQUEST_BYTES).layer(templates);
         let renders = RenderServiceServer::new(
-            RenderApi::new(
+            RenderApi::new(Intake::new(
                 self.templates,
                 self.scheduler,
                 JobLimits {
@@ -421,7 +422,7 @@ impl Services {
                 },
                 self.keys,
                 self.draining,
-            )
+            ))
             .with_download_limits(DownloadLimits::new(
                 settings.max_downloads as usize,
                 settings.download_idle_timeout(),

@@ -4,7 +4,7 @@
 //! [`super::convert`]) and hands it to [`Intake::submit`], the use case (admission, the
 //! Idempotency-Key, the quarantine, the scheduler); what comes back is converted to the
 //! answer, with the replay header for a replay. Where a job lives (this instance or another)
-//! is the scheduler's business ([`Scheduler::find_job`] and its siblings).
+//! is the scheduler's business ([`crate::jobs::scheduler::Lookup`]).
 //!
 //! Everything is scoped to the caller's tenant: its templates, its jobs (another tenant's job
 //! is JOB_NOT_FOUND exactly as an unknown id), its idempotency keys, and fingerprints that
@@ -18,18 +18,16 @@ use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};
 use crate::auth::{Caller, TenantId};
 use crate::error::{ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::{KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::claim::REPLAYED_HEADER;
 use crate::idempotency::IdempotencyKey;
-use crate::jobs::admission::JobLimits;
 use crate::jobs::intake::{Intake, Submission, Submitted};
 use crate::jobs::shared::SharedError;
 use crate::jobs::{Job, JobState, Scheduler};
 use crate::reason::Reason;
 use crate::spec::RenderSubmission;
-use crate::storage::{OutputStore, TemplateStore};
+use crate::storage::OutputStore;
 use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -47,16 +45,11 @@ pub struct RenderApi {
 }
 
 impl RenderApi {
-    pub fn new(
-        templates: TemplateStore,
-        scheduler: Arc<Scheduler>,
-        limits: JobLimits,
-        keys: KeyPolicy,
-        draining: Arc<AtomicBool>,
-    ) -> RenderApi {
+    /// The API over SubmitRender's use case (`intake`) and the scheduler it submits to.
+    pub fn new(intake: Intake) -> RenderApi {
         RenderApi {
-            intake: Intake::new(templates, scheduler.clone(), limits, keys, draining),
-            scheduler,
+            scheduler: intake.scheduler().clone(),
+            intake,
             downloads: DownloadLimits::default(),
         }
     }
@@ -69,6 +62,7 @@ impl RenderApi {
     async fn job(&self, tenant: &TenantId, field_value: &str) -> Result<Job, ServiceError> {
         let id = parse_id("job_id", field_value)?;
         self.scheduler
+            .lookup()
             .find_job(tenant, id)
             .await?
             .ok_or_else(|| job_not_found(id))
@@ -201,6 +195,7 @@ impl RenderApi {
     ) -> Result<Response<ReceiverStream<Result<proto::RenderJob, Status>>>, Status> {
         let (current, updates) = self
             .scheduler
+            .lookup()
             .watch_shared_job(tenant, id)
             .await
             .map_err(ServiceError::from)?
@@ -280,7 +275,7 @@ impl RenderService for RenderApi {
         let tenant = Caller::of(request.extensions()).tenant;
         let id = parse_id("job_id", &request.get_ref().job_id)?;
         // Another tenant's job here is looked for in the shared records, as an unknown id.
-        let Some((job, changes)) = self.scheduler.watch_local_job(&tenant, id) else {
+        let Some((job, changes)) = self.scheduler.lookup().watch_local_job(&tenant, id) else {
             return self.watch_shared_job(&tenant, id).await;
         };
         let updates = changes.map(Ok);
@@ -296,6 +291,7 @@ impl RenderService for RenderApi {
         let id = parse_id("job_id", &request.get_ref().job_id)?;
         let job = self
             .scheduler
+            .lookup()
             .cancel_job(&tenant, id)
             .await
             .map_err(ServiceError::from)?

@@ -181,6 +181,23 @@ impl JobBoard {
             .transpose()
     }
 
+    /// After `changed` snapshots were published under the lock (`state` is its guard):
+    /// their sizes refreshed, the accounting updated (nothing was evicted), and each queued
+    /// for the shared records before the lock goes: a watcher woken by the change reads the
+    /// board (takes this lock) before it answers, so a flush it asks for then comes after
+    /// this snapshot (a cancel answered by this instance flushes, and the other instances
+    /// must read what it answered).
+    fn settle_changed(&self, state: &mut BoardState, changed: &[Job]) {
+        for job in changed {
+            state.refresh(job.id);
+        }
+        let nothing_evicted = state.evicted.len();
+        self.account(state, nothing_evicted);
+        for job in changed {
+            self.replicate(job);
+        }
+    }
+
     fn replicate(&self, job: &Job) {
         if let Some(replication) = &self.replication {
             // The receiver lives as long as the server; after it, nobody needs the copy.
@@ -365,15 +382,7 @@ impl JobBoard {
                     }
                 }
             }
-            for job in &ended {
-                state.refresh(job.id);
-            }
-            let nothing_evicted = state.evicted.len();
-            self.account(&mut state, nothing_evicted);
-            // Before the lock goes, as in `update`.
-            for job in &ended {
-                self.replicate(job);
-            }
+            self.settle_changed(&mut state, &ended);
             removed
         };
         Some(removed)
@@ -480,18 +489,7 @@ impl JobBoard {
             {
                 state.renders.remove(&job.fingerprint);
             }
-            for snapshot in &published {
-                state.refresh(snapshot.id);
-            }
-            let nothing_evicted = state.evicted.len();
-            self.account(&mut state, nothing_evicted);
-            // Queued for the shared records before the lock goes: a watcher woken by the
-            // change reads the board (takes this lock) before it answers, so a flush it asks
-            // for then comes after this snapshot (a cancel answered by this instance flushes,
-            // and the other instances must read what it answered).
-            for snapshot in &published {
-                self.replicate(snapshot);
-            }
+            self.settle_changed(&mut state, &published);
             job
         };
         Some(job)
@@ -583,44 +581,22 @@ impl JobBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
-
-    fn output() -> OutputSpec {
-        OutputSpec {
-            format: Format::Gif,
-            fps: Fps::DEFAULT,
-            width: Dimension::try_from(100).unwrap(),
-            height: Dimension::try_from(100).unwrap(),
-            background: None,
-        }
-    }
+    use crate::jobs::test_support::{gif_fingerprint, gif_output, queued_job};
+    use crate::spec::Modifications;
 
     fn fingerprint(template_sha256: &str) -> Fingerprint {
-        Fingerprint::of(
-            &crate::auth::TenantId::default(),
-            template_sha256,
-            &Modifications::default(),
-            &output(),
-        )
+        gif_fingerprint(&TenantId::default(), template_sha256)
     }
 
     fn job(fingerprint: &Fingerprint) -> (Job, Arc<RenderWork>) {
         let work = Arc::new(RenderWork {
             modifications: Modifications::default(),
-            output: output(),
+            output: gif_output(),
             deadline: Duration::from_secs(30),
             pin: None,
             trace_parent: None,
         });
-        let job = Job::queued(
-            Uuid::new_v4(),
-            crate::auth::TenantId::default(),
-            Uuid::new_v4(),
-            fingerprint.clone(),
-            Format::Gif,
-            10,
-        );
-        (job, work)
+        (queued_job(TenantId::default(), fingerprint.clone()), work)
     }
 
     #[test]

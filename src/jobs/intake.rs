@@ -78,6 +78,11 @@ impl Intake {
         }
     }
 
+    /// The scheduler this use case submits to.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
     /// SubmitRender: everything is validated before anything is recorded; every violation
     /// of a stage comes back in one error.
     pub async fn submit(&self, submission: Submission) -> Result<Submitted, ServiceError> {
@@ -125,6 +130,7 @@ impl Intake {
                     // A job that failed transiently or was cancelled frees its key.
                     Ok(self
                         .scheduler
+                        .lookup()
                         .find_job(&tenant, id)
                         .await?
                         .filter(|job| !releases_key(job)))

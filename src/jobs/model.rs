@@ -79,7 +79,7 @@ pub struct Job {
     /// treated as failed (retryable) by the others.
     #[serde(default)]
     pub owner: Option<Uuid>,
-    /// The job waits in (or was taken from) the shared work queue ([`super::shared_queue`]):
+    /// The job waits in (or was taken from) the shared work queue ([`super::shared::queue`]):
     /// when the instance rendering it stops, another one reclaims and renders it, so readers
     /// never take it for lost. Only the instance holding its queue entry writes it.
     #[serde(default)]

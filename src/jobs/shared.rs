@@ -1,567 +1,250 @@
-//! Job records shared by every instance on one Redis (`--redis-url`), so that any instance
-//! answers GetRenderJob, WatchRenderJob, CancelRenderJob, DownloadRenderOutput (with a shared
-//! data directory) and idempotent replays for any job, and identical requests share one
-//! render across instances.
-//!
-//! The instance that accepted a job owns it: it renders it and writes every snapshot to
-//! `{prefix}job:{id}` (expiring with the retention) and publishes it on
-//! `{prefix}job-events:{id}`. Others read the record, subscribe to the channel, and ask the
-//! owner to cancel on `{prefix}cancel`. `{prefix}render:{fingerprint}` names the job that
-//! renders (or rendered) a fingerprint; it is claimed with `SET NX` and taken over with a
-//! compare-and-set when that job failed or was cancelled.
+//! Redis mode (`--redis-url`): what the instances on one Redis share, owned by one
+//! [`Shared`]: the job records and the render index in Redis ([`records`]), the work queue
+//! every instance reads with its Lua scripts ([`queue`]), which render a
+//! new job joins ([`joining`]), jobs following another instance's render ([`following`]),
+//! the ordered writer of this instance's snapshots ([`replication`]), and their loops. It
+//! holds this instance's jobs ([`LocalJobs`]), never the runner: the runner takes the jobs
+//! it renders from here.
 
-use super::{Fingerprint, Job};
-use crate::error::{ServiceError, ServiceErrorCode};
-use crate::reason::Reason;
-use crate::redis_client::{millis, RedisClient, RedisError, Subscription};
-use deadpool_redis::redis::{self, AsyncCommands, Script};
-use std::sync::Arc;
-use std::time::Duration;
+mod following;
+mod joining;
+pub mod queue;
+pub mod records;
+mod replication;
+
+pub use following::{follow_shared_job, FollowLost, OWNER_CHECK_INTERVAL};
+pub use records::{
+    RenderClaim, SharedError, SharedJobs, Taken, HEARTBEAT_TTL, PENDING_RECORD_TTL,
+    REFUSED_RECORD_TTL,
+};
+
+use super::board::Replication;
+use super::local::{LocalJobs, SubmitRefused};
+use super::model::{Job, RenderWork, SharedWork};
+use super::Fingerprint;
+use crate::sync::lock;
+use queue::{EnqueueRefused, SharedQueue, SharedQueueSettings, ANNOUNCE_EVERY};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use uuid::Uuid;
 
-mod render_index;
+/// How long a cancel request for a job not on this board is kept (see
+/// [`Shared::cancel_requested`]): far longer than taking a job lasts (two Redis calls)…
+const UNCLAIMED_CANCEL_MEMORY: Duration = Duration::from_secs(10);
+/// …and at most this many (every instance hears every cancel request).
+const MAX_UNCLAIMED_CANCELS: usize = 1024;
+/// How often the work of jobs accepted here is checked for jobs that ended elsewhere (to
+/// unpin their template files): files of an ended job linger this long at most.
+const ACCEPTED_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The key of job `id`'s record.
-pub(super) fn job_key(redis: &RedisClient, id: Uuid) -> String {
-    redis.key(&format!("job:{id}"))
+#[derive(Debug)]
+pub struct Shared {
+    local: Arc<LocalJobs>,
+    records: Arc<SharedJobs>,
+    queue: Arc<SharedQueue>,
+    /// The ordered writer of shared records ([`replication::replicate`]).
+    replication: UnboundedSender<Replication>,
+    /// The work of jobs this instance accepted, kept (with the template files it pins)
+    /// until the job ends wherever it renders.
+    accepted: Mutex<HashMap<Uuid, Arc<RenderWork>>>,
+    /// Cancel requests of other instances for jobs not on this board, kept for
+    /// [`UNCLAIMED_CANCEL_MEMORY`]: one may be for a job this instance is taking from the
+    /// queue at that very moment (its record names this instance already, its board entry
+    /// is not made yet).
+    unclaimed_cancels: Mutex<HashMap<Uuid, Instant>>,
 }
 
-/// The channel job `id`'s snapshots are published on.
-pub(super) fn events_channel(redis: &RedisClient, id: Uuid) -> String {
-    redis.key(&format!("job-events:{id}"))
+/// The channel of the ordered writer of shared records: made first, since the board that
+/// writes to it is made before [`Shared::start`].
+pub fn replication_channel() -> (UnboundedSender<Replication>, UnboundedReceiver<Replication>) {
+    tokio::sync::mpsc::unbounded_channel()
 }
 
-/// Stores snapshot `ARGV[1]` (version `ARGV[2]`, expiry `ARGV[3]` ms, written by owner
-/// `ARGV[4]`, empty for none) at `KEYS[1]` and publishes it on channel `KEYS[2]`, unless the
-/// stored snapshot is as new or newer (snapshots may arrive out of order, an older one must
-/// never overwrite a newer one), or the stored one is of a job of the shared queue taken by
-/// another instance (an instance whose lease ran out must not overwrite the new owner's
-/// snapshots).
-const PUBLISH_IF_NEWER: &str = r"
-local current = redis.call('GET', KEYS[1])
-if current then
-  local ok, decoded = pcall(cjson.decode, current)
-  if ok and type(decoded) == 'table' then
-    if decoded['version'] and decoded['version'] >= tonumber(ARGV[2]) then
-      return 0
-    end
-    if decoded['reclaimable'] == true and type(decoded['owner']) == 'string' and decoded['owner'] ~= ARGV[4] then
-      return 0
-    end
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('PUBLISH', KEYS[2], ARGV[1])
-return 1";
-
-/// Stores snapshot `ARGV[1]` (expiry `ARGV[3]` ms) at `KEYS[1]` and publishes it on channel
-/// `KEYS[2]` only if the stored snapshot's version is exactly `ARGV[2]`: the change was
-/// decided on that snapshot (a compare-and-set for taking or cancelling a queued job).
-const PUBLISH_IF_VERSION: &str = r"
-local current = redis.call('GET', KEYS[1])
-if not current then
-  return 0
-end
-local ok, decoded = pcall(cjson.decode, current)
-if not ok or type(decoded) ~= 'table' or decoded['version'] ~= tonumber(ARGV[2]) then
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('PUBLISH', KEYS[2], ARGV[1])
-return 1";
-
-/// How long the record of a job not admitted yet lives. It is written just before the job
-/// may be named by the render index (another instance that finds it there must find its
-/// record), and admission writes it again with the retention a few Redis round trips later
-/// (the queue's script, or the board's first snapshot); should this instance stop in between,
-/// the record goes after a minute instead of a day.
-pub const PENDING_RECORD_TTL: Duration = Duration::from_secs(60);
-/// How long the record of a job refused after it was shared lives (a refusal that lost a
-/// race with another submission: the usual refusal writes nothing). Long enough for an
-/// instance that found the job in the render index meanwhile (a few round trips ago) to read
-/// that it ended rather than take it for lost, and for a caller's retry of the same request
-/// to meet the same record; short, so that refusals, which a caller can cause hundreds of
-/// times a second, cannot fill Redis.
-pub const REFUSED_RECORD_TTL: Duration = Duration::from_secs(60);
-
-/// Attempts at a compare-and-set on a record that keeps changing under it (progress of a
-/// job being taken at that very moment): a few, then the caller is told Redis is in trouble.
-const RECORD_CHANGE_ATTEMPTS: usize = 4;
-
-/// What an instance that took a queue entry finds in the job's record.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Taken {
-    /// The job is this instance's now (its record says so), queued again if it was left
-    /// by an instance that stopped.
-    Job(Box<Job>),
-    /// The job has ended (cancelled while queued, or rendered by an instance whose entry
-    /// was not acknowledged) or its record expired: nothing to render.
-    Ended,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SharedError {
-    #[error("shared job records are unreachable: {0}")]
-    Unavailable(String),
-    #[error("shared job records did not answer within {0:?}")]
-    Timeout(Duration),
-    #[error("a shared job record is damaged: {0}")]
-    Damaged(String),
-}
-
-/// Retry delay when shared job records are unreachable.
-const SHARED_RETRY_AFTER: Duration = Duration::from_secs(1);
-
-impl From<SharedError> for ServiceError {
-    fn from(error: SharedError) -> ServiceError {
-        ServiceError::transient(
-            ServiceErrorCode::Unavailable,
-            Reason::JobStoreUnavailable,
-            format!("shared job records are unreachable: {error}"),
-            SHARED_RETRY_AFTER,
-        )
-    }
-}
-
-impl From<RedisError> for SharedError {
-    fn from(error: RedisError) -> SharedError {
-        match error {
-            RedisError::Unavailable(message) => SharedError::Unavailable(message),
-            RedisError::Timeout(after) => SharedError::Timeout(after),
-        }
-    }
-}
-
-fn unavailable(error: impl std::fmt::Display) -> SharedError {
-    SharedError::Unavailable(error.to_string())
-}
-
-/// The snapshots published on a job's channel (none without a subscription); ends when the
-/// pub/sub connection is lost.
-fn job_changes(
-    subscription: Option<Subscription>,
-) -> impl futures_util::Stream<Item = Job> + Send + 'static {
-    futures_util::stream::unfold(subscription, |subscription| async move {
-        let mut subscription = subscription?;
-        loop {
-            let json = subscription.next().await?;
-            // A damaged snapshot is skipped: the next one (or the record) tells the truth.
-            if let Ok(job) = serde_json::from_str::<Job>(&json) {
-                return Some((job, Some(subscription)));
-            }
-        }
-    })
-}
-
-/// Who renders a fingerprint, as the shared index says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RenderClaim {
-    /// Nobody did: the caller's job renders it now.
-    Leads,
-    /// This job renders (or rendered) it.
-    Existing(Uuid),
-}
-
-pub struct SharedJobs {
-    /// This instance, as job records name their owner.
-    instance: Uuid,
-    redis: Arc<RedisClient>,
-    retention: Duration,
-    publish_if_newer: Script,
-    publish_if_version: Script,
-}
-
-impl std::fmt::Debug for SharedJobs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedJobs")
-            .field("instance", &self.instance)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SharedJobs {
-    pub fn new(redis: Arc<RedisClient>, retention: Duration) -> SharedJobs {
-        SharedJobs {
-            instance: Uuid::new_v4(),
-            redis,
-            retention,
-            publish_if_newer: Script::new(PUBLISH_IF_NEWER),
-            publish_if_version: Script::new(PUBLISH_IF_VERSION),
-        }
-    }
-
-    pub fn instance(&self) -> Uuid {
-        self.instance
-    }
-
-    pub fn retention(&self) -> Duration {
-        self.retention
-    }
-
-    pub fn redis(&self) -> &Arc<RedisClient> {
-        &self.redis
-    }
-
-    fn heartbeat_key(&self, instance: Uuid) -> String {
-        self.redis.key(&format!("instance:{instance}"))
-    }
-
-    fn quarantine_key(&self, fingerprint: &Fingerprint) -> String {
-        self.redis.key(&format!("quarantine:{fingerprint}"))
-    }
-
-    /// Keeps this instance's heartbeat alive (it expires [`HEARTBEAT_TTL`] after the last
-    /// beat), until the task is dropped.
-    pub async fn beat(self: std::sync::Arc<Self>) {
-        let key = self.heartbeat_key(self.instance);
-        let ttl = millis(HEARTBEAT_TTL);
-        loop {
-            let beat = self
-                .redis
-                .within_deadline(async {
-                    let mut connection = self.redis.connection().await?;
-                    redis::cmd("SET")
-                        .arg(&key)
-                        .arg(1)
-                        .arg("PX")
-                        .arg(ttl)
-                        .query_async::<()>(&mut connection)
-                        .await
-                        .map_err(unavailable)
-                })
-                .await;
-            if let Err(error) = beat {
-                tracing::warn!(%error, "cannot renew this instance's heartbeat");
-            }
-            tokio::time::sleep(HEARTBEAT_EVERY).await;
-        }
-    }
-
-    async fn alive(&self, instance: Uuid) -> Result<bool, SharedError> {
-        if instance == self.instance {
-            return Ok(true);
-        }
-        let key = self.heartbeat_key(instance);
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection.exists(&key).await.map_err(unavailable)
-            })
-            .await
-    }
-
-    /// Quarantines `fingerprint` for every instance, for the retention.
-    pub async fn quarantine(&self, fingerprint: &Fingerprint) -> Result<(), SharedError> {
-        let key = self.quarantine_key(fingerprint);
-        let ttl = millis(self.retention);
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                redis::cmd("SET")
-                    .arg(&key)
-                    .arg(1)
-                    .arg("PX")
-                    .arg(ttl)
-                    .query_async::<()>(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await
-    }
-
-    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
-        let key = self.quarantine_key(fingerprint);
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection.exists(&key).await.map_err(unavailable)
-            })
-            .await
-    }
-
-    fn job_key(&self, id: Uuid) -> String {
-        job_key(&self.redis, id)
-    }
-
-    fn events_channel(&self, id: Uuid) -> String {
-        events_channel(&self.redis, id)
-    }
-
-    fn cancel_channel(&self) -> String {
-        self.redis.key("cancel")
-    }
-
-    fn render_key(&self, fingerprint: &Fingerprint) -> String {
-        self.redis.key(&format!("render:{fingerprint}"))
-    }
-
-    /// Writes `job`'s snapshot (unless a newer one is stored) and tells its watchers.
-    pub async fn publish(&self, job: &Job) -> Result<(), SharedError> {
-        self.publish_for(job, self.retention).await
-    }
-
-    /// [`SharedJobs::publish`] of a job not admitted yet, kept [`PENDING_RECORD_TTL`].
-    pub async fn publish_pending(&self, job: &Job) -> Result<(), SharedError> {
-        self.publish_for(job, PENDING_RECORD_TTL.min(self.retention))
-            .await
-    }
-
-    /// [`SharedJobs::publish`] of the end of a job refused after it was shared, kept
-    /// [`REFUSED_RECORD_TTL`].
-    pub async fn publish_refused(&self, job: &Job) -> Result<(), SharedError> {
-        self.publish_for(job, REFUSED_RECORD_TTL.min(self.retention))
-            .await
-    }
-
-    async fn publish_for(&self, job: &Job, lifetime: Duration) -> Result<(), SharedError> {
-        let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
-        let key = self.job_key(job.id);
-        let channel = self.events_channel(job.id);
-        let ttl = millis(lifetime);
-        let owner = job.owner.map(|owner| owner.to_string()).unwrap_or_default();
-        let _: i64 = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                self.publish_if_newer
-                    .key(&key)
-                    .key(&channel)
-                    .arg(&json)
-                    .arg(job.version)
-                    .arg(ttl)
-                    .arg(&owner)
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Removes job `id`'s record (a job this instance evicted to make room: every instance
-    /// answers for it as gone, and its idempotency key is freed).
-    pub async fn forget(&self, id: Uuid) -> Result<(), SharedError> {
-        let key = self.job_key(id);
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection.del::<_, ()>(&key).await.map_err(unavailable)
-            })
-            .await
-    }
-
-    /// Writes `job` (whose version is one above `expected`) only if the stored record is
-    /// still at version `expected`; answers whether it was written.
-    async fn publish_if_version(&self, job: &Job, expected: u64) -> Result<bool, SharedError> {
-        let json = serde_json::to_string(job).map_err(|e| SharedError::Damaged(e.to_string()))?;
-        let key = self.job_key(job.id);
-        let channel = self.events_channel(job.id);
-        let ttl = millis(self.retention);
-        let written: i64 = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                self.publish_if_version
-                    .key(&key)
-                    .key(&channel)
-                    .arg(&json)
-                    .arg(expected)
-                    .arg(ttl)
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
-        Ok(written == 1)
-    }
-
-    /// Makes job `id`, whose queue entry this instance just took, this instance's: its
-    /// record names this instance as owner. A job left running by an instance that stopped
-    /// goes back to QUEUED (progress and start forgotten) before this instance runs it.
-    pub async fn take(&self, id: Uuid) -> Result<Taken, SharedError> {
-        match self.reset_queued(id, Some(self.instance), |_| true).await? {
-            Some(taken) => Ok(Taken::Job(Box::new(taken))),
-            None => Ok(Taken::Ended),
-        }
-    }
-
-    /// Gives job `id`, which this instance took but hands back to the shared queue (it is
-    /// shutting down), back to nobody: its record goes back to QUEUED with no owner, so that a
-    /// cancel meanwhile finds it waiting, and the next instance to take it makes it its own.
-    /// Nothing changes when the record has ended or is no longer this instance's.
-    pub async fn requeue(&self, id: Uuid) -> Result<(), SharedError> {
-        let instance = self.instance;
-        self.reset_queued(id, None, |stored| stored.owner == Some(instance))
-            .await
-            .map(drop)
-    }
-
-    /// Puts job `id`'s record back to QUEUED (progress, start, output and error forgotten)
-    /// owned by `owner`, by compare-and-set on its version, if it has not ended and `may`
-    /// accepts the stored record; the record written, or `None` when nothing was.
-    async fn reset_queued(
-        &self,
-        id: Uuid,
-        owner: Option<Uuid>,
-        may: impl Fn(&Job) -> bool,
-    ) -> Result<Option<Job>, SharedError> {
-        for _ in 0..RECORD_CHANGE_ATTEMPTS {
-            let Some(stored) = self.stored(id).await? else {
-                return Ok(None);
-            };
-            if stored.state.is_terminal() || !may(&stored) {
-                return Ok(None);
-            }
-            let mut queued = stored.clone();
-            queued.state = super::JobState::Queued;
-            queued.frames_done = 0;
-            queued.started_at = None;
-            queued.output = None;
-            queued.error = None;
-            queued.owner = owner;
-            queued.reclaimable = true;
-            queued.version = stored.version + 1;
-            if self.publish_if_version(&queued, stored.version).await? {
-                return Ok(Some(queued));
-            }
-        }
-        Err(unavailable(
-            "a queued job's record changed under every attempt",
-        ))
-    }
-
-    /// Cancels `job`, a job waiting in the shared queue that no instance has taken, if its
-    /// record has not changed since `job` was read; answers the cancelled snapshot, or
-    /// `None` when it changed (taken meanwhile: ask its owner).
-    pub async fn cancel_queued(&self, job: &Job) -> Result<Option<Job>, SharedError> {
-        let mut cancelled = job.clone();
-        cancelled.finish(super::JobState::Cancelled, None);
-        cancelled.version = job.version + 1;
-        if !self.publish_if_version(&cancelled, job.version).await? {
-            return Ok(None);
-        }
-        // Its entry is acknowledged by whichever instance reads it next.
-        self.clear_render(&job.fingerprint, job.id).await?;
-        Ok(Some(cancelled))
-    }
-
-    /// The record as stored (no liveness check of its owner).
-    pub async fn stored(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
-        let key = self.job_key(id);
-        let json: Option<String> = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection.get(&key).await.map_err(unavailable)
-            })
-            .await?;
-        json.map(|json| {
-            serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))
-        })
-        .transpose()
-    }
-
-    /// The record, read as failed (INSTANCE_LOST, retryable) when the instance that owns a
-    /// job outside the shared queue stopped before it ended.
-    pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
-        let Some(mut job) = self.stored(id).await? else {
-            return Ok(None);
-        };
-        // A job of the shared queue is reclaimed by another instance instead.
-        if let Some(owner) = job
-            .owner
-            .filter(|_| !job.state.is_terminal() && !job.reclaimable)
-        {
-            if !self.alive(owner).await? {
-                // Its instance died mid-render: nobody will finish it.
-                job.finish(
-                    super::JobState::Failed,
-                    Some(super::JobFailure {
-                        reason: Reason::InstanceLost,
-                        message: "the instance rendering this job stopped; submit it again".into(),
-                        retryable: true,
-                        retry_after: Some(Duration::from_secs(1)),
-                    }),
-                );
-                job.version += 1;
-            }
-        }
-        Ok(Some(job))
-    }
-
-    /// The job's snapshot now and every later one, until the returned stream is dropped. A
-    /// job without a record (an unknown or expired id) is answered `None` without
-    /// subscribing to anything; subscriptions share the instance's one pub/sub connection.
-    pub async fn watch(
-        &self,
-        id: Uuid,
-    ) -> Result<(Option<Job>, impl futures_util::Stream<Item = Job> + use<>), SharedError> {
-        if self.get(id).await?.is_none() {
-            return Ok((None, job_changes(None)));
-        }
-        let subscription = self.redis.subscribe(&self.events_channel(id)).await?;
-        // Subscribed first, read second: no change falls between the two.
-        let current = self.get(id).await?;
-        Ok((current, job_changes(Some(subscription))))
-    }
-
-    /// Asks the instance that owns `id` to cancel it.
-    pub async fn request_cancel(&self, id: Uuid) -> Result<(), SharedError> {
-        let channel = self.cancel_channel();
-        self.redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection
-                    .publish::<_, _, ()>(&channel, id.to_string())
-                    .await
-                    .map_err(unavailable)
-            })
-            .await
-    }
-
-    /// Cancel requests of every instance, for the owner to act on (ids it does not own are
-    /// for others). Subscribes again by itself after Redis went away.
-    pub fn cancel_requests(&self) -> tokio::sync::mpsc::Receiver<Uuid> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(CANCEL_BUFFER);
-        let redis = self.redis.clone();
-        let channel = self.cancel_channel();
-        tokio::spawn(async move {
-            loop {
-                match redis.subscribe(&channel).await {
-                    Ok(mut subscription) => loop {
-                        let text = tokio::select! {
-                            // The server stopped listening: the subscription goes too.
-                            _ = sender.closed() => return,
-                            text = subscription.next() => text,
-                        };
-                        let Some(text) = text else {
-                            break;
-                        };
-                        if let Ok(id) = Uuid::try_parse(&text) {
-                            if sender.send(id).await.is_err() {
-                                return;
-                            }
-                        }
-                    },
-                    Err(error) => {
-                        tracing::warn!(%error, "cannot listen for cancel requests; retrying");
-                    }
-                }
-                if sender.is_closed() {
-                    return;
-                }
-                tokio::time::sleep(RESUBSCRIBE_DELAY).await;
-            }
+impl Shared {
+    /// Starts the shared part over `local` (whose board writes to `replication`): the
+    /// writer of shared records, the queue, and their loops on the current runtime.
+    pub fn start(
+        local: Arc<LocalJobs>,
+        records: Arc<SharedJobs>,
+        queue: SharedQueueSettings,
+        replication: (UnboundedSender<Replication>, UnboundedReceiver<Replication>),
+    ) -> Arc<Shared> {
+        let (sender, receiver) = replication;
+        let forgetting = local.board.forgetting().clone();
+        tokio::spawn(replication::replicate(
+            records.clone(),
+            receiver,
+            forgetting,
+        ));
+        let queue = Arc::new(SharedQueue::new(
+            records.redis().clone(),
+            records.instance(),
+            queue,
+        ));
+        let shared = Arc::new(Shared {
+            local,
+            records,
+            queue,
+            replication: sender,
+            accepted: Mutex::default(),
+            unclaimed_cancels: Mutex::default(),
         });
-        receiver
+        tokio::spawn(release_ended_work(Arc::downgrade(&shared)));
+        tokio::spawn(announce_workers(Arc::downgrade(&shared)));
+        shared
+    }
+
+    pub fn records(&self) -> &Arc<SharedJobs> {
+        &self.records
+    }
+
+    pub fn queue(&self) -> &Arc<SharedQueue> {
+        &self.queue
+    }
+
+    /// The workers of every live instance, as last announced.
+    pub fn farm_workers(&self) -> usize {
+        self.queue.farm_workers(self.local.workers)
+    }
+
+    /// How long a caller refused for a full queue should wait: the farm's workers through
+    /// the shared queue at this instance's recent pace.
+    pub fn queue_retry_after(&self) -> Duration {
+        self.local
+            .retry_after_waiting(self.queue.waiting(), self.farm_workers())
+    }
+
+    /// Whether `fingerprint` is quarantined by any instance.
+    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
+        self.records.is_quarantined(fingerprint).await
+    }
+
+    /// Quarantines `fingerprint` for every instance (after this one's own quarantine).
+    pub fn quarantine(&self, fingerprint: &Fingerprint) {
+        let _ = self
+            .replication
+            .send(Replication::Quarantine(fingerprint.clone()));
+    }
+
+    /// Puts `job` (admitted, its record published and its fingerprint claimed) in the shared
+    /// queue: its entry and its record (queued, owned by nobody until an instance takes it)
+    /// are written together, or neither when the queue or the tenant's share is full.
+    async fn enqueue(&self, job: Job, work: Arc<RenderWork>) -> Result<Job, SubmitRefused> {
+        let mut record = job.clone();
+        record.owner = None;
+        record.reclaimable = true;
+        // Above the snapshot published before the fingerprint was claimed.
+        record.version = job.version + 1;
+        let followers = self.local.queue.tenant_jobs(&job.tenant);
+        // Admission pins every render's files; work without them is a bug of ours.
+        let Some(shared_work) = SharedWork::of(&work) else {
+            return Err(SubmitRefused::Internal(
+                "a render without pinned template files".into(),
+            ));
+        };
+        match self.queue.enqueue(&record, &shared_work, followers).await {
+            Ok(waiting) => {
+                self.local.metrics.queue_depth.set(waiting as i64);
+                lock(&self.accepted).insert(job.id, work);
+                Ok(record)
+            }
+            Err(EnqueueRefused::Refused(refused)) => {
+                self.local.count_tenant_refusal(&job.tenant, refused);
+                self.share_refusal(&job, refused).await;
+                Err(SubmitRefused::Queue(refused))
+            }
+            Err(EnqueueRefused::Shared(error)) => Err(SubmitRefused::Shared(error)),
+        }
+    }
+
+    /// Puts a job taken from the shared queue on the board (as its render here), cancelled
+    /// at once if a cancel request came for it while it was being taken.
+    pub fn adopt_taken(&self, job: Job, work: Arc<RenderWork>) {
+        let id = job.id;
+        let mut unclaimed = lock(&self.unclaimed_cancels);
+        self.local.board.adopt(job, work);
+        if unclaimed.remove(&id).is_some() {
+            self.local.board.request_cancel(id);
+        }
+        drop(unclaimed);
+        self.local.discard_evicted();
+    }
+
+    /// Acts on another instance's request to cancel `id`: cancels it when it is this
+    /// instance's, else keeps the request a moment, in case this instance is taking that
+    /// job right now ([`Shared::adopt_taken`] looks).
+    pub async fn cancel_requested(&self, id: Uuid) {
+        {
+            let mut unclaimed = lock(&self.unclaimed_cancels);
+            if self.local.board.get(id).is_none() {
+                unclaimed.retain(|_, heard| heard.elapsed() < UNCLAIMED_CANCEL_MEMORY);
+                if unclaimed.len() < MAX_UNCLAIMED_CANCELS {
+                    unclaimed.insert(id, Instant::now());
+                }
+                return;
+            }
+        }
+        self.local.cancel(id).await;
+    }
+
+    /// This instance stops: the jobs it accepted are the farm's (their template files must
+    /// outlive this process for whichever instance renders them; the pin sweep removes them
+    /// after the retention), and its workers stop counting towards the farm's at once.
+    pub async fn leave(&self) {
+        for (_, work) in lock(&self.accepted).drain() {
+            std::mem::forget(work);
+        }
+        if let Err(error) = self.queue.announce(0).await {
+            tracing::debug!(%error, "cannot tell the farm this instance leaves");
+        }
     }
 }
 
-/// An instance is taken for gone when its heartbeat is this old…
-pub const HEARTBEAT_TTL: Duration = Duration::from_secs(10);
-/// …and it beats this often.
-const HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
-/// Cancel requests buffered for the owner.
-const CANCEL_BUFFER: usize = 256;
-/// Pause before listening again after Redis went away.
-const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(500);
+/// Lets go of the work (and template files) of jobs accepted here once they have ended
+/// wherever they rendered (or their records expired), until the shared part goes.
+async fn release_ended_work(shared: Weak<Shared>) {
+    loop {
+        tokio::time::sleep(ACCEPTED_CHECK_INTERVAL).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let ids: Vec<_> = lock(&shared.accepted).keys().copied().collect();
+        for id in ids {
+            if let Ok(record) = shared.records.stored(id).await {
+                if record.is_none_or(|job| job.state.is_terminal()) {
+                    lock(&shared.accepted).remove(&id);
+                }
+            }
+        }
+    }
+}
+
+/// Announces this instance's workers to the farm every [`ANNOUNCE_EVERY`] (the retry delay
+/// of a full queue counts every live instance's workers) until the server shuts down (the
+/// drain says it leaves) or the shared part goes.
+async fn announce_workers(shared: Weak<Shared>) {
+    loop {
+        let Some(current) = shared.upgrade() else {
+            return;
+        };
+        let (local, queue) = (&current.local, &current.queue);
+        if local.queue.is_closed() {
+            return;
+        }
+        match queue.announce(local.workers).await {
+            Ok(()) => {
+                local.metrics.queue_depth.set(queue.waiting() as i64);
+            }
+            Err(error) => tracing::debug!(%error, "cannot announce this instance's workers"),
+        }
+        if local.queue.is_closed() {
+            // The drain said it leaves while this announcement was on its way: say it again.
+            let _ = queue.announce(0).await;
+            return;
+        }
+        drop(current);
+        tokio::time::sleep(ANNOUNCE_EVERY).await;
+    }
+}

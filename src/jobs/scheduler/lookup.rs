@@ -4,45 +4,51 @@
 //! an unknown id is, so that neither the answer (UNAVAILABLE while Redis is down) nor its
 //! time (a Redis round trip) tells that the id is a job of this instance.
 
-use super::following::{follow_shared_job, FollowLost};
-use super::{Scheduler, CANCEL_SETTLE};
+use super::Mode;
 use crate::auth::TenantId;
+use crate::jobs::local::{LocalJobs, CANCEL_SETTLE};
 use crate::jobs::model::Job;
-use crate::jobs::shared::SharedError;
+use crate::jobs::shared::{follow_shared_job, FollowLost, SharedError, SharedJobs};
 use futures_util::{Stream, StreamExt};
+use std::sync::Arc;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-impl Scheduler {
+/// A job's shared record as it is now, and its later snapshots.
+type SharedWatch = (Job, std::pin::Pin<Box<dyn Stream<Item = Job> + Send>>);
+
+#[derive(Debug)]
+pub struct Lookup {
+    local: Arc<LocalJobs>,
+    /// With shared jobs, where the jobs of other instances are.
+    mode: Mode,
+}
+
+impl Lookup {
+    pub(super) fn new(local: Arc<LocalJobs>, mode: Mode) -> Lookup {
+        Lookup { local, mode }
+    }
+
     /// A job of `tenant` on this instance or on another one sharing Redis (another tenant's
     /// job is not found, as an unknown one).
     pub async fn find_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>, SharedError> {
-        let job = match self.local_job(tenant, id) {
-            Some(job) => Some(job),
-            None => match &self.shared {
-                // Read even for a job evicted here, so that the answer takes the time any
-                // other absent job's does.
-                Some(shared) => shared.get(id).await?.filter(|_| !self.evicted_here(id)),
-                None => None,
-            },
+        let job = match (self.local_job(tenant, id), &self.mode) {
+            (Some(job), _) => Some(job),
+            // Read even for a job evicted here, so that the answer takes the time any other
+            // absent job's does.
+            (None, Mode::Shared(shared)) => shared
+                .records()
+                .get(id)
+                .await?
+                .filter(|_| !self.local.evicted_here(id)),
+            (None, Mode::Local) => None,
         };
         Ok(job.filter(|job| job.tenant == *tenant))
     }
 
-    /// Whether job `id` was evicted from this instance's board ([`crate::jobs::retention`])
-    /// and its shared record, which may not be removed yet, must be taken for gone.
-    pub(super) fn evicted_here(&self, id: Uuid) -> bool {
-        self.board.forgetting().contains(id)
-    }
-
     /// A job of `tenant` on this instance's board.
     fn local_job(&self, tenant: &TenantId, id: Uuid) -> Option<Job> {
-        self.board.get(id).filter(|job| job.tenant == *tenant)
-    }
-
-    /// Whether job `id` is on this instance's board (whoever its tenant).
-    pub fn is_local_job(&self, id: Uuid) -> bool {
-        self.board.get(id).is_some()
+        self.local.board.get(id).filter(|job| job.tenant == *tenant)
     }
 
     /// A job of `tenant` on this instance as it is now, and its later snapshots (they end
@@ -52,7 +58,7 @@ impl Scheduler {
         tenant: &TenantId,
         id: Uuid,
     ) -> Option<(Job, impl Stream<Item = Job> + Send + 'static + use<>)> {
-        let board = self.board.clone();
+        let board = self.local.board.clone();
         let (job, changes) = board
             .subscribe(id)
             .filter(|(job, _)| job.tenant == *tenant)?;
@@ -86,21 +92,36 @@ impl Scheduler {
         )>,
         SharedError,
     > {
-        let Some(shared) = self.shared.clone() else {
-            return Ok(None);
-        };
-        let (current, changes) = shared.watch(id).await?;
-        let Some(current) = current.filter(|job| job.tenant == *tenant && !self.evicted_here(id))
-        else {
+        let Some((records, (current, changes))) = self.shared_record(tenant, id).await? else {
             return Ok(None);
         };
         Ok(Some((
             current,
-            follow_shared_job(shared, id, changes, None),
+            follow_shared_job(records, id, changes, None),
         )))
     }
 
-    /// Cancels a job of `tenant`: one of this instance as [`Scheduler::cancel`] does, one of
+    /// A job of `tenant` in the shared records (none without them, or for a job evicted
+    /// here) as it is now, and its later snapshots; another tenant's job is not found.
+    async fn shared_record(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<(Arc<SharedJobs>, SharedWatch)>, SharedError> {
+        let Mode::Shared(shared) = &self.mode else {
+            return Ok(None);
+        };
+        let records = shared.records().clone();
+        let (current, changes) = records.watch(id).await?;
+        let Some(current) =
+            current.filter(|job| job.tenant == *tenant && !self.local.evicted_here(id))
+        else {
+            return Ok(None);
+        };
+        Ok(Some((records, (current, Box::pin(changes)))))
+    }
+
+    /// Cancels a job of `tenant`: one of this instance as [`LocalJobs::cancel`] does, one of
     /// another instance by asking its owner, answered once it has ended (or as it is after
     /// [`CANCEL_SETTLE`]). Another tenant's job here is left alone and looked for in the
     /// shared records, as an unknown id (where it is not found either, and never cancelled).
@@ -110,19 +131,14 @@ impl Scheduler {
         id: Uuid,
     ) -> Result<Option<Job>, SharedError> {
         if self.local_job(tenant, id).is_some() {
-            let cancelled = self.cancel(id).await;
+            let cancelled = self.local.cancel(id).await;
             // Its end reaches the shared records before the answer, so that every instance
             // answers for the job as this one did.
-            self.flush_shared().await;
+            self.mode.flush().await;
             return Ok(cancelled);
         }
-        let Some(shared) = self.shared.clone() else {
-            return Ok(None);
-        };
-        let (current, changes) = shared.watch(id).await?;
         // Another tenant's job: not found, and its owner is never asked.
-        let Some(current) = current.filter(|job| job.tenant == *tenant && !self.evicted_here(id))
-        else {
+        let Some((shared, (current, changes))) = self.shared_record(tenant, id).await? else {
             return Ok(None);
         };
         if current.state.is_terminal() {

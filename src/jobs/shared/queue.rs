@@ -1,7 +1,7 @@
 //! The work queue every instance on one Redis shares (`--redis-url`), fair across tenants:
 //! any instance with a free worker takes the farm's next job, wherever it was accepted, and
 //! tenants with waiting jobs take turns as they do in the in-process queue
-//! ([`super::queue`]).
+//! ([`crate::jobs::queue`]).
 //!
 //! Keys (under the Redis key prefix):
 //! - `queue-waiting:{tenant}`: a list per tenant of the jobs waiting, oldest first; each item
@@ -36,10 +36,10 @@
 //! The scripts name the per-tenant list keys they build: fine for the single Redis server
 //! this service is deployed with (Redis Cluster is not supported).
 
-use super::model::{Job, SharedWork};
-use super::queue::PushRefused;
-use super::shared::SharedError;
+use super::records::{events_channel, job_key, SharedError};
 use crate::auth::TenantId;
+use crate::jobs::model::{Job, SharedWork};
+use crate::jobs::queue::PushRefused;
 use crate::redis_client::{millis, RedisClient};
 use crate::sync::lock;
 use deadpool_redis::redis::{self, Script, Value};
@@ -100,8 +100,10 @@ pub struct Delivery {
     pub reclaimed: bool,
 }
 
+#[derive(Debug)]
 pub struct SharedQueue {
     redis: Arc<RedisClient>,
+    keys: QueueKeys,
     /// This instance's consumer name (its instance id).
     consumer: String,
     settings: SharedQueueSettings,
@@ -124,12 +126,36 @@ pub struct SharedQueue {
     announce: Script,
 }
 
-impl std::fmt::Debug for SharedQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedQueue")
-            .field("consumer", &self.consumer)
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
+/// The queue's keys under the Redis key prefix (see the module's head), made once.
+#[derive(Debug)]
+struct QueueKeys {
+    stream: String,
+    tenants: String,
+    length: String,
+    turns: String,
+    served: String,
+    sequence: String,
+    wake: String,
+    /// The waiting list of a tenant is this prefix and the tenant's id.
+    waiting_prefix: String,
+    instances: String,
+    instance_workers: String,
+}
+
+impl QueueKeys {
+    fn new(redis: &RedisClient) -> QueueKeys {
+        QueueKeys {
+            stream: redis.key("queue"),
+            tenants: redis.key("queue-tenants"),
+            length: redis.key("queue-length"),
+            turns: redis.key("queue-turns"),
+            served: redis.key("queue-served"),
+            sequence: redis.key("queue-sequence"),
+            wake: redis.key("queue-wake"),
+            waiting_prefix: redis.key("queue-waiting:"),
+            instances: redis.key("queue-instances"),
+            instance_workers: redis.key("queue-instance-workers"),
+        }
     }
 }
 
@@ -143,6 +169,7 @@ const SCAN_START: &str = "0-0";
 impl SharedQueue {
     pub fn new(redis: Arc<RedisClient>, instance: Uuid, settings: SharedQueueSettings) -> Self {
         SharedQueue {
+            keys: QueueKeys::new(&redis),
             redis,
             consumer: instance.to_string(),
             settings,
@@ -162,39 +189,6 @@ impl SharedQueue {
 
     pub fn lease(&self) -> Duration {
         self.settings.lease
-    }
-
-    fn stream_key(&self) -> String {
-        self.redis.key("queue")
-    }
-
-    fn tenants_key(&self) -> String {
-        self.redis.key("queue-tenants")
-    }
-
-    fn length_key(&self) -> String {
-        self.redis.key("queue-length")
-    }
-
-    fn turns_key(&self) -> String {
-        self.redis.key("queue-turns")
-    }
-
-    fn served_key(&self) -> String {
-        self.redis.key("queue-served")
-    }
-
-    fn sequence_key(&self) -> String {
-        self.redis.key("queue-sequence")
-    }
-
-    fn wake_key(&self) -> String {
-        self.redis.key("queue-wake")
-    }
-
-    /// The waiting list of `tenant` is this prefix and the tenant's id.
-    fn waiting_prefix(&self) -> String {
-        self.redis.key("queue-waiting:")
     }
 
     /// The workers of every live instance of the farm, as last announced (at least this
@@ -222,8 +216,8 @@ impl SharedQueue {
             .within_deadline(async {
                 let mut connection = self.redis.connection().await?;
                 redis::pipe()
-                    .hget(self.tenants_key(), tenant.as_str())
-                    .get(self.length_key())
+                    .hget(&self.keys.tenants, tenant.as_str())
+                    .get(&self.keys.length)
                     .query_async(&mut connection)
                     .await
                     .map_err(unavailable)
@@ -254,23 +248,22 @@ impl SharedQueue {
         let work = serde_json::to_string(work).map_err(|e| SharedError::Damaged(e.to_string()))?;
         let json =
             serde_json::to_string(record).map_err(|e| SharedError::Damaged(e.to_string()))?;
-        let record_key = super::shared::job_key(&self.redis, record.id);
-        let channel = super::shared::events_channel(&self.redis, record.id);
-        let list = format!("{}{}", self.waiting_prefix(), record.tenant.as_str());
+        let record_key = job_key(&self.redis, record.id);
+        let channel = events_channel(&self.redis, record.id);
+        let list = format!("{}{}", self.keys.waiting_prefix, record.tenant.as_str());
         let limit = self.settings.tenant_max_jobs.unwrap_or(0);
         let (answer, count): (String, i64) = self
             .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
+            .run_script(
                 self.enqueue
-                    .key(self.length_key())
-                    .key(self.tenants_key())
+                    .key(&self.keys.length)
+                    .key(&self.keys.tenants)
                     .key(&record_key)
                     .key(&channel)
-                    .key(self.turns_key())
-                    .key(self.served_key())
-                    .key(self.sequence_key())
-                    .key(self.wake_key())
+                    .key(&self.keys.turns)
+                    .key(&self.keys.served)
+                    .key(&self.keys.sequence)
+                    .key(&self.keys.wake)
                     .key(&list)
                     .arg(self.settings.capacity.max(1))
                     .arg(record.tenant.as_str())
@@ -279,12 +272,10 @@ impl SharedQueue {
                     .arg(&work)
                     .arg(&json)
                     .arg(millis(self.settings.retention))
-                    .arg(local_held)
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
+                    .arg(local_held),
+            )
+            .await
+            .map_err(SharedError::from)?;
         let count = usize::try_from(count).unwrap_or(0);
         if answer != "tenant" {
             self.waiting.store(count, Ordering::Relaxed);
@@ -344,7 +335,7 @@ impl SharedQueue {
         // the job whose turn it is (perhaps another one, or none when a reader elsewhere was
         // quicker).
         let token: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg(self.wake_key())
+            .arg(&self.keys.wake)
             .arg(READ_BLOCK.as_secs_f64())
             .query_async(connection)
             .await
@@ -360,25 +351,22 @@ impl SharedQueue {
     async fn take(&self, woken: bool) -> Result<Option<Delivery>, SharedError> {
         let reply: Value = self
             .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
+            .run_script(
                 self.take
-                    .key(self.turns_key())
-                    .key(self.served_key())
-                    .key(self.sequence_key())
-                    .key(self.length_key())
-                    .key(self.wake_key())
-                    .key(self.stream_key())
-                    .key(self.tenants_key())
+                    .key(&self.keys.turns)
+                    .key(&self.keys.served)
+                    .key(&self.keys.sequence)
+                    .key(&self.keys.length)
+                    .key(&self.keys.wake)
+                    .key(&self.keys.stream)
+                    .key(&self.keys.tenants)
                     .arg(CONSUMER_GROUP)
                     .arg(&self.consumer)
-                    .arg(self.waiting_prefix())
-                    .arg(if woken { "1" } else { "0" })
-                    .invoke_async(&mut connection)
-                    .await
-                    .map_err(unavailable)
-            })
-            .await?;
+                    .arg(&self.keys.waiting_prefix)
+                    .arg(if woken { "1" } else { "0" }),
+            )
+            .await
+            .map_err(SharedError::from)?;
         let mut entries = Vec::new();
         collect_entries(&reply, &mut entries);
         match entries.into_iter().next() {
@@ -404,13 +392,12 @@ impl SharedQueue {
     /// One entry whose lease ran out, now this instance's, if any.
     async fn reclaim(&self) -> Result<Option<Delivery>, SharedError> {
         let cursor = lock(&self.reclaim_cursor).clone();
-        let stream = self.stream_key();
         let reply: Value = self
             .redis
             .within_deadline(async {
                 let mut connection = self.redis.connection().await?;
                 redis::cmd("XAUTOCLAIM")
-                    .arg(&stream)
+                    .arg(&self.keys.stream)
                     .arg(CONSUMER_GROUP)
                     .arg(&self.consumer)
                     .arg(millis(self.settings.lease))
@@ -488,21 +475,17 @@ impl SharedQueue {
     /// Keeps this instance's lease on `delivery`: true while it is still this instance's,
     /// false once another instance reclaimed it (or it was acknowledged).
     pub async fn renew(&self, delivery: &Delivery) -> Result<bool, SharedError> {
-        let stream = self.stream_key();
         let renewed: i64 = self.observe(
             self.redis
-                .within_deadline(async {
-                    let mut connection = self.redis.connection().await?;
+                .run_script(
                     self.renew
-                        .key(&stream)
+                        .key(&self.keys.stream)
                         .arg(CONSUMER_GROUP)
                         .arg(&delivery.entry)
-                        .arg(&self.consumer)
-                        .invoke_async(&mut connection)
-                        .await
-                        .map_err(unavailable)
-                })
-                .await,
+                        .arg(&self.consumer),
+                )
+                .await
+                .map_err(SharedError::from),
         )?;
         Ok(renewed == 1)
     }
@@ -514,24 +497,20 @@ impl SharedQueue {
     }
 
     async fn ack_entry(&self, entry: &str, tenant: &str) -> Result<(), SharedError> {
-        let (stream, tenants) = (self.stream_key(), self.tenants_key());
         let acked = self
             .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
+            .run_script::<i64>(
                 self.ack
-                    .key(&stream)
-                    .key(&tenants)
-                    .key(self.served_key())
+                    .key(&self.keys.stream)
+                    .key(&self.keys.tenants)
+                    .key(&self.keys.served)
                     .arg(CONSUMER_GROUP)
                     .arg(entry)
-                    .arg(tenant)
-                    .invoke_async::<i64>(&mut connection)
-                    .await
-                    .map(|_| ())
-                    .map_err(unavailable)
-            })
-            .await;
+                    .arg(tenant),
+            )
+            .await
+            .map(drop)
+            .map_err(SharedError::from);
         self.observe(acked)
     }
 
@@ -541,29 +520,26 @@ impl SharedQueue {
     pub async fn hand_back(&self, delivery: &Delivery) -> Result<bool, SharedError> {
         let work = serde_json::to_string(&delivery.work)
             .map_err(|e| SharedError::Damaged(e.to_string()))?;
-        let list = format!("{}{}", self.waiting_prefix(), delivery.tenant.as_str());
+        let list = format!("{}{}", self.keys.waiting_prefix, delivery.tenant.as_str());
         let handed: i64 = self.observe(
             self.redis
-                .within_deadline(async {
-                    let mut connection = self.redis.connection().await?;
+                .run_script(
                     self.hand_back
-                        .key(self.stream_key())
-                        .key(self.turns_key())
-                        .key(self.served_key())
-                        .key(self.length_key())
-                        .key(self.wake_key())
+                        .key(&self.keys.stream)
+                        .key(&self.keys.turns)
+                        .key(&self.keys.served)
+                        .key(&self.keys.length)
+                        .key(&self.keys.wake)
                         .key(&list)
                         .arg(CONSUMER_GROUP)
                         .arg(&delivery.entry)
                         .arg(&self.consumer)
                         .arg(delivery.tenant.as_str())
                         .arg(delivery.job.to_string())
-                        .arg(&work)
-                        .invoke_async(&mut connection)
-                        .await
-                        .map_err(unavailable)
-                })
-                .await,
+                        .arg(&work),
+                )
+                .await
+                .map_err(SharedError::from),
         )?;
         Ok(handed == 1)
     }
@@ -574,20 +550,17 @@ impl SharedQueue {
     pub async fn announce(&self, workers: usize) -> Result<(), SharedError> {
         let (farm, waiting): (i64, i64) = self.observe(
             self.redis
-                .within_deadline(async {
-                    let mut connection = self.redis.connection().await?;
+                .run_script(
                     self.announce
-                        .key(self.redis.key("queue-instances"))
-                        .key(self.redis.key("queue-instance-workers"))
-                        .key(self.length_key())
+                        .key(&self.keys.instances)
+                        .key(&self.keys.instance_workers)
+                        .key(&self.keys.length)
                         .arg(&self.consumer)
                         .arg(workers)
-                        .arg(millis(ANNOUNCEMENT_LIFETIME))
-                        .invoke_async(&mut connection)
-                        .await
-                        .map_err(unavailable)
-                })
-                .await,
+                        .arg(millis(ANNOUNCEMENT_LIFETIME)),
+                )
+                .await
+                .map_err(SharedError::from),
         )?;
         self.farm_workers
             .store(usize::try_from(farm).unwrap_or(0), Ordering::Relaxed);
@@ -604,19 +577,8 @@ mod tests {
 
     use super::*;
     use crate::jobs::shared::{SharedJobs, Taken};
-    use crate::jobs::Fingerprint;
-    use crate::redis_client::RedisSettings;
-    use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
-
-    fn redis(prefix: &str) -> Arc<RedisClient> {
-        let settings = RedisSettings {
-            url: "redis://127.0.0.1:6379/0".into(),
-            key_prefix: prefix.into(),
-            pool_size: 2,
-            timeout: Duration::from_secs(2),
-        };
-        Arc::new(RedisClient::open(&settings).unwrap())
-    }
+    use crate::jobs::test_support::{gif_fingerprint, gif_output, queued_job, test_redis};
+    use crate::spec::Modifications;
 
     fn prefix() -> String {
         format!("lottie-render-test:shared-queue:{}:", Uuid::new_v4())
@@ -633,7 +595,7 @@ mod tests {
         tenant_max_jobs: Option<usize>,
     ) -> SharedQueue {
         SharedQueue::new(
-            redis(prefix),
+            test_redis(prefix),
             Uuid::new_v4(),
             SharedQueueSettings {
                 capacity,
@@ -644,38 +606,16 @@ mod tests {
         )
     }
 
-    fn output() -> OutputSpec {
-        OutputSpec {
-            format: Format::Gif,
-            fps: Fps::DEFAULT,
-            width: Dimension::try_from(100).unwrap(),
-            height: Dimension::try_from(100).unwrap(),
-            background: None,
-        }
-    }
-
     /// A queued record of `tenant` as it goes into the queue, and its work.
     fn job(tenant: &str) -> (Job, SharedWork) {
         let tenant = TenantId::parse(tenant).unwrap();
-        let fingerprint = Fingerprint::of(
-            &tenant,
-            &Uuid::new_v4().to_string(),
-            &Modifications::default(),
-            &output(),
-        );
-        let mut job = Job::queued(
-            Uuid::new_v4(),
-            tenant,
-            Uuid::new_v4(),
-            fingerprint,
-            Format::Gif,
-            10,
-        );
+        let fingerprint = gif_fingerprint(&tenant, &Uuid::new_v4().to_string());
+        let mut job = queued_job(tenant, fingerprint);
         job.reclaimable = true;
         let work = SharedWork {
             template_key: "templates/.jobs/t/template.json".into(),
             modifications: Modifications::default(),
-            output: output(),
+            output: gif_output(),
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
             traceparent: None,
@@ -695,7 +635,7 @@ mod tests {
     async fn capacity_and_tenant_shares_count_the_whole_queue_and_an_acknowledgement_frees_them() {
         let prefix = prefix();
         let queue = queue(&prefix, 2, Duration::from_secs(30));
-        let records = SharedJobs::new(redis(&prefix), Duration::from_secs(60));
+        let records = SharedJobs::new(test_redis(&prefix), Duration::from_secs(60));
         let (a1, a2, a3, b1) = (job("a"), job("a"), job("a"), job("b"));
         assert_eq!(enqueue(&queue, &a1).await, Ok(1));
         assert_eq!(enqueue(&queue, &a2).await, Ok(2));
@@ -733,7 +673,7 @@ mod tests {
     async fn age_entry(owner: &SharedQueue, delivery: &Delivery, idle: Duration) {
         let mut connection = owner.redis.connection().await.unwrap();
         let _: Value = redis::cmd("XCLAIM")
-            .arg(owner.stream_key())
+            .arg(&owner.keys.stream)
             .arg(CONSUMER_GROUP)
             .arg(&owner.consumer)
             .arg(0)
@@ -873,7 +813,7 @@ mod tests {
             queue_with_tenant_limit(&prefix, 16, lease, None),
             queue_with_tenant_limit(&prefix, 16, lease, None),
         );
-        let records = SharedJobs::new(redis(&prefix), Duration::from_secs(60));
+        let records = SharedJobs::new(test_redis(&prefix), Duration::from_secs(60));
         let (one, two, newcomer) = (job("a"), job("a"), job("b"));
         enqueue(&first, &one).await.unwrap();
         enqueue(&first, &two).await.unwrap();
@@ -883,7 +823,7 @@ mod tests {
         let Taken::Job(owned) = records.take(one.0.id).await.unwrap() else {
             panic!("not taken")
         };
-        let stranger = SharedJobs::new(redis(&prefix), Duration::from_secs(60));
+        let stranger = SharedJobs::new(test_redis(&prefix), Duration::from_secs(60));
         stranger.requeue(one.0.id).await.unwrap();
         assert_eq!(
             records.stored(one.0.id).await.unwrap().unwrap().version,

@@ -2,11 +2,11 @@
 //! shared records, and the end of jobs refused after they were shared (so that no other
 //! instance follows a job that will never run).
 
-use super::{Scheduler, MIN_RETRY_AFTER};
+use super::{Shared, SharedError, SharedJobs};
 use crate::jobs::board::{Forgetting, Replication};
+use crate::jobs::local::MIN_RETRY_AFTER;
 use crate::jobs::model::{Job, JobFailure, JobState};
 use crate::jobs::queue::PushRefused;
-use crate::jobs::shared::{SharedError, SharedJobs};
 use crate::reason::Reason;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,14 +25,12 @@ const FLUSH_LIMIT: Duration = Duration::from_secs(2);
 const ABANDON_ATTEMPTS: u32 = 12;
 const ABANDON_RETRY_DELAY: Duration = Duration::from_secs(5);
 
-impl Scheduler {
-    /// Ends the shared traces of a job [`Scheduler::submit`] refused for a shared-record
+impl Shared {
+    /// Ends the shared traces of a job [`Shared::submit`] refused for a shared-record
     /// failure (no local part exists then: the refusal comes before the job is queued or
     /// follows anything), in the background, retried while the records keep failing.
-    pub(super) fn abandon_shared(&self, mut job: Job, error: String) {
-        let Some(shared) = self.shared.clone() else {
-            return;
-        };
+    pub(super) fn abandon(&self, mut job: Job, error: String) {
+        let shared = self.records.clone();
         job.finish(
             JobState::Failed,
             Some(JobFailure {
@@ -62,9 +60,7 @@ impl Scheduler {
     /// QUEUED), so that nobody follows it, and frees the fingerprint; the end is kept
     /// [`crate::jobs::shared::REFUSED_RECORD_TTL`].
     pub(super) async fn share_refusal(&self, job: &Job, refused: PushRefused) {
-        let Some(shared) = &self.shared else {
-            return;
-        };
+        let shared = &self.records;
         let mut refused_job = job.clone();
         refused_job.finish(
             JobState::Failed,
@@ -86,12 +82,10 @@ impl Scheduler {
     }
 
     /// Waits (a little) until every shared record written so far has reached Redis.
-    pub async fn flush_shared(&self) {
-        if let Some(replication) = &self.replication {
-            let (done, flushed) = tokio::sync::oneshot::channel();
-            if replication.send(Replication::Flush(done)).is_ok() {
-                let _ = tokio::time::timeout(FLUSH_LIMIT, flushed).await;
-            }
+    pub async fn flush(&self) {
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        if self.replication.send(Replication::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(FLUSH_LIMIT, flushed).await;
         }
     }
 }

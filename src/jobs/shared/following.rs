@@ -3,11 +3,11 @@
 //! instance that joined that render (it mirrors the leader until it ends) and
 //! WatchRenderJob of a job that lives on another instance.
 
-use super::{Scheduler, MIN_RETRY_AFTER};
+use super::{Shared, SharedJobs};
 use crate::jobs::board::mirror;
+use crate::jobs::local::MIN_RETRY_AFTER;
 use crate::jobs::model::{Job, JobFailure, JobState, RenderWork};
 use crate::jobs::queue::PushRefused;
-use crate::jobs::shared::SharedJobs;
 use crate::reason::Reason;
 use futures_util::{Stream, StreamExt};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub fn follow_shared_job(
     )
 }
 
-impl Scheduler {
+impl Shared {
     /// Adds `job` as a follower of `leader`, a render of another instance, and keeps it in
     /// step with the leader's published snapshots.
     /// Refused when the queue has no slot for another follower.
@@ -75,22 +75,22 @@ impl Scheduler {
     ) -> Result<Job, PushRefused> {
         let mut follower = job;
         mirror(&mut follower, &leader);
-        self.board
+        self.local
+            .board
             .insert_following(follower.clone(), work, leader.id)?;
-        self.metrics.render_joins.inc();
+        self.local.metrics.render_joins.inc();
         tracing::info!(job_id = %follower.id, template_id = %follower.template_id, leader_job_id = %leader.id, "job joins the render of an identical request on another instance");
-        let scheduler = self.clone();
+        let shared = self.clone();
         let id = follower.id;
-        tokio::spawn(async move { scheduler.keep_following(id, leader.id).await });
+        tokio::spawn(async move { shared.keep_following(id, leader.id).await });
         Ok(follower)
     }
 
     /// Keeps follower `id` in step with `leader`'s shared snapshots until either ends; a
     /// leader lost track of fails the follower, retryable (SHARED_RENDER_LOST).
     async fn keep_following(self: Arc<Self>, id: Uuid, leader: Uuid) {
-        let Some(shared) = self.shared.clone() else {
-            return;
-        };
+        let shared = self.records.clone();
+        let board = &self.local.board;
         let lost = |message: String| JobFailure {
             reason: Reason::SharedRenderLost,
             message,
@@ -100,7 +100,7 @@ impl Scheduler {
         let (current, changes) = match shared.watch(leader).await {
             Ok(watch) => watch,
             Err(error) => {
-                self.board.update(id, |job| {
+                board.update(id, |job| {
                     job.finish(
                         JobState::Failed,
                         Some(lost(format!("cannot follow the shared render: {error}"))),
@@ -116,7 +116,7 @@ impl Scheduler {
         let mut last_version = None;
         while let Some(snapshot) = snapshots.next().await {
             let Ok(leader_job) = snapshot else {
-                self.board.update(id, |job| {
+                board.update(id, |job| {
                     job.finish(
                         JobState::Failed,
                         Some(lost("lost track of the shared render".into())),
@@ -130,14 +130,12 @@ impl Scheduler {
             }
             last_version = Some(leader_job.version);
             if leader_job.state == JobState::Succeeded {
-                let scheduler = self.clone();
+                let outputs = self.local.outputs.clone();
                 let extension = leader_job.format.extension();
-                let linked = tokio::task::spawn_blocking(move || {
-                    scheduler.outputs.link(leader, id, extension)
-                })
-                .await;
+                let linked =
+                    tokio::task::spawn_blocking(move || outputs.link(leader, id, extension)).await;
                 if !matches!(linked, Ok(Ok(()))) {
-                    self.board.update(id, |job| {
+                    board.update(id, |job| {
                         job.finish(
                             JobState::Failed,
                             Some(lost(
@@ -149,7 +147,7 @@ impl Scheduler {
                     return;
                 }
             }
-            let followed = self.board.update(id, |job| {
+            let followed = board.update(id, |job| {
                 mirror(job, &leader_job);
                 true
             });
@@ -169,45 +167,26 @@ mod tests {
 
     use super::*;
     use crate::auth::TenantId;
-    use crate::jobs::Fingerprint;
-    use crate::redis_client::{RedisClient, RedisSettings};
-    use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
+    use crate::jobs::test_support::{gif_fingerprint, queued_job, test_redis};
 
     fn shared_jobs() -> Arc<SharedJobs> {
-        let settings = RedisSettings {
-            url: "redis://127.0.0.1:6379/0".into(),
-            key_prefix: format!("lottie-render-test:following:{}:", Uuid::new_v4()),
-            pool_size: 2,
-            timeout: Duration::from_secs(2),
-        };
-        let redis = RedisClient::open(&settings).unwrap();
-        Arc::new(SharedJobs::new(Arc::new(redis), Duration::from_secs(60)))
+        let prefix = format!("lottie-render-test:following:{}:", Uuid::new_v4());
+        Arc::new(SharedJobs::new(
+            test_redis(&prefix),
+            Duration::from_secs(60),
+        ))
     }
 
-    fn queued_job() -> Job {
-        let output = OutputSpec {
-            format: Format::Gif,
-            fps: Fps::DEFAULT,
-            width: Dimension::try_from(100).unwrap(),
-            height: Dimension::try_from(100).unwrap(),
-            background: None,
-        };
+    fn a_queued_job() -> Job {
         let tenant = TenantId::default();
-        let fingerprint = Fingerprint::of(&tenant, "sha", &Modifications::default(), &output);
-        Job::queued(
-            Uuid::new_v4(),
-            tenant,
-            Uuid::new_v4(),
-            fingerprint,
-            Format::Gif,
-            10,
-        )
+        let fingerprint = gif_fingerprint(&tenant, "sha");
+        queued_job(tenant, fingerprint)
     }
 
     #[tokio::test]
     async fn a_shared_job_is_followed_through_each_published_change_to_its_end() {
         let shared = shared_jobs();
-        let mut job = queued_job();
+        let mut job = a_queued_job();
         shared.publish(&job).await.unwrap();
         let (current, changes) = shared.watch(job.id).await.unwrap();
         assert_eq!(current.map(|job| job.state), Some(JobState::Queued));

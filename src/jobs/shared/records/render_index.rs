@@ -11,14 +11,7 @@ use uuid::Uuid;
 impl SharedJobs {
     /// The job the render index names for `fingerprint`, if any (reads only).
     pub async fn render_of(&self, fingerprint: &Fingerprint) -> Result<Option<Uuid>, SharedError> {
-        let key = self.render_key(fingerprint);
-        let current: Option<String> = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                connection.get(&key).await.map_err(unavailable)
-            })
-            .await?;
+        let current = self.redis.get(&self.render_key(fingerprint)).await?;
         current
             .map(|current| {
                 Uuid::try_parse(&current).map_err(|error| SharedError::Damaged(error.to_string()))
