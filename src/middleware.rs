@@ -35,7 +35,7 @@ pub mod tenant_rate_limit;
 pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
-pub use idempotency_key::{IdempotencyKeyLayer, IdempotencyKeyService};
+pub use idempotency_key::IdempotencyKeyLayer;
 pub use identity::IdentityLayer;
 pub use inflation_budget::InflationBudgetLayer;
 pub use load_shed::LoadShedLayer;
@@ -137,9 +137,8 @@ where
     }
 }
 
-/// The inner service that was polled ready, leaving a clone in its place, for the layers
-/// still written by hand (`idempotency_key`).
-pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
+/// The inner service that was polled ready, leaving a clone in its place.
+fn take_ready<S: Clone>(inner: &mut S) -> S {
     let clone = inner.clone();
     std::mem::replace(inner, clone)
 }
