@@ -12,7 +12,21 @@ pub mod status;
 pub mod templates;
 
 use crate::error::ServiceError;
-use tonic::Status;
+use crate::idempotency::claim::REPLAYED_HEADER;
+use tonic::metadata::MetadataValue;
+use tonic::{Response, Status};
+
+/// The answer of a keyed call, marked `idempotent-replayed` when it answers an earlier call
+/// with the same key again.
+pub(crate) fn keyed_answer<T>(message: T, replayed: bool) -> Response<T> {
+    let mut response = Response::new(message);
+    if replayed {
+        response
+            .metadata_mut()
+            .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+    }
+    response
+}
 
 /// Runs blocking work (files, parsing) off the async runtime.
 pub(crate) async fn blocking<T: Send + 'static>(

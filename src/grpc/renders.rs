@@ -18,22 +18,18 @@ use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};
 use crate::auth::{Caller, TenantId};
 use crate::error::{ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::{KeyPolicy, REPLAYED_HEADER};
 use crate::idempotency::IdempotencyKey;
-use crate::jobs::admission::JobLimits;
 use crate::jobs::intake::{Intake, Submission, Submitted};
 use crate::jobs::shared::SharedError;
 use crate::jobs::{Job, JobState, Scheduler};
 use crate::reason::Reason;
 use crate::spec::RenderSubmission;
-use crate::storage::{OutputStore, TemplateStore};
+use crate::storage::OutputStore;
 use crate::telemetry::traces::CallSpan;
 use futures_util::StreamExt;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -47,15 +43,10 @@ pub struct RenderApi {
 }
 
 impl RenderApi {
-    pub fn new(
-        templates: TemplateStore,
-        scheduler: Arc<Scheduler>,
-        limits: JobLimits,
-        keys: KeyPolicy,
-        draining: Arc<AtomicBool>,
-    ) -> RenderApi {
+    /// The API over SubmitRender's use case (`intake`) and the scheduler it submits to.
+    pub fn new(intake: Intake, scheduler: Arc<Scheduler>) -> RenderApi {
         RenderApi {
-            intake: Intake::new(templates, scheduler.clone(), limits, keys, draining),
+            intake,
             scheduler,
             downloads: DownloadLimits::default(),
         }
@@ -251,14 +242,8 @@ impl RenderService for RenderApi {
             Submitted::Replayed(job) => (job, true),
         };
         // A job reusing an identical request's output is SUCCEEDED at once.
-        let mut response =
-            Response::new(job_with_download_url(self.scheduler.outputs(), &job).await);
-        if replayed {
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-        }
-        Ok(response)
+        let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+        Ok(super::keyed_answer(answer, replayed))
     }
 
     async fn get_render_job(

@@ -13,14 +13,13 @@ use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
 use crate::auth::{Caller, TenantId};
 use crate::error::{FieldViolation, ServiceError};
-use crate::idempotency::claim::{KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::IdempotencyKey;
 use crate::reason::Reason;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
 use crate::templates::{validate, Created, Intake, NewTemplate};
 use prost::Message;
-use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -194,13 +193,7 @@ impl TemplateService for TemplateApi {
             Created::Created(record) => (record, false),
             Created::Replayed(record) => (record, true),
         };
-        let mut response = Response::new(to_proto(&record));
-        if replayed {
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-        }
-        Ok(response)
+        Ok(super::keyed_answer(to_proto(&record), replayed))
     }
 
     async fn get_template(
