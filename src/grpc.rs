@@ -16,6 +16,17 @@ use crate::idempotency::claim::REPLAYED_HEADER;
 use tonic::metadata::MetadataValue;
 use tonic::{Response, Status};
 
+/// The calling tenant and the id a by-id call names in `field` (INVALID_ARGUMENT when it is
+/// not a UUID): the id is only ever looked for among the tenant's own.
+pub(crate) fn tenant_and_id<T>(
+    request: &tonic::Request<T>,
+    field: &str,
+    value: &str,
+) -> Result<(crate::auth::TenantId, uuid::Uuid), ServiceError> {
+    let tenant = crate::auth::Caller::of(request.extensions()).tenant;
+    Ok((tenant, convert::parse_id(field, value)?))
+}
+
 /// The answer of a keyed call, marked `idempotent-replayed` when it answers an earlier call
 /// with the same key again.
 pub(crate) fn keyed_answer<T>(message: T, replayed: bool) -> Response<T> {

@@ -262,8 +262,7 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::WatchRenderJobRequest>,
     ) -> Result<Response<Self::WatchRenderJobStream>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("job_id", &request.get_ref().job_id)?;
+        let (tenant, id) = super::tenant_and_id(&request, "job_id", &request.get_ref().job_id)?;
         // Another tenant's job here is looked for in the shared records, as an unknown id.
         let Some((job, changes)) = self.scheduler.watch_local_job(&tenant, id) else {
             return self.watch_shared_job(&tenant, id).await;
@@ -277,8 +276,7 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::CancelRenderJobRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("job_id", &request.get_ref().job_id)?;
+        let (tenant, id) = super::tenant_and_id(&request, "job_id", &request.get_ref().job_id)?;
         let job = self
             .scheduler
             .cancel_job(&tenant, id)

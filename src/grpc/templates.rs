@@ -8,7 +8,6 @@
 //! rendering from their pinned files (`storage::pins`).
 
 use super::blocking;
-use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
 use crate::auth::{Caller, TenantId};
@@ -200,8 +199,8 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::GetTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("template_id", &request.get_ref().template_id)?;
+        let (tenant, id) =
+            super::tenant_and_id(&request, "template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         let summary =
             blocking(move || store.summary(&tenant, id).map_err(ServiceError::from)).await?;
@@ -255,8 +254,8 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::DeleteTemplateRequest>,
     ) -> Result<Response<()>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("template_id", &request.get_ref().template_id)?;
+        let (tenant, id) =
+            super::tenant_and_id(&request, "template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         let owner = tenant.clone();
         blocking(move || store.delete(&owner, id).map_err(ServiceError::from)).await?;
