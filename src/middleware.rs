@@ -65,14 +65,13 @@ pub trait Next<RequestBody, ResponseBody>:
 {
 }
 
-impl<S, RequestBody, ResponseBody> Next<RequestBody, ResponseBody> for S where
-    S: Service<
-            http::Request<RequestBody>,
-            Response = http::Response<ResponseBody>,
-            Future: Send + 'static,
-            Error: 'static,
-        > + Send
-        + 'static
+impl<S, RequestBody, ResponseBody> Next<RequestBody, ResponseBody> for S
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: 'static,
 {
 }
 
