@@ -21,6 +21,12 @@
 //! - [`inflation_budget`]: a compressed request holds its service's message limit from a
 //!   shared budget while it is decoded and handled (put on each service, not the stack: the
 //!   limit is the service's).
+//!
+//! Every one is an [`AroundCall`] over the one [`AroundLayer`] helper below; none writes its
+//! own `Layer` and `Service`. tower-http's neighbours do not fit a gRPC server: its
+//! CatchPanic and RequestBodyLimit answer HTTP statuses (500, 413) that gRPC clients read
+//! without our reason or retry delay, and its TraceLayer does not take the caller's
+//! `traceparent` as parent; tower's LoadShed answers an error, not a status with a delay.
 
 pub mod catch_panic;
 pub mod idempotency_key;
