@@ -23,7 +23,7 @@ use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
 use crate::os::{self, ResourceLimits};
 use crate::reason::Reason;
-use crate::sandbox;
+use crate::sandbox::{self, protocol::ReportedFailure};
 use fair_share::{AnalysisSlot, FairShare, Refusal};
 use protocol::{AnalysisOutcome, InputHeader, MAX_OUTPUT_BYTES};
 use std::collections::BTreeMap;
@@ -404,19 +404,17 @@ fn classify(
     stderr_tail: &str,
     budget: AnalysisBudget,
 ) -> Result<InspectReport, AnalysisError> {
-    use crate::sandbox::protocol::exit_code;
-    match (status.code(), outcome) {
-        (Some(exit_code::SUCCESS), Some(AnalysisOutcome::Analysed { report, .. })) => {
-            return Ok(report)
-        }
-        (
-            Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT),
-            Some(AnalysisOutcome::Failed {
-                class,
-                reason,
-                message,
-            }),
-        ) => {
+    let answer = outcome.map(|outcome| match outcome {
+        AnalysisOutcome::Analysed { report, .. } => Ok(report),
+        AnalysisOutcome::Failed(reported) => Err(reported),
+    });
+    match sandbox::protocol::reported_end(status.code(), answer) {
+        Some(Ok(report)) => return Ok(report),
+        Some(Err(ReportedFailure {
+            class,
+            reason,
+            message,
+        })) => {
             return Err(match (class, reason) {
                 (ErrorClass::Deterministic, Reason::TemplateTooComplex) => {
                     AnalysisError::TooComplex(message)
@@ -433,7 +431,7 @@ fn classify(
                 _ => AnalysisError::Crashed(format!("unexpected failure {reason}: {message}")),
             })
         }
-        _ => {}
+        None => {}
     }
     if status.signal() == Some(libc::SIGXCPU) {
         return Err(AnalysisError::TooComplex(format!(
@@ -454,27 +452,16 @@ fn classify(
             "the analysis worker was killed from outside (SIGKILL)".into(),
         ));
     }
-    let last_line = stderr_tail
-        .lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or_default();
+    let last_line = sandbox::last_line(stderr_tail);
     Err(AnalysisError::Crashed(format!("{status}: {last_line}")))
 }
 
 /// Reads a stream to its end, keeping only the last `limit` bytes.
 async fn read_tail(mut stream: impl AsyncRead + Unpin, limit: usize) -> String {
-    let mut tail: Vec<u8> = Vec::new();
+    let mut tail = sandbox::Tail::new(limit);
     let mut buffer = [0u8; 4096];
-    while let Ok(read) = stream.read(&mut buffer).await {
-        if read == 0 {
-            break;
-        }
-        tail.extend_from_slice(&buffer[..read]);
-        if tail.len() > 2 * limit {
-            tail.drain(..tail.len() - limit);
-        }
+    while let Ok(read @ 1..) = stream.read(&mut buffer).await {
+        tail.push(&buffer[..read]);
     }
-    let start = tail.len().saturating_sub(limit);
-    String::from_utf8_lossy(&tail[start..]).into_owned()
+    tail.into_text()
 }

@@ -96,11 +96,8 @@ impl ServiceError {
         violations: Vec<FieldViolation>,
     ) -> Self {
         ServiceError {
-            code: ServiceErrorCode::InvalidArgument,
-            reason,
-            message: message.into(),
             violations,
-            retry_after: None,
+            ..ServiceError::deterministic(ServiceErrorCode::InvalidArgument, reason, message)
         }
     }
 
@@ -131,23 +128,18 @@ impl ServiceError {
         retry_after: std::time::Duration,
     ) -> Self {
         ServiceError {
-            code,
-            reason,
-            message: message.into(),
-            violations: Vec::new(),
             retry_after: Some(retry_after),
+            ..ServiceError::deterministic(code, reason, message)
         }
     }
 
     /// A bug of ours: the caller sees a generic message, the cause goes to the log.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(%cause, "internal error");
-        ServiceError {
-            code: ServiceErrorCode::Internal,
-            reason: Reason::Internal,
-            message: "internal error; it has been logged".into(),
-            violations: Vec::new(),
-            retry_after: None,
-        }
+        ServiceError::deterministic(
+            ServiceErrorCode::Internal,
+            Reason::Internal,
+            "internal error; it has been logged",
+        )
     }
 }

@@ -12,7 +12,32 @@ pub mod status;
 pub mod templates;
 
 use crate::error::ServiceError;
-use tonic::Status;
+use crate::idempotency::claim::REPLAYED_HEADER;
+use tonic::metadata::MetadataValue;
+use tonic::{Response, Status};
+
+/// The calling tenant and the id a by-id call names in `field` (INVALID_ARGUMENT when it is
+/// not a UUID): the id is only ever looked for among the tenant's own.
+pub(crate) fn tenant_and_id<T>(
+    request: &tonic::Request<T>,
+    field: &str,
+    value: &str,
+) -> Result<(crate::auth::TenantId, uuid::Uuid), ServiceError> {
+    let tenant = crate::auth::Caller::of(request.extensions()).tenant;
+    Ok((tenant, convert::parse_id(field, value)?))
+}
+
+/// The answer of a keyed call, marked `idempotent-replayed` when it answers an earlier call
+/// with the same key again.
+pub(crate) fn keyed_answer<T>(message: T, replayed: bool) -> Response<T> {
+    let mut response = Response::new(message);
+    if replayed {
+        response
+            .metadata_mut()
+            .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
+    }
+    response
+}
 
 /// Runs blocking work (files, parsing) off the async runtime.
 pub(crate) async fn blocking<T: Send + 'static>(

@@ -84,279 +84,127 @@ fn fps_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 12))
 }
 
-#[derive(Debug)]
-pub struct Metrics {
-    registry: Registry,
-    pub requests: Family<RequestLabels, Counter>,
-    pub request_duration_seconds: Family<MethodLabels, Histogram, fn() -> Histogram>,
-    pub rejections: Family<ReasonLabels, Counter>,
-    pub queue_depth: Gauge,
-    pub jobs_running: Gauge,
-    pub jobs_finished: Family<OutcomeLabels, Counter>,
-    pub job_duration_seconds: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
-    pub frames_per_second: Family<FormatLabels, Histogram, fn() -> Histogram>,
-    pub frames_rendered: Counter,
-    pub worker_crashes: Counter,
-    pub quarantined_fingerprints: Gauge,
-    pub jobs_retained: Gauge,
-    pub jobs_retained_bytes: Gauge,
-    pub jobs_evicted: Counter,
-    pub render_joins: Counter,
-    pub render_cache_hits: Counter,
-    pub idempotent_replays: Counter,
-    pub sandbox_protection: Family<MechanismLabels, Gauge>,
-    pub tls_handshake_failures: Family<ReasonLabels, Counter>,
-    pub config_reloads: Family<ReloadLabels, Counter>,
-    pub tenant_refusals: Family<TenantRefusalLabels, Counter>,
-    pub workers_started: Counter,
-    pub spare_worker_hits: Counter,
-    pub spare_worker_deaths: Counter,
-    pub spare_workers_forked: Counter,
-    pub worker_zygote_starts: Counter,
-    pub worker_zygote_deaths: Counter,
-    pub renders_started: Counter,
-    pub shared_jobs_taken: Counter,
-    pub shared_jobs_reclaimed: Counter,
-    pub shared_jobs_handed_back: Counter,
-    pub job_lease_renewals_failed: Counter,
+/// A family of histograms whose buckets are made by a function of ours.
+pub type Histograms<Labels> = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Declares the metrics once each: its field, type and constructor (`Default` unless given),
+/// its name in the registry and its help text, in the order the text format lists them. The
+/// struct, its constructor and the registration are made from this one table.
+macro_rules! metrics {
+    (@init) => { Default::default() };
+    (@init $init:expr) => { $init };
+    ($(
+        $field:ident: $type:ty $(= $init:expr)?, $name:literal,
+        $help:expr;
+    )*) => {
+        #[derive(Debug)]
+        pub struct Metrics {
+            registry: Registry,
+            $(pub $field: $type,)*
+        }
+
+        impl Metrics {
+            pub fn new() -> Arc<Metrics> {
+                let mut metrics = Metrics {
+                    registry: Registry::with_prefix("lottie_render"),
+                    $($field: metrics!(@init $($init)?),)*
+                };
+                $(metrics.registry.register($name, $help, metrics.$field.clone());)*
+                Arc::new(metrics)
+            }
+        }
+    };
+}
+
+metrics! {
+    // Calls answered, timed and refused.
+    requests: Family<RequestLabels, Counter>, "grpc_requests",
+        "gRPC calls answered, by method and status code";
+    request_duration_seconds: Histograms<MethodLabels> =
+        Family::new_with_constructor(request_duration_histogram), "request_duration_seconds",
+        "Time from a gRPC call's headers to its answer's headers (a unary call's whole \
+         handling; a stream's start), by method";
+    rejections: Family<ReasonLabels, Counter>, "rejections",
+        "Calls answered with an error, by ErrorInfo reason";
+    // Jobs: queued, running, finished, kept, quarantined, shared.
+    queue_depth: Gauge, "queue_depth",
+        "Jobs waiting for a worker";
+    jobs_running: Gauge, "jobs_running",
+        "Jobs being rendered now";
+    jobs_finished: Family<OutcomeLabels, Counter>, "jobs_finished",
+        "Jobs that reached a terminal state, by outcome";
+    job_duration_seconds: Histograms<OutcomeLabels> =
+        Family::new_with_constructor(duration_histogram), "job_duration_seconds",
+        "Time from a job's start to its end (all worker attempts), by outcome";
+    frames_per_second: Histograms<FormatLabels> =
+        Family::new_with_constructor(fps_histogram), "job_frames_per_second",
+        "Frames rendered and encoded per second of a succeeded job's worker run";
+    frames_rendered: Counter, "frames_rendered",
+        "Frames of succeeded jobs";
+    worker_crashes: Counter, "worker_crashes",
+        "Worker processes killed by a signal or ended without a result";
+    jobs_retained: Gauge, "jobs_retained",
+        "Jobs this instance keeps (queued, running and ended within the retention)";
+    jobs_retained_bytes: Gauge, "jobs_retained_bytes",
+        "Memory the jobs kept hold, estimated per job";
+    jobs_evicted: Counter, "jobs_evicted",
+        "Ended jobs forgotten before their retention to keep a tenant or the instance \
+         within its bound of jobs kept";
+    quarantined_fingerprints: Gauge, "quarantined_fingerprints",
+        "Job fingerprints refused at the boundary after crashing workers twice";
+    render_joins: Counter, "render_joins",
+        "Jobs that followed the running render of an identical request (single flight)";
+    render_cache_hits: Counter, "render_cache_hits",
+        "Jobs that succeeded at once with the stored output of an identical request";
+    // Worker processes: started, spares, the zygote.
+    workers_started: Counter, "workers_started",
+        "Render worker processes started, spares started ahead of their job included";
+    spare_worker_hits: Counter, "spare_worker_hits",
+        "Renders handed to a worker started ahead of the job (a spare) instead of a new one";
+    spare_worker_deaths: Counter, "spare_worker_deaths",
+        "Spare workers that died while waiting for a job (each is replaced, with a backoff)";
+    spare_workers_forked: Counter, "spare_workers_forked",
+        "Spare workers forked from the worker zygote (~1 ms of CPU) rather than started by exec \
+         (~33 ms); also counted in workers_started";
+    worker_zygote_starts: Counter, "worker_zygote_starts",
+        "Worker zygotes started (the process spares are forked from): 1, plus one per replacement";
+    worker_zygote_deaths: Counter, "worker_zygote_deaths",
+        "Worker zygotes that died, failed to start or stopped answering (each is replaced, with a \
+         backoff; spares are started by exec meanwhile)";
+    // Renders started and the shared work queue (Redis mode).
+    renders_started: Counter, "renders_started",
+        "Renders this instance started (one per job rendered here, whatever its worker \
+         attempts; a job reclaimed from an instance that stopped counts again where it runs)";
+    shared_jobs_taken: Counter, "shared_jobs_taken",
+        "Jobs this instance took from the shared work queue (Redis mode), reclaimed ones \
+         included";
+    shared_jobs_reclaimed: Counter, "shared_jobs_reclaimed",
+        "Jobs this instance took over from an instance whose lease on them ran out";
+    shared_jobs_handed_back: Counter, "shared_jobs_handed_back",
+        "Jobs this instance gave back to the shared work queue as it shut down (taken \
+         but not started, or stopped at the end of the grace period) for another instance";
+    job_lease_renewals_failed: Counter, "job_lease_renewals_failed",
+        "Renewals of the lease on a job being rendered that did not reach Redis (the \
+         render goes on; a lease that runs out lets another instance take the job over)";
+    // Replays, the sandbox, TLS, configuration reloads and tenants' refusals.
+    idempotent_replays: Counter, "idempotent_replays",
+        "SubmitRender calls answered with the job of an earlier call with the same key";
+    sandbox_protection: Family<MechanismLabels, Gauge>, "sandbox_protection",
+        "Worker sandbox protections in force on this kernel, by mechanism (1 in force, \
+         0 not), from the sandbox self-test run at start-up";
+    tls_handshake_failures: Family<ReasonLabels, Counter>, "tls_handshake_failures",
+        "TLS handshakes that failed (reason refused: bad or missing client certificate, \
+         not TLS; timeout: not finished in time; address_busy: closed before it began, \
+         its address had its share of handshakes in progress)";
+    config_reloads: Family<ReloadLabels, Counter>, "config_reloads",
+        "Changed configuration files re-read, by file and outcome (kept_previous: the new \
+         file was refused and the previous configuration stays)";
+    tenant_refusals: Family<TenantRefusalLabels, Counter>, "tenant_refusals",
+        "Calls refused for a tenant's fair share (job limit or request rate), by tenant and \
+         reason";
 }
 
 impl Metrics {
-    pub fn new() -> Arc<Metrics> {
-        let mut metrics = Metrics {
-            registry: Registry::with_prefix("lottie_render"),
-            requests: Default::default(),
-            request_duration_seconds: Family::new_with_constructor(request_duration_histogram),
-            rejections: Default::default(),
-            queue_depth: Default::default(),
-            jobs_running: Default::default(),
-            jobs_finished: Default::default(),
-            job_duration_seconds: Family::new_with_constructor(duration_histogram),
-            frames_per_second: Family::new_with_constructor(fps_histogram),
-            frames_rendered: Default::default(),
-            worker_crashes: Default::default(),
-            jobs_retained: Default::default(),
-            jobs_retained_bytes: Default::default(),
-            jobs_evicted: Default::default(),
-            quarantined_fingerprints: Default::default(),
-            render_joins: Default::default(),
-            render_cache_hits: Default::default(),
-            workers_started: Default::default(),
-            spare_worker_hits: Default::default(),
-            spare_worker_deaths: Default::default(),
-            spare_workers_forked: Default::default(),
-            worker_zygote_starts: Default::default(),
-            worker_zygote_deaths: Default::default(),
-            renders_started: Default::default(),
-            shared_jobs_taken: Default::default(),
-            shared_jobs_reclaimed: Default::default(),
-            shared_jobs_handed_back: Default::default(),
-            job_lease_renewals_failed: Default::default(),
-            idempotent_replays: Default::default(),
-            sandbox_protection: Default::default(),
-            tls_handshake_failures: Default::default(),
-            config_reloads: Default::default(),
-            tenant_refusals: Default::default(),
-        };
-        metrics.register_calls();
-        metrics.register_jobs();
-        metrics.register_workers();
-        metrics.register_shared_queue();
-        metrics.register_guards();
-        Arc::new(metrics)
-    }
-
-    /// Calls answered, timed and refused.
-    fn register_calls(&mut self) {
-        self.registry.register(
-            "grpc_requests",
-            "gRPC calls answered, by method and status code",
-            self.requests.clone(),
-        );
-        self.registry.register(
-            "request_duration_seconds",
-            "Time from a gRPC call's headers to its answer's headers (a unary call's whole \
-             handling; a stream's start), by method",
-            self.request_duration_seconds.clone(),
-        );
-        self.registry.register(
-            "rejections",
-            "Calls answered with an error, by ErrorInfo reason",
-            self.rejections.clone(),
-        );
-    }
-
-    /// Jobs: queued, running, finished, kept, quarantined, shared.
-    fn register_jobs(&mut self) {
-        self.registry.register(
-            "queue_depth",
-            "Jobs waiting for a worker",
-            self.queue_depth.clone(),
-        );
-        self.registry.register(
-            "jobs_running",
-            "Jobs being rendered now",
-            self.jobs_running.clone(),
-        );
-        self.registry.register(
-            "jobs_finished",
-            "Jobs that reached a terminal state, by outcome",
-            self.jobs_finished.clone(),
-        );
-        self.registry.register(
-            "job_duration_seconds",
-            "Time from a job's start to its end (all worker attempts), by outcome",
-            self.job_duration_seconds.clone(),
-        );
-        self.registry.register(
-            "job_frames_per_second",
-            "Frames rendered and encoded per second of a succeeded job's worker run",
-            self.frames_per_second.clone(),
-        );
-        self.registry.register(
-            "frames_rendered",
-            "Frames of succeeded jobs",
-            self.frames_rendered.clone(),
-        );
-        self.registry.register(
-            "worker_crashes",
-            "Worker processes killed by a signal or ended without a result",
-            self.worker_crashes.clone(),
-        );
-        self.registry.register(
-            "jobs_retained",
-            "Jobs this instance keeps (queued, running and ended within the retention)",
-            self.jobs_retained.clone(),
-        );
-        self.registry.register(
-            "jobs_retained_bytes",
-            "Memory the jobs kept hold, estimated per job",
-            self.jobs_retained_bytes.clone(),
-        );
-        self.registry.register(
-            "jobs_evicted",
-            "Ended jobs forgotten before their retention to keep a tenant or the instance \
-             within its bound of jobs kept",
-            self.jobs_evicted.clone(),
-        );
-        self.registry.register(
-            "quarantined_fingerprints",
-            "Job fingerprints refused at the boundary after crashing workers twice",
-            self.quarantined_fingerprints.clone(),
-        );
-        self.registry.register(
-            "render_joins",
-            "Jobs that followed the running render of an identical request (single flight)",
-            self.render_joins.clone(),
-        );
-        self.registry.register(
-            "render_cache_hits",
-            "Jobs that succeeded at once with the stored output of an identical request",
-            self.render_cache_hits.clone(),
-        );
-    }
-
-    /// Worker processes: started, spares, the zygote.
-    fn register_workers(&mut self) {
-        self.registry.register(
-            "workers_started",
-            "Render worker processes started, spares started ahead of their job included",
-            self.workers_started.clone(),
-        );
-        self.registry.register(
-            "spare_worker_hits",
-            "Renders handed to a worker started ahead of the job (a spare) instead of a new one",
-            self.spare_worker_hits.clone(),
-        );
-        self.registry.register(
-            "spare_worker_deaths",
-            "Spare workers that died while waiting for a job (each is replaced, with a backoff)",
-            self.spare_worker_deaths.clone(),
-        );
-        self.registry.register(
-            "spare_workers_forked",
-            "Spare workers forked from the worker zygote (~1 ms of CPU) rather than started by exec (~33 ms); also counted in workers_started",
-            self.spare_workers_forked.clone(),
-        );
-        self.registry.register(
-            "worker_zygote_starts",
-            "Worker zygotes started (the process spares are forked from): 1, plus one per replacement",
-            self.worker_zygote_starts.clone(),
-        );
-        self.registry.register(
-            "worker_zygote_deaths",
-            "Worker zygotes that died, failed to start or stopped answering (each is replaced, with a backoff; spares are started by exec meanwhile)",
-            self.worker_zygote_deaths.clone(),
-        );
-    }
-
-    /// Renders started and the shared work queue (Redis mode).
-    fn register_shared_queue(&mut self) {
-        self.registry.register(
-            "renders_started",
-            "Renders this instance started (one per job rendered here, whatever its worker \
-             attempts; a job reclaimed from an instance that stopped counts again where it runs)",
-            self.renders_started.clone(),
-        );
-        self.registry.register(
-            "shared_jobs_taken",
-            "Jobs this instance took from the shared work queue (Redis mode), reclaimed ones \
-             included",
-            self.shared_jobs_taken.clone(),
-        );
-        self.registry.register(
-            "shared_jobs_reclaimed",
-            "Jobs this instance took over from an instance whose lease on them ran out",
-            self.shared_jobs_reclaimed.clone(),
-        );
-        self.registry.register(
-            "shared_jobs_handed_back",
-            "Jobs this instance gave back to the shared work queue as it shut down (taken \
-             but not started, or stopped at the end of the grace period) for another instance",
-            self.shared_jobs_handed_back.clone(),
-        );
-        self.registry.register(
-            "job_lease_renewals_failed",
-            "Renewals of the lease on a job being rendered that did not reach Redis (the \
-             render goes on; a lease that runs out lets another instance take the job over)",
-            self.job_lease_renewals_failed.clone(),
-        );
-    }
-
-    /// Replays, the sandbox, TLS, configuration reloads and tenants' refusals.
-    fn register_guards(&mut self) {
-        self.registry.register(
-            "idempotent_replays",
-            "SubmitRender calls answered with the job of an earlier call with the same key",
-            self.idempotent_replays.clone(),
-        );
-        self.registry.register(
-            "sandbox_protection",
-            "Worker sandbox protections in force on this kernel, by mechanism (1 in force, \
-             0 not), from the sandbox self-test run at start-up",
-            self.sandbox_protection.clone(),
-        );
-        self.registry.register(
-            "tls_handshake_failures",
-            "TLS handshakes that failed (reason refused: bad or missing client certificate, \
-             not TLS; timeout: not finished in time; address_busy: closed before it began, \
-             its address had its share of handshakes in progress)",
-            self.tls_handshake_failures.clone(),
-        );
-        self.registry.register(
-            "config_reloads",
-            "Changed configuration files re-read, by file and outcome (kept_previous: the new \
-             file was refused and the previous configuration stays)",
-            self.config_reloads.clone(),
-        );
-        self.registry.register(
-            "tenant_refusals",
-            "Calls refused for a tenant's fair share (job limit or request rate), by tenant and \
-             reason",
-            self.tenant_refusals.clone(),
-        );
-    }
-
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut text = String::new();

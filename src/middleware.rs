@@ -21,6 +21,12 @@
 //! - [`inflation_budget`]: a compressed request holds its service's message limit from a
 //!   shared budget while it is decoded and handled (put on each service, not the stack: the
 //!   limit is the service's).
+//!
+//! Every one is an [`AroundCall`] over the one [`AroundLayer`] helper below; none writes its
+//! own `Layer` and `Service`. tower-http's neighbours do not fit a gRPC server: its
+//! CatchPanic and RequestBodyLimit answer HTTP statuses (500, 413) that gRPC clients read
+//! without our reason or retry delay, and its TraceLayer does not take the caller's
+//! `traceparent` as parent; tower's LoadShed answers an error, not a status with a delay.
 
 pub mod catch_panic;
 pub mod idempotency_key;
@@ -35,7 +41,7 @@ pub mod tenant_rate_limit;
 pub mod trace_context;
 
 pub use catch_panic::CatchPanicLayer;
-pub use idempotency_key::{IdempotencyKeyLayer, IdempotencyKeyService};
+pub use idempotency_key::IdempotencyKeyLayer;
 pub use identity::IdentityLayer;
 pub use inflation_budget::InflationBudgetLayer;
 pub use load_shed::LoadShedLayer;
@@ -65,14 +71,13 @@ pub trait Next<RequestBody, ResponseBody>:
 {
 }
 
-impl<S, RequestBody, ResponseBody> Next<RequestBody, ResponseBody> for S where
-    S: Service<
-            http::Request<RequestBody>,
-            Response = http::Response<ResponseBody>,
-            Future: Send + 'static,
-            Error: 'static,
-        > + Send
-        + 'static
+impl<S, RequestBody, ResponseBody> Next<RequestBody, ResponseBody> for S
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: 'static,
 {
 }
 
@@ -137,9 +142,8 @@ where
     }
 }
 
-/// The inner service that was polled ready, leaving a clone in its place, for the layers
-/// still written by hand (`idempotency_key`).
-pub(crate) fn take_ready<S: Clone>(inner: &mut S) -> S {
+/// The inner service that was polled ready, leaving a clone in its place.
+fn take_ready<S: Clone>(inner: &mut S) -> S {
     let clone = inner.clone();
     std::mem::replace(inner, clone)
 }

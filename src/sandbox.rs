@@ -23,7 +23,7 @@ pub use crate::os::{ResourceLimits, ResourceUsage};
 use crate::reason::Reason;
 use crate::render::OutputInfo;
 use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
-use protocol::{exit_code, WorkerEvent, WorkerJob};
+use protocol::{ReportedFailure, WorkerEvent, WorkerJob};
 pub use self_test::{self_test, SelfTestReport};
 pub use spawn::{
     worker_command, worker_limits, Watchdog, WorkerProcess, MAX_OUTPUT_BYTES, WORKER_ENVIRONMENT,
@@ -369,24 +369,25 @@ fn classify(
         ));
     }
     let last_event_missing = last_event.is_none();
-    match (status.code(), last_event) {
-        (Some(exit_code::SUCCESS), Some(WorkerEvent::Succeeded { output, .. })) => {
-            return Ok(output)
+    let answer = last_event.and_then(|event| match event {
+        WorkerEvent::Succeeded { output, .. } => Some(Ok(output)),
+        WorkerEvent::Failed(reported) => Some(Err(reported)),
+        _ => None,
+    });
+    match protocol::reported_end(status.code(), answer) {
+        Some(Ok(output)) => return Ok(output),
+        Some(Err(reported)) if reported.reason == Reason::RenderMemoryExceeded => {
+            return Err(out_of_memory());
         }
-        (
-            Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT),
-            Some(WorkerEvent::Failed {
+        Some(Err(reported)) => {
+            let ReportedFailure {
                 class,
                 reason,
                 message,
-            }),
-        ) => {
-            if reason == Reason::RenderMemoryExceeded {
-                return Err(out_of_memory());
-            }
+            } = reported;
             return Err(failure(FailureKind::Reported, class, reason, message));
         }
-        _ => {}
+        None => {}
     }
     if ran_out_of_memory(stderr_tail)
         || unmappable(status, last_event_missing, stderr_tail, settings)
@@ -422,11 +423,7 @@ fn classify(
         (None, Some(code)) => format!("the worker exited with code {code} without a result"),
         (None, None) => "the worker ended without a status".into(),
     };
-    let last_line = stderr_tail
-        .lines()
-        .rev()
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or_default();
+    let last_line = last_line(stderr_tail);
     let message = if last_line.is_empty() {
         detail
     } else {
@@ -440,6 +437,15 @@ fn classify(
         Reason::RenderCrashed,
         message,
     ))
+}
+
+/// The last line of a worker's stderr that is not blank (what it said last before it ended).
+pub(crate) fn last_line(stderr_tail: &str) -> &str {
+    stderr_tail
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default()
 }
 
 /// What a worker's stderr says when an allocation was refused under its address-space limit:
@@ -492,24 +498,47 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// Reads a stream to its end, keeping only the last `limit` bytes.
 fn read_tail(mut stream: impl Read, limit: usize) -> String {
-    let mut tail: Vec<u8> = Vec::new();
+    let mut tail = Tail::new(limit);
     let mut buffer = [0u8; 4096];
-    while let Ok(read) = stream.read(&mut buffer) {
-        if read == 0 {
-            break;
-        }
-        tail.extend_from_slice(&buffer[..read]);
-        if tail.len() > 2 * limit {
-            tail.drain(..tail.len() - limit);
+    while let Ok(read @ 1..) = stream.read(&mut buffer) {
+        tail.push(&buffer[..read]);
+    }
+    tail.into_text()
+}
+
+/// The last bytes of a stream read in pieces (a worker's stderr): memory stays within twice
+/// the limit whatever the stream's length.
+pub(crate) struct Tail {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl Tail {
+    pub(crate) fn new(limit: usize) -> Tail {
+        Tail {
+            bytes: Vec::new(),
+            limit,
         }
     }
-    let start = tail.len().saturating_sub(limit);
-    String::from_utf8_lossy(&tail[start..]).into_owned()
+
+    pub(crate) fn push(&mut self, piece: &[u8]) {
+        self.bytes.extend_from_slice(piece);
+        if self.bytes.len() > 2 * self.limit {
+            self.bytes.drain(..self.bytes.len() - self.limit);
+        }
+    }
+
+    /// The last `limit` bytes, as text.
+    pub(crate) fn into_text(self) -> String {
+        let start = self.bytes.len().saturating_sub(self.limit);
+        String::from_utf8_lossy(&self.bytes[start..]).into_owned()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::exit_code;
 
     #[test]
     fn span_lines_are_side_notes_and_malformed_ones_are_ignored() {

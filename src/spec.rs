@@ -206,17 +206,37 @@ impl Format {
     }
 }
 
-/// Output frame rate: 30 or 60 frames per second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u32", into = "u32")]
-pub struct Fps(u32);
+/// A whole number that exists only when valid (its `TryFrom<u32>` checks it), read with
+/// `get`, written in JSON as the number itself.
+macro_rules! checked_number {
+    ($(#[$attribute:meta])* $name:ident) => {
+        $(#[$attribute])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "u32", into = "u32")]
+        pub struct $name(u32);
+
+        impl $name {
+            pub fn get(self) -> u32 {
+                self.0
+            }
+        }
+
+        impl From<$name> for u32 {
+            fn from(value: $name) -> u32 {
+                value.0
+            }
+        }
+    };
+}
+
+checked_number! {
+    /// Output frame rate: 30 or 60 frames per second.
+    Fps
+}
 
 impl Fps {
     pub const SUPPORTED: [u32; 2] = [30, 60];
     pub const DEFAULT: Fps = Fps(30);
-    pub fn get(self) -> u32 {
-        self.0
-    }
 }
 
 impl TryFrom<u32> for Fps {
@@ -233,24 +253,15 @@ impl TryFrom<u32> for Fps {
     }
 }
 
-impl From<Fps> for u32 {
-    fn from(fps: Fps) -> u32 {
-        fps.0
-    }
+checked_number! {
+    /// Output width or height in pixels, 100..=1920.
+    Dimension
 }
-
-/// Output width or height in pixels, 100..=1920.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u32", into = "u32")]
-pub struct Dimension(u32);
 
 impl Dimension {
     pub const MIN: u32 = 100;
     pub const MAX: u32 = 1920;
     pub const DEFAULT: Dimension = Dimension(1080);
-    pub fn get(self) -> u32 {
-        self.0
-    }
 }
 
 impl TryFrom<u32> for Dimension {
@@ -268,12 +279,6 @@ impl TryFrom<u32> for Dimension {
                 ),
             ))
         }
-    }
-}
-
-impl From<Dimension> for u32 {
-    fn from(dimension: Dimension) -> u32 {
-        dimension.0
     }
 }
 

@@ -11,11 +11,10 @@
 //!    over a budget it checks itself), 75 transient. Death by a signal or any other exit is
 //!    classified by the parent (`crate::analysis`). Diagnostics go to stderr.
 
-use crate::error::ErrorClass;
 use crate::lottie::report::InspectReport;
 use crate::lottie::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
-use crate::reason::Reason;
+use crate::sandbox::protocol::ReportedFailure;
 use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -64,13 +63,7 @@ pub enum AnalysisOutcome {
         #[serde(default)]
         peak_rss_bytes: Option<u64>,
     },
-    /// A reason outside [`Reason`] does not decode: the parent takes such an answer for a
-    /// crash.
-    Failed {
-        class: ErrorClass,
-        reason: Reason,
-        message: String,
-    },
+    Failed(ReportedFailure),
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -104,7 +104,7 @@ pub fn middleware_with(
         .layer(TenantRateLimitLayer::new(limits.tenant_rate, metrics))
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before its body is even received; the handlers claim it once the request is valid.
-        .layer(IdempotencyKeyLayer)
+        .layer(IdempotencyKeyLayer::default())
         // Receives the request message whole (deadline, per-method limit, a byte budget
         // shared fairly per caller, health's apart) before anything below counts the call: a
         // caller that sends headers and no body holds no permit. Inside the identity layer,

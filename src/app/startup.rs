@@ -243,36 +243,41 @@ fn identity_file_watches(
     known_identities: Option<&Path>,
     identities: &Arc<Identities>,
 ) -> Vec<WatchedFiles> {
-    let mut watches = Vec::new();
-    if let Some(path) = api_keys {
-        let (path, identities) = (path.to_path_buf(), identities.clone());
-        watches.push(WatchedFiles {
-            name: "api_keys",
-            paths: vec![path.clone()],
-            reload: Box::new(move || {
-                let keys =
-                    crate::auth::files::read_api_keys(&path).map_err(|error| error.to_string())?;
-                let summary = format!("{} keys", keys.len());
-                identities.replace_api_keys(keys);
-                Ok(summary)
-            }),
-        });
+    let api_keys = api_keys.map(|path| {
+        identity_file_watch("api_keys", path, identities, |path, identities| {
+            let keys =
+                crate::auth::files::read_api_keys(path).map_err(|error| error.to_string())?;
+            let summary = format!("{} keys", keys.len());
+            identities.replace_api_keys(keys);
+            Ok(summary)
+        })
+    });
+    let known_identities = known_identities.map(|path| {
+        identity_file_watch("identities", path, identities, |path, identities| {
+            let known = crate::auth::files::read_known_identities(path)
+                .map_err(|error| error.to_string())?;
+            let summary = format!("{} identities", known.len());
+            identities.replace_known_identities(known);
+            Ok(summary)
+        })
+    });
+    api_keys.into_iter().chain(known_identities).collect()
+}
+
+/// The watch of one file `name` at `path` whose `reload` puts it in force in `identities`
+/// and says what it holds.
+fn identity_file_watch(
+    name: &'static str,
+    path: &Path,
+    identities: &Arc<Identities>,
+    reload: fn(&Path, &Identities) -> Result<String, String>,
+) -> WatchedFiles {
+    let (path, identities) = (path.to_path_buf(), identities.clone());
+    WatchedFiles {
+        name,
+        paths: vec![path.clone()],
+        reload: Box::new(move || reload(&path, &identities)),
     }
-    if let Some(path) = known_identities {
-        let (path, identities) = (path.to_path_buf(), identities.clone());
-        watches.push(WatchedFiles {
-            name: "identities",
-            paths: vec![path.clone()],
-            reload: Box::new(move || {
-                let known = crate::auth::files::read_known_identities(&path)
-                    .map_err(|error| error.to_string())?;
-                let summary = format!("{} identities", known.len());
-                identities.replace_known_identities(known);
-                Ok(summary)
-            }),
-        });
-    }
-    watches
 }
 
 /// Templates and outputs in the object store of the settings.

@@ -11,7 +11,7 @@ use crate::lottie::text::fonts::FontBook;
 use crate::lottie::Template;
 use crate::reason::Reason;
 use crate::sandbox::confine::{confine, FilePolicy};
-use crate::sandbox::protocol::exit_code;
+use crate::sandbox::protocol::{exit_code, ReportedFailure};
 use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,11 +28,7 @@ pub fn run() -> ExitCode {
     };
     let code = match &outcome {
         AnalysisOutcome::Analysed { .. } => exit_code::SUCCESS,
-        AnalysisOutcome::Failed {
-            class: ErrorClass::Deterministic,
-            ..
-        } => exit_code::DETERMINISTIC,
-        AnalysisOutcome::Failed { .. } => exit_code::TRANSIENT,
+        AnalysisOutcome::Failed(reported) => exit_code::of_failure(reported.class),
     };
     let mut document = serde_json::to_vec(&outcome).unwrap_or_default();
     if matches!(outcome, AnalysisOutcome::Analysed { .. }) && document.len() > MAX_REPORT_BYTES {
@@ -75,11 +71,11 @@ fn finish(document: &[u8], code: i32) -> ExitCode {
 }
 
 fn failed(class: ErrorClass, reason: Reason, message: String) -> AnalysisOutcome {
-    AnalysisOutcome::Failed {
+    AnalysisOutcome::Failed(ReportedFailure {
         class,
         reason,
         message,
-    }
+    })
 }
 
 /// The outcome of analysing the input read from `reader`.

@@ -202,6 +202,21 @@ impl Target {
         }
         Ok(request)
     }
+
+    /// CreateTemplate of `lottie_json` (no fonts) named `name`, as the tenant of `key`.
+    pub(super) fn template_request(
+        &self,
+        name: impl Into<String>,
+        lottie_json: Vec<u8>,
+        key: &str,
+    ) -> anyhow::Result<Request<proto::CreateTemplateRequest>> {
+        let message = proto::CreateTemplateRequest {
+            name: name.into(),
+            lottie_json,
+            fonts: Default::default(),
+        };
+        self.as_tenant(message, key)
+    }
 }
 
 /// One hostile case: its name, what the service should answer, how many hostile requests
@@ -362,6 +377,17 @@ async fn bystander_until(
         }
         let _ = tokio::time::timeout(Duration::from_millis(50), finished.changed()).await;
     }
+}
+
+/// "3× OK, 2× CODE REASON": how many times each answer came, in the order given.
+pub(super) fn counted<A: std::fmt::Display, C: std::fmt::Display>(
+    counts: impl IntoIterator<Item = (A, C)>,
+) -> String {
+    counts
+        .into_iter()
+        .map(|(answer, count)| format!("{count}× {answer}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// "OK" or "CODE REASON" of an answer.

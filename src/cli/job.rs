@@ -40,27 +40,22 @@ pub enum JobCommand {
 pub fn run(args: JobArgs) -> ExitCode {
     run_client(async move {
         let mut client = RenderServiceClient::new(connect(&args.server).await?);
-        match args.command {
+        // Get and Cancel print the job they answer; Watch and Download end on their own.
+        let answered = match args.command {
             JobCommand::Get { job_id } => {
-                let job = client
+                client
                     .get_render_job(proto::GetRenderJobRequest { job_id })
                     .await?
-                    .into_inner();
-                print_job(&job);
-                Ok(ExitCode::SUCCESS)
+            }
+            JobCommand::Cancel { job_id } => {
+                client
+                    .cancel_render_job(proto::CancelRenderJobRequest { job_id })
+                    .await?
             }
             JobCommand::Watch { job_id } => {
                 let job = watch(&mut client, &job_id).await?;
                 print_job(&job);
-                Ok(job_exit_code(&job))
-            }
-            JobCommand::Cancel { job_id } => {
-                let job = client
-                    .cancel_render_job(proto::CancelRenderJobRequest { job_id })
-                    .await?
-                    .into_inner();
-                print_job(&job);
-                Ok(ExitCode::SUCCESS)
+                return Ok(job_exit_code(&job));
             }
             JobCommand::Download { job_id, output } => {
                 let job = client
@@ -70,9 +65,11 @@ pub fn run(args: JobArgs) -> ExitCode {
                     .await?
                     .into_inner();
                 download(&mut client, &job, &output).await?;
-                Ok(ExitCode::SUCCESS)
+                return Ok(ExitCode::SUCCESS);
             }
-        }
+        };
+        print_job(answered.get_ref());
+        Ok(ExitCode::SUCCESS)
     })
 }
 

@@ -30,15 +30,8 @@ pub struct RenderArgs {
     /// Output height in pixels (100..=1920).
     #[arg(long, default_value_t = 1080)]
     pub height: u32,
-    /// Colour slot value, `ID=#RRGGBB` or `ID=#RRGGBBAA` (alpha sets the fill's opacity). Repeatable.
-    #[arg(long = "color", value_name = "ID=#RRGGBB[AA]")]
-    pub colors: Vec<String>,
-    /// Text slot value, `ID=TEXT` (`\n` in TEXT starts a new line). Repeatable.
-    #[arg(long = "text", value_name = "ID=TEXT")]
-    pub texts: Vec<String>,
-    /// Background for MP4 (which has no alpha), `#RRGGBB`; white when unset.
-    #[arg(long, value_name = "#RRGGBB")]
-    pub background: Option<String>,
+    #[command(flatten)]
+    pub slots: SlotArgs,
     /// A font for text layers, `FAMILY=FILE.ttf` (matched against the template's font
     /// families; the closest bundled face otherwise). Repeatable.
     #[arg(long = "font", value_name = "FAMILY=FILE")]
@@ -57,6 +50,34 @@ pub struct RenderArgs {
     pub memory_limit_mb: u64,
 }
 
+/// The slot values and the background of a render, as `render` and `submit` both take them.
+#[derive(Debug, clap::Args)]
+pub struct SlotArgs {
+    /// Colour slot value, `ID=#RRGGBB` or `ID=#RRGGBBAA` (alpha sets the fill's opacity). Repeatable.
+    #[arg(long = "color", value_name = "ID=#RRGGBB[AA]")]
+    pub colors: Vec<String>,
+    /// Text slot value, `ID=TEXT` (`\n` in TEXT starts a new line). Repeatable.
+    #[arg(long = "text", value_name = "ID=TEXT")]
+    pub texts: Vec<String>,
+    /// Background for MP4 (which has no alpha), `#RRGGBB`; white when unset.
+    #[arg(long, value_name = "#RRGGBB")]
+    pub background: Option<String>,
+}
+
+impl SlotArgs {
+    /// The modifications and the background, or the usage error in them.
+    pub fn parse(&self) -> Result<(Modifications, Option<Rgba>), String> {
+        let modifications = parse_modifications(&self.colors, &self.texts)?;
+        let background = self
+            .background
+            .as_deref()
+            .map(Rgba::parse_hex)
+            .transpose()
+            .map_err(|e| format!("--background: {e}"))?;
+        Ok((modifications, background))
+    }
+}
+
 pub fn run(args: RenderArgs) -> ExitCode {
     match execute(&args) {
         Ok(code) => code,
@@ -69,19 +90,17 @@ pub fn run(args: RenderArgs) -> ExitCode {
 
 /// `Err` is a usage error; render failures are reported and turned into exit codes here.
 fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
+    let fps = Fps::try_from(args.fps).map_err(|e| e.to_string())?;
+    let width = Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?;
+    let height = Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?;
+    let (modifications, background) = args.slots.parse()?;
     let spec = OutputSpec {
         format: args.format,
-        fps: Fps::try_from(args.fps).map_err(|e| e.to_string())?,
-        width: Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?,
-        height: Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?,
-        background: args
-            .background
-            .as_deref()
-            .map(Rgba::parse_hex)
-            .transpose()
-            .map_err(|e| format!("--background: {e}"))?,
+        fps,
+        width,
+        height,
+        background,
     };
-    let modifications = parse_modifications(&args.colors, &args.texts)?;
     let template_path = std::fs::canonicalize(&args.template)
         .map_err(|e| format!("{}: {e}", args.template.display()))?;
     // Parsing here (our own code, bounded) fails fast on a bad template and gives the frame

@@ -4,7 +4,7 @@
 
 use super::client::{connect, job_exit_code, print_job, run_client, ClientError, ServerAddress};
 use super::job::{download, watch};
-use super::render::parse_modifications;
+use super::render::SlotArgs;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
 use crate::spec::{Format, Rgba};
@@ -30,15 +30,8 @@ pub struct SubmitArgs {
     /// Output height in pixels (100..=1920; 0 = 1080).
     #[arg(long, default_value_t = 0)]
     pub height: u32,
-    /// Colour slot value, `ID=#RRGGBB` or `ID=#RRGGBBAA`. Repeatable.
-    #[arg(long = "color", value_name = "ID=#RRGGBB[AA]")]
-    pub colors: Vec<String>,
-    /// Text slot value, `ID=TEXT` (`\n` in TEXT starts a new line). Repeatable.
-    #[arg(long = "text", value_name = "ID=TEXT")]
-    pub texts: Vec<String>,
-    /// Background for MP4, `#RRGGBB`; white when unset.
-    #[arg(long, value_name = "#RRGGBB")]
-    pub background: Option<String>,
+    #[command(flatten)]
+    pub slots: SlotArgs,
     /// The idempotency key: run the command again with the same key and it answers the same
     /// job instead of rendering twice [default: a new random key].
     #[arg(long)]
@@ -62,14 +55,7 @@ fn color(rgba: Rgba) -> proto::Color {
 
 pub fn run(args: SubmitArgs) -> ExitCode {
     run_client(async move {
-        let modifications =
-            parse_modifications(&args.colors, &args.texts).map_err(ClientError::Usage)?;
-        let background = args
-            .background
-            .as_deref()
-            .map(Rgba::parse_hex)
-            .transpose()
-            .map_err(|error| ClientError::Usage(format!("--background: {error}")))?;
+        let (modifications, background) = args.slots.parse().map_err(ClientError::Usage)?;
         let format = match args.format {
             Format::Mp4 => proto::Format::Mp4,
             Format::Webm => proto::Format::Webm,

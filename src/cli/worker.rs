@@ -14,7 +14,9 @@ use crate::os::PeakRssProbe;
 use crate::reason::Reason;
 use crate::render::{self, RenderError};
 use crate::sandbox::confine::{confine, FilePolicy};
-use crate::sandbox::protocol::{bounded_failure_message, exit_code, WorkerEvent, WorkerJob};
+use crate::sandbox::protocol::{
+    bounded_failure_message, exit_code, ReportedFailure, WorkerEvent, WorkerJob,
+};
 use crate::sandbox::zygote::Served;
 use crate::telemetry::worker_spans::{
     OpenSpan, SpanValue, WorkerSpan, WorkerTrace, PROCESS_ATTRIBUTE, WORKER_PROCESS,
@@ -84,15 +86,12 @@ pub fn run(args: WorkerArgs) -> ExitCode {
         }
         Err(failure) => {
             let class = failure.class;
-            emit(&WorkerEvent::Failed {
+            emit(&WorkerEvent::Failed(ReportedFailure {
                 class: failure.class,
                 reason: failure.reason,
                 message: bounded_failure_message(failure.message),
-            });
-            match class {
-                ErrorClass::Deterministic => exit_code::DETERMINISTIC,
-                ErrorClass::Transient => exit_code::TRANSIENT,
-            }
+            }));
+            exit_code::of_failure(class)
         }
     };
     // Everything the parent needs is on disk and flushed on stdout; the parent sees the job

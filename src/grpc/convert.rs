@@ -337,6 +337,14 @@ mod tests {
         }
     }
 
+    /// [`valid`] with one more colour slot value.
+    fn valid_with_color(slot: String, value: proto::Color) -> proto::RenderRequest {
+        let mut request = valid();
+        let modifications = request.modifications.as_mut().unwrap();
+        modifications.colors.insert(slot, value);
+        request
+    }
+
     fn violations(request: proto::RenderRequest) -> Vec<(String, String)> {
         match RenderSubmission::try_from(request) {
             Ok(submission) => panic!("accepted: {submission:?}"),
@@ -384,13 +392,7 @@ mod tests {
             (1.0, true, "one"),
         ];
         for &(value, accepted, case) in cases {
-            let mut request = valid();
-            request
-                .modifications
-                .as_mut()
-                .unwrap()
-                .colors
-                .insert("primary_bg".into(), color(value, 0.0, 0.0, None));
+            let request = valid_with_color("primary_bg".into(), color(value, 0.0, 0.0, None));
             let result = RenderSubmission::try_from(request);
             assert_eq!(result.is_ok(), accepted, "{case}: {result:?}");
             if let Err(error) = result {
@@ -454,14 +456,7 @@ mod tests {
         texts.extend((0..=MAX_MODIFICATIONS_PER_MAP).map(|i| (format!("t{i}"), "x".to_owned())));
         assert_eq!(violations(request)[0].0, "modifications.texts");
         for bad_key in [String::new(), "k".repeat(65)] {
-            let mut request = valid();
-            request
-                .modifications
-                .as_mut()
-                .unwrap()
-                .colors
-                .insert(bad_key, color(0.0, 0.0, 0.0, None));
-            let found = violations(request);
+            let found = violations(valid_with_color(bad_key, color(0.0, 0.0, 0.0, None)));
             assert_eq!(found[0].0, "modifications.colors");
             assert!(
                 found[0].1.contains("must be 1..=64 characters"),

@@ -29,132 +29,96 @@ mod tests {
     #[test]
     fn the_contract_has_exactly_the_agreed_names_and_field_numbers() {
         let set = FileDescriptorSet::decode(FILE_DESCRIPTOR_SET).unwrap();
-        let f = |pairs: &[(&str, i32)]| {
-            pairs
-                .iter()
-                .map(|(n, i)| ((*n).to_owned(), *i))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            fields(&set, "CreateTemplateRequest"),
-            f(&[("name", 1), ("lottie_json", 2), ("fonts", 3)])
-        );
-        assert_eq!(
-            fields(&set, "Template"),
-            f(&[
-                ("template_id", 1),
-                ("name", 2),
-                ("width", 3),
-                ("height", 4),
-                ("frame_rate", 5),
-                ("in_frame", 6),
-                ("out_frame", 7),
-                ("duration_seconds", 8),
-                ("text_slots", 9),
-                ("color_slots", 10),
-                ("sha256", 11),
-                ("created_at", 12),
-                ("warnings", 13),
-                ("warnings_truncated", 14),
-                ("slots_truncated", 15),
-            ])
-        );
-        assert_eq!(
-            fields(&set, "TextSlot"),
-            f(&[
-                ("id", 1),
-                ("default_text", 2),
-                ("font_family", 3),
-                ("default_text_truncated", 4)
-            ])
-        );
-        assert_eq!(
-            fields(&set, "ColorSlot"),
-            f(&[("id", 1), ("default_color", 2)])
-        );
-        assert_eq!(
-            fields(&set, "ListTemplatesRequest"),
-            f(&[("page_size", 1), ("page_token", 2)])
-        );
-        assert_eq!(
-            fields(&set, "ListTemplatesResponse"),
-            f(&[("templates", 1), ("next_page_token", 2)])
-        );
-        assert_eq!(
-            fields(&set, "RenderRequest"),
-            f(&[("template_id", 1), ("modifications", 2), ("output", 3)])
-        );
-        assert_eq!(
-            fields(&set, "Modifications"),
-            f(&[("texts", 1), ("colors", 2)])
-        );
-        assert_eq!(
-            fields(&set, "Color"),
-            f(&[("r", 1), ("g", 2), ("b", 3), ("a", 4)])
-        );
-        assert_eq!(
-            fields(&set, "OutputSpec"),
-            f(&[
-                ("format", 1),
-                ("fps", 2),
-                ("width", 3),
-                ("height", 4),
-                ("background", 5)
-            ])
-        );
-        assert_eq!(
-            fields(&set, "RenderJob"),
-            f(&[
-                ("job_id", 1),
-                ("template_id", 2),
-                ("state", 3),
-                ("frames_done", 4),
-                ("frames_total", 5),
-                ("output", 6),
-                ("error", 7),
-                ("created_at", 8),
-                ("started_at", 9),
-                ("finished_at", 10),
-            ])
-        );
-        assert_eq!(
-            fields(&set, "RenderOutput"),
-            f(&[
-                ("content_type", 1),
-                ("size_bytes", 2),
-                ("sha256", 3),
-                ("width", 4),
-                ("height", 5),
-                ("fps", 6),
-                ("frame_count", 7),
-                ("duration_seconds", 8),
-                ("download_url", 9),
-                ("download_url_expires_at", 10),
-            ])
-        );
-        assert_eq!(
-            fields(&set, "JobError"),
-            f(&[
-                ("reason", 1),
-                ("message", 2),
-                ("retryable", 3),
-                ("retry_after", 4)
-            ])
-        );
-        assert_eq!(
-            fields(&set, "OutputChunk"),
-            f(&[("data", 1), ("offset", 2)])
-        );
-        for request in ["GetTemplateRequest", "DeleteTemplateRequest"] {
-            assert_eq!(fields(&set, request), f(&[("template_id", 1)]));
-        }
-        for request in [
-            "GetRenderJobRequest",
-            "WatchRenderJobRequest",
-            "CancelRenderJobRequest",
-            "DownloadRenderOutputRequest",
-        ] {
-            assert_eq!(fields(&set, request), f(&[("job_id", 1)]));
+        // Each message's fields in the order of their numbers, from 1.
+        let messages: &[(&str, &[&str])] = &[
+            ("CreateTemplateRequest", &["name", "lottie_json", "fonts"]),
+            (
+                "Template",
+                &[
+                    "template_id",
+                    "name",
+                    "width",
+                    "height",
+                    "frame_rate",
+                    "in_frame",
+                    "out_frame",
+                    "duration_seconds",
+                    "text_slots",
+                    "color_slots",
+                    "sha256",
+                    "created_at",
+                    "warnings",
+                    "warnings_truncated",
+                    "slots_truncated",
+                ],
+            ),
+            (
+                "TextSlot",
+                &[
+                    "id",
+                    "default_text",
+                    "font_family",
+                    "default_text_truncated",
+                ],
+            ),
+            ("ColorSlot", &["id", "default_color"]),
+            ("ListTemplatesRequest", &["page_size", "page_token"]),
+            ("ListTemplatesResponse", &["templates", "next_page_token"]),
+            ("RenderRequest", &["template_id", "modifications", "output"]),
+            ("Modifications", &["texts", "colors"]),
+            ("Color", &["r", "g", "b", "a"]),
+            (
+                "OutputSpec",
+                &["format", "fps", "width", "height", "background"],
+            ),
+            (
+                "RenderJob",
+                &[
+                    "job_id",
+                    "template_id",
+                    "state",
+                    "frames_done",
+                    "frames_total",
+                    "output",
+                    "error",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                ],
+            ),
+            (
+                "RenderOutput",
+                &[
+                    "content_type",
+                    "size_bytes",
+                    "sha256",
+                    "width",
+                    "height",
+                    "fps",
+                    "frame_count",
+                    "duration_seconds",
+                    "download_url",
+                    "download_url_expires_at",
+                ],
+            ),
+            (
+                "JobError",
+                &["reason", "message", "retryable", "retry_after"],
+            ),
+            ("OutputChunk", &["data", "offset"]),
+            ("GetTemplateRequest", &["template_id"]),
+            ("DeleteTemplateRequest", &["template_id"]),
+            ("GetRenderJobRequest", &["job_id"]),
+            ("WatchRenderJobRequest", &["job_id"]),
+            ("CancelRenderJobRequest", &["job_id"]),
+            ("DownloadRenderOutputRequest", &["job_id"]),
+        ];
+        for (message, names) in messages {
+            let numbered: Vec<(String, i32)> = (1..)
+                .zip(names.iter())
+                .map(|(number, name)| ((*name).to_owned(), number))
+                .collect();
+            assert_eq!(fields(&set, message), numbered, "{message}");
         }
         let services: Vec<(String, Vec<String>)> = set
             .file

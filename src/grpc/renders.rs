@@ -18,7 +18,6 @@ use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};
 use crate::auth::{Caller, TenantId};
 use crate::error::{ServiceError, ServiceErrorCode};
-use crate::idempotency::claim::REPLAYED_HEADER;
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::intake::{Intake, Submission, Submitted};
 use crate::jobs::shared::SharedError;
@@ -31,7 +30,6 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -246,14 +244,8 @@ impl RenderService for RenderApi {
             Submitted::Replayed(job) => (job, true),
         };
         // A job reusing an identical request's output is SUCCEEDED at once.
-        let mut response =
-            Response::new(job_with_download_url(self.scheduler.outputs(), &job).await);
-        if replayed {
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-        }
-        Ok(response)
+        let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+        Ok(super::keyed_answer(answer, replayed))
     }
 
     async fn get_render_job(
@@ -272,8 +264,7 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::WatchRenderJobRequest>,
     ) -> Result<Response<Self::WatchRenderJobStream>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("job_id", &request.get_ref().job_id)?;
+        let (tenant, id) = super::tenant_and_id(&request, "job_id", &request.get_ref().job_id)?;
         // Another tenant's job here is looked for in the shared records, as an unknown id.
         let Some((job, changes)) = self.scheduler.lookup().watch_local_job(&tenant, id) else {
             return self.watch_shared_job(&tenant, id).await;
@@ -287,8 +278,7 @@ impl RenderService for RenderApi {
         &self,
         request: Request<proto::CancelRenderJobRequest>,
     ) -> Result<Response<proto::RenderJob>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("job_id", &request.get_ref().job_id)?;
+        let (tenant, id) = super::tenant_and_id(&request, "job_id", &request.get_ref().job_id)?;
         let job = self
             .scheduler
             .lookup()

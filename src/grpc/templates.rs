@@ -8,19 +8,17 @@
 //! rendering from their pinned files (`storage::pins`).
 
 use super::blocking;
-use super::convert::parse_id;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
 use crate::auth::{Caller, TenantId};
 use crate::error::{FieldViolation, ServiceError};
-use crate::idempotency::claim::{KeyPolicy, REPLAYED_HEADER};
+use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::IdempotencyKey;
 use crate::reason::Reason;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
 use crate::templates::{validate, Created, Intake, NewTemplate};
 use prost::Message;
-use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -194,21 +192,15 @@ impl TemplateService for TemplateApi {
             Created::Created(record) => (record, false),
             Created::Replayed(record) => (record, true),
         };
-        let mut response = Response::new(to_proto(&record));
-        if replayed {
-            response
-                .metadata_mut()
-                .insert(REPLAYED_HEADER, MetadataValue::from_static("true"));
-        }
-        Ok(response)
+        Ok(super::keyed_answer(to_proto(&record), replayed))
     }
 
     async fn get_template(
         &self,
         request: Request<proto::GetTemplateRequest>,
     ) -> Result<Response<proto::Template>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("template_id", &request.get_ref().template_id)?;
+        let (tenant, id) =
+            super::tenant_and_id(&request, "template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         let summary =
             blocking(move || store.summary(&tenant, id).map_err(ServiceError::from)).await?;
@@ -262,8 +254,8 @@ impl TemplateService for TemplateApi {
         &self,
         request: Request<proto::DeleteTemplateRequest>,
     ) -> Result<Response<()>, Status> {
-        let tenant = Caller::of(request.extensions()).tenant;
-        let id = parse_id("template_id", &request.get_ref().template_id)?;
+        let (tenant, id) =
+            super::tenant_and_id(&request, "template_id", &request.get_ref().template_id)?;
         let store = self.store.clone();
         let owner = tenant.clone();
         blocking(move || store.delete(&owner, id).map_err(ServiceError::from)).await?;

@@ -49,6 +49,21 @@ pub const MAX_EFFECT_WARNINGS: usize = 256;
 /// Characters of a layer or effect name quoted in a warning (names are the caller's).
 const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 
+/// The layer and the effect a warning is about, by their names (cut to
+/// [`MAX_NAME_CHARS_IN_WARNINGS`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct EffectOn<'a> {
+    pub(super) layer: &'a str,
+    pub(super) effect: &'a str,
+}
+
+impl EffectOn<'_> {
+    /// The warning "layer 'L': effect 'E' {what}".
+    pub(super) fn says(self, what: impl std::fmt::Display) -> String {
+        format!("layer '{}': effect '{}' {what}", self.layer, self.effect)
+    }
+}
+
 /// What lowering a template's effects did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EffectsReport {
@@ -195,7 +210,11 @@ impl Lowering<'_> {
         let mut parts = vec![layer];
         for effect in effects {
             let effect_name = name_of(effect);
-            match self.classify(effect, &layer_name, &effect_name) {
+            let on = EffectOn {
+                layer: &layer_name,
+                effect: &effect_name,
+            };
+            match self.classify(effect, on) {
                 Effect::Control => {}
                 Effect::NotDrawn => {
                     let match_name =
@@ -206,14 +225,12 @@ impl Lowering<'_> {
                     } else {
                         "lottie-web does not draw it either"
                     };
-                    self.warn(format!(
-                        "layer '{layer_name}': effect '{effect_name}' ({match_name}) is not drawn ({why})"
-                    ));
+                    self.warn(on.says(format_args!("({match_name}) is not drawn ({why})")));
                 }
                 Effect::Colour { map, opacity } => {
                     let mut drawn = true;
                     for part in parts.iter_mut() {
-                        drawn &= self.recolour_layer(part, &map, &layer_name, &effect_name);
+                        drawn &= self.recolour_layer(part, &map, on);
                         if opacity < 1.0 {
                             scale_layer_opacity(part, opacity);
                         }
@@ -223,7 +240,7 @@ impl Lowering<'_> {
                     }
                 }
                 Effect::Shadow(shadow) => {
-                    let shadows = self.drop_shadows(&parts, shadow, &layer_name, &effect_name);
+                    let shadows = self.drop_shadows(&parts, shadow, on);
                     if !shadows.is_empty() {
                         self.report.lowered_effects += 1;
                     }
@@ -242,13 +259,7 @@ impl Lowering<'_> {
 
     /// Applies `map` to the colours `layer` draws; false (and a warning) when part of it is
     /// left as it was.
-    fn recolour_layer(
-        &mut self,
-        layer: &mut Value,
-        map: &ColourMap,
-        layer_name: &str,
-        effect_name: &str,
-    ) -> bool {
+    fn recolour_layer(&mut self, layer: &mut Value, map: &ColourMap, on: EffectOn<'_>) -> bool {
         match layer.get("ty").and_then(Value::as_i64) {
             Some(4) => {
                 if let Some(Value::Array(shapes)) = layer.get_mut("shapes") {
@@ -262,9 +273,9 @@ impl Lowering<'_> {
                     ..
                 } = map
                 {
-                    self.warn(format!(
-                        "layer '{layer_name}': effect '{effect_name}' has an animated colour on a solid, drawn at its first value"
-                    ));
+                    self.warn(
+                        on.says("has an animated colour on a solid, drawn at its first value"),
+                    );
                 }
                 let solid = layer.get("sc").and_then(Value::as_str).and_then(parse_hex);
                 match (solid, layer.as_object_mut()) {
@@ -275,11 +286,9 @@ impl Lowering<'_> {
                     _ => false,
                 }
             }
-            Some(0) => self.recolour_precomp(layer, map, layer_name, effect_name),
+            Some(0) => self.recolour_precomp(layer, map, on),
             Some(2) => {
-                self.warn(format!(
-                    "layer '{layer_name}': effect '{effect_name}' is not drawn on an image layer"
-                ));
+                self.warn(on.says("is not drawn on an image layer"));
                 false
             }
             // Nulls and hidden text draw nothing; other types are reported by the fence.
@@ -288,13 +297,7 @@ impl Lowering<'_> {
     }
 
     /// Points a precomp layer at a recoloured copy of its asset (nested precomps copied too).
-    fn recolour_precomp(
-        &mut self,
-        layer: &mut Value,
-        map: &ColourMap,
-        layer_name: &str,
-        effect_name: &str,
-    ) -> bool {
+    fn recolour_precomp(&mut self, layer: &mut Value, map: &ColourMap, on: EffectOn<'_>) -> bool {
         let Some(&index) = layer
             .get("refId")
             .and_then(Value::as_str)
@@ -307,9 +310,9 @@ impl Lowering<'_> {
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
         if layer_count > self.copies_left {
-            self.warn(format!(
-                "layer '{layer_name}': effect '{effect_name}' is not drawn (its precomposition copies exceed {MAX_EFFECT_LAYER_COPIES} layers)"
-            ));
+            self.warn(on.says(format_args!(
+                "is not drawn (its precomposition copies exceed {MAX_EFFECT_LAYER_COPIES} layers)"
+            )));
             return false;
         }
         self.copies_left -= layer_count;
@@ -322,7 +325,7 @@ impl Lowering<'_> {
                 .iter_mut()
                 .filter(|layer| layer.get("td").and_then(Value::as_i64).unwrap_or(0) == 0);
             for inner_layer in drawn_layers {
-                drawn &= self.recolour_layer(inner_layer, map, layer_name, effect_name);
+                drawn &= self.recolour_layer(inner_layer, map, on);
             }
         }
         let original_id = copy.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -348,8 +351,7 @@ impl Lowering<'_> {
         &mut self,
         parts: &[Value],
         shadow: DropShadow,
-        layer_name: &str,
-        effect_name: &str,
+        on: EffectOn<'_>,
     ) -> Vec<Value> {
         let drawable = parts.iter().all(|part| {
             matches!(part.get("ty").and_then(Value::as_i64), Some(1 | 4))
@@ -357,8 +359,8 @@ impl Lowering<'_> {
                 && part.get("tt").is_none()
         });
         if !drawable || parts.len() > self.copies_left {
-            self.warn(format!(
-                "layer '{layer_name}': effect '{effect_name}' is not drawn (drop shadows are drawn for shape and solid layers outside track mattes)"
+            self.warn(on.says(
+                "is not drawn (drop shadows are drawn for shape and solid layers outside track mattes)"
             ));
             return Vec::new();
         }
@@ -371,14 +373,14 @@ impl Lowering<'_> {
             .iter()
             .map(|part| {
                 let mut copy = part.clone();
-                self.recolour_layer(&mut copy, &fill, layer_name, effect_name);
+                self.recolour_layer(&mut copy, &fill, on);
                 scale_layer_opacity(&mut copy, shadow.opacity);
                 offset_layer(&mut copy, shadow.offset);
                 if let Some(object) = copy.as_object_mut() {
                     object.remove("ef");
                     object.insert(
                         "nm".to_owned(),
-                        json!(format!("{layer_name} (drop shadow)")),
+                        json!(format!("{} (drop shadow)", on.layer)),
                     );
                 }
                 copy

@@ -353,11 +353,7 @@ impl ParentChains {
         while let Some(parent) = current {
             if on_chain.contains(&parent) {
                 chain.push(parent);
-                let chain: Vec<String> = chain.iter().map(i64::to_string).collect();
-                return Err(TemplateError::invalid(
-                    format!("{layer_path}.parent"),
-                    format!("parent cycle between layers {}", chain.join(" → ")),
-                ));
+                return Err(parent_cycle(layer_path, &chain));
             }
             if self.ends.contains(&parent) {
                 break;
@@ -375,6 +371,16 @@ impl ParentChains {
         self.ends.extend(cached.iter().copied());
         Ok(())
     }
+}
+
+/// The refusal of a parent chain that comes back on itself, `chain` from the layer to the
+/// first index met twice.
+fn parent_cycle(layer_path: &str, chain: &[i64]) -> TemplateError {
+    let chain: Vec<String> = chain.iter().map(i64::to_string).collect();
+    TemplateError::invalid(
+        format!("{layer_path}.parent"),
+        format!("parent cycle between layers {}", chain.join(" → ")),
+    )
 }
 
 /// Properties carrying an expression (`"x": "…"`).
@@ -417,11 +423,7 @@ mod tests {
         while let Some(parent) = current {
             if seen.contains(&parent) {
                 seen.push(parent);
-                let chain: Vec<String> = seen.iter().map(i64::to_string).collect();
-                return Err(TemplateError::invalid(
-                    format!("{layer_path}.parent"),
-                    format!("parent cycle between layers {}", chain.join(" → ")),
-                ));
+                return Err(parent_cycle(layer_path, &seen));
             }
             seen.push(parent);
             current = parents.get(&parent).copied().flatten();

@@ -5,54 +5,26 @@
 //! request extension ([`IdempotencyKey`]), which claims it in the key store once the request
 //! is validated (`crate::idempotency::once`).
 
-use super::BoxFuture;
+use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::idempotency::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
-use std::task::{Context, Poll};
+use http::Request;
 use tonic::Status;
-use tower::{Layer, Service};
 
 /// The gRPC path of the method that requires a key.
 pub const SUBMIT_RENDER_PATH: &str = "/lottie.render.v1.RenderService/SubmitRender";
 /// The gRPC path of the method that takes one when given (a malformed one is refused).
 pub const CREATE_TEMPLATE_PATH: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
 
+/// Checks the key of the methods that take one.
 #[derive(Debug, Clone, Default)]
-pub struct IdempotencyKeyLayer;
+pub struct IdempotencyKeyCheck;
 
-impl<S> Layer<S> for IdempotencyKeyLayer {
-    type Service = IdempotencyKeyService<S>;
+pub type IdempotencyKeyLayer = AroundLayer<IdempotencyKeyCheck>;
 
-    fn layer(&self, inner: S) -> Self::Service {
-        IdempotencyKeyService { inner }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct IdempotencyKeyService<S> {
-    inner: S,
-}
-
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for IdempotencyKeyService<S>
-where
-    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    RequestBody: Send + 'static,
-    ResponseBody: Default + Send + 'static,
-{
-    type Response = http::Response<ResponseBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<RequestBody>) -> Self::Future {
-        let path = request.uri().path();
-        let header = request
+impl<B, R: Default + Send + 'static> AroundCall<B, R> for IdempotencyKeyCheck {
+    fn around<S: Next<B, R>>(&self, mut call: Request<B>, mut next: S) -> Reply<R, S::Error> {
+        let path = call.uri().path();
+        let header = call
             .headers()
             .get(IDEMPOTENCY_KEY_HEADER)
             .map(|value| value.as_bytes());
@@ -61,15 +33,14 @@ where
         if checked {
             match IdempotencyKey::from_header(header) {
                 Ok(key) => {
-                    request.extensions_mut().insert(key);
+                    call.extensions_mut().insert(key);
                 }
                 Err(refusal) => {
                     return super::refuse(Status::from(refusal));
                 }
             }
         }
-        let mut inner = super::take_ready(&mut self.inner);
-        Box::pin(inner.call(request))
+        Box::pin(next.call(call))
     }
 }
 
@@ -80,7 +51,7 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use tower::ServiceExt;
+    use tower::{Layer, Service, ServiceExt};
 
     /// An inner service that counts calls and echoes the key it was handed.
     fn inner(
@@ -122,7 +93,7 @@ mod tests {
             (Some("two words"), "IDEMPOTENCY_KEY_INVALID"),
         ] {
             let calls = Arc::new(AtomicUsize::new(0));
-            let service = IdempotencyKeyLayer.layer(inner(calls.clone()));
+            let service = IdempotencyKeyLayer::default().layer(inner(calls.clone()));
             let response = service
                 .oneshot(request(SUBMIT_RENDER_PATH, key))
                 .await
@@ -150,7 +121,7 @@ mod tests {
     #[tokio::test]
     async fn a_valid_key_reaches_the_handler_and_other_methods_need_none() {
         let calls = Arc::new(AtomicUsize::new(0));
-        let service = IdempotencyKeyLayer.layer(inner(calls.clone()));
+        let service = IdempotencyKeyLayer::default().layer(inner(calls.clone()));
         let response = service
             .clone()
             .oneshot(request(SUBMIT_RENDER_PATH, Some("order-42")))

@@ -91,21 +91,14 @@ mod tests {
     }
 
     #[test]
-    fn a_line_one_byte_over_the_limit_is_refused() {
-        assert_eq!(
-            lines(b"ok\nabcde\nnever", 4),
-            vec![
-                Ok("ok".to_owned()),
-                Err("a line longer than 4 bytes".to_owned())
-            ]
-        );
-    }
-
-    #[test]
-    fn a_longer_last_line_without_a_newline_is_refused() {
-        assert_eq!(
-            lines(b"abcdefgh", 4),
-            vec![Err("a line longer than 4 bytes".to_owned())]
-        );
+    fn a_line_over_the_limit_is_refused_one_byte_over_or_last_without_a_newline() {
+        let refused = || Err("a line longer than 4 bytes".to_owned());
+        let cases: [(&[u8], _); 2] = [
+            (b"ok\nabcde\nnever", vec![Ok("ok".to_owned()), refused()]),
+            (b"abcdefgh", vec![refused()]),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(lines(input, 4), expected, "{input:?}");
+        }
     }
 }

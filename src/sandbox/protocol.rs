@@ -28,6 +28,39 @@ pub mod exit_code {
     pub const DETERMINISTIC: i32 = 65;
     /// EX_TEMPFAIL: resources or infrastructure; retrying may succeed.
     pub const TRANSIENT: i32 = 75;
+
+    /// The exit code of a worker that failed with an error of `class`.
+    pub fn of_failure(class: crate::error::ErrorClass) -> i32 {
+        match class {
+            crate::error::ErrorClass::Deterministic => DETERMINISTIC,
+            crate::error::ErrorClass::Transient => TRANSIENT,
+        }
+    }
+}
+
+/// A failure a worker reports (a render's last event, an analysis's outcome). A reason
+/// outside [`Reason`] does not decode: the parent takes such an answer for a crash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportedFailure {
+    pub class: ErrorClass,
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// A worker's end when its exit code and its last answer agree on it: what it made (exit 0)
+/// or the failure it reported (exit 65 or 75). `None` for any other end, which the parent
+/// classifies from the exit status and stderr.
+pub fn reported_end<T>(
+    code: Option<i32>,
+    answer: Option<Result<T, ReportedFailure>>,
+) -> Option<Result<T, ReportedFailure>> {
+    match (code, answer) {
+        (Some(exit_code::SUCCESS), Some(Ok(made))) => Some(Ok(made)),
+        (Some(exit_code::DETERMINISTIC | exit_code::TRANSIENT), Some(Err(failure))) => {
+            Some(Err(failure))
+        }
+        _ => None,
+    }
 }
 
 /// Longest failure message a worker sends, bytes: enough for any error of ours with its
@@ -88,13 +121,9 @@ pub enum WorkerEvent {
         #[serde(default)]
         peak_rss_bytes: Option<u64>,
     },
-    /// A reason outside [`Reason`] does not decode: the parent takes such a line for no
-    /// answer, and the run for a crash.
-    Failed {
-        class: ErrorClass,
-        reason: Reason,
-        message: String,
-    },
+    /// A failure line whose reason does not decode is taken for no answer, and the run for
+    /// a crash.
+    Failed(ReportedFailure),
     /// One timed step of the run (only when the job carries a `traceparent`).
     Span(WorkerSpan),
 }

@@ -224,24 +224,17 @@ pub fn build(own_pid: u32) -> Result<Filters, SeccompError> {
     // Signals only to itself: kill and tgkill naming any other process (or a group, or
     // every process with -1) are refused; abort() and raise() use this process's own id.
     let own = u64::from(own_pid);
-    rules.insert(
-        libc::SYS_kill,
-        vec![rule(vec![condition(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            own,
-        )?])?],
-    );
-    rules.insert(
-        libc::SYS_tgkill,
-        vec![rule(vec![condition(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            own,
-        )?])?],
-    );
+    for signal_call in [libc::SYS_kill, libc::SYS_tgkill] {
+        rules.insert(
+            signal_call,
+            vec![rule(vec![condition(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                own,
+            )?])?],
+        );
+    }
     // prlimit64 may read limits (glibc's getrlimit uses it with no new limit), but neither
     // set one nor touch another process.
     rules.insert(

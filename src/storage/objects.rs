@@ -188,41 +188,27 @@ impl ObjectStorage {
 
     pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
         let path = self.path(key)?;
-        self.store
-            .put(&path, bytes.into())
-            .await
-            .map_err(|error| classify(key, error))?;
+        classified(key, self.store.put(&path, bytes.into())).await?;
         Ok(())
     }
 
     /// The whole object (only for objects of ours with a bounded size: records, summaries).
     pub async fn get(&self, key: &str) -> Result<Bytes, StorageError> {
         let path = self.path(key)?;
-        let found = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|error| classify(key, error))?;
-        found.bytes().await.map_err(|error| classify(key, error))
+        let found = classified(key, self.store.get(&path)).await?;
+        classified(key, found.bytes()).await
     }
 
     /// Bytes `range` of the object.
     pub async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, StorageError> {
         let path = self.path(key)?;
-        self.store
-            .get_range(&path, range)
-            .await
-            .map_err(|error| classify(key, error))
+        classified(key, self.store.get_range(&path, range)).await
     }
 
     /// The object's size.
     pub async fn size(&self, key: &str) -> Result<u64, StorageError> {
         let path = self.path(key)?;
-        let meta = self
-            .store
-            .head(&path)
-            .await
-            .map_err(|error| classify(key, error))?;
+        let meta = classified(key, self.store.head(&path)).await?;
         Ok(meta.size)
     }
 
@@ -285,11 +271,7 @@ impl ObjectStorage {
             self.put(key, bytes).await?;
             return Ok(size);
         }
-        let mut upload = self
-            .store
-            .put_multipart(&path)
-            .await
-            .map_err(|error| classify(key, error))?;
+        let mut upload = classified(key, self.store.put_multipart(&path)).await?;
         let sent = match send_parts(upload.as_mut(), &mut source, key).await {
             Ok(()) => upload
                 .complete()
@@ -311,11 +293,7 @@ impl ObjectStorage {
     /// Writes the object `key` into the file `file`, streamed.
     pub async fn download_file(&self, key: &str, file: &Path) -> Result<(), StorageError> {
         let path = self.path(key)?;
-        let found = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|error| classify(key, error))?;
+        let found = classified(key, self.store.get(&path)).await?;
         let mut chunks = found.into_stream();
         let mut target = tokio::fs::File::create(file).await?;
         while let Some(chunk) = chunks
@@ -340,10 +318,7 @@ impl ObjectStorage {
             return Ok(None);
         };
         let path = self.path(key)?;
-        let url = signer
-            .signed_url(http::Method::GET, &path, expires_in)
-            .await
-            .map_err(|error| classify(key, error))?;
+        let url = classified(key, signer.signed_url(http::Method::GET, &path, expires_in)).await?;
         Ok(Some(url.to_string()))
     }
 }
@@ -362,11 +337,16 @@ async fn send_parts(
         if part.is_empty() {
             return Ok(());
         }
-        upload
-            .put_part(part.into())
-            .await
-            .map_err(|error| classify(key, error))?;
+        classified(key, upload.put_part(part.into())).await?;
     }
+}
+
+/// What a call on the store for `key` answers, its failure classified ([`classify`]).
+async fn classified<T>(
+    key: &str,
+    call: impl std::future::Future<Output = object_store::Result<T>>,
+) -> Result<T, StorageError> {
+    call.await.map_err(|error| classify(key, error))
 }
 
 /// A missing object is the caller's to name; every other failure (refused, timed out, a 5xx

@@ -308,25 +308,42 @@ mod tests {
         store.create(tenant, "t", JSON, report, &fonts).unwrap()
     }
 
-    #[test]
-    fn a_pinned_template_outlives_its_deletion_until_the_pin_is_dropped() {
+    /// A store in a temporary directory (on a runtime of its own, kept as long as the store)
+    /// with one template of the default tenant.
+    fn stored_template() -> (
+        tokio::runtime::Runtime,
+        tempfile::TempDir,
+        TemplateStore,
+        TemplateRecord,
+    ) {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path(), &runtime);
-        let tenant = TenantId::default_tenant();
-        let record = store_template(&store, &tenant);
+        let record = store_template(&store, &TenantId::default_tenant());
+        (runtime, dir, store, record)
+    }
+
+    /// Stages `pin`, checks that the staged files hold the template's JSON and font, drops the
+    /// staging and the pin, and answers where the staged template was.
+    fn staged_and_dropped(pin: TemplatePin) -> PathBuf {
+        let staged = pin.stage().unwrap();
+        assert_eq!(std::fs::read(&staged.template_path).unwrap(), JSON);
+        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), FONT);
+        staged.template_path.clone()
+    }
+
+    #[test]
+    fn a_pinned_template_outlives_its_deletion_until_the_pin_is_dropped() {
+        let (_runtime, dir, store, record) = stored_template();
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();
-        store.delete(&tenant, record.id).unwrap();
+        store
+            .delete(&TenantId::default_tenant(), record.id)
+            .unwrap();
         assert!(matches!(
             store.pin(&record, Uuid::new_v4()),
             Err(StorageError::NotFound(id)) if id == record.id
         ));
-        let staged = pin.stage().unwrap();
-        assert_eq!(std::fs::read(&staged.template_path).unwrap(), JSON);
-        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), FONT);
-        let pinned = staged.template_path.clone();
-        drop(staged);
-        drop(pin);
+        let pinned = staged_and_dropped(pin);
         assert!(!pinned.exists());
         let pins_dir = dir.path().join(TEMPLATES).join(PINS_DIR);
         let left: Vec<_> = std::fs::read_dir(pins_dir).unwrap().collect();
@@ -335,11 +352,7 @@ mod tests {
 
     #[test]
     fn a_borrowed_pin_reads_the_owners_files_leaves_them_when_dropped_and_names_no_others() {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = store(dir.path(), &runtime);
-        let tenant = TenantId::default_tenant();
-        let record = store_template(&store, &tenant);
+        let (_runtime, _dir, store, record) = stored_template();
         let job = Uuid::new_v4();
         let owner = store.pin(&record, job).unwrap();
         let borrow = |template: &str, fonts: &BTreeMap<String, String>| {
@@ -351,12 +364,7 @@ mod tests {
             )
         };
         let borrowed = borrow(owner.template_key(), owner.font_keys()).unwrap();
-        let staged = borrowed.stage().unwrap();
-        assert_eq!(std::fs::read(&staged.template_path).unwrap(), JSON);
-        assert_eq!(std::fs::read(&staged.fonts["Sans"]).unwrap(), FONT);
-        let pinned = staged.template_path.clone();
-        drop(staged);
-        drop(borrowed);
+        let pinned = staged_and_dropped(borrowed);
         assert!(pinned.exists(), "a borrowed pin removed its owner's files");
         // Keys outside the job's own pins: the template itself, another job's pin, a way up.
         let other_job = format!("{}/{PINS_DIR}/{}/template.json", TEMPLATES, Uuid::new_v4());
@@ -381,10 +389,7 @@ mod tests {
 
     #[test]
     fn the_sweep_removes_only_pins_older_than_any_job_lives() {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = store(dir.path(), &runtime);
-        let record = store_template(&store, &TenantId::default_tenant());
+        let (_runtime, dir, store, record) = stored_template();
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();
         let staged = pin.stage().unwrap();
         // What a process killed mid-render left staged (bucket mode) for another job.

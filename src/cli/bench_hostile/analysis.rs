@@ -5,7 +5,6 @@ use super::{
     animation, image_layer, outcome, Case, Target, ATTACKER_KEY, BYSTANDER_KEY,
     STOCK_CLIENT_MESSAGE_LIMIT,
 };
-use crate::grpc::proto;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -61,11 +60,7 @@ fn tally(outcomes: impl IntoIterator<Item = String>) -> String {
     }
     let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
     counts.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
-    counts
-        .iter()
-        .map(|(outcome, count)| format!("{count}× {outcome}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::counted(counts)
 }
 
 /// The attacker sends a CPU hog every second as its own tenant (without waiting for the
@@ -88,14 +83,7 @@ async fn analysis_hog(target: &Target) -> anyhow::Result<String> {
     let bystand = async {
         let (mut outcomes, mut worst) = (Vec::new(), Duration::ZERO);
         while !*attack_over.borrow() {
-            let request = target.as_tenant(
-                proto::CreateTemplateRequest {
-                    name: "bystander".into(),
-                    lottie_json: honest.clone(),
-                    fonts: Default::default(),
-                },
-                BYSTANDER_KEY,
-            )?;
+            let request = target.template_request("bystander", honest.clone(), BYSTANDER_KEY)?;
             let call = Instant::now();
             outcomes.push(outcome(&bystander.create_template(request).await));
             worst = worst.max(call.elapsed());
@@ -122,14 +110,7 @@ async fn send_hogs(
 ) -> anyhow::Result<Vec<String>> {
     let mut calls = Vec::new();
     for _ in 0..HOGS {
-        let request = target.as_tenant(
-            proto::CreateTemplateRequest {
-                name: "analysis hog".into(),
-                lottie_json: template.to_vec(),
-                fonts: Default::default(),
-            },
-            ATTACKER_KEY,
-        )?;
+        let request = target.template_request("analysis hog", template.to_vec(), ATTACKER_KEY)?;
         let mut attacker = attacker.clone();
         calls.push(tokio::spawn(async move {
             outcome(&attacker.create_template(request).await)
@@ -163,12 +144,9 @@ async fn png_inflate_bomb(target: &Target) -> anyhow::Result<String> {
     );
     let mut client = TemplateServiceClient::new(target.channel().await?)
         .max_decoding_message_size(STOCK_CLIENT_MESSAGE_LIMIT);
-    let request = target.as_tenant(
-        proto::CreateTemplateRequest {
-            name: "png inflate bomb".into(),
-            lottie_json: serde_json::to_vec(&template)?,
-            fonts: Default::default(),
-        },
+    let request = target.template_request(
+        "png inflate bomb",
+        serde_json::to_vec(&template)?,
         ATTACKER_KEY,
     )?;
     let started = Instant::now();

@@ -107,12 +107,9 @@ async fn create(
     template: Value,
 ) -> anyhow::Result<Result<proto::Template, tonic::Status>> {
     let mut client = TemplateServiceClient::new(target.channel().await?);
-    let request = target.as_tenant(
-        proto::CreateTemplateRequest {
-            name: "hostile expressions".into(),
-            lottie_json: serde_json::to_vec(&template)?,
-            fonts: Default::default(),
-        },
+    let request = target.template_request(
+        "hostile expressions",
+        serde_json::to_vec(&template)?,
         ATTACKER_KEY,
     )?;
     Ok(client

@@ -294,11 +294,7 @@ async fn many_watches(target: &Target) -> anyhow::Result<String> {
         }
     }
     drop(held);
-    Ok(counts
-        .iter()
-        .map(|(answer, count)| format!("{count}× {answer}"))
-        .collect::<Vec<_>>()
-        .join(", "))
+    Ok(super::counted(&counts))
 }
 
 /// Registers a template that renders for a few seconds, then sends
@@ -344,11 +340,7 @@ async fn identical_submissions(target: &Target) -> anyhow::Result<String> {
             .cancel_render_job(proto::CancelRenderJobRequest { job_id })
             .await;
     }
-    Ok(counts
-        .iter()
-        .map(|(answer, count)| format!("{count}× {answer}"))
-        .collect::<Vec<_>>()
-        .join(", "))
+    Ok(super::counted(&counts))
 }
 
 /// A template whose text slot's default is 7 MB, then ListTemplates with a stock client's

@@ -171,11 +171,7 @@ async fn instant_reuses(target: &Target) -> anyhow::Result<String> {
     };
     Ok(format!(
         "{}; rendered job {}, first reuse {oldest}, last reuse {newest}",
-        counts
-            .iter()
-            .map(|(outcome, count)| format!("{count}× {outcome}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        super::counted(&counts),
         job_state(target, &mut renders, &first.job_id).await?
     ))
 }
@@ -276,11 +272,7 @@ async fn refusals_in_redis(target: &Target) -> anyhow::Result<String> {
     Ok(format!(
         "{}; keys under the prefix {keys_before} → {keys_after} ({} bytes left by the \
          refusals, {long_lived} keys with a TTL over 60 s in all)",
-        counts
-            .iter()
-            .map(|(outcome, count)| format!("{count}× {outcome}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        super::counted(&counts),
         bytes_after.saturating_sub(bytes_before)
     ))
 }

@@ -62,14 +62,7 @@ async fn create(target: &Target, lottie_json: Vec<u8>) -> anyhow::Result<String>
     let mut client = TemplateServiceClient::new(target.channel().await?)
         .max_decoding_message_size(STOCK_CLIENT_MESSAGE_LIMIT);
     let answer = client
-        .create_template(target.as_tenant(
-            proto::CreateTemplateRequest {
-                name: "hostile".into(),
-                lottie_json,
-                fonts: Default::default(),
-            },
-            ATTACKER_KEY,
-        )?)
+        .create_template(target.template_request("hostile", lottie_json, ATTACKER_KEY)?)
         .await;
     Ok(format!(
         "{} ({:.1} MB sent)",
@@ -130,12 +123,9 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
         let mut created = None;
         for chars in [ATTACK_RECORD_TEXT, LARGEST_RECORD_TEXT] {
             let answer = templates
-                .create_template(target.as_tenant(
-                    proto::CreateTemplateRequest {
-                        name: format!("big record {index}"),
-                        lottie_json: root_slot_text(chars),
-                        fonts: Default::default(),
-                    },
+                .create_template(target.template_request(
+                    format!("big record {index}"),
+                    root_slot_text(chars),
                     ATTACKER_KEY,
                 )?)
                 .await;
@@ -193,16 +183,9 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
             *submissions.entry(answer).or_default() += count;
         }
     }
-    let list = |counts: &BTreeMap<String, usize>| {
-        counts
-            .iter()
-            .map(|(answer, count)| format!("{count}× {answer}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     Ok(format!(
         "creations (answer, thousand characters of default text): {}; submissions: {}",
-        list(&creations),
-        list(&submissions)
+        super::counted(&creations),
+        super::counted(&submissions)
     ))
 }

@@ -1,7 +1,7 @@
 //! Fair shares of the connection-level pools: request-body buffers, watch and download slots, TLS handshakes (issue 21, items 1, 8, 9).
 
 use super::payloads::declared_largest_one_byte_short;
-use super::{outcome, parent_chain, raw_connection, start_server, Case, Target};
+use super::{counted, outcome, parent_chain, raw_connection, start_server, Case, Target};
 use super::{ATTACKER_KEY, BYSTANDER_KEY, BYSTANDER_LIMIT};
 use crate::cli::square_output;
 use crate::grpc::proto;
@@ -94,14 +94,6 @@ async fn flood(
     Ok(())
 }
 
-fn counted(counts: &BTreeMap<String, usize>) -> String {
-    counts
-        .iter()
-        .map(|(answer, count)| format!("{count}× {answer}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The issue's health flood (anonymous: health needs no identity), then the same four
 /// bodies as the attacking tenant's CreateTemplates; the generic bystander calls meanwhile.
 async fn body_flood(target: &Target) -> anyhow::Result<String> {
@@ -130,14 +122,7 @@ async fn long_job(channel: &Channel, target: &Target, key: &str) -> anyhow::Resu
         layer["op"] = json!(1800);
     }
     let template = TemplateServiceClient::new(channel.clone())
-        .create_template(target.as_tenant(
-            proto::CreateTemplateRequest {
-                name: "long".into(),
-                lottie_json: serde_json::to_vec(&slow)?,
-                fonts: Default::default(),
-            },
-            key,
-        )?)
+        .create_template(target.template_request("long", serde_json::to_vec(&slow)?, key)?)
         .await?
         .into_inner();
     let mut request = target.as_tenant(

@@ -2,7 +2,7 @@
 //! whether animated), and the [`Effect`] the lowering draws, reports or skips.
 
 use super::colour_map::ColourMap;
-use super::Lowering;
+use super::{EffectOn, Lowering};
 use serde_json::Value;
 
 /// Bodymovin's effect type codes (`ef[].ty`) for the effects lowered here.
@@ -95,17 +95,10 @@ fn any_animated(effect: &Value, indices: &[usize]) -> bool {
 }
 
 impl Lowering<'_> {
-    pub(super) fn classify(
-        &mut self,
-        effect: &Value,
-        layer_name: &str,
-        effect_name: &str,
-    ) -> Effect {
+    pub(super) fn classify(&mut self, effect: &Value, on: EffectOn<'_>) -> Effect {
         let ty = effect.get("ty").and_then(Value::as_i64).unwrap_or(-1);
         let animated_warning = |lowering: &mut Lowering| {
-            lowering.warn(format!(
-                "layer '{layer_name}': effect '{effect_name}' has animated parameters, drawn at their first value"
-            ));
+            lowering.warn(on.says("has animated parameters, drawn at their first value"));
         };
         match ty {
             effect_type::FILL => {
@@ -181,9 +174,7 @@ impl Lowering<'_> {
                 let angle = (number_parameter(effect, 2).unwrap_or(0.0) - 90.0).to_radians();
                 let distance = number_parameter(effect, 3).unwrap_or(0.0);
                 if number_parameter(effect, 4).unwrap_or(0.0) > 0.0 {
-                    self.warn(format!(
-                        "layer '{layer_name}': effect '{effect_name}' is drawn without its softness (the renderer cannot blur)"
-                    ));
+                    self.warn(on.says("is drawn without its softness (the renderer cannot blur)"));
                 }
                 Effect::Shadow(DropShadow {
                     colour,

@@ -42,13 +42,13 @@ pub(super) fn check_shapes(
                 warnings,
             )?,
             "rp" => {
-                let copies = max_number(shape.properties.get("c"));
-                if !is_within(copies, MAX_REPEATER_COPIES) {
-                    return Err(TemplateError::invalid(
-                        format!("{shape_path}.c"),
-                        format!("repeater makes {copies} copies, more than the {MAX_REPEATER_COPIES} limit"),
-                    ));
-                }
+                let copies = count_within(
+                    shape,
+                    &shape_path,
+                    ("c", "copies"),
+                    MAX_REPEATER_COPIES,
+                    "repeater makes",
+                )?;
                 let copies_made = made_times[index] * copies.max(1.0);
                 if copies_made > MAX_NESTED_REPEATER_COPIES {
                     return Err(TemplateError::invalid(
@@ -58,13 +58,13 @@ pub(super) fn check_shapes(
                 }
             }
             "sr" => {
-                let points = max_number(shape.properties.get("pt"));
-                if !is_within(points, MAX_POLYSTAR_POINTS) {
-                    return Err(TemplateError::invalid(
-                        format!("{shape_path}.pt"),
-                        format!("star/polygon has {points} points, more than the {MAX_POLYSTAR_POINTS} limit"),
-                    ));
-                }
+                count_within(
+                    shape,
+                    &shape_path,
+                    ("pt", "points"),
+                    MAX_POLYSTAR_POINTS,
+                    "star/polygon has",
+                )?;
             }
             "sh" => {
                 if let Some(path_property) = shape.properties.get("ks") {
@@ -78,6 +78,25 @@ pub(super) fn check_shapes(
         }
     }
     Ok(())
+}
+
+/// The largest value of the shape's count property `key` (of `unit`s), refused above `limit`:
+/// "{shape_path}.{key}: {says} {count} {unit}, more than the {limit} limit".
+fn count_within(
+    shape: &Shape,
+    shape_path: &str,
+    (key, unit): (&str, &str),
+    limit: f64,
+    says: &str,
+) -> Result<f64, TemplateError> {
+    let count = max_number(shape.properties.get(key));
+    if !is_within(count, limit) {
+        return Err(TemplateError::invalid(
+            format!("{shape_path}.{key}"),
+            format!("{says} {count} {unit}, more than the {limit} limit"),
+        ));
+    }
+    Ok(count)
 }
 
 /// `value ≤ limit`, false for NaN (a property holding no number is refused, not waved through).

@@ -118,7 +118,6 @@ impl Animators {
                     || animator
                         .properties
                         .all()
-                        .iter()
                         .any(|property| property.as_ref().is_some_and(Property::is_animated))
             })
     }

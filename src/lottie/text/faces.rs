@@ -234,69 +234,38 @@ impl Face {
 }
 
 macro_rules! liberation {
-    ($family:literal, $file:literal, $bold:literal, $italic:literal) => {
+    ($family:literal, $prefix:literal, $style:literal, $bold:literal, $italic:literal) => {
         Face {
             family: $family,
             style: Style {
                 bold: $bold,
                 italic: $italic,
             },
-            data: include_bytes!(concat!("../../../assets/fonts/", $file)),
+            data: include_bytes!(concat!("../../../assets/fonts/", $prefix, $style)),
             copy: OnceLock::new(),
         }
     };
 }
 
+/// The four styles of each family, in the order [`bundled`] counts them: regular, bold,
+/// italic, bold italic (files `PREFIX-Regular.ttf` …).
+macro_rules! liberation_families {
+    ($(($family:literal, $prefix:literal)),* $(,)?) => {
+        [$(
+            liberation!($family, $prefix, "-Regular.ttf", false, false),
+            liberation!($family, $prefix, "-Bold.ttf", true, false),
+            liberation!($family, $prefix, "-Italic.ttf", false, true),
+            liberation!($family, $prefix, "-BoldItalic.ttf", true, true),
+        )*]
+    };
+}
+
 /// The bundled Liberation faces (about 4.2 MB): every class in every style, so none is
 /// synthesized.
-static LIBERATION: [Face; 12] = [
-    liberation!(
-        "Liberation Sans",
-        "LiberationSans-Regular.ttf",
-        false,
-        false
-    ),
-    liberation!("Liberation Sans", "LiberationSans-Bold.ttf", true, false),
-    liberation!("Liberation Sans", "LiberationSans-Italic.ttf", false, true),
-    liberation!(
-        "Liberation Sans",
-        "LiberationSans-BoldItalic.ttf",
-        true,
-        true
-    ),
-    liberation!(
-        "Liberation Serif",
-        "LiberationSerif-Regular.ttf",
-        false,
-        false
-    ),
-    liberation!("Liberation Serif", "LiberationSerif-Bold.ttf", true, false),
-    liberation!(
-        "Liberation Serif",
-        "LiberationSerif-Italic.ttf",
-        false,
-        true
-    ),
-    liberation!(
-        "Liberation Serif",
-        "LiberationSerif-BoldItalic.ttf",
-        true,
-        true
-    ),
-    liberation!(
-        "Liberation Mono",
-        "LiberationMono-Regular.ttf",
-        false,
-        false
-    ),
-    liberation!("Liberation Mono", "LiberationMono-Bold.ttf", true, false),
-    liberation!("Liberation Mono", "LiberationMono-Italic.ttf", false, true),
-    liberation!(
-        "Liberation Mono",
-        "LiberationMono-BoldItalic.ttf",
-        true,
-        true
-    ),
+static LIBERATION: [Face; 12] = liberation_families![
+    ("Liberation Sans", "LiberationSans"),
+    ("Liberation Serif", "LiberationSerif"),
+    ("Liberation Mono", "LiberationMono"),
 ];
 
 /// The bundled face of `class` in `style`.

@@ -55,15 +55,20 @@ pub(super) fn glyph_group(
     };
     items.extend(paints);
     items.extend(bold);
-    items.push(json!({
+    items.push(group_transform(opacity));
+    json!({"ty": "gr", "nm": "text", "it": items})
+}
+
+/// The transform of a text group: identity but for its `opacity` (the hold of its keyframe).
+fn group_transform(opacity: Value) -> Value {
+    json!({
         "ty": "tr",
         "p": {"a": 0, "k": [0, 0]},
         "a": {"a": 0, "k": [0, 0]},
         "s": {"a": 0, "k": [100, 100]},
         "r": {"a": 0, "k": 0},
         "o": opacity,
-    }));
-    json!({"ty": "gr", "nm": "text", "it": items})
+    })
 }
 
 /// A colour array's red, green and blue (0..=1).
@@ -174,14 +179,7 @@ fn animated_document_group(
         .collect();
     // Items earlier in a group paint over later ones.
     items.reverse();
-    items.push(json!({
-        "ty": "tr",
-        "p": {"a": 0, "k": [0, 0]},
-        "a": {"a": 0, "k": [0, 0]},
-        "s": {"a": 0, "k": [100, 100]},
-        "r": {"a": 0, "k": 0},
-        "o": opacity,
-    }));
+    items.push(group_transform(opacity));
     Some(json!({"ty": "gr", "nm": "text", "it": items}))
 }
 

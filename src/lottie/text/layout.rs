@@ -475,13 +475,10 @@ mod tests {
     /// The wrap as it was before it was made linear (quadratic in an overlong segment), kept
     /// to check that the linear one breaks the same lines.
     fn wrap_before(
-        face: &dyn GlyphSource,
         paragraph: &str,
-        scale: f64,
-        tracking_px: f64,
         max_width: f64,
+        measure: impl Fn(&str) -> f64 + Copy,
     ) -> Vec<String> {
-        let measure = |text: &str| width(&face.shape(text), scale, tracking_px);
         let mut segments = Vec::new();
         let mut start = 0;
         for (end, _) in unicode_linebreak::linebreaks(paragraph) {
@@ -490,25 +487,15 @@ mod tests {
             }
             start = end;
         }
-        let mut lines = Vec::new();
-        let mut current = String::new();
-        let mut current_width = 0.0;
+        let mut filling = wrapping::Lines::default();
         for segment in segments {
-            let visible = segment.trim_end();
-            let visible_width = measure(visible);
-            let full_width = if visible.len() == segment.len() {
-                visible_width
-            } else {
-                measure(segment)
-            };
-            if !current.is_empty() && current_width + visible_width > max_width {
-                lines.push(current.trim_end().to_owned());
-                current.clear();
-                current_width = 0.0;
-            }
-            current.push_str(segment);
-            current_width += full_width;
-            while current_width > max_width
+            filling.add(segment, max_width, measure);
+            let wrapping::Lines {
+                lines,
+                current,
+                current_width,
+            } = &mut filling;
+            while *current_width > max_width
                 && measure(current.trim_end()) > max_width
                 && current.trim_end().chars().count() > 1
             {
@@ -527,12 +514,11 @@ mod tests {
                     break;
                 }
                 lines.push(head);
-                current_width = measure(&rest);
-                current = rest;
+                *current_width = measure(&rest);
+                *current = rest;
             }
         }
-        lines.push(current.trim_end().to_owned());
-        lines
+        filling.finish()
     }
 
     #[test]
@@ -558,7 +544,9 @@ mod tests {
                         let tracking_px = tracking / 1000.0 * size;
                         assert_eq!(
                             wrap(&source, text, scale, tracking_px, max_width),
-                            wrap_before(&source, text, scale, tracking_px, max_width),
+                            wrap_before(text, max_width, |text: &str| {
+                                width(&source.shape(text), scale, tracking_px)
+                            }),
                             "{text:?} at {size} px, tracking {tracking}, width {max_width}"
                         );
                     }

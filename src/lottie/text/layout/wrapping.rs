@@ -51,10 +51,7 @@ pub(super) fn wrap(
         tracking_px,
         known: std::collections::HashMap::new(),
     };
-    let mut lines = Vec::new();
-    let mut current = String::new();
-    // Width of `current` with its trailing spaces (they only count when more follows).
-    let mut current_width = 0.0;
+    let mut filling = Lines::default();
     let mut start = 0;
     for (end, _) in unicode_linebreak::linebreaks(paragraph) {
         let segment = &paragraph[start..end];
@@ -62,6 +59,41 @@ pub(super) fn wrap(
         if segment.is_empty() {
             continue;
         }
+        filling.add(segment, max_width, measure);
+        let current = &filling.current;
+        // A segment that alone is wider than the line: split it where it must.
+        if filling.current_width > max_width
+            && current.trim_end().chars().nth(1).is_some()
+            && measure(current.trim_end()) > max_width
+        {
+            let rest = split_overlong(
+                current,
+                max_width,
+                &mut character_widths,
+                &mut filling.lines,
+            );
+            filling.current_width = measure(&rest);
+            filling.current = rest;
+        }
+    }
+    filling.finish()
+}
+
+/// Lines filled greedily, segment by segment.
+#[derive(Debug, Default)]
+pub(super) struct Lines {
+    /// The lines ended so far.
+    pub(super) lines: Vec<String>,
+    /// The line being filled…
+    pub(super) current: String,
+    /// …and its width with its trailing spaces (they only count when more follows).
+    pub(super) current_width: f64,
+}
+
+impl Lines {
+    /// Adds `segment` (a line-break opportunity to the next) to the line being filled, first
+    /// ending that line when the segment's visible part does not fit in `max_width`.
+    pub(super) fn add(&mut self, segment: &str, max_width: f64, measure: impl Fn(&str) -> f64) {
         let visible = segment.trim_end();
         let visible_width = measure(visible);
         let full_width = if visible.len() == segment.len() {
@@ -69,25 +101,20 @@ pub(super) fn wrap(
         } else {
             measure(segment)
         };
-        if !current.is_empty() && current_width + visible_width > max_width {
-            lines.push(current.trim_end().to_owned());
-            current.clear();
-            current_width = 0.0;
+        if !self.current.is_empty() && self.current_width + visible_width > max_width {
+            self.lines.push(self.current.trim_end().to_owned());
+            self.current.clear();
+            self.current_width = 0.0;
         }
-        current.push_str(segment);
-        current_width += full_width;
-        // A segment that alone is wider than the line: split it where it must.
-        if current_width > max_width
-            && current.trim_end().chars().nth(1).is_some()
-            && measure(current.trim_end()) > max_width
-        {
-            let rest = split_overlong(&current, max_width, &mut character_widths, &mut lines);
-            current_width = measure(&rest);
-            current = rest;
-        }
+        self.current.push_str(segment);
+        self.current_width += full_width;
     }
-    lines.push(current.trim_end().to_owned());
-    lines
+
+    /// The lines, the last one ended.
+    pub(super) fn finish(mut self) -> Vec<String> {
+        self.lines.push(self.current.trim_end().to_owned());
+        self.lines
+    }
 }
 
 /// Widths of single characters, each shaped once per paragraph.
