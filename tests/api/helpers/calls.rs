@@ -23,6 +23,22 @@ pub fn reason(status: &Status) -> String {
         .unwrap_or_default()
 }
 
+/// The fields a refusal's `google.rpc.BadRequest` names, in its order (none without one).
+pub fn violated_fields(status: &Status) -> Vec<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .bad_request()
+        .map(|request| {
+            request
+                .field_violations
+                .iter()
+                .map(|violation| violation.field.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A CreateTemplate of `lottie_json` named `name`.
 pub fn create_request(name: &str, lottie_json: impl Into<Vec<u8>>) -> proto::CreateTemplateRequest {
     proto::CreateTemplateRequest {
