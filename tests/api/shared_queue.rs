@@ -239,9 +239,12 @@ fn job_started_on(server: &ServerProcess) -> Option<String> {
     })
 }
 
-/// Watches job `job_id` through `instance`: the states of every snapshot, to the end of the
-/// stream.
-async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHandle<Vec<JobState>> {
+/// Watches job `job_id` through `instance` in a task of its own: every snapshot, to the end
+/// of the stream (or until it breaks, as when the instance stops).
+async fn watch_snapshots(
+    instance: &Instance,
+    job_id: &str,
+) -> tokio::task::JoinHandle<Vec<proto::RenderJob>> {
     let mut watch = instance
         .renders()
         .watch_render_job(proto::WatchRenderJobRequest {
@@ -251,12 +254,19 @@ async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHan
         .unwrap()
         .into_inner();
     tokio::spawn(async move {
-        let mut states = Vec::new();
+        let mut snapshots = Vec::new();
         while let Ok(Some(job)) = watch.message().await {
-            states.push(state(&job));
+            snapshots.push(job);
         }
-        states
+        snapshots
     })
+}
+
+/// Watches job `job_id` through `instance`: the states of every snapshot, to the end of the
+/// stream.
+async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHandle<Vec<JobState>> {
+    let snapshots = watch_snapshots(instance, job_id).await;
+    tokio::spawn(async move { snapshots.await.unwrap().iter().map(state).collect() })
 }
 
 /// What a caller watching a job that went back to the queue sees (within [`FARM_LIMIT`]):
@@ -629,21 +639,8 @@ async fn watch_to_the_end(
     instance: &Instance,
     job_id: &str,
 ) -> tokio::task::JoinHandle<Option<proto::RenderJob>> {
-    let mut watch = instance
-        .renders()
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: job_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    tokio::spawn(async move {
-        let mut last = None;
-        while let Ok(Some(job)) = watch.message().await {
-            last = Some(job);
-        }
-        last
-    })
+    let snapshots = watch_snapshots(instance, job_id).await;
+    tokio::spawn(async move { snapshots.await.unwrap().pop() })
 }
 
 #[tokio::test]
