@@ -425,7 +425,7 @@ async fn listing_costs_the_server_no_more_cpu_when_stored_templates_are_large() 
     // Parsing the records per listing, as before, cost seconds; summaries cost
     // milliseconds. Wide margin.
     assert!(spent < Duration::from_secs(1), "{spent:?}");
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 #[tokio::test]
@@ -490,7 +490,7 @@ async fn submissions_naming_a_template_with_a_huge_record_cost_the_server_one_pa
         "server peak RSS grew by {grown} bytes"
     );
     drop(clients);
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 #[tokio::test]

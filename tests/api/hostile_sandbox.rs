@@ -65,7 +65,7 @@ async fn the_server_proves_its_worker_sandbox_at_start_up_and_exports_every_prot
         server.workers().is_empty(),
         "the self-test's worker is gone"
     );
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// A stand-in worker that reads its job and then writes one endless line on stdout.
@@ -138,7 +138,7 @@ async fn a_worker_flooding_its_output_fails_its_job_as_a_crash_and_costs_the_ser
         "nothing of the flooding worker is left: {:?}",
         flooders_left(&server)
     );
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// Processes of the flooding worker (the script's shell or its awk) still alive.

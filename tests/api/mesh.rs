@@ -433,7 +433,7 @@ async fn a_gzip_bomb_is_refused_as_too_large_without_inflating_past_the_limit() 
         grown < 200 * 1024 * 1024,
         "the server grew {grown} bytes for a bomb bounded at 64 MiB"
     );
-    assert!(server.stop(), "the server stopped cleanly");
+    assert!(server.stop().await, "the server stopped cleanly");
 }
 
 #[tokio::test]

@@ -52,7 +52,7 @@ async fn an_analysis_worker_killed_from_outside_is_analysis_unavailable_retried_
     let status = create_ball(&server).await.unwrap_err();
     let delay = refusal_delay(&status, Code::Unavailable, "ANALYSIS_UNAVAILABLE");
     assert_eq!(delay, Some(Duration::from_secs(2)), "{status:?}");
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// Creates the ball, submits one small render and waits until it has ended; answers its
@@ -103,7 +103,7 @@ async fn assert_worker_fails_its_job_retryable(name: &str, then: &str, reason: &
         ServerProcess::start_with_worker(|dir| stand_in(dir, name, then), &["--workers", "1"], &[]);
     let job = render_until_ended(&server).await;
     assert_failed_retryable(&job, reason);
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 #[tokio::test]

@@ -588,12 +588,13 @@ async fn two_instances_each_holding_a_render(bucket: &TestBucket) -> TwoHolding 
 
 /// SIGTERM to `instance`, which must stop cleanly and hand its held render back to the shared
 /// queue (not leave it to its lease).
-fn stop_handing_back(instance: &mut Instance) {
+async fn stop_handing_back(instance: &mut Instance) {
     instance.server.terminate();
     assert!(
         instance
             .server
             .wait_for_exit(Duration::from_secs(60))
+            .await
             .is_some_and(|status| status.success()),
         "the first instance stops cleanly"
     );
@@ -622,7 +623,7 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
     // Its caller watches through the instance that stays.
     let watcher = watch_states(&farm[1], &stopping).await;
     // SIGTERM: the held render outlives the grace period and is stopped.
-    stop_handing_back(&mut farm[0]);
+    stop_handing_back(&mut farm[0]).await;
     // The other instance finishes its own render, then takes the handed-back one.
     holds[1].let_go();
     for job in wait_until_ended(&farm[1], &ids).await {
@@ -663,7 +664,7 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
     let follower = farm[0].submit(request(&template, variant)).await;
     assert_ne!(follower.job_id, stopping);
     let watcher = watch_to_the_end(&farm[0], &follower.job_id).await;
-    stop_handing_back(&mut farm[0]);
+    stop_handing_back(&mut farm[0]).await;
     let last = tokio::time::timeout(FARM_LIMIT, watcher)
         .await
         .unwrap()

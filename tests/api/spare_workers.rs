@@ -255,8 +255,8 @@ async fn shutdown_leaves_no_spare_worker_behind() {
     assert!(!is_alive(zygote));
 }
 
-#[test]
-fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
+#[tokio::test]
+async fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
     let server = ServerProcess::start(&["--spare-workers", "1", "--workers", "1"]);
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
     while server.workers().is_empty() {
@@ -265,7 +265,7 @@ fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
     }
     let executable = server.worker_executable.clone();
     assert_eq!(zygote_processes(&executable).len(), 1);
-    assert!(server.stop(), "the server did not exit cleanly");
+    assert!(server.stop().await, "the server did not exit cleanly");
     assert_eq!(worker_processes(&executable), []);
     assert_eq!(zygote_processes(&executable), []);
 }
@@ -406,8 +406,8 @@ async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantin
     app.stop().await;
 }
 
-#[test]
-fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
+#[tokio::test]
+async fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
     let mut server = ServerProcess::start(&["--spare-workers", "2", "--workers", "1"]);
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
     while server.workers().len() < 2 {
@@ -419,7 +419,7 @@ fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
 
     // No shutdown runs: the parent-death signal (or the end of their stdin) ends them.
     kill("-KILL", server.pid());
-    assert!(server.wait_for_exit(REPLACEMENT_LIMIT).is_some());
+    assert!(server.wait_for_exit(REPLACEMENT_LIMIT).await.is_some());
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
     while !(worker_processes(&executable).is_empty() && zygote_processes(&executable).is_empty()) {
         assert!(
