@@ -132,6 +132,14 @@ fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
     request
 }
 
+/// Waits until every job of `job_ids` has ended, seen through `instance`, and checks that
+/// each one succeeded.
+async fn assert_all_succeed(instance: &Instance, job_ids: &[String]) {
+    for job in wait_until_ended(instance, job_ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+}
+
 /// Polls each job through `instance` until it has ended (riding out UNAVAILABLE while Redis
 /// is away); answers the last snapshots.
 async fn wait_until_ended(instance: &Instance, job_ids: &[String]) -> Vec<proto::RenderJob> {
@@ -367,9 +375,7 @@ async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
         hold.let_go();
     }
     let ids: Vec<String> = jobs.iter().map(|(_, _, id)| id.clone()).collect();
-    for job in wait_until_ended(&farm[2], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[2], &ids).await;
     assert_went_back_to_the_queue(watcher).await;
     let survivors: Vec<&Instance> = farm[1..].iter().collect();
     // Two held renders, three queued ones and the orphan, each once.
@@ -469,9 +475,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
         }
     }
     ids.push(retried.expect("accepted once Redis is back"));
-    for job in wait_until_ended(&farm[0], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[0], &ids).await;
     let everyone: Vec<&Instance> = farm.iter().collect();
     let renders = counters(&everyone, "renders_started").await;
     assert_eq!(renders.iter().sum::<f64>(), 7.0, "{renders:?}");
@@ -525,9 +529,7 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
     for hold in &holds {
         hold.let_go();
     }
-    for job in wait_until_ended(&farm[0], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[0], &ids).await;
     // Its entry is read by a free worker and acknowledged away, unrendered.
     let mut left = queue_left(&prefix).await;
     for _ in 0..200 {
@@ -626,9 +628,7 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
     stop_handing_back(&mut farm[0]).await;
     // The other instance finishes its own render, then takes the handed-back one.
     holds[1].let_go();
-    for job in wait_until_ended(&farm[1], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[1], &ids).await;
     assert_went_back_to_the_queue(watcher).await;
     // Taken from the queue, not reclaimed after a lease; rendered there once more.
     assert_eq!(farm[1].counter("shared_jobs_reclaimed").await, 0.0);
@@ -683,7 +683,5 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
     );
     // The render it followed finishes on the other instance.
     holds[1].let_go();
-    for job in wait_until_ended(&farm[1], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[1], &ids).await;
 }
