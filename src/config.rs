@@ -232,6 +232,10 @@ pub struct ServerSettings {
     /// Traces go here instead (tests: an in-memory exporter); not a flag.
     #[arg(skip)]
     pub tracing: Option<crate::telemetry::traces::Tracing>,
+    /// How long a compressed call waits for its share of the inflation budget (none: the
+    /// middleware's `INFLATION_WAIT`); tests shorten it to see the refusal. Not a flag.
+    #[arg(skip)]
+    pub inflation_wait: Option<Duration>,
     /// HTTP/2 keepalive, connection age and grace (crate::mesh).
     #[command(flatten)]
     pub mesh: mesh::MeshSettings,
@@ -308,6 +312,7 @@ impl ServerSettings {
             tenant_burst: None,
             otlp_endpoint: None,
             tracing: None,
+            inflation_wait: None,
             mesh: mesh::MeshSettings::default(),
             identities: None,
             trust_sidecar_identity: None,

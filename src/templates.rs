@@ -293,7 +293,7 @@ pub fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
                 request.lottie_json.len()
             ),
         );
-        reason = Reason::TemplateInvalid;
+        reason = Reason::TemplateTooLarge;
     } else if let Err(error) = Template::check_syntax(&request.lottie_json) {
         violation("lottie_json".into(), error.to_string());
         reason = error.reason();

@@ -22,7 +22,7 @@ use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
 use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
-use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES};
+use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES, INFLATION_WAIT};
 use crate::middleware::request_body::{MAX_HEALTH_REQUEST_BYTES, MAX_REFLECTION_REQUEST_BYTES};
 use crate::middleware::request_body::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::middleware::InflationBudgetLayer;
@@ -405,6 +405,9 @@ impl Services {
     fn routes(self, settings: &ServerSettings) -> Routes {
         // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
         let inflation = shared_budget(INFLATION_BUDGET_BYTES);
+        let inflation_wait = settings.inflation_wait.unwrap_or(INFLATION_WAIT);
+        let inflation_layer =
+            |limit| InflationBudgetLayer::new(inflation.clone(), limit).with_wait(inflation_wait);
         let templates = TemplateServiceServer::new(TemplateApi::new(
             self.templates.clone(),
             self.keys.clone(),
@@ -415,8 +418,7 @@ impl Services {
         // size by max_decoding_message_size.
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
-        let templates =
-            InflationBudgetLayer::new(inflation.clone(), MAX_REQUEST_BYTES).layer(templates);
+        let templates = inflation_layer(MAX_REQUEST_BYTES).layer(templates);
         let renders = RenderServiceServer::new(
             RenderApi::new(Intake::new(
                 self.templates,
@@ -436,13 +438,12 @@ impl Services {
         .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip);
-        let renders =
-            InflationBudgetLayer::new(inflation.clone(), MAX_RENDER_REQUEST_BYTES).layer(renders);
+        let renders = inflation_layer(MAX_RENDER_REQUEST_BYTES).layer(renders);
         let health = HealthServer::new(HealthService::from_health_reporter(self.health))
             .max_decoding_message_size(MAX_HEALTH_REQUEST_BYTES)
             .accept_compressed(CompressionEncoding::Gzip)
             .send_compressed(CompressionEncoding::Gzip);
-        let health = InflationBudgetLayer::new(inflation, MAX_HEALTH_REQUEST_BYTES).layer(health);
+        let health = inflation_layer(MAX_HEALTH_REQUEST_BYTES).layer(health);
         Routes::new(health)
             .add_service(templates)
             .add_service(renders)

@@ -152,7 +152,7 @@ async fn one_connection_of_bodiless_streams_cannot_make_another_caller_overloade
     assert!(cpu < Duration::from_secs(2), "server cpu {cpu:?}");
     assert!(peak < 256 << 20, "server peak rss {peak}");
     drop((waiting, open, attacker));
-    assert!(server.stop(), "the server exits 0 on SIGTERM");
+    assert!(server.stop().await, "the server exits 0 on SIGTERM");
 }
 
 #[tokio::test]

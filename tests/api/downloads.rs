@@ -2,8 +2,8 @@
 //! at most 1 MiB and none empty, their offsets adding up, and the sha256 of their
 //! concatenation is the one the job reports and the one of the file on disk.
 
-use crate::helpers::{sha256_hex, spawn_app, WATCH_LIMIT};
-use lottie_render::grpc::proto::{self, JobState};
+use crate::helpers::{download_chunks_through, sha256_hex, spawn_app};
+use lottie_render::grpc::proto;
 
 /// Photographs (43 embedded images) as a GIF at 640×454 make about 2.6 MiB (the test checks
 /// that it is above two chunks).
@@ -15,8 +15,8 @@ const CHUNK_BYTES: usize = 1024 * 1024;
 async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha256_intact() {
     let app = spawn_app().await;
     let template = app.create_template(PHOTOGRAPHS).await;
-    let job = app
-        .submit(proto::RenderRequest {
+    let last = app
+        .render(proto::RenderRequest {
             template_id: template.template_id.clone(),
             modifications: None,
             output: Some(proto::OutputSpec {
@@ -27,24 +27,13 @@ async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha2
                 background: None,
             }),
         })
-        .await
-        .unwrap();
-    let last = app.watch(&job.job_id, WATCH_LIMIT).await.pop().unwrap();
-    assert_eq!(last.state, JobState::Succeeded as i32, "{last:?}");
+        .await;
+    let job_id = last.job_id;
     let output = last.output.unwrap();
 
-    let mut stream = app
-        .renders()
-        .download_render_output(proto::DownloadRenderOutputRequest {
-            job_id: job.job_id.clone(),
-        })
+    let chunks = download_chunks_through(app.renders(), &job_id)
         .await
-        .unwrap()
-        .into_inner();
-    let mut chunks = Vec::new();
-    while let Some(chunk) = stream.message().await.unwrap() {
-        chunks.push(chunk);
-    }
+        .unwrap();
     assert!(
         output.size_bytes > 2 * CHUNK_BYTES as u64,
         "{} bytes: make the output larger (at least three chunks)",
@@ -67,7 +56,7 @@ async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha2
         .data_dir
         .path()
         .join("outputs")
-        .join(format!("{}.gif", job.job_id));
+        .join(format!("{job_id}.gif"));
     assert_eq!(sha256_hex(&std::fs::read(file).unwrap()), output.sha256);
     // A GIF from its first bytes to its trailer.
     assert!(bytes.starts_with(b"GIF89a") && bytes.ends_with(&[0x3b]));

@@ -163,6 +163,7 @@ async fn on_sigterm_a_queued_job_is_cancelled_retryably_a_running_one_finishes_a
     drop((health, channel));
     let status = server
         .wait_for_exit(PATIENCE)
+        .await
         .expect("the server did not exit after the drain");
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert!(

@@ -4,7 +4,8 @@
 //! every code.
 
 use crate::helpers::{
-    color, create_request, small_request, spawn_app, spawn_app_with, unique_key, TestApp,
+    color, create_request, small_request, spawn_app, spawn_app_with, unique_key, violated_fields,
+    TestApp,
 };
 use lottie_render::grpc::proto;
 use prost::Message;
@@ -30,16 +31,7 @@ fn assert_refusal(case: &str, status: &Status, expected: &Refusal) {
     assert_eq!(info.reason, expected.reason, "{case}: {status:?}");
     assert_eq!(info.domain, "lottie-render", "{case}");
     // As a set: garde reports in its own (path) order.
-    let mut fields: Vec<&str> = details
-        .bad_request()
-        .map(|request| {
-            request
-                .field_violations
-                .iter()
-                .map(|v| v.field.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut fields = violated_fields(status);
     fields.sort_unstable();
     let mut expected_fields = expected.fields.to_vec();
     expected_fields.sort_unstable();
@@ -360,14 +352,7 @@ async fn undecodable_bodies_unknown_fields_and_oversized_requests_are_invalid_ar
         assert_eq!(status.code(), Code::InvalidArgument, "{case}: {status:?}");
         let details = status.get_error_details();
         assert_eq!(details.error_info().unwrap().reason, "UNKNOWN_FIELDS");
-        let fields: Vec<&str> = details
-            .bad_request()
-            .unwrap()
-            .field_violations
-            .iter()
-            .map(|v| v.field.as_str())
-            .collect();
-        assert_eq!(fields, [field], "{case}");
+        assert_eq!(violated_fields(&status), [field], "{case}");
     }
 
     // One byte above the 64 MiB limit, refused before it is buffered.

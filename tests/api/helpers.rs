@@ -293,11 +293,7 @@ impl TestApp {
 
     /// GetRenderJob, refusals included.
     pub async fn try_get_job(&self, job_id: &str) -> Result<proto::RenderJob, Status> {
-        let request = proto::GetRenderJobRequest {
-            job_id: job_id.into(),
-        };
-        let answer = self.renders().get_render_job(request).await;
-        answer.map(tonic::Response::into_inner)
+        get_job_through(self.renders(), job_id).await
     }
 
     pub async fn cancel(&self, job_id: &str) -> proto::RenderJob {
@@ -406,6 +402,23 @@ impl TestApp {
             server.await.unwrap();
         }
     }
+}
+
+/// Every file (not directory) under `dir`, at any depth.
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
 
 pub fn corpus_path(name: &str) -> PathBuf {

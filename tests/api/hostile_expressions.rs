@@ -4,7 +4,7 @@
 //! analysed as a render resolves it; a caller's colours never reach an expression; and a render
 //! whose expressions run out of their budget fails at once, not retryable, and is quarantined.
 
-use crate::helpers::{color, small_request, spawn_app, TestApp, WATCH_LIMIT};
+use crate::helpers::{assert_warns, color, small_request, spawn_app, TestApp, WATCH_LIMIT};
 use lottie_render::cli::bench_hostile::payloads::red_square;
 use lottie_render::grpc::proto::{self, JobState};
 use serde_json::{json, Value};
@@ -93,13 +93,10 @@ async fn a_hog_in_the_root_slots_object_is_analysed_and_its_render_fails_at_once
     let started = Instant::now();
     let created = create(&app, bytes).await.unwrap();
     assert!(started.elapsed() < CREATE_LIMIT, "{:?}", started.elapsed());
-    assert!(
-        created
-            .warnings
-            .iter()
-            .any(|warning| warning.contains("work budget")),
-        "the analysis evaluates the root slots: {:?}",
-        created.warnings
+    assert_warns(
+        &created.warnings,
+        "work budget",
+        "the analysis evaluates the root slots",
     );
 
     let request = small_request(&created.template_id, proto::Format::Gif);

@@ -60,7 +60,7 @@ async fn a_template_whose_record_would_pass_its_limit_is_refused_with_its_own_re
         .unwrap()
         .into_inner();
     assert!(created.text_slots[0].default_text_truncated);
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 #[tokio::test]
@@ -160,7 +160,7 @@ async fn submissions_naming_unknown_slots_of_templates_with_the_largest_records_
         "{spent:?} of server CPU for {submissions} submissions"
     );
     drop(clients);
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 #[tokio::test]
@@ -202,7 +202,7 @@ async fn the_template_quota_counts_the_record_and_summary_too() {
         stored > corpus("tiny-solid-layer.json").len() as u64 + 200,
         "{stored}"
     );
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// Every file under `dir`.

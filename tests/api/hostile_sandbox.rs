@@ -2,13 +2,14 @@
 //! start-up (the self-test) and exports what is in force, and a worker that floods its output
 //! costs its own job only.
 
-use crate::helpers::{corpus, create_request, sample_value, small_request, unique_key};
+use crate::helpers::{
+    corpus, create_request, get_job_through, renders_on, sample_value, small_request,
+    submit_keyed_through, unique_key,
+};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
-use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use std::time::Duration;
-use tonic::Request;
 
 /// Every mechanism the self-test proves (`lottie_render_sandbox_protection{mechanism}`).
 const MECHANISMS: [&str; 10] = [
@@ -64,7 +65,7 @@ async fn the_server_proves_its_worker_sandbox_at_start_up_and_exports_every_prot
         server.workers().is_empty(),
         "the self-test's worker is gone"
     );
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// A stand-in worker that reads its job and then writes one endless line on stdout.
@@ -94,21 +95,14 @@ async fn a_worker_flooding_its_output_fails_its_job_as_a_crash_and_costs_the_ser
         .unwrap()
         .into_inner();
     let rss_before = server.peak_rss_bytes();
-    let mut renders = RenderServiceClient::new(channel.clone());
-    let mut request = Request::new(small_request(&template.template_id, proto::Format::Gif));
-    request
-        .metadata_mut()
-        .insert("idempotency-key", unique_key().parse().unwrap());
-    let job = renders.submit_render(request).await.unwrap().into_inner();
+    let renders = renders_on(channel.clone());
+    let request = small_request(&template.template_id, proto::Format::Gif);
+    let (job, _) = submit_keyed_through(renders.clone(), &unique_key(), request)
+        .await
+        .unwrap();
     let mut finished = None;
     for _ in 0..600 {
-        let seen = renders
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: job.job_id.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let seen = get_job_through(renders.clone(), &job.job_id).await.unwrap();
         if seen.state == proto::JobState::Failed as i32 {
             finished = Some(seen);
             break;
@@ -144,7 +138,7 @@ async fn a_worker_flooding_its_output_fails_its_job_as_a_crash_and_costs_the_ser
         "nothing of the flooding worker is left: {:?}",
         flooders_left(&server)
     );
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// Processes of the flooding worker (the script's shell or its awk) still alive.

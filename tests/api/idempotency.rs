@@ -329,7 +329,12 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
 
 async fn a_cancelled_job_frees_its_key(store: Store) {
     let dir = tempfile::tempdir().unwrap();
-    let app = app_on(store, dir.path(), |_| {}).await;
+    // The retry's render never finishes: the server stops without waiting the default grace
+    // (30 s) for it.
+    let app = app_on(store, dir.path(), |settings| {
+        settings.shutdown_grace_seconds = 0.1;
+    })
+    .await;
     let hangs = app.create_template(NEVER_FINISHES).await;
     let key = unique_key();
     let request = small_request(&hangs.template_id, proto::Format::Gif);

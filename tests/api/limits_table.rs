@@ -197,6 +197,15 @@ fn constant(name: &str) -> Option<Actual> {
         "middleware::request_body::HEALTH_BUFFER_BUDGET_BYTES" => {
             bytes(request_body::HEALTH_BUFFER_BUDGET_BYTES as f64)
         }
+        "middleware::inflation_budget::INFLATION_BUDGET_BYTES" => {
+            bytes(middleware::inflation_budget::INFLATION_BUDGET_BYTES as f64)
+        }
+        "middleware::inflation_budget::INFLATION_WAIT" => {
+            seconds(middleware::inflation_budget::INFLATION_WAIT)
+        }
+        "middleware::inflation_budget::INFLATION_RETRY_AFTER" => {
+            seconds(middleware::inflation_budget::INFLATION_RETRY_AFTER)
+        }
         "tls::incoming::TLS_HANDSHAKE_TIMEOUT" => seconds(tls::incoming::TLS_HANDSHAKE_TIMEOUT),
         "tls::incoming::MAX_TLS_HANDSHAKES_IN_PROGRESS" => {
             count(tls::incoming::MAX_TLS_HANDSHAKES_IN_PROGRESS as f64)

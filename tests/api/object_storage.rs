@@ -5,8 +5,8 @@
 //! the store's objects survive the outage.
 
 use crate::helpers::{
-    corpus, create_request, refusal_delay, sha256_hex, small_request, spawn_app_with, unique_key,
-    unique_prefix, TestApp,
+    corpus, create_request, files_under, refusal_delay, sha256_hex, small_request, spawn_app_with,
+    unique_key, unique_prefix, TestApp,
 };
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
@@ -123,23 +123,6 @@ impl TestBucket {
             self.keys().await
         );
     }
-}
-
-/// Files (not directories) under `dir`, recursively.
-fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                found.push(path);
-            }
-        }
-    }
-    found
 }
 
 /// A server on `bucket` at the test S3 server, its settings further adjusted by `configure`.

@@ -178,29 +178,31 @@ impl ServerProcess {
     }
 
     /// Waits up to `limit` for the process to exit; its status, or `None` if it still runs.
-    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+    /// Polls without blocking the test's runtime: the clients' connections (their tasks on
+    /// that runtime) must answer the server's GOAWAY and PING for its drain to close them,
+    /// or it waits out `app::serve::OPEN_CALLS_AFTER_DRAIN` for them.
+    pub async fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return Some(status);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         None
     }
 
-    /// SIGTERM, then waits (bounded) for a clean exit; answers whether it exited 0.
-    pub fn stop(mut self) -> bool {
+    /// SIGTERM, then waits (bounded, as [`ServerProcess::wait_for_exit`]) for a clean exit;
+    /// answers whether it exited 0.
+    pub async fn stop(mut self) -> bool {
         send_signal(self.pid(), "TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.success();
+        match self.wait_for_exit(Duration::from_secs(30)).await {
+            Some(status) => status.success(),
+            None => {
+                let _ = self.child.kill();
+                false
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        false
     }
 }
 
@@ -258,5 +260,5 @@ async fn a_server_process_serves_reports_its_costs_and_stops_cleanly() {
     assert_ne!(server.address, server.metrics_address);
     assert!(server.data_dir.path().join("data").is_dir());
     drop(channel);
-    assert!(server.stop(), "the server exits 0 on SIGTERM");
+    assert!(server.stop().await, "the server exits 0 on SIGTERM");
 }

@@ -4,12 +4,13 @@
 //! time (RENDER_CPU_EXCEEDED) or was killed from outside, as the OOM killer does
 //! (RENDER_MEMORY_EXCEEDED): the job FAILED, retryable after the queue's delay.
 
-use crate::helpers::{corpus, refusal_delay, small_request, unique_key, with_idempotency_key};
+use crate::helpers::{
+    corpus, get_job_through, refusal_delay, renders_on, small_request, submit_keyed_through,
+    unique_key,
+};
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
-use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tonic::Code;
@@ -26,10 +27,7 @@ const FIRST_FAILED_RENDER_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// An executable shell script `name` in `dir` that reads its input (a job, as a worker is
 /// given one) and then runs `then`.
 fn stand_in(dir: &Path, name: &str, then: &str) -> PathBuf {
-    let script = dir.join(name);
-    std::fs::write(&script, format!("#!/bin/sh\ncat > /dev/null\n{then}\n")).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
+    crate::helpers::stand_in(&dir.join(name), &format!("cat > /dev/null\n{then}"))
 }
 
 async fn create_ball(server: &ServerProcess) -> Result<proto::Template, tonic::Status> {
@@ -54,29 +52,21 @@ async fn an_analysis_worker_killed_from_outside_is_analysis_unavailable_retried_
     let status = create_ball(&server).await.unwrap_err();
     let delay = refusal_delay(&status, Code::Unavailable, "ANALYSIS_UNAVAILABLE");
     assert_eq!(delay, Some(Duration::from_secs(2)), "{status:?}");
-    assert!(server.stop());
+    assert!(server.stop().await);
 }
 
 /// Creates the ball, submits one small render and waits until it has ended; answers its
 /// last snapshot.
 async fn render_until_ended(server: &ServerProcess) -> proto::RenderJob {
     let template = create_ball(server).await.unwrap();
-    let mut renders = RenderServiceClient::new(server.channel().await);
+    let renders = renders_on(server.channel().await);
     let request = small_request(&template.template_id, proto::Format::Gif);
-    let job = renders
-        .submit_render(with_idempotency_key(request, &unique_key()))
+    let (job, _) = submit_keyed_through(renders.clone(), &unique_key(), request)
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     let deadline = tokio::time::Instant::now() + JOB_END_LIMIT;
     loop {
-        let seen = renders
-            .get_render_job(proto::GetRenderJobRequest {
-                job_id: job.job_id.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let seen = get_job_through(renders.clone(), &job.job_id).await.unwrap();
         let state = proto::JobState::try_from(seen.state).unwrap();
         if matches!(
             state,
@@ -106,28 +96,34 @@ fn assert_failed_retryable(job: &proto::RenderJob, reason: &str) {
     );
 }
 
+/// A server of one render worker, a stand-in named `name` that ends with `then`: its render
+/// ends FAILED with `reason`, retryable after [`FIRST_FAILED_RENDER_RETRY_AFTER`].
+async fn assert_worker_fails_its_job_retryable(name: &str, then: &str, reason: &str) {
+    let server =
+        ServerProcess::start_with_worker(|dir| stand_in(dir, name, then), &["--workers", "1"], &[]);
+    let job = render_until_ended(&server).await;
+    assert_failed_retryable(&job, reason);
+    assert!(server.stop().await);
+}
+
 #[tokio::test]
 async fn a_render_worker_out_of_cpu_time_fails_its_job_as_render_cpu_exceeded_retryable() {
     // The kernel sends SIGXCPU at the worker's RLIMIT_CPU.
-    let server = ServerProcess::start_with_worker(
-        |dir| stand_in(dir, "out-of-cpu-worker", "kill -XCPU $$"),
-        &["--workers", "1"],
-        &[],
-    );
-    let job = render_until_ended(&server).await;
-    assert_failed_retryable(&job, "RENDER_CPU_EXCEEDED");
-    assert!(server.stop());
+    assert_worker_fails_its_job_retryable(
+        "out-of-cpu-worker",
+        "kill -XCPU $$",
+        "RENDER_CPU_EXCEEDED",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_render_worker_killed_from_outside_fails_its_job_as_render_memory_exceeded_retryable() {
     // SIGKILL from outside: nearly always the kernel's OOM killer under memory pressure.
-    let server = ServerProcess::start_with_worker(
-        |dir| stand_in(dir, "oom-killed-worker", "kill -KILL $$"),
-        &["--workers", "1"],
-        &[],
-    );
-    let job = render_until_ended(&server).await;
-    assert_failed_retryable(&job, "RENDER_MEMORY_EXCEEDED");
-    assert!(server.stop());
+    assert_worker_fails_its_job_retryable(
+        "oom-killed-worker",
+        "kill -KILL $$",
+        "RENDER_MEMORY_EXCEEDED",
+    )
+    .await;
 }

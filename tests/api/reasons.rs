@@ -2,21 +2,27 @@
 //! and its retry semantics (pushback -1, or one delay in RetryInfo, pushback and
 //! retry-after): TEMPLATE_NOT_FOUND, JOB_NOT_SUCCEEDED, OUTPUT_TOO_LONG, SERVER_OVERLOADED
 //! (a call held in flight at a limit of one), STORAGE_UNAVAILABLE (the template directory
-//! removed under the server) and JOB_STORE_UNAVAILABLE (its Redis gone).
+//! removed under the server), JOB_STORE_UNAVAILABLE (its Redis gone), TEMPLATE_TOO_LARGE (a
+//! template one byte over its size limit) and COMPRESSED_REQUESTS_BUSY (the inflation budget
+//! held by compressed calls in their handlers).
 
 use crate::helpers::unique_prefix;
 use crate::helpers::OwnRedis;
 use crate::helpers::{
-    corpus, create_request, refusal_delay, small_request, spawn_app, spawn_app_with, Hold, TestApp,
+    corpus, create_request, refusal_delay, small_request, spawn_app, spawn_app_with,
+    violated_fields, Hold, TestApp,
 };
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};
+use lottie_render::lottie::template::MAX_TEMPLATE_BYTES;
+use lottie_render::middleware::inflation_budget::{INFLATION_BUDGET_BYTES, INFLATION_RETRY_AFTER};
+use lottie_render::middleware::request_body::MAX_REQUEST_BYTES;
 use std::time::Duration;
+use tonic::codec::CompressionEncoding;
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
-use tonic_types::StatusExt;
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 /// rlottie's own regression file: renders frame 25 for ever (a job that never finishes).
@@ -124,15 +130,7 @@ async fn unknown_templates_unfinished_jobs_and_over_long_gifs_are_refused_with_t
         refusal_delay(&status, Code::InvalidArgument, "OUTPUT_TOO_LONG"),
         None
     );
-    let violations = status.get_error_details().bad_request().unwrap().clone();
-    assert_eq!(
-        violations
-            .field_violations
-            .iter()
-            .map(|violation| violation.field.as_str())
-            .collect::<Vec<_>>(),
-        ["output.format"]
-    );
+    assert_eq!(violated_fields(&status), ["output.format"]);
     // The limit is the GIF's: the same template as MP4 is accepted.
     let mp4 = app.submit_small(&too_long, proto::Format::Mp4).await;
     app.cancel(&mp4.job_id).await;
@@ -235,5 +233,94 @@ async fn a_job_lookup_with_its_redis_gone_is_job_store_unavailable_with_a_delay(
     let delay =
         refusal_delay(&status, Code::Unavailable, "JOB_STORE_UNAVAILABLE").expect("a retry delay");
     assert!(delay >= Duration::from_secs(1), "{delay:?}");
+    app.stop().await;
+}
+
+/// The names in the server's template directory.
+fn template_directory(app: &TestApp) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(app.data_dir.path().join("templates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    names.sort();
+    names
+}
+
+/// README: a template over 8 MiB, well within CreateTemplate's 64 MiB request limit, is
+/// refused for its size (deterministic, pushback -1), naming the field, and nothing of it is
+/// stored.
+#[tokio::test]
+async fn a_template_one_byte_over_its_size_limit_is_template_too_large_and_nothing_is_stored() {
+    let app = spawn_app().await;
+    let before = template_directory(&app);
+    // A real template, padded with JSON whitespace: only its size is wrong.
+    let mut json = corpus(BALL);
+    json.resize(MAX_TEMPLATE_BYTES + 1, b' ');
+    assert!(json.len() < MAX_REQUEST_BYTES);
+    let status = app.create(BALL, json).await.unwrap_err();
+    assert_eq!(
+        refusal_delay(&status, Code::InvalidArgument, "TEMPLATE_TOO_LARGE"),
+        None
+    );
+    assert_eq!(violated_fields(&status), ["lottie_json"]);
+    assert!(app.list_templates().await.templates.is_empty());
+    assert_eq!(template_directory(&app), before, "nothing was stored");
+    app.stop().await;
+}
+
+/// README: compressed calls hold their service's message limit (64 MiB for TemplateService)
+/// from a 256 MiB inflation budget while they are handled: four CreateTemplates whose analyses
+/// are held fill it, so a fifth compressed call waits out its (here shortened) wait and is
+/// RESOURCE_EXHAUSTED `COMPRESSED_REQUESTS_BUSY` with a 2 s delay, while an uncompressed call
+/// is served at once; once the four end, compressed calls are served again.
+#[tokio::test]
+async fn compressed_calls_beyond_the_inflation_budget_are_compressed_requests_busy_with_a_delay() {
+    let holders = INFLATION_BUDGET_BYTES / MAX_REQUEST_BYTES;
+    assert_eq!(holders, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Hold::new(dir.path());
+    let script = hold.script.clone();
+    let app = spawn_app_with(|settings| {
+        settings.analysis_executable = Some(script);
+        // A tenant holds half the analysis workers: room for every holder.
+        settings.analysis_workers = 2 * holders as u16;
+        settings.inflation_wait = Some(Duration::from_millis(300));
+    })
+    .await;
+    let compressed = || app.templates().send_compressed(CompressionEncoding::Gzip);
+    hold.engage();
+    let held: Vec<_> = (0..holders)
+        .map(|index| {
+            let mut templates = compressed();
+            tokio::spawn(async move {
+                templates
+                    .create_template(create_request(&format!("holder {index}"), corpus(BALL)))
+                    .await
+            })
+        })
+        .collect();
+    hold.wait_for_held(holders).await;
+    hold.disengage();
+
+    let list = proto::ListTemplatesRequest::default();
+    app.templates()
+        .list_templates(list.clone())
+        .await
+        .expect("an uncompressed call is served beside a full budget");
+    let status = compressed().list_templates(list.clone()).await.unwrap_err();
+    assert_eq!(
+        refusal_delay(&status, Code::ResourceExhausted, "COMPRESSED_REQUESTS_BUSY"),
+        Some(INFLATION_RETRY_AFTER)
+    );
+    assert_eq!(INFLATION_RETRY_AFTER, Duration::from_secs(2));
+
+    hold.let_go();
+    for holder in held {
+        holder.await.unwrap().expect("a holder is created");
+    }
+    compressed()
+        .list_templates(list)
+        .await
+        .expect("served once the budget is back");
     app.stop().await;
 }

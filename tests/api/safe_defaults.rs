@@ -237,5 +237,8 @@ async fn the_http_probes_on_the_metrics_port_follow_liveness_and_readiness() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(http_status(metrics, "/livez").await, 200);
-    assert!(server.wait_for_exit(Duration::from_secs(30)).is_some());
+    assert!(server
+        .wait_for_exit(Duration::from_secs(30))
+        .await
+        .is_some());
 }

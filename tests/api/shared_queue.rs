@@ -132,6 +132,14 @@ fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
     request
 }
 
+/// Waits until every job of `job_ids` has ended, seen through `instance`, and checks that
+/// each one succeeded.
+async fn assert_all_succeed(instance: &Instance, job_ids: &[String]) {
+    for job in wait_until_ended(instance, job_ids).await {
+        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
+    }
+}
+
 /// Polls each job through `instance` until it has ended (riding out UNAVAILABLE while Redis
 /// is away); answers the last snapshots.
 async fn wait_until_ended(instance: &Instance, job_ids: &[String]) -> Vec<proto::RenderJob> {
@@ -239,9 +247,12 @@ fn job_started_on(server: &ServerProcess) -> Option<String> {
     })
 }
 
-/// Watches job `job_id` through `instance`: the states of every snapshot, to the end of the
-/// stream.
-async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHandle<Vec<JobState>> {
+/// Watches job `job_id` through `instance` in a task of its own: every snapshot, to the end
+/// of the stream (or until it breaks, as when the instance stops).
+async fn watch_snapshots(
+    instance: &Instance,
+    job_id: &str,
+) -> tokio::task::JoinHandle<Vec<proto::RenderJob>> {
     let mut watch = instance
         .renders()
         .watch_render_job(proto::WatchRenderJobRequest {
@@ -251,12 +262,19 @@ async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHan
         .unwrap()
         .into_inner();
     tokio::spawn(async move {
-        let mut states = Vec::new();
+        let mut snapshots = Vec::new();
         while let Ok(Some(job)) = watch.message().await {
-            states.push(state(&job));
+            snapshots.push(job);
         }
-        states
+        snapshots
     })
+}
+
+/// Watches job `job_id` through `instance`: the states of every snapshot, to the end of the
+/// stream.
+async fn watch_states(instance: &Instance, job_id: &str) -> tokio::task::JoinHandle<Vec<JobState>> {
+    let snapshots = watch_snapshots(instance, job_id).await;
+    tokio::spawn(async move { snapshots.await.unwrap().iter().map(state).collect() })
 }
 
 /// What a caller watching a job that went back to the queue sees (within [`FARM_LIMIT`]):
@@ -357,9 +375,7 @@ async fn the_jobs_of_an_instance_killed_mid_render_finish_on_the_others() {
         hold.let_go();
     }
     let ids: Vec<String> = jobs.iter().map(|(_, _, id)| id.clone()).collect();
-    for job in wait_until_ended(&farm[2], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[2], &ids).await;
     assert_went_back_to_the_queue(watcher).await;
     let survivors: Vec<&Instance> = farm[1..].iter().collect();
     // Two held renders, three queued ones and the orphan, each once.
@@ -459,9 +475,7 @@ async fn a_redis_restarted_mid_run_loses_nothing_and_renders_nothing_twice() {
         }
     }
     ids.push(retried.expect("accepted once Redis is back"));
-    for job in wait_until_ended(&farm[0], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[0], &ids).await;
     let everyone: Vec<&Instance> = farm.iter().collect();
     let renders = counters(&everyone, "renders_started").await;
     assert_eq!(renders.iter().sum::<f64>(), 7.0, "{renders:?}");
@@ -515,9 +529,7 @@ async fn a_job_cancelled_while_it_waits_in_the_shared_queue_is_never_rendered() 
     for hold in &holds {
         hold.let_go();
     }
-    for job in wait_until_ended(&farm[0], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[0], &ids).await;
     // Its entry is read by a free worker and acknowledged away, unrendered.
     let mut left = queue_left(&prefix).await;
     for _ in 0..200 {
@@ -578,12 +590,13 @@ async fn two_instances_each_holding_a_render(bucket: &TestBucket) -> TwoHolding 
 
 /// SIGTERM to `instance`, which must stop cleanly and hand its held render back to the shared
 /// queue (not leave it to its lease).
-fn stop_handing_back(instance: &mut Instance) {
+async fn stop_handing_back(instance: &mut Instance) {
     instance.server.terminate();
     assert!(
         instance
             .server
             .wait_for_exit(Duration::from_secs(60))
+            .await
             .is_some_and(|status| status.success()),
         "the first instance stops cleanly"
     );
@@ -612,12 +625,10 @@ async fn a_render_still_running_when_its_instance_stops_is_handed_back_and_finis
     // Its caller watches through the instance that stays.
     let watcher = watch_states(&farm[1], &stopping).await;
     // SIGTERM: the held render outlives the grace period and is stopped.
-    stop_handing_back(&mut farm[0]);
+    stop_handing_back(&mut farm[0]).await;
     // The other instance finishes its own render, then takes the handed-back one.
     holds[1].let_go();
-    for job in wait_until_ended(&farm[1], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[1], &ids).await;
     assert_went_back_to_the_queue(watcher).await;
     // Taken from the queue, not reclaimed after a lease; rendered there once more.
     assert_eq!(farm[1].counter("shared_jobs_reclaimed").await, 0.0);
@@ -629,21 +640,8 @@ async fn watch_to_the_end(
     instance: &Instance,
     job_id: &str,
 ) -> tokio::task::JoinHandle<Option<proto::RenderJob>> {
-    let mut watch = instance
-        .renders()
-        .watch_render_job(proto::WatchRenderJobRequest {
-            job_id: job_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    tokio::spawn(async move {
-        let mut last = None;
-        while let Ok(Some(job)) = watch.message().await {
-            last = Some(job);
-        }
-        last
-    })
+    let snapshots = watch_snapshots(instance, job_id).await;
+    tokio::spawn(async move { snapshots.await.unwrap().pop() })
 }
 
 #[tokio::test]
@@ -666,7 +664,7 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
     let follower = farm[0].submit(request(&template, variant)).await;
     assert_ne!(follower.job_id, stopping);
     let watcher = watch_to_the_end(&farm[0], &follower.job_id).await;
-    stop_handing_back(&mut farm[0]);
+    stop_handing_back(&mut farm[0]).await;
     let last = tokio::time::timeout(FARM_LIMIT, watcher)
         .await
         .unwrap()
@@ -685,7 +683,5 @@ async fn followers_of_a_render_handed_back_at_shutdown_end_cancelled_retryable_a
     );
     // The render it followed finishes on the other instance.
     holds[1].let_go();
-    for job in wait_until_ended(&farm[1], &ids).await {
-        assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
-    }
+    assert_all_succeed(&farm[1], &ids).await;
 }

@@ -6,8 +6,8 @@
 //! zygote that dies is replaced without losing the spares it forked.
 
 use crate::helpers::{
-    own_worker, small_request, spawn_app_with, wait_for_workers, worker_processes,
-    zygote_processes, TestApp, WATCH_LIMIT,
+    open_descriptors, own_worker, small_request, spawn_app_with, wait_for_workers,
+    worker_processes, zygote_processes, TestApp,
 };
 use crate::process::ServerProcess;
 use lottie_render::grpc::proto::{self, JobState};
@@ -123,10 +123,16 @@ async fn render_succeeds(app: &TestApp, template_id: &str, width: u32) {
     if let Some(output) = request.output.as_mut() {
         output.width = width;
     }
-    let job = app.submit(request).await.unwrap();
-    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
-    let last = seen.last().unwrap();
-    assert_eq!(last.state, JobState::Succeeded as i32, "{last:?}");
+    app.render(request).await;
+}
+
+/// [`render_succeeds`], then checks that `hits` jobs in all have been served by a spare.
+async fn render_succeeds_on_a_spare(app: &TestApp, template_id: &str, width: u32, hits: f64) {
+    render_succeeds(app, template_id, width).await;
+    assert_eq!(
+        app.metric("lottie_render_spare_worker_hits_total").await,
+        hits
+    );
 }
 
 #[tokio::test]
@@ -148,11 +154,7 @@ async fn a_job_is_served_by_the_worker_that_was_waiting_before_it_was_submitted(
     // No worker was started for the job itself: the first spare and its replacement.
     assert_eq!(app.metric("lottie_render_workers_started_total").await, 2.0);
 
-    render_succeeds(&app, &template.template_id, 101).await;
-    assert_eq!(
-        app.metric("lottie_render_spare_worker_hits_total").await,
-        2.0
-    );
+    render_succeeds_on_a_spare(&app, &template.template_id, 101, 2.0).await;
     assert!(!is_alive(next));
     app.stop().await;
 }
@@ -174,11 +176,7 @@ async fn a_spare_killed_while_waiting_is_replaced_and_the_next_job_runs_on_the_r
         1.0
     );
 
-    render_succeeds(&app, &template.template_id, 100).await;
-    assert_eq!(
-        app.metric("lottie_render_spare_worker_hits_total").await,
-        1.0
-    );
+    render_succeeds_on_a_spare(&app, &template.template_id, 100, 1.0).await;
     assert!(!is_alive(replacement));
     app.stop().await;
 }
@@ -193,11 +191,7 @@ async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job()
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(is_alive(spare));
 
-    render_succeeds(&app, &template.template_id, 100).await;
-    assert_eq!(
-        app.metric("lottie_render_spare_worker_hits_total").await,
-        1.0
-    );
+    render_succeeds_on_a_spare(&app, &template.template_id, 100, 1.0).await;
     app.stop().await;
 }
 
@@ -261,8 +255,8 @@ async fn shutdown_leaves_no_spare_worker_behind() {
     assert!(!is_alive(zygote));
 }
 
-#[test]
-fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
+#[tokio::test]
+async fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
     let server = ServerProcess::start(&["--spare-workers", "1", "--workers", "1"]);
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
     while server.workers().is_empty() {
@@ -271,7 +265,7 @@ fn the_serve_process_stopped_by_sigterm_leaves_no_spare_worker_behind() {
     }
     let executable = server.worker_executable.clone();
     assert_eq!(zygote_processes(&executable).len(), 1);
-    assert!(server.stop(), "the server did not exit cleanly");
+    assert!(server.stop().await, "the server did not exit cleanly");
     assert_eq!(worker_processes(&executable), []);
     assert_eq!(zygote_processes(&executable), []);
 }
@@ -301,17 +295,7 @@ async fn a_spare_forked_from_the_zygote_is_the_servers_child_with_the_fence_of_a
     );
     // Its three pipes, and /proc/self/status, which every worker opens before confinement
     // (its peak memory probe): nothing of the zygote's or the server's.
-    let mut descriptors: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{spare}/fd"))
-        .unwrap()
-        .map(|entry| {
-            let entry = entry.unwrap();
-            let target = std::fs::read_link(entry.path()).unwrap();
-            (
-                entry.file_name().to_string_lossy().into_owned(),
-                target.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
+    let mut descriptors = open_descriptors(&spare);
     descriptors.sort();
     let names: Vec<&str> = descriptors.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names, ["0", "1", "2", "3"], "{descriptors:?}");
@@ -348,11 +332,7 @@ async fn a_zygote_killed_while_spares_wait_is_replaced_and_the_waiting_spare_sti
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(is_alive(spare));
-    render_succeeds(&app, &template.template_id, 100).await;
-    assert_eq!(
-        app.metric("lottie_render_spare_worker_hits_total").await,
-        1.0
-    );
+    render_succeeds_on_a_spare(&app, &template.template_id, 100, 1.0).await;
 
     // The spare's replacement comes from a new zygote (or, while that one waits out its
     // delay, by exec), and the next job runs on it.
@@ -413,8 +393,7 @@ async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantin
     assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 1.0);
     kill("-ABRT", retry);
 
-    let seen = app.watch(&job.job_id, WATCH_LIMIT).await;
-    let last = seen.last().unwrap();
+    let last = app.finished(&job.job_id).await;
     assert_eq!(last.state, JobState::Failed as i32, "{last:?}");
     let error = last.error.clone().unwrap();
     assert_eq!(error.reason, "RENDER_CRASHED");
@@ -427,8 +406,8 @@ async fn a_forked_worker_that_aborts_is_retried_on_a_fresh_worker_then_quarantin
     app.stop().await;
 }
 
-#[test]
-fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
+#[tokio::test]
+async fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
     let mut server = ServerProcess::start(&["--spare-workers", "2", "--workers", "1"]);
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
     while server.workers().len() < 2 {
@@ -440,7 +419,7 @@ fn a_server_killed_outright_leaves_no_zygote_or_forked_spare_behind() {
 
     // No shutdown runs: the parent-death signal (or the end of their stdin) ends them.
     kill("-KILL", server.pid());
-    assert!(server.wait_for_exit(REPLACEMENT_LIMIT).is_some());
+    assert!(server.wait_for_exit(REPLACEMENT_LIMIT).await.is_some());
     let deadline = Instant::now() + REPLACEMENT_LIMIT;
     while !(worker_processes(&executable).is_empty() && zygote_processes(&executable).is_empty()) {
         assert!(

@@ -1,7 +1,7 @@
 //! One call and its answer as the tests make and read them: keyed requests and replays,
 //! watches followed to their end, downloads, refusals and their retry delays, raw bytes.
 
-use super::{Intercepted, WATCH_LIMIT};
+use super::{BearerKey, Intercepted, WATCH_LIMIT};
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use std::time::Duration;
@@ -21,6 +21,48 @@ pub fn reason(status: &Status) -> String {
         .error_info()
         .map(|info| info.reason.clone())
         .unwrap_or_default()
+}
+
+/// The fields a refusal's `google.rpc.BadRequest` names, in its order (none without one).
+pub fn violated_fields(status: &Status) -> Vec<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .bad_request()
+        .map(|request| {
+            request
+                .field_violations
+                .iter()
+                .map(|violation| violation.field.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Checks that one of a template's `warnings` contains `needle` (`why`: what it shows).
+pub fn assert_warns(warnings: &[String], needle: &str, why: &str) {
+    assert!(
+        warnings.iter().any(|warning| warning.contains(needle)),
+        "{why}: no warning with {needle:?} in {warnings:?}"
+    );
+}
+
+/// A render client on `channel` that sends no API key (for servers the tests start as
+/// processes of their own).
+pub fn renders_on(channel: Channel) -> RenderServiceClient<Intercepted> {
+    RenderServiceClient::with_interceptor(channel, BearerKey(None))
+}
+
+/// GetRenderJob of `job_id` through `client`, refusals included.
+pub async fn get_job_through(
+    mut client: RenderServiceClient<Intercepted>,
+    job_id: &str,
+) -> Result<proto::RenderJob, Status> {
+    let request = proto::GetRenderJobRequest {
+        job_id: job_id.into(),
+    };
+    let answer = client.get_render_job(request).await;
+    answer.map(tonic::Response::into_inner)
 }
 
 /// A CreateTemplate of `lottie_json` named `name`.
@@ -109,16 +151,27 @@ pub async fn finished_through(
 /// The output of a succeeded job through `client`, checking chunk sizes and offsets on the
 /// way.
 pub async fn download_through(
-    mut client: RenderServiceClient<Intercepted>,
+    client: RenderServiceClient<Intercepted>,
     job_id: &str,
 ) -> Result<Vec<u8>, Status> {
+    let chunks = download_chunks_through(client, job_id).await?;
+    Ok(chunks.into_iter().flat_map(|chunk| chunk.data).collect())
+}
+
+/// The chunks of a succeeded job's output through `client`, as they came, checking sizes
+/// (1 byte to 1 MiB) and offsets on the way.
+pub async fn download_chunks_through(
+    mut client: RenderServiceClient<Intercepted>,
+    job_id: &str,
+) -> Result<Vec<proto::OutputChunk>, Status> {
     let mut stream = client
         .download_render_output(proto::DownloadRenderOutputRequest {
             job_id: job_id.into(),
         })
         .await?
         .into_inner();
-    let mut bytes = Vec::new();
+    let mut chunks = Vec::new();
+    let mut offset = 0;
     while let Some(chunk) = stream.message().await? {
         assert!(
             chunk.data.len() <= 1024 * 1024,
@@ -126,10 +179,11 @@ pub async fn download_through(
             chunk.data.len()
         );
         assert!(!chunk.data.is_empty());
-        assert_eq!(chunk.offset, bytes.len() as u64, "chunks in order");
-        bytes.extend_from_slice(&chunk.data);
+        assert_eq!(chunk.offset, offset, "chunks in order");
+        offset += chunk.data.len() as u64;
+        chunks.push(chunk);
     }
-    Ok(bytes)
+    Ok(chunks)
 }
 
 /// `message` as a request carrying idempotency key `key`.

@@ -210,6 +210,22 @@ impl Drop for Hold {
     }
 }
 
+/// The open file descriptors of process `pid`: each one's number and what it points to, in
+/// the order /proc lists them.
+pub fn open_descriptors(pid: &dyn std::fmt::Display) -> Vec<(String, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let target = std::fs::read_link(entry.path()).unwrap();
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                target.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
+
 /// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z` zombie…), `None` if gone.
 pub fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
