@@ -8,9 +8,8 @@
 
 use crate::helpers::{
     corpus, create_request, process_state, refusal_delay, rest_of, state, unique_key,
-    with_idempotency_key, Hold,
+    with_idempotency_key, Hold, ServerProcess,
 };
-use crate::process::ServerProcess;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};

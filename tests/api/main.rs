@@ -1,26 +1,19 @@
 //! The gRPC service over a real socket: one server per test on a random port, real clients.
+//! Hostile callers, limits and fair shares are in `tests/hostile/` (a binary of its own, so
+//! the two compile side by side).
 
-mod analysis_shares;
+// The helpers both service binaries share (tests/common/); each uses a part of them.
 mod auth;
 mod cli;
-mod connections;
 mod downloads;
 mod drain;
 mod errors;
-mod fair_share;
+#[allow(dead_code)]
+#[path = "../common/mod.rs"]
 mod helpers;
-mod hostile_assets;
-mod hostile_expressions;
-mod hostile_records;
-mod hostile_sandbox;
-mod hostile_templates;
 mod idempotency;
 mod identity_sources;
-mod image_bombs;
-#[path = "../engine/kernel_offers.rs"]
-mod kernel_offers;
 mod key_leases;
-mod limits_table;
 mod mesh;
 mod object_storage;
 mod panic;
@@ -29,10 +22,7 @@ mod process;
 mod promises;
 mod reasons;
 mod renders;
-mod retained_jobs;
-mod safe_defaults;
 mod shared_queue;
-mod shares;
 mod spare_workers;
 mod templates;
 mod tenancy;

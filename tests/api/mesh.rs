@@ -4,12 +4,11 @@
 //! `readiness` health services flip for what they say, and the metrics endpoint says its
 //! format and times every method.
 
-use crate::connections::{grpc_headers, grpc_message, raw_connection, status_of};
 use crate::helpers::{
     corpus, create_request, health_status, reason, small_request, spawn_app, spawn_app_with,
     unique_key, OwnRedis, TestApp,
 };
-use crate::process::ServerProcess;
+use crate::helpers::{grpc_headers, grpc_message, raw_connection, status_of, ServerProcess};
 use bytes::Bytes;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;

@@ -6,9 +6,8 @@
 
 use crate::helpers::{
     corpus, get_job_through, refusal_delay, renders_on, small_request, submit_keyed_through,
-    unique_key,
+    unique_key, ServerProcess,
 };
-use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use std::path::{Path, PathBuf};

@@ -6,10 +6,9 @@
 
 use crate::helpers::{
     corpus, create_request, redis_url, sample_value, small_request, state, unique_key,
-    unique_prefix, with_idempotency_key, Hold, OwnRedis,
+    unique_prefix, with_idempotency_key, Hold, OwnRedis, ServerProcess,
 };
 use crate::object_storage::{s3_endpoint, TestBucket};
-use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;

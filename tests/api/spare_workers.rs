@@ -7,9 +7,8 @@
 
 use crate::helpers::{
     open_descriptors, own_worker, small_request, spawn_app_with, wait_for_workers,
-    worker_processes, zygote_processes, TestApp,
+    worker_processes, zygote_processes, ServerProcess, TestApp,
 };
-use crate::process::ServerProcess;
 use lottie_render::grpc::proto::{self, JobState};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! the shipped deployment authenticates, encrypts and bounds every tenant, and its probes
 //! (plain HTTP on the metrics port, as the kubelet cannot speak TLS) answer.
 
-use super::process::ServerProcess;
+use crate::helpers::ServerProcess;
 use clap::Parser;
 use lottie_render::auth::AuthMode;
 use lottie_render::cli::{Cli, Command};

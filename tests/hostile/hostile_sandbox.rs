@@ -4,9 +4,8 @@
 
 use crate::helpers::{
     corpus, create_request, get_job_through, renders_on, sample_value, small_request,
-    submit_keyed_through, unique_key,
+    submit_keyed_through, unique_key, ServerProcess,
 };
-use crate::process::ServerProcess;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use std::time::Duration;

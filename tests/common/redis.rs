@@ -22,7 +22,8 @@ impl Store {
 }
 
 /// Two tests of each async `scenario(store: Store)`, as `scenario::in_memory` and
-/// `scenario::with_redis`.
+/// `scenario::with_redis`. (Only the api binary has such scenarios.)
+#[allow(unused_macros)]
 macro_rules! on_both_stores {
     ($($scenario:ident),* $(,)?) => {
         $(
@@ -40,6 +41,7 @@ macro_rules! on_both_stores {
         )*
     };
 }
+#[allow(unused_imports)]
 pub(crate) use on_both_stores;
 
 /// The shared Redis of the tests (`./dev test` starts one when none answers).

@@ -6,12 +6,16 @@
 mod calls;
 mod metrics;
 mod processes;
+mod raw_h2;
 mod redis;
+mod server_process;
 
 pub use calls::*;
 pub use metrics::*;
 pub use processes::*;
+pub use raw_h2::*;
 pub use redis::*;
+pub use server_process::*;
 
 use lottie_render::app::Listeners;
 use lottie_render::config::ServerSettings;

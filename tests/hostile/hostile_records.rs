@@ -3,8 +3,7 @@
 //! so SubmitRenders naming unknown slots of templates with the largest records cost the
 //! server little, and the template quota counts every object a template stores.
 
-use crate::helpers::{corpus, create_request, reason, small_request};
-use crate::process::ServerProcess;
+use crate::helpers::{corpus, create_request, reason, small_request, ServerProcess};
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;

@@ -4,12 +4,13 @@
 //! Redis-mode tests run a redis-server of their own so that its CLIENT LIST counts exactly
 //! the connections of the servers under test.
 
-use crate::helpers::{connect, reason, small_request, spawn_app_with, OwnRedis, TestApp};
-use crate::process::ServerProcess;
+use crate::helpers::{
+    connect, grpc_headers, grpc_message, raw_connection, reason, small_request, spawn_app_with,
+    status_of, OwnRedis, ServerProcess, TestApp,
+};
 use bytes::Bytes;
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
-use prost::Message;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -21,44 +22,6 @@ use tonic_types::StatusExt;
 const BALL: &str = "slots-ball-colors-opacity.json";
 /// A real template on which rlottie never finishes: its job stays RUNNING until cancelled.
 const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
-
-/// A raw HTTP/2 connection to the server.
-pub(crate) async fn raw_connection(
-    address: SocketAddr,
-    builder: h2::client::Builder,
-) -> h2::client::SendRequest<Bytes> {
-    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
-    let (client, connection) = builder.handshake::<_, Bytes>(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client.ready().await.unwrap()
-}
-
-/// The headers of a gRPC call to `path`.
-pub(crate) fn grpc_headers(address: SocketAddr, path: &str) -> http::Request<()> {
-    http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{address}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap()
-}
-
-/// `message` as one length-prefixed gRPC message.
-pub(crate) fn grpc_message(message: &impl Message) -> Bytes {
-    let encoded = message.encode_to_vec();
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
-    framed.extend_from_slice(&encoded);
-    Bytes::from(framed)
-}
-
-/// The gRPC status of a trailers-only answer (every refusal is one).
-pub(crate) fn status_of(response: &http::Response<h2::RecvStream>) -> Option<Status> {
-    Status::from_header_map(response.headers())
-}
 
 /// `count` calls to ListTemplates with headers and no body on one raw connection; answers
 /// the pending answers and the open request streams (kept, so they stay open).

@@ -3,8 +3,9 @@
 //! answer and the server process itself (measured on a real `serve` child) next to nothing;
 //! other callers are served meanwhile; no analysis worker outlives its call.
 
-use crate::helpers::{assert_warns, corpus, create_request, open_descriptors, refusal_delay};
-use crate::process::ServerProcess;
+use crate::helpers::{
+    assert_warns, corpus, create_request, open_descriptors, refusal_delay, ServerProcess,
+};
 use lottie_render::cli::bench_hostile::payloads::glyph_bomb;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;

@@ -3,8 +3,8 @@
 //! a share of (health on a lane of its own), and one tenant cannot hold every watcher slot.
 //! The attacker speaks raw HTTP/2 (the `h2` crate) so it can declare a body and go silent.
 
-use crate::connections::{grpc_headers, raw_connection, status_of};
 use crate::helpers::{api_keys_file, reason, spawn_app_with, TestApp};
+use crate::helpers::{grpc_headers, raw_connection, status_of};
 use bytes::Bytes;
 use lottie_render::auth::AuthMode;
 use lottie_render::cli::bench_hostile::payloads::declared_largest_one_byte_short;

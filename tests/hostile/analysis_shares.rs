@@ -4,9 +4,10 @@
 //! the workers and is backed off (`ANALYSIS_BACKOFF`) once its analyses exhaust their budget,
 //! and the other tenant creates its templates meanwhile.
 
-use crate::helpers::{api_keys_file, corpus, create_request, reason, spawn_app_with, TestApp};
+use crate::helpers::{
+    api_keys_file, corpus, create_request, reason, spawn_app_with, ServerProcess, TestApp,
+};
 use crate::hostile_templates::cpu_bomb;
-use crate::process::ServerProcess;
 use lottie_render::auth::AuthMode;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use std::time::{Duration, Instant};

@@ -5,9 +5,8 @@
 
 use crate::helpers::{
     corpus, files_under, pushback_ms, refusal_delay, small_request, spawn_app, spawn_app_with,
-    TestApp,
+    ServerProcess, TestApp,
 };
-use crate::process::ServerProcess;
 use base64::Engine;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
