@@ -16,7 +16,7 @@
 //! analyses use up their budget is RESOURCE_EXHAUSTED `ANALYSIS_BACKOFF` for a while.
 
 pub mod fair_share;
-pub mod protocol;
+pub(crate) mod protocol;
 
 use crate::auth::TenantId;
 use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
@@ -35,7 +35,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 /// Analyses at once. An honest template analyses in tens of milliseconds, so two keep up with
 /// any creation rate a person or a deploy script makes, while a burst of hostile templates
 /// costs at most two cores' worth of CPU budget at a time (renders keep theirs).
-pub const DEFAULT_ANALYSIS_WORKERS: u16 = 2;
+pub(crate) const DEFAULT_ANALYSIS_WORKERS: u16 = 2;
 /// CPU time one analysis may use by default, seconds (`--analysis-cpu-seconds`). The heaviest
 /// honest templates we know analyse in well under a second; beyond this the template itself is
 /// the problem.
@@ -51,7 +51,7 @@ pub const ANALYSIS_WALL_PER_CPU: u32 = 4;
 
 /// What one analysis may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnalysisBudget {
+pub(crate) struct AnalysisBudget {
     /// Address space ([`ANALYSIS_MEMORY_BYTES`] by default).
     pub memory_bytes: u64,
     /// CPU time, seconds ([`ANALYSIS_CPU_SECONDS`] by default).
@@ -69,7 +69,7 @@ impl Default for AnalysisBudget {
 
 impl AnalysisBudget {
     /// The wall-clock limit ([`ANALYSIS_WALL_PER_CPU`] times the CPU budget).
-    pub fn wall_deadline(&self) -> Duration {
+    pub(crate) fn wall_deadline(&self) -> Duration {
         Duration::from_secs(self.cpu_seconds).saturating_mul(ANALYSIS_WALL_PER_CPU)
     }
 }
@@ -77,14 +77,14 @@ impl AnalysisBudget {
 /// finish meanwhile; a queue of hostile ones does not hold callers for their whole budgets.
 pub const WORKER_WAIT: Duration = Duration::from_secs(2);
 /// Retry delay when no worker was free or the machine was too loaded.
-pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// File descriptors an analysis worker may hold: its three pipes and what the loader opens.
 const ANALYSIS_OPEN_FILES: u64 = 32;
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// Why an analysis produced no report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AnalysisError {
+pub(crate) enum AnalysisError {
     /// The template breached a budget (CPU, memory, text vertices, report size).
     #[error("{0}")]
     TooComplex(String),
@@ -172,7 +172,7 @@ enum Runner {
 
 /// The analysis workers of one server.
 #[derive(Debug, Clone)]
-pub struct AnalysisPool {
+pub(crate) struct AnalysisPool {
     runner: Runner,
     shares: FairShare,
 }
@@ -180,7 +180,7 @@ pub struct AnalysisPool {
 impl AnalysisPool {
     /// At most `workers` analyses at once (half of them per tenant), each in a `executable
     /// analyze` child process within `budget`.
-    pub fn new(executable: PathBuf, workers: usize, budget: AnalysisBudget) -> AnalysisPool {
+    pub(crate) fn new(executable: PathBuf, workers: usize, budget: AnalysisBudget) -> AnalysisPool {
         AnalysisPool {
             runner: Runner::Workers { executable, budget },
             shares: FairShare::new(workers, Duration::from_secs(budget.cpu_seconds)),
@@ -188,7 +188,7 @@ impl AnalysisPool {
     }
 
     #[cfg(test)]
-    pub fn in_process() -> AnalysisPool {
+    pub(crate) fn in_process() -> AnalysisPool {
         AnalysisPool {
             runner: Runner::InProcess,
             shares: FairShare::new(
@@ -200,7 +200,7 @@ impl AnalysisPool {
 
     /// Refuses a call of `tenant` while it is backed off, before the caller spends anything
     /// on the template (its parse included).
-    pub fn check_backoff(&self, tenant: &TenantId) -> Result<(), AnalysisError> {
+    pub(crate) fn check_backoff(&self, tenant: &TenantId) -> Result<(), AnalysisError> {
         self.shares
             .check_backoff(tenant)
             .map_err(AnalysisError::Backoff)
@@ -209,7 +209,7 @@ impl AnalysisPool {
     /// The report of `template` (syntax-checked by the caller; parsed and fenced here, in the
     /// worker) with its uploaded `fonts`, built under the analysis budgets in a worker of
     /// `tenant`'s share, its CPU time charged to `tenant`.
-    pub async fn analyze(
+    pub(crate) async fn analyze(
         &self,
         tenant: &TenantId,
         template: &[u8],

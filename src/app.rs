@@ -5,10 +5,10 @@
 //! [`http_endpoint`]. `main` and the tests run the very same entry point, [`run`], on
 //! listeners they bound (port 0 in tests).
 
-pub mod http_endpoint;
-pub mod serve;
-pub mod stack;
-pub mod startup;
+pub(crate) mod http_endpoint;
+pub(crate) mod serve;
+pub(crate) mod stack;
+pub(crate) mod startup;
 pub mod transport;
 
 pub use serve::{shutdown_signal, OPEN_CALLS_AFTER_DRAIN};

@@ -4,12 +4,12 @@
 //! output and idempotency key it can see.
 
 pub mod api_keys;
-pub mod caller;
+pub(crate) mod caller;
 pub mod files;
-pub mod identity;
+pub(crate) mod identity;
 pub mod known_identities;
-pub mod peer_certificate;
-pub mod sidecar;
+pub(crate) mod peer_certificate;
+pub(crate) mod sidecar;
 
 pub use api_keys::ApiKeys;
 pub use caller::{Caller, IdentitySource, TenantId, TenantIdError};

@@ -1,19 +1,19 @@
 //! The command line: one file per subcommand (`client` holds what the client verbs
 //! `template`, `submit` and `job` share).
 
-pub mod analyze;
-pub mod bench;
+pub(crate) mod analyze;
+pub(crate) mod bench;
 pub mod bench_hostile;
-pub mod bench_replays;
-pub mod bench_text;
-pub mod client;
-pub mod inspect;
-pub mod job;
-pub mod render;
-pub mod serve;
-pub mod submit;
-pub mod template;
-pub mod worker;
+pub(crate) mod bench_replays;
+pub(crate) mod bench_text;
+pub(crate) mod client;
+pub(crate) mod inspect;
+pub(crate) mod job;
+pub(crate) mod render;
+pub(crate) mod serve;
+pub(crate) mod submit;
+pub(crate) mod template;
+pub(crate) mod worker;
 
 use crate::telemetry::LogFormat;
 use clap::{Parser, Subcommand};
@@ -104,9 +104,9 @@ fn run_bench(bench: impl std::future::Future<Output = anyhow::Result<()>>) -> Ex
 pub mod exit {
     pub use crate::sandbox::protocol::exit_code::{DETERMINISTIC, SUCCESS, TRANSIENT};
     /// EX_SOFTWARE: the render crashed.
-    pub const CRASHED: u8 = 70;
+    pub(crate) const CRASHED: u8 = 70;
     /// EX_USAGE: the command line itself is wrong.
-    pub const USAGE: u8 = 64;
+    pub(crate) const USAGE: u8 = 64;
 }
 
 /// The output the benches ask for: `format` at `fps`, `size`×`size`, no background.

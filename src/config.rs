@@ -2,7 +2,7 @@
 //! embedded defaults: no flags at all runs one self-contained instance (in-memory job table
 //! and queue, templates and outputs under `./data`).
 
-pub mod mesh;
+pub(crate) mod mesh;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,53 +10,53 @@ use std::time::Duration;
 
 /// Default job budget, output megapixels (frames × width × height / 10⁶): two minutes of
 /// 1920×1920 at 60 fps, about 8 minutes of rendering on two cores.
-pub const DEFAULT_MAX_JOB_MEGAPIXELS: u64 = 26_600;
+pub(crate) const DEFAULT_MAX_JOB_MEGAPIXELS: u64 = 26_600;
 
 /// Jobs waiting for a worker: at ~1–10 s a job, a few minutes of work; beyond, callers are
 /// better served by RESOURCE_EXHAUSTED and another instance.
-pub const DEFAULT_QUEUE_CAPACITY: u32 = 64;
+pub(crate) const DEFAULT_QUEUE_CAPACITY: u32 = 64;
 /// How long finished jobs, their outputs and their idempotency keys are kept: a day covers
 /// a caller's retries and a downstream's download.
-pub const DEFAULT_RETENTION_SECONDS: u64 = 24 * 3600;
+pub(crate) const DEFAULT_RETENTION_SECONDS: u64 = 24 * 3600;
 /// On SIGTERM: Kubernetes' default termination grace period is 30 s.
-pub const DEFAULT_SHUTDOWN_GRACE_SECONDS: f64 = 30.0;
+pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECONDS: f64 = 30.0;
 /// Calls in flight before shedding: far above what two cores serve well, so it only cuts in
 /// when something is wrong.
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 512;
+pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: u32 = 512;
 /// Redis connections: each call holds one for a round trip or two.
-pub const DEFAULT_REDIS_POOL_SIZE: u32 = 16;
+pub(crate) const DEFAULT_REDIS_POOL_SIZE: u32 = 16;
 /// A Redis round trip is well under a millisecond on a LAN; 500 ms means it is in trouble.
-pub const DEFAULT_REDIS_TIMEOUT_MS: u64 = 500;
+pub(crate) const DEFAULT_REDIS_TIMEOUT_MS: u64 = 500;
 /// Render workers started ahead of their job: a job taken by one skips the process start
 /// (30–50 ms of loading shared libraries, most of a small job's time). Spares are forked from
 /// the worker zygote (~1 ms), but while a zygote is being replaced they are started by exec,
 /// which takes longer than a small job to render: a second spare keeps jobs that come back to
 /// back finding one ready (`./dev bench-latency`). Each holds ~12 MiB of private memory.
-pub const DEFAULT_SPARE_WORKERS: u8 = 2;
+pub(crate) const DEFAULT_SPARE_WORKERS: u8 = 2;
 /// Most spare workers: beyond this they only hold memory.
-pub const MAX_SPARE_WORKERS: u8 = 4;
+pub(crate) const MAX_SPARE_WORKERS: u8 = 4;
 /// Prefix of the service's Redis keys.
-pub const DEFAULT_REDIS_KEY_PREFIX: &str = "lottie-render:";
+pub(crate) const DEFAULT_REDIS_KEY_PREFIX: &str = "lottie-render:";
 /// Lease of a job taken from the shared queue, ms. A dead instance's jobs start again on
 /// another one after this, so it is short next to a render (seconds to minutes); it is
 /// renewed every third of it, so two renewals in a row may fail (a Redis failover, a paused
 /// process) before the job is taken for lost and rendered a second time.
-pub const DEFAULT_JOB_LEASE_MS: u64 = 30_000;
+pub(crate) const DEFAULT_JOB_LEASE_MS: u64 = 30_000;
 /// A key claimed by a call that died is freed after this (the 300 s).
-pub const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
 /// Time a caller has to send a whole request body once its headers arrived: the largest
 /// request (64 MiB) at about 20 Mbit/s. A call holds no shedding permit meanwhile, but a
 /// stream and buffered bytes, so it must end.
-pub const DEFAULT_REQUEST_BODY_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const DEFAULT_REQUEST_BODY_TIMEOUT_MS: u64 = 30_000;
 /// WatchRenderJob streams open at once on one instance, and health Watch streams apart (health
 /// needs no identity): each costs a task, a subscription and a stream; a thousand followers is
 /// far beyond an honest deployment.
-pub const DEFAULT_MAX_WATCHERS: u32 = 1024;
+pub(crate) const DEFAULT_MAX_WATCHERS: u32 = 1024;
 /// DownloadRenderOutput streams at once: each holds an open file and up to 4 MiB read ahead.
-pub const DEFAULT_MAX_DOWNLOADS: u32 = 64;
+pub(crate) const DEFAULT_MAX_DOWNLOADS: u32 = 64;
 /// A download whose caller reads nothing for this long is ended and frees its file and
 /// buffer: a minute covers any honest pause (a proxy, a GC), not a parked stream.
-pub const DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS: u64 = 60_000;
+pub(crate) const DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS: u64 = 60_000;
 
 /// Jobs one tenant may have queued, following or running at once when authentication is on:
 /// half the default queue, so one tenant alone can never fill the waiting room and a second
@@ -322,23 +322,23 @@ impl ServerSettings {
         }
     }
 
-    pub fn worker_count(&self) -> usize {
+    pub(crate) fn worker_count(&self) -> usize {
         match self.workers {
             Some(workers) => usize::from(workers),
             None => (std::thread::available_parallelism().map_or(1, usize::from) / 2).max(1),
         }
     }
 
-    pub fn job_lease(&self) -> Duration {
+    pub(crate) fn job_lease(&self) -> Duration {
         Duration::from_millis(self.job_lease_ms)
     }
 
-    pub fn idempotency_lease(&self) -> Duration {
+    pub(crate) fn idempotency_lease(&self) -> Duration {
         Duration::from_secs(self.idempotency_lease_seconds)
     }
 
     /// The Redis connection settings, when Redis is configured.
-    pub fn redis(&self) -> Option<crate::redis_client::RedisSettings> {
+    pub(crate) fn redis(&self) -> Option<crate::redis_client::RedisSettings> {
         self.redis_url
             .as_ref()
             .map(|url| crate::redis_client::RedisSettings {
@@ -368,16 +368,16 @@ impl ServerSettings {
             })
     }
 
-    pub fn retention(&self) -> Duration {
+    pub(crate) fn retention(&self) -> Duration {
         Duration::from_secs(self.retention_seconds)
     }
 
     /// Clamped so that a hostile or mistyped value (NaN, negative, huge) cannot panic.
-    pub fn max_job_duration(&self) -> Duration {
+    pub(crate) fn max_job_duration(&self) -> Duration {
         seconds(self.max_job_seconds, crate::sandbox::MAX_DEADLINE)
     }
 
-    pub fn shutdown_grace(&self) -> Duration {
+    pub(crate) fn shutdown_grace(&self) -> Duration {
         seconds(
             self.shutdown_grace_seconds,
             Duration::from_secs_f64(DEFAULT_SHUTDOWN_GRACE_SECONDS),
@@ -415,7 +415,7 @@ impl ServerSettings {
     }
 
     /// The template quota and the disk watermark.
-    pub fn storage_limits(&self) -> crate::storage::StorageLimits {
+    pub(crate) fn storage_limits(&self) -> crate::storage::StorageLimits {
         const MIB: u64 = 1024 * 1024;
         crate::storage::StorageLimits {
             max_templates: self.max_templates,
@@ -428,11 +428,11 @@ impl ServerSettings {
         }
     }
 
-    pub fn request_body_timeout(&self) -> Duration {
+    pub(crate) fn request_body_timeout(&self) -> Duration {
         Duration::from_millis(self.request_body_timeout_ms)
     }
 
-    pub fn download_idle_timeout(&self) -> Duration {
+    pub(crate) fn download_idle_timeout(&self) -> Duration {
         Duration::from_millis(self.download_idle_timeout_ms)
     }
 }

@@ -6,11 +6,11 @@
 //! critical path, does nothing but encode. Encoders take the prepared frames in order.
 
 pub mod gif;
-pub mod mp4;
+pub(crate) mod mp4;
 pub mod pixels;
-pub mod video;
-pub mod webm;
-pub mod yuv;
+pub(crate) mod video;
+pub(crate) mod webm;
+pub(crate) mod yuv;
 
 use crate::error::{Classified, ErrorClass};
 use crate::reason::Reason;
@@ -56,20 +56,20 @@ impl Classified for EncodeError {
 }
 
 /// A started encode: frames in order, then `finish` writes the trailer.
-pub trait Encoder {
+pub(crate) trait Encoder {
     /// Encodes the next frame; may hand its buffers back for the render threads to reuse.
     fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError>;
     fn finish(self: Box<Self>) -> Result<(), EncodeError>;
 }
 
 /// One frame, rendered and converted for the encoder.
-pub struct Frame {
+pub(crate) struct Frame {
     pub index: u32,
     pub input: EncoderInput,
 }
 
 /// A frame converted for its encoder.
-pub enum EncoderInput {
+pub(crate) enum EncoderInput {
     /// Straight-alpha RGBA (GIF).
     Rgba(imgref::ImgVec<rgb::RGBA8>),
     /// A frame in the video encoder's pixel format, at the encoded size.
@@ -77,7 +77,7 @@ pub enum EncoderInput {
 }
 
 /// Converts rendered frames for one encoder; one per render thread.
-pub trait FramePreparer {
+pub(crate) trait FramePreparer {
     /// `premultiplied` is one whole frame as rlottie renders it (BGRA, row-major);
     /// `previous` the frame this preparer was given before, when its pixels are still at hand
     /// (the renderer alternates two surfaces), so a held frame can be told without keeping a
@@ -97,11 +97,11 @@ pub trait FramePreparer {
 }
 
 /// Makes a [`FramePreparer`] inside each render thread (FFmpeg's converter is not `Send`).
-pub type PreparerFactory =
+pub(crate) type PreparerFactory =
     Arc<dyn Fn() -> Result<Box<dyn FramePreparer>, EncodeError> + Send + Sync>;
 
 /// The preparers for `settings`' encoder.
-pub fn preparer_factory(settings: &EncoderSettings) -> PreparerFactory {
+pub(crate) fn preparer_factory(settings: &EncoderSettings) -> PreparerFactory {
     let settings = *settings;
     Arc::new(move || -> Result<Box<dyn FramePreparer>, EncodeError> {
         Ok(match settings.format {
@@ -114,7 +114,7 @@ pub fn preparer_factory(settings: &EncoderSettings) -> PreparerFactory {
 
 /// Everything an encoder needs to know about the output.
 #[derive(Debug, Clone, Copy)]
-pub struct EncoderSettings {
+pub(crate) struct EncoderSettings {
     pub format: Format,
     pub width: u32,
     pub height: u32,
@@ -123,7 +123,7 @@ pub struct EncoderSettings {
 }
 
 impl EncoderSettings {
-    pub fn new(spec: &OutputSpec) -> EncoderSettings {
+    pub(crate) fn new(spec: &OutputSpec) -> EncoderSettings {
         EncoderSettings {
             format: spec.format,
             width: spec.width.get(),
@@ -135,7 +135,7 @@ impl EncoderSettings {
 
     /// The size of the encoded picture. H.264 in 4:2:0 cannot code odd sizes (even its
     /// cropping works in 2-pixel steps), so MP4 pads odd sides by one pixel of background.
-    pub fn encoded_size(&self) -> (u32, u32) {
+    pub(crate) fn encoded_size(&self) -> (u32, u32) {
         match self.format {
             Format::Mp4 => (
                 self.width.next_multiple_of(2),
@@ -147,7 +147,10 @@ impl EncoderSettings {
 }
 
 /// Opens the encoder for `settings.format`, writing to `path`.
-pub fn open(settings: &EncoderSettings, path: &Path) -> Result<Box<dyn Encoder>, EncodeError> {
+pub(crate) fn open(
+    settings: &EncoderSettings,
+    path: &Path,
+) -> Result<Box<dyn Encoder>, EncodeError> {
     Ok(match settings.format {
         Format::Gif => Box::new(gif::GifEncoder::open(settings, path)?),
         Format::Mp4 => Box::new(mp4::open(settings, path)?),

@@ -55,7 +55,7 @@ pub enum ServiceErrorCode {
 }
 
 impl ServiceErrorCode {
-    pub fn class(self) -> Option<ErrorClass> {
+    pub(crate) fn class(self) -> Option<ErrorClass> {
         match self {
             ServiceErrorCode::InvalidArgument
             | ServiceErrorCode::NotFound
@@ -90,7 +90,7 @@ pub struct ServiceError {
 }
 
 impl ServiceError {
-    pub fn invalid_argument(
+    pub(crate) fn invalid_argument(
         reason: Reason,
         message: impl Into<String>,
         violations: Vec<FieldViolation>,
@@ -101,12 +101,12 @@ impl ServiceError {
         }
     }
 
-    pub fn not_found(reason: Reason, message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(reason: Reason, message: impl Into<String>) -> Self {
         ServiceError::deterministic(ServiceErrorCode::NotFound, reason, message)
     }
 
     /// A deterministic error without field violations (`NotFound`, `FailedPrecondition`).
-    pub fn deterministic(
+    pub(crate) fn deterministic(
         code: ServiceErrorCode,
         reason: Reason,
         message: impl Into<String>,
@@ -121,7 +121,7 @@ impl ServiceError {
     }
 
     /// A transient error (`ResourceExhausted`, `Unavailable` or `Aborted`) with its retry delay.
-    pub fn transient(
+    pub(crate) fn transient(
         code: ServiceErrorCode,
         reason: Reason,
         message: impl Into<String>,
@@ -134,7 +134,7 @@ impl ServiceError {
     }
 
     /// A bug of ours: the caller sees a generic message, the cause goes to the log.
-    pub fn internal(cause: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(%cause, "internal error");
         ServiceError::deterministic(
             ServiceErrorCode::Internal,

@@ -24,7 +24,7 @@ pub const DEFAULT_SHARE_DIVISOR: usize = 4;
 
 /// Why units were not given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShareRefusal {
+pub(crate) enum ShareRefusal {
     /// The key already holds its share (or asked for more than a share at once).
     OverShare,
     /// The pool has not that many units free (within the wait, for [`FairShare::acquire`]).
@@ -33,7 +33,7 @@ pub enum ShareRefusal {
 
 /// A pool of `capacity` units, each key holding at most `per_key` of them.
 #[derive(Debug)]
-pub struct FairShare<K> {
+pub(crate) struct FairShare<K> {
     inner: Arc<Pool<K>>,
 }
 
@@ -63,7 +63,7 @@ struct Held<K> {
 
 impl<K: Hash + Eq + Clone> FairShare<K> {
     /// `capacity` units, at most `per_key` (at least 1, at most `capacity`) per key.
-    pub fn new(capacity: usize, per_key: usize) -> FairShare<K> {
+    pub(crate) fn new(capacity: usize, per_key: usize) -> FairShare<K> {
         FairShare {
             inner: Arc::new(Pool {
                 capacity,
@@ -78,20 +78,21 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
     }
 
     /// `capacity` units, a key holding at most a [`DEFAULT_SHARE_DIVISOR`]th (at least 1).
-    pub fn with_default_share(capacity: usize) -> FairShare<K> {
+    pub(crate) fn with_default_share(capacity: usize) -> FairShare<K> {
         FairShare::new(capacity, capacity / DEFAULT_SHARE_DIVISOR)
     }
 
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.inner.capacity
     }
 
     /// The most one key may hold.
-    pub fn per_key(&self) -> usize {
+    pub(crate) fn per_key(&self) -> usize {
         self.inner.per_key
     }
 
     /// What `key` holds now.
+    #[cfg(test)]
     pub fn held_by(&self, key: &K) -> usize {
         lock(&self.inner.state)
             .by_key
@@ -101,7 +102,7 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
     }
 
     /// `units` for `key` now, or why not.
-    pub fn try_acquire(&self, key: K, units: usize) -> Result<ShareGuard<K>, ShareRefusal> {
+    pub(crate) fn try_acquire(&self, key: K, units: usize) -> Result<ShareGuard<K>, ShareRefusal> {
         let mut held = lock(&self.inner.state);
         let of_key = held.by_key.get(&key).copied().unwrap_or(0);
         if of_key.saturating_add(units) > self.inner.per_key {
@@ -123,7 +124,7 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
     /// its share or the pool is full (an honest caller's own earlier calls end quickly);
     /// then the last refusal. More than a share at once is refused at once: it never fits.
     /// Waiters are not served in order, so small requests are not held behind a large one.
-    pub async fn acquire(
+    pub(crate) async fn acquire(
         &self,
         key: K,
         units: usize,
@@ -151,13 +152,14 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
 
 /// Units held by one key, given back when dropped.
 #[derive(Debug)]
-pub struct ShareGuard<K: Hash + Eq> {
+pub(crate) struct ShareGuard<K: Hash + Eq> {
     pool: Arc<Pool<K>>,
     key: K,
     units: usize,
 }
 
 impl<K: Hash + Eq> ShareGuard<K> {
+    #[cfg(test)]
     pub fn units(&self) -> usize {
         self.units
     }
@@ -183,13 +185,13 @@ impl<K: Hash + Eq> Drop for ShareGuard<K> {
 /// address), or an IPv6 /64, which one subscriber or host holds whole (2^64 addresses), so
 /// counting its addresses apart would give it unbounded shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AddressGroup(IpAddr);
+pub(crate) struct AddressGroup(IpAddr);
 
 /// Bits of an IPv6 address that name its group: the /64 a single site or host is given.
 const IPV6_GROUP_PREFIX_BITS: u32 = 64;
 
 impl AddressGroup {
-    pub fn of(address: IpAddr) -> AddressGroup {
+    pub(crate) fn of(address: IpAddr) -> AddressGroup {
         match address {
             IpAddr::V4(v4) => AddressGroup(IpAddr::V4(v4)),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -216,7 +218,7 @@ impl std::fmt::Display for AddressGroup {
 /// with authentication off is every call), its connection's peer address; a call with
 /// neither (a service used without a socket, in tests) shares one key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CallerKey {
+pub(crate) enum CallerKey {
     Tenant(TenantId),
     Address(AddressGroup),
     Unplaced,
@@ -225,7 +227,7 @@ pub enum CallerKey {
 impl CallerKey {
     /// The key of the request with these extensions (the identity layer's caller, tonic's
     /// connection information).
-    pub fn of(extensions: &http::Extensions) -> CallerKey {
+    pub(crate) fn of(extensions: &http::Extensions) -> CallerKey {
         let caller = Caller::of(extensions);
         if caller.source != IdentitySource::Anonymous {
             return CallerKey::Tenant(caller.tenant);
@@ -248,7 +250,7 @@ impl std::fmt::Display for CallerKey {
 }
 
 /// The peer address of the connection a request came on (plaintext or TLS).
-pub fn peer_address(extensions: &http::Extensions) -> Option<IpAddr> {
+pub(crate) fn peer_address(extensions: &http::Extensions) -> Option<IpAddr> {
     let tcp = extensions.get::<TcpConnectInfo>().or_else(|| {
         extensions
             .get::<TlsConnectInfo<TcpConnectInfo>>()

@@ -7,8 +7,8 @@
 pub mod codec;
 pub mod convert;
 pub mod proto;
-pub mod renders;
-pub mod status;
+pub(crate) mod renders;
+pub(crate) mod status;
 pub mod templates;
 
 use crate::error::ServiceError;

@@ -7,9 +7,9 @@
 //! The use cases ([`crate::jobs::intake`], [`crate::templates`]) claim the key once
 //! the request is validated and its fingerprint known.
 
-pub mod claim;
+pub(crate) mod claim;
 pub mod key;
-pub mod once;
+pub(crate) mod once;
 pub mod redis_store;
 pub mod store;
 

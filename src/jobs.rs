@@ -9,24 +9,24 @@
 //! every job's snapshots there so that all instances see all jobs and share renders, and
 //! its queue ([`shared::queue`]) is the one work queue of every instance.
 
-pub mod admission;
-pub mod board;
-pub mod fingerprint;
-pub mod intake;
-pub mod local;
-pub mod model;
+pub(crate) mod admission;
+pub(crate) mod board;
+pub(crate) mod fingerprint;
+pub(crate) mod intake;
+pub(crate) mod local;
+pub(crate) mod model;
 pub(crate) mod outcome;
-pub mod quarantine;
-pub mod queue;
-pub mod retention;
-pub mod scheduler;
-pub mod shared;
+pub(crate) mod quarantine;
+pub(crate) mod queue;
+pub(crate) mod retention;
+pub(crate) mod scheduler;
+pub(crate) mod shared;
 #[cfg(test)]
 mod test_support;
 
-pub use board::JobBoard;
+pub(crate) use board::JobBoard;
 pub use fingerprint::Fingerprint;
 pub use model::{Job, JobFailure, JobState, RenderWork};
 pub use quarantine::Quarantine;
 pub use queue::RenderQueue;
-pub use scheduler::Scheduler;
+pub(crate) use scheduler::Scheduler;

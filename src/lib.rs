@@ -60,7 +60,7 @@ pub mod metrics;
 pub mod middleware;
 #[allow(unsafe_code)]
 pub mod os;
-pub mod reason;
+pub(crate) mod reason;
 pub mod redis_client;
 pub mod render;
 pub mod sandbox;
@@ -68,5 +68,5 @@ pub mod spec;
 pub mod storage;
 mod sync;
 pub mod telemetry;
-pub mod templates;
+pub(crate) mod templates;
 pub mod tls;

@@ -4,5 +4,5 @@
 //! connection age and grace, the least time a shutdown stays reachable) are
 //! [`crate::config::mesh`], with the other settings.
 
-pub mod connection_age;
+pub(crate) mod connection_age;
 pub mod probes;

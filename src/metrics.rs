@@ -85,7 +85,7 @@ fn fps_histogram() -> Histogram {
 }
 
 /// A family of histograms whose buckets are made by a function of ours.
-pub type Histograms<Labels> = Family<Labels, Histogram, fn() -> Histogram>;
+pub(crate) type Histograms<Labels> = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// Declares the metrics once each: its field, type and constructor (`Default` unless given),
 /// its name in the registry and its help text, in the order the text format lists them. The
@@ -213,7 +213,7 @@ impl Metrics {
         text
     }
 
-    pub fn request(&self, method: &str, code: &str) {
+    pub(crate) fn request(&self, method: &str, code: &str) {
         self.requests
             .get_or_create(&RequestLabels {
                 method: method.to_owned(),
@@ -223,7 +223,7 @@ impl Metrics {
     }
 
     /// One answered call of `method` that took `elapsed` to its answer's headers.
-    pub fn request_duration(&self, method: &str, elapsed: std::time::Duration) {
+    pub(crate) fn request_duration(&self, method: &str, elapsed: std::time::Duration) {
         self.request_duration_seconds
             .get_or_create(&MethodLabels {
                 method: method.to_owned(),
@@ -231,7 +231,7 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    pub fn record_sandbox_protection(&self, mechanism: &str, in_force: bool) {
+    pub(crate) fn record_sandbox_protection(&self, mechanism: &str, in_force: bool) {
         self.sandbox_protection
             .get_or_create(&MechanismLabels {
                 mechanism: mechanism.to_owned(),
@@ -239,7 +239,7 @@ impl Metrics {
             .set(i64::from(in_force));
     }
 
-    pub fn tls_handshake_failure(&self, reason: &str) {
+    pub(crate) fn tls_handshake_failure(&self, reason: &str) {
         self.tls_handshake_failures
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
@@ -247,7 +247,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn tenant_refusal(&self, tenant: &str, reason: crate::reason::Reason) {
+    pub(crate) fn tenant_refusal(&self, tenant: &str, reason: crate::reason::Reason) {
         self.tenant_refusals
             .get_or_create(&TenantRefusalLabels {
                 tenant: tenant.to_owned(),
@@ -256,7 +256,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn config_reload(&self, file: &str, applied: bool) {
+    pub(crate) fn config_reload(&self, file: &str, applied: bool) {
         self.config_reloads
             .get_or_create(&ReloadLabels {
                 file: file.to_owned(),
@@ -265,7 +265,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn rejection(&self, reason: &str) {
+    pub(crate) fn rejection(&self, reason: &str) {
         self.rejections
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
@@ -276,7 +276,8 @@ impl Metrics {
 
 /// The content type of [`Metrics::encode`]'s text: prometheus-client's text encoder writes
 /// OpenMetrics 1.0 (`_total` counters, `# EOF`), not Prometheus' 0.0.4 text format.
-pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const METRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The spare worker pool's events, counted.
 impl crate::sandbox::spare::SpareWorkerEvents for Metrics {

@@ -28,29 +28,29 @@
 //! without our reason or retry delay, and its TraceLayer does not take the caller's
 //! `traceparent` as parent; tower's LoadShed answers an error, not a status with a delay.
 
-pub mod catch_panic;
-pub mod idempotency_key;
-pub mod identity;
+pub(crate) mod catch_panic;
+pub(crate) mod idempotency_key;
+pub(crate) mod identity;
 pub mod inflation_budget;
-pub mod load_shed;
+pub(crate) mod load_shed;
 pub mod request_body;
-pub mod request_metrics;
-pub mod request_size;
-pub mod stream_limit;
-pub mod tenant_rate_limit;
-pub mod trace_context;
+pub(crate) mod request_metrics;
+pub(crate) mod request_size;
+pub(crate) mod stream_limit;
+pub(crate) mod tenant_rate_limit;
+pub(crate) mod trace_context;
 
-pub use catch_panic::CatchPanicLayer;
-pub use idempotency_key::IdempotencyKeyLayer;
-pub use identity::IdentityLayer;
-pub use inflation_budget::InflationBudgetLayer;
-pub use load_shed::LoadShedLayer;
-pub use request_body::RequestBodyLayer;
-pub use request_metrics::RequestMetricsLayer;
-pub use request_size::RequestSizeLayer;
-pub use stream_limit::StreamLimitLayer;
-pub use tenant_rate_limit::TenantRateLimitLayer;
-pub use trace_context::TraceContextLayer;
+pub(crate) use catch_panic::CatchPanicLayer;
+pub(crate) use idempotency_key::IdempotencyKeyLayer;
+pub(crate) use identity::IdentityLayer;
+pub(crate) use inflation_budget::InflationBudgetLayer;
+pub(crate) use load_shed::LoadShedLayer;
+pub(crate) use request_body::RequestBodyLayer;
+pub(crate) use request_metrics::RequestMetricsLayer;
+pub(crate) use request_size::RequestSizeLayer;
+pub(crate) use stream_limit::StreamLimitLayer;
+pub(crate) use tenant_rate_limit::TenantRateLimitLayer;
+pub(crate) use trace_context::TraceContextLayer;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -60,7 +60,7 @@ use tower::{Layer, Service};
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// The service a middleware passes a call on to (what tonic's routes are).
-pub trait Next<RequestBody, ResponseBody>:
+pub(crate) trait Next<RequestBody, ResponseBody>:
     Service<
         http::Request<RequestBody>,
         Response = http::Response<ResponseBody>,
@@ -82,7 +82,7 @@ where
 }
 
 /// A middleware's answer to a call.
-pub type Reply<ResponseBody, Error> = BoxFuture<Result<http::Response<ResponseBody>, Error>>;
+pub(crate) type Reply<ResponseBody, Error> = BoxFuture<Result<http::Response<ResponseBody>, Error>>;
 
 /// What one of our middleware does with a call (request body `B`, response body `R`), given
 /// the inner service to pass it on to (the one that was polled ready): each middleware file
@@ -91,7 +91,7 @@ pub type Reply<ResponseBody, Error> = BoxFuture<Result<http::Response<ResponseBo
 /// ready serves the call) is written once here. Not `tower::layer::layer_fn`: its closure
 /// types cannot be named, and the stack's type is named ([`crate::app::stack::Middleware`])
 /// for the router and for the tests that put the stack in front of services of their own.
-pub trait AroundCall<B, R>: Clone {
+pub(crate) trait AroundCall<B, R>: Clone {
     fn around<S: Next<B, R>>(&self, call: http::Request<B>, next: S) -> Reply<R, S::Error>;
 }
 

@@ -34,7 +34,7 @@ pub struct ResourceLimits {
 
 /// `oom_score_adj` of a worker: the most the kernel's OOM killer can prefer a process, so
 /// under memory pressure it takes a worker (one job, retried) before the server (every job).
-pub const WORKER_OOM_SCORE_ADJ: i32 = 1000;
+pub(crate) const WORKER_OOM_SCORE_ADJ: i32 = 1000;
 /// [`WORKER_OOM_SCORE_ADJ`] as written to `/proc/self/oom_score_adj` between fork and exec,
 /// where formatting a number (it allocates) is not allowed.
 const WORKER_OOM_SCORE_ADJ_TEXT: &[u8] = b"1000";
@@ -44,7 +44,7 @@ const WORKER_OOM_SCORE_ADJ_TEXT: &[u8] = b"1000";
 /// OOM killer's first choice ([`WORKER_OOM_SCORE_ADJ`]) and marks every descriptor above
 /// stderr close-on-exec, so the worker inherits nothing but its three pipes whatever the
 /// parent (or a C library in it) left open without `O_CLOEXEC`.
-pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
+pub(crate) fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
     let ResourceLimits {
         address_space_bytes,
         cpu_seconds,
@@ -131,7 +131,7 @@ pub fn apply_in_child(command: &mut Command, limits: ResourceLimits) {
 /// [`apply_in_child`] sets it for a process started with its job. For a worker started ahead
 /// of its job, so that its budget counts the job and not the wait. Only ever lowers the
 /// limit the process was started with (raising a hard limit needs privilege).
-pub fn limit_cpu_from_now(pid: u32, cpu_seconds: u64) -> std::io::Result<()> {
+pub(crate) fn limit_cpu_from_now(pid: u32, cpu_seconds: u64) -> std::io::Result<()> {
     let used = cpu_time_of(pid)?;
     let soft = used
         .as_secs()
@@ -150,7 +150,7 @@ pub fn limit_cpu_from_now(pid: u32, cpu_seconds: u64) -> std::io::Result<()> {
 }
 
 /// User + system CPU time of process `pid` so far, from `/proc/PID/stat`.
-pub fn cpu_time_of(pid: u32) -> std::io::Result<Duration> {
+pub(crate) fn cpu_time_of(pid: u32) -> std::io::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     cpu_time_of_stat(&stat, clock_ticks_per_second())
         .ok_or_else(|| std::io::Error::other(format!("cannot read /proc/{pid}/stat")))
@@ -178,7 +178,7 @@ fn clock_ticks_per_second() -> u64 {
 }
 
 /// Sends SIGKILL to a whole process group.
-pub fn kill_process_group(process_group: u32) {
+pub(crate) fn kill_process_group(process_group: u32) {
     let Ok(pgid) = libc::pid_t::try_from(process_group) else {
         return;
     };
@@ -213,7 +213,7 @@ impl ResourceUsage {
 
 /// Waits for process `pid` (a child of this process) to exit and returns its status with its
 /// own resource usage (`Child::wait` discards the usage the kernel reports).
-pub fn wait_with_usage(pid: u32) -> std::io::Result<(ExitStatus, ResourceUsage)> {
+pub(crate) fn wait_with_usage(pid: u32) -> std::io::Result<(ExitStatus, ResourceUsage)> {
     use std::os::unix::process::ExitStatusExt;
     let pid = libc::pid_t::try_from(pid).map_err(std::io::Error::other)?;
     let mut status: libc::c_int = 0;
@@ -237,7 +237,7 @@ pub fn wait_with_usage(pid: u32) -> std::io::Result<(ExitStatus, ResourceUsage)>
 
 /// Whether process `pid` (a child of this process) has exited, reaping it if so; an error
 /// (it is not our child, or no longer exists) counts as exited.
-pub fn has_exited(pid: u32) -> bool {
+pub(crate) fn has_exited(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return true;
     };
@@ -248,7 +248,7 @@ pub fn has_exited(pid: u32) -> bool {
 }
 
 /// CPU time and peak RSS of this process so far (all threads).
-pub fn own_usage() -> ResourceUsage {
+pub(crate) fn own_usage() -> ResourceUsage {
     // SAFETY: as above, a zeroed rusage is valid and getrusage only writes into it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: RUSAGE_SELF with a valid out-pointer cannot fail.
@@ -291,17 +291,17 @@ fn peak_rss_of_status(status: &str) -> Option<u64> {
 /// the worker has confined itself (Landlock then refuses to open it again; procfs renders
 /// the file anew on every read from the start of an open descriptor).
 #[derive(Debug)]
-pub struct PeakRssProbe(std::fs::File);
+pub(crate) struct PeakRssProbe(std::fs::File);
 
 impl PeakRssProbe {
-    pub fn open() -> Option<PeakRssProbe> {
+    pub(crate) fn open() -> Option<PeakRssProbe> {
         std::fs::File::open("/proc/self/status")
             .ok()
             .map(PeakRssProbe)
     }
 
     /// Peak resident set size so far, bytes.
-    pub fn read(&mut self) -> Option<u64> {
+    pub(crate) fn read(&mut self) -> Option<u64> {
         use std::io::{Read, Seek};
         self.0.rewind().ok()?;
         let mut status = String::new();
@@ -313,7 +313,7 @@ impl PeakRssProbe {
 /// Lowers the scheduling priority of the calling thread by `increment` nice steps. Render
 /// threads use it so that the encoder, the pipeline's critical path, gets the CPU first and
 /// rendering fills whatever is left.
-pub fn lower_current_thread_priority(increment: i32) {
+pub(crate) fn lower_current_thread_priority(increment: i32) {
     // SAFETY: gettid has no preconditions; getpriority/setpriority on our own thread id only
     // change a scheduling attribute and touch no memory.
     unsafe {
@@ -329,7 +329,7 @@ pub fn lower_current_thread_priority(increment: i32) {
 /// hundreds of megabytes of small JSON values on a blocking thread, that memory would stay
 /// resident in that thread's arena, so parses spread over several threads would add up in
 /// RSS even though at most two run at once.
-pub fn release_free_memory() {
+pub(crate) fn release_free_memory() {
     // SAFETY: malloc_trim only walks glibc's own heaps and returns unused pages; it has no
     // preconditions and touches no memory of ours.
     unsafe {
@@ -342,7 +342,7 @@ pub fn release_free_memory() {
 /// flushed has nothing left to tidy, and running the finalizers of its ~140 libraries (each
 /// a first touch of code pages) cost about a millisecond on the job's path before its
 /// parent saw it end.
-pub fn exit_immediately(code: i32) -> ! {
+pub(crate) fn exit_immediately(code: i32) -> ! {
     // SAFETY: _exit only asks the kernel to end the process; it reads and writes no memory
     // of ours, and nothing runs after it.
     unsafe { libc::_exit(code) }
@@ -350,7 +350,7 @@ pub fn exit_immediately(code: i32) -> ! {
 
 /// Bytes an unprivileged process may still write on the file system holding `path`
 /// (statvfs: available blocks × fragment size).
-pub fn available_disk_bytes(path: &std::path::Path) -> std::io::Result<u64> {
+pub(crate) fn available_disk_bytes(path: &std::path::Path) -> std::io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;

@@ -49,7 +49,7 @@ pub enum RedisError {
     Timeout(Duration),
 }
 
-pub fn unavailable(error: impl std::fmt::Display) -> RedisError {
+pub(crate) fn unavailable(error: impl std::fmt::Display) -> RedisError {
     RedisError::Unavailable(error.to_string())
 }
 
@@ -72,7 +72,7 @@ impl std::fmt::Debug for RedisClient {
 }
 
 /// A duration as Redis expiry milliseconds (at least 1).
-pub fn millis(duration: Duration) -> u64 {
+pub(crate) fn millis(duration: Duration) -> u64 {
     duration.as_millis().clamp(1, u128::from(u64::MAX)) as u64
 }
 
@@ -103,12 +103,12 @@ impl RedisClient {
     }
 
     /// The full Redis key of `suffix` (the prefix in front).
-    pub fn key(&self, suffix: &str) -> String {
+    pub(crate) fn key(&self, suffix: &str) -> String {
         format!("{}{suffix}", self.prefix)
     }
 
     /// Runs `work` within the deadline.
-    pub async fn within_deadline<T, E: From<RedisError>>(
+    pub(crate) async fn within_deadline<T, E: From<RedisError>>(
         &self,
         work: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
@@ -118,20 +118,20 @@ impl RedisClient {
     }
 
     /// A pooled connection (call inside [`RedisClient::within_deadline`]).
-    pub async fn connection(&self) -> Result<deadpool_redis::Connection, RedisError> {
+    pub(crate) async fn connection(&self) -> Result<deadpool_redis::Connection, RedisError> {
         self.pool.get().await.map_err(unavailable)
     }
 
     /// The messages of `channel` from now on, over the instance's one pub/sub connection
     /// (connected on first use, within the deadline).
-    pub async fn subscribe(&self, channel: &str) -> Result<Subscription, RedisError> {
+    pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription, RedisError> {
         self.within_deadline(self.subscriptions.subscribe(channel))
             .await
     }
 
     /// A connection of its own (outside the pool) for commands that block for up to
     /// `longest_block` (XREADGROUP BLOCK): answers may take that long plus the deadline.
-    pub async fn blocking_connection(
+    pub(crate) async fn blocking_connection(
         &self,
         longest_block: Duration,
     ) -> Result<redis::aio::MultiplexedConnection, RedisError> {
@@ -149,7 +149,7 @@ impl RedisClient {
     }
 
     /// `key` holds `value`, expiring after `ttl`.
-    pub async fn set_expiring(
+    pub(crate) async fn set_expiring(
         &self,
         key: &str,
         value: &str,
@@ -170,7 +170,7 @@ impl RedisClient {
     }
 
     /// What `key` holds, if anything.
-    pub async fn get(&self, key: &str) -> Result<Option<String>, RedisError> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<String>, RedisError> {
         self.within_deadline(async {
             let mut connection = self.connection().await?;
             connection.get(key).await.map_err(unavailable)
@@ -179,7 +179,7 @@ impl RedisClient {
     }
 
     /// Whether `key` exists.
-    pub async fn exists(&self, key: &str) -> Result<bool, RedisError> {
+    pub(crate) async fn exists(&self, key: &str) -> Result<bool, RedisError> {
         self.within_deadline(async {
             let mut connection = self.connection().await?;
             connection.exists(key).await.map_err(unavailable)
@@ -188,7 +188,7 @@ impl RedisClient {
     }
 
     /// Removes `key`.
-    pub async fn delete(&self, key: &str) -> Result<(), RedisError> {
+    pub(crate) async fn delete(&self, key: &str) -> Result<(), RedisError> {
         self.within_deadline(async {
             let mut connection = self.connection().await?;
             connection.del::<_, ()>(key).await.map_err(unavailable)
@@ -197,7 +197,7 @@ impl RedisClient {
     }
 
     /// Publishes `message` on `channel`.
-    pub async fn publish(&self, channel: &str, message: &str) -> Result<(), RedisError> {
+    pub(crate) async fn publish(&self, channel: &str, message: &str) -> Result<(), RedisError> {
         self.within_deadline(async {
             let mut connection = self.connection().await?;
             connection
@@ -209,7 +209,7 @@ impl RedisClient {
     }
 
     /// Runs a script with its keys and arguments (`invocation`) within the deadline.
-    pub async fn run_script<T: redis::FromRedisValue>(
+    pub(crate) async fn run_script<T: redis::FromRedisValue>(
         &self,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T, RedisError> {
@@ -224,7 +224,7 @@ impl RedisClient {
     }
 
     /// `key` becomes `new` (expiring after `ttl`) if it holds exactly `expected`.
-    pub async fn compare_and_set(
+    pub(crate) async fn compare_and_set(
         &self,
         key: &str,
         expected: &str,
@@ -244,7 +244,11 @@ impl RedisClient {
     }
 
     /// Deletes `key` if it holds exactly `expected`.
-    pub async fn compare_and_delete(&self, key: &str, expected: &str) -> Result<bool, RedisError> {
+    pub(crate) async fn compare_and_delete(
+        &self,
+        key: &str,
+        expected: &str,
+    ) -> Result<bool, RedisError> {
         let deleted: i64 = self
             .run_script(self.compare_and_delete.key(key).arg(expected))
             .await?;
@@ -262,7 +266,7 @@ const SUBSCRIPTION_BACKLOG: usize = 256;
 /// connection and one SUBSCRIBE per channel. When the connection is lost, every open
 /// subscription ends (its holder re-reads the state and subscribes again); the next
 /// subscription connects anew.
-pub struct Subscriptions {
+pub(crate) struct Subscriptions {
     client: redis::Client,
     /// Deadline of an UNSUBSCRIBE (subscribing runs within the caller's deadline).
     timeout: Duration,
@@ -433,7 +437,7 @@ async fn dispatch(
 
 /// The messages of one channel for one subscriber; unsubscribes when the channel's last
 /// subscriber drops it.
-pub struct Subscription {
+pub(crate) struct Subscription {
     receiver: broadcast::Receiver<String>,
     _membership: Membership,
 }
@@ -441,7 +445,7 @@ pub struct Subscription {
 impl Subscription {
     /// The next message; `None` once the connection was lost (state may have changed
     /// unseen: re-read it).
-    pub async fn next(&mut self) -> Option<String> {
+    pub(crate) async fn next(&mut self) -> Option<String> {
         loop {
             match self.receiver.recv().await {
                 Ok(message) => return Some(message),
@@ -450,14 +454,6 @@ impl Subscription {
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
-    }
-
-    /// The messages as a stream.
-    pub fn into_stream(self) -> impl futures_util::Stream<Item = String> + Send + 'static {
-        futures_util::stream::unfold(self, |mut subscription| async move {
-            let message = subscription.next().await?;
-            Some((message, subscription))
-        })
     }
 }
 

@@ -3,7 +3,7 @@
 //! the encoder on the render threads (`encode::FramePreparer`) and feeds them in
 //! order to the encoder, reporting progress as it goes.
 
-pub mod frames;
+pub(crate) mod frames;
 
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
@@ -189,7 +189,7 @@ pub struct OutputInfo {
 
 /// Renders `prepared` into `output_path` with `threads` render threads. `on_progress` is
 /// called with (frames encoded, frames in total) after every frame.
-pub fn run(
+pub(crate) fn run(
     prepared: &PreparedRender,
     output_path: &Path,
     threads: usize,
@@ -226,7 +226,7 @@ pub fn run(
 }
 
 /// Size and hex sha256 of a file, streamed.
-pub fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 16];
@@ -249,4 +249,4 @@ pub fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
 /// absolute ones as they are. `/dev/null` is a character device, never a directory, so the
 /// kernel refuses every path through it with ENOTDIR, `..` included: whatever slipped past
 /// [`crate::lottie::assets`], rlottie can read no file with it.
-pub const NO_RESOURCE_DIR: &str = "/dev/null/";
+pub(crate) const NO_RESOURCE_DIR: &str = "/dev/null/";

@@ -11,15 +11,15 @@ pub mod confine;
 mod image;
 pub mod lines;
 pub mod protocol;
-pub mod seccomp;
+pub(crate) mod seccomp;
 pub mod self_test;
-pub mod spare;
-pub mod spawn;
+pub(crate) mod spare;
+pub(crate) mod spawn;
 pub mod zygote;
 
 use crate::error::ErrorClass;
 use crate::os;
-pub use crate::os::{ResourceLimits, ResourceUsage};
+pub(crate) use crate::os::{ResourceLimits, ResourceUsage};
 use crate::reason::Reason;
 use crate::render::OutputInfo;
 use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
@@ -40,17 +40,17 @@ use std::time::{Duration, Instant};
 /// lookahead needs a few hundred MiB; glibc and thread stacks reserve more than they use.
 pub const DEFAULT_WORKER_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// Fixed part of a render's deadline: process start, template load, encoder set-up.
-pub const DEADLINE_BASE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE_BASE: Duration = Duration::from_secs(30);
 /// Time allowed per output megapixel (frames × width × height / 1e6). Measured costs are
 /// 10–60 ms per 1080×1080 frame (1.17 MP); this leaves a wide margin on a loaded machine.
-pub const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
+pub(crate) const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
 /// No render may run longer than this, whatever its size.
-pub const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
+pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
 
 /// Deadline for a render of `frames` frames of `width` × `height`.
-pub fn default_deadline(frames: u32, width: u32, height: u32) -> Duration {
+pub(crate) fn default_deadline(frames: u32, width: u32, height: u32) -> Duration {
     let megapixels = f64::from(frames) * f64::from(width) * f64::from(height) / 1e6;
     (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(megapixels)).min(MAX_DEADLINE)
 }
@@ -77,7 +77,7 @@ impl CancelToken {
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }
@@ -142,7 +142,7 @@ pub fn run_worker(
 /// [`run_worker`] on `spare`, a worker started ahead of the job ([`spare`]), when given and
 /// still able to take it; else on a worker started for it. The spare's CPU-time budget and
 /// wall-clock deadline are the job's, counted from the moment it is handed the job.
-pub fn run_worker_on(
+pub(crate) fn run_worker_on(
     spare: Option<spare::SpareWorker>,
     job: &WorkerJob,
     settings: &SandboxSettings,
@@ -476,7 +476,7 @@ fn unmappable(
 }
 
 /// Whether a worker's stderr tail shows it ran out of its address space.
-pub fn ran_out_of_memory(stderr_tail: &str) -> bool {
+pub(crate) fn ran_out_of_memory(stderr_tail: &str) -> bool {
     OUT_OF_MEMORY_SIGNS
         .iter()
         .any(|sign| stderr_tail.contains(sign))

@@ -16,7 +16,7 @@ pub enum SpecError {
 }
 
 impl SpecError {
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         SpecError::Invalid {
             field: field.into(),
             message: message.into(),
@@ -61,13 +61,13 @@ impl TryFrom<RgbaFields> for Rgba {
 }
 
 impl Rgba {
-    pub const OPAQUE_BLACK: Rgba = Rgba {
+    pub(crate) const OPAQUE_BLACK: Rgba = Rgba {
         r: 0.0,
         g: 0.0,
         b: 0.0,
         a: None,
     };
-    pub const WHITE: Rgba = Rgba {
+    pub(crate) const WHITE: Rgba = Rgba {
         r: 1.0,
         g: 1.0,
         b: 1.0,
@@ -136,7 +136,7 @@ impl Rgba {
 
     /// Reads a Lottie colour value (`[r, g, b]` or `[r, g, b, a]`, 0..=1). Values written
     /// as 0..=255 by old exporters are scaled down.
-    pub fn from_lottie(value: &Value) -> Option<Rgba> {
+    pub(crate) fn from_lottie(value: &Value) -> Option<Rgba> {
         let channels: Vec<f64> = value.as_array()?.iter().filter_map(Value::as_f64).collect();
         if channels.len() < 3 || channels.iter().any(|c| !c.is_finite()) {
             return None;
@@ -190,7 +190,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Mp4 => "video/mp4",
             Format::Webm => "video/webm",
@@ -235,7 +235,7 @@ checked_number! {
 }
 
 impl Fps {
-    pub const SUPPORTED: [u32; 2] = [30, 60];
+    pub(crate) const SUPPORTED: [u32; 2] = [30, 60];
     pub const DEFAULT: Fps = Fps(30);
 }
 
@@ -259,8 +259,8 @@ checked_number! {
 }
 
 impl Dimension {
-    pub const MIN: u32 = 100;
-    pub const MAX: u32 = 1920;
+    pub(crate) const MIN: u32 = 100;
+    pub(crate) const MAX: u32 = 1920;
     pub const DEFAULT: Dimension = Dimension(1080);
 }
 
@@ -295,7 +295,7 @@ pub struct OutputSpec {
 }
 
 impl OutputSpec {
-    pub fn background_or_default(&self) -> Rgba {
+    pub(crate) fn background_or_default(&self) -> Rgba {
         self.background.unwrap_or(Rgba::WHITE)
     }
 }

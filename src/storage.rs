@@ -15,10 +15,10 @@
 //! Outputs live under `outputs/<job-id>.<ext>` ([`outputs`]). Callers see only
 //! [`TemplateStore`] and [`OutputStore`].
 
-pub mod index;
+pub(crate) mod index;
 pub mod objects;
-pub mod outputs;
-pub mod pins;
+pub(crate) mod outputs;
+pub(crate) mod pins;
 pub mod record_cache;
 pub mod settings;
 pub mod summary;
@@ -27,13 +27,13 @@ use crate::auth::TenantId;
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::lottie::report::InspectReport;
 use crate::reason::Reason;
-pub use index::{
+pub(crate) use index::{
     IndexEntry, StorageLimits, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES,
     DEFAULT_MIN_FREE_DISK_BYTES,
 };
 pub use objects::ObjectStorage;
-pub use outputs::OutputStore;
-pub use record_cache::AdmissionRecord;
+pub(crate) use outputs::OutputStore;
+pub(crate) use record_cache::AdmissionRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -89,7 +89,7 @@ pub const MAX_TEMPLATE_RECORD_BYTES: usize = 1024 * 1024;
 
 /// What is kept about a template besides its JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TemplateRecord {
+pub(crate) struct TemplateRecord {
     pub id: Uuid,
     /// The tenant whose caller created it; only that tenant's callers see it. Records
     /// written before tenants belong to the default tenant.
@@ -109,13 +109,9 @@ pub struct TemplateRecord {
 }
 
 impl TemplateRecord {
-    pub fn created_at(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(self.created_at_ms)
-    }
-
     /// What the template renders from: its JSON's sha256 and, when it has fonts, theirs (the
     /// same JSON with another font renders other pixels). Part of every job's fingerprint.
-    pub fn render_identity(&self) -> String {
+    pub(crate) fn render_identity(&self) -> String {
         if self.font_sha256.is_empty() {
             return self.report.sha256.clone();
         }
@@ -131,7 +127,7 @@ impl TemplateRecord {
 }
 
 #[derive(Debug, Clone)]
-pub struct TemplateStore {
+pub(crate) struct TemplateStore {
     objects: ObjectStorage,
     limits: StorageLimits,
     records: record_cache::RecordCache,
@@ -145,6 +141,7 @@ fn template_key(id: Uuid, file: &str) -> String {
 impl TemplateStore {
     /// The templates in `objects` with the default limits, their index repaired
     /// ([`TemplateStore::complete_index`]). Blocking.
+    #[cfg(test)]
     pub fn open(objects: ObjectStorage) -> Result<TemplateStore, StorageError> {
         let store = TemplateStore::new(objects)?;
         store.complete_index()?;
@@ -154,7 +151,7 @@ impl TemplateStore {
     /// The templates in `objects` with the default limits, without reading the store (only
     /// the local directories are made, in local mode); the index is repaired by
     /// [`TemplateStore::complete_index`].
-    pub fn new(objects: ObjectStorage) -> Result<TemplateStore, StorageError> {
+    pub(crate) fn new(objects: ObjectStorage) -> Result<TemplateStore, StorageError> {
         if let Some(templates) = objects.local_path(TEMPLATES) {
             // Locally the index's directory is made here and must stay: if it vanishes (a
             // volume unmounted under the server), calls are refused rather than writing
@@ -170,27 +167,28 @@ impl TemplateStore {
     }
 
     /// The same store under other limits.
-    pub fn with_limits(self, limits: StorageLimits) -> TemplateStore {
+    pub(crate) fn with_limits(self, limits: StorageLimits) -> TemplateStore {
         TemplateStore { limits, ..self }
     }
 
     /// The object store under the templates.
+    #[cfg(test)]
     pub fn objects(&self) -> &ObjectStorage {
         &self.objects
     }
 
     /// Key of the template's JSON.
-    pub fn json_key(&self, id: Uuid) -> String {
+    pub(crate) fn json_key(&self, id: Uuid) -> String {
         template_key(id, "template.json")
     }
 
     /// Key of one of the template's font files (a name from its record).
-    pub fn font_key(&self, id: Uuid, file: &str) -> String {
+    pub(crate) fn font_key(&self, id: Uuid, file: &str) -> String {
         template_key(id, &format!("fonts/{file}"))
     }
 
     /// Stores a new template of `tenant`; answers its record. Blocking.
-    pub fn create(
+    pub(crate) fn create(
         &self,
         tenant: &TenantId,
         name: &str,
@@ -262,7 +260,11 @@ impl TemplateStore {
 
     /// The record of `tenant`'s template `id` (another tenant's is `NotFound`, as an unknown
     /// one). Blocking.
-    pub fn record(&self, tenant: &TenantId, id: Uuid) -> Result<TemplateRecord, StorageError> {
+    pub(crate) fn record(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<TemplateRecord, StorageError> {
         let record = self.read_record(id)?;
         owned_by(tenant, &record.tenant, id)?;
         Ok(record)
@@ -286,7 +288,7 @@ impl TemplateStore {
     /// summary first. Reading and parsing a record (up to [`MAX_TEMPLATE_RECORD_BYTES`])
     /// would make the answer to another tenant's id measurably slower than an unknown id's,
     /// and a damaged one would answer INTERNAL instead of NOT_FOUND. Blocking.
-    pub fn admission_record(
+    pub(crate) fn admission_record(
         &self,
         tenant: &TenantId,
         id: Uuid,
@@ -320,7 +322,11 @@ impl TemplateStore {
     /// The bounded view of `tenant`'s template (what Get and List answer). A template stored
     /// by an instance of an earlier version while this one runs has no summary yet: built
     /// from its record then. Blocking.
-    pub fn summary(&self, tenant: &TenantId, id: Uuid) -> Result<TemplateSummary, StorageError> {
+    pub(crate) fn summary(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<TemplateSummary, StorageError> {
         let summary: TemplateSummary = match self
             .objects
             .block_on(self.objects.get(&template_key(id, SUMMARY)))
@@ -338,7 +344,7 @@ impl TemplateStore {
     /// Deletes `tenant`'s template: it is gone for every later read, listing and submission
     /// at once. Jobs accepted before render from their own copies of its files ([`pins`]).
     /// Blocking.
-    pub fn delete(&self, tenant: &TenantId, id: Uuid) -> Result<(), StorageError> {
+    pub(crate) fn delete(&self, tenant: &TenantId, id: Uuid) -> Result<(), StorageError> {
         // The summary, not the record: it is small whatever was uploaded.
         self.summary(tenant, id)?;
         self.records.remove(id);
@@ -404,7 +410,7 @@ fn remove_dir_if_present(path: &Path) -> Result<(), StorageError> {
 const STORAGE_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Retry delay when the template quota or the disk is full: freeing room takes someone
 /// deleting templates or the retention sweep removing outputs, minutes rather than seconds.
-pub const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const STORAGE_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 impl From<StorageError> for ServiceError {
     fn from(error: StorageError) -> ServiceError {
@@ -466,7 +472,7 @@ mod tests {
     use super::*;
 
     /// A store on `dir` (local objects), on a runtime shared by these tests.
-    pub(crate) fn open(dir: &Path) -> Result<TemplateStore, StorageError> {
+    pub fn open(dir: &Path) -> Result<TemplateStore, StorageError> {
         static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
         let runtime = RUNTIME.get_or_init(|| tokio::runtime::Runtime::new().unwrap());
         TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone())?)

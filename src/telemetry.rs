@@ -3,7 +3,7 @@
 //! over OTLP) are in [`traces`]; the spans a worker reports back, in [`worker_spans`].
 
 pub mod traces;
-pub mod worker_spans;
+pub(crate) mod worker_spans;
 
 use tracing_subscriber::EnvFilter;
 

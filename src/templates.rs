@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 
 /// Longest template name, characters.
 pub const MAX_TEMPLATE_NAME_CHARS: usize = 128;
-pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+pub(crate) use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 /// Templates syntax-checked at once in the server ([`Template::check_syntax`]). The check
 /// keeps nothing per value (an 8 MB template of 119,000 tiny fills once took ~550 MB of JSON
 /// tree here; its tree is now built in an analysis worker only), but its CPU is linear in the
@@ -48,7 +48,7 @@ const CREATE_TEMPLATE_SCOPE: &str = "CreateTemplate";
 
 /// A template to register, as the caller sent it.
 #[derive(Debug, Clone)]
-pub struct NewTemplate {
+pub(crate) struct NewTemplate {
     pub name: String,
     /// Bodymovin JSON.
     pub lottie_json: Vec<u8>,
@@ -58,7 +58,7 @@ pub struct NewTemplate {
 
 /// The template to answer.
 #[derive(Debug)]
-pub enum Created {
+pub(crate) enum Created {
     /// Registered now.
     Created(TemplateRecord),
     /// An earlier call with this key and request registered it: answered again.
@@ -68,7 +68,7 @@ pub enum Created {
 /// What CreateTemplate needs: the store, how keys are kept, the analysis workers and the
 /// server's parse slots.
 #[derive(Debug, Clone)]
-pub struct Intake {
+pub(crate) struct Intake {
     store: TemplateStore,
     keys: KeyPolicy,
     analysis: AnalysisPool,
@@ -95,7 +95,7 @@ impl NewTemplate {
 }
 
 impl Intake {
-    pub fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> Intake {
+    pub(crate) fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> Intake {
         Intake {
             store,
             keys,
@@ -108,7 +108,7 @@ impl Intake {
     /// the same request answers the same template. The key is freed at once if the caller
     /// hangs up mid-analysis (this future is dropped), so the retry runs instead of meeting
     /// the claim until its lease runs out.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         tenant: TenantId,
         key: Option<IdempotencyKey>,
@@ -242,7 +242,7 @@ fn check_new(template: &NewTemplate) -> Result<(), ServiceError> {
 /// Every problem with a new template the server finds itself: its name, its fonts and its
 /// template's syntax ([`Template::check_syntax`]); the reason to refuse it with when
 /// there are any. The template's model and fence are checked by its analysis.
-pub fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
+pub(crate) fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
     let mut reason = Reason::RequestInvalid;
     let mut violations = Vec::new();
     let mut violation =

@@ -7,9 +7,9 @@
 
 pub mod files;
 pub mod incoming;
-pub mod watch;
+pub(crate) mod watch;
 
-pub use files::TlsFilesError;
+pub(crate) use files::TlsFilesError;
 pub use incoming::TlsIncoming;
 
 use std::path::PathBuf;
@@ -78,12 +78,12 @@ impl ReloadableTls {
         })
     }
 
-    pub fn files(&self) -> &TlsFiles {
+    pub(crate) fn files(&self) -> &TlsFiles {
         &self.files
     }
 
     /// The configuration for the next handshake.
-    pub fn current(&self) -> Arc<ServerConfig> {
+    pub(crate) fn current(&self) -> Arc<ServerConfig> {
         // A poisoned lock only means a panic elsewhere while it was held; the Arc inside is
         // whole either way.
         self.current
@@ -93,7 +93,7 @@ impl ReloadableTls {
     }
 
     /// Re-reads the files; on error the current configuration stays.
-    pub fn reload(&self) -> Result<(), TlsFilesError> {
+    pub(crate) fn reload(&self) -> Result<(), TlsFilesError> {
         let config = files::server_config(&self.files)?;
         *self
             .current
@@ -104,7 +104,7 @@ impl ReloadableTls {
 }
 
 /// The watch that re-reads the certificate, key and client CA together when any changes.
-pub fn watch(tls: &Arc<ReloadableTls>) -> watch::WatchedFiles {
+pub(crate) fn watch(tls: &Arc<ReloadableTls>) -> watch::WatchedFiles {
     let files = tls.files();
     let mut paths = vec![files.cert.clone(), files.key.clone()];
     paths.extend(files.client_ca.clone());

@@ -52,13 +52,13 @@ pub const TENANT_CPU_BURST_BUDGETS: f64 = 2.0;
 /// Workers one tenant may hold at once: half the pool (at least one), so the other half is
 /// always free for every other tenant. With one worker (`--analysis-workers 1`) nothing is
 /// kept apart; only the CPU charge protects the others then.
-pub fn per_tenant_slots(workers: usize) -> usize {
+pub(crate) fn per_tenant_slots(workers: usize) -> usize {
     (workers / 2).max(1)
 }
 
 /// Why no worker was granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The tenant is backed off for this long.
     Backoff(Duration),
     /// No worker within the tenant's share was free within the wait.
@@ -67,7 +67,7 @@ pub enum Refusal {
 
 /// The analysis workers of one server, shared fairly between tenants.
 #[derive(Debug, Clone)]
-pub struct FairShare {
+pub(crate) struct FairShare {
     shared: Arc<Shared>,
 }
 
@@ -206,7 +206,7 @@ impl State {
 
 impl FairShare {
     /// `workers` analysis workers, each analysis within `cpu_budget`.
-    pub fn new(workers: usize, cpu_budget: Duration) -> FairShare {
+    pub(crate) fn new(workers: usize, cpu_budget: Duration) -> FairShare {
         let workers = workers.max(1);
         FairShare {
             shared: Arc::new(Shared {
@@ -223,7 +223,7 @@ impl FairShare {
     }
 
     /// `Err(delay)` while `tenant` is backed off.
-    pub fn check_backoff(&self, tenant: &TenantId) -> Result<(), Duration> {
+    pub(crate) fn check_backoff(&self, tenant: &TenantId) -> Result<(), Duration> {
         let now = Instant::now();
         let state = lock(&self.shared.state);
         match state.tenants.get(tenant) {
@@ -241,7 +241,7 @@ impl FairShare {
 
     /// A worker slot for `tenant` within its share, waiting at most `wait`: refused at once
     /// while the tenant is backed off (also when it became so while waiting).
-    pub async fn acquire(
+    pub(crate) async fn acquire(
         &self,
         tenant: &TenantId,
         wait: Duration,
@@ -338,7 +338,7 @@ impl Drop for StopWaitingOnDrop<'_> {
 /// One analysis worker held by a tenant; released (and the next waiting call served) when
 /// dropped. What the analysis cost is charged with [`AnalysisSlot::charge`].
 #[derive(Debug)]
-pub struct AnalysisSlot {
+pub(crate) struct AnalysisSlot {
     shared: Arc<Shared>,
     tenant: TenantId,
 }
@@ -350,7 +350,7 @@ impl AnalysisSlot {
 
     /// The tenant's analysis used `cpu`; `exhausted`: it used up its whole budget (CPU or
     /// wall-clock).
-    pub fn charge(&self, cpu: Duration, exhausted: bool) {
+    pub(crate) fn charge(&self, cpu: Duration, exhausted: bool) {
         self.charge_at(cpu, exhausted, Instant::now());
     }
 

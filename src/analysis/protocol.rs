@@ -22,33 +22,33 @@ use std::io::{BufRead, Read};
 
 /// Longest header line: sixteen families of 128 characters (4 bytes each at most) and their
 /// lengths fit in a tenth of it.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Largest report the child answers: the template's record limit
 /// (`storage::MAX_TEMPLATE_RECORD_BYTES`) less room for what the record adds to the report
 /// (name, font families and hashes: under 16 KiB). A larger one is refused by the child
 /// (`TEMPLATE_RECORD_TOO_LARGE`), so the server never reads nor keeps more.
-pub const MAX_REPORT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES - 64 * 1024;
+pub(crate) const MAX_REPORT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES - 64 * 1024;
 /// Largest answer the server reads: a report within [`MAX_REPORT_BYTES`] or a short failure.
-pub const MAX_OUTPUT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES;
+pub(crate) const MAX_OUTPUT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES;
 
 /// The header line of the input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct InputHeader {
+pub(crate) struct InputHeader {
     pub template_bytes: usize,
     pub fonts: Vec<FontHeader>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FontHeader {
+pub(crate) struct FontHeader {
     pub family: String,
     pub bytes: usize,
 }
 
 /// What the child reads: the template and its uploaded fonts (family → bytes).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct AnalysisInput {
+pub(crate) struct AnalysisInput {
     pub template: Vec<u8>,
     pub fonts: BTreeMap<String, Vec<u8>>,
 }
@@ -56,7 +56,7 @@ pub struct AnalysisInput {
 /// The one document the child writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum AnalysisOutcome {
+pub(crate) enum AnalysisOutcome {
     Analysed {
         report: InspectReport,
         /// The child's own peak RSS (VmHWM), bytes.
@@ -67,7 +67,7 @@ pub enum AnalysisOutcome {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ProtocolError {
+pub(crate) enum ProtocolError {
     #[error("cannot read the analysis input: {0}")]
     Io(#[from] std::io::Error),
     #[error("the analysis header is not valid: {0}")]
@@ -78,7 +78,7 @@ pub enum ProtocolError {
 
 impl InputHeader {
     /// The header for `template` and `fonts` (the order the bytes follow in).
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         template: &[u8],
         fonts: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>,
     ) -> InputHeader {
@@ -95,7 +95,7 @@ impl InputHeader {
     }
 
     /// The header line, newline included.
-    pub fn to_line(&self) -> Vec<u8> {
+    pub(crate) fn to_line(&self) -> Vec<u8> {
         let mut line = serde_json::to_vec(self).unwrap_or_default();
         line.push(b'\n');
         line
@@ -118,7 +118,7 @@ impl InputHeader {
 }
 
 /// Reads one input: the header line, then exactly the bytes it announces.
-pub fn read_input(reader: impl Read) -> Result<AnalysisInput, ProtocolError> {
+pub(crate) fn read_input(reader: impl Read) -> Result<AnalysisInput, ProtocolError> {
     let mut reader = std::io::BufReader::new(reader);
     let mut line = Vec::new();
     (&mut reader)

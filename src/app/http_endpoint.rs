@@ -14,7 +14,11 @@ const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_mill
 
 /// Serves `GET /metrics`, and the probes' `GET /livez` and `GET /readyz`
 /// ([`crate::mesh::probes::HttpProbes`]), on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>, probes: HttpProbes) {
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    probes: HttpProbes,
+) {
     use hyper::body::Incoming;
     use hyper::service::service_fn;
     use hyper::{Method, Request, Response, StatusCode};

@@ -37,7 +37,7 @@ const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 impl App {
     /// Serves until `shutdown` resolves, then drains: health NOT_SERVING, new submissions
     /// UNAVAILABLE, running renders get the grace period, and the listener closes last.
-    pub async fn run_until_stopped(
+    pub(crate) async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {

@@ -51,7 +51,7 @@ pub struct Listeners {
 
 impl Listeners {
     /// Binds the addresses of `settings`.
-    pub async fn bind(settings: &ServerSettings) -> std::io::Result<Listeners> {
+    pub(crate) async fn bind(settings: &ServerSettings) -> std::io::Result<Listeners> {
         let grpc = TcpListener::bind(settings.listen).await?;
         let metrics = match settings.metrics_listen {
             Some(address) => Some(TcpListener::bind(address).await?),
@@ -84,7 +84,10 @@ pub struct App {
 impl App {
     /// Every part of the application from `settings`; a part that cannot be built stops the
     /// start-up with its reason.
-    pub async fn build(listeners: Listeners, settings: ServerSettings) -> Result<App, ServerError> {
+    pub(crate) async fn build(
+        listeners: Listeners,
+        settings: ServerSettings,
+    ) -> Result<App, ServerError> {
         // Before anything starts: a deployment that would answer anyone is not served at all.
         settings.check_exposure(listeners.grpc.local_addr().unwrap_or(settings.listen))?;
         let metrics = Metrics::new();

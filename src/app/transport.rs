@@ -16,7 +16,7 @@ use tonic::transport::server::Router;
 use tower::layer::util::{Identity, Stack};
 
 /// The gRPC services behind the tower stack, with the connection limits.
-pub type GrpcRouter = Router<Stack<Middleware, Identity>>;
+pub(crate) type GrpcRouter = Router<Stack<Middleware, Identity>>;
 
 /// HTTP/2 streams one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS): gRPC-Go's
 /// and most proxies' 100. An honest client multiplexing more waits for a stream to end
@@ -41,12 +41,16 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 
 /// Calls one connection may have in the stack at once: an eighth of the global limit, at
 /// least 1.
-pub fn per_connection_concurrency(max_concurrent_requests: usize) -> usize {
+pub(crate) fn per_connection_concurrency(max_concurrent_requests: usize) -> usize {
     (max_concurrent_requests / PER_CONNECTION_SHARE_DIVISOR).max(1)
 }
 
 /// The gRPC server: `routes` behind `stack`, with the HTTP/2 limits of `settings`.
-pub fn grpc_router(settings: &ServerSettings, stack: Middleware, routes: Routes) -> GrpcRouter {
+pub(crate) fn grpc_router(
+    settings: &ServerSettings,
+    stack: Middleware,
+    routes: Routes,
+) -> GrpcRouter {
     tonic::transport::Server::builder()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
@@ -67,7 +71,7 @@ pub fn grpc_router(settings: &ServerSettings, stack: Middleware, routes: Routes)
 /// Serves `router` on `listener` until `drained` resolves. With TLS, our accept loop hands
 /// tonic handshaken connections (so certificates can be replaced while serving); tonic puts
 /// the peer's certificates on each request.
-pub async fn serve_connections(
+pub(crate) async fn serve_connections(
     router: GrpcRouter,
     listener: TcpListener,
     tls: Option<Arc<ReloadableTls>>,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// Longest caller name in the file: it shows up in logs and traces, not more.
-pub const MAX_CALLER_NAME_BYTES: usize = 255;
+pub(crate) const MAX_CALLER_NAME_BYTES: usize = 255;
 /// Longest bearer token accepted: real keys are 32 to 64 characters; hashing a 16 KiB
 /// header for each call would be the caller's cheap way to spend our CPU.
 pub const MAX_API_KEY_BYTES: usize = 512;
@@ -82,7 +82,7 @@ impl ApiKeys {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
@@ -93,7 +93,7 @@ impl ApiKeys {
     /// The tenant and caller name of a presented key, if it is one of the file's. Every
     /// stored hash is compared, each in constant time, so the answer's timing says nothing
     /// about which (or how much of a) hash matched.
-    pub fn find(&self, presented: &[u8]) -> Option<(TenantId, Arc<str>)> {
+    pub(crate) fn find(&self, presented: &[u8]) -> Option<(TenantId, Arc<str>)> {
         if presented.is_empty() || presented.len() > MAX_API_KEY_BYTES {
             return None;
         }

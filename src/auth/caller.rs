@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 /// Longest tenant name: tenant names become parts of Redis keys and storage paths, so they
 /// stay short and plain.
-pub const MAX_TENANT_ID_BYTES: usize = 64;
+pub(crate) const MAX_TENANT_ID_BYTES: usize = 64;
 
 /// The tenant every call belongs to when authentication is off (and an unauthenticated
 /// call's tenant under `--auth optional`).
-pub const DEFAULT_TENANT: &str = "default";
+pub(crate) const DEFAULT_TENANT: &str = "default";
 
 /// A tenant name: 1 to [`MAX_TENANT_ID_BYTES`] bytes of ASCII letters, digits, `.`, `_` and
 /// `-` (safe as a path segment and inside a Redis key, never `.` or `..`).
@@ -35,7 +35,7 @@ pub enum TenantIdError {
 }
 
 impl TenantId {
-    pub fn parse(name: &str) -> Result<TenantId, TenantIdError> {
+    pub(crate) fn parse(name: &str) -> Result<TenantId, TenantIdError> {
         if name.is_empty() || name.len() > MAX_TENANT_ID_BYTES {
             return Err(TenantIdError::Length);
         }
@@ -51,7 +51,7 @@ impl TenantId {
     /// A tenant of the API keys or identities files: a tenant name that is not the anonymous
     /// callers' [`DEFAULT_TENANT`] (under `--auth optional` both would be one tenant, so a key
     /// holder would see what anyone without a key stored, and the other way round).
-    pub fn parse_configured(name: &str) -> Result<TenantId, TenantIdError> {
+    pub(crate) fn parse_configured(name: &str) -> Result<TenantId, TenantIdError> {
         let tenant = TenantId::parse(name)?;
         if tenant.is_default() {
             return Err(TenantIdError::Reserved);
@@ -64,11 +64,11 @@ impl TenantId {
         TenantId(Arc::from(DEFAULT_TENANT))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         &*self.0 == DEFAULT_TENANT
     }
 }
@@ -127,7 +127,7 @@ pub struct Caller {
 
 impl Caller {
     /// The caller of every request when authentication is off.
-    pub fn anonymous() -> Caller {
+    pub(crate) fn anonymous() -> Caller {
         Caller {
             tenant: TenantId::default_tenant(),
             name: Arc::from("anonymous"),

@@ -14,7 +14,7 @@ pub const MAX_IDENTITY_FILE_BYTES: u64 = 8 * 1024 * 1024;
 /// Why an identity configuration file was refused (the message carries the line).
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {reason}", path.display())]
-pub struct IdentityFileError {
+pub(crate) struct IdentityFileError {
     pub path: PathBuf,
     pub reason: String,
 }
@@ -36,7 +36,7 @@ fn read(path: &Path) -> Result<String, IdentityFileError> {
 }
 
 /// Reads and parses an API keys file.
-pub fn read_api_keys(path: &Path) -> Result<ApiKeys, IdentityFileError> {
+pub(crate) fn read_api_keys(path: &Path) -> Result<ApiKeys, IdentityFileError> {
     ApiKeys::parse(&read(path)?).map_err(|error| IdentityFileError {
         path: path.to_path_buf(),
         reason: error.to_string(),
@@ -44,7 +44,7 @@ pub fn read_api_keys(path: &Path) -> Result<ApiKeys, IdentityFileError> {
 }
 
 /// Reads and parses an identities file.
-pub fn read_known_identities(path: &Path) -> Result<KnownIdentities, IdentityFileError> {
+pub(crate) fn read_known_identities(path: &Path) -> Result<KnownIdentities, IdentityFileError> {
     KnownIdentities::parse(&read(path)?).map_err(|error| IdentityFileError {
         path: path.to_path_buf(),
         reason: error.to_string(),

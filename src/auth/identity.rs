@@ -34,7 +34,7 @@ pub enum AuthMode {
 /// Calls that never need an identity: health checks (Kubernetes' gRPC probes and the mesh
 /// send no credential) and reflection (the schema is public; grpcurl needs it to build a
 /// request at all).
-pub const OPEN_PATH_PREFIXES: [&str; 3] = [
+pub(crate) const OPEN_PATH_PREFIXES: [&str; 3] = [
     "/grpc.health.v1.Health/",
     "/grpc.reflection.v1.ServerReflection/",
     "/grpc.reflection.v1alpha.ServerReflection/",
@@ -80,7 +80,7 @@ impl Identities {
     }
 
     /// Replaces the API keys (the file changed); calls in flight keep the keys they had.
-    pub fn replace_api_keys(&self, api_keys: ApiKeys) {
+    pub(crate) fn replace_api_keys(&self, api_keys: ApiKeys) {
         // A poisoned lock only means a panic elsewhere while it was held; the Arc inside is
         // whole either way.
         *self
@@ -91,7 +91,7 @@ impl Identities {
 
     /// Replaces the certificate and sidecar identities (the file changed); does nothing
     /// when the server has no identities file.
-    pub fn replace_known_identities(&self, known: KnownIdentities) {
+    pub(crate) fn replace_known_identities(&self, known: KnownIdentities) {
         if let Some(lock) = &self.known {
             *lock
                 .write()
@@ -130,7 +130,7 @@ impl Identities {
     }
 
     /// The caller of a request with these headers and extensions, or why it is refused.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         path: &str,
         headers: &http::HeaderMap,

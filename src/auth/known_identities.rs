@@ -57,7 +57,7 @@ impl KnownIdentities {
         Ok(KnownIdentities { tenants })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tenants.len()
     }
 
@@ -66,7 +66,7 @@ impl KnownIdentities {
     }
 
     /// The tenant of an identity, if the file names it (exact match).
-    pub fn tenant_of(&self, identity: &str) -> Option<TenantId> {
+    pub(crate) fn tenant_of(&self, identity: &str) -> Option<TenantId> {
         self.tenants.get(identity).cloned()
     }
 }

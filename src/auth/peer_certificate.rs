@@ -8,7 +8,7 @@ use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PeerCertificateError {
+pub(crate) enum PeerCertificateError {
     #[error("the client certificate cannot be read: {0}")]
     Unreadable(String),
     #[error("the client certificate names no one (no spiffe:// URI, no subject CN)")]
@@ -17,7 +17,7 @@ pub enum PeerCertificateError {
 
 /// The identity of the connection's client certificate; none when the connection is not
 /// TLS or its client sent no certificate.
-pub fn peer_identity(
+pub(crate) fn peer_identity(
     extensions: &http::Extensions,
 ) -> Option<Result<String, PeerCertificateError>> {
     let certificates = extensions
@@ -29,7 +29,7 @@ pub fn peer_identity(
 }
 
 /// The SPIFFE id of a DER certificate, else its subject CN.
-pub fn certificate_identity(der: &[u8]) -> Result<String, PeerCertificateError> {
+pub(crate) fn certificate_identity(der: &[u8]) -> Result<String, PeerCertificateError> {
     let (_, certificate) = X509Certificate::from_der(der)
         .map_err(|error| PeerCertificateError::Unreadable(error.to_string()))?;
     let alternative_names = certificate
@@ -67,7 +67,7 @@ pub fn certificate_identity(der: &[u8]) -> Result<String, PeerCertificateError> 
 /// which only a SPIFFE issuer writes; a CN is whatever the CA let its requester write, and a
 /// CA that issues CNs to many services (one cert-manager issuer for a cluster) must not let
 /// one of them be named by another tenant's `spiffe://` line of the identities file.
-pub fn looks_like_spiffe_id(name: &str) -> bool {
+pub(crate) fn looks_like_spiffe_id(name: &str) -> bool {
     name.trim_start()
         .get(..9)
         .is_some_and(|scheme| scheme.eq_ignore_ascii_case("spiffe://"))

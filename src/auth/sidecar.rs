@@ -13,11 +13,11 @@
 use super::known_identities::MAX_IDENTITY_BYTES;
 use super::peer_certificate::looks_like_spiffe_id;
 
-pub const XFCC_HEADER: &str = "x-forwarded-client-cert";
-pub const LINKERD_CLIENT_ID_HEADER: &str = "l5d-client-id";
+pub(crate) const XFCC_HEADER: &str = "x-forwarded-client-cert";
+pub(crate) const LINKERD_CLIENT_ID_HEADER: &str = "l5d-client-id";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SidecarHeaderError {
+pub(crate) enum SidecarHeaderError {
     #[error("the {0} header is not readable text")]
     NotText(&'static str),
     #[error("the x-forwarded-client-cert header has an unterminated quoted value")]
@@ -42,7 +42,7 @@ pub enum TrustedSidecar {
 
 /// The identity the trusted sidecar put on the request, from its own header only; none when
 /// that header is not there.
-pub fn sidecar_identity(
+pub(crate) fn sidecar_identity(
     headers: &http::HeaderMap,
     sidecar: TrustedSidecar,
 ) -> Option<Result<String, SidecarHeaderError>> {
@@ -93,7 +93,7 @@ fn linkerd_identity(headers: &http::HeaderMap) -> Option<Result<String, SidecarH
 /// at the end (Envoy's APPEND_FORWARD; Istio's default SANITIZE_SET leaves only its own
 /// element). The last one is what our own sidecar saw and verified; earlier elements were
 /// written by hops (or a caller) we have no reason to believe.
-pub fn xfcc_identity(value: &str) -> Result<String, SidecarHeaderError> {
+pub(crate) fn xfcc_identity(value: &str) -> Result<String, SidecarHeaderError> {
     let elements = split_outside_quotes(value, ',')?;
     let last = elements
         .iter()

@@ -16,7 +16,7 @@ use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use std::io::Write;
 use std::process::ExitCode;
 
-pub fn run() -> ExitCode {
+pub(crate) fn run() -> ExitCode {
     // Before the first caller byte is read: no file at all, no network, no new processes.
     let outcome = match confine(&FilePolicy::nothing()) {
         Ok(_) => analyse(std::io::stdin().lock()),
@@ -79,7 +79,7 @@ fn failed(class: ErrorClass, reason: Reason, message: String) -> AnalysisOutcome
 }
 
 /// The outcome of analysing the input read from `reader`.
-pub fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
+pub(crate) fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
     let input = match protocol::read_input(reader) {
         Ok(input) => input,
         // The server wrote it: a broken input is its fault, never the caller's.

@@ -58,7 +58,7 @@ pub struct BenchArgs {
     pub no_rss: bool,
 }
 
-pub fn run(args: BenchArgs) -> ExitCode {
+pub(crate) fn run(args: BenchArgs) -> ExitCode {
     match execute(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

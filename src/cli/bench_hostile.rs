@@ -48,9 +48,9 @@ pub struct BenchHostileArgs {
 }
 
 /// API key of the attacking tenant (`attacker`) on the started server.
-pub const ATTACKER_KEY: &str = "bench-hostile-attacker-key";
+pub(crate) const ATTACKER_KEY: &str = "bench-hostile-attacker-key";
 /// API key of the bystander's tenant (`bystander`) on the started server.
-pub const BYSTANDER_KEY: &str = "bench-hostile-bystander-key";
+pub(crate) const BYSTANDER_KEY: &str = "bench-hostile-bystander-key";
 
 /// Flags of the server the bench starts: one worker and a short queue so the fan-out case
 /// shows the bound at small numbers, a 2 s body deadline and 64 watchers so the slow-body
@@ -79,7 +79,7 @@ const BYSTANDER_LIMIT: Duration = Duration::from_secs(1);
 /// The stock gRPC clients' default largest message.
 const STOCK_CLIENT_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
 
-pub fn run(args: BenchHostileArgs) -> ExitCode {
+pub(crate) fn run(args: BenchHostileArgs) -> ExitCode {
     super::run_bench(bench(&args))
 }
 

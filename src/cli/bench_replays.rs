@@ -37,7 +37,7 @@ pub struct BenchReplaysArgs {
     pub template: PathBuf,
 }
 
-pub fn run(args: BenchReplaysArgs) -> ExitCode {
+pub(crate) fn run(args: BenchReplaysArgs) -> ExitCode {
     super::run_bench(bench(&args))
 }
 

@@ -32,7 +32,7 @@ pub struct BenchTextArgs {
     pub repeat: usize,
 }
 
-pub fn run(args: BenchTextArgs) -> ExitCode {
+pub(crate) fn run(args: BenchTextArgs) -> ExitCode {
     match bench(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -64,7 +64,7 @@ pub struct ServerAddress {
 
 /// Adds `authorization: Bearer KEY` to every call when an API key is given.
 #[derive(Debug, Clone)]
-pub struct ApiKeyHeader(Option<MetadataValue<Ascii>>);
+pub(crate) struct ApiKeyHeader(Option<MetadataValue<Ascii>>);
 
 impl tonic::service::Interceptor for ApiKeyHeader {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
@@ -78,11 +78,11 @@ impl tonic::service::Interceptor for ApiKeyHeader {
 }
 
 /// A connection to the server, calling with the API key when one is given.
-pub type Connection = InterceptedService<Channel, ApiKeyHeader>;
+pub(crate) type Connection = InterceptedService<Channel, ApiKeyHeader>;
 
 /// Why a client subcommand stopped.
 #[derive(Debug)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// The command line or a local file is wrong.
     Usage(String),
     /// The server answered an error.
@@ -98,7 +98,7 @@ impl From<Status> for ClientError {
 }
 
 /// Runs `work` on a fresh runtime and turns its outcome into an exit code.
-pub fn run_client<F>(work: F) -> ExitCode
+pub(crate) fn run_client<F>(work: F) -> ExitCode
 where
     F: std::future::Future<Output = Result<ExitCode, ClientError>>,
 {
@@ -126,7 +126,7 @@ where
     }
 }
 
-pub async fn connect(address: &ServerAddress) -> Result<Connection, ClientError> {
+pub(crate) async fn connect(address: &ServerAddress) -> Result<Connection, ClientError> {
     let mut endpoint = Channel::from_shared(address.server.clone())
         .map_err(|error| ClientError::Usage(format!("--server {}: {error}", address.server)))?
         .connect_timeout(CONNECT_TIMEOUT);
@@ -205,7 +205,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 /// Prints a refusal with everything the service said; answers the exit code of its class.
-pub fn report_status(status: &Status) -> ExitCode {
+pub(crate) fn report_status(status: &Status) -> ExitCode {
     let details = status.get_error_details();
     let reason = details
         .error_info()
@@ -239,7 +239,7 @@ fn timestamp(value: Option<&prost_types::Timestamp>) -> String {
     value.map_or_else(|| "-".to_owned(), ToString::to_string)
 }
 
-pub fn state_name(state: i32) -> &'static str {
+pub(crate) fn state_name(state: i32) -> &'static str {
     match proto::JobState::try_from(state) {
         Ok(proto::JobState::Queued) => "QUEUED",
         Ok(proto::JobState::Running) => "RUNNING",
@@ -250,7 +250,7 @@ pub fn state_name(state: i32) -> &'static str {
     }
 }
 
-pub fn print_job(job: &proto::RenderJob) {
+pub(crate) fn print_job(job: &proto::RenderJob) {
     println!("job        {}", job.job_id);
     println!("template   {}", job.template_id);
     println!("state      {}", state_name(job.state));
@@ -281,7 +281,7 @@ pub fn print_job(job: &proto::RenderJob) {
     }
 }
 
-pub fn print_template(template: &proto::Template) {
+pub(crate) fn print_template(template: &proto::Template) {
     println!("template   {}", template.template_id);
     println!("name       {}", template.name);
     println!(
@@ -318,7 +318,7 @@ pub fn print_template(template: &proto::Template) {
 }
 
 /// The exit code for a job that reached a terminal state.
-pub fn job_exit_code(job: &proto::RenderJob) -> ExitCode {
+pub(crate) fn job_exit_code(job: &proto::RenderJob) -> ExitCode {
     match (proto::JobState::try_from(job.state), &job.error) {
         (Ok(proto::JobState::Succeeded), _) => ExitCode::SUCCESS,
         (_, Some(error)) if error.retryable => ExitCode::from(exit::TRANSIENT as u8),

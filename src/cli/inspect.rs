@@ -12,7 +12,7 @@ pub struct InspectArgs {
     pub template: PathBuf,
 }
 
-pub fn run(args: InspectArgs) -> ExitCode {
+pub(crate) fn run(args: InspectArgs) -> ExitCode {
     match report_json(&args.template) {
         Ok(json) => {
             println!("{json}");

@@ -37,7 +37,7 @@ pub enum JobCommand {
     },
 }
 
-pub fn run(args: JobArgs) -> ExitCode {
+pub(crate) fn run(args: JobArgs) -> ExitCode {
     run_client(async move {
         let mut client = RenderServiceClient::new(connect(&args.server).await?);
         // Get and Cancel print the job they answer; Watch and Download end on their own.
@@ -74,7 +74,7 @@ pub fn run(args: JobArgs) -> ExitCode {
 }
 
 /// Follows a job with WatchRenderJob to its terminal state, showing progress.
-pub async fn watch(
+pub(crate) async fn watch(
     client: &mut RenderServiceClient<Connection>,
     job_id: &str,
 ) -> Result<proto::RenderJob, ClientError> {
@@ -115,7 +115,7 @@ pub async fn watch(
 
 /// Streams a succeeded job's output into `path` (a temporary file renamed when complete and
 /// matching the job's sha256).
-pub async fn download(
+pub(crate) async fn download(
     client: &mut RenderServiceClient<Connection>,
     job: &proto::RenderJob,
     path: &Path,

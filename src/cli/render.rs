@@ -66,7 +66,7 @@ pub struct SlotArgs {
 
 impl SlotArgs {
     /// The modifications and the background, or the usage error in them.
-    pub fn parse(&self) -> Result<(Modifications, Option<Rgba>), String> {
+    pub(crate) fn parse(&self) -> Result<(Modifications, Option<Rgba>), String> {
         let modifications = parse_modifications(&self.colors, &self.texts)?;
         let background = self
             .background
@@ -78,7 +78,7 @@ impl SlotArgs {
     }
 }
 
-pub fn run(args: RenderArgs) -> ExitCode {
+pub(crate) fn run(args: RenderArgs) -> ExitCode {
     match execute(&args) {
         Ok(code) => code,
         Err(message) => {
@@ -191,7 +191,10 @@ fn display(path: &Path) -> String {
 }
 
 /// `ID=VALUE` pairs into modifications; `\n` in texts becomes a line break.
-pub fn parse_modifications(colors: &[String], texts: &[String]) -> Result<Modifications, String> {
+pub(crate) fn parse_modifications(
+    colors: &[String],
+    texts: &[String],
+) -> Result<Modifications, String> {
     let mut modifications = Modifications::default();
     for pair in colors {
         let (id, value) = pair

@@ -9,7 +9,7 @@ pub struct ServeArgs {
     pub settings: ServerSettings,
 }
 
-pub fn run(args: ServeArgs) -> ExitCode {
+pub(crate) fn run(args: ServeArgs) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -53,7 +53,7 @@ fn color(rgba: Rgba) -> proto::Color {
     }
 }
 
-pub fn run(args: SubmitArgs) -> ExitCode {
+pub(crate) fn run(args: SubmitArgs) -> ExitCode {
     run_client(async move {
         let (modifications, background) = args.slots.parse().map_err(ClientError::Usage)?;
         let format = match args.format {

@@ -36,7 +36,7 @@ pub enum TemplateCommand {
     Delete { template_id: String },
 }
 
-pub fn run(args: TemplateArgs) -> ExitCode {
+pub(crate) fn run(args: TemplateArgs) -> ExitCode {
     run_client(async move {
         let channel = connect(&args.server).await?;
         let mut client = TemplateServiceClient::new(channel)

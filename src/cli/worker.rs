@@ -45,7 +45,7 @@ pub struct WorkerArgs {
     pub zygote: bool,
 }
 
-pub fn run(args: WorkerArgs) -> ExitCode {
+pub(crate) fn run(args: WorkerArgs) -> ExitCode {
     if args.self_test {
         return crate::sandbox::self_test::worker_main();
     }

@@ -8,26 +8,27 @@ use std::time::Duration;
 /// it first reached for as long as its connection lives, so a new replica would get no
 /// traffic from clients already connected; five minutes rebalances soon after a scale-up,
 /// and one TCP and HTTP/2 handshake per client every five minutes costs nothing.
-pub const DEFAULT_MAX_CONNECTION_AGE_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_MAX_CONNECTION_AGE_SECONDS: u64 = 300;
 /// Calls in flight when a connection reaches its age get this long to end before the
 /// connection is closed under them, seconds: the longest render (`sandbox::MAX_DEADLINE`), so
 /// a WatchRenderJob of a running render, or a download at any honest speed, ends on its own.
 /// A long grace costs no rebalancing: after the GOAWAY every *new* call goes to a new
 /// connection; the grace only bounds how long a stream that never ends (a health Watch)
 /// keeps the old one.
-pub const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 = crate::sandbox::MAX_DEADLINE.as_secs();
+pub(crate) const DEFAULT_MAX_CONNECTION_AGE_GRACE_SECONDS: u64 =
+    crate::sandbox::MAX_DEADLINE.as_secs();
 /// After SIGTERM the listener stays open at least this long, seconds, even with nothing to
 /// drain: off by default (outside Kubernetes nobody routes by endpoint lists); see
 /// [`MeshSettings::drain_min_seconds`].
-pub const DEFAULT_DRAIN_MIN_SECONDS: u64 = 0;
+pub(crate) const DEFAULT_DRAIN_MIN_SECONDS: u64 = 0;
 /// HTTP/2 PING after this much silence on a connection: well under the idle timeouts of
 /// cloud load balancers and NATs (350 s and more), so a quiet connection (a client waiting
 /// on a long WatchRenderJob) is neither dropped by them nor kept for a peer that vanished.
-pub const DEFAULT_HTTP2_KEEPALIVE_INTERVAL_SECONDS: u64 = 30;
+pub(crate) const DEFAULT_HTTP2_KEEPALIVE_INTERVAL_SECONDS: u64 = 30;
 /// The connection (with every stream and slot it holds) is closed when the PING is not
 /// answered within this: a peer that vanished holds nothing for long, while a loaded but
 /// live peer answers a PING within milliseconds.
-pub const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS: u64 = 10;
+pub(crate) const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT_SECONDS: u64 = 10;
 
 /// Settings of the mesh and Kubernetes fit (flattened into `serve`'s flags).
 #[derive(Debug, Clone, clap::Args)]
@@ -68,23 +69,23 @@ impl Default for MeshSettings {
 }
 
 impl MeshSettings {
-    pub fn max_connection_age(&self) -> Duration {
+    pub(crate) fn max_connection_age(&self) -> Duration {
         Duration::from_secs(self.max_connection_age_seconds)
     }
 
-    pub fn max_connection_age_grace(&self) -> Duration {
+    pub(crate) fn max_connection_age_grace(&self) -> Duration {
         Duration::from_secs(self.max_connection_age_grace_seconds)
     }
 
-    pub fn http2_keepalive_interval(&self) -> Duration {
+    pub(crate) fn http2_keepalive_interval(&self) -> Duration {
         Duration::from_secs(self.http2_keepalive_interval_seconds)
     }
 
-    pub fn drain_min(&self) -> Duration {
+    pub(crate) fn drain_min(&self) -> Duration {
         Duration::from_secs(self.drain_min_seconds)
     }
 
-    pub fn http2_keepalive_timeout(&self) -> Duration {
+    pub(crate) fn http2_keepalive_timeout(&self) -> Duration {
         Duration::from_secs(self.http2_keepalive_timeout_seconds)
     }
 }

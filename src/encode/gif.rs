@@ -18,14 +18,14 @@ use std::path::Path;
 use std::thread::JoinHandle;
 
 /// gifski quality, 1..=100: 90 keeps gradients smooth at about a third of quality 100's size.
-pub const GIF_QUALITY: u8 = 90;
+pub(crate) const GIF_QUALITY: u8 = 90;
 /// Shortest frame delay browsers honour, centiseconds; shorter ones are slowed to 10 cs.
 pub const MIN_FRAME_DELAY_CS: i64 = 2;
 /// Longest GIF rendered, seconds. gifski caps one frame's delay at 300 s, so a longer GIF
 /// whose picture stands still would play short; no real use wants a longer GIF anyway.
 pub const MAX_GIF_SECONDS: f64 = 300.0;
 
-pub struct GifEncoder {
+pub(crate) struct GifEncoder {
     collector: Option<Collector>,
     writer: Option<JoinHandle<Result<(), gifski::Error>>>,
     fps: f64,
@@ -36,7 +36,7 @@ pub struct GifEncoder {
 }
 
 impl GifEncoder {
-    pub fn open(settings: &EncoderSettings, path: &Path) -> Result<GifEncoder, EncodeError> {
+    pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<GifEncoder, EncodeError> {
         let (collector, writer) = gifski::new(Settings {
             width: Some(settings.width),
             height: Some(settings.height),
@@ -69,13 +69,13 @@ impl GifEncoder {
 }
 
 /// Straight-alpha RGBA frames, as gifski takes them.
-pub struct GifPreparer {
+pub(crate) struct GifPreparer {
     width: usize,
     height: usize,
 }
 
 impl GifPreparer {
-    pub fn new(settings: &EncoderSettings) -> GifPreparer {
+    pub(crate) fn new(settings: &EncoderSettings) -> GifPreparer {
         GifPreparer {
             width: settings.width as usize,
             height: settings.height as usize,

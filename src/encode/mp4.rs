@@ -7,14 +7,14 @@ use ffmpeg_next::format::Pixel;
 use std::path::Path;
 
 /// What the encoder consumes (prepared on the render threads).
-pub const PIXEL_FORMAT: Pixel = Pixel::YUV420P;
+pub(crate) const PIXEL_FORMAT: Pixel = Pixel::YUV420P;
 
 /// x264 constant rate factor: 20 is visually lossless for flat motion graphics.
-pub const MP4_CRF: u32 = 20;
+pub(crate) const MP4_CRF: u32 = 20;
 /// x264 preset: `veryfast` keeps encoding ahead of the renderer at 1080p on two cores.
-pub const MP4_PRESET: &str = "veryfast";
+pub(crate) const MP4_PRESET: &str = "veryfast";
 
-pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, EncodeError> {
+pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, EncodeError> {
     VideoEncoder::open(
         settings,
         path,

@@ -15,7 +15,7 @@ use rlottie::Bgra;
 use std::path::Path;
 
 /// Codec-specific settings, filled in by `mp4.rs` and `webm.rs`.
-pub struct VideoCodec {
+pub(crate) struct VideoCodec {
     /// FFmpeg encoder name (`libx264`, `libvpx-vp9`).
     pub encoder_name: &'static str,
     /// FFmpeg muxer name (`mp4`, `webm`).
@@ -42,7 +42,7 @@ pub struct VideoCodec {
 /// Tagging the matrix (rather than leaving it unspecified) matters: browsers guess BT.709
 /// for HD video, which was issue 11's 17/255 error. What is left of libyuv's cap with BT.601
 /// (exact rounding puts #007AFF at blue 252 there) `yuv.rs` takes up with a 0.42% Cb gain.
-pub fn tag_colours(context: &mut encoder::video::Video) {
+pub(crate) fn tag_colours(context: &mut encoder::video::Video) {
     context.set_colorspace(Space::SMPTE170M);
     context.set_color_range(Range::MPEG);
     crate::os::ffmpeg_frames::set_encoder_colour_description(
@@ -57,7 +57,7 @@ fn ffmpeg_error(context: &'static str) -> impl FnOnce(ffmpeg::Error) -> EncodeEr
     move |source| EncodeError::Ffmpeg { context, source }
 }
 
-pub struct VideoEncoder {
+pub(crate) struct VideoEncoder {
     output: format::context::Output,
     encoder: encoder::Video,
     encoder_time_base: Rational,
@@ -65,7 +65,7 @@ pub struct VideoEncoder {
 }
 
 impl VideoEncoder {
-    pub fn open(
+    pub(crate) fn open(
         settings: &EncoderSettings,
         path: &Path,
         codec: VideoCodec,
@@ -177,7 +177,7 @@ impl Encoder for VideoEncoder {
 /// in templates) is not converted again: it is handed on as a second reference to the last
 /// converted frame's buffers (no copy). Render threads interleave frames (thread k renders
 /// k, k + T, …), so a hold is caught once it lasts longer than the number of threads.
-pub struct VideoPreparer {
+pub(crate) struct VideoPreparer {
     alpha: AlphaHandling,
     source_width: usize,
     /// The encoded size (MP4 pads odd sizes).
@@ -192,7 +192,7 @@ pub struct VideoPreparer {
 }
 
 impl VideoPreparer {
-    pub fn new(settings: &EncoderSettings, pixel_format: Pixel) -> VideoPreparer {
+    pub(crate) fn new(settings: &EncoderSettings, pixel_format: Pixel) -> VideoPreparer {
         let (encoded_width, encoded_height) = settings.encoded_size();
         VideoPreparer {
             alpha: alpha_handling(settings),
@@ -234,7 +234,7 @@ impl VideoPreparer {
 }
 
 /// MP4 is opaque: composited over the background; WebM keeps alpha.
-pub fn alpha_handling(settings: &EncoderSettings) -> AlphaHandling {
+pub(crate) fn alpha_handling(settings: &EncoderSettings) -> AlphaHandling {
     match settings.format {
         Format::Mp4 => {
             let [r, g, b, _] = settings.background.to_rgba8();

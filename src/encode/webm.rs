@@ -7,7 +7,7 @@ use ffmpeg_next::format::Pixel;
 use std::path::Path;
 
 /// What the encoder consumes (prepared on the render threads).
-pub const PIXEL_FORMAT: Pixel = Pixel::YUVA420P;
+pub(crate) const PIXEL_FORMAT: Pixel = Pixel::YUVA420P;
 
 /// VP9 constant quality (0..=63, lower is better). 18 rather than libvpx's recommended 31 for
 /// 1080p because flat brand colours must come back within 2/255 (DESIGN.md "Colour"): at 31 the
@@ -18,11 +18,11 @@ pub const PIXEL_FORMAT: Pixel = Pixel::YUVA420P;
 /// (single thread, realtime, speed 8) CRF 31 → 18 gave 152 → 223 kB and 541 → 813 kB (+46%,
 /// +50%; CRF 15: +60%, +65%) in the same time within noise. `deadline=good` keeps colours exact
 /// at 31 and halves the size, but encodes 3–6× slower.
-pub const WEBM_CRF: u32 = 18;
+pub(crate) const WEBM_CRF: u32 = 18;
 /// libvpx speed for the realtime deadline (0..=8); 8 is the fastest.
-pub const WEBM_CPU_USED: u32 = 8;
+pub(crate) const WEBM_CPU_USED: u32 = 8;
 
-pub fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, EncodeError> {
+pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, EncodeError> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     VideoEncoder::open(
         settings,

@@ -68,7 +68,7 @@ const TRANSPARENT: Bgra = Bgra {
 
 /// What happens to alpha.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlphaHandling {
+pub(crate) enum AlphaHandling {
     /// Composite over this opaque background (`[r, g, b]`); no alpha plane (MP4).
     Over([u8; 3]),
     /// Keep it: straight colour, alpha in a fourth plane (WebM).
@@ -78,7 +78,7 @@ pub enum AlphaHandling {
 /// One picture's planes, tightly packed (a row's stride is its width); the tests and the bench
 /// convert into these, the encoder path straight into the encoder's frame ([`PlanesMut`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct YuvPlanes {
+pub(crate) struct YuvPlanes {
     pub width: usize,
     pub height: usize,
     pub luma: Vec<u8>,
@@ -89,7 +89,7 @@ pub struct YuvPlanes {
 }
 
 impl YuvPlanes {
-    pub fn new(width: usize, height: usize, with_alpha: bool) -> YuvPlanes {
+    pub(crate) fn new(width: usize, height: usize, with_alpha: bool) -> YuvPlanes {
         let chroma = width.div_ceil(2) * height.div_ceil(2);
         YuvPlanes {
             width,
@@ -105,12 +105,12 @@ impl YuvPlanes {
         }
     }
 
-    pub fn chroma_width(&self) -> usize {
+    pub(crate) fn chroma_width(&self) -> usize {
         self.width.div_ceil(2)
     }
 
     /// These planes as a conversion target.
-    pub fn as_mut(&mut self) -> PlanesMut<'_> {
+    pub(crate) fn as_mut(&mut self) -> PlanesMut<'_> {
         let chroma_width = self.chroma_width();
         PlanesMut {
             width: self.width,
@@ -125,13 +125,13 @@ impl YuvPlanes {
 
 /// One plane to write: rows of `stride` bytes (at least the plane's width), as FFmpeg lays out a
 /// frame's planes.
-pub struct Plane<'a> {
+pub(crate) struct Plane<'a> {
     pub data: &'a mut [u8],
     pub stride: usize,
 }
 
 impl<'a> Plane<'a> {
-    pub fn new(data: &'a mut [u8], stride: usize) -> Plane<'a> {
+    pub(crate) fn new(data: &'a mut [u8], stride: usize) -> Plane<'a> {
         Plane { data, stride }
     }
 
@@ -155,7 +155,7 @@ impl<'a> Plane<'a> {
 
 /// A picture's planes to convert into: `width` × `height` luma (and alpha, whose plane is empty
 /// for an opaque picture), chroma at half size rounded up.
-pub struct PlanesMut<'a> {
+pub(crate) struct PlanesMut<'a> {
     pub width: usize,
     pub height: usize,
     pub luma: Plane<'a>,
@@ -166,7 +166,7 @@ pub struct PlanesMut<'a> {
 
 /// Which code converts; [`Kernel::fastest`] outside tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kernel {
+pub(crate) enum Kernel {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -174,7 +174,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// AVX2 where the CPU has it (detected at run time: the binary targets baseline x86-64).
-    pub fn fastest() -> Kernel {
+    pub(crate) fn fastest() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         if avx2::available() {
             return Kernel::Avx2;
@@ -185,7 +185,7 @@ impl Kernel {
 
 /// Converts `source` (premultiplied BGRA, rows of `source_width`) into `planes`, which are at
 /// least as large (MP4 pads odd sizes to even: the padding is background).
-pub fn convert(
+pub(crate) fn convert(
     source: &[Bgra],
     source_width: usize,
     alpha: AlphaHandling,
@@ -308,7 +308,7 @@ fn convert_row_pair_scalar(pair: &mut RowPair, alpha: AlphaHandling, first_colum
 /// code: MP4 shows `255·p/254` instead of `p + bg/255`, which differ by `p/254 − bg/255` ∈ [−1, 1];
 /// WebM's alpha plane says 255 instead of 254, a player's composite moves by
 /// `|straight − bg|/255` ≤ 1.
-pub const RLOTTIE_OPAQUE_ALPHA: u8 = 254;
+pub(crate) const RLOTTIE_OPAQUE_ALPHA: u8 = 254;
 
 /// Alpha as it goes into WebM's alpha plane ([`RLOTTIE_OPAQUE_ALPHA`] is opaque).
 fn alpha_code(alpha: u8) -> u8 {

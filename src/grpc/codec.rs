@@ -60,7 +60,7 @@ contract_messages!(
 /// Unknown fields named in one answer. Each costs the caller two bytes on the wire but a
 /// violation of about a hundred bytes in the answer (found by fuzzing: a 374-byte body drew
 /// a 10 KB error, a 4 MiB one would have drawn hundreds of MiB); a typo needs one or two.
-pub const MAX_UNKNOWN_FIELDS_REPORTED: usize = 16;
+pub(crate) const MAX_UNKNOWN_FIELDS_REPORTED: usize = 16;
 
 /// The contract's descriptors, decoded once.
 fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
@@ -72,7 +72,7 @@ fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
 
 /// The codec of every generated service and client (`codec_path` in build.rs).
 #[derive(Debug)]
-pub struct StrictCodec<T, U>(PhantomData<(T, U)>);
+pub(crate) struct StrictCodec<T, U>(PhantomData<(T, U)>);
 
 impl<T, U> Default for StrictCodec<T, U> {
     fn default() -> Self {
@@ -100,7 +100,7 @@ where
 }
 
 #[derive(Debug)]
-pub struct StrictDecoder<U>(PhantomData<U>);
+pub(crate) struct StrictDecoder<U>(PhantomData<U>);
 
 impl<U: ContractMessage> Decoder for StrictDecoder<U> {
     type Item = U;

@@ -205,7 +205,7 @@ impl RenderRequestDraft {
 
 /// Parses a UUID in its hyphenated form only (`Uuid::try_parse` also takes the simple and
 /// braced forms; the contract says hyphenated).
-pub fn parse_hyphenated_uuid(value: &str) -> Option<uuid::Uuid> {
+pub(crate) fn parse_hyphenated_uuid(value: &str) -> Option<uuid::Uuid> {
     uuid::Uuid::try_parse(value)
         .ok()
         .filter(|_| value.len() == 36)

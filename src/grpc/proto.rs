@@ -5,7 +5,7 @@
 tonic::include_proto!("lottie.render.v1");
 
 /// The encoded `FileDescriptorSet` of the contract, for reflection and strict decoding.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
+pub(crate) const FILE_DESCRIPTOR_SET: &[u8] =
     tonic::include_file_descriptor_set!("lottie_render_descriptor");
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 
 mod download;
 
-pub use download::{DownloadLimits, DownloadStream, StoredOutput, DOWNLOAD_CHUNK_BYTES};
+pub use download::{DownloadLimits, DownloadStream, StoredOutput};
 
 use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};
@@ -36,7 +36,7 @@ use uuid::Uuid;
 /// Snapshots buffered for a slow watcher before it is made to wait.
 const WATCH_BUFFER: usize = 16;
 #[derive(Debug, Clone)]
-pub struct RenderApi {
+pub(crate) struct RenderApi {
     intake: Intake,
     scheduler: Arc<Scheduler>,
     downloads: DownloadLimits,
@@ -44,7 +44,7 @@ pub struct RenderApi {
 
 impl RenderApi {
     /// The API over SubmitRender's use case (`intake`) and the scheduler it submits to.
-    pub fn new(intake: Intake) -> RenderApi {
+    pub(crate) fn new(intake: Intake) -> RenderApi {
         RenderApi {
             scheduler: intake.scheduler().clone(),
             intake,
@@ -53,7 +53,7 @@ impl RenderApi {
     }
 
     /// The same API with these download limits.
-    pub fn with_download_limits(self, downloads: DownloadLimits) -> RenderApi {
+    pub(crate) fn with_download_limits(self, downloads: DownloadLimits) -> RenderApi {
         RenderApi { downloads, ..self }
     }
 
@@ -123,7 +123,7 @@ fn forward_snapshots(
 /// `job` on the wire, its output with a signed download URL when it succeeded and the store
 /// signs URLs. A URL that cannot be signed is left out (logged): the output still downloads
 /// through DownloadRenderOutput.
-pub async fn job_with_download_url(outputs: &OutputStore, job: &Job) -> proto::RenderJob {
+pub(crate) async fn job_with_download_url(outputs: &OutputStore, job: &Job) -> proto::RenderJob {
     let mut answer = job_to_proto(job);
     if job.state != JobState::Succeeded || !outputs.signs_urls() {
         return answer;
@@ -144,7 +144,7 @@ pub async fn job_with_download_url(outputs: &OutputStore, job: &Job) -> proto::R
     answer
 }
 
-pub fn job_to_proto(job: &Job) -> proto::RenderJob {
+pub(crate) fn job_to_proto(job: &Job) -> proto::RenderJob {
     let state = match job.state {
         JobState::Queued => proto::JobState::Queued,
         JobState::Running => proto::JobState::Running,

@@ -14,21 +14,21 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 /// ErrorInfo domain of every error this service reports.
-pub const ERROR_DOMAIN: &str = "lottie-render";
+pub(crate) const ERROR_DOMAIN: &str = "lottie-render";
 /// gRFC A6 server pushback: milliseconds to wait, or negative for "do not retry".
-pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
+pub(crate) const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 /// HTTP-style retry delay in whole seconds, for callers and proxies that read it.
-pub const RETRY_AFTER_HEADER: &str = "retry-after";
+pub(crate) const RETRY_AFTER_HEADER: &str = "retry-after";
 /// Longest status message, bytes. A status travels in the trailers (`grpc-message`, and again
 /// inside `grpc-status-details-bin`, base64), and stock clients cap the whole header list
 /// (grpc-java at 8 KiB, h2/hyper at 16 KiB): a longer answer (say, a parent cycle through
 /// 5,000 layers) would reach the caller as a connection error instead of its classified status.
-pub const MAX_STATUS_MESSAGE_BYTES: usize = 512;
+pub(crate) const MAX_STATUS_MESSAGE_BYTES: usize = 512;
 /// Bytes of field violations (paths and descriptions) one status carries; the rest are
 /// counted in a last violation, so the trailers stay under the 8 KiB clients accept.
-pub const MAX_VIOLATION_BYTES: usize = 4096;
+pub(crate) const MAX_VIOLATION_BYTES: usize = 4096;
 /// Longest field path or description of one violation, bytes.
-pub const MAX_VIOLATION_PART_BYTES: usize = 256;
+pub(crate) const MAX_VIOLATION_PART_BYTES: usize = 256;
 
 impl From<ServiceError> for Status {
     fn from(error: ServiceError) -> Status {

@@ -25,21 +25,25 @@ use uuid::Uuid;
 pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 pub use crate::templates::{MAX_CONCURRENT_TEMPLATE_PARSES, MAX_TEMPLATE_NAME_CHARS, PARSE_WAIT};
 /// ListTemplates page size when the request says 0, and the largest allowed.
-pub const DEFAULT_PAGE_SIZE: usize = 50;
-pub const MAX_PAGE_SIZE: usize = 100;
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 50;
+pub(crate) const MAX_PAGE_SIZE: usize = 100;
 /// Encoded bytes of one ListTemplates page: a quarter of gRPC's default 4 MiB message limit,
 /// so stock clients read every page. A template's own answer is bounded far below it
 /// (`storage::summary`), so a page always holds at least one.
 pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone)]
-pub struct TemplateApi {
+pub(crate) struct TemplateApi {
     store: TemplateStore,
     intake: Intake,
 }
 
 impl TemplateApi {
-    pub fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> TemplateApi {
+    pub(crate) fn new(
+        store: TemplateStore,
+        keys: KeyPolicy,
+        analysis: AnalysisPool,
+    ) -> TemplateApi {
         TemplateApi {
             intake: Intake::new(store.clone(), keys, analysis),
             store,

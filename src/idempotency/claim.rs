@@ -18,19 +18,19 @@ use uuid::Uuid;
 
 /// How long a call waits for a concurrent call with the same key to create its resource
 /// before answering ABORTED (the window is normally microseconds; this absorbs bursts).
-pub const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const IN_PROGRESS_WAIT: Duration = Duration::from_millis(500);
 /// How often it looks meanwhile.
 const IN_PROGRESS_POLL: Duration = Duration::from_millis(5);
 /// Retry delay of ABORTED (the concurrent call is about to finish).
-pub const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
+pub(crate) const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
 /// Retry delay when the store is unreachable.
-pub const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Response metadata of an answer given from an earlier call with the same key.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// How a service uses idempotency keys.
 #[derive(Debug, Clone)]
-pub struct KeyPolicy {
+pub(crate) struct KeyPolicy {
     pub store: std::sync::Arc<dyn IdempotencyStore>,
     /// How long a key stays claimed between recording and creation (a caller that died in
     /// between frees it when this runs out).
@@ -61,7 +61,7 @@ pub(super) enum KeyOutcome<T> {
     Replay(T),
 }
 
-pub fn store_unavailable(error: StoreError) -> ServiceError {
+pub(crate) fn store_unavailable(error: StoreError) -> ServiceError {
     if let StoreError::Full(_) = error {
         // Keys in progress end within their calls: a short wait finds room.
         return ServiceError::transient(

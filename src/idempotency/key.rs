@@ -4,7 +4,7 @@ use crate::error::{FieldViolation, ServiceError};
 use crate::reason::Reason;
 
 /// Request metadata that carries the key.
-pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+pub(crate) const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// Longest key accepted: long enough for a UUID plus a caller's own prefix, short enough to
 /// bound the store's memory per key.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;

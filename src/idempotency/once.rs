@@ -18,7 +18,7 @@ use std::future::Future;
 use uuid::Uuid;
 
 /// What a keyed call does next.
-pub enum NextAction<T> {
+pub(crate) enum NextAction<T> {
     /// The key is this call's: create the resource, then [`Claimed::finish`].
     Create(Claimed),
     /// An earlier call with this key and the same request created this: answer it again.
@@ -26,7 +26,7 @@ pub enum NextAction<T> {
 }
 
 /// A key this call holds until it says what it created.
-pub struct Claimed {
+pub(crate) struct Claimed {
     keys: KeyPolicy,
     key: String,
     /// Taken by [`Claimed::finish`]; still here on drop means unfinished.
@@ -37,7 +37,7 @@ pub struct Claimed {
 /// or finds what an earlier call created with it: `answering(id)` says whether that resource
 /// still answers for the key (`Some`) or frees it (`None`: failed transiently, cancelled,
 /// deleted, expired).
-pub async fn begin<T, F, Fut>(
+pub(crate) async fn begin<T, F, Fut>(
     keys: &KeyPolicy,
     tenant: &TenantId,
     method: &str,
@@ -71,7 +71,7 @@ where
 impl Claimed {
     /// Binds the key to `created` (the id of what this call created), or frees it for the
     /// retry when nothing was created.
-    pub async fn finish(mut self, created: Option<Uuid>) {
+    pub(crate) async fn finish(mut self, created: Option<Uuid>) {
         let Some(claimant) = self.claimant.take() else {
             return;
         };

@@ -38,7 +38,7 @@ pub enum KeyRecord {
 }
 
 impl KeyRecord {
-    pub fn fingerprint(&self) -> &str {
+    pub(crate) fn fingerprint(&self) -> &str {
         match self {
             KeyRecord::InProgress { fingerprint, .. } | KeyRecord::Bound { fingerprint, .. } => {
                 fingerprint
@@ -47,12 +47,12 @@ impl KeyRecord {
     }
 
     /// The stored form (compared byte for byte by compare-and-set).
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         // A two-variant enum of strings and a UUID always serialises.
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    pub fn decode(text: &str) -> Result<KeyRecord, StoreError> {
+    pub(crate) fn decode(text: &str) -> Result<KeyRecord, StoreError> {
         serde_json::from_str(text).map_err(|error| StoreError::Damaged(error.to_string()))
     }
 }
@@ -113,7 +113,7 @@ pub enum StoreError {
 }
 
 /// What a store call answers.
-pub type Stored<T> = Result<T, StoreError>;
+pub(crate) type Stored<T> = Result<T, StoreError>;
 
 #[tonic::async_trait]
 pub trait IdempotencyStore: Send + Sync + std::fmt::Debug + 'static {
@@ -184,7 +184,7 @@ struct MemoryState {
 
 impl MemoryStore {
     /// A store of at most `capacity` keys.
-    pub fn with_capacity(capacity: usize) -> MemoryStore {
+    pub(crate) fn with_capacity(capacity: usize) -> MemoryStore {
         MemoryStore {
             state: Mutex::new(MemoryState {
                 capacity: capacity.max(1),

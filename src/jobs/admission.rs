@@ -21,11 +21,11 @@ use std::time::Duration;
 use uuid::Uuid;
 
 /// Retry delay while the server drains: long enough for the mesh to route elsewhere.
-pub const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Limits applied to every job.
 #[derive(Debug, Clone, Copy)]
-pub struct JobLimits {
+pub(crate) struct JobLimits {
     /// Output megapixels: frames × width × height / 10⁶.
     pub max_megapixels: u64,
     /// Longest a worker may run (the deadline derived from the job's size is capped here).
@@ -33,7 +33,7 @@ pub struct JobLimits {
 }
 
 /// The refusal of a server that is shutting down.
-pub fn server_draining() -> ServiceError {
+pub(crate) fn server_draining() -> ServiceError {
     ServiceError::transient(
         ServiceErrorCode::Unavailable,
         Reason::ServerDraining,
@@ -60,7 +60,7 @@ fn template_not_found(template_id: Uuid) -> ServiceError {
 /// Checks `submission` of a caller of `tenant` against its template; answers the job and
 /// the work to queue (with the template's files pinned for it). Blocking (reads the
 /// template's record, checks the disk).
-pub fn admit(
+pub(crate) fn admit(
     templates: &TemplateStore,
     tenant: TenantId,
     submission: RenderSubmission,
@@ -165,7 +165,7 @@ impl Scheduler {
     /// Refuses `job` when its fingerprint is quarantined (here or, with shared jobs, by any
     /// instance): this exact request crashed the renderer twice, or its expressions ran out
     /// of their budget.
-    pub async fn check_quarantine(&self, job: &Job) -> Result<(), ServiceError> {
+    pub(crate) async fn check_quarantine(&self, job: &Job) -> Result<(), ServiceError> {
         if !self.is_quarantined(&job.fingerprint).await? {
             return Ok(());
         }
@@ -184,7 +184,11 @@ impl Scheduler {
 
     /// Adds an admitted job ([`Scheduler::submit`]); a refusal comes back as the caller sees
     /// it, with the delay after which the queue or the tenant's share likely has room.
-    pub async fn accept(self: &Arc<Self>, job: Job, work: RenderWork) -> Result<Job, ServiceError> {
+    pub(crate) async fn accept(
+        self: &Arc<Self>,
+        job: Job,
+        work: RenderWork,
+    ) -> Result<Job, ServiceError> {
         let tenant = job.tenant.clone();
         self.submit(job, work)
             .await

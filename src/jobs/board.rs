@@ -33,10 +33,10 @@ mod entries;
 mod forgetting;
 
 use entries::{entry_bytes, BoardState, Entry, WATCH_BACKLOG};
-pub use forgetting::Forgetting;
+pub(crate) use forgetting::Forgetting;
 
 #[derive(Default)]
-pub struct JobBoard {
+pub(crate) struct JobBoard {
     state: Mutex<BoardState>,
     /// Every new snapshot goes here too when jobs are shared with other instances (Redis).
     replication: Option<tokio::sync::mpsc::UnboundedSender<Replication>>,
@@ -50,7 +50,7 @@ pub struct JobBoard {
 
 /// What the board (and the scheduler) hand to the task that writes shared records, in order.
 #[derive(Debug)]
-pub enum Replication {
+pub(crate) enum Replication {
     /// A job's new snapshot.
     Snapshot(Box<Job>),
     /// A fingerprint to quarantine for every instance.
@@ -71,7 +71,7 @@ impl std::fmt::Debug for JobBoard {
 
 /// How a new job was admitted.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// No job renders its fingerprint: it must be queued (it leads from now on).
     Leads,
     /// It follows the render of this (queued or running) job.
@@ -95,7 +95,7 @@ fn shared_render_cancelled() -> JobFailure {
 }
 
 /// What a follower takes over from its leader's snapshot.
-pub fn mirror(follower: &mut Job, leader: &Job) {
+pub(crate) fn mirror(follower: &mut Job, leader: &Job) {
     follower.state = leader.state;
     follower.frames_done = leader.frames_done;
     follower.frames_total = leader.frames_total;
@@ -110,7 +110,9 @@ pub fn mirror(follower: &mut Job, leader: &Job) {
 
 impl JobBoard {
     /// A board whose every snapshot is also sent to `replication` (in order).
-    pub fn replicated(replication: tokio::sync::mpsc::UnboundedSender<Replication>) -> JobBoard {
+    pub(crate) fn replicated(
+        replication: tokio::sync::mpsc::UnboundedSender<Replication>,
+    ) -> JobBoard {
         JobBoard {
             state: Mutex::default(),
             replication: Some(replication),
@@ -122,12 +124,12 @@ impl JobBoard {
 
     /// The jobs evicted here whose shared records are not removed yet (the writer of the
     /// shared records says when it has).
-    pub fn forgetting(&self) -> &Forgetting {
+    pub(crate) fn forgetting(&self) -> &Forgetting {
         &self.forgetting
     }
 
     /// The same board, keeping jobs within `limits` and counting them in `metrics`.
-    pub fn retaining(self, limits: RetentionLimits, metrics: Arc<Metrics>) -> JobBoard {
+    pub(crate) fn retaining(self, limits: RetentionLimits, metrics: Arc<Metrics>) -> JobBoard {
         lock(&self.state).retained = RetainedJobs::new(limits);
         JobBoard {
             metrics: Some(metrics),
@@ -137,11 +139,12 @@ impl JobBoard {
 
     /// The jobs evicted since the last call (their outputs are to be removed; with shared
     /// jobs their records are removed already).
-    pub fn take_evicted(&self) -> Vec<Job> {
+    pub(crate) fn take_evicted(&self) -> Vec<Job> {
         std::mem::take(&mut lock(&self.state).evicted)
     }
 
     /// Jobs kept now, and their bytes.
+    #[cfg(test)]
     pub fn retained(&self) -> super::retention::Usage {
         lock(&self.state).retained.total()
     }
@@ -166,7 +169,7 @@ impl JobBoard {
     }
 
     /// The same board, with followers counted against `queue`'s capacity.
-    pub fn counting_followers_in(self, queue: Arc<RenderQueue>) -> JobBoard {
+    pub(crate) fn counting_followers_in(self, queue: Arc<RenderQueue>) -> JobBoard {
         JobBoard {
             admission: Some(queue),
             ..self
@@ -209,7 +212,7 @@ impl JobBoard {
     /// fingerprint, or may reuse a succeeded one. A job that follows is inserted already
     /// (mirroring its leader); the others are inserted by [`JobBoard::insert`].
     /// A follower counts against its tenant's share of the queue.
-    pub fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
+    pub(crate) fn admit(&self, job: &Job, work: &Arc<RenderWork>) -> Admission {
         let Some(admission) = self.admit_locally(job, work, true) else {
             // Never: a job that may lead is always admitted one way or another.
             return Admission::Leads;
@@ -228,7 +231,7 @@ impl JobBoard {
     /// Adds `job` as [`JobBoard::admit`] does if a render of its fingerprint is live or has
     /// succeeded here; `None` (nothing added) when none is: the caller leads elsewhere (the
     /// shared queue).
-    pub fn admit_following(&self, job: &Job, work: &Arc<RenderWork>) -> Option<Admission> {
+    pub(crate) fn admit_following(&self, job: &Job, work: &Arc<RenderWork>) -> Option<Admission> {
         let admission = self.admit_locally(job, work, false)?;
         if let Admission::Follows(_) = admission {
             if let Some(job) = self.get(job.id) {
@@ -241,7 +244,7 @@ impl JobBoard {
     /// Adds `job`, taken from the shared queue, as the render of its fingerprint on this
     /// instance (its snapshot is already shared: nothing is replicated until it changes).
     /// It was accepted already, so it is kept even over the bounds.
-    pub fn adopt(&self, job: Job, work: Arc<RenderWork>) {
+    pub(crate) fn adopt(&self, job: Job, work: Arc<RenderWork>) {
         let mut state = lock(&self.state);
         let evicted_before = state.evicted.len();
         state.renders.insert(job.fingerprint.clone(), job.id);
@@ -315,7 +318,7 @@ impl JobBoard {
 
     /// Adds a job outside de-duplication (a job reusing an output), unless the jobs kept
     /// are at their bound with none ended.
-    pub fn insert(&self, job: Job, work: Arc<RenderWork>) -> Result<(), PushRefused> {
+    pub(crate) fn insert(&self, job: Job, work: Arc<RenderWork>) -> Result<(), PushRefused> {
         let mut state = lock(&self.state);
         let evicted_before = state.evicted.len();
         let put = state.put(Entry::new(job.clone(), work, None), false);
@@ -342,7 +345,7 @@ impl JobBoard {
 
     /// Adds a job that follows the render of `leader`, a job of another instance, unless
     /// the queue has no slot for it.
-    pub fn insert_following(
+    pub(crate) fn insert_following(
         &self,
         job: Job,
         work: Arc<RenderWork>,
@@ -366,7 +369,12 @@ impl JobBoard {
     /// Removes a job the queue refused, or that this instance no longer renders (its
     /// fingerprint is free again here); jobs that joined it meanwhile end in state `end` with
     /// `failure`.
-    pub fn remove_refused(&self, id: Uuid, end: JobState, failure: &JobFailure) -> Option<Job> {
+    pub(crate) fn remove_refused(
+        &self,
+        id: Uuid,
+        end: JobState,
+        failure: &JobFailure,
+    ) -> Option<Job> {
         let mut ended = Vec::new();
         let removed = {
             let mut state = lock(&self.state);
@@ -390,7 +398,7 @@ impl JobBoard {
 
     /// Forgets a succeeded render whose output turned out to be gone, so the fingerprint
     /// renders again.
-    pub fn forget_render(&self, fingerprint: &Fingerprint, id: Uuid) {
+    pub(crate) fn forget_render(&self, fingerprint: &Fingerprint, id: Uuid) {
         let mut state = lock(&self.state);
         if state.renders.get(fingerprint) == Some(&id) {
             state.renders.remove(fingerprint);
@@ -399,7 +407,7 @@ impl JobBoard {
 
     /// The job that renders `fingerprint` here (queued or running) or stands for its
     /// succeeded render (the render or its newest reuse), if any.
-    pub fn render_of(&self, fingerprint: &Fingerprint) -> Option<Uuid> {
+    pub(crate) fn render_of(&self, fingerprint: &Fingerprint) -> Option<Uuid> {
         let state = lock(&self.state);
         let id = *state.renders.get(fingerprint)?;
         state
@@ -409,7 +417,7 @@ impl JobBoard {
             .map(|_| id)
     }
 
-    pub fn get(&self, id: Uuid) -> Option<Job> {
+    pub(crate) fn get(&self, id: Uuid) -> Option<Job> {
         lock(&self.state)
             .entries
             .get(&id)
@@ -418,7 +426,7 @@ impl JobBoard {
 
     /// The current snapshot and a receiver of every later change (closed at once for a job
     /// that has ended: its snapshot is final).
-    pub fn subscribe(&self, id: Uuid) -> Option<(Job, broadcast::Receiver<Job>)> {
+    pub(crate) fn subscribe(&self, id: Uuid) -> Option<(Job, broadcast::Receiver<Job>)> {
         let mut state = lock(&self.state);
         let entry = state.entries.get_mut(&id)?;
         let changes = if entry.job.state.is_terminal() {
@@ -433,7 +441,7 @@ impl JobBoard {
     }
 
     /// What a job that has not ended renders, and its cancel token.
-    pub fn work(&self, id: Uuid) -> Option<(Arc<RenderWork>, CancelToken)> {
+    pub(crate) fn work(&self, id: Uuid) -> Option<(Arc<RenderWork>, CancelToken)> {
         lock(&self.state)
             .entries
             .get(&id)
@@ -441,7 +449,7 @@ impl JobBoard {
     }
 
     /// The jobs following `id`'s render.
-    pub fn followers(&self, id: Uuid) -> Vec<Uuid> {
+    pub(crate) fn followers(&self, id: Uuid) -> Vec<Uuid> {
         lock(&self.state)
             .entries
             .get(&id)
@@ -450,7 +458,7 @@ impl JobBoard {
     }
 
     /// The job whose render `id` follows, if any.
-    pub fn leader_of(&self, id: Uuid) -> Option<Uuid> {
+    pub(crate) fn leader_of(&self, id: Uuid) -> Option<Uuid> {
         lock(&self.state)
             .entries
             .get(&id)
@@ -460,7 +468,7 @@ impl JobBoard {
     /// Applies `change` unless the job is terminal already; publishes the new snapshot when
     /// `change` answers true (something a watcher should see), to the job's followers too.
     /// A render that failed or was cancelled frees its fingerprint. Answers the snapshot.
-    pub fn update(&self, id: Uuid, change: impl FnOnce(&mut Job) -> bool) -> Option<Job> {
+    pub(crate) fn update(&self, id: Uuid, change: impl FnOnce(&mut Job) -> bool) -> Option<Job> {
         let mut published = Vec::new();
         let job = {
             let mut state = lock(&self.state);
@@ -497,7 +505,7 @@ impl JobBoard {
 
     /// Ends a job that follows another's render on its own (its caller cancelled it); the
     /// render goes on for the others.
-    pub fn detach(&self, id: Uuid, finish: impl FnOnce(&mut Job)) -> Option<Job> {
+    pub(crate) fn detach(&self, id: Uuid, finish: impl FnOnce(&mut Job)) -> Option<Job> {
         let mut state = lock(&self.state);
         let leader = state.entries.get_mut(&id)?.leader.take();
         if let Some(leader) = leader.and_then(|leader| state.entries.get_mut(&leader)) {
@@ -521,7 +529,7 @@ impl JobBoard {
     }
 
     /// Asks the job's worker to stop (the scheduler marks the job when it has).
-    pub fn request_cancel(&self, id: Uuid) -> Option<Job> {
+    pub(crate) fn request_cancel(&self, id: Uuid) -> Option<Job> {
         let state = lock(&self.state);
         let entry = state.entries.get(&id)?;
         entry.cancel.cancel();
@@ -529,7 +537,7 @@ impl JobBoard {
     }
 
     /// Jobs that follow a render of another instance and have not ended.
-    pub fn remote_followers(&self) -> Vec<Uuid> {
+    pub(crate) fn remote_followers(&self) -> Vec<Uuid> {
         let state = lock(&self.state);
         state
             .entries
@@ -545,7 +553,7 @@ impl JobBoard {
     }
 
     /// Cancel tokens of every running job.
-    pub fn running_cancel_tokens(&self) -> Vec<CancelToken> {
+    pub(crate) fn running_cancel_tokens(&self) -> Vec<CancelToken> {
         lock(&self.state)
             .entries
             .values()
@@ -555,7 +563,7 @@ impl JobBoard {
     }
 
     /// Removes terminal jobs finished more than `retention` ago; answers them.
-    pub fn expire(&self, retention: Duration) -> Vec<Job> {
+    pub(crate) fn expire(&self, retention: Duration) -> Vec<Job> {
         let now = SystemTime::now();
         let mut state = lock(&self.state);
         let expired: Vec<Uuid> = state

@@ -24,7 +24,7 @@ const SUBMIT_RENDER_SCOPE: &str = "SubmitRender";
 /// What SubmitRender needs: the templates to admit against, the scheduler, the limits of
 /// every job, how keys are kept, and whether the server drains.
 #[derive(Debug, Clone)]
-pub struct Intake {
+pub(crate) struct Intake {
     templates: TemplateStore,
     scheduler: Arc<Scheduler>,
     limits: JobLimits,
@@ -34,7 +34,7 @@ pub struct Intake {
 
 /// A submission as the door received it, validated ([`RenderSubmission`]).
 #[derive(Debug)]
-pub struct Submission {
+pub(crate) struct Submission {
     pub tenant: TenantId,
     pub key: IdempotencyKey,
     pub request: RenderSubmission,
@@ -44,7 +44,7 @@ pub struct Submission {
 
 /// The job to answer.
 #[derive(Debug)]
-pub enum Submitted {
+pub(crate) enum Submitted {
     /// Accepted now: queued, following an identical render, or SUCCEEDED at once with an
     /// identical request's output.
     Accepted(Job),
@@ -62,7 +62,7 @@ fn releases_key(job: &Job) -> bool {
 }
 
 impl Intake {
-    pub fn new(
+    pub(crate) fn new(
         templates: TemplateStore,
         scheduler: Arc<Scheduler>,
         limits: JobLimits,
@@ -79,13 +79,13 @@ impl Intake {
     }
 
     /// The scheduler this use case submits to.
-    pub fn scheduler(&self) -> &Arc<Scheduler> {
+    pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler
     }
 
     /// SubmitRender: everything is validated before anything is recorded; every violation
     /// of a stage comes back in one error.
-    pub async fn submit(&self, submission: Submission) -> Result<Submitted, ServiceError> {
+    pub(crate) async fn submit(&self, submission: Submission) -> Result<Submitted, ServiceError> {
         if self.draining.load(Ordering::SeqCst) {
             return Err(server_draining());
         }

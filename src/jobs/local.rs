@@ -25,7 +25,7 @@ const INITIAL_JOB_SECONDS: f64 = 10.0;
 /// Weight of the newest job in the moving average of job durations.
 const JOB_SECONDS_SMOOTHING: f64 = 0.2;
 /// Bounds of every retry delay the jobs suggest.
-pub const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// How long the cancel call waits for a running job's worker to be gone.
 pub const CANCEL_SETTLE: Duration = Duration::from_secs(5);
@@ -52,7 +52,7 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 }
 
 #[derive(Debug)]
-pub struct LocalJobs {
+pub(crate) struct LocalJobs {
     pub(crate) board: Arc<JobBoard>,
     /// See the module's head.
     pub(crate) queue: Arc<RenderQueue>,
@@ -181,7 +181,7 @@ impl LocalJobs {
 
     /// Cancels a job: a waiting one at once, a running one by killing its worker (waiting up
     /// to [`CANCEL_SETTLE`] for it to be gone). A finished job is answered as it is.
-    pub async fn cancel(&self, id: Uuid) -> Option<Job> {
+    pub(crate) async fn cancel(&self, id: Uuid) -> Option<Job> {
         let (job, mut changes) = self.board.subscribe(id)?;
         if job.state.is_terminal() {
             return Some(job);

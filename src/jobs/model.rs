@@ -20,14 +20,14 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(
             self,
             JobState::Succeeded | JobState::Failed | JobState::Cancelled
         )
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
             JobState::Running => "running",
@@ -87,7 +87,7 @@ pub struct Job {
 }
 
 impl Job {
-    pub fn queued(
+    pub(crate) fn queued(
         id: Uuid,
         tenant: TenantId,
         template_id: Uuid,
@@ -116,7 +116,7 @@ impl Job {
     }
 
     /// Moves to a terminal state (once: a terminal job never changes again).
-    pub fn finish(&mut self, state: JobState, error: Option<JobFailure>) {
+    pub(crate) fn finish(&mut self, state: JobState, error: Option<JobFailure>) {
         if self.state.is_terminal() {
             return;
         }
@@ -148,7 +148,7 @@ pub struct RenderWork {
 /// the accepting instance pinned for it (read from the shared store) and the SubmitRender
 /// call's span as a W3C `traceparent`, so that the render is its child wherever it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedWork {
+pub(crate) struct SharedWork {
     pub template_key: String,
     pub modifications: Modifications,
     pub output: OutputSpec,
@@ -162,7 +162,7 @@ pub struct SharedWork {
 
 impl SharedWork {
     /// None for work without pinned files (nothing another instance could render).
-    pub fn of(work: &RenderWork) -> Option<SharedWork> {
+    pub(crate) fn of(work: &RenderWork) -> Option<SharedWork> {
         let pin = work.pin.as_deref()?;
         Some(SharedWork {
             template_key: pin.template_key().to_owned(),
@@ -188,7 +188,7 @@ impl SharedWork {
     /// `objects`; the files stay owned by the instance that accepted the job (until the job
     /// ends) or, if it stopped, by the pin sweep. Without valid keys the work has no files
     /// and its render fails as staging failed.
-    pub fn into_work(
+    pub(crate) fn into_work(
         self,
         objects: &crate::storage::objects::ObjectStorage,
         job: uuid::Uuid,

@@ -16,18 +16,18 @@ pub struct Quarantine {
 
 impl Quarantine {
     /// Quarantines `fingerprint`; answers how many fingerprints are quarantined now.
-    pub fn add(&self, fingerprint: Fingerprint) -> usize {
+    pub(crate) fn add(&self, fingerprint: Fingerprint) -> usize {
         let mut entries = lock(&self.entries);
         entries.insert(fingerprint, SystemTime::now());
         entries.len()
     }
 
-    pub fn contains(&self, fingerprint: &Fingerprint) -> bool {
+    pub(crate) fn contains(&self, fingerprint: &Fingerprint) -> bool {
         lock(&self.entries).contains_key(fingerprint)
     }
 
     /// Forgets entries older than `retention`; answers how many remain.
-    pub fn expire(&self, retention: Duration) -> usize {
+    pub(crate) fn expire(&self, retention: Duration) -> usize {
         let now = SystemTime::now();
         let mut entries = lock(&self.entries);
         entries.retain(|_, since| now.duration_since(*since).unwrap_or_default() < retention);

@@ -40,7 +40,7 @@ pub struct RenderQueue {
 /// A job to queue: its id, its tenant and the wall-clock limit of its render (which bounds
 /// when its tenant's slot frees once it runs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueuedJob {
+pub(crate) struct QueuedJob {
     pub id: Uuid,
     pub tenant: TenantId,
     pub deadline: Duration,
@@ -168,7 +168,7 @@ impl QueueState {
 
 /// A follower's place in the queue's capacity (and its tenant's), given back when dropped.
 #[derive(Debug)]
-pub struct FollowerSlot {
+pub(crate) struct FollowerSlot {
     queue: Arc<RenderQueue>,
     tenant: TenantId,
 }
@@ -176,7 +176,10 @@ pub struct FollowerSlot {
 impl FollowerSlot {
     /// A slot for a job of `tenant` that follows a render, unless the queue (or the tenant's
     /// share) is full or the queue closed.
-    pub fn take(queue: &Arc<RenderQueue>, tenant: &TenantId) -> Result<FollowerSlot, PushRefused> {
+    pub(crate) fn take(
+        queue: &Arc<RenderQueue>,
+        tenant: &TenantId,
+    ) -> Result<FollowerSlot, PushRefused> {
         let mut state = lock(&queue.state);
         if let Some(refused) = state.refusal(tenant, queue.capacity, queue.tenant_max_jobs) {
             return Err(refused);
@@ -203,7 +206,7 @@ impl Drop for FollowerSlot {
 /// A job a worker took from the queue; its tenant's slot is held until this is dropped (the
 /// job ended).
 #[derive(Debug)]
-pub struct StartedJob {
+pub(crate) struct StartedJob {
     pub id: Uuid,
     queue: Arc<RenderQueue>,
 }
@@ -220,7 +223,7 @@ impl Drop for StartedJob {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PushRefused {
+pub(crate) enum PushRefused {
     /// The queue holds `capacity` jobs already.
     Full { length: usize },
     /// The job's tenant holds its share already (`held` jobs queued, following or running).
@@ -234,7 +237,7 @@ pub enum PushRefused {
 
 /// What a tenant holds now, for estimating when one of its slots frees.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TenantLoad {
+pub(crate) struct TenantLoad {
     /// Its running jobs: how long each has run and its deadline.
     pub running: Vec<(Duration, Duration)>,
     /// Tenants with jobs waiting (this one included when it has any).
@@ -249,7 +252,7 @@ impl TenantLoad {
     /// (its slots are queued or following jobs): the workers go round the tenants with
     /// waiting jobs, so its first job starts within one turn of each, and then runs for
     /// the average.
-    pub fn slot_frees_in(&self, average: Duration, workers: usize) -> Duration {
+    pub(crate) fn slot_frees_in(&self, average: Duration, workers: usize) -> Duration {
         let soonest = self
             .running
             .iter()
@@ -267,7 +270,7 @@ impl TenantLoad {
 }
 
 impl RenderQueue {
-    pub fn new(capacity: usize) -> RenderQueue {
+    pub(crate) fn new(capacity: usize) -> RenderQueue {
         RenderQueue {
             capacity,
             tenant_max_jobs: None,
@@ -277,7 +280,7 @@ impl RenderQueue {
     }
 
     /// The same queue with at most `limit` jobs of one tenant queued, following or running.
-    pub fn with_tenant_limit(self, limit: Option<usize>) -> RenderQueue {
+    pub(crate) fn with_tenant_limit(self, limit: Option<usize>) -> RenderQueue {
         RenderQueue {
             tenant_max_jobs: limit,
             ..self
@@ -285,7 +288,7 @@ impl RenderQueue {
     }
 
     /// Queues `job` at the end of its tenant's FIFO; answers the number of jobs waiting.
-    pub fn try_push(&self, job: QueuedJob) -> Result<usize, PushRefused> {
+    pub(crate) fn try_push(&self, job: QueuedJob) -> Result<usize, PushRefused> {
         let mut state = lock(&self.state);
         if let Some(refused) = state.refusal(&job.tenant, self.capacity, self.tenant_max_jobs) {
             return Err(refused);
@@ -310,7 +313,7 @@ impl RenderQueue {
     }
 
     /// The next job by the fair order, waiting for one; `None` once the queue is closed.
-    pub async fn pop(self: &Arc<Self>) -> Option<StartedJob> {
+    pub(crate) async fn pop(self: &Arc<Self>) -> Option<StartedJob> {
         loop {
             // Registered before looking, so a push between the look and the wait is not lost.
             let notified = self.available.notified();
@@ -339,7 +342,7 @@ impl RenderQueue {
     }
 
     /// Takes a waiting job out (cancel); false when it was not waiting.
-    pub fn remove(&self, job: Uuid) -> bool {
+    pub(crate) fn remove(&self, job: Uuid) -> bool {
         let mut state = lock(&self.state);
         let found = state.waiting.iter_mut().find_map(|(tenant, jobs)| {
             let position = jobs.iter().position(|waiting| waiting.id == job)?;
@@ -357,12 +360,12 @@ impl RenderQueue {
         true
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         lock(&self.state).queued
     }
 
     /// Whether the queue was closed (the server is shutting down).
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         lock(&self.state).closed
     }
 
@@ -376,7 +379,7 @@ impl RenderQueue {
     }
 
     /// Jobs `tenant` holds: queued, following or running.
-    pub fn tenant_jobs(&self, tenant: &TenantId) -> usize {
+    pub(crate) fn tenant_jobs(&self, tenant: &TenantId) -> usize {
         lock(&self.state)
             .tenants
             .get(tenant)
@@ -389,7 +392,7 @@ impl RenderQueue {
     }
 
     /// What `tenant` holds now (for the retry delay of a refusal).
-    pub fn tenant_load(&self, tenant: &TenantId) -> TenantLoad {
+    pub(crate) fn tenant_load(&self, tenant: &TenantId) -> TenantLoad {
         let state = lock(&self.state);
         let now = Instant::now();
         TenantLoad {
@@ -404,12 +407,12 @@ impl RenderQueue {
     }
 
     /// Whether a new job would be refused for want of room (readiness reads it).
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         lock(&self.state).waiting() >= self.capacity
     }
 
     /// Refuses new jobs, wakes every waiting worker loop and answers the jobs left waiting.
-    pub fn close(&self) -> Vec<Uuid> {
+    pub(crate) fn close(&self) -> Vec<Uuid> {
         let mut state = lock(&self.state);
         state.closed = true;
         let mut left: Vec<Waiting> = state.waiting.drain().flat_map(|(_, jobs)| jobs).collect();

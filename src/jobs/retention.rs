@@ -26,15 +26,15 @@ const MIB: u64 = 1024 * 1024;
 
 /// Jobs one tenant keeps at most: a day (the default retention) of one job every 9 s, far
 /// above an honest caller's history, and at ~1 KiB a job about 10 MiB.
-pub const DEFAULT_MAX_RETAINED_JOBS_PER_TENANT: u32 = 10_000;
+pub(crate) const DEFAULT_MAX_RETAINED_JOBS_PER_TENANT: u32 = 10_000;
 /// Bytes of jobs one tenant keeps at most, MiB: 10,000 jobs of ~1.6 KiB, room for long
 /// failure messages; it bounds the tenant when its jobs are bigger than usual.
-pub const DEFAULT_MAX_RETAINED_JOBS_MB_PER_TENANT: u64 = 16;
+pub(crate) const DEFAULT_MAX_RETAINED_JOBS_MB_PER_TENANT: u64 = 16;
 /// Jobs the instance keeps at most: ten tenants at their bound.
-pub const DEFAULT_MAX_RETAINED_JOBS: u32 = 100_000;
+pub(crate) const DEFAULT_MAX_RETAINED_JOBS: u32 = 100_000;
 /// Bytes of jobs the instance keeps at most, MiB: ten tenants at their bound, a fifth of the
 /// 600 MiB the server is meant to stay under.
-pub const DEFAULT_MAX_RETAINED_JOBS_MB: u64 = 128;
+pub(crate) const DEFAULT_MAX_RETAINED_JOBS_MB: u64 = 128;
 
 /// The bounds of the jobs kept, from the flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -68,7 +68,7 @@ impl Default for RetainedJobSettings {
 }
 
 impl RetainedJobSettings {
-    pub fn limits(&self) -> RetentionLimits {
+    pub(crate) fn limits(&self) -> RetentionLimits {
         RetentionLimits {
             max_jobs_per_tenant: self.max_retained_jobs_per_tenant as usize,
             max_bytes_per_tenant: self.max_retained_jobs_mb_per_tenant.saturating_mul(MIB),
@@ -80,7 +80,7 @@ impl RetainedJobSettings {
 
 /// The bounds in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetentionLimits {
+pub(crate) struct RetentionLimits {
     pub max_jobs_per_tenant: usize,
     pub max_bytes_per_tenant: u64,
     pub max_jobs: usize,
@@ -89,7 +89,7 @@ pub struct RetentionLimits {
 
 impl RetentionLimits {
     /// No bound (a board of its own in unit tests).
-    pub const UNBOUNDED: RetentionLimits = RetentionLimits {
+    pub(crate) const UNBOUNDED: RetentionLimits = RetentionLimits {
         max_jobs_per_tenant: usize::MAX,
         max_bytes_per_tenant: u64::MAX,
         max_jobs: usize::MAX,
@@ -105,7 +105,7 @@ impl Default for RetentionLimits {
 
 /// Jobs and their bytes.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub jobs: usize,
     pub bytes: u64,
 }
@@ -118,7 +118,7 @@ impl Usage {
 
 /// No ended job to evict, and a bound reached: the submission waits for a job to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetainedFull {
+pub(crate) struct RetainedFull {
     /// Jobs kept (of the tenant, or of the instance).
     pub retained: usize,
     pub limit: usize,
@@ -128,7 +128,7 @@ pub struct RetainedFull {
 
 /// What a new job of some size needs first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Room {
+pub(crate) enum Room {
     /// It fits.
     Enough,
     /// This ended job must go first (then ask again).
@@ -147,7 +147,7 @@ struct TenantRetained {
 /// The count of the jobs kept, per tenant and for the instance, and the order their ended
 /// jobs ended in.
 #[derive(Debug, Default)]
-pub struct RetainedJobs {
+pub(crate) struct RetainedJobs {
     limits: RetentionLimits,
     total: Usage,
     tenants: HashMap<TenantId, TenantRetained>,
@@ -157,25 +157,19 @@ pub struct RetainedJobs {
 }
 
 impl RetainedJobs {
-    pub fn new(limits: RetentionLimits) -> RetainedJobs {
+    pub(crate) fn new(limits: RetentionLimits) -> RetainedJobs {
         RetainedJobs {
             limits,
             ..RetainedJobs::default()
         }
     }
 
-    pub fn total(&self) -> Usage {
+    pub(crate) fn total(&self) -> Usage {
         self.total
     }
 
-    pub fn of_tenant(&self, tenant: &TenantId) -> Usage {
-        self.tenants
-            .get(tenant)
-            .map_or(Usage::default(), |kept| kept.usage)
-    }
-
     /// Whether a new job of `tenant` of `bytes` fits, or what must go first.
-    pub fn room_for(&self, tenant: &TenantId, bytes: u64) -> Room {
+    pub(crate) fn room_for(&self, tenant: &TenantId, bytes: u64) -> Room {
         let limits = self.limits;
         let own = self.tenants.get(tenant);
         let own_usage = own.map_or(Usage::default(), |kept| kept.usage);
@@ -210,7 +204,7 @@ impl RetainedJobs {
     }
 
     /// Counts a new job of `tenant` of `bytes`.
-    pub fn add(&mut self, tenant: &TenantId, bytes: u64) {
+    pub(crate) fn add(&mut self, tenant: &TenantId, bytes: u64) {
         let kept = self.tenants.entry(tenant.clone()).or_default();
         kept.usage.jobs += 1;
         kept.usage.bytes = kept.usage.bytes.saturating_add(bytes);
@@ -219,7 +213,7 @@ impl RetainedJobs {
     }
 
     /// A job of `tenant` now holds `new` bytes instead of `old`.
-    pub fn resize(&mut self, tenant: &TenantId, old: u64, new: u64) {
+    pub(crate) fn resize(&mut self, tenant: &TenantId, old: u64, new: u64) {
         if let Some(kept) = self.tenants.get_mut(tenant) {
             kept.usage.bytes = kept.usage.bytes.saturating_sub(old).saturating_add(new);
         }
@@ -228,7 +222,7 @@ impl RetainedJobs {
 
     /// Job `id` of `tenant` has ended: it may be evicted from now on, after every job that
     /// ended before it. Answers its place in that order.
-    pub fn ended(&mut self, tenant: &TenantId, id: Uuid) -> u64 {
+    pub(crate) fn ended(&mut self, tenant: &TenantId, id: Uuid) -> u64 {
         let order = self.next_order;
         self.next_order += 1;
         self.ended.insert(order, id);
@@ -241,7 +235,7 @@ impl RetainedJobs {
     }
 
     /// Forgets a job of `tenant` of `bytes` (with its place among ended jobs, if it ended).
-    pub fn remove(&mut self, tenant: &TenantId, bytes: u64, ended: Option<u64>) {
+    pub(crate) fn remove(&mut self, tenant: &TenantId, bytes: u64, ended: Option<u64>) {
         if let Some(order) = ended {
             self.ended.remove(&order);
         }

@@ -17,10 +17,8 @@
 mod lookup;
 mod runner;
 
-pub use super::local::{SubmitRefused, CANCEL_SETTLE};
-pub use super::outcome::MAX_WORKER_ATTEMPTS;
-pub use super::shared::{FollowLost, OWNER_CHECK_INTERVAL};
-pub use lookup::Lookup;
+pub use super::local::SubmitRefused;
+pub(crate) use lookup::Lookup;
 
 use super::local::{off_runtime, LocalJobs};
 use super::model::{Job, JobState, RenderWork};
@@ -41,7 +39,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 #[derive(Debug, Clone)]
-pub struct SchedulerSettings {
+pub(crate) struct SchedulerSettings {
     pub workers: usize,
     pub executable: PathBuf,
     pub worker_memory_bytes: u64,
@@ -86,7 +84,7 @@ impl Mode {
 }
 
 #[derive(Debug)]
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     local: Arc<LocalJobs>,
     mode: Mode,
     runner: Arc<Runner>,
@@ -96,7 +94,7 @@ pub struct Scheduler {
 impl Scheduler {
     /// Creates the scheduler and starts its worker loops (and, with `shared` records, the
     /// loops of [`Shared`]) on the current runtime.
-    pub fn start(
+    pub(crate) fn start(
         settings: SchedulerSettings,
         queue_capacity: usize,
         outputs: OutputStore,
@@ -143,22 +141,22 @@ impl Scheduler {
         })
     }
 
-    pub fn metrics(&self) -> &Metrics {
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.local.metrics
     }
 
-    pub fn outputs(&self) -> &OutputStore {
+    pub(crate) fn outputs(&self) -> &OutputStore {
         &self.local.outputs
     }
 
     /// Get, Watch and Cancel of a tenant's job wherever it lives.
-    pub fn lookup(&self) -> &Lookup {
+    pub(crate) fn lookup(&self) -> &Lookup {
         &self.lookup
     }
 
     /// How long a caller refused for a full queue should wait: the time the workers need
     /// to work through the queue at the recent pace.
-    pub fn queue_retry_after(&self) -> Duration {
+    pub(crate) fn queue_retry_after(&self) -> Duration {
         self.mode.queue_retry_after(&self.local)
     }
 
@@ -166,7 +164,7 @@ impl Scheduler {
     /// tells its length when it refuses), worked through by this instance's workers or, on
     /// the shared queue, by the workers of every live instance (as last announced; the
     /// recent pace of this instance stands for theirs).
-    pub fn retry_after_waiting(&self, waiting: usize) -> Duration {
+    pub(crate) fn retry_after_waiting(&self, waiting: usize) -> Duration {
         let workers = match &self.mode {
             Mode::Local => self.local.workers,
             Mode::Shared(shared) => shared.farm_workers(),
@@ -177,7 +175,7 @@ impl Scheduler {
     /// How long a caller refused for its tenant's share should wait: until one of the
     /// tenant's jobs likely ends ([`super::queue::TenantLoad::slot_frees_in`]), within the
     /// bounds of every retry delay (never 0).
-    pub fn tenant_retry_after(&self, tenant: &TenantId) -> Duration {
+    pub(crate) fn tenant_retry_after(&self, tenant: &TenantId) -> Duration {
         self.local.tenant_retry_after(tenant)
     }
 
@@ -186,7 +184,7 @@ impl Scheduler {
     /// queued. On refusal the job is not kept.
     ///
     /// The job counts against its tenant's share of the queue (`--tenant-max-jobs`).
-    pub async fn submit(&self, job: Job, work: RenderWork) -> Result<Job, SubmitRefused> {
+    pub(crate) async fn submit(&self, job: Job, work: RenderWork) -> Result<Job, SubmitRefused> {
         let submitted = match &self.mode {
             Mode::Local => {
                 let tenant = job.tenant.clone();
@@ -204,7 +202,10 @@ impl Scheduler {
     }
 
     /// Whether `fingerprint` is quarantined here or, with shared jobs, by any instance.
-    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
+    pub(crate) async fn is_quarantined(
+        &self,
+        fingerprint: &Fingerprint,
+    ) -> Result<bool, SharedError> {
         if self.local.quarantine.contains(fingerprint) {
             return Ok(true);
         }
@@ -215,7 +216,7 @@ impl Scheduler {
     }
 
     /// Acts on another instance's request to cancel `id` ([`Shared::cancel_requested`]).
-    pub async fn cancel_requested(&self, id: Uuid) {
+    pub(crate) async fn cancel_requested(&self, id: Uuid) {
         match &self.mode {
             Mode::Shared(shared) => shared.cancel_requested(id).await,
             Mode::Local => {
@@ -226,7 +227,7 @@ impl Scheduler {
 
     /// Stops taking jobs: waiting ones are cancelled (retryable), running ones get `grace`
     /// to finish and are then cancelled (retryable). Returns when every worker is gone.
-    pub async fn drain(&self, grace: Duration) {
+    pub(crate) async fn drain(&self, grace: Duration) {
         let waiting = self.local.queue.close();
         self.runner.close_spares();
         self.local.metrics.queue_depth.set(0);
@@ -254,12 +255,12 @@ impl Scheduler {
     }
 
     /// Forgets jobs, outputs and quarantine entries older than `retention`.
-    pub fn expire(&self, retention: Duration) {
+    pub(crate) fn expire(&self, retention: Duration) {
         self.local.expire(retention);
     }
 
     /// The queue in front of the workers (its depth tells readiness).
-    pub fn queue(&self) -> &Arc<RenderQueue> {
+    pub(crate) fn queue(&self) -> &Arc<RenderQueue> {
         &self.local.queue
     }
 }

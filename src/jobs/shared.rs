@@ -8,15 +8,12 @@
 
 mod following;
 mod joining;
-pub mod queue;
-pub mod records;
+pub(crate) mod queue;
+pub(crate) mod records;
 mod replication;
 
-pub use following::{follow_shared_job, FollowLost, OWNER_CHECK_INTERVAL};
-pub use records::{
-    RenderClaim, SharedError, SharedJobs, Taken, HEARTBEAT_TTL, PENDING_RECORD_TTL,
-    REFUSED_RECORD_TTL,
-};
+pub use following::{follow_shared_job, FollowLost};
+pub use records::{RenderClaim, SharedError, SharedJobs, Taken};
 
 use super::board::Replication;
 use super::local::{LocalJobs, SubmitRefused};
@@ -40,7 +37,7 @@ const MAX_UNCLAIMED_CANCELS: usize = 1024;
 const ACCEPTED_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     local: Arc<LocalJobs>,
     records: Arc<SharedJobs>,
     queue: Arc<SharedQueue>,
@@ -58,14 +55,15 @@ pub struct Shared {
 
 /// The channel of the ordered writer of shared records: made first, since the board that
 /// writes to it is made before [`Shared::start`].
-pub fn replication_channel() -> (UnboundedSender<Replication>, UnboundedReceiver<Replication>) {
+pub(crate) fn replication_channel() -> (UnboundedSender<Replication>, UnboundedReceiver<Replication>)
+{
     tokio::sync::mpsc::unbounded_channel()
 }
 
 impl Shared {
     /// Starts the shared part over `local` (whose board writes to `replication`): the
     /// writer of shared records, the queue, and their loops on the current runtime.
-    pub fn start(
+    pub(crate) fn start(
         local: Arc<LocalJobs>,
         records: Arc<SharedJobs>,
         queue: SharedQueueSettings,
@@ -96,33 +94,36 @@ impl Shared {
         shared
     }
 
-    pub fn records(&self) -> &Arc<SharedJobs> {
+    pub(crate) fn records(&self) -> &Arc<SharedJobs> {
         &self.records
     }
 
-    pub fn queue(&self) -> &Arc<SharedQueue> {
+    pub(crate) fn queue(&self) -> &Arc<SharedQueue> {
         &self.queue
     }
 
     /// The workers of every live instance, as last announced.
-    pub fn farm_workers(&self) -> usize {
+    pub(crate) fn farm_workers(&self) -> usize {
         self.queue.farm_workers(self.local.workers)
     }
 
     /// How long a caller refused for a full queue should wait: the farm's workers through
     /// the shared queue at this instance's recent pace.
-    pub fn queue_retry_after(&self) -> Duration {
+    pub(crate) fn queue_retry_after(&self) -> Duration {
         self.local
             .retry_after_waiting(self.queue.waiting(), self.farm_workers())
     }
 
     /// Whether `fingerprint` is quarantined by any instance.
-    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
+    pub(crate) async fn is_quarantined(
+        &self,
+        fingerprint: &Fingerprint,
+    ) -> Result<bool, SharedError> {
         self.records.is_quarantined(fingerprint).await
     }
 
     /// Quarantines `fingerprint` for every instance (after this one's own quarantine).
-    pub fn quarantine(&self, fingerprint: &Fingerprint) {
+    pub(crate) fn quarantine(&self, fingerprint: &Fingerprint) {
         let _ = self
             .replication
             .send(Replication::Quarantine(fingerprint.clone()));
@@ -161,7 +162,7 @@ impl Shared {
 
     /// Puts a job taken from the shared queue on the board (as its render here), cancelled
     /// at once if a cancel request came for it while it was being taken.
-    pub fn adopt_taken(&self, job: Job, work: Arc<RenderWork>) {
+    pub(crate) fn adopt_taken(&self, job: Job, work: Arc<RenderWork>) {
         let id = job.id;
         let mut unclaimed = lock(&self.unclaimed_cancels);
         self.local.board.adopt(job, work);
@@ -175,7 +176,7 @@ impl Shared {
     /// Acts on another instance's request to cancel `id`: cancels it when it is this
     /// instance's, else keeps the request a moment, in case this instance is taking that
     /// job right now ([`Shared::adopt_taken`] looks).
-    pub async fn cancel_requested(&self, id: Uuid) {
+    pub(crate) async fn cancel_requested(&self, id: Uuid) {
         {
             let mut unclaimed = lock(&self.unclaimed_cancels);
             if self.local.board.get(id).is_none() {
@@ -192,7 +193,7 @@ impl Shared {
     /// This instance stops: the jobs it accepted are the farm's (their template files must
     /// outlive this process for whichever instance renders them; the pin sweep removes them
     /// after the retention), and its workers stop counting towards the farm's at once.
-    pub async fn leave(&self) {
+    pub(crate) async fn leave(&self) {
         for (_, work) in lock(&self.accepted).drain() {
             std::mem::forget(work);
         }

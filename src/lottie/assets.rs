@@ -77,21 +77,21 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 
 /// The format and declared size of an embedded image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ImageHeader {
+pub(crate) struct ImageHeader {
     pub format: ImageFormat,
     pub width: u64,
     pub height: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageFormat {
+pub(crate) enum ImageFormat {
     Png,
     Jpeg,
 }
 
 /// Refuses every image asset that is not an embedded PNG or JPEG within the size limits,
 /// naming `$.assets[i]`.
-pub fn check(json: &Value) -> Result<(), TemplateError> {
+pub(crate) fn check(json: &Value) -> Result<(), TemplateError> {
     let Some(assets) = json.get("assets").and_then(Value::as_array) else {
         return Ok(());
     };
@@ -190,7 +190,7 @@ fn embedded_image_header(data_uri: &str, buffer: &mut Vec<u8>) -> Result<ImageHe
 }
 
 /// Format and declared dimensions of PNG or JPEG bytes, read the way stb_image reads them.
-pub fn image_header(bytes: &[u8]) -> Result<ImageHeader, String> {
+pub(crate) fn image_header(bytes: &[u8]) -> Result<ImageHeader, String> {
     let (format, (width, height)) = if bytes.starts_with(PNG_SIGNATURE) {
         (ImageFormat::Png, png_dimensions(bytes)?)
     } else if bytes.starts_with(&[0xFF, 0xD8]) {

@@ -42,10 +42,10 @@ use std::collections::{HashMap, HashSet};
 /// Fill on a precomp layer copies its asset (and the assets nested in it); real templates
 /// copy tens of layers, while precomps reused at every nesting level would otherwise copy
 /// exponentially many. Past the budget an effect is reported instead of drawn.
-pub const MAX_EFFECT_LAYER_COPIES: usize = 5000;
+pub(crate) const MAX_EFFECT_LAYER_COPIES: usize = 5000;
 /// Distinct effect warnings kept per template: a handful is normal; thousands of layers each
 /// carrying an undrawn effect would otherwise make thousands of lines.
-pub const MAX_EFFECT_WARNINGS: usize = 256;
+pub(crate) const MAX_EFFECT_WARNINGS: usize = 256;
 /// Characters of a layer or effect name quoted in a warning (names are the caller's).
 const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 

@@ -20,7 +20,7 @@ pub enum TemplateError {
 }
 
 impl TemplateError {
-    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
         TemplateError::Invalid {
             path: path.into(),
             message: message.into(),

@@ -28,10 +28,10 @@ pub use sampling::MAX_SAMPLES_PER_COMPOSITION;
 /// (at most 8 MiB of text, images and glyphs left out) and the values being baked fit in a
 /// fraction of it; a hostile expression building huge arrays or strings is stopped here, far
 /// below the worker's own address-space limit.
-pub const MAX_EXPRESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+pub(crate) const MAX_EXPRESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// Native stack QuickJS may use (deep or runaway recursion in an expression stops here with
 /// a catchable error, well within the worker thread's stack).
-pub const MAX_EXPRESSION_STACK_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_EXPRESSION_STACK_BYTES: usize = 1024 * 1024;
 /// Work budget of one template's expressions, in work units: one QuickJS interrupt poll
 /// (QuickJS polls the interrupt handler every 10,000 calls and backward jumps, and its regular
 /// expressions every 10,000 steps) or [`BYTES_PER_WORK_UNIT`] bytes touched by a built-in of
@@ -60,7 +60,7 @@ pub const MAX_EXPRESSION_CPU: Duration = Duration::from_secs(3);
 /// Baked values per template, all expressions together (each becomes a keyframe of a few
 /// hundred bytes until rlottie has parsed it): a 60 s, 60 fps template with 69 expressions,
 /// or 10 s with 416. Expressions past it keep their static value, with a warning.
-pub const MAX_BAKED_SAMPLES: usize = 250_000;
+pub(crate) const MAX_BAKED_SAMPLES: usize = 250_000;
 /// Characters of an expression's path quoted in a warning; of an error message likewise.
 const MAX_WARNING_DETAIL_CHARS: usize = 200;
 
@@ -89,7 +89,7 @@ pub enum BudgetBreach {
 
 impl BudgetBreach {
     /// Why the expressions stopped, as warnings and errors say it.
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             BudgetBreach::WorkUnits => format!(
                 "the template's expressions used up their work budget of \

@@ -48,7 +48,7 @@ pub const MAX_EXPRESSIONS: usize = 5_000;
 
 /// Checks every limit; answers the warnings for features that will not render as a
 /// designer expects.
-pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateError> {
+pub(crate) fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateError> {
     check_root(model)?;
     let layer_total = total_layer_count(model);
     if layer_total > MAX_LAYERS_TOTAL {
@@ -84,7 +84,7 @@ pub fn check(model: &Animation, json: &Value) -> Result<Vec<String>, TemplateErr
     Ok(warnings.into_vec())
 }
 
-pub fn total_layer_count(model: &Animation) -> usize {
+pub(crate) fn total_layer_count(model: &Animation) -> usize {
     model.layers.len()
         + model
             .assets

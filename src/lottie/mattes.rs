@@ -37,7 +37,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 /// source directly above its layer. The limit keeps a hostile template (one large source
 /// named by thousands of layers) from multiplying its size: copies may at most double a
 /// template of the largest accepted size.
-pub const MAX_MATTE_SOURCE_COPY_BYTES: usize = super::template::MAX_TEMPLATE_BYTES;
+pub(crate) const MAX_MATTE_SOURCE_COPY_BYTES: usize = super::template::MAX_TEMPLATE_BYTES;
 /// Prefix of the ids of the precomposition assets wrapping matted layers.
 const WRAPPER_ASSET_PREFIX: &str = "lottie-render-matted-";
 

@@ -73,18 +73,18 @@ pub struct Asset {
 }
 
 impl Asset {
-    pub fn is_precomp(&self) -> bool {
+    pub(crate) fn is_precomp(&self) -> bool {
         self.layers.is_some()
     }
 }
 
 /// Layer types rlottie knows (`ty`).
 pub mod layer_type {
-    pub const PRECOMP: i64 = 0;
-    pub const SOLID: i64 = 1;
-    pub const IMAGE: i64 = 2;
-    pub const NULL: i64 = 3;
-    pub const SHAPE: i64 = 4;
+    pub(crate) const PRECOMP: i64 = 0;
+    pub(crate) const SOLID: i64 = 1;
+    pub(crate) const IMAGE: i64 = 2;
+    pub(crate) const NULL: i64 = 3;
+    pub(crate) const SHAPE: i64 = 4;
     pub const TEXT: i64 = 5;
 }
 
@@ -194,7 +194,7 @@ pub fn for_each_layer_list(json: &mut Value, mut visit: impl FnMut(&mut Vec<Valu
     }
 }
 
-pub fn property_values(property: &Value) -> Vec<&Value> {
+pub(crate) fn property_values(property: &Value) -> Vec<&Value> {
     let Some(k) = property.get("k") else {
         return Vec::new();
     };
@@ -209,6 +209,6 @@ pub fn property_values(property: &Value) -> Vec<&Value> {
 }
 
 /// The first value a property shows (static value, or the first keyframe's start value).
-pub fn property_initial_value(property: &Value) -> Option<&Value> {
+pub(crate) fn property_initial_value(property: &Value) -> Option<&Value> {
     property_values(property).into_iter().next()
 }

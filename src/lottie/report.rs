@@ -42,7 +42,10 @@ impl InspectReport {
     /// matte and mask warnings ([`mattes`]) included, for a template whose uploaded fonts are
     /// `fonts`. Fails when the template's text is over its budget
     /// ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
-    pub fn with_fonts(template: &Template, fonts: &FontBook) -> Result<InspectReport, TextError> {
+    pub(crate) fn with_fonts(
+        template: &Template,
+        fonts: &FontBook,
+    ) -> Result<InspectReport, TextError> {
         let model = &template.model;
         let mut warnings = template.warnings.clone();
         let mut seen: HashSet<String> = warnings.iter().cloned().collect();

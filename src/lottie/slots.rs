@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 /// anyway. Every text slot set in a font repeats its family: unbounded, one long family in
 /// the font list and many text layers made a report far larger than the template (caught
 /// by the `slots` fuzz target's report budget: 16 KB of template, 500 KB of report).
-pub const MAX_FONT_FAMILY_CHARS: usize = 128;
+pub(crate) const MAX_FONT_FAMILY_CHARS: usize = 128;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ColorSlot {
@@ -201,7 +201,7 @@ fn font_families(json: &Value) -> BTreeMap<String, String> {
 }
 
 /// The property a root `slots` entry provides for `sid`.
-pub fn slot_property<'a>(root_slots: Option<&'a Value>, sid: &str) -> Option<&'a Value> {
+pub(crate) fn slot_property<'a>(root_slots: Option<&'a Value>, sid: &str) -> Option<&'a Value> {
     root_slots?.get(sid)?.get("p")
 }
 

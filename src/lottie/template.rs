@@ -127,17 +127,17 @@ impl Template {
     }
 }
 
-pub fn hex_sha256(bytes: &[u8]) -> String {
+pub(crate) fn hex_sha256(bytes: &[u8]) -> String {
     lowercase_hex(&Sha256::digest(bytes))
 }
 
 /// Lowercase hex of a digest, as every sha256 this service reports is written.
-pub fn lowercase_hex(digest: &[u8]) -> String {
+pub(crate) fn lowercase_hex(digest: &[u8]) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// `layers[3].ks` → `$.layers[3].ks`; serde_path_to_error says `.` for the root.
-pub fn json_path(path: &str) -> String {
+pub(crate) fn json_path(path: &str) -> String {
     if path.is_empty() || path == "." {
         "$".to_owned()
     } else {

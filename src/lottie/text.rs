@@ -16,14 +16,14 @@
 //! into the groups drawn, and `warnings` keeps what is reported bounded.
 
 pub mod animators;
-pub mod chars;
+pub(crate) mod chars;
 mod document;
-pub mod faces;
+pub(crate) mod faces;
 pub mod fonts;
 mod glyph_paths;
 mod groups;
 pub mod layout;
-pub mod outline;
+pub(crate) mod outline;
 mod warnings;
 
 use chars::{CharsLibrary, CharsSource};
@@ -42,9 +42,9 @@ use warnings::{missing_characters_warning, quoted_layer_name, TextWarnings};
 
 /// Glyphs drawn for one template, all its text layers and keyframes together: a title card
 /// has dozens to hundreds; the limit keeps a hostile template from making millions of paths.
-pub const MAX_GLYPHS_PER_TEMPLATE: usize = 20_000;
+pub(crate) const MAX_GLYPHS_PER_TEMPLATE: usize = 20_000;
 /// Text document keyframes drawn per layer (each becomes a group).
-pub const MAX_TEXT_KEYFRAMES: usize = 1000;
+pub(crate) const MAX_TEXT_KEYFRAMES: usize = 1000;
 /// Outline vertices of all glyphs drawn for one template. The glyph budget above at a
 /// generous 50 vertices a glyph (DejaVu Sans averages about 25): an honest template never
 /// comes near it, while a few glyphs of thousands of vertices each (the template's own
@@ -53,7 +53,7 @@ pub const MAX_TEXT_KEYFRAMES: usize = 1000;
 pub const MAX_TEXT_VERTICES_PER_TEMPLATE: usize = 1_000_000;
 /// Distinct text warnings kept per template: a handful is normal; a text of thousands of
 /// characters no font has would otherwise make thousands (each naming its layer).
-pub const MAX_TEXT_WARNINGS: usize = 256;
+pub(crate) const MAX_TEXT_WARNINGS: usize = 256;
 
 /// Text that would cost more than its budget to draw.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -21,7 +21,7 @@ use tonic::transport::server::Connected;
 /// An accepted connection (a TCP socket by default; any stream, so a TLS acceptor of our own
 /// can wrap it or be wrapped) that fails every read and write once its deadline has passed.
 #[derive(Debug)]
-pub struct AgedConnection<IO = TcpStream> {
+pub(crate) struct AgedConnection<IO = TcpStream> {
     stream: IO,
     /// Boxed so the connection stays `Unpin`; polled on every read, so an idle connection is
     /// woken (and ended) at the deadline too.
@@ -30,7 +30,7 @@ pub struct AgedConnection<IO = TcpStream> {
 
 impl<IO> AgedConnection<IO> {
     /// `stream`, to be closed `lifetime` from now.
-    pub fn new(stream: IO, lifetime: Duration) -> AgedConnection<IO> {
+    pub(crate) fn new(stream: IO, lifetime: Duration) -> AgedConnection<IO> {
         AgedConnection {
             stream,
             deadline: Box::pin(tokio::time::sleep(lifetime)),

@@ -30,16 +30,16 @@ pub const LIVENESS: &str = "liveness";
 pub const READINESS: &str = "readiness";
 /// How often readiness is evaluated (a Redis PING, two atomic reads): a probe every 10 s
 /// (Kubernetes' default period) then sees a state at most a second old.
-pub const READINESS_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const READINESS_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the runtime heartbeat beats.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 /// A heartbeat this late means the runtime is wedged: forty missed beats, far beyond any
 /// scheduling hiccup of a loaded machine, still well before the kubelet's third failed probe.
-pub const LIVENESS_STALL: Duration = Duration::from_secs(20);
+pub(crate) const LIVENESS_STALL: Duration = Duration::from_secs(20);
 
 /// Why readiness is NOT_SERVING.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotReady {
+pub(crate) enum NotReady {
     Draining,
     QueueFull,
     RedisUnreachable,
@@ -47,7 +47,7 @@ pub enum NotReady {
 
 /// What readiness depends on.
 #[derive(Debug, Clone)]
-pub struct ReadinessSources {
+pub(crate) struct ReadinessSources {
     pub queue: Arc<RenderQueue>,
     pub redis: Option<Arc<RedisClient>>,
     pub draining: Arc<AtomicBool>,
@@ -55,7 +55,7 @@ pub struct ReadinessSources {
 
 impl ReadinessSources {
     /// Ready, or the first reason not to be.
-    pub async fn check(&self) -> Result<(), NotReady> {
+    pub(crate) async fn check(&self) -> Result<(), NotReady> {
         if self.draining.load(Ordering::SeqCst) {
             return Err(NotReady::Draining);
         }
@@ -87,7 +87,7 @@ async fn redis_answers(redis: &RedisClient) -> bool {
 
 /// The probes of one server: their tasks and watchdog end when this is dropped.
 #[derive(Debug)]
-pub struct Probes {
+pub(crate) struct Probes {
     health: HealthReporter,
     readiness: tokio::task::JoinHandle<()>,
     heartbeat: tokio::task::JoinHandle<()>,
@@ -96,7 +96,7 @@ pub struct Probes {
 
 impl Probes {
     /// Sets liveness SERVING and readiness as it is now, then keeps both up to date.
-    pub async fn start(health: HealthReporter, sources: ReadinessSources) -> Probes {
+    pub(crate) async fn start(health: HealthReporter, sources: ReadinessSources) -> Probes {
         health
             .set_service_status(LIVENESS, ServingStatus::Serving)
             .await;
@@ -124,7 +124,7 @@ impl Probes {
 
     /// Readiness NOT_SERVING at once (the readiness loop keeps it so: it sees the draining
     /// flag the caller set first).
-    pub async fn drain(&self) {
+    pub(crate) async fn drain(&self) {
         self.health
             .set_service_status(READINESS, ServingStatus::NotServing)
             .await;
@@ -184,12 +184,12 @@ pub const HTTP_READINESS_PATH: &str = "/readyz";
 /// The answer is the health service's own status (one truth), 200 when SERVING, 503 when not;
 /// a wedged runtime answers nothing, which the kubelet counts as a failure too.
 #[derive(Debug, Clone)]
-pub struct HttpProbes {
+pub(crate) struct HttpProbes {
     health: Arc<tonic_health::server::HealthService>,
 }
 
 impl HttpProbes {
-    pub fn new(health: HealthReporter) -> HttpProbes {
+    pub(crate) fn new(health: HealthReporter) -> HttpProbes {
         HttpProbes {
             health: Arc::new(tonic_health::server::HealthService::from_health_reporter(
                 health,
@@ -198,7 +198,7 @@ impl HttpProbes {
     }
 
     /// Whether the probe at `path` is serving; none for a path that is not a probe's.
-    pub async fn serving(&self, path: &str) -> Option<bool> {
+    pub(crate) async fn serving(&self, path: &str) -> Option<bool> {
         use tonic_health::pb::health_server::Health;
         let service = match path {
             HTTP_LIVENESS_PATH => LIVENESS,
@@ -219,27 +219,27 @@ impl HttpProbes {
 
 /// When the async runtime last ran the heartbeat task.
 #[derive(Debug)]
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     origin: Instant,
     /// Milliseconds from `origin` to the last beat.
     last: AtomicU64,
 }
 
 impl Heartbeat {
-    pub fn new() -> Heartbeat {
+    pub(crate) fn new() -> Heartbeat {
         Heartbeat {
             origin: Instant::now(),
             last: AtomicU64::new(0),
         }
     }
 
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last.store(now, Ordering::SeqCst);
     }
 
     /// Time since the last beat.
-    pub fn age(&self) -> Duration {
+    pub(crate) fn age(&self) -> Duration {
         let last = Duration::from_millis(self.last.load(Ordering::SeqCst));
         self.origin.elapsed().saturating_sub(last)
     }
@@ -261,7 +261,7 @@ async fn beat_forever(heartbeat: Arc<Heartbeat>) {
 
 /// A thread outside the runtime that sets liveness from the heartbeat's age.
 #[derive(Debug)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     stop: Arc<AtomicBool>,
     thread: std::thread::Thread,
 }
@@ -269,7 +269,7 @@ pub struct Watchdog {
 impl Watchdog {
     /// Watches `heartbeat`: liveness NOT_SERVING while it is older than `stall`, SERVING
     /// again when it beats.
-    pub fn start(
+    pub(crate) fn start(
         heartbeat: Arc<Heartbeat>,
         stall: Duration,
         health: HealthReporter,
@@ -311,7 +311,7 @@ impl Watchdog {
     }
 
     /// Ends the thread (at its next look, woken now).
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.unpark();
     }

@@ -15,7 +15,7 @@ use tonic::Status;
 #[derive(Debug, Clone, Default)]
 pub struct CatchPanic;
 
-pub type CatchPanicLayer = AroundLayer<CatchPanic>;
+pub(crate) type CatchPanicLayer = AroundLayer<CatchPanic>;
 
 fn panic_response<ResponseBody: Default>(
     path: &str,

@@ -11,15 +11,15 @@ use http::Request;
 use tonic::Status;
 
 /// The gRPC path of the method that requires a key.
-pub const SUBMIT_RENDER_PATH: &str = "/lottie.render.v1.RenderService/SubmitRender";
+pub(crate) const SUBMIT_RENDER_PATH: &str = "/lottie.render.v1.RenderService/SubmitRender";
 /// The gRPC path of the method that takes one when given (a malformed one is refused).
-pub const CREATE_TEMPLATE_PATH: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
+pub(crate) const CREATE_TEMPLATE_PATH: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
 
 /// Checks the key of the methods that take one.
 #[derive(Debug, Clone, Default)]
 pub struct IdempotencyKeyCheck;
 
-pub type IdempotencyKeyLayer = AroundLayer<IdempotencyKeyCheck>;
+pub(crate) type IdempotencyKeyLayer = AroundLayer<IdempotencyKeyCheck>;
 
 impl<B, R: Default + Send + 'static> AroundCall<B, R> for IdempotencyKeyCheck {
     fn around<S: Next<B, R>>(&self, mut call: Request<B>, mut next: S) -> Reply<R, S::Error> {

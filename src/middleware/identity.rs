@@ -15,10 +15,10 @@ pub struct Identity {
     identities: Arc<Identities>,
 }
 
-pub type IdentityLayer = AroundLayer<Identity>;
+pub(crate) type IdentityLayer = AroundLayer<Identity>;
 
 impl IdentityLayer {
-    pub fn new(identities: Arc<Identities>) -> IdentityLayer {
+    pub(crate) fn new(identities: Arc<Identities>) -> IdentityLayer {
         AroundLayer(Identity { identities })
     }
 }

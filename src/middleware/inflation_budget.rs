@@ -33,24 +33,24 @@ pub const INFLATION_WAIT: Duration = Duration::from_secs(15);
 pub const INFLATION_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// The budget every service's [`InflationBudgetLayer`] takes from.
-pub fn shared_budget(bytes: usize) -> Arc<Semaphore> {
+pub(crate) fn shared_budget(bytes: usize) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))
 }
 
 /// Holds a service's message limit from the shared budget while a compressed call runs.
 #[derive(Debug, Clone)]
-pub struct InflationBudget {
+pub(crate) struct InflationBudget {
     budget: Arc<Semaphore>,
     /// The service's message limit, in permits (bytes).
     weight: u32,
     wait: Duration,
 }
 
-pub type InflationBudgetLayer = AroundLayer<InflationBudget>;
+pub(crate) type InflationBudgetLayer = AroundLayer<InflationBudget>;
 
 impl InflationBudgetLayer {
     /// For a service whose messages inflate up to `message_limit` bytes.
-    pub fn new(budget: Arc<Semaphore>, message_limit: usize) -> InflationBudgetLayer {
+    pub(crate) fn new(budget: Arc<Semaphore>, message_limit: usize) -> InflationBudgetLayer {
         AroundLayer(InflationBudget {
             budget,
             weight: u32::try_from(message_limit).unwrap_or(u32::MAX),
@@ -59,7 +59,7 @@ impl InflationBudgetLayer {
     }
 
     /// Waits `wait` for a share instead of [`INFLATION_WAIT`].
-    pub fn with_wait(self, wait: Duration) -> InflationBudgetLayer {
+    pub(crate) fn with_wait(self, wait: Duration) -> InflationBudgetLayer {
         AroundLayer(InflationBudget { wait, ..self.0 })
     }
 }

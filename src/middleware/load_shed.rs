@@ -18,7 +18,7 @@ use tokio::sync::Semaphore;
 use tonic::Status;
 
 /// Retry delay of a shed call: overload passes quickly or the mesh routes elsewhere.
-pub const OVERLOAD_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const OVERLOAD_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Calls never shed (health checks).
 const NEVER_SHED_PREFIX: &str = "/grpc.health.v1.Health/";
 
@@ -28,10 +28,10 @@ pub struct LoadShed {
     in_flight: Arc<Semaphore>,
 }
 
-pub type LoadShedLayer = AroundLayer<LoadShed>;
+pub(crate) type LoadShedLayer = AroundLayer<LoadShed>;
 
 impl LoadShedLayer {
-    pub fn new(limit: usize) -> LoadShedLayer {
+    pub(crate) fn new(limit: usize) -> LoadShedLayer {
         AroundLayer(LoadShed {
             in_flight: Arc::new(Semaphore::new(limit)),
         })

@@ -67,9 +67,9 @@ pub const HEALTH_BUFFER_BUDGET_BYTES: usize = 256 * (MAX_HEALTH_REQUEST_BYTES + 
 /// refused: short, so a caller is told to come back rather than held behind slow bodies.
 pub const REQUEST_BUFFER_WAIT: Duration = Duration::from_secs(1);
 /// Retry delay of a call refused for the buffers: a 64 MiB body takes seconds to arrive.
-pub const REQUEST_BUFFERS_RETRY_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const REQUEST_BUFFERS_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// Retry delay of a call whose body did not arrive in time: the network may be better soon.
-pub const REQUEST_BODY_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const REQUEST_BODY_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Calls whose request is a stream of messages, passed through unbuffered.
 const STREAMING_REQUEST_PREFIXES: [&str; 2] = [
     "/grpc.reflection.v1.ServerReflection/",
@@ -80,7 +80,7 @@ const GRPC_PREFIX_BYTES: usize = 5;
 
 /// The pool a method's bodies are buffered from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyLane {
+pub(crate) enum BodyLane {
     /// Health probes: a small pool nobody else can take.
     Health,
     /// Every other method.
@@ -89,7 +89,7 @@ pub enum BodyLane {
 
 /// What one method's request body may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MethodBody {
+pub(crate) struct MethodBody {
     /// Largest message, bytes (without its 5-byte prefix).
     pub limit: usize,
     pub lane: BodyLane,
@@ -97,7 +97,7 @@ pub struct MethodBody {
 
 /// The body limit and lane of the unary (or server-streaming) method at `path`; `None` for
 /// a path that is no such method of this server.
-pub fn method_body(path: &str) -> Option<MethodBody> {
+pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
     let shared = |limit| {
         Some(MethodBody {
             limit,
@@ -130,12 +130,12 @@ pub struct RequestBody {
     health: FairShare<CallerKey>,
 }
 
-pub type RequestBodyLayer = AroundLayer<RequestBody>;
+pub(crate) type RequestBodyLayer = AroundLayer<RequestBody>;
 
 impl RequestBodyLayer {
     /// Bodies must arrive within `deadline`; at most `budget_bytes` are buffered at once
     /// (health's apart), a caller holding at most a quarter of them.
-    pub fn new(deadline: Duration, budget_bytes: usize) -> RequestBodyLayer {
+    pub(crate) fn new(deadline: Duration, budget_bytes: usize) -> RequestBodyLayer {
         AroundLayer(RequestBody {
             deadline,
             shared: FairShare::with_default_share(budget_bytes),

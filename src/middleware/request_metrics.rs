@@ -57,10 +57,10 @@ pub struct RequestMetrics {
     metrics: Arc<Metrics>,
 }
 
-pub type RequestMetricsLayer = AroundLayer<RequestMetrics>;
+pub(crate) type RequestMetricsLayer = AroundLayer<RequestMetrics>;
 
 impl RequestMetricsLayer {
-    pub fn new(metrics: Arc<Metrics>) -> RequestMetricsLayer {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> RequestMetricsLayer {
         AroundLayer(RequestMetrics { metrics })
     }
 }

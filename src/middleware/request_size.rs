@@ -30,7 +30,7 @@ const TONIC_COMPRESSED_WITHOUT_ENCODING_PREFIX: &str =
 #[derive(Debug, Clone, Default)]
 pub struct RequestSize;
 
-pub type RequestSizeLayer = AroundLayer<RequestSize>;
+pub(crate) type RequestSizeLayer = AroundLayer<RequestSize>;
 
 /// The service's answer for an oversized or undecompressible request, when `response` is
 /// tonic's.

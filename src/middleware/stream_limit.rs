@@ -24,13 +24,14 @@ use tonic::body::Body;
 use tonic::Status;
 
 /// The paths of the watch methods (ours and health's).
+#[cfg(test)]
 pub const WATCH_PATHS: [&str; 2] = [RENDER_WATCH_PATHS[0], HEALTH_WATCH_PATHS[0]];
 /// The watch of the contract: its callers are the tenants.
-pub const RENDER_WATCH_PATHS: [&str; 1] = ["/lottie.render.v1.RenderService/WatchRenderJob"];
+pub(crate) const RENDER_WATCH_PATHS: [&str; 1] = ["/lottie.render.v1.RenderService/WatchRenderJob"];
 /// Health's watch: open to anyone who can connect.
-pub const HEALTH_WATCH_PATHS: [&str; 1] = ["/grpc.health.v1.Health/Watch"];
+pub(crate) const HEALTH_WATCH_PATHS: [&str; 1] = ["/grpc.health.v1.Health/Watch"];
 /// Retry delay of a refused watcher: watches end as jobs end, within seconds to minutes.
-pub const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Holds a slot per open stream of its paths.
 #[derive(Debug, Clone)]
@@ -40,12 +41,16 @@ pub struct StreamLimit {
     reason: Reason,
 }
 
-pub type StreamLimitLayer = AroundLayer<StreamLimit>;
+pub(crate) type StreamLimitLayer = AroundLayer<StreamLimit>;
 
 impl StreamLimitLayer {
     /// At most `limit` streams of `paths` at once, a caller at most a quarter of them; one
     /// more is refused with `reason`.
-    pub fn new(paths: &'static [&'static str], limit: usize, reason: Reason) -> StreamLimitLayer {
+    pub(crate) fn new(
+        paths: &'static [&'static str],
+        limit: usize,
+        reason: Reason,
+    ) -> StreamLimitLayer {
         AroundLayer(StreamLimit {
             paths,
             open: FairShare::with_default_share(limit),

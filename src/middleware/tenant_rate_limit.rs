@@ -31,12 +31,12 @@ use tonic::Status;
 
 /// How often idle tenants are forgotten: a minute keeps the map at the tenants active lately
 /// at the cost of one short lock a minute.
-pub const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
+pub(crate) const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
 /// Shortest wait a refusal names: the limiter may report a wait that rounds to nothing, and a
 /// pushback of 0 would mean "retry at once".
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
-pub use crate::config::TenantRate;
+pub(crate) use crate::config::TenantRate;
 
 type TenantLimiter = DefaultKeyedRateLimiter<crate::auth::TenantId>;
 
@@ -47,7 +47,7 @@ pub struct TenantRateLimit {
     metrics: Arc<Metrics>,
 }
 
-pub type TenantRateLimitLayer = AroundLayer<TenantRateLimit>;
+pub(crate) type TenantRateLimitLayer = AroundLayer<TenantRateLimit>;
 
 impl std::fmt::Debug for TenantRateLimit {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,7 +61,7 @@ impl std::fmt::Debug for TenantRateLimit {
 impl TenantRateLimitLayer {
     /// A limiter of `rate` per tenant (none: no limit). Forgetting idle tenants runs on the
     /// current runtime, for as long as the layer or a service of it lives.
-    pub fn new(rate: Option<TenantRate>, metrics: Arc<Metrics>) -> TenantRateLimitLayer {
+    pub(crate) fn new(rate: Option<TenantRate>, metrics: Arc<Metrics>) -> TenantRateLimitLayer {
         let limiter = rate.map(|rate| {
             let per_second = NonZeroU32::new(rate.per_second).unwrap_or(NonZeroU32::MIN);
             let burst = NonZeroU32::new(rate.burst).unwrap_or(NonZeroU32::MIN);

@@ -28,10 +28,10 @@ pub struct TraceContext {
     propagator: TraceContextPropagator,
 }
 
-pub type TraceContextLayer = AroundLayer<TraceContext>;
+pub(crate) type TraceContextLayer = AroundLayer<TraceContext>;
 
 impl TraceContextLayer {
-    pub fn new(tracing: Tracing) -> TraceContextLayer {
+    pub(crate) fn new(tracing: Tracing) -> TraceContextLayer {
         AroundLayer(TraceContext {
             tracing,
             propagator: TraceContextPropagator::new(),

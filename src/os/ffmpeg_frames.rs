@@ -6,7 +6,7 @@
 /// an encoder may still hold a reference to a frame it was sent, and a held frame shares its
 /// buffers with the one before ([`new_frame_reference`]), so a frame is overwritten only when
 /// this is true.
-pub fn frame_is_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
+pub(crate) fn frame_is_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
     // SAFETY: the pointer comes from a live, owned frame; av_frame_is_writable only reads the
     // reference counts of its buffers.
     unsafe { ffmpeg_next::sys::av_frame_is_writable(frame.as_mut_ptr()) > 0 }
@@ -14,7 +14,9 @@ pub fn frame_is_writable(frame: &mut ffmpeg_next::frame::Video) -> bool {
 
 /// A second frame sharing `frame`'s buffers (FFmpeg's `av_frame_ref`, reference counted, no
 /// copy); `None` when FFmpeg cannot allocate the new frame or `frame` has no buffers.
-pub fn new_frame_reference(frame: &ffmpeg_next::frame::Video) -> Option<ffmpeg_next::frame::Video> {
+pub(crate) fn new_frame_reference(
+    frame: &ffmpeg_next::frame::Video,
+) -> Option<ffmpeg_next::frame::Video> {
     let mut reference = ffmpeg_next::frame::Video::empty();
     // SAFETY: both pointers come from live frames we own (a null one, from a failed
     // av_frame_alloc, is refused first); `reference` is freshly allocated with no buffers, as
@@ -32,7 +34,7 @@ pub fn new_frame_reference(frame: &ffmpeg_next::frame::Video) -> Option<ffmpeg_n
 /// Every plane of `frame` as its bytes (`stride × rows` of that plane) and its stride, all
 /// borrowed at once (ffmpeg-next lends one plane at a time), for a conversion that writes all
 /// planes in one pass.
-pub fn frame_planes_mut(frame: &mut ffmpeg_next::frame::Video) -> Vec<(&mut [u8], usize)> {
+pub(crate) fn frame_planes_mut(frame: &mut ffmpeg_next::frame::Video) -> Vec<(&mut [u8], usize)> {
     (0..frame.planes())
         .map(|index| {
             let stride = frame.stride(index);
@@ -51,7 +53,7 @@ pub fn frame_planes_mut(frame: &mut ffmpeg_next::frame::Video) -> Vec<(&mut [u8]
 /// Sets the colour description fields ffmpeg-next has no encoder setters for (primaries,
 /// transfer characteristics, chroma location); the encoder copies them into its bitstream
 /// headers when it opens and `Stream::set_parameters` into the container.
-pub fn set_encoder_colour_description(
+pub(crate) fn set_encoder_colour_description(
     encoder: &mut ffmpeg_next::encoder::video::Video,
     primaries: ffmpeg_next::color::Primaries,
     transfer: ffmpeg_next::color::TransferCharacteristic,

@@ -6,7 +6,7 @@
 /// Sends `payload` with the descriptors `passed` (SCM_RIGHTS) on the unix socket `socket`:
 /// how the server hands the zygote ([`crate::sandbox::zygote`]) the pipes of a new worker.
 /// rustix builds the control message (safe code, no hand-written CMSG arithmetic).
-pub fn send_with_descriptors(
+pub(crate) fn send_with_descriptors(
     socket: std::os::fd::BorrowedFd<'_>,
     payload: &[u8],
     passed: &[std::os::fd::BorrowedFd<'_>],
@@ -34,7 +34,7 @@ pub fn send_with_descriptors(
 /// Receives one message of at most `payload.len()` bytes and up to `max_descriptors`
 /// descriptors (SCM_RIGHTS, close-on-exec) from the unix socket `socket`: the bytes read (0
 /// at the end of the stream) and the descriptors, owned.
-pub fn receive_with_descriptors(
+pub(crate) fn receive_with_descriptors(
     socket: std::os::fd::BorrowedFd<'_>,
     payload: &mut [u8],
     max_descriptors: usize,
@@ -75,7 +75,7 @@ pub fn receive_with_descriptors(
 ///
 /// Only for a single-threaded process: the raw system call runs none of glibc's fork
 /// handlers, which only matter for locks another thread may hold.
-pub fn fork_as_sibling() -> std::io::Result<Option<u32>> {
+pub(crate) fn fork_as_sibling() -> std::io::Result<Option<u32>> {
     // SAFETY: clone without CLONE_VM and without a new stack is fork: the copy continues here
     // on a copy-on-write image of this (single-threaded, as documented) process, so no lock
     // is held by a thread that does not exist there. glibc's cached thread id of the copy's
@@ -100,7 +100,7 @@ pub fn fork_as_sibling() -> std::io::Result<Option<u32>> {
 }
 
 /// This process's parent.
-pub fn parent_pid() -> u32 {
+pub(crate) fn parent_pid() -> u32 {
     // SAFETY: getppid has no preconditions and cannot fail.
     let parent = unsafe { libc::getppid() };
     u32::try_from(parent).unwrap_or(0)
@@ -111,7 +111,10 @@ pub fn parent_pid() -> u32 {
 /// process group of its own and is SIGKILLed when `parent` (the server) dies. Limits, `oom_score_adj`
 /// and the environment are the zygote's, inherited. Descriptors above 2 are closed by
 /// [`close_descriptors_above_stderr`] once the caller has dropped the ones it owns.
-pub fn become_forked_worker(pipes: [std::os::fd::OwnedFd; 3], parent: u32) -> std::io::Result<()> {
+pub(crate) fn become_forked_worker(
+    pipes: [std::os::fd::OwnedFd; 3],
+    parent: u32,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     for (target, pipe) in pipes.iter().enumerate() {
         // SAFETY: dup2 onto 0, 1 or 2 only replaces those standard descriptors, which Rust
@@ -149,7 +152,7 @@ pub fn become_forked_worker(pipes: [std::os::fd::OwnedFd; 3], parent: u32) -> st
 
 /// Closes every descriptor above stderr: a forked worker inherits nothing but its pipes.
 /// Descriptors owned by Rust values must have been dropped before.
-pub fn close_descriptors_above_stderr() -> std::io::Result<()> {
+pub(crate) fn close_descriptors_above_stderr() -> std::io::Result<()> {
     // SAFETY: close_range only closes descriptors; the caller dropped every value owning one.
     let result = unsafe {
         libc::syscall(
@@ -167,7 +170,7 @@ pub fn close_descriptors_above_stderr() -> std::io::Result<()> {
 }
 
 /// Names this process (its `comm`, at most 15 bytes: what `ps` and `/proc/PID/stat` show).
-pub fn set_process_name(name: &std::ffi::CStr) {
+pub(crate) fn set_process_name(name: &std::ffi::CStr) {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string (truncated to 16 bytes by the kernel)
     // from a pointer that is alive for the call.
     unsafe {

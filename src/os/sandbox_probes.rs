@@ -4,7 +4,7 @@
 
 /// Tries to fork (the sandbox self-test proves a worker cannot). A child that comes into being
 /// exits at once and is reaped; Ok means the fork worked.
-pub fn try_fork() -> std::io::Result<()> {
+pub(crate) fn try_fork() -> std::io::Result<()> {
     // SAFETY: fork has no preconditions here; the child calls only _exit (async-signal-safe)
     // and touches no memory of ours; the parent reaps it with waitpid on its own stack.
     unsafe {
@@ -22,7 +22,7 @@ pub fn try_fork() -> std::io::Result<()> {
 
 /// Tries to raise this process's hard address-space limit by one page (the sandbox self-test
 /// proves a worker cannot: running as root, it could otherwise lift its memory budget).
-pub fn try_raise_address_space_limit() -> std::io::Result<()> {
+pub(crate) fn try_raise_address_space_limit() -> std::io::Result<()> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -51,7 +51,7 @@ pub fn try_raise_address_space_limit() -> std::io::Result<()> {
 /// Asks the kernel whether this process may signal `process` (signal 0: nothing is
 /// delivered, only the permission check runs). The sandbox self-test proves a worker may not
 /// signal its parent.
-pub fn may_signal(process: u32) -> std::io::Result<()> {
+pub(crate) fn may_signal(process: u32) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(process).map_err(std::io::Error::other)?;
     // SAFETY: kill with signal 0 delivers nothing and touches no memory of ours.
     if unsafe { libc::kill(pid, 0) } == 0 {
@@ -64,7 +64,7 @@ pub fn may_signal(process: u32) -> std::io::Result<()> {
 /// A duplicate of `descriptor` without close-on-exec, so it would be inherited by any child
 /// exec'd while it is open. The sandbox self-test plants one to prove workers inherit no
 /// descriptor beyond their pipes.
-pub fn inheritable_duplicate(
+pub(crate) fn inheritable_duplicate(
     descriptor: std::os::fd::BorrowedFd<'_>,
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd};

@@ -16,12 +16,12 @@ use std::thread::JoinHandle;
 
 /// Frames a render thread may have finished ahead of the encoder. Two keeps each thread
 /// busy while the encoder takes the previous one, without holding memory for nothing.
-pub const FRAMES_IN_FLIGHT_PER_THREAD: usize = 2;
+pub(crate) const FRAMES_IN_FLIGHT_PER_THREAD: usize = 2;
 
 /// How much lower render threads run than the encoder (nice steps). The encoder is the
 /// critical path whenever it is the slower stage; rendering then uses only idle CPU instead
 /// of preempting it. When rendering is the slower stage the encoder waits anyway.
-pub const RENDER_THREAD_NICE: i32 = 5;
+pub(crate) const RENDER_THREAD_NICE: i32 = 5;
 
 /// What the render threads share: the prepared template and the output geometry.
 #[derive(Clone)]
@@ -35,7 +35,7 @@ pub struct FrameSource {
 
 impl FrameSource {
     /// Loads the template into rlottie; `None` from rlottie means it refused the document.
-    pub fn load(&self) -> Result<Animation, RenderError> {
+    pub(crate) fn load(&self) -> Result<Animation, RenderError> {
         Animation::from_data(self.json.as_bytes(), "", super::NO_RESOURCE_DIR)
             .ok_or(RenderError::RendererRefused)
     }
@@ -55,7 +55,11 @@ impl FrameSource {
 
     /// Starts `threads` render threads, each converting with a preparer from `preparers`;
     /// the returned iterator yields every frame in order.
-    pub fn render_in_parallel(&self, threads: usize, preparers: PreparerFactory) -> OrderedFrames {
+    pub(crate) fn render_in_parallel(
+        &self,
+        threads: usize,
+        preparers: PreparerFactory,
+    ) -> OrderedFrames {
         let threads = threads.clamp(1, self.frame_count.max(1) as usize);
         let mut receivers = Vec::with_capacity(threads);
         let mut recyclers = Vec::with_capacity(threads);
@@ -149,7 +153,7 @@ impl Renderer {
 
     /// Renders frame `index` into the other surface than last time: the frame, and the one
     /// this renderer rendered before it (`None` for its first), both valid until the next call.
-    pub fn render_beside_previous(&mut self, index: u32) -> (&[Bgra], Option<&[Bgra]>) {
+    pub(crate) fn render_beside_previous(&mut self, index: u32) -> (&[Bgra], Option<&[Bgra]>) {
         if self.has_rendered {
             let free = self
                 .previous
@@ -165,7 +169,7 @@ impl Renderer {
     }
 }
 
-pub struct OrderedFrames {
+pub(crate) struct OrderedFrames {
     receivers: Vec<Receiver<Result<Frame, RenderError>>>,
     recyclers: Vec<SyncSender<EncoderInput>>,
     handles: Vec<JoinHandle<()>>,
@@ -188,7 +192,7 @@ impl OrderedFrames {
 
     /// Hands frame `index`'s buffers, given back by the encoder, to the thread that renders
     /// the frames of its residue class, for reuse.
-    pub fn recycle(&self, index: u32, input: EncoderInput) {
+    pub(crate) fn recycle(&self, index: u32, input: EncoderInput) {
         if let Some(recycler) = self
             .recyclers
             .get(index as usize % self.recyclers.len().max(1))

@@ -31,7 +31,7 @@ const LANDLOCK_ABI: ABI = ABI::V6;
 /// - rlottie's image decoder, a plugin it loads (dlopen) only when it first meets an embedded
 ///   image, long after confinement; refused, images are silently not drawn. Its path is
 ///   compiled into Debian's librlottie (`/usr/lib/<multiarch>/rlottie/image-loader.so`).
-pub const SYSTEM_READABLE_FILES: &[&str] = &[
+pub(crate) const SYSTEM_READABLE_FILES: &[&str] = &[
     "/sys/devices/system/cpu/online",
     "/dev/urandom",
     RLOTTIE_IMAGE_LOADER,
@@ -39,16 +39,16 @@ pub const SYSTEM_READABLE_FILES: &[&str] = &[
 
 /// Where Debian's librlottie loads its image decoder from.
 #[cfg(target_arch = "x86_64")]
-pub const RLOTTIE_IMAGE_LOADER: &str = "/usr/lib/x86_64-linux-gnu/rlottie/image-loader.so";
+pub(crate) const RLOTTIE_IMAGE_LOADER: &str = "/usr/lib/x86_64-linux-gnu/rlottie/image-loader.so";
 #[cfg(target_arch = "aarch64")]
-pub const RLOTTIE_IMAGE_LOADER: &str = "/usr/lib/aarch64-linux-gnu/rlottie/image-loader.so";
+pub(crate) const RLOTTIE_IMAGE_LOADER: &str = "/usr/lib/aarch64-linux-gnu/rlottie/image-loader.so";
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const RLOTTIE_IMAGE_LOADER: &str = "/usr/lib/rlottie/image-loader.so";
+pub(crate) const RLOTTIE_IMAGE_LOADER: &str = "/usr/lib/rlottie/image-loader.so";
 
 /// What a worker may open once confined (besides [`SYSTEM_READABLE_FILES`]); everything
 /// else on the file system is refused (EACCES), including directories, devices and /proc.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FilePolicy {
+pub(crate) struct FilePolicy {
     /// Files it may read.
     pub readable: Vec<PathBuf>,
     /// Existing files it may read, write and truncate (create them before confining: a
@@ -59,7 +59,7 @@ pub struct FilePolicy {
 
 impl FilePolicy {
     /// No file at all: for workers that read everything from stdin and write only stdout.
-    pub fn nothing() -> FilePolicy {
+    pub(crate) fn nothing() -> FilePolicy {
         FilePolicy::default()
     }
 }
@@ -84,7 +84,7 @@ pub struct Confinement {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ConfineError {
+pub(crate) enum ConfineError {
     #[error("confine must run before any other thread starts ({0} threads are running)")]
     ThreadsRunning(usize),
     #[error("cannot apply landlock: {0}")]
@@ -96,7 +96,7 @@ pub enum ConfineError {
 /// Confines this process to `policy`: Landlock for files, TCP and scoping, then seccomp.
 /// Must run while the process has a single thread (Landlock restricts the calling thread
 /// and the threads it starts later).
-pub fn confine(policy: &FilePolicy) -> Result<Confinement, ConfineError> {
+pub(crate) fn confine(policy: &FilePolicy) -> Result<Confinement, ConfineError> {
     let threads = thread_count();
     if threads > 1 {
         return Err(ConfineError::ThreadsRunning(threads));

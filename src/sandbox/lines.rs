@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read};
 pub const MAX_WORKER_LINE_BYTES: usize = 4 * 1024;
 
 #[derive(Debug, thiserror::Error)]
-pub enum LineError {
+pub(crate) enum LineError {
     #[error("a line longer than {limit} bytes")]
     TooLong { limit: usize },
     #[error("cannot read the worker's output: {0}")]
@@ -21,14 +21,14 @@ pub enum LineError {
 
 /// Lines of at most `limit` bytes from a stream; holds at most `limit` + 1 bytes of a line
 /// (plus the reader's buffer) whatever the stream sends.
-pub struct BoundedLines<R> {
+pub(crate) struct BoundedLines<R> {
     reader: BufReader<R>,
     line: Vec<u8>,
     limit: usize,
 }
 
 impl<R: Read> BoundedLines<R> {
-    pub fn new(stream: R, limit: usize) -> BoundedLines<R> {
+    pub(crate) fn new(stream: R, limit: usize) -> BoundedLines<R> {
         BoundedLines {
             reader: BufReader::new(stream),
             line: Vec::new(),
@@ -38,7 +38,7 @@ impl<R: Read> BoundedLines<R> {
 
     /// The next line without its newline (a last line without one counts), or None at the
     /// end of the stream.
-    pub fn next_line(&mut self) -> Result<Option<&[u8]>, LineError> {
+    pub(crate) fn next_line(&mut self) -> Result<Option<&[u8]>, LineError> {
         self.line.clear();
         // One byte past the limit tells a line of exactly `limit` bytes plus its newline
         // from a longer one.

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Exit codes (from sysexits.h, so they read the same in shell scripts).
-pub mod exit_code {
+pub(crate) mod exit_code {
     pub const SUCCESS: i32 = 0;
     /// EX_DATAERR: the template, a modification or the job itself is invalid.
     pub const DETERMINISTIC: i32 = 65;
@@ -30,7 +30,7 @@ pub mod exit_code {
     pub const TRANSIENT: i32 = 75;
 
     /// The exit code of a worker that failed with an error of `class`.
-    pub fn of_failure(class: crate::error::ErrorClass) -> i32 {
+    pub(crate) fn of_failure(class: crate::error::ErrorClass) -> i32 {
         match class {
             crate::error::ErrorClass::Deterministic => DETERMINISTIC,
             crate::error::ErrorClass::Transient => TRANSIENT,
@@ -50,7 +50,7 @@ pub struct ReportedFailure {
 /// A worker's end when its exit code and its last answer agree on it: what it made (exit 0)
 /// or the failure it reported (exit 65 or 75). `None` for any other end, which the parent
 /// classifies from the exit status and stderr.
-pub fn reported_end<T>(
+pub(crate) fn reported_end<T>(
     code: Option<i32>,
     answer: Option<Result<T, ReportedFailure>>,
 ) -> Option<Result<T, ReportedFailure>> {
@@ -66,11 +66,11 @@ pub fn reported_end<T>(
 /// Longest failure message a worker sends, bytes: enough for any error of ours with its
 /// JSON path; longer ones (a path into a deeply nested template) are cut, so that every
 /// event stays far below [`crate::sandbox::lines::MAX_WORKER_LINE_BYTES`].
-pub const MAX_FAILURE_MESSAGE_BYTES: usize = 1024;
+pub(crate) const MAX_FAILURE_MESSAGE_BYTES: usize = 1024;
 
 /// `message` cut to at most [`MAX_FAILURE_MESSAGE_BYTES`] at a character boundary, marked
 /// with an ellipsis when cut.
-pub fn bounded_failure_message(mut message: String) -> String {
+pub(crate) fn bounded_failure_message(mut message: String) -> String {
     const ELLIPSIS: &str = "…";
     if message.len() <= MAX_FAILURE_MESSAGE_BYTES {
         return message;

@@ -15,7 +15,7 @@ use seccompiler::{
 use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]
-pub enum SeccompError {
+pub(crate) enum SeccompError {
     #[error("seccomp has no filter for this architecture ({0})")]
     Architecture(String),
     #[error("cannot build the seccomp filter: {0}")]
@@ -132,7 +132,7 @@ const DENIED_X86_64: &[libc::c_long] = &[];
 /// The compiled filters: the EPERM deny list, the ENOSYS one (clone3, whose flags live in
 /// memory a filter cannot read) and, on x86_64, the x32 fence. Installing them is
 /// [`install`].
-pub struct Filters {
+pub(crate) struct Filters {
     denied: BpfProgram,
     unimplemented: BpfProgram,
     x32: Option<BpfProgram>,
@@ -204,7 +204,7 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> 
 }
 
 /// Builds the filters for this process (`own_pid` is the only process it may signal).
-pub fn build(own_pid: u32) -> Result<Filters, SeccompError> {
+pub(crate) fn build(own_pid: u32) -> Result<Filters, SeccompError> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| SeccompError::Architecture(std::env::consts::ARCH.to_owned()))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -279,7 +279,7 @@ pub fn build(own_pid: u32) -> Result<Filters, SeccompError> {
 
 /// Installs `filters` on every thread of this process (and sets no_new_privs); they hold for
 /// the rest of its life and are inherited by every thread it starts.
-pub fn install(filters: &Filters) -> Result<(), SeccompError> {
+pub(crate) fn install(filters: &Filters) -> Result<(), SeccompError> {
     if let Some(x32) = &filters.x32 {
         seccompiler::apply_filter_all_threads(x32)?;
     }

@@ -9,7 +9,7 @@
 //! runs it once at start-up to log and export which protections the kernel gives
 //! ([`protections`](SelfTestReport::protections)).
 
-pub mod probes;
+pub(crate) mod probes;
 
 use crate::os;
 use crate::sandbox::confine::{Confinement, LandlockState};
@@ -23,19 +23,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The worker's argument that runs the self-test instead of a job.
-pub const SELF_TEST_FLAG: &str = "--self-test";
+pub(crate) const SELF_TEST_FLAG: &str = "--self-test";
 /// Deadline of the self-test worker: it does a few dozen system calls, but a loaded machine
 /// may take seconds to start a process.
 const SELF_TEST_DEADLINE: Duration = Duration::from_secs(30);
 /// Longest report line: a few dozen probes with their error messages take 2–4 KiB.
-pub const MAX_SELF_TEST_REPORT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_SELF_TEST_REPORT_BYTES: usize = 64 * 1024;
 /// What the self-test writes into its output file; the parent reads it back.
-pub const SELF_TEST_OUTPUT: &[u8] = b"lottie-render sandbox self-test output\n";
+pub(crate) const SELF_TEST_OUTPUT: &[u8] = b"lottie-render sandbox self-test output\n";
 
 /// The self-test's job, written to the worker's stdin like a render job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SelfTestJob {
+pub(crate) struct SelfTestJob {
     /// A file the policy lets it read.
     pub template_path: PathBuf,
     /// A file beside the template that the policy does not name.
@@ -79,7 +79,7 @@ pub struct SelfTestReport {
 }
 
 /// Labels of the `sandbox_protection` metric, each with what it means.
-pub const MECHANISMS: &[(&str, &str)] = &[
+pub(crate) const MECHANISMS: &[(&str, &str)] = &[
     (
         "landlock",
         "Landlock fully enforced (file, TCP and scope rules)",
@@ -231,7 +231,7 @@ pub fn self_test(executable: &Path) -> Result<SelfTestReport, SelfTestError> {
 
 /// Runs the self-test (stdin to stdout) inside a worker; the body of
 /// `lottie-render worker --self-test`.
-pub fn worker_main() -> std::process::ExitCode {
+pub(crate) fn worker_main() -> std::process::ExitCode {
     probes::worker_main()
 }
 
@@ -241,7 +241,7 @@ pub fn worker_main() -> std::process::ExitCode {
 /// self-test could not run). Skipped (an empty list) when `executable` is not this very
 /// program: only `lottie-render` knows `worker --self-test`, and a configured stand-in (a
 /// wrapper, a test double) must not be started for it.
-pub fn check_at_start_up(executable: &Path) -> Vec<(&'static str, bool)> {
+pub(crate) fn check_at_start_up(executable: &Path) -> Vec<(&'static str, bool)> {
     let same_program = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .ok()

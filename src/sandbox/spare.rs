@@ -46,7 +46,7 @@ const MAX_RESPAWN_DELAY: Duration = Duration::from_secs(30);
 
 /// A worker process waiting for its job on stdin.
 #[derive(Debug)]
-pub struct SpareWorker {
+pub(crate) struct SpareWorker {
     pub process: WorkerProcess,
     /// When it was started (its waiting time is not the job's).
     pub started: Instant,
@@ -54,7 +54,7 @@ pub struct SpareWorker {
 
 impl SpareWorker {
     /// Its process id, which is also its process group's.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.process.pid()
     }
 
@@ -125,7 +125,7 @@ impl ZygoteSlot {
 
 /// What a spare is started with: the job-independent part of [`super::SandboxSettings`].
 #[derive(Debug, Clone)]
-pub struct SpareSettings {
+pub(crate) struct SpareSettings {
     /// The `lottie-render` executable to run as `worker`.
     pub executable: PathBuf,
     pub memory_bytes: u64,
@@ -149,7 +149,7 @@ struct State {
 /// The pre-started workers and the thread that keeps them ready.
 /// What the pool reports as it goes; the server's metrics count it. A trait here, so that
 /// the sandbox does not depend on the metrics module, which sits above it.
-pub trait SpareWorkerEvents: std::fmt::Debug + Send + Sync {
+pub(crate) trait SpareWorkerEvents: std::fmt::Debug + Send + Sync {
     /// A worker process started, forked or by exec.
     fn worker_started(&self);
     /// A spare forked from the zygote (also a started worker).
@@ -162,7 +162,7 @@ pub trait SpareWorkerEvents: std::fmt::Debug + Send + Sync {
 }
 
 #[derive(Debug)]
-pub struct SpareWorkers {
+pub(crate) struct SpareWorkers {
     state: Mutex<State>,
     changed: Condvar,
     settings: SpareSettings,
@@ -172,7 +172,7 @@ pub struct SpareWorkers {
 
 impl SpareWorkers {
     /// Starts the supervisor, which starts the spares at once.
-    pub fn start(
+    pub(crate) fn start(
         settings: SpareSettings,
         metrics: Arc<dyn SpareWorkerEvents>,
     ) -> Arc<SpareWorkers> {
@@ -203,7 +203,7 @@ impl SpareWorkers {
     }
 
     /// The oldest waiting spare that is alive, if any; the supervisor starts the next at once.
-    pub fn take(&self) -> Option<SpareWorker> {
+    pub(crate) fn take(&self) -> Option<SpareWorker> {
         let mut dead = Vec::new();
         let taken = {
             let mut state = lock(&self.state);
@@ -229,7 +229,7 @@ impl SpareWorkers {
 
     /// No more spares: kills the waiting ones and the zygote. Workers already handed out run
     /// on.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let (spares, zygote) = {
             let mut state = lock(&self.state);
             state.closed = true;
@@ -248,7 +248,7 @@ impl SpareWorkers {
 
     /// Closes and ends the supervisor thread. Call once every worker taken from here has
     /// ended: they die with the thread that started them.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.close();
         lock(&self.state).stopping = true;
         self.changed.notify_all();

@@ -93,7 +93,7 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     /// A worker forked by the zygote: `pid` and the parent's ends of its pipes.
-    pub fn forked(
+    pub(crate) fn forked(
         pid: u32,
         stdin: std::os::fd::OwnedFd,
         stdout: std::os::fd::OwnedFd,
@@ -109,19 +109,19 @@ impl WorkerProcess {
     }
 
     /// Its process id, which is also its process group's.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Waits for it to exit: its status and resource usage.
-    pub fn wait_with_usage(&mut self) -> std::io::Result<(ExitStatus, os::ResourceUsage)> {
+    pub(crate) fn wait_with_usage(&mut self) -> std::io::Result<(ExitStatus, os::ResourceUsage)> {
         let waited = os::wait_with_usage(self.pid);
         self.reaped = true;
         waited
     }
 
     /// True when it has exited (reaping it) or cannot be asked.
-    pub fn has_exited(&mut self) -> bool {
+    pub(crate) fn has_exited(&mut self) -> bool {
         if !self.reaped && os::has_exited(self.pid) {
             self.reaped = true;
         }
@@ -129,7 +129,7 @@ impl WorkerProcess {
     }
 
     /// Kills its process group and reaps it.
-    pub fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         if !self.reaped {
             os::kill_process_group(self.pid);
             let _ = self.wait_with_usage();
@@ -161,7 +161,7 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    pub fn start(process_group: u32, deadline: Duration, cancel: &CancelToken) -> Watchdog {
+    pub(crate) fn start(process_group: u32, deadline: Duration, cancel: &CancelToken) -> Watchdog {
         let (finished, finishing) = std::sync::mpsc::channel::<()>();
         let timed_out = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -193,7 +193,7 @@ impl Watchdog {
     }
 
     /// Stops watching; true when the deadline had passed and the group was killed for it.
-    pub fn finish(self) -> bool {
+    pub(crate) fn finish(self) -> bool {
         let _ = self.finished.send(());
         let _ = self.thread.join();
         self.timed_out.load(Ordering::SeqCst)

@@ -45,12 +45,12 @@ const FORK_REQUEST: u8 = b'f';
 const ANSWER_LIMIT: Duration = Duration::from_secs(5);
 /// The zygote's process name (`comm`, shown by `ps`; at most 15 bytes), so that operators and
 /// tests tell it from the workers: they share its command line, being forks of it.
-pub const ZYGOTE_PROCESS_NAME: &CStr = c"lr-zygote";
+pub(crate) const ZYGOTE_PROCESS_NAME: &CStr = c"lr-zygote";
 /// The process name a forked worker takes back (an exec'd one is named after its executable).
 pub const WORKER_PROCESS_NAME: &CStr = c"lottie-render";
 
 #[derive(Debug, thiserror::Error)]
-pub enum ZygoteError {
+pub(crate) enum ZygoteError {
     #[error("cannot start the zygote: {0}")]
     Start(std::io::Error),
     #[error("the zygote did not say it was ready: {0}")]
@@ -63,7 +63,7 @@ pub enum ZygoteError {
 
 /// The server's handle on a running zygote.
 #[derive(Debug)]
-pub struct Zygote {
+pub(crate) struct Zygote {
     process: WorkerProcess,
     socket: UnixStream,
 }
@@ -71,7 +71,7 @@ pub struct Zygote {
 impl Zygote {
     /// Starts `executable` as a zygote under `limits` (which its workers inherit; a spare's
     /// loosest, lowered to the job's budget when the job arrives) and waits until it is ready.
-    pub fn start(executable: &Path, limits: ResourceLimits) -> Result<Zygote, ZygoteError> {
+    pub(crate) fn start(executable: &Path, limits: ResourceLimits) -> Result<Zygote, ZygoteError> {
         let (socket, zygote_end) = UnixStream::pair().map_err(ZygoteError::Start)?;
         let mut command = worker_command(executable, ["worker", "--zygote"], limits);
         // Its stdout and stderr go nowhere: it has nothing to say beyond the socket, and its
@@ -107,13 +107,13 @@ impl Zygote {
     }
 
     /// Its process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.process.pid()
     }
 
     /// A new worker forked from the zygote, waiting for its job on stdin. An error leaves the
     /// zygote unusable (the caller kills it).
-    pub fn fork_worker(&mut self) -> Result<WorkerProcess, ZygoteError> {
+    pub(crate) fn fork_worker(&mut self) -> Result<WorkerProcess, ZygoteError> {
         let pipe = || std::io::pipe().map_err(ZygoteError::Request);
         let (stdin_read, stdin_write) = pipe()?;
         let (stdout_read, stdout_write) = pipe()?;
@@ -147,18 +147,18 @@ impl Zygote {
     }
 
     /// True when the zygote has exited (reaping it).
-    pub fn has_exited(&mut self) -> bool {
+    pub(crate) fn has_exited(&mut self) -> bool {
         self.process.has_exited()
     }
 
     /// Kills the zygote and reaps it. The workers it forked live on: they are the server's.
-    pub fn kill(self) {
+    pub(crate) fn kill(self) {
         self.process.kill();
     }
 }
 
 /// How [`serve`] ended in this process.
-pub enum Served {
+pub(crate) enum Served {
     /// This process is a freshly forked worker: it goes on to read its job on stdin.
     Forked,
     /// This process is the zygote and its work is over: it exits with this code.
@@ -167,7 +167,7 @@ pub enum Served {
 
 /// The zygote's side: serves fork requests on stdin until the server closes it. Returns in
 /// the zygote when it is done, and in every forked worker (as [`Served::Forked`]).
-pub fn serve() -> Served {
+pub(crate) fn serve() -> Served {
     let threads = super::confine::thread_count();
     if threads > 1 {
         eprintln!("the zygote must be single-threaded to fork safely ({threads} threads)");

@@ -27,18 +27,18 @@ fn index_prefix() -> String {
 
 /// Templates stored at most (all callers together). Ten thousand templates are far more
 /// than a product uses; the figure bounds a listing's index read and the disk templates take.
-pub const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
+pub(crate) const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
 /// Bytes of stored templates (JSON, fonts, summary and record) at most: 16 GiB, about two thousand templates
 /// at the largest size with a font each, or hundreds of thousands of typical ones.
-pub const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
 /// Free space kept on the data directory's file system: below it, new templates and renders
 /// are refused so that running renders can still write their outputs (a two-minute
 /// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
-pub const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
+pub(crate) const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// Named limits on what the stores keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StorageLimits {
+pub(crate) struct StorageLimits {
     pub max_templates: u64,
     pub max_template_bytes: u64,
     /// A tenant's share of the two above (0: none of its own, only the shared limits), so
@@ -63,7 +63,7 @@ impl Default for StorageLimits {
 
 /// One template in the listing order, as its index file names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexEntry {
+pub(crate) struct IndexEntry {
     pub created_at_ms: u64,
     pub id: Uuid,
     /// Bytes the template takes (JSON and fonts), for the quota.
@@ -104,7 +104,7 @@ impl IndexEntry {
 impl TemplateStore {
     /// Every template in the index, newest first (ties by id). Reads key names only.
     /// Blocking.
-    pub fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
+    pub(crate) fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
         let prefix = index_prefix();
         if let Some(dir) = self.objects.local_path(&prefix) {
             // Made when the store opened: gone means the data directory went from under us.
@@ -123,7 +123,7 @@ impl TemplateStore {
     }
 
     /// The templates of `tenant` in the index, newest first (ties by id).
-    pub fn index_of(&self, tenant: &TenantId) -> Result<Vec<IndexEntry>, StorageError> {
+    pub(crate) fn index_of(&self, tenant: &TenantId) -> Result<Vec<IndexEntry>, StorageError> {
         let mut entries = self.index()?;
         entries.retain(|entry| entry.tenant == *tenant);
         Ok(entries)
@@ -132,7 +132,7 @@ impl TemplateStore {
     /// Refuses new data when the data directory's file system is nearly full (the
     /// watermark): it holds the objects locally, and the scratch files of renders in either
     /// mode.
-    pub fn check_disk_space(&self) -> Result<(), StorageError> {
+    pub(crate) fn check_disk_space(&self) -> Result<(), StorageError> {
         let watermark_bytes = self.limits.min_free_disk_bytes;
         if watermark_bytes == 0 {
             return Ok(());
@@ -151,7 +151,7 @@ impl TemplateStore {
     /// tenants' or `tenant`'s own), or on a full disk. Instances sharing the store read the
     /// same index, so the quota is shared; two creations racing may overshoot it by one
     /// template each.
-    pub fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
+    pub(crate) fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
         self.check_disk_space()?;
         let index = self.index()?;
         let (own_count, own_bytes) = index
@@ -198,7 +198,7 @@ impl TemplateStore {
     /// version, or whose creation was interrupted after its record) and drops index entries
     /// whose template is gone (a deletion interrupted). One listing of the templates' keys;
     /// run when a store opens. Blocking.
-    pub fn complete_index(&self) -> Result<(), StorageError> {
+    pub(crate) fn complete_index(&self) -> Result<(), StorageError> {
         let indexed: HashSet<Uuid> = self.index()?.into_iter().map(|entry| entry.id).collect();
         let objects = self.objects.block_on(self.objects.list(TEMPLATES))?;
         // Per template: whether it has its record and summary, and its files' bytes.

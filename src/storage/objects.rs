@@ -76,7 +76,7 @@ impl ObjectStorage {
     }
 
     /// The data directory as the store (created when missing).
-    pub fn local(data_dir: &Path, runtime: Handle) -> Result<ObjectStorage, StorageError> {
+    pub(crate) fn local(data_dir: &Path, runtime: Handle) -> Result<ObjectStorage, StorageError> {
         std::fs::create_dir_all(data_dir)?;
         let root = std::fs::canonicalize(data_dir)?;
         let store = LocalFileSystem::new_with_prefix(&root)
@@ -147,37 +147,37 @@ impl ObjectStorage {
 
     /// Runs `future` (a call of this store) to its end on the store's runtime. Blocking:
     /// only from a thread outside the runtime (a blocking task), never on it.
-    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+    pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
 
     /// Starts `future` on the store's runtime without waiting (cleanups from `Drop`).
-    pub fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
         self.runtime.spawn(future);
     }
 
     /// Where the objects are, for logs.
-    pub fn describe(&self) -> &str {
+    pub(crate) fn describe(&self) -> &str {
         &self.description
     }
 
     /// Whether the objects are the data directory's files.
-    pub fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         self.local_root.is_some()
     }
 
     /// The file of `key` in local mode.
-    pub fn local_path(&self, key: &str) -> Option<PathBuf> {
+    pub(crate) fn local_path(&self, key: &str) -> Option<PathBuf> {
         self.local_root.as_ref().map(|root| root.join(key))
     }
 
     /// This instance's own directory (scratch files; the objects too in local mode).
-    pub fn data_dir(&self) -> &Path {
+    pub(crate) fn data_dir(&self) -> &Path {
         &self.data_dir
     }
 
     /// Whether the store signs download URLs.
-    pub fn can_sign(&self) -> bool {
+    pub(crate) fn can_sign(&self) -> bool {
         self.signer.is_some()
     }
 
@@ -186,14 +186,14 @@ impl ObjectStorage {
             .map_err(|error| StorageError::Damaged(format!("object key {key:?}: {error}")))
     }
 
-    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
+    pub(crate) async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
         let path = self.path(key)?;
         classified(key, self.store.put(&path, bytes.into())).await?;
         Ok(())
     }
 
     /// The whole object (only for objects of ours with a bounded size: records, summaries).
-    pub async fn get(&self, key: &str) -> Result<Bytes, StorageError> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Bytes, StorageError> {
         let path = self.path(key)?;
         let found = classified(key, self.store.get(&path)).await?;
         classified(key, found.bytes()).await
@@ -250,7 +250,7 @@ impl ObjectStorage {
 
     /// Copies `from` to `to` inside the store (a hard link locally, a server-side copy in a
     /// bucket: no bytes pass through this instance).
-    pub async fn copy(&self, from: &str, to: &str) -> Result<(), StorageError> {
+    pub(crate) async fn copy(&self, from: &str, to: &str) -> Result<(), StorageError> {
         let (source, target) = (self.path(from)?, self.path(to)?);
         self.store
             .copy(&source, &target)
@@ -291,7 +291,7 @@ impl ObjectStorage {
     }
 
     /// Writes the object `key` into the file `file`, streamed.
-    pub async fn download_file(&self, key: &str, file: &Path) -> Result<(), StorageError> {
+    pub(crate) async fn download_file(&self, key: &str, file: &Path) -> Result<(), StorageError> {
         let path = self.path(key)?;
         let found = classified(key, self.store.get(&path)).await?;
         let mut chunks = found.into_stream();

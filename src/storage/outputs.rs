@@ -28,7 +28,7 @@ const SCRATCH_DIR: &str = "scratch";
 const STALE_PARTIAL_AGE: Duration = Duration::from_secs(2 * 3600);
 
 #[derive(Debug, Clone)]
-pub struct OutputStore {
+pub(crate) struct OutputStore {
     objects: ObjectStorage,
     /// Where workers write their partial outputs (this instance's disk only).
     scratch: PathBuf,
@@ -38,12 +38,12 @@ pub struct OutputStore {
 
 impl OutputStore {
     /// The object store the outputs (and the pinned template files) live in.
-    pub fn objects(&self) -> &ObjectStorage {
+    pub(crate) fn objects(&self) -> &ObjectStorage {
         &self.objects
     }
 
     /// The outputs in `objects` (the scratch directory created when missing).
-    pub fn open(
+    pub(crate) fn open(
         objects: ObjectStorage,
         download_url_expiry: Duration,
     ) -> Result<OutputStore, StorageError> {
@@ -63,18 +63,13 @@ impl OutputStore {
         format!("{OUTPUTS}/{job}.{extension}")
     }
 
-    /// The file of a succeeded job's output, in local mode (tests and tools).
-    pub fn local_path(&self, job: Uuid, extension: &str) -> Option<PathBuf> {
-        self.objects.local_path(&Self::key(job, extension))
-    }
-
     /// Where a worker writes while rendering (this instance's disk).
-    pub fn partial_path(&self, job: Uuid, extension: &str) -> PathBuf {
+    pub(crate) fn partial_path(&self, job: Uuid, extension: &str) -> PathBuf {
         self.scratch.join(format!(".partial-{job}.{extension}"))
     }
 
     /// Makes a finished partial file the job's output. Blocking.
-    pub fn commit(&self, job: Uuid, extension: &str) -> Result<(), StorageError> {
+    pub(crate) fn commit(&self, job: Uuid, extension: &str) -> Result<(), StorageError> {
         let partial = self.partial_path(job, extension);
         let key = Self::key(job, extension);
         if let Some(path) = self.objects.local_path(&key) {
@@ -92,7 +87,7 @@ impl OutputStore {
 
     /// Gives job `to` the output of job `from`: a hard link locally (each job's file expires
     /// on its own), a server-side copy in a bucket. Blocking.
-    pub fn link(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
+    pub(crate) fn link(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
         let (source, target) = (Self::key(from, extension), Self::key(to, extension));
         let (Some(source), Some(target)) = (
             self.objects.local_path(&source),
@@ -115,7 +110,7 @@ impl OutputStore {
     }
 
     /// Removes a job's output and partial file, if any. Blocking.
-    pub fn remove(&self, job: Uuid, extension: &str) {
+    pub(crate) fn remove(&self, job: Uuid, extension: &str) {
         remove_file_if_present(&self.partial_path(job, extension));
         if let Err(error) = self
             .objects
@@ -128,7 +123,7 @@ impl OutputStore {
     /// Removes outputs older than `retention` (left by an earlier run of the service, whose
     /// jobs were in its memory, or by another instance) and stale partial files; answers how
     /// many were removed. Blocking.
-    pub fn sweep(&self, retention: Duration) -> Result<usize, StorageError> {
+    pub(crate) fn sweep(&self, retention: Duration) -> Result<usize, StorageError> {
         let now = SystemTime::now();
         let old = |modified: SystemTime, limit: Duration| {
             now.duration_since(modified).unwrap_or_default() >= limit
@@ -169,12 +164,12 @@ impl OutputStore {
     }
 
     /// The size of a job's output; `ObjectMissing` when it is gone.
-    pub async fn size(&self, job: Uuid, extension: &str) -> Result<u64, StorageError> {
+    pub(crate) async fn size(&self, job: Uuid, extension: &str) -> Result<u64, StorageError> {
         self.objects.size(&Self::key(job, extension)).await
     }
 
     /// Bytes `range` of a job's output.
-    pub async fn read(
+    pub(crate) async fn read(
         &self,
         job: Uuid,
         extension: &str,
@@ -187,7 +182,7 @@ impl OutputStore {
 
     /// A URL that fetches a job's output without this service, and when it stops working;
     /// `None` when the store cannot sign URLs (local files).
-    pub async fn download_url(
+    pub(crate) async fn download_url(
         &self,
         job: Uuid,
         extension: &str,
@@ -201,7 +196,7 @@ impl OutputStore {
     }
 
     /// Whether outputs get signed download URLs.
-    pub fn signs_urls(&self) -> bool {
+    pub(crate) fn signs_urls(&self) -> bool {
         self.objects.can_sign()
     }
 }

@@ -15,7 +15,7 @@
 //! files are read where they are), never through a shared file system.
 
 use super::objects::ObjectStorage;
-use super::{StorageError, TemplateRecord, TemplateStore, TEMPLATES};
+use super::{StorageError, TemplateStore, TEMPLATES};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 /// Directory of the pins, under the templates directory (not an id, so never taken for a
 /// template).
-pub const PINS_DIR: &str = ".jobs";
+pub(crate) const PINS_DIR: &str = ".jobs";
 
 /// Scratch directory of staged inputs under the data directory (bucket mode).
 const STAGED_DIR: &str = "staged";
@@ -31,7 +31,7 @@ const STAGED_DIR: &str = "staged";
 /// The youngest pin the sweep may take for lost, whatever the retention: longer than any job
 /// waits and renders (a render is capped at 30 minutes; the queue is short), so a short
 /// retention never takes the files of a job still waiting.
-pub const MIN_LOST_PIN_AGE: Duration = Duration::from_secs(2 * 3600);
+pub(crate) const MIN_LOST_PIN_AGE: Duration = Duration::from_secs(2 * 3600);
 
 fn pin_prefix(job: Uuid) -> String {
     format!("{TEMPLATES}/{PINS_DIR}/{job}")
@@ -56,7 +56,7 @@ pub struct TemplatePin {
 /// A pin's files on this instance's disk, for one worker run; the staged copies are removed
 /// when dropped.
 #[derive(Debug)]
-pub struct StagedInputs {
+pub(crate) struct StagedInputs {
     pub template_path: PathBuf,
     /// Family → font file.
     pub fonts: BTreeMap<String, PathBuf>,
@@ -111,7 +111,7 @@ impl TemplatePin {
     /// The pinned files of job `job` as another instance named them (through the shared work
     /// queue), to read only: dropping it leaves them to their owner. Keys outside the job's
     /// own pin prefix are refused (`Damaged`): a queue entry never names other objects.
-    pub fn borrowed(
+    pub(crate) fn borrowed(
         objects: ObjectStorage,
         job: Uuid,
         template_key: String,
@@ -136,18 +136,18 @@ impl TemplatePin {
     }
 
     /// Key of the pinned template JSON.
-    pub fn template_key(&self) -> &str {
+    pub(crate) fn template_key(&self) -> &str {
         &self.template_key
     }
 
     /// Keys of the pinned fonts: family → key.
-    pub fn font_keys(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn font_keys(&self) -> &BTreeMap<String, String> {
         &self.font_keys
     }
 
     /// The pin's files as a worker reads them: locally the pin's own files, in a bucket
     /// copies downloaded into this instance's scratch directory (streamed). Blocking.
-    pub fn stage(&self) -> Result<StagedInputs, StorageError> {
+    pub(crate) fn stage(&self) -> Result<StagedInputs, StorageError> {
         if let Some(template_path) = self.objects.local_path(&self.template_key) {
             let fonts = self
                 .font_keys
@@ -191,13 +191,18 @@ impl TemplateStore {
     /// Pins `record`'s files for job `job`. A template deleted meanwhile is `NotFound` (its
     /// objects are gone, so nothing can be copied): the submission is refused as if it had
     /// come after the deletion. Blocking.
-    pub fn pin(&self, record: &TemplateRecord, job: Uuid) -> Result<TemplatePin, StorageError> {
+    #[cfg(test)]
+    pub fn pin(
+        &self,
+        record: &super::TemplateRecord,
+        job: Uuid,
+    ) -> Result<TemplatePin, StorageError> {
         self.pin_files(record.id, &record.fonts, job)
     }
 
     /// [`TemplateStore::pin`] of template `id` whose font files (family → file, from its
     /// record) are `fonts`.
-    pub fn pin_files(
+    pub(crate) fn pin_files(
         &self,
         id: Uuid,
         fonts: &BTreeMap<String, String>,
@@ -233,7 +238,7 @@ impl TemplateStore {
     /// Removes pins older than `retention` (and [`MIN_LOST_PIN_AGE`]): no job waits or
     /// renders that long, so they were left by an instance that stopped without ending its
     /// jobs. Answers how many. Blocking.
-    pub fn sweep_pins(&self, retention: Duration) -> Result<usize, StorageError> {
+    pub(crate) fn sweep_pins(&self, retention: Duration) -> Result<usize, StorageError> {
         self.sweep_pins_older_than(retention.max(MIN_LOST_PIN_AGE))
     }
 
@@ -290,6 +295,7 @@ impl TemplateStore {
 mod tests {
     use super::*;
     use crate::auth::TenantId;
+    use crate::storage::TemplateRecord;
 
     fn store(dir: &Path, runtime: &tokio::runtime::Runtime) -> TemplateStore {
         TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone()).unwrap()).unwrap()

@@ -30,7 +30,7 @@ const SLOT_OVERHEAD_BYTES: u64 = 96;
 /// What admission reads of a template's record: its owner, slot ids (default colours, never
 /// default texts nor font families), duration, render identity and font files (to pin them).
 #[derive(Debug, Clone, PartialEq)]
-pub struct AdmissionRecord {
+pub(crate) struct AdmissionRecord {
     pub id: Uuid,
     pub tenant: TenantId,
     pub duration_seconds: f64,
@@ -44,7 +44,7 @@ pub struct AdmissionRecord {
 }
 
 impl AdmissionRecord {
-    pub fn of(record: &TemplateRecord) -> AdmissionRecord {
+    pub(crate) fn of(record: &TemplateRecord) -> AdmissionRecord {
         let slots = &record.report.slots;
         AdmissionRecord {
             id: record.id,
@@ -79,7 +79,7 @@ impl AdmissionRecord {
     }
 
     /// About the bytes it holds in memory, for the cache's budget.
-    pub fn weight(&self) -> u64 {
+    pub(crate) fn weight(&self) -> u64 {
         let slots = self.slots.colors.len() + self.slots.texts.len();
         let ids: usize = self
             .slots
@@ -108,12 +108,12 @@ struct Entries {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct RecordCache {
+pub(crate) struct RecordCache {
     entries: Arc<Mutex<Entries>>,
 }
 
 impl RecordCache {
-    pub fn get(&self, id: Uuid) -> Option<Arc<AdmissionRecord>> {
+    pub(crate) fn get(&self, id: Uuid) -> Option<Arc<AdmissionRecord>> {
         self.lock()
             .records
             .get(&id)
@@ -122,7 +122,7 @@ impl RecordCache {
 
     /// Keeps `record` (whose weight is `bytes`), evicting the oldest entries as needed; a
     /// record larger than the whole budget is not kept.
-    pub fn insert(&self, id: Uuid, record: Arc<AdmissionRecord>, bytes: u64) {
+    pub(crate) fn insert(&self, id: Uuid, record: Arc<AdmissionRecord>, bytes: u64) {
         if bytes > MAX_CACHED_RECORD_BYTES {
             return;
         }
@@ -145,7 +145,7 @@ impl RecordCache {
         entries.bytes += bytes;
     }
 
-    pub fn remove(&self, id: Uuid) {
+    pub(crate) fn remove(&self, id: Uuid) {
         let mut entries = self.lock();
         if let Some((_, size)) = entries.records.remove(&id) {
             entries.bytes -= size;

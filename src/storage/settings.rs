@@ -8,25 +8,25 @@ use std::time::Duration;
 /// One request to the store (a part of an upload, a chunk of a download, a listing page) may
 /// take this long, milliseconds: an 8 MiB part at 5 MB/s takes under 2 s, so 30 s only ends
 /// requests to a store that has stopped answering.
-pub const DEFAULT_STORAGE_REQUEST_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const DEFAULT_STORAGE_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Connecting to the store may take this long, milliseconds: a store on the same network
 /// answers a connection in milliseconds; one that does not within 2 s is down or
 /// unreachable, and retrying soon serves the caller better than waiting.
-pub const DEFAULT_STORAGE_CONNECT_TIMEOUT_MS: u64 = 2_000;
+pub(crate) const DEFAULT_STORAGE_CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// Retries of one failed request (connection refused or reset, a timeout, a 5xx or 429
 /// answer), with exponential backoff: three ride out a store's restart or a load
 /// balancer's hiccup without making a caller wait long for a store that is down.
-pub const DEFAULT_STORAGE_MAX_RETRIES: u32 = 3;
+pub(crate) const DEFAULT_STORAGE_MAX_RETRIES: u32 = 3;
 /// A request is not retried once this long has passed since its first attempt,
 /// milliseconds: with the connect timeout, it bounds how long a caller waits for a store
 /// that is down before being answered UNAVAILABLE.
-pub const DEFAULT_STORAGE_RETRY_TIMEOUT_MS: u64 = 10_000;
+pub(crate) const DEFAULT_STORAGE_RETRY_TIMEOUT_MS: u64 = 10_000;
 /// How long a signed download URL stays valid, seconds: an hour fetches a large output over
 /// a slow link with room to spare, and a URL that leaked into a log is useless soon after.
 /// S3 refuses signatures longer than 7 days.
-pub const DEFAULT_DOWNLOAD_URL_EXPIRY_SECONDS: u64 = 3_600;
+pub(crate) const DEFAULT_DOWNLOAD_URL_EXPIRY_SECONDS: u64 = 3_600;
 /// The longest expiry an S3 signature may carry (SigV4's limit).
-pub const MAX_DOWNLOAD_URL_EXPIRY_SECONDS: u64 = 7 * 24 * 3_600;
+pub(crate) const MAX_DOWNLOAD_URL_EXPIRY_SECONDS: u64 = 7 * 24 * 3_600;
 
 /// An access key pair (no session token).
 #[derive(Clone, PartialEq, Eq)]
@@ -103,19 +103,19 @@ impl Default for StorageSettings {
 }
 
 impl StorageSettings {
-    pub fn request_timeout(&self) -> Duration {
+    pub(crate) fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.storage_request_timeout_ms)
     }
 
-    pub fn connect_timeout(&self) -> Duration {
+    pub(crate) fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.storage_connect_timeout_ms)
     }
 
-    pub fn retry_timeout(&self) -> Duration {
+    pub(crate) fn retry_timeout(&self) -> Duration {
         Duration::from_millis(self.storage_retry_timeout_ms)
     }
 
-    pub fn download_url_expiry(&self) -> Duration {
+    pub(crate) fn download_url_expiry(&self) -> Duration {
         Duration::from_secs(self.download_url_expiry_seconds)
     }
 }

@@ -27,7 +27,7 @@ pub const MAX_SLOT_LIST_BYTES: usize = 256 * 1024;
 const SLOT_OVERHEAD_BYTES: usize = 48;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TemplateSummary {
+pub(crate) struct TemplateSummary {
     pub id: Uuid,
     /// The tenant that owns the template (summaries written before tenants: the default).
     #[serde(default)]
@@ -51,7 +51,7 @@ pub struct TemplateSummary {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TextSlotSummary {
+pub(crate) struct TextSlotSummary {
     pub id: String,
     pub default_text: String,
     pub default_text_truncated: bool,
@@ -59,14 +59,14 @@ pub struct TextSlotSummary {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ColorSlotSummary {
+pub(crate) struct ColorSlotSummary {
     pub id: String,
     pub default_color: Rgba,
 }
 
 impl TemplateSummary {
     /// The bounded view of `record`.
-    pub fn of(record: &TemplateRecord) -> TemplateSummary {
+    pub(crate) fn of(record: &TemplateRecord) -> TemplateSummary {
         let report = &record.report;
         let mut budget = MAX_SLOT_LIST_BYTES;
         let mut slots_truncated = false;
@@ -128,7 +128,7 @@ impl TemplateSummary {
         }
     }
 
-    pub fn created_at(&self) -> std::time::SystemTime {
+    pub(crate) fn created_at(&self) -> std::time::SystemTime {
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.created_at_ms)
     }
 }

@@ -73,7 +73,7 @@ impl Tracing {
     /// Spans exported over OTLP/gRPC to `endpoint` (`http://collector:4317`) in batches from
     /// a bounded queue, on a thread of the SDK's own. Must be called within the Tokio
     /// runtime (the exporter's channel lives on it).
-    pub fn otlp(endpoint: &str) -> Result<Tracing, TracingError> {
+    pub(crate) fn otlp(endpoint: &str) -> Result<Tracing, TracingError> {
         use opentelemetry_otlp::WithExportConfig;
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()
@@ -129,7 +129,7 @@ impl Tracing {
     }
 
     /// Exports what is queued and stops the exporter (blocking: call off the runtime).
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         if let Some(on) = &self.on {
             if let Err(error) = on.provider.shutdown() {
                 tracing::warn!(%error, "cannot flush the last spans");
@@ -139,7 +139,7 @@ impl Tracing {
 
     /// The span of a job's render, child of the job's SubmitRender span (`parent`), or a
     /// no-op when traces are off or the submission was not sampled.
-    pub fn render_span(
+    pub(crate) fn render_span(
         &self,
         parent: Option<&SpanContext>,
         attributes: impl FnOnce() -> Vec<KeyValue>,
@@ -178,18 +178,18 @@ fn resource() -> Resource {
 /// The span context of a call's server span, put in the request's extensions by
 /// [`crate::middleware::TraceContextLayer`] (absent when traces are off).
 #[derive(Debug, Clone)]
-pub struct CallSpan(pub SpanContext);
+pub(crate) struct CallSpan(pub SpanContext);
 
 impl CallSpan {
     /// The call's span context, when it is traced.
-    pub fn of(extensions: &http::Extensions) -> Option<SpanContext> {
+    pub(crate) fn of(extensions: &http::Extensions) -> Option<SpanContext> {
         extensions.get::<CallSpan>().map(|span| span.0.clone())
     }
 }
 
 /// A job's render span (a no-op when the job is not traced).
 #[derive(Default)]
-pub struct RenderSpan {
+pub(crate) struct RenderSpan {
     live: Option<LiveRender>,
 }
 
@@ -202,7 +202,7 @@ struct LiveRender {
 impl RenderSpan {
     /// The `traceparent` a worker receives, so that its spans descend from this one; none
     /// when this span is not exported (the worker then records nothing).
-    pub fn traceparent(&self) -> Option<String> {
+    pub(crate) fn traceparent(&self) -> Option<String> {
         let live = self.sampled()?;
         let context = live.span.span_context();
         Some(format_traceparent(context.trace_id(), context.span_id()))
@@ -215,7 +215,7 @@ impl RenderSpan {
     }
 
     /// Exports the spans one worker run reported, each checked first (the rest is dropped).
-    pub fn export_worker_spans(&self, spans: &[WorkerSpan]) {
+    pub(crate) fn export_worker_spans(&self, spans: &[WorkerSpan]) {
         let Some(live) = self.sampled() else {
             return;
         };
@@ -237,14 +237,14 @@ impl RenderSpan {
         }
     }
 
-    pub fn set_attribute(&mut self, attribute: KeyValue) {
+    pub(crate) fn set_attribute(&mut self, attribute: KeyValue) {
         if let Some(live) = &mut self.live {
             live.span.set_attribute(attribute);
         }
     }
 
     /// Ends the span, an error when `failure` says why the render failed.
-    pub fn end(mut self, failure: Option<&str>) {
+    pub(crate) fn end(mut self, failure: Option<&str>) {
         if let Some(live) = &mut self.live {
             if let Some(reason) = failure {
                 live.span.set_status(Status::error(reason.to_owned()));

@@ -15,22 +15,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Spans one worker run may report: the worker sends four (its run, reading its inputs,
 /// preparing the template, rendering and encoding); a few more leave room for new steps
 /// without letting a subverted worker fill the exporter's queue.
-pub const MAX_WORKER_SPANS: usize = 16;
+pub(crate) const MAX_WORKER_SPANS: usize = 16;
 /// Attributes of one worker span: ours carry at most five.
-pub const MAX_SPAN_ATTRIBUTES: usize = 8;
+pub(crate) const MAX_SPAN_ATTRIBUTES: usize = 8;
 /// Longest span name or attribute key, bytes: ours are short dotted words.
-pub const MAX_SPAN_NAME_BYTES: usize = 64;
+pub(crate) const MAX_SPAN_NAME_BYTES: usize = 64;
 /// Longest text attribute value, bytes: enough for a failure reason; with the limits above a
 /// span event stays far below the protocol's line limit
 /// ([`crate::sandbox::lines::MAX_WORKER_LINE_BYTES`]).
-pub const MAX_SPAN_VALUE_BYTES: usize = 256;
+pub(crate) const MAX_SPAN_VALUE_BYTES: usize = 256;
 /// How far a worker span may start before the render span or end after the server read it:
 /// the worker and the server read the same machine's clock, so this only absorbs rounding.
 const CLOCK_SLACK: Duration = Duration::from_secs(1);
 /// The attribute that marks a span measured inside a worker process.
-pub const PROCESS_ATTRIBUTE: &str = "process";
+pub(crate) const PROCESS_ATTRIBUTE: &str = "process";
 /// Its value.
-pub const WORKER_PROCESS: &str = "worker";
+pub(crate) const WORKER_PROCESS: &str = "worker";
 
 /// One span as a worker reports it (a `span` event of [`crate::sandbox::protocol`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,13 +61,13 @@ pub enum SpanValue {
 }
 
 /// `00-TRACE-SPAN-01`: the W3C `traceparent` of a sampled span.
-pub fn format_traceparent(trace_id: TraceId, span_id: SpanId) -> String {
+pub(crate) fn format_traceparent(trace_id: TraceId, span_id: SpanId) -> String {
     format!("00-{trace_id}-{span_id}-01")
 }
 
 /// The trace and span ids of a version-00 `traceparent` (what [`format_traceparent`] writes);
 /// `None` for anything else, invalid (all-zero) ids included.
-pub fn parse_traceparent(text: &str) -> Option<(TraceId, SpanId)> {
+pub(crate) fn parse_traceparent(text: &str) -> Option<(TraceId, SpanId)> {
     let mut parts = text.split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -87,7 +87,7 @@ fn lowercase_hex(text: &str, digits: usize) -> Option<&str> {
 
 /// The spans of one worker run, as the worker records them.
 #[derive(Debug)]
-pub struct WorkerTrace {
+pub(crate) struct WorkerTrace {
     trace_id: TraceId,
     /// The server's render span: the parent of the worker's first span.
     render_span_id: SpanId,
@@ -96,7 +96,7 @@ pub struct WorkerTrace {
 
 /// A span the worker has started and not yet finished.
 #[derive(Debug, Clone, Copy)]
-pub struct OpenSpan {
+pub(crate) struct OpenSpan {
     pub span_id: SpanId,
     parent_span_id: SpanId,
     start: SystemTime,
@@ -105,7 +105,7 @@ pub struct OpenSpan {
 impl WorkerTrace {
     /// Spans under the render span of `traceparent`; `None` (nothing recorded) when the job
     /// carries none or an unreadable one.
-    pub fn from_traceparent(traceparent: Option<&str>) -> Option<WorkerTrace> {
+    pub(crate) fn from_traceparent(traceparent: Option<&str>) -> Option<WorkerTrace> {
         let (trace_id, render_span_id) = parse_traceparent(traceparent?)?;
         Some(WorkerTrace {
             trace_id,
@@ -115,12 +115,12 @@ impl WorkerTrace {
     }
 
     /// Starts a span now: a child of `parent`, or of the render span when none.
-    pub fn start(&self, parent: Option<&OpenSpan>) -> OpenSpan {
+    pub(crate) fn start(&self, parent: Option<&OpenSpan>) -> OpenSpan {
         self.start_at(parent, SystemTime::now())
     }
 
     /// Starts a span that began at `start` (the run's span: when the worker had its job).
-    pub fn start_at(&self, parent: Option<&OpenSpan>, start: SystemTime) -> OpenSpan {
+    pub(crate) fn start_at(&self, parent: Option<&OpenSpan>, start: SystemTime) -> OpenSpan {
         OpenSpan {
             span_id: random_span_id(),
             parent_span_id: parent.map_or(self.render_span_id, |parent| parent.span_id),
@@ -129,7 +129,7 @@ impl WorkerTrace {
     }
 
     /// Ends `span` now as `name` with `attributes` (the first [`MAX_SPAN_ATTRIBUTES`]).
-    pub fn finish(
+    pub(crate) fn finish(
         &mut self,
         span: OpenSpan,
         name: &str,
@@ -157,7 +157,7 @@ impl WorkerTrace {
 
     /// The finished spans, parents before their children (the order the server needs to
     /// check parents).
-    pub fn into_spans(mut self) -> Vec<WorkerSpan> {
+    pub(crate) fn into_spans(mut self) -> Vec<WorkerSpan> {
         self.finished.sort_by_key(|span| {
             (
                 span.start_unix_nanos,
@@ -188,7 +188,7 @@ fn unix_nanos(time: SystemTime) -> u64 {
 
 /// Why the server dropped a span a worker reported.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SpanRefused {
+pub(crate) enum SpanRefused {
     #[error("more than {MAX_WORKER_SPANS} spans from one worker run")]
     TooMany,
     #[error("the {0} is not lowercase hex of the right length, or is all zeros")]
@@ -209,7 +209,7 @@ pub enum SpanRefused {
 
 /// A worker span that passed [`WorkerSpanCheck::admit`], ready to export.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AdmittedSpan {
+pub(crate) struct AdmittedSpan {
     pub name: String,
     pub span_id: SpanId,
     pub parent_span_id: SpanId,
@@ -221,7 +221,7 @@ pub struct AdmittedSpan {
 
 /// Checks the spans of one worker run against the render span they must descend from.
 #[derive(Debug)]
-pub struct WorkerSpanCheck {
+pub(crate) struct WorkerSpanCheck {
     trace_id: TraceId,
     render_span_id: SpanId,
     /// When the render span started: no worker span starts (much) earlier.
@@ -232,7 +232,7 @@ pub struct WorkerSpanCheck {
 }
 
 impl WorkerSpanCheck {
-    pub fn new(trace_id: TraceId, render_span_id: SpanId, render_start: SystemTime) -> Self {
+    pub(crate) fn new(trace_id: TraceId, render_span_id: SpanId, render_start: SystemTime) -> Self {
         WorkerSpanCheck {
             trace_id,
             render_span_id,
@@ -243,16 +243,16 @@ impl WorkerSpanCheck {
     }
 
     /// The render span's trace id: the trace every admitted span is exported in.
-    pub fn trace_id(&self) -> TraceId {
+    pub(crate) fn trace_id(&self) -> TraceId {
         self.trace_id
     }
 
-    pub fn render_span_id(&self) -> SpanId {
+    pub(crate) fn render_span_id(&self) -> SpanId {
         self.render_span_id
     }
 
     /// `span` ready to export, or why it is dropped; `now` is when the server read it.
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         span: &WorkerSpan,
         now: SystemTime,

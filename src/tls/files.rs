@@ -43,7 +43,7 @@ pub enum TlsFilesError {
 }
 
 /// The server configuration of these files, every file read and checked now.
-pub fn server_config(files: &TlsFiles) -> Result<ServerConfig, TlsFilesError> {
+pub(crate) fn server_config(files: &TlsFiles) -> Result<ServerConfig, TlsFilesError> {
     let provider = Arc::new(ring::default_provider());
     let chain = read_certificates(&files.cert)?;
     let key = read_key(&files.key)?;
@@ -110,7 +110,9 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsFilesError> {
 }
 
 /// Every certificate of a PEM file, at least one.
-pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsFilesError> {
+pub(crate) fn read_certificates(
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsFilesError> {
     let text = read(path)?;
     let failed = |reason: String| TlsFilesError::Certificates {
         path: path.to_path_buf(),

@@ -13,13 +13,13 @@ use std::time::{Duration, SystemTime};
 /// How often the watched files' metadata is read. A rotated certificate is served within
 /// this (cert-manager renews days before expiry; Kubernetes itself takes up to a minute to
 /// update a mounted Secret), and a few `stat`s every 2 s cost nothing.
-pub const RELOAD_POLL_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const RELOAD_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Re-reads a group of files and puts what they say in force, or says why not.
-pub type Reload = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
+pub(crate) type Reload = Box<dyn Fn() -> Result<String, String> + Send + Sync>;
 
 /// Files re-read together when any of them changes (a certificate with its key).
-pub struct WatchedFiles {
+pub(crate) struct WatchedFiles {
     /// What the files are, for logs and the `config_reloads` metric: `tls`, `api_keys`,
     /// `identities`.
     pub name: &'static str,
@@ -68,7 +68,7 @@ impl Fingerprint {
 }
 
 /// The watched files and the state they were last seen in.
-pub struct Watcher {
+pub(crate) struct Watcher {
     groups: Arc<Vec<WatchedFiles>>,
     seen: Vec<Vec<Fingerprint>>,
 }
@@ -89,7 +89,7 @@ fn fingerprints(groups: &[WatchedFiles]) -> Vec<Vec<Fingerprint>> {
 impl Watcher {
     /// Takes the files' state now as the baseline: call it just after the files were read
     /// at start-up, so a change made while the server starts is not missed.
-    pub fn new(groups: Vec<WatchedFiles>) -> Watcher {
+    pub(crate) fn new(groups: Vec<WatchedFiles>) -> Watcher {
         let seen = fingerprints(&groups);
         Watcher {
             groups: Arc::new(groups),
@@ -99,7 +99,7 @@ impl Watcher {
 
     /// Watches in a task of `tasks` until it is aborted; no task when there is nothing to
     /// watch.
-    pub fn spawn_in(self, metrics: Arc<Metrics>, tasks: &mut tokio::task::JoinSet<()>) {
+    pub(crate) fn spawn_in(self, metrics: Arc<Metrics>, tasks: &mut tokio::task::JoinSet<()>) {
         if !self.groups.is_empty() {
             tasks.spawn(self.run(metrics, RELOAD_POLL_INTERVAL));
         }

@@ -29,13 +29,13 @@ const _: () =
 const _: () =
     assert!(CHROMA_OFFSET % CHROMA_OFFSET_UNIT == 0 && CHROMA_OFFSET / CHROMA_OFFSET_UNIT <= 32767);
 
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
 }
 
 /// Converts the leading whole steps of `pair` when both of its source rows are there (the
 /// scalar code does the rest); returns how many chroma columns it did.
-pub fn convert_row_pair(pair: &mut RowPair, alpha: AlphaHandling) -> usize {
+pub(crate) fn convert_row_pair(pair: &mut RowPair, alpha: AlphaHandling) -> usize {
     if !available() {
         return 0;
     }

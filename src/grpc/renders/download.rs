@@ -34,7 +34,7 @@ pub struct DownloadLimits {
 }
 
 impl DownloadLimits {
-    pub fn new(max_downloads: usize, idle_timeout: Duration) -> DownloadLimits {
+    pub(crate) fn new(max_downloads: usize, idle_timeout: Duration) -> DownloadLimits {
         DownloadLimits {
             open: FairShare::with_default_share(max_downloads),
             idle_timeout,
@@ -43,7 +43,7 @@ impl DownloadLimits {
 
     /// A download's place among those running, or TOO_MANY_DOWNLOADS (the caller over its
     /// share, or every slot taken).
-    pub fn slot(&self, key: CallerKey) -> Result<DownloadSlot, ServiceError> {
+    pub(crate) fn slot(&self, key: CallerKey) -> Result<DownloadSlot, ServiceError> {
         self.open.try_acquire(key.clone(), 1).map_err(|refusal| {
             let message = match refusal {
                 ShareRefusal::OverShare => format!(
@@ -67,7 +67,12 @@ impl DownloadLimits {
     }
 
     /// Streams `output` (of `size` bytes), holding `slot` while it is read.
-    pub fn stream(&self, output: StoredOutput, size: u64, slot: DownloadSlot) -> DownloadStream {
+    pub(crate) fn stream(
+        &self,
+        output: StoredOutput,
+        size: u64,
+        slot: DownloadSlot,
+    ) -> DownloadStream {
         let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
         let receiver = Arc::new(std::sync::Mutex::new(Some(receiver)));
         tokio::spawn(read_output(
@@ -86,7 +91,7 @@ impl DownloadLimits {
 }
 
 /// A running download's slot, given back when dropped.
-pub type DownloadSlot = ShareGuard<CallerKey>;
+pub(crate) type DownloadSlot = ShareGuard<CallerKey>;
 
 /// A job's output in the store.
 #[derive(Debug, Clone)]

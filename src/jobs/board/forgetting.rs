@@ -17,11 +17,11 @@ use uuid::Uuid;
 /// down nothing is admitted (submissions are JOB_STORE_UNAVAILABLE), so no admission evicts,
 /// and retention can evict at most the jobs kept.
 #[derive(Debug, Default, Clone)]
-pub struct Forgetting(Arc<Mutex<HashSet<Uuid>>>);
+pub(crate) struct Forgetting(Arc<Mutex<HashSet<Uuid>>>);
 
 impl Forgetting {
     /// Whether job `id` was evicted here and its record may still be read.
-    pub fn contains(&self, id: Uuid) -> bool {
+    pub(crate) fn contains(&self, id: Uuid) -> bool {
         lock(&self.0).contains(&id)
     }
 
@@ -30,7 +30,7 @@ impl Forgetting {
     }
 
     /// Job `id`'s record is removed (or its removal failed: it expires with the retention).
-    pub fn done(&self, id: Uuid) {
+    pub(crate) fn done(&self, id: Uuid) {
         lock(&self.0).remove(&id);
     }
 }

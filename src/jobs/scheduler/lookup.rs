@@ -18,7 +18,7 @@ use uuid::Uuid;
 type SharedWatch = (Job, std::pin::Pin<Box<dyn Stream<Item = Job> + Send>>);
 
 #[derive(Debug)]
-pub struct Lookup {
+pub(crate) struct Lookup {
     local: Arc<LocalJobs>,
     /// With shared jobs, where the jobs of other instances are.
     mode: Mode,
@@ -31,7 +31,11 @@ impl Lookup {
 
     /// A job of `tenant` on this instance or on another one sharing Redis (another tenant's
     /// job is not found, as an unknown one).
-    pub async fn find_job(&self, tenant: &TenantId, id: Uuid) -> Result<Option<Job>, SharedError> {
+    pub(crate) async fn find_job(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<Job>, SharedError> {
         let job = match (self.local_job(tenant, id), &self.mode) {
             (Some(job), _) => Some(job),
             // Read even for a job evicted here, so that the answer takes the time any other
@@ -53,7 +57,7 @@ impl Lookup {
 
     /// A job of `tenant` on this instance as it is now, and its later snapshots (they end
     /// when the job expires).
-    pub fn watch_local_job(
+    pub(crate) fn watch_local_job(
         &self,
         tenant: &TenantId,
         id: Uuid,
@@ -81,7 +85,7 @@ impl Lookup {
     /// A job of `tenant` on another instance as its shared record has it now, and its later
     /// snapshots ([`follow_shared_job`]); `None` when there is no such job (or no shared
     /// records).
-    pub async fn watch_shared_job(
+    pub(crate) async fn watch_shared_job(
         &self,
         tenant: &TenantId,
         id: Uuid,
@@ -125,7 +129,7 @@ impl Lookup {
     /// another instance by asking its owner, answered once it has ended (or as it is after
     /// [`CANCEL_SETTLE`]). Another tenant's job here is left alone and looked for in the
     /// shared records, as an unknown id (where it is not found either, and never cancelled).
-    pub async fn cancel_job(
+    pub(crate) async fn cancel_job(
         &self,
         tenant: &TenantId,
         id: Uuid,

@@ -30,7 +30,7 @@ impl Shared {
     /// it, though nobody will ever run it. A retry (the caller's key is freed) would then
     /// follow that record until the silence limit of [`super::following`]; so it is ended
     /// as failed and taken out of the render index ([`Shared::abandon`]).
-    pub async fn submit(
+    pub(crate) async fn submit(
         self: &Arc<Self>,
         job: Job,
         work: RenderWork,

@@ -55,20 +55,20 @@ use reply::{collect_entries, collect_entry_list, text};
 use scripts::{ACK, ANNOUNCE, ENQUEUE, HAND_BACK, RENEW, TAKE};
 
 /// The consumer group every instance reads the queue in.
-pub const CONSUMER_GROUP: &str = "renderers";
+pub(crate) const CONSUMER_GROUP: &str = "renderers";
 /// How long one read waits for a new job before the reader looks for entries to reclaim (and
 /// whether the server is shutting down): short enough that a dead instance's job waits at
 /// most a second past its lease, long enough that an idle farm costs Redis one call a second
 /// per free worker.
-pub const READ_BLOCK: Duration = Duration::from_secs(1);
+pub(crate) const READ_BLOCK: Duration = Duration::from_secs(1);
 /// How often an instance announces itself (and its worker count) to the farm, and how long an
 /// announcement lasts: three missed announcements and its workers no longer count.
-pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const ANNOUNCE_EVERY: Duration = Duration::from_secs(5);
 const ANNOUNCEMENT_LIFETIME: Duration = Duration::from_secs(15);
 
 /// Why a job was not added to the shared queue.
 #[derive(Debug, thiserror::Error)]
-pub enum EnqueueRefused {
+pub(crate) enum EnqueueRefused {
     #[error("the shared queue refused the job")]
     Refused(PushRefused),
     #[error(transparent)]
@@ -77,7 +77,7 @@ pub enum EnqueueRefused {
 
 /// What the queue's capacity and the tenants' shares are.
 #[derive(Debug, Clone, Copy)]
-pub struct SharedQueueSettings {
+pub(crate) struct SharedQueueSettings {
     /// Entries waiting (not yet taken) across the farm.
     pub capacity: usize,
     /// Jobs one tenant may have in the queue (waiting or rendering) across the farm, plus
@@ -91,7 +91,7 @@ pub struct SharedQueueSettings {
 
 /// An entry this instance took from the queue.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub entry: String,
     pub job: Uuid,
     pub tenant: TenantId,
@@ -101,7 +101,7 @@ pub struct Delivery {
 }
 
 #[derive(Debug)]
-pub struct SharedQueue {
+pub(crate) struct SharedQueue {
     redis: Arc<RedisClient>,
     keys: QueueKeys,
     /// This instance's consumer name (its instance id).
@@ -167,7 +167,11 @@ fn unavailable(error: impl std::fmt::Display) -> SharedError {
 const SCAN_START: &str = "0-0";
 
 impl SharedQueue {
-    pub fn new(redis: Arc<RedisClient>, instance: Uuid, settings: SharedQueueSettings) -> Self {
+    pub(crate) fn new(
+        redis: Arc<RedisClient>,
+        instance: Uuid,
+        settings: SharedQueueSettings,
+    ) -> Self {
         SharedQueue {
             keys: QueueKeys::new(&redis),
             redis,
@@ -187,25 +191,25 @@ impl SharedQueue {
         }
     }
 
-    pub fn lease(&self) -> Duration {
+    pub(crate) fn lease(&self) -> Duration {
         self.settings.lease
     }
 
     /// The workers of every live instance of the farm, as last announced (at least this
     /// instance's `own` workers).
-    pub fn farm_workers(&self, own: usize) -> usize {
+    pub(crate) fn farm_workers(&self, own: usize) -> usize {
         self.farm_workers.load(Ordering::Relaxed).max(own)
     }
 
     /// The jobs waiting in the queue, as last seen.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
 
     /// The refusal [`SharedQueue::enqueue`] would answer now for a job of `tenant` holding
     /// `local_held` jobs on this instance outside the queue; reads only, so that a job
     /// refused here leaves nothing in Redis (the script checks again, atomically).
-    pub async fn refusal(
+    pub(crate) async fn refusal(
         &self,
         tenant: &TenantId,
         local_held: usize,
@@ -239,7 +243,7 @@ impl SharedQueue {
     /// Adds `record`'s job (its record written at once, as `record` says) with `work`;
     /// answers the jobs waiting in the queue, this one included. `local_held`: jobs its
     /// tenant holds on this instance outside the queue (followers).
-    pub async fn enqueue(
+    pub(crate) async fn enqueue(
         &self,
         record: &Job,
         work: &SharedWork,
@@ -293,7 +297,7 @@ impl SharedQueue {
 
     /// The next job for a free worker: one whose owner's lease ran out (when this instance
     /// may reclaim), else a new one, waiting up to [`READ_BLOCK`]; `None` when none came.
-    pub async fn next(&self) -> Result<Option<Delivery>, SharedError> {
+    pub(crate) async fn next(&self) -> Result<Option<Delivery>, SharedError> {
         let mut reader = self.reader.lock().await;
         let answer = self.next_with(&mut reader).await;
         match &answer {
@@ -474,7 +478,7 @@ impl SharedQueue {
 
     /// Keeps this instance's lease on `delivery`: true while it is still this instance's,
     /// false once another instance reclaimed it (or it was acknowledged).
-    pub async fn renew(&self, delivery: &Delivery) -> Result<bool, SharedError> {
+    pub(crate) async fn renew(&self, delivery: &Delivery) -> Result<bool, SharedError> {
         let renewed: i64 = self.observe(
             self.redis
                 .run_script(
@@ -491,7 +495,7 @@ impl SharedQueue {
     }
 
     /// Acknowledges and deletes the entry of a job that has ended (or that nobody renders).
-    pub async fn ack(&self, delivery: &Delivery) -> Result<(), SharedError> {
+    pub(crate) async fn ack(&self, delivery: &Delivery) -> Result<(), SharedError> {
         self.ack_entry(&delivery.entry, delivery.tenant.as_str())
             .await
     }
@@ -517,7 +521,7 @@ impl SharedQueue {
     /// Gives the entry of a job this instance took but will not render (it is shutting
     /// down) back to the front of its tenant's waiting list, so that the farm's next free
     /// worker takes it at once; false when it was no longer this instance's.
-    pub async fn hand_back(&self, delivery: &Delivery) -> Result<bool, SharedError> {
+    pub(crate) async fn hand_back(&self, delivery: &Delivery) -> Result<bool, SharedError> {
         let work = serde_json::to_string(&delivery.work)
             .map_err(|e| SharedError::Damaged(e.to_string()))?;
         let list = format!("{}{}", self.keys.waiting_prefix, delivery.tenant.as_str());
@@ -547,7 +551,7 @@ impl SharedQueue {
     /// Announces this instance with its `workers` to the farm (0: it leaves) for
     /// [`ANNOUNCEMENT_LIFETIME`], and learns the workers of every live instance and the jobs
     /// waiting ([`SharedQueue::farm_workers`], [`SharedQueue::waiting`]).
-    pub async fn announce(&self, workers: usize) -> Result<(), SharedError> {
+    pub(crate) async fn announce(&self, workers: usize) -> Result<(), SharedError> {
         let (farm, waiting): (i64, i64) = self.observe(
             self.redis
                 .run_script(

@@ -174,7 +174,7 @@ pub struct SharedJobs {
 }
 
 impl SharedJobs {
-    pub fn new(redis: Arc<RedisClient>, retention: Duration) -> SharedJobs {
+    pub(crate) fn new(redis: Arc<RedisClient>, retention: Duration) -> SharedJobs {
         SharedJobs {
             instance: Uuid::new_v4(),
             redis,
@@ -184,15 +184,15 @@ impl SharedJobs {
         }
     }
 
-    pub fn instance(&self) -> Uuid {
+    pub(crate) fn instance(&self) -> Uuid {
         self.instance
     }
 
-    pub fn retention(&self) -> Duration {
+    pub(crate) fn retention(&self) -> Duration {
         self.retention
     }
 
-    pub fn redis(&self) -> &Arc<RedisClient> {
+    pub(crate) fn redis(&self) -> &Arc<RedisClient> {
         &self.redis
     }
 
@@ -206,7 +206,7 @@ impl SharedJobs {
 
     /// Keeps this instance's heartbeat alive (it expires [`HEARTBEAT_TTL`] after the last
     /// beat), until the task is dropped.
-    pub async fn beat(self: std::sync::Arc<Self>) {
+    pub(crate) async fn beat(self: std::sync::Arc<Self>) {
         let key = self.heartbeat_key(self.instance);
         loop {
             if let Err(error) = self.redis.set_expiring(&key, "1", HEARTBEAT_TTL).await {
@@ -224,12 +224,15 @@ impl SharedJobs {
     }
 
     /// Quarantines `fingerprint` for every instance, for the retention.
-    pub async fn quarantine(&self, fingerprint: &Fingerprint) -> Result<(), SharedError> {
+    pub(crate) async fn quarantine(&self, fingerprint: &Fingerprint) -> Result<(), SharedError> {
         let key = self.quarantine_key(fingerprint);
         Ok(self.redis.set_expiring(&key, "1", self.retention).await?)
     }
 
-    pub async fn is_quarantined(&self, fingerprint: &Fingerprint) -> Result<bool, SharedError> {
+    pub(crate) async fn is_quarantined(
+        &self,
+        fingerprint: &Fingerprint,
+    ) -> Result<bool, SharedError> {
         Ok(self.redis.exists(&self.quarantine_key(fingerprint)).await?)
     }
 
@@ -250,19 +253,19 @@ impl SharedJobs {
     }
 
     /// Writes `job`'s snapshot (unless a newer one is stored) and tells its watchers.
-    pub async fn publish(&self, job: &Job) -> Result<(), SharedError> {
+    pub(crate) async fn publish(&self, job: &Job) -> Result<(), SharedError> {
         self.publish_for(job, self.retention).await
     }
 
     /// [`SharedJobs::publish`] of a job not admitted yet, kept [`PENDING_RECORD_TTL`].
-    pub async fn publish_pending(&self, job: &Job) -> Result<(), SharedError> {
+    pub(crate) async fn publish_pending(&self, job: &Job) -> Result<(), SharedError> {
         self.publish_for(job, PENDING_RECORD_TTL.min(self.retention))
             .await
     }
 
     /// [`SharedJobs::publish`] of the end of a job refused after it was shared, kept
     /// [`REFUSED_RECORD_TTL`].
-    pub async fn publish_refused(&self, job: &Job) -> Result<(), SharedError> {
+    pub(crate) async fn publish_refused(&self, job: &Job) -> Result<(), SharedError> {
         self.publish_for(job, REFUSED_RECORD_TTL.min(self.retention))
             .await
     }
@@ -304,7 +307,7 @@ impl SharedJobs {
 
     /// Removes job `id`'s record (a job this instance evicted to make room: every instance
     /// answers for it as gone, and its idempotency key is freed).
-    pub async fn forget(&self, id: Uuid) -> Result<(), SharedError> {
+    pub(crate) async fn forget(&self, id: Uuid) -> Result<(), SharedError> {
         Ok(self.redis.delete(&self.job_key(id)).await?)
     }
 
@@ -318,7 +321,7 @@ impl SharedJobs {
     /// Makes job `id`, whose queue entry this instance just took, this instance's: its
     /// record names this instance as owner. A job left running by an instance that stopped
     /// goes back to QUEUED (progress and start forgotten) before this instance runs it.
-    pub async fn take(&self, id: Uuid) -> Result<Taken, SharedError> {
+    pub(crate) async fn take(&self, id: Uuid) -> Result<Taken, SharedError> {
         match self.reset_queued(id, Some(self.instance), |_| true).await? {
             Some(taken) => Ok(Taken::Job(Box::new(taken))),
             None => Ok(Taken::Ended),
@@ -329,7 +332,7 @@ impl SharedJobs {
     /// shutting down), back to nobody: its record goes back to QUEUED with no owner, so that a
     /// cancel meanwhile finds it waiting, and the next instance to take it makes it its own.
     /// Nothing changes when the record has ended or is no longer this instance's.
-    pub async fn requeue(&self, id: Uuid) -> Result<(), SharedError> {
+    pub(crate) async fn requeue(&self, id: Uuid) -> Result<(), SharedError> {
         let instance = self.instance;
         self.reset_queued(id, None, |stored| stored.owner == Some(instance))
             .await
@@ -373,7 +376,7 @@ impl SharedJobs {
     /// Cancels `job`, a job waiting in the shared queue that no instance has taken, if its
     /// record has not changed since `job` was read; answers the cancelled snapshot, or
     /// `None` when it changed (taken meanwhile: ask its owner).
-    pub async fn cancel_queued(&self, job: &Job) -> Result<Option<Job>, SharedError> {
+    pub(crate) async fn cancel_queued(&self, job: &Job) -> Result<Option<Job>, SharedError> {
         let mut cancelled = job.clone();
         cancelled.finish(JobState::Cancelled, None);
         cancelled.version = job.version + 1;
@@ -386,7 +389,7 @@ impl SharedJobs {
     }
 
     /// The record as stored (no liveness check of its owner).
-    pub async fn stored(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
+    pub(crate) async fn stored(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
         let json = self.redis.get(&self.job_key(id)).await?;
         json.map(|json| {
             serde_json::from_str(&json).map_err(|error| SharedError::Damaged(error.to_string()))
@@ -396,7 +399,7 @@ impl SharedJobs {
 
     /// The record, read as failed (INSTANCE_LOST, retryable) when the instance that owns a
     /// job outside the shared queue stopped before it ended.
-    pub async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
+    pub(crate) async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
         let Some(mut job) = self.stored(id).await? else {
             return Ok(None);
         };
@@ -425,7 +428,7 @@ impl SharedJobs {
     /// The job's snapshot now and every later one, until the returned stream is dropped. A
     /// job without a record (an unknown or expired id) is answered `None` without
     /// subscribing to anything; subscriptions share the instance's one pub/sub connection.
-    pub async fn watch(
+    pub(crate) async fn watch(
         &self,
         id: Uuid,
     ) -> Result<(Option<Job>, impl futures_util::Stream<Item = Job> + use<>), SharedError> {
@@ -439,7 +442,7 @@ impl SharedJobs {
     }
 
     /// Asks the instance that owns `id` to cancel it.
-    pub async fn request_cancel(&self, id: Uuid) -> Result<(), SharedError> {
+    pub(crate) async fn request_cancel(&self, id: Uuid) -> Result<(), SharedError> {
         Ok(self
             .redis
             .publish(&self.cancel_channel(), &id.to_string())
@@ -448,7 +451,7 @@ impl SharedJobs {
 
     /// Cancel requests of every instance, for the owner to act on (ids it does not own are
     /// for others). Subscribes again by itself after Redis went away.
-    pub fn cancel_requests(&self) -> tokio::sync::mpsc::Receiver<Uuid> {
+    pub(crate) fn cancel_requests(&self) -> tokio::sync::mpsc::Receiver<Uuid> {
         let (sender, receiver) = tokio::sync::mpsc::channel(CANCEL_BUFFER);
         let redis = self.redis.clone();
         let channel = self.cancel_channel();

@@ -82,7 +82,7 @@ impl Shared {
     }
 
     /// Waits (a little) until every shared record written so far has reached Redis.
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         let (done, flushed) = tokio::sync::oneshot::channel();
         if self.replication.send(Replication::Flush(done)).is_ok() {
             let _ = tokio::time::timeout(FLUSH_LIMIT, flushed).await;

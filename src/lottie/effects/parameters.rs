@@ -7,12 +7,12 @@ use serde_json::Value;
 
 /// Bodymovin's effect type codes (`ef[].ty`) for the effects lowered here.
 mod effect_type {
-    pub const TINT: i64 = 20;
-    pub const FILL: i64 = 21;
-    pub const TRITONE: i64 = 23;
-    pub const DROP_SHADOW: i64 = 25;
+    pub(crate) const TINT: i64 = 20;
+    pub(crate) const FILL: i64 = 21;
+    pub(crate) const TRITONE: i64 = 23;
+    pub(crate) const DROP_SHADOW: i64 = 25;
     /// A group of expression controls or an effect Bodymovin has no code for.
-    pub const GROUP: i64 = 5;
+    pub(crate) const GROUP: i64 = 5;
 }
 
 /// Effects lottie-web 5.x draws that are not lowered: Stroke (22), Pro Levels (24), Matte3

@@ -15,7 +15,7 @@ pub const MAX_SAMPLES_PER_COMPOSITION: usize = 36_000;
 
 /// The sample grid of one composition: `count` times from `start`, `step` frames apart.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sampling {
+pub(crate) struct Sampling {
     pub start: f64,
     pub step: f64,
     pub count: usize,
@@ -37,7 +37,7 @@ struct Span {
 
 /// Sample grids by composition: `None` is the root, `Some(id)` a precomposition asset.
 /// Compositions never shown (unreferenced assets) have none.
-pub fn compositions(json: &Value, fps: u32) -> HashMap<Option<String>, Sampling> {
+pub(crate) fn compositions(json: &Value, fps: u32) -> HashMap<Option<String>, Sampling> {
     let number = |value: &Value, key: &str| value.get(key).and_then(Value::as_f64);
     let frame_rate = number(json, "fr").unwrap_or(f64::from(fps));
     let ip = number(json, "ip").unwrap_or(0.0);

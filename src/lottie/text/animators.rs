@@ -28,7 +28,7 @@ mod selector;
 
 pub use lowering::{lower, AnimatorBudget, DocumentStyle, GlyphChannels, OverBudget};
 pub use property::{bezier_ease, Property};
-pub use sampling::Sampling;
+pub(crate) use sampling::Sampling;
 
 use properties::Properties;
 use selector::Selector;
@@ -46,10 +46,10 @@ pub const MAX_ANIMATOR_SAMPLES: usize = 200_000;
 /// Keyframes written for one template's animators (after constant runs and straight
 /// stretches are merged). Each costs about 250 bytes as a JSON value, so the bound keeps the
 /// lowered template under about 75 MB in the worker.
-pub const MAX_ANIMATOR_KEYFRAMES: usize = 300_000;
+pub(crate) const MAX_ANIMATOR_KEYFRAMES: usize = 300_000;
 /// Animators of one text layer lowered: After Effects templates use a handful; more only
 /// multiplies the work.
-pub const MAX_ANIMATORS_PER_LAYER: usize = 32;
+pub(crate) const MAX_ANIMATORS_PER_LAYER: usize = 32;
 
 #[derive(Debug, Clone)]
 struct Animator {
@@ -71,7 +71,7 @@ pub struct Animators {
 
 impl Animators {
     /// The animators of a text layer's `t`, `None` when it has none.
-    pub fn parse(text_data: &Value) -> Option<Animators> {
+    pub(crate) fn parse(text_data: &Value) -> Option<Animators> {
         let entries = text_data.get("a")?.as_array()?;
         if entries.is_empty() {
             return None;
@@ -111,7 +111,7 @@ impl Animators {
     }
 
     /// Whether anything the animators set changes over time.
-    pub fn is_animated(&self) -> bool {
+    pub(crate) fn is_animated(&self) -> bool {
         self.alignment.is_animated()
             || self.list.iter().any(|animator| {
                 animator.selector.is_animated()

@@ -45,7 +45,7 @@ struct CharsFamily {
 
 /// The template's whole `chars`, by family.
 #[derive(Debug, Default)]
-pub struct CharsLibrary {
+pub(crate) struct CharsLibrary {
     families: HashMap<String, Arc<CharsFamily>>,
     /// `ascent` of the first font-list entry of each family.
     ascents: HashMap<String, f64>,
@@ -54,7 +54,7 @@ pub struct CharsLibrary {
 /// The `chars` of one family as one style draws them: that style's outline of a character
 /// first, any other style's otherwise.
 #[derive(Debug, Clone)]
-pub struct CharsSource {
+pub(crate) struct CharsSource {
     family: Arc<CharsFamily>,
     style: Option<String>,
     ascent: f64,
@@ -146,7 +146,7 @@ impl CharsFamily {
 
 impl CharsLibrary {
     /// Reads the `chars` and font list of `json` once.
-    pub fn new(json: &Value) -> CharsLibrary {
+    pub(crate) fn new(json: &Value) -> CharsLibrary {
         let mut library = CharsLibrary::default();
         if let Some(list) = json.pointer("/fonts/list").and_then(Value::as_array) {
             for font in list {
@@ -196,7 +196,7 @@ impl CharsLibrary {
     }
 
     /// The chars of `family` in `style` (other styles standing in), if it has any.
-    pub fn source(&self, family: &str, style: Option<&str>) -> Option<CharsSource> {
+    pub(crate) fn source(&self, family: &str, style: Option<&str>) -> Option<CharsSource> {
         let glyphs = self.families.get(family)?;
         if glyphs.first.is_empty() {
             return None;
@@ -210,12 +210,6 @@ impl CharsLibrary {
 }
 
 impl CharsSource {
-    /// The chars of `family` in `json` (all its styles; `style` first), if it has any. Reads
-    /// the whole `chars` list: a template with many fonts builds one [`CharsLibrary`].
-    pub fn for_family(json: &Value, family: &str, style: Option<&str>) -> Option<CharsSource> {
-        CharsLibrary::new(json).source(family, style)
-    }
-
     fn glyph_of(&self, character: char) -> Option<u16> {
         self.family
             .by_style
@@ -226,14 +220,14 @@ impl CharsSource {
     }
 
     /// Whether every character of `text` (line breaks aside) has an outline here.
-    pub fn covers(&self, text: &str) -> bool {
+    pub(crate) fn covers(&self, text: &str) -> bool {
         text.chars()
             .filter(|c| !matches!(c, '\r' | '\n' | '\u{3}'))
             .all(|c| self.glyph_of(c).is_some())
     }
 
     /// Vertices of the outline of `glyph` (what drawing it once costs).
-    pub fn vertices(&self, glyph: u16) -> usize {
+    pub(crate) fn vertices(&self, glyph: u16) -> usize {
         self.family
             .glyphs
             .get(usize::from(glyph))
@@ -241,7 +235,7 @@ impl CharsSource {
     }
 
     /// The `sh` items of `glyph` placed at `origin` (pixels) for a font of `size` px.
-    pub fn paths(&self, glyph: u16, origin: [f64; 2], size: f64) -> Vec<Value> {
+    pub(crate) fn paths(&self, glyph: u16, origin: [f64; 2], size: f64) -> Vec<Value> {
         let scale = size / CHARS_EM;
         let Some(glyph) = self.family.glyphs.get(usize::from(glyph)) else {
             return Vec::new();

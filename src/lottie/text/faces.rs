@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 /// A family class a bundled family stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     Sans,
     Serif,
     Mono,
@@ -22,14 +22,14 @@ pub enum Class {
 
 /// The style a template asks for, reduced to what the bundled faces distinguish.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Style {
+pub(crate) struct Style {
     pub bold: bool,
     pub italic: bool,
 }
 
 /// The weight from which a face counts as bold: CSS's semibold (600) and heavier, as
 /// browsers pick the bold face of a two-weight family for 600 and up.
-pub const BOLD_WEIGHT: u16 = 600;
+pub(crate) const BOLD_WEIGHT: u16 = 600;
 
 /// Weight names as font style names spell them (normalized: lower case, letters only), and
 /// their CSS weights. Longer names first: "semibold" must not be read as "bold".
@@ -88,7 +88,7 @@ fn weight_of_value(value: Option<&Value>) -> Option<u16> {
 impl Style {
     /// The style of a `fonts.list` entry: `fWeight` when it says one (as lottie-web reads
     /// it), else the weight its `fStyle` names; italic when `fStyle` says italic or oblique.
-    pub fn of_font_entry(font: &Value) -> Style {
+    pub(crate) fn of_font_entry(font: &Value) -> Style {
         let style = font.get("fStyle").and_then(Value::as_str).unwrap_or("");
         let weight = weight_of_value(font.get("fWeight"))
             .or_else(|| weight_of_name(style))
@@ -101,7 +101,7 @@ impl Style {
     }
 
     /// Its name as a font names its style.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match (self.bold, self.italic) {
             (false, false) => "Regular",
             (true, false) => "Bold",
@@ -178,11 +178,11 @@ const FAMILY_CLASSES: &[(&str, Class)] = &[
 /// aliases resolve to Liberation Serif. Measured with Chromium 156 on Debian 12: text in
 /// "Ubuntu", "Comic Neue" or "NoSuchFamilyXyz", upright or italic, draws pixel for pixel as
 /// in "serif", "Times New Roman" and "Liberation Serif" (docs/fidelity.md, Fonts).
-pub const UNKNOWN_FAMILY_CLASS: Class = Class::Serif;
+pub(crate) const UNKNOWN_FAMILY_CLASS: Class = Class::Serif;
 
 /// Whether `family` is DejaVu Sans itself, the bundled fallback face, which draws it
 /// rather than a stand-in.
-pub fn is_bundled_fallback_family(family: &str) -> bool {
+pub(crate) fn is_bundled_fallback_family(family: &str) -> bool {
     normalized(family) == "dejavusans"
 }
 
@@ -191,7 +191,7 @@ const MIN_PREFIX_KEY_CHARS: usize = 6;
 
 /// The class of a family name, when a bundled family stands in for it. The longest matching
 /// key wins ("Roboto Mono" is mono, not Roboto's sans).
-pub fn class_of(family: &str) -> Option<Class> {
+pub(crate) fn class_of(family: &str) -> Option<Class> {
     let name = normalized(family);
     FAMILY_CLASSES
         .iter()
@@ -204,7 +204,7 @@ pub fn class_of(family: &str) -> Option<Class> {
 
 /// Whether `family` names the generic family or the bundled family itself, so drawing it in
 /// the bundled face substitutes nothing worth a warning.
-pub fn is_exact(family: &str, class: Class) -> bool {
+pub(crate) fn is_exact(family: &str, class: Class) -> bool {
     let name = normalized(family);
     let exact: &[&str] = match class {
         Class::Sans => &["liberationsans", "sansserif"],
@@ -216,7 +216,7 @@ pub fn is_exact(family: &str, class: Class) -> bool {
 
 /// A bundled face.
 #[derive(Debug)]
-pub struct Face {
+pub(crate) struct Face {
     pub family: &'static str,
     pub style: Style,
     pub data: &'static [u8],
@@ -226,7 +226,7 @@ pub struct Face {
 
 impl Face {
     /// Its bytes, shared by every text drawn in it.
-    pub fn shared(&self) -> Arc<Vec<u8>> {
+    pub(crate) fn shared(&self) -> Arc<Vec<u8>> {
         self.copy
             .get_or_init(|| Arc::new(self.data.to_vec()))
             .clone()
@@ -269,7 +269,7 @@ static LIBERATION: [Face; 12] = liberation_families![
 ];
 
 /// The bundled face of `class` in `style`.
-pub fn bundled(class: Class, style: Style) -> &'static Face {
+pub(crate) fn bundled(class: Class, style: Style) -> &'static Face {
     let first = match class {
         Class::Sans => 0,
         Class::Serif => 4,

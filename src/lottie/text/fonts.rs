@@ -18,7 +18,7 @@ pub const MAX_FONT_BYTES: usize = 16 * 1024 * 1024;
 /// Characters of a template's font name quoted in a warning.
 const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 /// Its family name, as warnings name it.
-pub const BUNDLED_FAMILY: &str = "DejaVu Sans";
+pub(crate) const BUNDLED_FAMILY: &str = "DejaVu Sans";
 
 /// One copy of the bundled font per process, shared by every text.
 static BUNDLED: std::sync::LazyLock<Arc<Vec<u8>>> =
@@ -33,19 +33,19 @@ pub struct FontBook {
 /// What a face lacks of the style asked for, made up from its outlines: bold by widening
 /// the outline (a stroke of the fill's colour), italic by slanting it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Synthesis {
+pub(crate) struct Synthesis {
     pub bold: bool,
     pub oblique: bool,
 }
 
 /// Slant of a synthesized oblique, as x shift per unit of height above the baseline: Skia's
 /// (Chromium's) fake italic skew of 1/4 (about 14°), so it matches the designer's player.
-pub const OBLIQUE_SLANT: f64 = 0.25;
+pub(crate) const OBLIQUE_SLANT: f64 = 0.25;
 
 /// Width of the stroke that synthesizes bold, per pixel of font size: Skia's fake bold
 /// (Chromium's), which strokes the outline 1/24 of the size wide at 9 px and below and 1/32
 /// at 36 px and above, linearly between.
-pub fn synthetic_bold_width(size: f64) -> f64 {
+pub(crate) fn synthetic_bold_width(size: f64) -> f64 {
     const SMALL: (f64, f64) = (9.0, 1.0 / 24.0);
     const LARGE: (f64, f64) = (36.0, 1.0 / 32.0);
     let ratio = if size <= SMALL.0 {
@@ -60,7 +60,7 @@ pub fn synthetic_bold_width(size: f64) -> f64 {
 
 /// A font chosen for a text, and why.
 #[derive(Debug, Clone)]
-pub struct ChosenFont {
+pub(crate) struct ChosenFont {
     pub data: Arc<Vec<u8>>,
     pub family: String,
     /// Set when the template's font was not available and a bundled one stands in.
@@ -105,7 +105,7 @@ impl FontBook {
     /// for DejaVu Sans; else, as Chromium does, Liberation Serif in that style. Characters the
     /// face lacks are drawn in DejaVu Sans all the same (the layout's fallback). Bold or
     /// italic the chosen face lacks is synthesized.
-    pub fn choose(&self, font_name: &str, family: Option<&str>, style: Style) -> ChosenFont {
+    pub(crate) fn choose(&self, font_name: &str, family: Option<&str>, style: Style) -> ChosenFont {
         let wanted = [family.unwrap_or(font_name), font_name];
         for candidate in wanted {
             if let Some((name, data)) = self
@@ -155,7 +155,7 @@ impl FontBook {
     /// The bundled DejaVu Sans in `style` (what it lacks synthesized): for a template asking
     /// for DejaVu Sans itself, and for a text whose chosen font cannot be read (DejaVu covers
     /// the most characters).
-    pub fn bundled_fallback(&self, style: Style) -> ChosenFont {
+    pub(crate) fn bundled_fallback(&self, style: Style) -> ChosenFont {
         with_synthesis(BUNDLED.clone(), BUNDLED_FAMILY.to_owned(), None, style)
     }
 }

@@ -25,10 +25,10 @@ const MIN_SHRINK: f64 = 0.5;
 const DEFAULT_LINE_HEIGHT: f64 = 1.2;
 /// Largest font size laid out, pixels (the canvas is at most 8,192 px; larger text only makes
 /// huge paths, which rlottie renders slowly).
-pub const MAX_FONT_SIZE: f64 = 4096.0;
+pub(crate) const MAX_FONT_SIZE: f64 = 4096.0;
 /// Characters of one text document laid out: far more than any title or caption; beyond it a
 /// hostile template would make millions of glyph paths.
-pub const MAX_TEXT_CHARS: usize = 5000;
+pub(crate) const MAX_TEXT_CHARS: usize = 5000;
 /// Tracking range, 1/1000 em (After Effects allows -1000..=10000).
 const TRACKING_RANGE: (f64, f64) = (-1000.0, 10000.0);
 
@@ -46,7 +46,7 @@ pub enum Justify {
 }
 
 impl Justify {
-    pub fn from_lottie(value: i64) -> Justify {
+    pub(crate) fn from_lottie(value: i64) -> Justify {
         match value {
             1 => Justify::Right,
             2 => Justify::Center,
@@ -186,7 +186,7 @@ pub(crate) fn lay_out_shared(document: &Document, data: &Arc<Vec<u8>>) -> Option
 }
 
 /// Lays `document` out with the glyphs of `source`.
-pub fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
+pub(crate) fn lay_out_with(document: &Document, source: &dyn GlyphSource) -> Layout {
     let units_per_em = source.units_per_em();
     let ascender = source.ascender();
     let text = shown_text(document);

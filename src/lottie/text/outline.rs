@@ -5,7 +5,7 @@
 /// One closed contour: vertices with their in and out tangents relative to the vertex, as a
 /// Lottie path (`{"c": true, "v": …, "i": …, "o": …}`) keeps them.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Contour {
+pub(crate) struct Contour {
     pub vertices: Vec<[f64; 2]>,
     pub in_tangents: Vec<[f64; 2]>,
     pub out_tangents: Vec<[f64; 2]>,
@@ -112,7 +112,7 @@ impl ttf_parser::OutlineBuilder for ContourBuilder {
 
 /// The contours of glyph `glyph` of `face`, its origin at `origin` (pixels), `scale` pixels
 /// per font unit. An empty glyph (a space) has none.
-pub fn glyph_contours(
+pub(crate) fn glyph_contours(
     face: &ttf_parser::Face<'_>,
     glyph: u16,
     origin: [f64; 2],

@@ -10,7 +10,10 @@ use uuid::Uuid;
 
 impl SharedJobs {
     /// The job the render index names for `fingerprint`, if any (reads only).
-    pub async fn render_of(&self, fingerprint: &Fingerprint) -> Result<Option<Uuid>, SharedError> {
+    pub(crate) async fn render_of(
+        &self,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<Uuid>, SharedError> {
         let current = self.redis.get(&self.render_key(fingerprint)).await?;
         current
             .map(|current| {
@@ -20,7 +23,7 @@ impl SharedJobs {
     }
 
     /// Claims `fingerprint` for `job`, or names the job that renders it.
-    pub async fn claim_render(
+    pub(crate) async fn claim_render(
         &self,
         fingerprint: &Fingerprint,
         job: Uuid,
@@ -57,7 +60,7 @@ impl SharedJobs {
     }
 
     /// Takes `fingerprint` over from `previous` (which failed, was cancelled or is gone).
-    pub async fn replace_render(
+    pub(crate) async fn replace_render(
         &self,
         fingerprint: &Fingerprint,
         previous: Uuid,
@@ -75,7 +78,7 @@ impl SharedJobs {
     }
 
     /// Frees `fingerprint` if `job` holds it (its render failed or was cancelled).
-    pub async fn clear_render(
+    pub(crate) async fn clear_render(
         &self,
         fingerprint: &Fingerprint,
         job: Uuid,

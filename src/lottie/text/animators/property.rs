@@ -56,7 +56,7 @@ impl Property {
     }
 
     /// Reads a Lottie property (`{"a": …, "k": …}`); `None` when it has no usable value.
-    pub fn parse(property: &Value) -> Option<Property> {
+    pub(crate) fn parse(property: &Value) -> Option<Property> {
         let k = property.get("k")?;
         if let Some(items) = k
             .as_array()
@@ -93,7 +93,7 @@ impl Property {
 
     /// The value at `time` (the layer's frames), as lottie-web interpolates keyframes:
     /// the first value before the first keyframe, the last after the last, eased between.
-    pub fn at(&self, time: f64) -> Vec<f64> {
+    pub(crate) fn at(&self, time: f64) -> Vec<f64> {
         let keyframes = &self.keyframes;
         if keyframes.len() < 2 {
             return self.value.clone();

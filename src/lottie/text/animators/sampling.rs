@@ -15,7 +15,7 @@ pub struct Sampling {
 impl Sampling {
     /// The times of a layer shown over `[from, to]` of its composition, on a grid of `step`
     /// frames (one output frame).
-    pub fn new(from: f64, to: f64, step: f64) -> Sampling {
+    pub(crate) fn new(from: f64, to: f64, step: f64) -> Sampling {
         let step = if step.is_finite() && step > 0.0 {
             step
         } else {
@@ -43,7 +43,7 @@ impl Sampling {
     }
 
     /// Only the times in `[from, to)` (a text keyframe's span), with `from` itself.
-    pub fn within(&self, from: f64, to: Option<f64>) -> Sampling {
+    pub(crate) fn within(&self, from: f64, to: Option<f64>) -> Sampling {
         let mut times: Vec<f64> = self
             .times
             .iter()
