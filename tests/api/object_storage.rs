@@ -337,6 +337,27 @@ async fn a_file_over_a_part_is_uploaded_in_parts_read_in_ranges_signed_and_delet
     assert_eq!(bucket.keys().await, Vec::<String>::new());
 }
 
+/// Ports the forwarder listens on: below Linux's ephemeral range (32768 and up by default), so
+/// that while it is stopped no outgoing connection or port-0 listener of the tests running
+/// beside it can be given its port before it binds the port again (seen once: AddrInUse).
+const FORWARDER_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A listener on 127.0.0.1 at a free port of [`FORWARDER_PORTS`], tried from a place that
+/// differs per process and call.
+async fn bind_below_ephemeral_ports() -> tokio::net::TcpListener {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let span = u32::from(FORWARDER_PORTS.end - FORWARDER_PORTS.start);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let first = (std::process::id().wrapping_mul(7919) + call.wrapping_mul(104_729)) % span;
+    for offset in 0..span {
+        let port = FORWARDER_PORTS.start + ((first + offset) % span) as u16;
+        if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            return listener;
+        }
+    }
+    panic!("no free port in {FORWARDER_PORTS:?}");
+}
+
 /// A TCP forwarder to the S3 server that a test stops (new connections refused, open ones
 /// cut) and starts again on the same port: the server, and the objects, outlive the outage.
 struct StoreForwarder {
@@ -354,7 +375,7 @@ impl StoreForwarder {
             .trim_end_matches('/')
             .parse()
             .expect("the test S3 endpoint is http://IP:PORT");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = bind_below_ephemeral_ports().await;
         let address = listener.local_addr().unwrap();
         let mut forwarder = StoreForwarder {
             address,
