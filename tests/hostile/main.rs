@@ -3,7 +3,7 @@
 //! streams held, fair shares of every pool, kept jobs bounded, safe defaults, and the limits
 //! table of docs/security.md checked against the code.
 
-// The helpers both service binaries share (tests/common/); each uses a part of them.
+// The helpers the service binaries share (tests/common/); each uses a part of them.
 mod analysis_shares;
 mod connections;
 mod fair_share;

@@ -1,0 +1,15 @@
+//! The service as a farm: several instances on one Redis and one S3-compatible bucket (the
+//! shared work queue, objects in the bucket), and what a key or a tenant means across them:
+//! the Idempotency-Key and its leases against both stores (memory and Redis), tenants kept
+//! apart in both. Over real sockets, one server (or three) per test. The single-instance
+//! contract is in `tests/api/`, hostile callers in `tests/hostile/`.
+
+// The helpers the service binaries share (tests/common/); each uses a part of them.
+#[allow(dead_code, unused_imports)]
+#[path = "../common/mod.rs"]
+mod helpers;
+mod idempotency;
+mod key_leases;
+mod object_storage;
+mod shared_queue;
+mod tenancy;
