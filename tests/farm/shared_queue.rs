@@ -207,12 +207,22 @@ async fn twenty_identical_requests_across_three_instances_render_once() {
     let bucket = TestBucket::create().await;
     let farm = start_farm(&bucket).await;
     let template = create_template(&farm[0]).await;
-    let submissions = (0..20).map(|call| farm[call % 3].submit(request(&template, 7)));
-    let ids: Vec<String> = futures_util::future::join_all(submissions)
-        .await
-        .into_iter()
-        .map(|job| job.job_id)
-        .collect();
+    // Each job is asked for at once through the next instance: an accepted job is known to
+    // the whole farm as soon as its submission is answered (a follower's record once reached
+    // Redis only after the answer, and was NOT_FOUND there meanwhile).
+    let submissions = (0..20).map(|call| {
+        let (submitted_to, asked) = (&farm[call % 3], &farm[(call + 1) % 3]);
+        let template = template.clone();
+        async move {
+            let job = submitted_to.submit(request(&template, 7)).await;
+            match asked.get(&job.job_id).await {
+                Ok(seen) => assert_eq!(seen.job_id, job.job_id),
+                Err(status) => panic!("job {call} unknown to the next instance: {status:?}"),
+            }
+            job.job_id
+        }
+    });
+    let ids: Vec<String> = futures_util::future::join_all(submissions).await;
     let ended = wait_until_ended(&farm[2], &ids).await;
     let mut digests: Vec<String> = ended
         .iter()
