@@ -151,4 +151,75 @@ mod tests {
             ]
         )));
     }
+
+    /// Each method's `google.api.http` rule as the descriptor set carries it: (method, verb,
+    /// path template, body).
+    fn http_rules() -> Vec<(String, String, String, String)> {
+        let pool = prost_reflect::DescriptorPool::decode(FILE_DESCRIPTOR_SET).unwrap();
+        let http = pool.get_extension_by_name("google.api.http").unwrap();
+        let verbs = ["get", "put", "post", "delete", "patch"];
+        pool.services()
+            .flat_map(|service| service.methods().collect::<Vec<_>>())
+            .map(|method| {
+                let options = method.options();
+                assert!(
+                    options.has_extension(&http),
+                    "{} has no rule",
+                    method.name()
+                );
+                let rule = options.get_extension(&http);
+                let rule = rule.as_message().unwrap();
+                let (verb, template) = verbs
+                    .iter()
+                    .find(|verb| rule.has_field_by_name(verb))
+                    .map(|verb| {
+                        let template = rule.get_field_by_name(verb).unwrap();
+                        ((*verb).to_owned(), template.as_str().unwrap().to_owned())
+                    })
+                    .unwrap_or_else(|| panic!("{}: no verb in {rule:?}", method.name()));
+                let body = rule.get_field_by_name("body").unwrap();
+                let body = body.as_str().unwrap().to_owned();
+                (method.name().to_owned(), verb, template, body)
+            })
+            .collect()
+    }
+
+    /// The routes of the HTTP door (issue 23) are the annotations in the proto files, so a
+    /// mesh's gRPC-JSON transcoder (Envoy) or grpc-gateway serves the same paths.
+    #[test]
+    fn every_method_has_the_agreed_http_route_in_its_annotation() {
+        let mut rules = http_rules();
+        rules.sort();
+        let mut expected: Vec<(String, String, String, String)> = [
+            (
+                "CancelRenderJob",
+                "post",
+                "/v1/renders/{job_id}:cancel",
+                "*",
+            ),
+            ("CreateTemplate", "post", "/v1/templates", "*"),
+            (
+                "DeleteTemplate",
+                "delete",
+                "/v1/templates/{template_id}",
+                "",
+            ),
+            (
+                "DownloadRenderOutput",
+                "get",
+                "/v1/renders/{job_id}/output",
+                "",
+            ),
+            ("GetRenderJob", "get", "/v1/renders/{job_id}", ""),
+            ("GetTemplate", "get", "/v1/templates/{template_id}", ""),
+            ("ListTemplates", "get", "/v1/templates", ""),
+            ("SubmitRender", "post", "/v1/renders", "*"),
+            ("WatchRenderJob", "get", "/v1/renders/{job_id}/events", ""),
+        ]
+        .iter()
+        .map(|(a, b, c, d)| ((*a).into(), (*b).into(), (*c).into(), (*d).into()))
+        .collect();
+        expected.sort();
+        assert_eq!(rules, expected);
+    }
 }
