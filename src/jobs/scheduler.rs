@@ -195,18 +195,7 @@ impl Scheduler {
                 }
                 submitted.map_err(SubmitRefused::Queue)
             }
-            Mode::Shared(shared) => {
-                let submitted = shared.submit(job, work).await;
-                // A job that follows or reuses a render has its record written by the
-                // board's replication, after this answer would leave: it reaches the shared
-                // records first, so that any instance the caller asks next knows the job
-                // (it answered NOT_FOUND, not to be retried, in one run of twenty identical
-                // submissions across three instances).
-                if submitted.is_ok() {
-                    shared.flush().await;
-                }
-                submitted
-            }
+            Mode::Shared(shared) => shared.submit(job, work).await,
         };
         self.local.discard_evicted();
         submitted

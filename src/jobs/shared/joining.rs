@@ -55,7 +55,7 @@ impl Shared {
         // Nothing goes to Redis before the job is admitted: its record is shared only once
         // the render index may name it (it leads or takes a fingerprint over), and a job the
         // queue would refuse is refused before that. A follower's or a reuser's record is
-        // written by the board once it is admitted.
+        // written by the board once it is admitted, and flushed before its answer.
         let mut record_shared = false;
         loop {
             let leader = match self.records.render_of(&job.fingerprint).await? {
@@ -184,7 +184,14 @@ impl Shared {
         record_shared: bool,
     ) -> Step {
         let refused = match joined {
-            Ok(joined) => return Step::Answer(Box::new(Ok(joined))),
+            Ok(joined) => {
+                // Its record is written by the board's replication, which would reach Redis
+                // after this answer: any instance the caller asks next must know the job
+                // (it answered NOT_FOUND, not to be retried, meanwhile). A leader's record
+                // is written with its queue entry, before its answer.
+                self.flush().await;
+                return Step::Answer(Box::new(Ok(joined)));
+            }
             Err(refused) => refused,
         };
         self.local.count_tenant_refusal(&job.tenant, refused);
