@@ -165,7 +165,7 @@ enum Runner {
         budget: AnalysisBudget,
     },
     /// On a blocking thread of this process: only the library's own unit tests, whose test
-    /// binary cannot run `analyze` (the worker path is tested over a real socket in tests/api).
+    /// binary cannot run `analyze` (the worker path is tested over a real socket in tests/service/api).
     #[cfg(test)]
     InProcess,
 }

@@ -1,6 +1,6 @@
 //! Where idempotency keys are recorded: the interface every store implements, the record it
 //! keeps per key, and the in-memory store (the embedded default). The Redis store is in
-//! [`super::redis_store`]; both pass the same contract (`tests/farm/idempotency/store_contract.rs`).
+//! [`super::redis_store`]; both pass the same contract (`tests/service/farm/idempotency/store_contract.rs`).
 //!
 //! A key's life: [`IdempotencyStore::claim`] records it atomically as in progress with the
 //! request fingerprint and a lease (so a caller that died between recording and creating the

@@ -76,7 +76,7 @@ mod tests {
     }
 
     // That map and field order on the wire do not change a fingerprint is tested over gRPC
-    // (tests/farm/idempotency.rs, `the_same_request_in_another_wire_order_is_a_replay`):
+    // (tests/service/farm/idempotency.rs, `the_same_request_in_another_wire_order_is_a_replay`):
     // here the maps are BTreeMaps already, where order cannot matter.
     #[test]
     fn every_input_changes_the_fingerprint() {

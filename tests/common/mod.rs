@@ -75,7 +75,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
         .unwrap();
     });
     // The listener is bound already, so connecting cannot race the server's start. A TLS
-    // server's tests connect with clients of their own (tests/api/tls.rs).
+    // server's tests connect with clients of their own (tests/service/api/tls.rs).
     let endpoint = Channel::from_shared(format!("http://{address}")).unwrap();
     let channel = if tls {
         endpoint.connect_lazy()

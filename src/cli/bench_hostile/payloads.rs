@@ -1,4 +1,4 @@
-//! Hostile payloads that `bench-hostile` sends and the test suite sends too (`tests/hostile`), so
+//! Hostile payloads that `bench-hostile` sends and the test suite sends too (`tests/service/hostile`), so
 //! that both measure the same attack: a glyph bomb, a zlib stream of zeros, a request body
 //! that never completes and the red square the expression hogs are placed in.
 

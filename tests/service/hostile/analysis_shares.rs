@@ -7,7 +7,7 @@
 use crate::helpers::{
     api_keys_file, corpus, create_request, reason, spawn_app_with, ServerProcess, TestApp,
 };
-use crate::hostile_templates::cpu_bomb;
+use crate::hostile::hostile_templates::cpu_bomb;
 use lottie_render::auth::AuthMode;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use std::time::{Duration, Instant};

@@ -4,11 +4,11 @@
 //! (scratch only: no shared file system), every accepted job in the shared work queue. Renders
 //! are counted by each instance's `renders_started` and `workers_started` metrics.
 
+use crate::farm::object_storage::{s3_endpoint, TestBucket};
 use crate::helpers::{
     corpus, create_request, redis_url, sample_value, small_request, state, unique_key,
     unique_prefix, with_idempotency_key, Hold, OwnRedis, ServerProcess,
 };
-use crate::object_storage::{s3_endpoint, TestBucket};
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;

@@ -3,8 +3,8 @@
 //! one without (or with a stranger's) is refused; a certificate rotated on disk is served to
 //! the next connection without a restart, and a broken one keeps the previous in force.
 
+use crate::api::pki::{served_serial, server_tls, tls_channel, TestCa};
 use crate::helpers::{corpus, create_request, spawn_app_with, TestApp};
-use crate::pki::{served_serial, server_tls, tls_channel, TestCa};
 use lottie_render::auth::AuthMode;
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;

@@ -2,12 +2,8 @@
 //! shared work queue, objects in the bucket), and what a key or a tenant means across them:
 //! the Idempotency-Key and its leases against both stores (memory and Redis), tenants kept
 //! apart in both. Over real sockets, one server (or three) per test. The single-instance
-//! contract is in `tests/api/`, hostile callers in `tests/hostile/`.
+//! contract is in `api`, hostile callers in `hostile`.
 
-// The helpers the service binaries share (tests/common/); each uses a part of them.
-#[allow(dead_code, unused_imports)]
-#[path = "../common/mod.rs"]
-mod helpers;
 mod idempotency;
 mod key_leases;
 mod object_storage;

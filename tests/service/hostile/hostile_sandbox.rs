@@ -41,7 +41,7 @@ async fn the_server_proves_its_worker_sandbox_at_start_up_and_exports_every_prot
             "{mechanism} not exported: {metrics}"
         );
     }
-    let offered = crate::kernel_offers::offered(MECHANISMS);
+    let offered = crate::hostile::kernel_offers::offered(MECHANISMS);
     for mechanism in &offered {
         let sample = format!("lottie_render_sandbox_protection{{mechanism=\"{mechanism}\"}}");
         assert_eq!(

@@ -8,8 +8,8 @@
 //! (`middleware_with`, the identity layer included) and its own TLS accept loop, which
 //! answers with the caller the identity layer resolved.
 
+use crate::api::pki::{server_tls, tls_channel, TestCa};
 use crate::helpers::{api_keys_file, spawn_app_with};
-use crate::pki::{server_tls, tls_channel, TestCa};
 use lottie_render::app::{middleware_with, StackLimits};
 use lottie_render::auth::{
     api_keys::sha256_hex, ApiKeys, AuthMode, Caller, Identities, KnownIdentities, TrustedSidecar,

@@ -1,17 +1,12 @@
 //! The gRPC service over a real socket: one server per test on a random port, real clients.
 //! Many instances on one Redis and one bucket, and the Idempotency-Key against both stores,
-//! are in `tests/farm/`; hostile callers, limits and fair shares in `tests/hostile/` (binaries
-//! of their own, so they compile side by side).
+//! are in `farm`; hostile callers, limits and fair shares in `hostile`.
 
-// The helpers the service binaries share (tests/common/); each uses a part of them.
 mod auth;
 mod cli;
 mod downloads;
 mod drain;
 mod errors;
-#[allow(dead_code)]
-#[path = "../common/mod.rs"]
-mod helpers;
 mod identity_sources;
 mod mesh;
 mod panic;

@@ -89,7 +89,7 @@ fn serve_beyond_loopback_starts_when_the_operator_allows_it_or_callers_authentic
     ]);
     assert!(status.is_none(), "refused with the flag: {log}");
     let dir = tempfile::tempdir().unwrap();
-    let keys = super::helpers::api_keys_file(dir.path(), &[("acme", "billing", "key-of-acme")]);
+    let keys = crate::helpers::api_keys_file(dir.path(), &[("acme", "billing", "key-of-acme")]);
     let (status, log) = serve_until_refused_or_serving(&[
         "--listen",
         "0.0.0.0:0",
@@ -104,7 +104,7 @@ fn serve_beyond_loopback_starts_when_the_operator_allows_it_or_callers_authentic
 #[test]
 fn a_keys_file_that_names_the_anonymous_tenant_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let keys = super::helpers::api_keys_file(dir.path(), &[("default", "billing", "key-1")]);
+    let keys = crate::helpers::api_keys_file(dir.path(), &[("default", "billing", "key-1")]);
     let (status, log) = serve_until_refused_or_serving(&[
         "--auth",
         "optional",
