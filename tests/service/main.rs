@@ -1,10 +1,9 @@
 //! The service tests: real servers (one, or three on one Redis and one bucket) over real
 //! sockets, real clients. One binary with three parts, each run as a phase of its own by
-//! `./dev test` (`cargo test --test service -- api::`, `farm::`, `hostile::`, and `helpers::`
-//! for the helpers' own tests): the part
-//! names are the filters, so no test name outside a part contains them. One binary, not
-//! three: the helpers and the client stacks they instantiate compile once (some 20 of the
-//! three binaries' 60 CPU-seconds were that).
+//! `./dev test` (`cargo test --test service -- api::`, then `farm::`, `hostile::`, and
+//! `helpers::` for the helpers' own tests): the part names are the filters, so no test name
+//! outside its part contains them. One binary, not three, so that the helpers and the client
+//! stacks they instantiate compile once.
 //! - `api`: the contract, one server per test.
 //! - `farm`: several instances on one Redis and one bucket; the Idempotency-Key and tenants
 //!   against both stores.
