@@ -52,6 +52,7 @@ pub mod encode;
 pub mod error;
 pub mod fair_share;
 pub mod grpc;
+pub mod http_json;
 pub mod idempotency;
 pub mod jobs;
 pub mod lottie;

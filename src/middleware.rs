@@ -97,7 +97,7 @@ pub(crate) trait AroundCall<B, R>: Clone {
 
 /// The layer of a middleware `A` ([`AroundCall`]).
 #[derive(Debug, Clone, Default)]
-pub struct AroundLayer<A>(A);
+pub struct AroundLayer<A>(pub(crate) A);
 
 impl<A: Clone, S> Layer<S> for AroundLayer<A> {
     type Service = Around<A, S>;

@@ -2,6 +2,7 @@
 //! each layer (outermost first; each layer sees what the ones inside it answer).
 
 use crate::auth::{ApiKeys, Identities};
+use crate::http_json::HttpJsonLayer;
 use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
 use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
@@ -36,7 +37,10 @@ pub type Middleware = Stack<
                                 IdentityLayer,
                                 Stack<
                                     CatchPanicLayer,
-                                    Stack<RequestMetricsLayer, Stack<TraceContextLayer, Identity>>,
+                                    Stack<
+                                        RequestMetricsLayer,
+                                        Stack<TraceContextLayer, Stack<HttpJsonLayer, Identity>>,
+                                    >,
                                 >,
                             >,
                         >,
@@ -89,6 +93,11 @@ pub fn middleware_with(
     limits: StackLimits,
 ) -> Middleware {
     tower::ServiceBuilder::new()
+        // The HTTP/JSON door: a call that is not gRPC is turned into the gRPC call its route
+        // stands for, and its answer back into HTTP, so every layer below (and every
+        // refusal of theirs) serves both protocols alike. Outermost, so that nothing below
+        // ever sees anything but gRPC.
+        .layer(HttpJsonLayer::contract())
         // A server span per call, child of the caller's `traceparent`: outermost, so that
         // every refusal below is traced with its status.
         .layer(TraceContextLayer::new(tracing))

@@ -52,6 +52,9 @@ pub(crate) fn grpc_router(
     routes: Routes,
 ) -> GrpcRouter {
     tonic::transport::Server::builder()
+        // HTTP/1.1 beside HTTP/2 (h2c by prior knowledge, or h2 by ALPN under TLS), for the
+        // HTTP/JSON door (crate::http_json); gRPC itself needs HTTP/2's trailers.
+        .accept_http1(true)
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
             settings.max_concurrent_requests as usize,

@@ -133,6 +133,7 @@ pub(crate) async fn download(
     let mut stream = client
         .download_render_output(proto::DownloadRenderOutputRequest {
             job_id: job.job_id.clone(),
+            ..Default::default()
         })
         .await?
         .into_inner();

@@ -105,13 +105,16 @@ mod tests {
                 "JobError",
                 &["reason", "message", "retryable", "retry_after"],
             ),
-            ("OutputChunk", &["data", "offset"]),
+            ("OutputChunk", &["data", "offset", "output"]),
             ("GetTemplateRequest", &["template_id"]),
             ("DeleteTemplateRequest", &["template_id"]),
             ("GetRenderJobRequest", &["job_id"]),
             ("WatchRenderJobRequest", &["job_id"]),
             ("CancelRenderJobRequest", &["job_id"]),
-            ("DownloadRenderOutputRequest", &["job_id"]),
+            (
+                "DownloadRenderOutputRequest",
+                &["job_id", "offset", "length"],
+            ),
         ];
         for (message, names) in messages {
             let numbered: Vec<(String, i32)> = (1..)

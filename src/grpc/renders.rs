@@ -323,7 +323,13 @@ impl RenderService for RenderApi {
             .size(job.id, output.extension)
             .await
             .map_err(|error| download::read_failure(job.id, error))?;
-        let mut response = Response::new(self.downloads.stream(output, size, slot));
+        let range = download::range(request.get_ref(), size)?;
+        let described = job_to_proto(&job).output.map(|mut described| {
+            // The size read now is the file's (the record's is the same unless replaced).
+            described.size_bytes = size;
+            described
+        });
+        let mut response = Response::new(self.downloads.stream(output, range, described, slot));
         // MP4, WebM and GIF are compressed already: gzip would only spend CPU (on the
         // runtime) for nothing, whatever the client accepts.
         response.disable_compression();

@@ -29,6 +29,7 @@ use crate::reason::Reason;
 use bytes::{Bytes, BytesMut};
 use http::Request;
 use http_body_util::{BodyExt, Full};
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
@@ -121,6 +122,19 @@ pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
         _ => None,
     }
 }
+
+/// A request of the HTTP/JSON door ([`crate::http_json`]): its body is JSON (or a raw Lottie
+/// file) of `length` bytes, known from its headers. It is received whole under the same
+/// deadline, method limit and fair share as a gRPC message, then `convert` turns it into the
+/// method's message (a classified error when it is not one).
+#[derive(Clone)]
+pub(crate) struct JsonBody {
+    pub length: u64,
+    pub convert: ToMessage,
+}
+
+/// Turns a door's body into its method's encoded message.
+pub(crate) type ToMessage = Arc<dyn Fn(&[u8]) -> Result<Vec<u8>, ServiceError> + Send + Sync>;
 
 /// Receives each call's request message whole before passing the call on.
 #[derive(Debug, Clone)]
@@ -265,6 +279,52 @@ async fn receive(
     Ok(Received(buffer.freeze(), held))
 }
 
+/// Reads a JSON body of `length` bytes, its room in `pool` taken first.
+async fn receive_json(
+    mut body: Body,
+    length: u64,
+    pool: &FairShare<CallerKey>,
+    key: &CallerKey,
+) -> Result<Received, NotReceived> {
+    let size = usize::try_from(length).unwrap_or(usize::MAX);
+    let guard = pool
+        .acquire(key.clone(), size, REQUEST_BUFFER_WAIT)
+        .await
+        .map_err(NotReceived::Busy)?;
+    let mut buffer = BytesMut::with_capacity(size);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(NotReceived::Failed)?.into_data() else {
+            continue;
+        };
+        if buffer.len() + data.len() > size {
+            // More than its headers declared (hyper refuses this on HTTP/1.1; said again).
+            return Err(NotReceived::TooLarge {
+                declared: (buffer.len() + data.len()) as u64,
+                limit: size,
+            });
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok(Received(buffer.freeze(), Some(guard)))
+}
+
+/// The gRPC message the door's `json` body stands for, with its length prefix.
+fn json_to_message(json: &JsonBody, body: &[u8]) -> Result<Bytes, Status> {
+    let message = (json.convert)(body).map_err(Status::from)?;
+    let length = u32::try_from(message.len()).map_err(|_| {
+        Status::from(ServiceError::invalid_argument(
+            Reason::RequestTooLarge,
+            "the request message is larger than 4 GiB",
+            Vec::new(),
+        ))
+    })?;
+    let mut framed = BytesMut::with_capacity(GRPC_PREFIX_BYTES + message.len());
+    framed.extend_from_slice(&[0]);
+    framed.extend_from_slice(&length.to_be_bytes());
+    framed.extend_from_slice(&message);
+    Ok(framed.freeze())
+}
+
 /// The request body is read and replaced, so this middleware takes tonic's `Body` only.
 impl AroundCall<Body, Body> for RequestBody {
     fn around<S: Next<Body, Body>>(
@@ -284,7 +344,12 @@ impl AroundCall<Body, Body> for RequestBody {
             let (parts, _) = call.into_parts();
             return Box::pin(next.call(Request::from_parts(parts, Body::empty())));
         };
-        if let Some(declared) = content_length(call.headers()) {
+        let json = call.extensions().get::<JsonBody>().cloned();
+        if let Some(json) = &json {
+            if json.length > method.limit as u64 {
+                return super::refuse(too_large(json.length, method.limit));
+            }
+        } else if let Some(declared) = content_length(call.headers()) {
             if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
                 return super::refuse(too_large(declared, method.limit));
             }
@@ -297,8 +362,15 @@ impl AroundCall<Body, Body> for RequestBody {
         let deadline = self.deadline;
         Box::pin(async move {
             let (parts, body) = call.into_parts();
-            let received =
-                tokio::time::timeout(deadline, receive(body, method.limit, &pool, &key)).await;
+            let received = match &json {
+                Some(json) => {
+                    tokio::time::timeout(deadline, receive_json(body, json.length, &pool, &key))
+                        .await
+                }
+                None => {
+                    tokio::time::timeout(deadline, receive(body, method.limit, &pool, &key)).await
+                }
+            };
             let (bytes, held) = match received {
                 Ok(Ok(Received(bytes, held))) => (bytes, held),
                 Ok(Err(NotReceived::TooLarge { declared, limit })) => {
@@ -309,6 +381,13 @@ impl AroundCall<Body, Body> for RequestBody {
                 }
                 Ok(Err(NotReceived::Failed(status))) => return Ok(status.into_http()),
                 Err(_) => return Ok(timed_out(deadline).into_http()),
+            };
+            let bytes = match &json {
+                Some(json) => match json_to_message(json, &bytes) {
+                    Ok(message) => message,
+                    Err(status) => return Ok(status.into_http()),
+                },
+                None => bytes,
             };
             let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
             let response = next.call(request).await;

@@ -167,6 +167,7 @@ pub async fn download_chunks_through(
     let mut stream = client
         .download_render_output(proto::DownloadRenderOutputRequest {
             job_id: job_id.into(),
+            ..Default::default()
         })
         .await?
         .into_inner();

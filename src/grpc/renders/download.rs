@@ -66,18 +66,20 @@ impl DownloadLimits {
         })
     }
 
-    /// Streams `output` (of `size` bytes), holding `slot` while it is read.
+    /// Streams the `range` of `output`, holding `slot` while it is read; the first chunk
+    /// carries `described` (the whole output).
     pub(crate) fn stream(
         &self,
         output: StoredOutput,
-        size: u64,
+        range: std::ops::Range<u64>,
+        described: Option<proto::RenderOutput>,
         slot: DownloadSlot,
     ) -> DownloadStream {
         let (sender, receiver) = mpsc::channel(DOWNLOAD_READ_AHEAD);
         let receiver = Arc::new(std::sync::Mutex::new(Some(receiver)));
         tokio::spawn(read_output(
             output,
-            size,
+            (range, described),
             sender,
             receiver.clone(),
             slot,
@@ -99,6 +101,32 @@ pub struct StoredOutput {
     pub outputs: OutputStore,
     pub job_id: Uuid,
     pub extension: &'static str,
+}
+
+/// The bytes of an output of `size` bytes that `request` asks for: `offset` to the end, or
+/// `length` bytes from it (cut at the end). An offset at or past the end is the caller's
+/// mistake (RANGE_NOT_SATISFIABLE), except 0 of an empty output.
+pub(super) fn range(
+    request: &proto::DownloadRenderOutputRequest,
+    size: u64,
+) -> Result<std::ops::Range<u64>, ServiceError> {
+    let start = request.offset;
+    if start >= size && !(start == 0 && size == 0) {
+        let description = format!("offset {start} is not before the output's end ({size} bytes)");
+        return Err(ServiceError::invalid_argument(
+            Reason::RangeNotSatisfiable,
+            description.clone(),
+            vec![crate::error::FieldViolation {
+                field: "offset".into(),
+                description,
+            }],
+        ));
+    }
+    let end = match request.length {
+        0 => size,
+        length => start.saturating_add(length).min(size),
+    };
+    Ok(start..end)
 }
 
 /// The error a failed read of `job_id`'s output ends its download with.
@@ -133,14 +161,14 @@ fn take_receiver(receiver: &SharedChunkReceiver) -> Option<ChunkReceiver> {
 /// polled).
 async fn read_output(
     output: StoredOutput,
-    size: u64,
+    (range, mut described): (std::ops::Range<u64>, Option<proto::RenderOutput>),
     sender: mpsc::Sender<Result<proto::OutputChunk, Status>>,
     receiver: SharedChunkReceiver,
     slot: DownloadSlot,
     idle_timeout: Duration,
 ) {
     let job_id = output.job_id;
-    let mut offset = 0u64;
+    let (mut offset, size) = (range.start, range.end);
     while offset < size {
         let end = size.min(offset + DOWNLOAD_CHUNK_BYTES as u64);
         let read = output
@@ -155,6 +183,7 @@ async fn read_output(
                 let chunk = proto::OutputChunk {
                     data: data.into(),
                     offset,
+                    output: described.take(),
                 };
                 offset += read;
                 Ok(chunk)

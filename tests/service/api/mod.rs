@@ -7,6 +7,7 @@ mod cli;
 mod downloads;
 mod drain;
 mod errors;
+mod http_json;
 mod identity_sources;
 mod mesh;
 mod panic;

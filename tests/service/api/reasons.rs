@@ -51,6 +51,7 @@ async fn download_refusal(app: &TestApp, job_id: &str) -> tonic::Status {
         .renders()
         .download_render_output(proto::DownloadRenderOutputRequest {
             job_id: job_id.into(),
+            ..Default::default()
         })
         .await
     {

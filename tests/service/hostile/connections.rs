@@ -283,6 +283,7 @@ async fn a_stalled_download_is_ended_and_its_slot_freed() {
         .send_data(
             grpc_message(&proto::DownloadRenderOutputRequest {
                 job_id: job.job_id.clone(),
+                ..Default::default()
             }),
             true,
         )

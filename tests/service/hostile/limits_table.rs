@@ -67,8 +67,8 @@ fn seconds(duration: Duration) -> Option<Actual> {
 /// The constants the tables may name, by their path in the crate.
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
-        analysis, app, auth, config, encode, fair_share, grpc, idempotency, lottie, middleware,
-        storage, tls,
+        analysis, app, auth, config, encode, fair_share, grpc, http_json, idempotency, lottie,
+        middleware, storage, tls,
     };
     use middleware::request_body;
     match name {
@@ -154,6 +154,10 @@ fn constant(name: &str) -> Option<Actual> {
         "storage::summary::MAX_SLOT_LIST_BYTES" => {
             bytes(storage::summary::MAX_SLOT_LIST_BYTES as f64)
         }
+        "http_json::transcode::MAX_QUERY_PARAMETERS" => {
+            count(http_json::transcode::MAX_QUERY_PARAMETERS as f64)
+        }
+        "http_json::answer::MAX_ANSWER_BYTES" => bytes(http_json::answer::MAX_ANSWER_BYTES as f64),
         "app::transport::MAX_STREAMS_PER_CONNECTION" => {
             count(f64::from(app::transport::MAX_STREAMS_PER_CONNECTION))
         }

@@ -1,0 +1,331 @@
+//! The HTTP/JSON door: the same contract over HTTP/1.1 and h2c on the gRPC port, for
+//! callers that speak HTTP/JSON (scripts, automation tools, webhook senders).
+//!
+//! It is a transcoder, as Envoy's gRPC-JSON transcoder is, in front of the very same tower
+//! stack and services: a request that is not gRPC (told apart by its content type) is
+//! matched to a route of the contract's `google.api.http` annotations ([`routes`]), its
+//! path, query and JSON body become the method's request message ([`transcode`]), and it
+//! goes through the whole stack as that gRPC call (identity, tenant rate, idempotency key,
+//! body deadline, fair byte budget, load shedding, metrics, traces, handlers). The gRPC
+//! answer comes back as HTTP ([`answer`]): JSON, an RFC 9457 problem with the status the
+//! same classification gives ([`problem`]), Server-Sent Events, or the output file
+//! ([`download`]). The door holds no logic of its own, so the two protocols cannot drift.
+//!
+//! Why not axum (already built, tonic routes with it): its router would be a second table
+//! of the routes the annotations already say (and has no custom verbs, `{id}:cancel`), its
+//! extractors answer plain-text 400/415/422 with none of our reasons, and calling the use
+//! cases from axum handlers would need every layer of the stack written again for HTTP.
+
+pub mod answer;
+pub(crate) mod download;
+pub(crate) mod openapi;
+pub(crate) mod problem;
+pub(crate) mod routes;
+pub mod transcode;
+
+use crate::error::{FieldViolation, ServiceError};
+use crate::middleware::request_body::JsonBody;
+use crate::middleware::{AroundCall, AroundLayer, Next, Reply};
+use crate::reason::Reason;
+use answer::Created;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Method, Request, StatusCode};
+use http_body_util::Full;
+use prost_reflect::Value;
+use routes::{Found, Route, Routes};
+use std::sync::{Arc, OnceLock};
+use tonic::body::Body;
+use transcode::Head;
+
+/// Where the OpenAPI document of the door is served (no identity needed: it is the
+/// contract, the same for everyone).
+pub const OPENAPI_PATH: &str = "/openapi.json";
+/// The gRPC method whose route answers the output file.
+const DOWNLOAD_METHOD: &str = "/lottie.render.v1.RenderService/DownloadRenderOutput";
+/// What each creating call answers: its HTTP status, where the new resource lives and the
+/// answer's field that names it.
+const CREATING: [(&str, StatusCode, &str, &str); 2] = [
+    (
+        "/lottie.render.v1.TemplateService/CreateTemplate",
+        StatusCode::CREATED,
+        "/v1/templates/",
+        "templateId",
+    ),
+    (
+        "/lottie.render.v1.RenderService/SubmitRender",
+        StatusCode::ACCEPTED,
+        "/v1/renders/",
+        "jobId",
+    ),
+];
+
+/// The door, in front of the stack ([`crate::app::stack`]).
+#[derive(Debug, Clone)]
+pub struct HttpJson {
+    routes: Arc<Routes>,
+    /// The OpenAPI document, written once.
+    openapi: Bytes,
+}
+
+pub(crate) type HttpJsonLayer = AroundLayer<HttpJson>;
+
+impl HttpJsonLayer {
+    /// The door with the contract's routes.
+    pub(crate) fn contract() -> HttpJsonLayer {
+        let routes = contract_routes();
+        let openapi = serde_json::to_vec(&openapi::document(&routes)).unwrap_or_default();
+        AroundLayer(HttpJson {
+            routes,
+            openapi: Bytes::from(openapi),
+        })
+    }
+}
+
+/// The routes of the compiled-in descriptors, read once. They are built from our own
+/// descriptor set, so a failure is a bug of ours: logged, and the door then finds no route.
+fn contract_routes() -> Arc<Routes> {
+    static ROUTES: OnceLock<Arc<Routes>> = OnceLock::new();
+    ROUTES
+        .get_or_init(|| {
+            let routes = crate::grpc::codec::descriptor_pool()
+                .and_then(Routes::from_pool)
+                .unwrap_or_else(|error| {
+                    tracing::error!(%error, "cannot read the HTTP routes; the HTTP door is closed");
+                    Routes::none()
+                });
+            Arc::new(routes)
+        })
+        .clone()
+}
+
+/// Whether the call is gRPC (`application/grpc`, `application/grpc+proto`, …).
+fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"))
+}
+
+impl AroundCall<Body, Body> for HttpJson {
+    fn around<S: Next<Body, Body>>(
+        &self,
+        call: Request<Body>,
+        mut next: S,
+    ) -> Reply<Body, S::Error> {
+        if is_grpc(call.headers()) {
+            return Box::pin(next.call(call));
+        }
+        if call.uri().path() == OPENAPI_PATH && matches!(*call.method(), Method::GET | Method::HEAD)
+        {
+            return answer_now(self.openapi());
+        }
+        let (route, path_fields) = match self.routes.find(call.method(), call.uri().path()) {
+            Found::Route(route, fields) => (route.clone(), fields),
+            Found::OtherVerbs(verbs) => {
+                return answer_now(method_not_allowed(call.method(), &verbs))
+            }
+            Found::Nothing => return answer_now(route_not_found(call.uri().path())),
+        };
+        let head_only = call.method() == Method::HEAD;
+        let asked = (route.grpc_path == DOWNLOAD_METHOD)
+            .then(|| download::Asked::of(call.headers()))
+            .flatten();
+        let grpc = match to_grpc(call, &route, path_fields, asked) {
+            Ok(grpc) => grpc,
+            Err(error) => return answer_now(problem::of_error(error)),
+        };
+        Box::pin(async move {
+            let response = next.call(grpc).await?;
+            let output = route.method.output();
+            Ok(if route.grpc_path == DOWNLOAD_METHOD {
+                download::file(response, asked, head_only).await
+            } else if route.streams() {
+                answer::events(response, &output).await
+            } else {
+                answer::unary(response, &output, &created(&route)).await
+            })
+        })
+    }
+}
+
+impl HttpJson {
+    fn openapi(&self) -> http::Response<Body> {
+        let mut answer = http::Response::new(Body::new(Full::new(self.openapi.clone())));
+        answer.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        answer
+    }
+}
+
+fn answer_now<E: 'static>(response: http::Response<Body>) -> Reply<Body, E> {
+    Box::pin(async move { Ok(response) })
+}
+
+/// How a successful answer of `route` is given.
+fn created(route: &Route) -> Created {
+    CREATING
+        .iter()
+        .find(|(path, ..)| *path == route.grpc_path)
+        .map_or(Created::No, |(_, status, location_prefix, id_field)| {
+            Created::Yes {
+                status: *status,
+                location_prefix,
+                id_field,
+            }
+        })
+}
+
+/// The gRPC call an HTTP request to `route` stands for: the same headers (identity, key,
+/// trace context) and connection, the method's path, and its request message (built now
+/// for a route without a body; from the body, once it is received, for one with).
+fn to_grpc(
+    call: Request<Body>,
+    route: &Route,
+    path_fields: Vec<(String, String)>,
+    asked: Option<download::Asked>,
+) -> Result<Request<Body>, ServiceError> {
+    let mut head = Head::of(route, path_fields, call.uri().query())?;
+    if let Some(asked) = asked {
+        let input = &head.input;
+        for (name, value) in [("offset", asked.first), ("length", asked.length())] {
+            if let Some(field) = input.get_field_by_name(name) {
+                head.fields.push((field, Value::U64(value)));
+            }
+        }
+    }
+    let (mut parts, body) = call.into_parts();
+    let length = body_length(&parts.headers, &body);
+    let body = if route.has_body {
+        let Some(length) = length else {
+            return Err(refusal(
+                Reason::LengthRequired,
+                "a request body needs its length (Content-Length)",
+            ));
+        };
+        if length > 0 && !is_json(&parts.headers) {
+            return Err(refusal(
+                Reason::MediaTypeUnsupported,
+                "the body must be application/json",
+            ));
+        }
+        let head = Arc::new(head);
+        parts.extensions.insert(JsonBody {
+            length,
+            convert: Arc::new(move |bytes: &[u8]| head.message(bytes)),
+        });
+        body
+    } else {
+        // A route without a body reads none (GET, DELETE): its message is the head's.
+        framed(head.message(b"")?)
+    };
+    let grpc_path = http::uri::PathAndQuery::try_from(route.grpc_path.as_str())
+        .map_err(ServiceError::internal)?;
+    parts.uri = http::Uri::from_parts({
+        let mut uri = http::uri::Parts::default();
+        uri.path_and_query = Some(grpc_path);
+        uri
+    })
+    .map_err(ServiceError::internal)?;
+    parts.method = Method::POST;
+    parts.version = http::Version::HTTP_2;
+    let headers = &mut parts.headers;
+    headers.remove(http::header::CONTENT_LENGTH);
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    unquote_idempotency_key(headers);
+    Ok(Request::from_parts(parts, body))
+}
+
+/// The body's length from `Content-Length` or from the transport (an HTTP/1.1 request
+/// without either has none: 0).
+fn body_length(headers: &http::HeaderMap, body: &Body) -> Option<u64> {
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.trim().parse().ok());
+    declared.or_else(|| http_body::Body::size_hint(body).exact())
+}
+
+/// Whether the body is said to be JSON (`application/json`, with parameters or a `+json`
+/// suffix), or not said to be anything (curl's `--data-binary` says form data; that is
+/// accepted too, as every curl example would otherwise need a header).
+fn is_json(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers.get(http::header::CONTENT_TYPE) else {
+        return true;
+    };
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence.ends_with("+json")
+        || essence == "application/x-www-form-urlencoded"
+}
+
+/// The IETF draft writes the key as a structured-field string (`"abc"`); the key is what is
+/// inside the quotes, as a gRPC caller would send it.
+fn unquote_idempotency_key(headers: &mut http::HeaderMap) {
+    let key = crate::idempotency::key::IDEMPOTENCY_KEY_HEADER;
+    let unquoted = headers
+        .get(key)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix('"')?.strip_suffix('"'))
+        .and_then(|inner| HeaderValue::from_str(inner).ok());
+    if let Some(unquoted) = unquoted {
+        headers.insert(key, unquoted);
+    }
+}
+
+/// `message` as a gRPC request body.
+fn framed(message: Vec<u8>) -> Body {
+    let mut body = BytesMut::with_capacity(5 + message.len());
+    body.extend_from_slice(&[0]);
+    body.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    body.extend_from_slice(&message);
+    Body::new(Full::new(Bytes::from(body)))
+}
+
+fn refusal(reason: Reason, message: &str) -> ServiceError {
+    ServiceError::invalid_argument(
+        reason,
+        message,
+        vec![FieldViolation {
+            field: "(request)".into(),
+            description: message.into(),
+        }],
+    )
+}
+
+fn route_not_found(path: &str) -> http::Response<Body> {
+    problem::of_error(ServiceError::not_found(
+        Reason::RouteNotFound,
+        format!("no route {path:?}; the routes are in /openapi.json"),
+    ))
+}
+
+fn method_not_allowed(method: &Method, verbs: &[Method]) -> http::Response<Body> {
+    let allowed: Vec<&str> = verbs.iter().map(Method::as_str).collect();
+    let allowed = allowed.join(", ");
+    let mut answer = problem::of_error(ServiceError::invalid_argument(
+        Reason::MethodNotAllowed,
+        format!("{method} is not a method of this route; it allows {allowed}"),
+        Vec::new(),
+    ));
+    if let Ok(value) = HeaderValue::from_str(&allowed) {
+        answer.headers_mut().insert(http::header::ALLOW, value);
+    }
+    answer
+}
