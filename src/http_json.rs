@@ -24,6 +24,7 @@ pub(crate) mod routes;
 pub mod transcode;
 
 use crate::error::{FieldViolation, ServiceError};
+use crate::metrics::{HttpLabels, Metrics};
 use crate::middleware::request_body::JsonBody;
 use crate::middleware::{AroundCall, AroundLayer, Next, Reply};
 use crate::reason::Reason;
@@ -63,6 +64,7 @@ const CREATING: [(&str, StatusCode, &str, &str); 2] = [
 #[derive(Debug, Clone)]
 pub struct HttpJson {
     routes: Arc<Routes>,
+    metrics: Arc<Metrics>,
     /// The OpenAPI document, written once.
     openapi: Bytes,
 }
@@ -70,12 +72,13 @@ pub struct HttpJson {
 pub(crate) type HttpJsonLayer = AroundLayer<HttpJson>;
 
 impl HttpJsonLayer {
-    /// The door with the contract's routes.
-    pub(crate) fn contract() -> HttpJsonLayer {
+    /// The door with the contract's routes, counting its answers in `metrics`.
+    pub(crate) fn contract(metrics: Arc<Metrics>) -> HttpJsonLayer {
         let routes = contract_routes();
         let openapi = serde_json::to_vec(&openapi::document(&routes)).unwrap_or_default();
         AroundLayer(HttpJson {
             routes,
+            metrics,
             openapi: Bytes::from(openapi),
         })
     }
@@ -117,14 +120,14 @@ impl AroundCall<Body, Body> for HttpJson {
         }
         if call.uri().path() == OPENAPI_PATH && matches!(*call.method(), Method::GET | Method::HEAD)
         {
-            return answer_now(self.openapi());
+            return self.answer_now("openapi", self.openapi());
         }
         let (route, path_fields) = match self.routes.find(call.method(), call.uri().path()) {
             Found::Route(route, fields) => (route.clone(), fields),
             Found::OtherVerbs(verbs) => {
-                return answer_now(method_not_allowed(call.method(), &verbs))
+                return self.answer_now("none", method_not_allowed(call.method(), &verbs))
             }
-            Found::Nothing => return answer_now(route_not_found(call.uri().path())),
+            Found::Nothing => return self.answer_now("none", route_not_found(call.uri().path())),
         };
         let head_only = call.method() == Method::HEAD;
         let asked = (route.grpc_path == DOWNLOAD_METHOD)
@@ -132,23 +135,32 @@ impl AroundCall<Body, Body> for HttpJson {
             .flatten();
         let grpc = match to_grpc(call, &route, path_fields, asked) {
             Ok(grpc) => grpc,
-            Err(error) => return answer_now(problem::of_error(error)),
+            Err(error) => return self.answer_now(route.method.name(), problem::of_error(error)),
         };
+        let metrics = self.metrics.clone();
         Box::pin(async move {
             let response = next.call(grpc).await?;
             let output = route.method.output();
-            Ok(if route.grpc_path == DOWNLOAD_METHOD {
+            let answer = if route.grpc_path == DOWNLOAD_METHOD {
                 download::file(response, asked, head_only).await
             } else if route.streams() {
                 answer::events(response, &output).await
             } else {
                 answer::unary(response, &output, &created(&route)).await
-            })
+            };
+            count(&metrics, route.method.name(), &answer);
+            Ok(answer)
         })
     }
 }
 
 impl HttpJson {
+    /// Answers at once, without the stack (counted).
+    fn answer_now<E: 'static>(&self, method: &str, answer: http::Response<Body>) -> Reply<Body, E> {
+        count(&self.metrics, method, &answer);
+        Box::pin(async move { Ok(answer) })
+    }
+
     fn openapi(&self) -> http::Response<Body> {
         let mut answer = http::Response::new(Body::new(Full::new(self.openapi.clone())));
         answer.headers_mut().insert(
@@ -159,8 +171,14 @@ impl HttpJson {
     }
 }
 
-fn answer_now<E: 'static>(response: http::Response<Body>) -> Reply<Body, E> {
-    Box::pin(async move { Ok(response) })
+fn count(metrics: &Metrics, method: &str, answer: &http::Response<Body>) {
+    metrics
+        .http_requests
+        .get_or_create(&HttpLabels {
+            method: method.to_owned(),
+            status: answer.status().as_u16(),
+        })
+        .inc();
 }
 
 /// How a successful answer of `route` is given.

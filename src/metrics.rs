@@ -25,6 +25,14 @@ pub struct RequestLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// The gRPC method the route stands for (`SubmitRender`), or `none` for no route.
+    pub method: String,
+    /// The HTTP status answered, e.g. `422`.
+    pub status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabels {
     /// gRPC method name, e.g. `SubmitRender`; one of a fixed set, `unknown` for the rest.
     pub method: String,
@@ -124,6 +132,9 @@ metrics! {
         Family::new_with_constructor(request_duration_histogram), "request_duration_seconds",
         "Time from a gRPC call's headers to its answer's headers (a unary call's whole \
          handling; a stream's start), by method";
+    http_requests: Family<HttpLabels, Counter>, "http_requests",
+        "HTTP/JSON calls answered (also counted as the gRPC call they stand for), by method \
+         and HTTP status";
     rejections: Family<ReasonLabels, Counter>, "rejections",
         "Calls answered with an error, by ErrorInfo reason";
     // Jobs: queued, running, finished, kept, quarantined, shared.

@@ -97,7 +97,7 @@ pub fn middleware_with(
         // stands for, and its answer back into HTTP, so every layer below (and every
         // refusal of theirs) serves both protocols alike. Outermost, so that nothing below
         // ever sees anything but gRPC.
-        .layer(HttpJsonLayer::contract())
+        .layer(HttpJsonLayer::contract(metrics.clone()))
         // A server span per call, child of the caller's `traceparent`: outermost, so that
         // every refusal below is traced with its status.
         .layer(TraceContextLayer::new(tracing))

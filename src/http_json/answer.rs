@@ -16,6 +16,9 @@ use tonic::Status;
 /// its report (a few hundred KiB at the template limits); tonic's default send limit (4 MiB)
 /// caps the rest.
 pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+/// Quiet time after which an event stream sends a comment: under the idle timeouts of
+/// common proxies (nginx and most load balancers close after 60 s).
+pub const SSE_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 /// A gRPC message on the wire: a compression flag byte and a big-endian u32 length.
 const GRPC_PREFIX_BYTES: usize = 5;
 
@@ -203,7 +206,19 @@ pub(crate) async fn events(response: Response<Body>, output: &MessageDescriptor)
             }
             let next = match pending {
                 Some(message) => Next::Message(message),
-                None => reader.next(MAX_ANSWER_BYTES).await,
+                None => {
+                    let next = reader.next(MAX_ANSWER_BYTES);
+                    match tokio::time::timeout(SSE_KEEPALIVE, next).await {
+                        Ok(next) => next,
+                        // Nothing new (a job waiting in the queue): a comment keeps proxies
+                        // from closing the quiet stream. `next` keeps only what a frame
+                        // delivered, so dropping it loses nothing.
+                        Err(_) => {
+                            let comment = Bytes::from_static(b": keep-alive\n\n");
+                            return Some((Ok(comment), (None, reader, output, false)));
+                        }
+                    }
+                }
             };
             let (event, done) = match next {
                 Next::Message(message) => match to_json(&output, &message) {

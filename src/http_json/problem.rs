@@ -158,3 +158,86 @@ fn code_name(code: Code) -> &'static str {
         Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ServiceErrorCode;
+    use std::time::Duration;
+
+    #[test]
+    fn each_class_has_its_http_status_and_a_transient_one_its_delay() {
+        for (error, expected) in [
+            (
+                ServiceError::invalid_argument(Reason::SlotUnknown, "x", Vec::new()),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                ServiceError::invalid_argument(Reason::RequestTooLarge, "x", Vec::new()),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            (
+                ServiceError::invalid_argument(Reason::BodyNotJson, "x", Vec::new()),
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                ServiceError::not_found(Reason::JobNotFound, "x"),
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                ServiceError::deterministic(
+                    ServiceErrorCode::FailedPrecondition,
+                    Reason::JobNotSucceeded,
+                    "x",
+                ),
+                StatusCode::CONFLICT,
+            ),
+            (
+                ServiceError::transient(
+                    ServiceErrorCode::Aborted,
+                    Reason::IdempotencyKeyInProgress,
+                    "x",
+                    Duration::from_millis(1500),
+                ),
+                StatusCode::CONFLICT,
+            ),
+            (
+                ServiceError::transient(
+                    ServiceErrorCode::ResourceExhausted,
+                    Reason::QueueFull,
+                    "x",
+                    Duration::from_millis(1500),
+                ),
+                StatusCode::TOO_MANY_REQUESTS,
+            ),
+            (
+                ServiceError::transient(
+                    ServiceErrorCode::Unavailable,
+                    Reason::StorageUnavailable,
+                    "x",
+                    Duration::from_millis(1500),
+                ),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                ServiceError::deterministic(
+                    ServiceErrorCode::Unauthenticated,
+                    Reason::Unauthenticated,
+                    "x",
+                ),
+                StatusCode::UNAUTHORIZED,
+            ),
+        ] {
+            let transient = error.retry_after.is_some();
+            let answer = of_error(error);
+            assert_eq!(answer.status(), expected);
+            let retry_after = answer.headers().get(http::header::RETRY_AFTER);
+            // 1.5 s is said as 2 whole seconds, as the gRPC side's `retry-after`.
+            assert_eq!(
+                retry_after.map(|value| value.to_str().unwrap().to_owned()),
+                transient.then(|| "2".to_owned()),
+                "{expected}"
+            );
+        }
+    }
+}

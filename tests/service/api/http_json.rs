@@ -404,6 +404,14 @@ async fn a_full_queue_answers_429_with_the_retry_delay_grpc_gives_for_it() {
     let refusal = problem(response, StatusCode::TOO_MANY_REQUESTS).await;
     assert_eq!(refusal["reason"], "QUEUE_FULL");
     assert_eq!(refusal["retryable"], true);
+    // Counted as the gRPC call it stands for, and by its HTTP status.
+    let metrics = app.metrics_text().await;
+    assert!(
+        metrics.contains(
+            "lottie_render_http_requests_total{method=\"SubmitRender\",status=\"429\"} 1"
+        ),
+        "{metrics}"
+    );
     app.stop().await;
 }
 
