@@ -11,6 +11,9 @@ use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
+/// A hyphenated UUID, as every id of the contract is.
+const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
 /// The refusals every operation may answer, with the situation each stands for.
 const REFUSALS: [(&str, &str); 13] = [
     ("400", "The body is not JSON."),
@@ -76,7 +79,9 @@ fn operation(route: &Route) -> Value {
     let mut parameters: Vec<Value> = route
         .path_fields()
         .map(|field| {
-            json!({"name": field, "in": "path", "required": true, "schema": {"type": "string"}})
+            // Every id of the contract is a hyphenated UUID.
+            json!({"name": field, "in": "path", "required": true,
+                   "schema": {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}})
         })
         .collect();
     if !route.has_body {
@@ -106,7 +111,7 @@ fn operation(route: &Route) -> Value {
             "name": "Idempotency-Key", "in": "header",
             "required": route.grpc_path.ends_with("/SubmitRender"),
             "description": "1..=255 visible ASCII characters; a retry with the same key answers the first call's answer.",
-            "schema": {"type": "string", "minLength": 1, "maxLength": 257},
+            "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
         }));
     }
     let mut operation = json!({

@@ -39,12 +39,12 @@ impl Lookup {
         let job = match (self.local_job(tenant, id), &self.mode) {
             (Some(job), _) => Some(job),
             // Read even for a job evicted here, so that the answer takes the time any other
-            // absent job's does.
-            (None, Mode::Shared(shared)) => shared
-                .records()
-                .get(id)
-                .await?
-                .filter(|_| !self.local.evicted_here(id)),
+            // absent job's does. Evicted asked before the read, as in `Shared::join`: asked
+            // after, a record read just before its removal would answer for the job.
+            (None, Mode::Shared(shared)) => {
+                let evicted_here = self.local.evicted_here(id);
+                shared.records().get(id).await?.filter(|_| !evicted_here)
+            }
             (None, Mode::Local) => None,
         };
         Ok(job.filter(|job| job.tenant == *tenant))
@@ -116,10 +116,10 @@ impl Lookup {
             return Ok(None);
         };
         let records = shared.records().clone();
+        // Before the read, as in `find_job`.
+        let evicted_here = self.local.evicted_here(id);
         let (current, changes) = records.watch(id).await?;
-        let Some(current) =
-            current.filter(|job| job.tenant == *tenant && !self.local.evicted_here(id))
-        else {
+        let Some(current) = current.filter(|job| job.tenant == *tenant && !evicted_here) else {
             return Ok(None);
         };
         Ok(Some((records, (current, Box::pin(changes)))))

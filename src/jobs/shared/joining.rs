@@ -107,12 +107,13 @@ impl Shared {
             }
             return self.take_over(job, leader, record_shared).await;
         }
-        // A job evicted here is gone, even while its record is still to be removed.
-        let remote = self
-            .records
-            .get(leader)
-            .await?
-            .filter(|_| !self.local.evicted_here(leader));
+        // A job evicted here is gone, even while its record is still to be removed. Asked
+        // before the record is read: the writer of shared records removes the record and
+        // only then tells the board it may forget the eviction, so asked after, a read just
+        // before the removal would find the record with the eviction forgotten already, and
+        // the job would reuse an output removed with it: it would fail and render again.
+        let evicted_here = self.local.evicted_here(leader);
+        let remote = self.records.get(leader).await?.filter(|_| !evicted_here);
         match remote {
             Some(remote) if remote.state == JobState::Succeeded => {
                 let (local, copy, work_copy) = (self.local.clone(), job.clone(), work.clone());
