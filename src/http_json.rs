@@ -18,6 +18,7 @@
 
 pub mod answer;
 pub(crate) mod download;
+mod keep_alive;
 pub(crate) mod openapi;
 pub(crate) mod problem;
 pub(crate) mod routes;
@@ -32,6 +33,7 @@ use answer::Created;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
+use keep_alive::BodyRead;
 use prost_reflect::Value;
 use routes::{Found, Route, Routes};
 use std::sync::{Arc, OnceLock};
@@ -122,12 +124,17 @@ impl AroundCall<Body, Body> for HttpJson {
         {
             return self.answer_now("openapi", self.openapi());
         }
+        let (call, body_read) = BodyRead::follow(call);
         let (route, path_fields) = match self.routes.find(call.method(), call.uri().path()) {
             Found::Route(route, fields) => (route.clone(), fields),
             Found::OtherVerbs(verbs) => {
-                return self.answer_now("none", method_not_allowed(call.method(), &verbs))
+                let answer = method_not_allowed(call.method(), &verbs);
+                return self.answer_now("none", body_read.mark(answer));
             }
-            Found::Nothing => return self.answer_now("none", route_not_found(call.uri().path())),
+            Found::Nothing => {
+                let answer = route_not_found(call.uri().path());
+                return self.answer_now("none", body_read.mark(answer));
+            }
         };
         let head_only = call.method() == Method::HEAD;
         let asked = (route.grpc_path == DOWNLOAD_METHOD)
@@ -135,7 +142,10 @@ impl AroundCall<Body, Body> for HttpJson {
             .flatten();
         let grpc = match to_grpc(call, &route, path_fields, asked) {
             Ok(grpc) => grpc,
-            Err(error) => return self.answer_now(route.method.name(), problem::of_error(error)),
+            Err(error) => {
+                let answer = body_read.mark(problem::of_error(error));
+                return self.answer_now(route.method.name(), answer);
+            }
         };
         let metrics = self.metrics.clone();
         Box::pin(async move {
@@ -149,7 +159,7 @@ impl AroundCall<Body, Body> for HttpJson {
                 answer::unary(response, &output, &created(&route)).await
             };
             count(&metrics, route.method.name(), &answer);
-            Ok(answer)
+            Ok(body_read.mark(answer))
         })
     }
 }

@@ -559,6 +559,8 @@ async fn a_body_without_a_length_is_411_and_a_deeply_nested_one_is_refused_at_it
     let answer = String::from_utf8_lossy(&answer[..read]).to_string();
     assert!(answer.starts_with("HTTP/1.1 411"), "{answer}");
     assert!(answer.contains("LENGTH_REQUIRED"), "{answer}");
+    // The body was never read, so the connection cannot carry another request: said.
+    assert!(answer.contains("connection: close"), "{answer}");
     // 100,000 levels of nesting (200 KB): the contract has no free-form JSON member, so the
     // first `[` is already not the message (nothing is nested; serde_json's depth limit of
     // 128 would stop it otherwise).
