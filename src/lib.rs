@@ -71,3 +71,4 @@ mod sync;
 pub mod telemetry;
 pub(crate) mod templates;
 pub mod tls;
+pub mod webhooks;

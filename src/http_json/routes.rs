@@ -224,41 +224,39 @@ mod tests {
     fn paths_find_their_method_and_fields() {
         let routes = routes();
         let id = "0b9c6b2e-4f7e-4a53-9d3e-2f1d8e0c1a55";
-        for (verb, path, method, fields) in [
-            (http::Method::POST, "/v1/renders", "SubmitRender", vec![]),
+        let table = [
+            ("POST", "/v1/renders", "SubmitRender", None),
             (
-                http::Method::POST,
-                &format!("/v1/renders/{id}:cancel") as &str,
+                "POST",
+                "/v1/renders/ID:cancel",
                 "CancelRenderJob",
-                vec![("job_id", id)],
+                Some("job_id"),
             ),
+            ("GET", "/v1/renders/ID", "GetRenderJob", Some("job_id")),
             (
-                http::Method::GET,
-                &format!("/v1/renders/{id}"),
-                "GetRenderJob",
-                vec![("job_id", id)],
-            ),
-            (
-                http::Method::HEAD,
-                &format!("/v1/renders/{id}/output"),
+                "HEAD",
+                "/v1/renders/ID/output",
                 "DownloadRenderOutput",
-                vec![("job_id", id)],
+                Some("job_id"),
             ),
             (
-                http::Method::DELETE,
-                &format!("/v1/templates/{id}"),
+                "DELETE",
+                "/v1/templates/ID",
                 "DeleteTemplate",
-                vec![("template_id", id)],
+                Some("template_id"),
             ),
-            (http::Method::GET, "/v1/templates", "ListTemplates", vec![]),
-        ] {
-            let Found::Route(route, found) = routes.find(&verb, path) else {
+            ("GET", "/v1/templates", "ListTemplates", None),
+        ];
+        for (verb, path, method, field) in table {
+            let verb: http::Method = verb.parse().unwrap();
+            let path = path.replace("ID", id);
+            let Found::Route(route, found) = routes.find(&verb, &path) else {
                 panic!("{verb} {path} found nothing");
             };
             assert_eq!(route.method.name(), method, "{path}");
-            let expected: Vec<(String, String)> = fields
+            let expected: Vec<(String, String)> = field
+                .map(|field| (field.to_owned(), id.to_owned()))
                 .into_iter()
-                .map(|(field, value)| (field.to_owned(), value.to_owned()))
                 .collect();
             assert_eq!(found, expected, "{path}");
         }

@@ -73,7 +73,9 @@ pub(crate) fn server_config(files: &TlsFiles) -> Result<ServerConfig, TlsFilesEr
         }
     };
     let mut config = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    // h2 first (gRPC needs it); http/1.1 for the HTTP/JSON door's HTTP/1.1 clients, whom
+    // rustls would otherwise refuse in the handshake (no protocol in common).
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 
@@ -161,7 +163,10 @@ mod tests {
             client_ca: Some(write("ca.pem", &other_cert)),
         };
         let config = server_config(&files).unwrap();
-        assert_eq!(config.alpn_protocols, vec![b"h2".to_vec()]);
+        assert_eq!(
+            config.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
 
         let with = |change: &dyn Fn(&mut TlsFiles)| {
             let mut files = files.clone();

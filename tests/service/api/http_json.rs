@@ -592,3 +592,44 @@ async fn a_body_without_a_length_is_411_and_a_deeply_nested_one_is_refused_at_it
     assert!(document["paths"]["/v1/renders/{job_id}:cancel"]["post"].is_object());
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_http1_only_client_is_served_over_tls() {
+    use rustls::pki_types::pem::PemObject;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = crate::api::pki::TestCa::new("test ca");
+    let tls = crate::api::pki::server_tls(dir.path(), &ca, None);
+    let app = spawn_app_with(|settings| settings.tls = tls).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca.pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    // What Python's requests or an HTTP/1.1-only tool offers.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(app.address).await.unwrap();
+    let mut tls = connector
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .expect("a handshake offering only http/1.1");
+    tls.write_all(b"GET /openapi.json HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    // To the end of the answer (a peer that closes without close_notify ends it too).
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"openapi\":\"3.1.0\""));
+    app.stop().await;
+}
