@@ -7,6 +7,7 @@ use crate::helpers::*;
 use lottie_render::grpc::proto;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
@@ -631,5 +632,56 @@ async fn an_http1_only_client_is_served_over_tls() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"openapi\":\"3.1.0\""));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_key_still_being_handled_is_409_with_a_delay_then_replayed() {
+    let app = spawn_app().await;
+    // A template whose analysis takes seconds: an endless expression, baked until its CPU
+    // budget runs out (then registered with a warning).
+    let slow = lottie_render::cli::bench_hostile::payloads::red_square(json!({
+        "a": 0, "k": [50, 50], "x": "var $bm_rt; while (true) {} $bm_rt = [0, 0];"
+    }));
+    let body = serde_json::to_vec(&slow).unwrap();
+    let key = unique_key();
+    let create = |client: Client| {
+        let (body, key, url) = (
+            body.clone(),
+            key.clone(),
+            url(&app, "/v1/templates?name=slow"),
+        );
+        async move {
+            client
+                .post(url)
+                .header("idempotency-key", key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // Two calls with the key, the second while the first is being handled (whichever claims
+    // the key first on a loaded machine, the other is the one told to come back).
+    let first = tokio::spawn(create(http1()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = create(http1()).await;
+    let first = first.await.unwrap();
+    let (created, in_progress) = if first.status() == StatusCode::CREATED {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert_eq!(created.status(), StatusCode::CREATED);
+    assert_eq!(in_progress.headers()["retry-after"], "1");
+    let in_progress = problem(in_progress, StatusCode::CONFLICT).await;
+    assert_eq!(in_progress["reason"], "IDEMPOTENCY_KEY_IN_PROGRESS");
+    let created: Value = created.json().await.unwrap();
+    let replay = create(http1()).await;
+    assert_eq!(replay.status(), StatusCode::CREATED);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let replayed: Value = replay.json().await.unwrap();
+    assert_eq!(replayed["templateId"], created["templateId"]);
     app.stop().await;
 }

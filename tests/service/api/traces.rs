@@ -321,3 +321,33 @@ async fn a_collector_that_never_answers_does_not_slow_calls() {
     );
     app.stop().await;
 }
+
+/// An HTTP/JSON call is traced as the gRPC call it stands for, under its `traceparent`.
+#[tokio::test]
+async fn an_http_json_call_is_traced_under_its_traceparent() {
+    let (app, exporter) = traced_app().await;
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/v1/renders", app.address))
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::UNPROCESSABLE_ENTITY);
+    let spans = exporter.get_finished_spans().unwrap();
+    let submit = only_span(
+        &spans,
+        TraceId::from_hex(CLIENT_TRACE).unwrap(),
+        "lottie.render.v1.RenderService/SubmitRender",
+    );
+    assert_eq!(
+        submit.parent_span_id,
+        SpanId::from_hex(CLIENT_SPAN).unwrap()
+    );
+    assert_eq!(
+        attribute(submit, "rpc.grpc.status_code"),
+        Some(&Value::I64(tonic::Code::InvalidArgument as i64))
+    );
+    app.stop().await;
+}
