@@ -37,12 +37,15 @@ pub enum Outcome {
     },
     /// No answer in time, no connection, or a broken one.
     NoAnswer,
+    /// Never sent: the destination, or every address its name resolves to, is refused.
+    Refused,
 }
 
 impl Verdict {
     pub fn of(outcome: Outcome) -> Verdict {
         match outcome {
             Outcome::NoAnswer => Verdict::Retry(None),
+            Outcome::Refused => Verdict::Permanent,
             Outcome::Answered { status, .. } if (200..300).contains(&status) => Verdict::Delivered,
             Outcome::Answered {
                 status,
@@ -98,6 +101,7 @@ mod tests {
             assert_eq!(answered(status), Verdict::Retry(None), "{status}");
         }
         assert_eq!(Verdict::of(Outcome::NoAnswer), Verdict::Retry(None));
+        assert_eq!(Verdict::of(Outcome::Refused), Verdict::Permanent);
         let told = Verdict::of(Outcome::Answered {
             status: 503,
             retry_after: Some(Duration::from_secs(1)),
