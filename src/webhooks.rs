@@ -1,12 +1,17 @@
-//! Webhooks (issue 23, part 2), the parts that decide, each pure and unit-tested:
-//! [`destination`] (where a webhook may be sent: https, and no address of this machine or its
-//! private networks, at submit and at connect time), [`client`] (one bounded request, the
-//! resolved addresses checked), [`signing`] (Standard Webhooks
-//! signatures and the secrets file) and [`retry`] (a receiver's answer classified as we ask
-//! our callers to classify ours, backoff with full jitter). Not yet wired to
-//! `RenderRequest.notify` and a delivery loop: see docs/http.md, Webhooks.
+//! Webhooks (issue 23, part 2), built bottom-up; not yet wired to `RenderRequest.notify` and a
+//! delivery loop (docs/http.md, Webhooks):
+//! - [`destination`]: where a webhook may be sent (https, and no address of this machine or
+//!   its private networks, checked at submit and again on the resolved address);
+//! - [`client`]: one bounded request, through a resolver that keeps only allowed addresses;
+//! - [`signing`]: Standard Webhooks signatures and the secrets file;
+//! - [`retry`]: a receiver's answer classified as we ask our callers to classify ours, and the
+//!   backoff with full jitter;
+//! - [`delivery`]: one event's delivery as a state machine, and a destination's breaker.
+//!
+//! All but the client are pure and unit-tested; the client is tested against a real receiver.
 
 pub mod client;
+pub mod delivery;
 pub mod destination;
 pub mod retry;
 pub mod signing;
