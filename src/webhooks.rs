@@ -6,12 +6,14 @@
 //! - [`signing`]: Standard Webhooks signatures and the secrets file;
 //! - [`retry`]: a receiver's answer classified as we ask our callers to classify ours, and the
 //!   backoff with full jitter;
-//! - [`delivery`]: one event's delivery as a state machine, and a destination's breaker.
+//! - [`delivery`]: one event's delivery as a state machine, and a destination's breaker;
+//! - [`event`]: the body (type, timestamp, the job in canonical JSON).
 //!
 //! All but the client are pure and unit-tested; the client is tested against a real receiver.
 
 pub mod client;
 pub mod delivery;
 pub mod destination;
+pub mod event;
 pub mod retry;
 pub mod signing;
