@@ -5,10 +5,8 @@
 
 use super::answer::{streamed, Messages, Next};
 use super::problem;
-use crate::grpc::proto;
-use bytes::Bytes;
+use crate::grpc::renders::read_chunk;
 use http::{HeaderValue, Response, StatusCode};
-use prost::Message;
 use tonic::body::Body;
 use tonic::Status;
 
@@ -71,11 +69,11 @@ pub(crate) async fn file(
         }
         Next::End(status) => return problem::of_status(&status),
     };
-    let chunk = match proto::OutputChunk::decode(first) {
+    let chunk = match read_chunk(first) {
         Ok(chunk) => chunk,
-        Err(error) => return problem::of_status(&Status::internal(error.to_string())),
+        Err(error) => return problem::of_status(&Status::internal(error)),
     };
-    let Some(output) = chunk.output.clone() else {
+    let Some(output) = chunk.file.clone() else {
         return problem::of_status(&Status::internal("a download without its description"));
     };
     let start = chunk.offset;
@@ -86,18 +84,16 @@ pub(crate) async fn file(
     let mut answer = if head_only {
         Response::new(Body::empty())
     } else {
-        let first = Some(Bytes::from(chunk.data));
+        let first = Some(chunk.data);
         let stream =
             futures_util::stream::unfold((first, reader), |(first, mut reader)| async move {
                 if let Some(data) = first {
                     return Some((Ok(data), (None, reader)));
                 }
                 match reader.next(MAX_CHUNK_MESSAGE_BYTES).await {
-                    Next::Message(message) => match proto::OutputChunk::decode(message) {
-                        Ok(chunk) => Some((Ok(Bytes::from(chunk.data)), (None, reader))),
-                        Err(error) => {
-                            Some((Err(Status::internal(error.to_string())), (None, reader)))
-                        }
+                    Next::Message(message) => match read_chunk(message) {
+                        Ok(chunk) => Some((Ok(chunk.data), (None, reader))),
+                        Err(error) => Some((Err(Status::internal(error)), (None, reader))),
                     },
                     Next::End(status) if status.code() == tonic::Code::Ok => None,
                     Next::End(status) => Some((Err(status), (None, reader))),

@@ -129,6 +129,38 @@ pub(super) fn range(
     Ok(start..end)
 }
 
+/// One download chunk as the HTTP door needs it, read from its wire bytes (generated types
+/// stay in this module): its data, its offset, and the whole file's type, size and sha256
+/// on the first chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRead {
+    pub data: bytes::Bytes,
+    pub offset: u64,
+    pub file: Option<FileFacts>,
+}
+
+/// What the first chunk says of the whole output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFacts {
+    pub content_type: String,
+    pub size_bytes: u64,
+    pub sha256: String,
+}
+
+/// Reads an OutputChunk's wire bytes.
+pub fn read_chunk(bytes: bytes::Bytes) -> Result<ChunkRead, String> {
+    let chunk = <proto::OutputChunk as prost::Message>::decode(bytes).map_err(|e| e.to_string())?;
+    Ok(ChunkRead {
+        data: chunk.data.into(),
+        offset: chunk.offset,
+        file: chunk.output.map(|output| FileFacts {
+            content_type: output.content_type,
+            size_bytes: output.size_bytes,
+            sha256: output.sha256,
+        }),
+    })
+}
+
 /// The error a failed read of `job_id`'s output ends its download with.
 pub(super) fn read_failure(job_id: Uuid, error: StorageError) -> Status {
     match error {
