@@ -7,7 +7,8 @@
 //! - [`retry`]: a receiver's answer classified as we ask our callers to classify ours, and the
 //!   backoff with full jitter;
 //! - [`delivery`]: one event's delivery as a state machine, and a destination's breaker;
-//! - [`event`]: the body (type, timestamp, the job in canonical JSON).
+//! - [`event`]: the body (type, timestamp, the job in canonical JSON);
+//! - [`store`]: deliveries kept in the data directory across restarts.
 //!
 //! All but the client are pure and unit-tested; the client is tested against a real receiver.
 
@@ -17,3 +18,4 @@ pub mod destination;
 pub mod event;
 pub mod retry;
 pub mod signing;
+pub mod store;

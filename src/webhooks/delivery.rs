@@ -19,7 +19,7 @@ pub const BREAKER_FAILURES: u32 = 5;
 pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(60);
 
 /// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum State {
     /// To be tried at this time.
     Due(SystemTime),
@@ -31,7 +31,7 @@ pub enum State {
 }
 
 /// One event's delivery to one destination.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Delivery {
     /// The `webhook-id`: the same on every attempt.
     pub id: String,
