@@ -47,6 +47,8 @@ pub enum ServerError {
     Transport(#[from] tonic::transport::Error),
     #[error(transparent)]
     Tracing(#[from] TracingError),
+    #[error("cannot set up webhooks: {0}")]
+    Webhooks(String),
 }
 
 /// Builds the application and serves until `shutdown` resolves, then drains: health

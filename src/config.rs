@@ -259,6 +259,9 @@ pub struct ServerSettings {
     /// The bounds of the jobs kept per tenant and per instance (crate::jobs::retention).
     #[command(flatten)]
     pub retained_jobs: crate::jobs::retention::RetainedJobSettings,
+    /// Webhook signing, destinations and retries (crate::webhooks).
+    #[command(flatten)]
+    pub webhooks: crate::webhooks::settings::WebhookSettings,
 }
 
 /// The sustained rate and the burst of one tenant (`middleware::tenant_rate_limit`).
@@ -319,6 +322,7 @@ impl ServerSettings {
             tls: crate::tls::TlsSettings::default(),
             storage: crate::storage::settings::StorageSettings::default(),
             retained_jobs: crate::jobs::retention::RetainedJobSettings::default(),
+            webhooks: crate::webhooks::settings::WebhookSettings::default(),
         }
     }
 

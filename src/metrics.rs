@@ -25,6 +25,13 @@ pub struct RequestLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookAttemptLabels {
+    /// `delivered`, `refused` (a permanent answer or a refused address), `retried` or
+    /// `expired` (given up after its window).
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
     /// The gRPC method the route stands for (`SubmitRender`), or `none` for no route.
     pub method: String,
@@ -213,6 +220,14 @@ metrics! {
     tenant_refusals: Family<TenantRefusalLabels, Counter>, "tenant_refusals",
         "Calls refused for a tenant's fair share (job limit or request rate), by tenant and \
          reason";
+    // Webhooks.
+    webhook_attempts: Family<WebhookAttemptLabels, Counter>, "webhook_attempts",
+        "Webhook delivery attempts, by what came of them (delivered, refused, retried, \
+         expired)";
+    webhook_deliveries_pending: Gauge, "webhook_deliveries_pending",
+        "Webhook deliveries not yet ended, as this instance's store last counted them";
+    webhook_breakers_open: Gauge, "webhook_breakers_open",
+        "Webhook destinations this instance leaves alone for a while (circuit breaker open)";
 }
 
 impl Metrics {

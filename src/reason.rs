@@ -68,6 +68,7 @@ reasons! {
     JobTooLarge => "JOB_TOO_LARGE",
     OutputTooLong => "OUTPUT_TOO_LONG",
     RenderQuarantined => "RENDER_QUARANTINED",
+    WebhookSecretMissing => "WEBHOOK_SECRET_MISSING",
     // Jobs and their outputs.
     JobNotFound => "JOB_NOT_FOUND",
     JobNotSucceeded => "JOB_NOT_SUCCEEDED",

@@ -172,6 +172,7 @@ pub fn run(data: &[u8]) {
             height: 0,
             background: None,
         }),
+        notify: None,
     };
     // What the gRPC boundary refuses never reaches the worker.
     let Ok(submission) = RenderSubmission::try_from(wire) else {

@@ -51,6 +51,8 @@ impl App {
             let probes = HttpProbes::new(self.health.clone());
             background.spawn(http_endpoint::serve(listener, self.metrics.clone(), probes));
         }
+        let (dispatcher, snapshots) = self.webhook_loops;
+        background.spawn(dispatcher.run(snapshots));
         let (scheduler, retention) = (self.scheduler.clone(), self.settings.retention());
         background.spawn(sweep_expired(scheduler, self.templates, retention));
         self.configuration_watcher

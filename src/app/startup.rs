@@ -16,7 +16,7 @@ use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::redis_store::RedisStore;
 use crate::idempotency::store::{IdempotencyStore, MemoryStore};
 use crate::jobs::admission::JobLimits;
-use crate::jobs::intake::Intake;
+use crate::jobs::intake::{Intake, NotifyCheck};
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
@@ -31,10 +31,16 @@ use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
 use crate::telemetry::traces::Tracing;
 use crate::tls::watch::{WatchedFiles, Watcher};
 use crate::tls::ReloadableTls;
+use crate::webhooks::client::Sender as WebhookSender;
+use crate::webhooks::dispatch::Dispatcher;
+use crate::webhooks::signing::{parse_secrets_file, Secret, SigningSecrets};
+use crate::webhooks::store::{Deliveries, DirectoryDeliveries, RedisDeliveries};
+use crate::webhooks::Webhooks;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 use tonic::codec::CompressionEncoding;
 use tonic::service::Routes;
 use tonic_health::pb::health_server::HealthServer;
@@ -79,6 +85,8 @@ pub struct App {
     /// Set on shutdown: new submissions are answered UNAVAILABLE.
     pub(super) draining: Arc<AtomicBool>,
     pub(super) router: GrpcRouter,
+    /// The webhook loops, and the job snapshots they read (run by `run_until_stopped`).
+    pub(super) webhook_loops: (Dispatcher, mpsc::UnboundedReceiver<crate::jobs::Job>),
 }
 
 impl App {
@@ -97,7 +105,6 @@ impl App {
             Some(files) => Some(Arc::new(ReloadableTls::load(files)?)),
             None => None,
         };
-        let configuration_watcher = configuration_watcher(&settings, &identities, tls.as_ref());
         let (templates, outputs) = stores(&settings)?;
         let executable = executable(settings.worker_executable.clone())?;
         sandbox_self_test(&executable, &metrics).await;
@@ -106,6 +113,8 @@ impl App {
             .as_ref()
             .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
         let analysis = analysis_pool(&settings)?;
+        let webhooks = webhooks(&settings, redis.as_ref())?;
+        let (announcements, snapshots) = mpsc::unbounded_channel();
         let scheduler = scheduler(
             &settings,
             executable,
@@ -113,7 +122,11 @@ impl App {
             &metrics,
             &tracing,
             &shared_jobs,
+            announcements,
         );
+        let webhook_loops = (dispatcher(&settings, &webhooks, &metrics)?, snapshots);
+        let configuration_watcher =
+            configuration_watcher(&settings, &identities, tls.as_ref(), &webhooks);
         let keys = key_policy(&settings, redis.as_ref());
         let draining = Arc::new(AtomicBool::new(false));
         let health = HealthReporter::new();
@@ -124,6 +137,7 @@ impl App {
             keys,
             draining: draining.clone(),
             health: health.clone(),
+            webhooks,
         };
         let routes = with_reflection(services.routes(&settings))?;
         health
@@ -164,6 +178,7 @@ impl App {
             probes,
             draining,
             router,
+            webhook_loops,
         })
     }
 }
@@ -230,6 +245,7 @@ fn configuration_watcher(
     settings: &ServerSettings,
     identities: &Arc<Identities>,
     tls: Option<&Arc<ReloadableTls>>,
+    webhooks: &Webhooks,
 ) -> Watcher {
     let mut watched = identity_file_watches(
         settings.api_keys.as_deref(),
@@ -237,7 +253,93 @@ fn configuration_watcher(
         identities,
     );
     watched.extend(tls.map(crate::tls::watch));
+    watched.extend(settings.webhooks.webhook_secrets.as_ref().map(|path| {
+        let (path, secrets) = (path.clone(), webhooks.secrets.clone());
+        WatchedFiles {
+            name: "webhook_secrets",
+            paths: vec![path.clone()],
+            reload: Box::new(move || {
+                let read = read_webhook_secrets(&path)?;
+                let summary = format!("{} tenants", read.len());
+                secrets.replace(read);
+                Ok(summary)
+            }),
+        }
+    }));
     Watcher::new(watched)
+}
+
+/// The secrets of a `--webhook-secrets` file, or why it does not read.
+fn read_webhook_secrets(
+    path: &Path,
+) -> Result<std::collections::HashMap<crate::auth::TenantId, Vec<Secret>>, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| error.to_string())?;
+    parse_secrets_file(&text)
+}
+
+/// Where webhooks may go, who signs them, and where their deliveries are kept (beside the
+/// job records: Redis when there is one, else the data directory).
+fn webhooks(
+    settings: &ServerSettings,
+    redis: Option<&Arc<RedisClient>>,
+) -> Result<Webhooks, ServerError> {
+    let secrets = match &settings.webhooks.webhook_secrets {
+        Some(path) => {
+            let secrets = read_webhook_secrets(path)
+                .map_err(|reason| ServerError::Webhooks(format!("{}: {reason}", path.display())))?;
+            tracing::info!(path = %path.display(), tenants = secrets.len(), "webhook secrets loaded");
+            SigningSecrets::from_file(secrets)
+        }
+        None => SigningSecrets::generated(),
+    };
+    let store = match redis {
+        // Kept through their retry window, then as long as jobs are.
+        Some(redis) => Deliveries::Redis(Arc::new(RedisDeliveries::new(
+            redis.clone(),
+            settings.webhooks.window() + settings.retention(),
+        ))),
+        None => Deliveries::Directory(Arc::new(
+            DirectoryDeliveries::open(&settings.data_dir)
+                .map_err(|error| ServerError::Webhooks(error.to_string()))?,
+        )),
+    };
+    Ok(Webhooks {
+        policy: Arc::new(settings.webhooks.policy()),
+        secrets: Arc::new(secrets),
+        store,
+    })
+}
+
+/// The webhooks' check of a submission's `notify`, for the intake.
+fn notify_check(webhooks: &Webhooks) -> NotifyCheck {
+    let webhooks = webhooks.clone();
+    NotifyCheck(Arc::new(move |tenant, notify| {
+        webhooks.check(tenant, notify)
+    }))
+}
+
+/// The loops that deliver webhooks.
+fn dispatcher(
+    settings: &ServerSettings,
+    webhooks: &Webhooks,
+    metrics: &Arc<Metrics>,
+) -> Result<Dispatcher, ServerError> {
+    let mut sender = WebhookSender::new(webhooks.policy.clone())
+        .map_err(|error| ServerError::Webhooks(error.to_string()))?;
+    if let Some(timeout) = settings.webhooks.answer_timeout {
+        sender = sender.with_answer_timeout(timeout);
+    }
+    Ok(Dispatcher {
+        store: webhooks.store.clone(),
+        sender,
+        policy: webhooks.policy.clone(),
+        secrets: webhooks.secrets.clone(),
+        metrics: metrics.clone(),
+        job_json: Arc::new(crate::grpc::renders::job_json),
+        window: settings.webhooks.window(),
+        concurrency: settings.webhooks.webhook_concurrency as usize,
+        kept: settings.retention(),
+    })
 }
 
 /// The watches that put changed files in force in `identities`.
@@ -360,6 +462,7 @@ fn scheduler(
     metrics: &Arc<Metrics>,
     tracing: &Tracing,
     shared_jobs: &Option<Arc<SharedJobs>>,
+    announcements: mpsc::UnboundedSender<crate::jobs::Job>,
 ) -> Arc<Scheduler> {
     Scheduler::start(
         SchedulerSettings {
@@ -371,6 +474,7 @@ fn scheduler(
             spare_workers: usize::from(settings.spare_workers),
             job_lease: settings.job_lease(),
             retained: settings.retained_jobs.limits(),
+            announcements: Some(announcements),
         },
         settings.queue_capacity as usize,
         outputs,
@@ -400,6 +504,7 @@ struct Services {
     keys: KeyPolicy,
     draining: Arc<AtomicBool>,
     health: HealthReporter,
+    webhooks: Webhooks,
 }
 
 impl Services {
@@ -432,11 +537,13 @@ impl Services {
                 },
                 self.keys,
                 self.draining,
+                notify_check(&self.webhooks),
             ))
             .with_download_limits(DownloadLimits::new(
                 settings.max_downloads as usize,
                 settings.download_idle_timeout(),
-            )),
+            ))
+            .with_webhook_deliveries(self.webhooks.store),
         )
         .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
         .accept_compressed(CompressionEncoding::Gzip)

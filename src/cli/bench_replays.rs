@@ -119,6 +119,7 @@ async fn replay(
         template_id: created.template_id,
         modifications: None,
         output: square_output(proto::Format::Gif, 30, 100),
+        notify: None,
     };
     const KEY: &str = "bench-replay-key";
     let submit = |mut client: RenderServiceClient<Channel>, request: proto::RenderRequest| async move {

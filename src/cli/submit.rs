@@ -42,6 +42,34 @@ pub struct SubmitArgs {
     /// With --wait: save the output here.
     #[arg(short = 'o', long = "output", requires = "wait")]
     pub output: Option<PathBuf>,
+    /// POST the job's terminal events (succeeded, failed, cancelled), signed, to this https
+    /// URL (docs/http.md, Webhooks).
+    #[arg(long)]
+    pub webhook: Option<String>,
+    /// With --webhook: send this event too or instead (`started`, `succeeded`, `failed`,
+    /// `cancelled`; repeat the flag for several) [default: the three terminal ones].
+    #[arg(long = "webhook-event", value_enum, requires = "webhook")]
+    pub webhook_events: Vec<WebhookEventArg>,
+}
+
+/// An event of `--webhook-event`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebhookEventArg {
+    Started,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl WebhookEventArg {
+    fn to_proto(self) -> proto::WebhookEvent {
+        match self {
+            WebhookEventArg::Started => proto::WebhookEvent::Started,
+            WebhookEventArg::Succeeded => proto::WebhookEvent::Succeeded,
+            WebhookEventArg::Failed => proto::WebhookEvent::Failed,
+            WebhookEventArg::Cancelled => proto::WebhookEvent::Cancelled,
+        }
+    }
 }
 
 fn color(rgba: Rgba) -> proto::Color {
@@ -77,6 +105,14 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                 width: args.width,
                 height: args.height,
                 background: background.map(color),
+            }),
+            notify: args.webhook.clone().map(|webhook_url| proto::Notify {
+                webhook_url,
+                events: args
+                    .webhook_events
+                    .iter()
+                    .map(|event| event.to_proto() as i32)
+                    .collect(),
             }),
         };
         let key = args

@@ -255,6 +255,7 @@ mod tests {
                 format: proto::Format::Gif as i32,
                 ..Default::default()
             }),
+            notify: None,
         }
     }
 

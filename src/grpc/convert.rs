@@ -7,7 +7,11 @@
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
 use crate::reason::Reason;
-use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec, RenderSubmission, Rgba};
+use crate::spec::{
+    Dimension, Format, Fps, Modifications, Notify, OutputSpec, RenderSubmission, Rgba,
+};
+use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;
+use crate::webhooks::event::EventType;
 use garde::Validate;
 use std::collections::BTreeMap;
 
@@ -70,6 +74,18 @@ struct RenderRequestDraft {
     modifications: ModificationsDraft,
     #[garde(required, dive)]
     output: Option<OutputDraft>,
+    #[garde(dive)]
+    notify: Option<NotifyDraft>,
+}
+
+#[derive(Debug, Validate)]
+struct NotifyDraft {
+    // The destination policy (https, no private address) needs the server's settings: it is
+    // applied by the intake, after these checks.
+    #[garde(length(min = 1, max = MAX_WEBHOOK_URL_BYTES))]
+    webhook_url: String,
+    #[garde(custom(distinct_known_events))]
+    events: Vec<i32>,
 }
 
 #[derive(Debug, Default, Validate)]
@@ -136,6 +152,10 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                 height: output.height,
                 background: output.background.map(ColorDraft::from),
             }),
+            notify: request.notify.map(|notify| NotifyDraft {
+                webhook_url: notify.webhook_url,
+                events: notify.events,
+            }),
         }
     }
 }
@@ -199,8 +219,52 @@ impl RenderRequestDraft {
                 height: size(output.height)?,
                 background: output.background.map(color).transpose()?,
             },
+            notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
         })
     }
+}
+
+impl NotifyDraft {
+    fn into_domain(self) -> Result<Notify, String> {
+        let mut events = self
+            .events
+            .into_iter()
+            .map(webhook_event)
+            .collect::<Option<Vec<_>>>()
+            .ok_or("webhook event after validation")?;
+        if events.is_empty() {
+            events = EventType::TERMINAL.to_vec();
+        }
+        events.sort();
+        Ok(Notify {
+            url: self.webhook_url,
+            events,
+        })
+    }
+}
+
+fn webhook_event(value: i32) -> Option<EventType> {
+    match proto::WebhookEvent::try_from(value).ok()? {
+        proto::WebhookEvent::Started => Some(EventType::Started),
+        proto::WebhookEvent::Succeeded => Some(EventType::Succeeded),
+        proto::WebhookEvent::Failed => Some(EventType::Failed),
+        proto::WebhookEvent::Cancelled => Some(EventType::Cancelled),
+        proto::WebhookEvent::Unspecified => None,
+    }
+}
+
+fn distinct_known_events(events: &[i32], _: &()) -> garde::Result {
+    for (index, value) in events.iter().enumerate() {
+        if webhook_event(*value).is_none() {
+            return Err(garde::Error::new(format!(
+                "must be WEBHOOK_EVENT_STARTED, _SUCCEEDED, _FAILED or _CANCELLED, got {value}"
+            )));
+        }
+        if events[..index].contains(value) {
+            return Err(garde::Error::new(format!("event {value} is listed twice")));
+        }
+    }
+    Ok(())
 }
 
 /// Parses a UUID in its hyphenated form only (`Uuid::try_parse` also takes the simple and
@@ -334,6 +398,7 @@ mod tests {
                 height: 0,
                 background: None,
             }),
+            notify: None,
         }
     }
 
@@ -444,6 +509,48 @@ mod tests {
             );
         }
         assert_eq!(fields.len(), 11, "{fields:?}");
+    }
+
+    #[test]
+    fn a_webhook_names_known_events_once_and_defaults_to_every_terminal_one() {
+        let notify = |url: &str, events: Vec<i32>| {
+            let mut request = valid();
+            request.notify = Some(proto::Notify {
+                webhook_url: url.into(),
+                events,
+            });
+            request
+        };
+        let submission =
+            RenderSubmission::try_from(notify("https://example.com/hook", vec![])).unwrap();
+        let defaulted = submission.notify.unwrap();
+        assert_eq!(defaulted.events, EventType::TERMINAL);
+        let asked = vec![
+            proto::WebhookEvent::Succeeded as i32,
+            proto::WebhookEvent::Started as i32,
+        ];
+        let submission =
+            RenderSubmission::try_from(notify("https://example.com/h", asked)).unwrap();
+        assert_eq!(
+            submission.notify.unwrap().events,
+            [EventType::Started, EventType::Succeeded]
+        );
+        let cases: &[(&str, Vec<i32>, &str)] = &[
+            ("", vec![], "notify.webhook_url"),
+            (
+                &"h".repeat(MAX_WEBHOOK_URL_BYTES + 1),
+                vec![],
+                "notify.webhook_url",
+            ),
+            ("https://example.com/h", vec![0], "notify.events"),
+            ("https://example.com/h", vec![9], "notify.events"),
+            ("https://example.com/h", vec![2, 2], "notify.events"),
+        ];
+        for (url, events, field) in cases {
+            let found = violations(notify(url, events.clone()));
+            assert_eq!(found.len(), 1, "{url:.20} {events:?}: {found:?}");
+            assert_eq!(found[0].0, *field, "{found:?}");
+        }
     }
 
     #[test]

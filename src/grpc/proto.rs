@@ -64,7 +64,22 @@ mod tests {
             ("ColorSlot", &["id", "default_color"]),
             ("ListTemplatesRequest", &["page_size", "page_token"]),
             ("ListTemplatesResponse", &["templates", "next_page_token"]),
-            ("RenderRequest", &["template_id", "modifications", "output"]),
+            (
+                "RenderRequest",
+                &["template_id", "modifications", "output", "notify"],
+            ),
+            ("Notify", &["webhook_url", "events"]),
+            (
+                "WebhookDelivery",
+                &[
+                    "event",
+                    "webhook_id",
+                    "state",
+                    "attempts",
+                    "last_status",
+                    "next_attempt_at",
+                ],
+            ),
             ("Modifications", &["texts", "colors"]),
             ("Color", &["r", "g", "b", "a"]),
             (
@@ -84,6 +99,7 @@ mod tests {
                     "created_at",
                     "started_at",
                     "finished_at",
+                    "webhooks",
                 ],
             ),
             (

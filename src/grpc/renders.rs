@@ -26,6 +26,9 @@ use crate::reason::Reason;
 use crate::spec::RenderSubmission;
 use crate::storage::OutputStore;
 use crate::telemetry::traces::CallSpan;
+use crate::webhooks::delivery::{Delivery, State as DeliveryState};
+use crate::webhooks::event::EventType;
+use crate::webhooks::store::Deliveries;
 use futures_util::StreamExt;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -40,6 +43,8 @@ pub(crate) struct RenderApi {
     intake: Intake,
     scheduler: Arc<Scheduler>,
     downloads: DownloadLimits,
+    /// Where the webhook deliveries GetRenderJob shows are kept (none: no webhooks).
+    webhooks: Option<Deliveries>,
 }
 
 impl RenderApi {
@@ -49,6 +54,33 @@ impl RenderApi {
             scheduler: intake.scheduler().clone(),
             intake,
             downloads: DownloadLimits::default(),
+            webhooks: None,
+        }
+    }
+
+    /// The same API showing the webhook deliveries kept in `webhooks`.
+    pub(crate) fn with_webhook_deliveries(self, webhooks: Deliveries) -> RenderApi {
+        RenderApi {
+            webhooks: Some(webhooks),
+            ..self
+        }
+    }
+
+    /// The deliveries of `job`'s webhook on the wire; a store that cannot answer leaves
+    /// them out (logged): the job itself is still answered.
+    async fn webhook_deliveries(&self, job: &Job) -> Vec<proto::WebhookDelivery> {
+        let Some(store) = &self.webhooks else {
+            return Vec::new();
+        };
+        match crate::webhooks::dispatch::deliveries_of(store, job).await {
+            Ok(deliveries) => deliveries
+                .into_iter()
+                .map(|(event, delivery)| webhook_delivery_to_proto(event, &delivery))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(job_id = %job.id, %error, "cannot read the job's webhook deliveries");
+                Vec::new()
+            }
         }
     }
 
@@ -144,6 +176,50 @@ pub(crate) async fn job_with_download_url(outputs: &OutputStore, job: &Job) -> p
     answer
 }
 
+fn webhook_delivery_to_proto(event: EventType, delivery: &Delivery) -> proto::WebhookDelivery {
+    let event = match event {
+        EventType::Started => proto::WebhookEvent::Started,
+        EventType::Succeeded => proto::WebhookEvent::Succeeded,
+        EventType::Failed => proto::WebhookEvent::Failed,
+        EventType::Cancelled => proto::WebhookEvent::Cancelled,
+    };
+    let (state, next_attempt_at) = match delivery.state {
+        DeliveryState::Due(at) => (proto::WebhookDeliveryState::Pending, Some(at.into())),
+        DeliveryState::Delivered => (proto::WebhookDeliveryState::Delivered, None),
+        DeliveryState::Refused => (proto::WebhookDeliveryState::Refused, None),
+        DeliveryState::Expired => (proto::WebhookDeliveryState::Expired, None),
+    };
+    proto::WebhookDelivery {
+        event: event as i32,
+        webhook_id: delivery.id.clone(),
+        state: state as i32,
+        attempts: delivery.attempts,
+        last_status: delivery.last_status.map_or(0, u32::from),
+        next_attempt_at,
+    }
+}
+
+/// `job` as GetRenderJob answers it (without its webhook deliveries), in canonical JSON:
+/// the data of its webhook events.
+pub(crate) fn job_json(job: &Job) -> serde_json::Value {
+    use prost::Message;
+    let bytes = job_to_proto(job).encode_to_vec();
+    let json = super::codec::descriptor_pool()
+        .ok()
+        .and_then(|pool| pool.get_message_by_name("lottie.render.v1.RenderJob"))
+        .and_then(|descriptor| prost_reflect::DynamicMessage::decode(descriptor, &*bytes).ok())
+        .and_then(|message| {
+            message
+                .serialize_with_options(
+                    serde_json::value::Serializer,
+                    &prost_reflect::SerializeOptions::new(),
+                )
+                .ok()
+        });
+    // Our own message always converts; should it not, the event still names the job.
+    json.unwrap_or_else(|| serde_json::json!({ "jobId": job.id.to_string() }))
+}
+
 pub(crate) fn job_to_proto(job: &Job) -> proto::RenderJob {
     let state = match job.state {
         JobState::Queued => proto::JobState::Queued,
@@ -181,6 +257,7 @@ pub(crate) fn job_to_proto(job: &Job) -> proto::RenderJob {
         created_at: Some(job.created_at.into()),
         started_at: job.started_at.map(Into::into),
         finished_at: job.finished_at.map(Into::into),
+        webhooks: Vec::new(),
     }
 }
 
@@ -254,7 +331,8 @@ impl RenderService for RenderApi {
     ) -> Result<Response<proto::RenderJob>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let job = self.job(&tenant, &request.get_ref().job_id).await?;
-        let answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+        let mut answer = job_with_download_url(self.scheduler.outputs(), &job).await;
+        answer.webhooks = self.webhook_deliveries(&job).await;
         Ok(Response::new(answer))
     }
 

@@ -141,7 +141,7 @@ pub(crate) fn admit(
         Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(error.into()),
     };
-    let job = Job::queued(
+    let mut job = Job::queued(
         job_id,
         tenant,
         template_id,
@@ -149,6 +149,7 @@ pub(crate) fn admit(
         spec.format,
         frames,
     );
+    job.notify = submission.notify;
     let deadline = crate::sandbox::default_deadline(frames, spec.width.get(), spec.height.get())
         .min(limits.max_duration);
     let work = RenderWork {

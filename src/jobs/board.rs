@@ -21,7 +21,6 @@ use super::retention::{RetainedJobs, RetentionLimits};
 use super::Fingerprint;
 use crate::auth::TenantId;
 use crate::metrics::Metrics;
-use crate::reason::Reason;
 use crate::sandbox::CancelToken;
 use crate::sync::lock;
 use std::sync::{Arc, Mutex};
@@ -31,9 +30,11 @@ use uuid::Uuid;
 
 mod entries;
 mod forgetting;
+mod mirroring;
 
 use entries::{entry_bytes, BoardState, Entry, WATCH_BACKLOG};
 pub(crate) use forgetting::Forgetting;
+pub(crate) use mirroring::mirror;
 
 #[derive(Default)]
 pub(crate) struct JobBoard {
@@ -46,6 +47,9 @@ pub(crate) struct JobBoard {
     metrics: Option<Arc<Metrics>>,
     /// Jobs evicted here whose shared records are not removed yet.
     forgetting: Forgetting,
+    /// Every new snapshot of a job with a webhook goes here too, for the webhooks'
+    /// announcer ([`crate::webhooks::dispatch`]).
+    announcements: Option<tokio::sync::mpsc::UnboundedSender<Job>>,
 }
 
 /// What the board (and the scheduler) hand to the task that writes shared records, in order.
@@ -83,31 +87,6 @@ pub(crate) enum Admission {
 }
 
 /// The error of a follower whose leader was cancelled by its own caller.
-fn shared_render_cancelled() -> JobFailure {
-    JobFailure {
-        reason: Reason::SharedRenderCancelled,
-        message: "this job shared the render of an identical request, which its caller \
-                  cancelled; submit again"
-            .into(),
-        retryable: true,
-        retry_after: Some(Duration::from_secs(1)),
-    }
-}
-
-/// What a follower takes over from its leader's snapshot.
-pub(crate) fn mirror(follower: &mut Job, leader: &Job) {
-    follower.state = leader.state;
-    follower.frames_done = leader.frames_done;
-    follower.frames_total = leader.frames_total;
-    follower.output = leader.output.clone();
-    follower.error = match (leader.state, &leader.error) {
-        (JobState::Cancelled, None) => Some(shared_render_cancelled()),
-        (_, error) => error.clone(),
-    };
-    follower.started_at = leader.started_at;
-    follower.finished_at = leader.finished_at;
-}
-
 impl JobBoard {
     /// A board whose every snapshot is also sent to `replication` (in order).
     pub(crate) fn replicated(
@@ -119,6 +98,7 @@ impl JobBoard {
             admission: None,
             metrics: None,
             forgetting: Forgetting::default(),
+            announcements: None,
         }
     }
 
@@ -201,7 +181,35 @@ impl JobBoard {
         }
     }
 
+    /// The board that also sends every new snapshot of a job with a webhook to
+    /// `announcements`.
+    pub(crate) fn announcing(
+        self,
+        announcements: tokio::sync::mpsc::UnboundedSender<Job>,
+    ) -> JobBoard {
+        JobBoard {
+            announcements: Some(announcements),
+            ..self
+        }
+    }
+
+    /// Tells the webhooks' announcer of `job`'s new snapshot when it has a webhook and has
+    /// left the queue. Every snapshot the board publishes comes here ([`JobBoard::replicate`]);
+    /// so does a snapshot written to the shared records without the board (a job cancelled
+    /// while it waited in the shared queue).
+    pub(crate) fn announce(&self, job: &Job) {
+        if let (Some(announcements), Some(_)) = (&self.announcements, &job.notify) {
+            if job.state != JobState::Queued {
+                // The announcer lives as long as the server, as the replication task.
+                let _ = announcements.send(job.clone());
+            }
+        }
+    }
+
+    /// A job's new snapshot goes to the shared records and to the webhooks' announcer
+    /// (every path that publishes a snapshot ends here).
     fn replicate(&self, job: &Job) {
+        self.announce(job);
         if let Some(replication) = &self.replication {
             // The receiver lives as long as the server; after it, nobody needs the copy.
             let _ = replication.send(Replication::Snapshot(Box::new(job.clone())));
@@ -590,6 +598,7 @@ impl JobBoard {
 mod tests {
     use super::*;
     use crate::jobs::test_support::{gif_fingerprint, gif_output, queued_job};
+    use crate::reason::Reason;
     use crate::spec::Modifications;
 
     fn fingerprint(template_sha256: &str) -> Fingerprint {

@@ -12,6 +12,7 @@ use crate::error::ServiceError;
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::once::{self, NextAction};
 use crate::idempotency::IdempotencyKey;
+use crate::spec::Notify;
 use crate::spec::RenderSubmission;
 use crate::storage::TemplateStore;
 use opentelemetry::trace::SpanContext;
@@ -30,6 +31,24 @@ pub(crate) struct Intake {
     limits: JobLimits,
     keys: KeyPolicy,
     draining: Arc<AtomicBool>,
+    /// Whether a submission's webhook may be sent (where it goes, who signs it): the
+    /// webhooks' own check ([`crate::webhooks::Webhooks::check`]), handed in so that jobs
+    /// need not know webhooks (which follow jobs).
+    webhooks: NotifyCheck,
+}
+
+/// A submission's webhook checked for its tenant: INVALID_ARGUMENT or FAILED_PRECONDITION
+/// when it cannot be sent.
+#[derive(Clone)]
+pub(crate) struct NotifyCheck(pub Arc<CheckNotify>);
+
+/// The function a [`NotifyCheck`] holds.
+pub(crate) type CheckNotify = dyn Fn(&TenantId, &Notify) -> Result<(), ServiceError> + Send + Sync;
+
+impl std::fmt::Debug for NotifyCheck {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("NotifyCheck")
+    }
 }
 
 /// A submission as the door received it, validated ([`RenderSubmission`]).
@@ -68,6 +87,7 @@ impl Intake {
         limits: JobLimits,
         keys: KeyPolicy,
         draining: Arc<AtomicBool>,
+        webhooks: NotifyCheck,
     ) -> Intake {
         Intake {
             templates,
@@ -75,6 +95,7 @@ impl Intake {
             limits,
             keys,
             draining,
+            webhooks,
         }
     }
 
@@ -95,6 +116,9 @@ impl Intake {
             request,
             trace_parent,
         } = submission;
+        if let Some(notify) = &request.notify {
+            (self.webhooks.0)(&tenant, notify)?;
+        }
         let (templates, limits) = (self.templates.clone(), self.limits);
         let (job, mut work) = tokio::task::spawn_blocking(move || {
             admission::admit(&templates, tenant, request, limits)
@@ -118,12 +142,17 @@ impl Intake {
         work: RenderWork,
     ) -> Result<Submitted, ServiceError> {
         let tenant = job.tenant.clone();
+        // What was asked: what is rendered, and who is told.
+        let request_hash = match &job.notify {
+            None => job.fingerprint.as_str().to_owned(),
+            Some(notify) => format!("{}|{}", job.fingerprint, notify.request_hash_part()),
+        };
         let next = once::begin(
             &self.keys,
             &job.tenant,
             SUBMIT_RENDER_SCOPE,
             &key,
-            job.fingerprint.as_str(),
+            &request_hash,
             |id| {
                 let tenant = tenant.clone();
                 async move {

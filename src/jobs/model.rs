@@ -4,7 +4,7 @@ use super::Fingerprint;
 use crate::auth::TenantId;
 use crate::reason::Reason;
 use crate::render::OutputInfo;
-use crate::spec::{Format, Modifications, OutputSpec};
+use crate::spec::{EventType, Format, Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 use uuid::Uuid;
@@ -84,6 +84,10 @@ pub struct Job {
     /// never take it for lost. Only the instance holding its queue entry writes it.
     #[serde(default)]
     pub reclaimable: bool,
+    /// The webhook told of its events (`RenderRequest.notify`); followers and reuses have
+    /// their own (they are other callers' jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<crate::spec::Notify>,
 }
 
 impl Job {
@@ -112,7 +116,23 @@ impl Job {
             version: 0,
             owner: None,
             reclaimable: false,
+            notify: None,
         }
+    }
+
+    /// The webhook event this snapshot sends, if the job has a webhook that asked for it.
+    pub(crate) fn webhook_event(&self) -> Option<EventType> {
+        let event = match self.state {
+            JobState::Queued => return None,
+            JobState::Running => EventType::Started,
+            JobState::Succeeded => EventType::Succeeded,
+            JobState::Failed => EventType::Failed,
+            JobState::Cancelled => EventType::Cancelled,
+        };
+        self.notify
+            .as_ref()
+            .filter(|notify| notify.events.contains(&event))
+            .map(|_| event)
     }
 
     /// Moves to a terminal state (once: a terminal job never changes again).

@@ -55,6 +55,9 @@ pub(crate) struct SchedulerSettings {
     pub job_lease: Duration,
     /// The bounds of the jobs kept ([`crate::jobs::retention`]).
     pub retained: RetentionLimits,
+    /// Where snapshots of jobs with a webhook go ([`crate::webhooks::dispatch`]); none:
+    /// nobody is told.
+    pub announcements: Option<tokio::sync::mpsc::UnboundedSender<Job>>,
 }
 
 /// Which mode the jobs run in, chosen once at start: every job in this process (the
@@ -109,9 +112,12 @@ impl Scheduler {
         let queue =
             Arc::new(RenderQueue::new(queue_capacity).with_tenant_limit(settings.tenant_max_jobs));
         // Followers of a render wait like queued renders: they count against the capacity.
-        let board = board
+        let mut board = board
             .counting_followers_in(queue.clone())
             .retaining(settings.retained, metrics.clone());
+        if let Some(announcements) = settings.announcements.clone() {
+            board = board.announcing(announcements);
+        }
         let local = Arc::new(LocalJobs::new(
             board,
             queue,

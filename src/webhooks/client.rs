@@ -33,6 +33,7 @@ pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 pub struct Sender {
     client: Client<HttpsConnector<HttpConnector<GuardedResolver>>, Full<Bytes>>,
     policy: Arc<Policy>,
+    answer_timeout: Duration,
 }
 
 impl Sender {
@@ -47,7 +48,19 @@ impl Sender {
             .enable_http1()
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(https);
-        Ok(Sender { client, policy })
+        Ok(Sender {
+            client,
+            policy,
+            answer_timeout: ANSWER_TIMEOUT,
+        })
+    }
+
+    /// The same sender, giving receivers `answer_timeout` to answer (tests shorten it).
+    pub fn with_answer_timeout(self, answer_timeout: Duration) -> Sender {
+        Sender {
+            answer_timeout,
+            ..self
+        }
     }
 
     /// POSTs `body` with `headers` to `destination`; what came of it.
@@ -96,7 +109,7 @@ impl Sender {
                 retry_after,
             })
         };
-        match tokio::time::timeout(ANSWER_TIMEOUT, exchange).await {
+        match tokio::time::timeout(self.answer_timeout, exchange).await {
             Ok(Some(outcome)) => outcome,
             Ok(None) | Err(_) => Outcome::NoAnswer,
         }

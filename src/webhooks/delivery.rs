@@ -89,6 +89,22 @@ impl Delivery {
     }
 }
 
+impl Delivery {
+    /// The delivery put back untried until `until` (its destination is busy, or its
+    /// breaker open): expired instead when that is past its window.
+    pub fn deferred(&self, until: SystemTime, window: Duration) -> Delivery {
+        let state = if until > self.created + window {
+            State::Expired
+        } else {
+            State::Due(until)
+        };
+        Delivery {
+            state,
+            ..self.clone()
+        }
+    }
+}
+
 /// One destination's breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Breaker {
@@ -129,6 +145,16 @@ impl Breaker {
 
     pub fn is_open(&self) -> bool {
         self.open_until.is_some()
+    }
+
+    /// Nothing to remember: no failure since the last success.
+    pub fn is_clear(&self) -> bool {
+        *self == Breaker::default()
+    }
+
+    /// Until when an open breaker keeps the destination's deliveries waiting.
+    pub fn open_until(&self) -> Option<SystemTime> {
+        self.open_until
     }
 }
 

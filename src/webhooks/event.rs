@@ -5,26 +5,7 @@
 
 use std::time::SystemTime;
 
-/// What happened to the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    Started,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl EventType {
-    /// The `type` member: a dotted name, as the specification's examples write them.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Started => "render.started",
-            EventType::Succeeded => "render.succeeded",
-            EventType::Failed => "render.failed",
-            EventType::Cancelled => "render.cancelled",
-        }
-    }
-}
+pub use crate::spec::EventType;
 
 /// The body of the event `event` about the job `job` (its canonical JSON), at `at`.
 pub fn body(event: EventType, job: serde_json::Value, at: SystemTime) -> Vec<u8> {

@@ -118,6 +118,60 @@ pub fn parse_secrets_file(text: &str) -> Result<HashMap<TenantId, Vec<Secret>>, 
     Ok(secrets)
 }
 
+/// The secrets in force: a `--webhook-secrets` file's (swapped whole when it changes), or
+/// one generated at start for every tenant when no file is given.
+#[derive(Debug)]
+pub struct SigningSecrets {
+    by_tenant: std::sync::Mutex<HashMap<TenantId, Vec<Secret>>>,
+    generated: Option<Secret>,
+}
+
+impl SigningSecrets {
+    /// The secrets of a file.
+    pub fn from_file(secrets: HashMap<TenantId, Vec<Secret>>) -> SigningSecrets {
+        SigningSecrets {
+            by_tenant: std::sync::Mutex::new(secrets),
+            generated: None,
+        }
+    }
+
+    /// One fresh secret for every tenant, logged once so the operator can give it to the
+    /// receivers (with several instances, give them a file instead: each would generate its
+    /// own).
+    pub fn generated() -> SigningSecrets {
+        let secret = Secret::generate();
+        tracing::warn!(
+            secret = %secret.expose(),
+            "webhooks are signed with this secret, generated at start (no --webhook-secrets):              it changes at every start"
+        );
+        SigningSecrets {
+            by_tenant: std::sync::Mutex::new(HashMap::new()),
+            generated: Some(secret),
+        }
+    }
+
+    /// Puts a re-read file in force.
+    pub fn replace(&self, secrets: HashMap<TenantId, Vec<Secret>>) {
+        *crate::sync::lock(&self.by_tenant) = secrets;
+    }
+
+    /// The secrets that sign `tenant`'s deliveries (none: the file names no secret for it).
+    pub fn of(&self, tenant: &TenantId) -> Vec<Secret> {
+        if let Some(generated) = &self.generated {
+            return vec![generated.clone()];
+        }
+        crate::sync::lock(&self.by_tenant)
+            .get(tenant)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether `tenant` has a secret: a webhook of a tenant without one is refused at submit.
+    pub fn has(&self, tenant: &TenantId) -> bool {
+        !self.of(tenant).is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

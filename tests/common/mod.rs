@@ -447,6 +447,7 @@ pub fn small_request(template_id: &str, format: proto::Format) -> proto::RenderR
             height: 100,
             background: None,
         }),
+        notify: None,
     }
 }
 

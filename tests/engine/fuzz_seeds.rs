@@ -112,6 +112,7 @@ fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
             height: 100,
             background: None,
         }),
+        notify: None,
     };
     let create = proto::CreateTemplateRequest {
         name: "tiny".into(),

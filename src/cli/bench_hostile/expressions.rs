@@ -134,6 +134,7 @@ async fn submit(
                 ..Default::default()
             }),
             output: square_output(proto::Format::Gif, 30, 100),
+            notify: None,
         },
         ATTACKER_KEY,
     )?;

@@ -324,6 +324,7 @@ async fn identical_submissions(target: &Target) -> anyhow::Result<String> {
             template_id: template.template_id.clone(),
             modifications: None,
             output: square_output(proto::Format::Mp4, 60, 1920),
+            notify: None,
         });
         request.metadata_mut().insert(
             "idempotency-key",

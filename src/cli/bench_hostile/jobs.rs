@@ -51,6 +51,7 @@ fn small_render(template_id: &str, width: u32) -> proto::RenderRequest {
             height: 100,
             background: None,
         }),
+        notify: None,
     }
 }
 

@@ -156,6 +156,7 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
                             colors: Default::default(),
                         }),
                         output: square_output(proto::Format::Gif, 30, 100),
+                        notify: None,
                     },
                     ATTACKER_KEY,
                 )?;

@@ -130,6 +130,7 @@ async fn long_job(channel: &Channel, target: &Target, key: &str) -> anyhow::Resu
             template_id: template.template_id,
             modifications: None,
             output: square_output(proto::Format::Mp4, 60, 1920),
+            notify: None,
         },
         key,
     )?;

@@ -152,6 +152,7 @@ impl Lookup {
         // meanwhile (the record changed), its owner is asked as for any other job.
         if current.reclaimable && current.owner.is_none() {
             if let Some(cancelled) = shared.cancel_queued(&current).await? {
+                self.local.board.announce(&cancelled);
                 tracing::info!(job_id = %id, template_id = %cancelled.template_id, "job cancelled while queued in the shared queue");
                 return Ok(Some(cancelled));
             }

@@ -26,6 +26,7 @@ async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha2
                 height: 454,
                 background: None,
             }),
+            notify: None,
         })
         .await;
     let job_id = last.job_id;

@@ -55,6 +55,7 @@ fn request(template_id: &str, side: u32) -> proto::RenderRequest {
             height: side,
             background: None,
         }),
+        notify: None,
     }
 }
 

@@ -82,6 +82,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
             height: 1921,
             background: Some(color(0.0, -1.0, 0.0)),
         }),
+        notify: None,
     };
     let big = proto::RenderRequest {
         output: Some(proto::OutputSpec {

@@ -20,3 +20,4 @@ mod spare_workers;
 mod templates;
 mod tls;
 mod traces;
+mod webhooks;

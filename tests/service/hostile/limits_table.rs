@@ -68,7 +68,7 @@ fn seconds(duration: Duration) -> Option<Actual> {
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
         analysis, app, auth, config, encode, fair_share, grpc, http_json, idempotency, lottie,
-        middleware, storage, tls,
+        middleware, storage, tls, webhooks,
     };
     use middleware::request_body;
     match name {
@@ -158,6 +158,18 @@ fn constant(name: &str) -> Option<Actual> {
             count(http_json::transcode::MAX_QUERY_PARAMETERS as f64)
         }
         "http_json::answer::MAX_ANSWER_BYTES" => bytes(http_json::answer::MAX_ANSWER_BYTES as f64),
+        "webhooks::destination::MAX_WEBHOOK_URL_BYTES" => {
+            bytes(webhooks::destination::MAX_WEBHOOK_URL_BYTES as f64)
+        }
+        "webhooks::dispatch::MAX_PER_DESTINATION" => {
+            count(webhooks::dispatch::MAX_PER_DESTINATION as f64)
+        }
+        "webhooks::client::MAX_ANSWER_BYTES" => bytes(webhooks::client::MAX_ANSWER_BYTES as f64),
+        "webhooks::client::CONNECT_TIMEOUT" => seconds(webhooks::client::CONNECT_TIMEOUT),
+        "webhooks::client::ANSWER_TIMEOUT" => seconds(webhooks::client::ANSWER_TIMEOUT),
+        "webhooks::store::MAX_PENDING_DELIVERIES" => {
+            count(webhooks::store::MAX_PENDING_DELIVERIES as f64)
+        }
         "app::transport::MAX_STREAMS_PER_CONNECTION" => {
             count(f64::from(app::transport::MAX_STREAMS_PER_CONNECTION))
         }
