@@ -21,6 +21,8 @@
 //!   use case takes in `idempotency::once`, memory and Redis stores).
 //! - [`jobs`]: render jobs — model, fingerprint, job table, bounded queue, quarantine, and
 //!   the scheduler that runs them in worker processes.
+//! - [`http_json`]: the HTTP/JSON door, a transcoder in front of the same gRPC stack.
+//! - [`webhooks`]: a job's events POSTed, signed and retried, to its caller's receiver.
 //! - [`middleware`]: tower layers of the server (trace context, request metrics, catch-panic,
 //!   identity, tenant rate, request body deadline and budget, load shedding, request size,
 //!   stream limit, inflation budget), and the request size limits.

@@ -52,7 +52,7 @@ impl App {
             background.spawn(http_endpoint::serve(listener, self.metrics.clone(), probes));
         }
         let (dispatcher, snapshots) = self.webhook_loops;
-        background.spawn(dispatcher.run(snapshots));
+        let webhook_sender = dispatcher.start(snapshots, &mut background);
         let (scheduler, retention) = (self.scheduler.clone(), self.settings.retention());
         background.spawn(sweep_expired(scheduler, self.templates, retention));
         self.configuration_watcher
@@ -97,6 +97,8 @@ impl App {
             // The transport failed without a shutdown: no render may outlive the server.
             self.scheduler.drain(Duration::ZERO).await;
         }
+        // Webhook attempts in flight end (or are put back) before the store is let go of.
+        webhook_sender.stop().await;
         // The one way out for every background task.
         background.shutdown().await;
         if self.own_tracing {

@@ -12,7 +12,10 @@
 //!
 //! Any instance sends any delivery (the store is shared with Redis), so a delivery whose
 //! instance stopped is sent by another once its claim lapses; a restart of the only instance
-//! finds its deliveries in the data directory.
+//! finds its deliveries in the data directory. An instance that stops gracefully
+//! ([`SenderStop::stop`]) claims nothing more, lets its attempts in flight end for
+//! [`ATTEMPTS_AFTER_STOP`] so their outcomes are kept, and puts back the rest as they were,
+//! due at once for another instance (or for itself after a restart).
 
 use super::client::Sender;
 use super::delivery::{Breaker, Delivery, State};
@@ -29,7 +32,8 @@ use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::task::JoinSet;
 use uuid::Uuid;
 
 /// Deliveries in flight to one destination (scheme, host and port) at once: a receiver
@@ -42,6 +46,11 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 const BUSY_DESTINATION_WAIT: Duration = Duration::from_secs(1);
 /// How often ended deliveries' records are swept and the pending ones counted.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(60);
+/// How long attempts in flight may go on once the instance stops, so that a receiver's
+/// answer is kept rather than sent again: a receiver answers in well under this, and a
+/// receiver that hangs (up to the connect and answer timeouts, 20 s) does not hold the pod's
+/// termination; its delivery is put back as it was and sent again.
+pub const ATTEMPTS_AFTER_STOP: Duration = Duration::from_secs(5);
 
 /// The job as GetRenderJob answers it, in canonical JSON (the gRPC boundary writes it).
 pub type JobJson = Arc<dyn Fn(&Job) -> serde_json::Value + Send + Sync>;
@@ -63,16 +72,39 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Both loops; `snapshots` is what the job board publishes. Runs until dropped (the
-    /// server's background tasks are aborted at its end; a delivery cut short is due again
-    /// when its claim lapses).
-    pub async fn run(self, snapshots: mpsc::UnboundedReceiver<Job>) {
+    /// Spawns both loops in `background`; `snapshots` is what the job board publishes. The
+    /// announcer runs until `background` is shut down (so events of renders that end during
+    /// the drain are kept); the sender until [`SenderStop::stop`].
+    pub fn start(
+        self,
+        snapshots: mpsc::UnboundedReceiver<Job>,
+        background: &mut JoinSet<()>,
+    ) -> SenderStop {
         let dispatcher = Arc::new(self);
         let wake = Arc::new(Notify::new());
-        tokio::join!(
-            announce(dispatcher.clone(), snapshots, wake.clone()),
-            send_due(dispatcher, wake),
-        );
+        let (stop, stopping) = watch::channel(false);
+        let (stopped_signal, stopped) = oneshot::channel();
+        background.spawn(announce(dispatcher.clone(), snapshots, wake.clone()));
+        background.spawn(async move {
+            send_due(dispatcher, wake, stopping).await;
+            let _ = stopped_signal.send(());
+        });
+        SenderStop { stop, stopped }
+    }
+}
+
+/// Stops the sender gracefully (module documentation).
+pub struct SenderStop {
+    stop: watch::Sender<bool>,
+    stopped: oneshot::Receiver<()>,
+}
+
+impl SenderStop {
+    /// Returns once the sender has kept or put back every delivery it claimed: at most
+    /// [`ATTEMPTS_AFTER_STOP`] and a store round trip.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.stopped.await;
     }
 }
 
@@ -211,12 +243,20 @@ impl Destinations {
     }
 }
 
-/// Claims and sends due deliveries until shutdown.
-async fn send_due(dispatcher: Arc<Dispatcher>, wake: Arc<Notify>) {
+/// Claims and sends due deliveries until `stopping` turns true, then ends its attempts
+/// (module documentation).
+async fn send_due(
+    dispatcher: Arc<Dispatcher>,
+    wake: Arc<Notify>,
+    mut stopping: watch::Receiver<bool>,
+) {
     let slots = Arc::new(Semaphore::new(dispatcher.concurrency));
     let destinations = Arc::new(Destinations::default());
+    let mut attempts = Attempts::default();
     let mut last_housekeeping: Option<tokio::time::Instant> = None;
-    loop {
+    while !*stopping.borrow() {
+        // Ended attempts' tasks are let go of.
+        while attempts.tasks.try_join_next().is_some() {}
         if last_housekeeping.is_none_or(|at| at.elapsed() >= HOUSEKEEPING_INTERVAL) {
             last_housekeeping = Some(tokio::time::Instant::now());
             housekeeping(&dispatcher).await;
@@ -226,7 +266,8 @@ async fn send_due(dispatcher: Arc<Dispatcher>, wake: Arc<Notify>) {
             match dispatcher.store.claim_due(SystemTime::now(), free).await {
                 Ok(claimed) => {
                     for stored in claimed {
-                        start_attempt(&dispatcher, &slots, &destinations, stored).await;
+                        start_attempt(&dispatcher, &slots, &destinations, &mut attempts, stored)
+                            .await;
                     }
                 }
                 Err(error) => {
@@ -237,6 +278,42 @@ async fn send_due(dispatcher: Arc<Dispatcher>, wake: Arc<Notify>) {
         tokio::select! {
             _ = wake.notified() => {}
             _ = tokio::time::sleep(POLL_INTERVAL) => {}
+            _ = stopping.changed() => {}
+        }
+    }
+    attempts.end(&dispatcher).await;
+}
+
+/// The attempts in flight, and each one's delivery as it was claimed (put back if the
+/// attempt is cut short).
+#[derive(Default)]
+struct Attempts {
+    tasks: JoinSet<()>,
+    claimed: Arc<Mutex<HashMap<String, Stored>>>,
+}
+
+impl Attempts {
+    /// Lets the attempts in flight end for [`ATTEMPTS_AFTER_STOP`], then cuts the rest short
+    /// and puts their deliveries back as claimed, due again at once.
+    async fn end(mut self, dispatcher: &Dispatcher) {
+        let ended = tokio::time::timeout(ATTEMPTS_AFTER_STOP, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if ended.is_ok() {
+            return;
+        }
+        self.tasks.shutdown().await;
+        let cut_short: Vec<Stored> = lock(&self.claimed)
+            .drain()
+            .map(|(_, stored)| stored)
+            .collect();
+        tracing::info!(
+            deliveries = cut_short.len(),
+            "webhook attempts cut short by the stop; put back to be sent again"
+        );
+        for stored in cut_short {
+            keep(dispatcher, &stored).await;
         }
     }
 }
@@ -262,6 +339,7 @@ async fn start_attempt(
     dispatcher: &Arc<Dispatcher>,
     slots: &Arc<Semaphore>,
     destinations: &Arc<Destinations>,
+    attempts: &mut Attempts,
     mut stored: Stored,
 ) {
     let now = SystemTime::now();
@@ -279,7 +357,9 @@ async fn start_attempt(
         return;
     };
     let (dispatcher, destinations) = (dispatcher.clone(), destinations.clone());
-    tokio::spawn(async move {
+    let claimed = attempts.claimed.clone();
+    lock(&claimed).insert(stored.delivery.id.clone(), stored.clone());
+    attempts.tasks.spawn(async move {
         let outcome = attempt(&dispatcher, &stored).await;
         let now = SystemTime::now();
         let open = destinations.finish(&destination_key, outcome, now);
@@ -308,6 +388,7 @@ async fn start_attempt(
         );
         stored.delivery = after;
         keep(&dispatcher, &stored).await;
+        lock(&claimed).remove(&stored.delivery.id);
         drop(slot);
     });
 }

@@ -167,6 +167,9 @@ fn constant(name: &str) -> Option<Actual> {
         "webhooks::client::MAX_ANSWER_BYTES" => bytes(webhooks::client::MAX_ANSWER_BYTES as f64),
         "webhooks::client::CONNECT_TIMEOUT" => seconds(webhooks::client::CONNECT_TIMEOUT),
         "webhooks::client::ANSWER_TIMEOUT" => seconds(webhooks::client::ANSWER_TIMEOUT),
+        "webhooks::dispatch::ATTEMPTS_AFTER_STOP" => {
+            seconds(webhooks::dispatch::ATTEMPTS_AFTER_STOP)
+        }
         "webhooks::store::MAX_PENDING_DELIVERIES" => {
             count(webhooks::store::MAX_PENDING_DELIVERIES as f64)
         }
