@@ -567,13 +567,19 @@ fn hostname() -> String {
         .to_owned()
 }
 
-/// The issue's acceptance run: 50 jobs (40 rendered in four kinds, 10 cancelled), a receiver
-/// failing half of all requests with 503, jobs and deliveries on Redis: every job's terminal
-/// event reaches the application exactly once after de-duplication by webhook-id.
+/// The issue's acceptance run: 50 jobs (40 rendered in four kinds, 5 failed past their
+/// deadline, 5 cancelled), a receiver failing half of all requests with 503, jobs and
+/// deliveries on Redis: every job's terminal event reaches the application exactly once after
+/// de-duplication by webhook-id.
 #[tokio::test]
 async fn fifty_jobs_with_a_receiver_failing_half_the_time_deliver_every_event_once() {
     let dir = tempfile::tempdir().unwrap();
-    let app = spawn_webhook_app(dir.path(), |settings| Store::Redis.configure(settings)).await;
+    let app = spawn_webhook_app(dir.path(), |settings| {
+        Store::Redis.configure(settings);
+        // The never-ending template fails here; a small ball renders in well under it.
+        settings.max_job_seconds = 4.0;
+    })
+    .await;
     let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = requests.clone();
     let receiver = Receiver::start(move |_, _| {
@@ -601,13 +607,18 @@ async fn fifty_jobs_with_a_receiver_failing_half_the_time_deliver_every_event_on
         expected.insert(job.job_id, "render.succeeded");
     }
     let mut cancelled = Vec::new();
-    for _ in 0..10 {
-        let job = app
-            .submit(notified(&never.template_id, &url, &[]))
-            .await
-            .unwrap();
-        cancelled.push(job.job_id.clone());
-        expected.insert(job.job_id, "render.cancelled");
+    for index in 0..10 {
+        // Two kinds: one render that fails at its deadline, one whose jobs are cancelled.
+        let mut request = notified(&never.template_id, &url, &[]);
+        let shade = f64::from(index % 2);
+        request.output.as_mut().unwrap().background = Some(color(shade, 0.5, 0.5));
+        let job = app.submit(request).await.unwrap();
+        if index % 2 == 0 {
+            expected.insert(job.job_id, "render.failed");
+        } else {
+            cancelled.push(job.job_id.clone());
+            expected.insert(job.job_id, "render.cancelled");
+        }
     }
     for job_id in &cancelled {
         app.cancel(job_id).await;
@@ -649,8 +660,13 @@ async fn fifty_jobs_with_a_receiver_failing_half_the_time_deliver_every_event_on
     }
     let refused = seen.iter().filter(|s| s.answered == Some(503)).count();
     assert!(refused >= 25, "half the requests were refused: {refused}");
+    let kinds = |kind: &str| by_job.values().filter(|k| k.as_str() == kind).count();
     eprintln!(
-        "50 jobs: {} requests, {refused} answered 503, {} events delivered once each",
+        "50 jobs ({} succeeded, {} failed, {} cancelled): {} requests, {refused} answered 503, \
+         {} events delivered once each",
+        kinds("render.succeeded"),
+        kinds("render.failed"),
+        kinds("render.cancelled"),
         seen.len(),
         application.len()
     );
