@@ -405,7 +405,7 @@ fn classify(
     budget: AnalysisBudget,
 ) -> Result<InspectReport, AnalysisError> {
     let answer = outcome.map(|outcome| match outcome {
-        AnalysisOutcome::Analysed { report, .. } => Ok(report),
+        AnalysisOutcome::Analysed { report, .. } => Ok(*report),
         AnalysisOutcome::Failed(reported) => Err(reported),
     });
     match sandbox::protocol::reported_end(status.code(), answer) {

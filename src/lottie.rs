@@ -11,6 +11,7 @@ pub mod effects;
 mod error;
 pub mod expressions;
 pub mod fence;
+pub mod images;
 pub mod mattes;
 pub mod model;
 pub mod modifications;

@@ -58,7 +58,7 @@ pub(crate) struct AnalysisInput {
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub(crate) enum AnalysisOutcome {
     Analysed {
-        report: InspectReport,
+        report: Box<InspectReport>,
         /// The child's own peak RSS (VmHWM), bytes.
         #[serde(default)]
         peak_rss_bytes: Option<u64>,

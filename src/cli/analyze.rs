@@ -100,7 +100,7 @@ pub(crate) fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
     let fonts = FontBook::new(input.fonts);
     match InspectReport::with_fonts(&template, &fonts) {
         Ok(report) => AnalysisOutcome::Analysed {
-            report,
+            report: Box::new(report),
             peak_rss_bytes: crate::os::own_peak_rss_bytes(),
         },
         Err(error) => failed(error.class(), error.reason(), error.to_string()),

@@ -2,11 +2,14 @@
 //! - colour slots: a Lottie `sid` on a fill/stroke colour (values may come from the root
 //!   `slots` object), else the name (`nm`) of a fill (`fl`) or stroke (`st`) item, in shape
 //!   groups and precomps alike;
-//! - text slots: text layers (`ty` 5) by the `sid` of their document, else `ln`, else `nm`.
+//! - text slots: text layers (`ty` 5) by the `sid` of their document, else `ln`, else `nm`;
+//! - image slots: image assets (an asset with a `p`) by their `sid`, else their `id`, whose
+//!   box (`w` × `h`) is within the embedded images' limits.
 //!
 //! Every property bound to a slot is recorded as a JSON pointer, so modifications write the
 //! tree directly. Duplicate ids bind all of their properties.
 
+use super::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
 use super::model::{layer_type, property_initial_value};
 use crate::spec::Rgba;
 use serde::{Deserialize, Serialize};
@@ -43,10 +46,27 @@ pub struct TextSlot {
     pub binding_count: usize,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ImageSlot {
+    pub id: String,
+    /// The asset's box, pixels: a replacement image is fitted to it.
+    pub width: u32,
+    pub height: u32,
+    /// Whether the template embeds an image the slot shows when not filled.
+    pub has_default: bool,
+    /// JSON pointers to the image assets this slot sets.
+    #[serde(skip)]
+    pub bindings: Vec<String>,
+    pub binding_count: usize,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Slots {
     pub colors: Vec<ColorSlot>,
     pub texts: Vec<TextSlot>,
+    /// Absent from records written before image slots: none.
+    #[serde(default)]
+    pub images: Vec<ImageSlot>,
 }
 
 impl Slots {
@@ -55,6 +75,9 @@ impl Slots {
     }
     pub fn text(&self, id: &str) -> Option<&TextSlot> {
         self.texts.iter().find(|slot| slot.id == id)
+    }
+    pub fn image(&self, id: &str) -> Option<&ImageSlot> {
+        self.images.iter().find(|slot| slot.id == id)
     }
 }
 
@@ -98,7 +121,57 @@ pub fn discover(json: &Value) -> Slots {
     Slots {
         colors: colors.into_values().collect(),
         texts: texts.into_values().collect(),
+        images: discover_images(json),
     }
+}
+
+/// Image assets by `sid`, else `id`. An asset whose box is outside the embedded images'
+/// limits (or missing) is no slot: no replacement could be fitted to it within them.
+fn discover_images(json: &Value) -> Vec<ImageSlot> {
+    let mut images: BTreeMap<String, ImageSlot> = BTreeMap::new();
+    let Some(assets) = json.get("assets").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    for (index, asset) in assets.iter().enumerate() {
+        // rlottie takes any asset with a `p` for an image (`assets` module).
+        let Some(reference) = asset.get("p") else {
+            continue;
+        };
+        let id = asset
+            .get("sid")
+            .and_then(Value::as_str)
+            .or_else(|| asset.get("id").and_then(Value::as_str));
+        let Some(id) = id.filter(|id| !id.is_empty()) else {
+            continue;
+        };
+        let side = |key: &str| {
+            asset
+                .get(key)
+                .and_then(Value::as_f64)
+                .filter(|side| side.is_finite() && *side >= 1.0 && *side <= MAX_IMAGE_SIDE as f64)
+                .map(|side| side.round() as u32)
+        };
+        let (Some(width), Some(height)) = (side("w"), side("h")) else {
+            continue;
+        };
+        if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
+            continue;
+        }
+        let has_default = reference
+            .as_str()
+            .is_some_and(|reference| reference.starts_with("data:"));
+        let slot = images.entry(id.to_owned()).or_insert_with(|| ImageSlot {
+            id: id.to_owned(),
+            width,
+            height,
+            has_default,
+            bindings: Vec::new(),
+            binding_count: 0,
+        });
+        slot.bindings.push(format!("/assets/{index}"));
+        slot.binding_count = slot.bindings.len();
+    }
+    images.into_values().collect()
 }
 
 fn discover_colors(
@@ -234,6 +307,25 @@ mod tests {
             report_bytes < template_bytes,
             "{report_bytes} bytes of report for {template_bytes} bytes of template"
         );
+    }
+
+    #[test]
+    fn image_assets_are_slots_by_sid_else_id_with_their_box() {
+        let template = json!({"assets": [
+            {"id": "image_0", "w": 320, "h": 200, "e": 1, "p": "data:image/png;base64,AA"},
+            {"id": "image_1", "sid": "logo", "w": 64.4, "h": 64, "e": 1, "p": "data:image/png;base64,AA"},
+            {"id": "image_2", "sid": "logo", "w": 64, "h": 64, "e": 1, "p": "data:image/png;base64,AA"},
+            {"id": "precomp", "layers": []},
+            {"id": "huge", "w": 100000, "h": 10, "p": "data:image/png;base64,AA"},
+            {"id": "no_box", "p": "data:image/png;base64,AA"}
+        ]});
+        let found = discover(&template);
+        let ids: Vec<&str> = found.images.iter().map(|slot| slot.id.as_str()).collect();
+        assert_eq!(ids, ["image_0", "logo"]);
+        let logo = found.image("logo").unwrap();
+        assert_eq!((logo.width, logo.height, logo.has_default), (64, 64, true));
+        assert_eq!(logo.bindings, ["/assets/1", "/assets/2"]);
+        assert_eq!(found.image("image_0").unwrap().width, 320);
     }
 
     #[test]

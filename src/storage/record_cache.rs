@@ -11,7 +11,7 @@
 
 use super::TemplateRecord;
 use crate::auth::TenantId;
-use crate::lottie::slots::{ColorSlot, Slots, TextSlot};
+use crate::lottie::slots::{ColorSlot, ImageSlot, Slots, TextSlot};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
@@ -74,19 +74,28 @@ impl AdmissionRecord {
                         binding_count: slot.binding_count,
                     })
                     .collect(),
+                images: slots
+                    .images
+                    .iter()
+                    .map(|slot| ImageSlot {
+                        bindings: Vec::new(),
+                        ..slot.clone()
+                    })
+                    .collect(),
             },
         }
     }
 
     /// About the bytes it holds in memory, for the cache's budget.
     pub(crate) fn weight(&self) -> u64 {
-        let slots = self.slots.colors.len() + self.slots.texts.len();
+        let slots = self.slots.colors.len() + self.slots.texts.len() + self.slots.images.len();
         let ids: usize = self
             .slots
             .colors
             .iter()
             .map(|slot| slot.id.len())
             .chain(self.slots.texts.iter().map(|slot| slot.id.len()))
+            .chain(self.slots.images.iter().map(|slot| slot.id.len()))
             .sum();
         let fonts: usize = self
             .fonts
