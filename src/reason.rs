@@ -65,6 +65,7 @@ reasons! {
     TemplateQuotaExceeded => "TEMPLATE_QUOTA_EXCEEDED",
     SlotUnknown => "SLOT_UNKNOWN",
     TextInvalid => "TEXT_INVALID",
+    ImageInvalid => "IMAGE_INVALID",
     JobTooLarge => "JOB_TOO_LARGE",
     OutputTooLong => "OUTPUT_TOO_LONG",
     RenderQuarantined => "RENDER_QUARANTINED",

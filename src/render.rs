@@ -11,12 +11,15 @@ use crate::error::{Classified, ErrorClass};
 use crate::lottie::effects;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
-use crate::lottie::{expressions, mattes, slots, timeline, Template, TemplateError};
+use crate::lottie::{
+    assets, expressions, images, mattes, slots, timeline, Template, TemplateError,
+};
 use crate::reason::Reason;
 use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
@@ -48,6 +51,13 @@ pub enum RenderError {
          rate; simplify them (CreateTemplate's warnings name each one)"
     )]
     ExpressionsOverBudget(String),
+    #[error("modifications.images[\"{slot}\"]: the image {error}")]
+    Image {
+        slot: String,
+        error: crate::lottie::images::ImageError,
+    },
+    #[error("modifications.images[\"{slot}\"]: the image's bytes were not given to the worker")]
+    ImageMissing { slot: String },
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -63,7 +73,10 @@ impl Classified for RenderError {
             // Counted work: the same request always runs out the same way.
             RenderError::RendererRefused
             | RenderError::OutputTooLong { .. }
-            | RenderError::ExpressionsOverBudget(_) => ErrorClass::Deterministic,
+            | RenderError::ExpressionsOverBudget(_)
+            | RenderError::Image { .. } => ErrorClass::Deterministic,
+            // Staging lost a file: another attempt stages it again.
+            RenderError::ImageMissing { .. } => ErrorClass::Transient,
             // The template was deleted after the job was accepted: it will never come back.
             RenderError::ReadTemplate(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 ErrorClass::Deterministic
@@ -81,6 +94,8 @@ impl Classified for RenderError {
             RenderError::Modification(error) => error.reason(),
             RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => Reason::TemplateUnrenderable,
+            RenderError::Image { .. } => Reason::ImageInvalid,
+            RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
             RenderError::OutputTooLong { .. } => Reason::OutputTooLong,
             // Expressions that ran out of their budget ([`expressions::MAX_EXPRESSION_WORK_UNITS`],
             // [`expressions::MAX_EXPRESSION_CPU`]): the job fails, not retryable, and its
@@ -121,6 +136,19 @@ pub fn prepare(
     spec: OutputSpec,
     fonts: &FontBook,
 ) -> Result<PreparedRender, RenderError> {
+    prepare_with_images(template_bytes, modifications, spec, fonts, &BTreeMap::new())
+}
+
+/// [`prepare`] with the bytes of the replacement images `modifications.images` names
+/// (SHA-256 → bytes): each is decoded and fitted to its slot's box here, in the worker
+/// ([`crate::lottie::images`]).
+pub fn prepare_with_images(
+    template_bytes: &[u8],
+    modifications: &Modifications,
+    spec: OutputSpec,
+    fonts: &FontBook,
+    image_bytes: &BTreeMap<String, Vec<u8>>,
+) -> Result<PreparedRender, RenderError> {
     let template = Template::parse(template_bytes)?;
     let seconds = template.duration_seconds();
     if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
@@ -150,6 +178,13 @@ pub fn prepare(
         return Err(RenderError::ExpressionsOverBudget(breach.describe()));
     }
     modifications::write(&mut json, &slots, modifications);
+    let images = fitted_images(&slots, modifications, image_bytes)?;
+    if !images.is_empty() {
+        modifications::write_images(&mut json, &slots, &images);
+        // The replacements' sizes count against the template's image budget as its own
+        // images did (`assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES`).
+        assets::check(&json)?;
+    }
     // rlottie draws no text layers: they become glyph shapes first (warnings are the
     // report's business, computed when the template is registered).
     text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;
@@ -171,6 +206,36 @@ pub fn prepare(
         spec,
         frame_count: timeline.frame_count,
     })
+}
+
+/// Each replacement image decoded and fitted to its slot's box: slot id → PNG data URI.
+/// An image two slots show is decoded once per slot (each has its own box).
+fn fitted_images(
+    slots: &slots::Slots,
+    modifications: &Modifications,
+    image_bytes: &BTreeMap<String, Vec<u8>>,
+) -> Result<BTreeMap<String, String>, RenderError> {
+    let mut fitted = BTreeMap::new();
+    for (id, choice) in &modifications.images {
+        // Checked against the slots by the caller.
+        let Some(slot) = slots.image(id) else {
+            continue;
+        };
+        let Some(bytes) = image_bytes.get(&choice.sha256) else {
+            return Err(RenderError::ImageMissing { slot: id.clone() });
+        };
+        let image_error = |error| RenderError::Image {
+            slot: id.clone(),
+            error,
+        };
+        let pixels =
+            images::fitted(bytes, slot.width, slot.height, choice.fit).map_err(image_error)?;
+        fitted.insert(
+            id.clone(),
+            images::png_data_uri(&pixels).map_err(image_error)?,
+        );
+    }
+    Ok(fitted)
 }
 
 /// What was produced, as the job reports it.

@@ -300,23 +300,54 @@ impl OutputSpec {
     }
 }
 
-/// Slot values a render fills in: slot id → text, slot id → colour.
+/// Slot values a render fills in: slot id → text, slot id → colour, slot id → image.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Modifications {
     #[serde(default)]
     pub texts: BTreeMap<String, String>,
     #[serde(default)]
     pub colors: BTreeMap<String, Rgba>,
+    /// Left out when empty, so the fingerprints of requests without images are the ones
+    /// they had before image slots.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub images: BTreeMap<String, ImageChoice>,
 }
 
-/// A validated render request: the template, its modifications, the output, and the
-/// webhook to tell (none: the caller watches or polls).
+/// A replacement image as a job keeps it: the SHA-256 of its bytes (lowercase hex: what
+/// the fingerprint and the Idempotency-Key's request hash see) and its fit. The bytes go
+/// to the job's pinned files at admission ([`RenderSubmission::images`]) and from there to
+/// the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageChoice {
+    pub sha256: String,
+    pub fit: Fit,
+}
+
+/// How a replacement image fills its asset's box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fit {
+    /// Scaled to cover the box, keeping its proportions; what passes the box is cut off,
+    /// centred (lottie-web's default, `xMidYMid slice`).
+    #[default]
+    Cover,
+    /// Scaled to lie inside the box, keeping its proportions, centred; the rest transparent.
+    Contain,
+    /// Stretched to the box.
+    Fill,
+}
+
+/// A validated render request: the template, its modifications, the output, the webhook
+/// to tell (none: the caller watches or polls), and the bytes of its replacement images.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderSubmission {
     pub template_id: uuid::Uuid,
     pub modifications: Modifications,
     pub output: OutputSpec,
     pub notify: Option<Notify>,
+    /// SHA-256 (as in [`ImageChoice::sha256`]) → the image's bytes; one entry for an image
+    /// several slots show.
+    pub images: BTreeMap<String, bytes::Bytes>,
 }
 
 /// What happened to a job, as its webhook is told (`RenderRequest.notify`).

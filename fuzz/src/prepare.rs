@@ -164,7 +164,11 @@ pub fn run(data: &[u8]) {
     let fps = if request.sixty_fps { 60 } else { 30 };
     let wire = proto::RenderRequest {
         template_id: "0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11".to_owned(),
-        modifications: Some(proto::Modifications { texts, colors }),
+        modifications: Some(proto::Modifications {
+            texts,
+            colors,
+            images: Default::default(),
+        }),
         output: Some(proto::OutputSpec {
             format: proto::Format::Webm as i32,
             fps,

@@ -439,6 +439,7 @@ fn run_pipeline(
     scratch: &Path,
 ) -> Result<(ResourceUsage, Duration), String> {
     let job = WorkerJob {
+        images: Default::default(),
         template_path,
         modifications: Modifications::default(),
         output: spec,

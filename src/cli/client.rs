@@ -312,6 +312,19 @@ pub(crate) fn print_template(template: &proto::Template) {
             );
         }
     }
+    for slot in &template.image_slots {
+        println!(
+            "image slot {} = {}×{} box{}",
+            slot.id,
+            slot.width,
+            slot.height,
+            if slot.has_default {
+                ""
+            } else {
+                ", no default image"
+            }
+        );
+    }
     for warning in &template.warnings {
         println!("warning    {warning}");
     }

@@ -7,7 +7,7 @@ use crate::error::ErrorClass;
 use crate::lottie::{timeline, Template};
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings};
-use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec, Rgba};
+use crate::spec::{Dimension, Fit, Format, Fps, ImageChoice, Modifications, OutputSpec, Rgba};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -59,9 +59,20 @@ pub struct SlotArgs {
     /// Text slot value, `ID=TEXT` (`\n` in TEXT starts a new line). Repeatable.
     #[arg(long = "text", value_name = "ID=TEXT")]
     pub texts: Vec<String>,
+    /// Image slot value, `ID=FILE` or `ID=FILE:cover|contain|fill` (PNG, JPEG or WebP, at
+    /// most 10 MiB; cover when no fit is given). Repeatable.
+    #[arg(long = "image", value_name = "ID=FILE[:FIT]")]
+    pub images: Vec<String>,
     /// Background for MP4 (which has no alpha), `#RRGGBB`; white when unset.
     #[arg(long, value_name = "#RRGGBB")]
     pub background: Option<String>,
+}
+
+/// One `--image` argument.
+pub(crate) struct ImageArg {
+    pub slot: String,
+    pub file: PathBuf,
+    pub fit: Fit,
 }
 
 impl SlotArgs {
@@ -75,6 +86,29 @@ impl SlotArgs {
             .transpose()
             .map_err(|e| format!("--background: {e}"))?;
         Ok((modifications, background))
+    }
+
+    /// The `--image` arguments, or the usage error in them.
+    pub(crate) fn image_args(&self) -> Result<Vec<ImageArg>, String> {
+        self.images
+            .iter()
+            .map(|pair| {
+                let (slot, value) = pair
+                    .split_once('=')
+                    .ok_or_else(|| format!("--image {pair}: expected ID=FILE[:FIT]"))?;
+                let (file, fit) = match value.rsplit_once(':') {
+                    Some((file, "cover")) => (file, Fit::Cover),
+                    Some((file, "contain")) => (file, Fit::Contain),
+                    Some((file, "fill")) => (file, Fit::Fill),
+                    _ => (value, Fit::Cover),
+                };
+                Ok(ImageArg {
+                    slot: slot.to_owned(),
+                    file: PathBuf::from(file),
+                    fit,
+                })
+            })
+            .collect()
     }
 }
 
@@ -93,7 +127,23 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     let fps = Fps::try_from(args.fps).map_err(|e| e.to_string())?;
     let width = Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?;
     let height = Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?;
-    let (modifications, background) = args.slots.parse()?;
+    let (mut modifications, background) = args.slots.parse()?;
+    let mut images = std::collections::BTreeMap::new();
+    for image in args.slots.image_args()? {
+        let bytes = std::fs::read(&image.file)
+            .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
+        let sha256 = crate::lottie::template::hex_sha256(&bytes);
+        let file = std::fs::canonicalize(&image.file)
+            .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
+        modifications.images.insert(
+            image.slot,
+            ImageChoice {
+                sha256: sha256.clone(),
+                fit: image.fit,
+            },
+        );
+        images.insert(sha256, file);
+    }
     let spec = OutputSpec {
         format: args.format,
         fps,
@@ -149,6 +199,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         output_path: partial.path().to_path_buf(),
         threads: args.threads,
         fonts,
+        images,
         traceparent: None,
     };
     let mut progress = Progress::new(frames);

@@ -7,7 +7,7 @@ use super::job::{download, watch};
 use super::render::SlotArgs;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
-use crate::spec::{Format, Rgba};
+use crate::spec::{Fit, Format, Rgba};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tonic::Request;
@@ -72,6 +72,32 @@ impl WebhookEventArg {
     }
 }
 
+/// The `--image` arguments as the request carries them (the files read whole: the server
+/// refuses one over 10 MiB).
+fn images_to_proto(
+    slots: &SlotArgs,
+) -> Result<std::collections::HashMap<String, proto::ImageInput>, ClientError> {
+    let mut images = std::collections::HashMap::new();
+    for image in slots.image_args().map_err(ClientError::Usage)? {
+        let data = std::fs::read(&image.file).map_err(|error| {
+            ClientError::Usage(format!("--image {}: {error}", image.file.display()))
+        })?;
+        let fit = match image.fit {
+            Fit::Cover => proto::ImageFit::Cover,
+            Fit::Contain => proto::ImageFit::Contain,
+            Fit::Fill => proto::ImageFit::Fill,
+        };
+        images.insert(
+            image.slot,
+            proto::ImageInput {
+                source: Some(proto::image_input::Source::Data(data)),
+                fit: fit as i32,
+            },
+        );
+    }
+    Ok(images)
+}
+
 fn color(rgba: Rgba) -> proto::Color {
     proto::Color {
         r: rgba.r(),
@@ -98,6 +124,7 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                     .into_iter()
                     .map(|(id, rgba)| (id, color(rgba)))
                     .collect(),
+                images: images_to_proto(&args.slots)?,
             }),
             output: Some(proto::OutputSpec {
                 format: format as i32,

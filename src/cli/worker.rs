@@ -189,9 +189,15 @@ fn execute(job: &WorkerJob, steps: &mut Steps) -> Result<render::OutputInfo, Fai
     let step = steps.start();
     let inputs = read_inputs_and_confine(job);
     steps.end(step, "read_inputs", Vec::new(), inputs.is_err());
-    let (template, fonts, threads) = inputs?;
+    let Inputs {
+        template,
+        fonts,
+        images,
+        threads,
+    } = inputs?;
     let step = steps.start();
-    let prepared = render::prepare(&template, &job.modifications, job.output, &fonts);
+    let prepared =
+        render::prepare_with_images(&template, &job.modifications, job.output, &fonts, &images);
     steps.end(step, "prepare", Vec::new(), prepared.is_err());
     let prepared = prepared?;
     steps.frames = Some(prepared.frame_count);
@@ -223,15 +229,30 @@ fn execute(job: &WorkerJob, steps: &mut Steps) -> Result<render::OutputInfo, Fai
     output.map_err(Failure::from)
 }
 
-/// Reads the template and fonts, creates the output file and confines the process: what the
-/// worker does before it touches caller data. Answers the template, the fonts and the number
-/// of render threads.
-fn read_inputs_and_confine(job: &WorkerJob) -> Result<(Vec<u8>, FontBook, usize), Failure> {
+/// What a worker reads before it confines itself.
+struct Inputs {
+    template: Vec<u8>,
+    fonts: FontBook,
+    /// SHA-256 → the bytes of a replacement image.
+    images: BTreeMap<String, Vec<u8>>,
+    /// Render threads.
+    threads: usize,
+}
+
+/// Reads the template, fonts and replacement images, creates the output file and confines
+/// the process: what the worker does before it touches caller data.
+fn read_inputs_and_confine(job: &WorkerJob) -> Result<Inputs, Failure> {
     let template = std::fs::read(&job.template_path).map_err(RenderError::ReadTemplate)?;
     let mut fonts = BTreeMap::new();
     for (family, path) in &job.fonts {
         let bytes = std::fs::read(path).map_err(RenderError::ReadTemplate)?;
         fonts.insert(family.clone(), bytes);
+    }
+    let mut images = BTreeMap::new();
+    for (sha256, path) in &job.images {
+        // Their size was checked at submit (at most `images::MAX_IMAGE_BYTES` each).
+        let bytes = std::fs::read(path).map_err(RenderError::ReadTemplate)?;
+        images.insert(sha256.clone(), bytes);
     }
     // Counted before confinement, which hides the cgroup files that hold a CPU quota.
     let threads = if job.threads == 0 {
@@ -250,7 +271,12 @@ fn read_inputs_and_confine(job: &WorkerJob) -> Result<(Vec<u8>, FontBook, usize)
         reason: Reason::WorkerUnavailable,
         message: format!("the worker cannot confine itself: {error}"),
     })?;
-    Ok((template, FontBook::new(fonts), threads))
+    Ok(Inputs {
+        template,
+        fonts: FontBook::new(fonts),
+        images,
+        threads,
+    })
 }
 
 /// One NDJSON line on stdout, flushed at once so the parent sees progress live.

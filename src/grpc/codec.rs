@@ -250,6 +250,7 @@ mod tests {
                     },
                 )]
                 .into(),
+                images: Default::default(),
             }),
             output: Some(proto::OutputSpec {
                 format: proto::Format::Gif as i32,

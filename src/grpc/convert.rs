@@ -6,9 +6,12 @@
 
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
+use crate::lottie::images::{self, MAX_IMAGE_BYTES};
+use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
 use crate::spec::{
-    Dimension, Format, Fps, Modifications, Notify, OutputSpec, RenderSubmission, Rgba,
+    Dimension, Fit, Format, Fps, ImageChoice, Modifications, Notify, OutputSpec, RenderSubmission,
+    Rgba,
 };
 use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;
 use crate::webhooks::event::EventType;
@@ -21,6 +24,13 @@ pub const MAX_MODIFICATIONS_PER_MAP: usize = 256;
 pub const MAX_SLOT_ID_CHARS: usize = 64;
 /// Length of a text value, characters.
 pub const MAX_TEXT_CHARS: usize = 200;
+/// Entries allowed in `modifications.images`: a template's logos, photos and avatars; each
+/// is decoded, resampled and encoded once per worker run.
+pub const MAX_IMAGES_PER_REQUEST: usize = 16;
+/// Bytes of all of a request's images together: three phone photos at their largest, and
+/// what a SubmitRender may buffer beside its other fields
+/// (`middleware::request_body::MAX_RENDER_REQUEST_BYTES`).
+pub const MAX_REQUEST_IMAGE_BYTES: usize = 32 * 1024 * 1024;
 
 impl TryFrom<proto::RenderRequest> for RenderSubmission {
     type Error = ServiceError;
@@ -94,6 +104,22 @@ struct ModificationsDraft {
     texts: BTreeMap<SlotKey, TextDraft>,
     #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
     colors: BTreeMap<SlotKey, ColorDraft>,
+    #[garde(
+        length(max = MAX_IMAGES_PER_REQUEST),
+        custom(slot_ids),
+        custom(image_bytes_together),
+        dive
+    )]
+    images: BTreeMap<SlotKey, ImageDraft>,
+}
+
+#[derive(Debug, Validate)]
+struct ImageDraft {
+    /// The bytes of `source.data` (none when the source is missing).
+    #[garde(required, custom(image_header))]
+    data: Option<Vec<u8>>,
+    #[garde(custom(known_fit))]
+    fit: i32,
 }
 
 #[derive(Debug, Validate)]
@@ -144,6 +170,11 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                     .into_iter()
                     .map(|(k, v)| (SlotKey(k), ColorDraft::from(v)))
                     .collect(),
+                images: modifications
+                    .images
+                    .into_iter()
+                    .map(|(k, v)| (SlotKey(k), ImageDraft::from(v)))
+                    .collect(),
             },
             output: request.output.map(|output| OutputDraft {
                 format: output.format,
@@ -156,6 +187,17 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                 webhook_url: notify.webhook_url,
                 events: notify.events,
             }),
+        }
+    }
+}
+
+impl From<proto::ImageInput> for ImageDraft {
+    fn from(image: proto::ImageInput) -> ImageDraft {
+        ImageDraft {
+            data: image.source.map(|source| match source {
+                proto::image_input::Source::Data(data) => data,
+            }),
+            fit: image.fit,
         }
     }
 }
@@ -194,6 +236,21 @@ impl RenderRequestDraft {
             .into_iter()
             .map(|(key, draft)| Ok((key.0, color(draft)?)))
             .collect::<Result<_, String>>()?;
+        let mut image_bytes = BTreeMap::new();
+        let mut images = BTreeMap::new();
+        for (key, draft) in self.modifications.images {
+            let data = draft.data.ok_or("image data missing after validation")?;
+            let sha256 = hex_sha256(&data);
+            let fit = image_fit(draft.fit).ok_or("image fit after validation")?;
+            images.insert(
+                key.0,
+                ImageChoice {
+                    sha256: sha256.clone(),
+                    fit,
+                },
+            );
+            image_bytes.insert(sha256, bytes::Bytes::from(data));
+        }
         let output = self.output.ok_or("output missing after validation")?;
         let format = match proto::Format::try_from(output.format) {
             Ok(proto::Format::Mp4) => Format::Mp4,
@@ -207,7 +264,11 @@ impl RenderRequestDraft {
         };
         Ok(RenderSubmission {
             template_id,
-            modifications: Modifications { texts, colors },
+            modifications: Modifications {
+                texts,
+                colors,
+                images,
+            },
             output: OutputSpec {
                 format,
                 fps: if output.fps == 0 {
@@ -220,6 +281,7 @@ impl RenderRequestDraft {
                 background: output.background.map(color).transpose()?,
             },
             notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
+            images: image_bytes,
         })
     }
 }
@@ -241,6 +303,52 @@ impl NotifyDraft {
             events,
         })
     }
+}
+
+fn image_fit(value: i32) -> Option<Fit> {
+    match proto::ImageFit::try_from(value).ok()? {
+        proto::ImageFit::Unspecified | proto::ImageFit::Cover => Some(Fit::Cover),
+        proto::ImageFit::Contain => Some(Fit::Contain),
+        proto::ImageFit::Fill => Some(Fit::Fill),
+    }
+}
+
+fn known_fit(value: &i32, _: &()) -> garde::Result {
+    match image_fit(*value) {
+        Some(_) => Ok(()),
+        None => Err(garde::Error::new(format!(
+            "must be IMAGE_FIT_COVER, _CONTAIN or _FILL, got {value}"
+        ))),
+    }
+}
+
+/// The header of a replacement image (read, never decoded: the worker decodes it).
+fn image_header(data: &Option<Vec<u8>>, _: &()) -> garde::Result {
+    // A missing source is the `required` rule's to report.
+    let Some(data) = data else { return Ok(()) };
+    if data.len() > MAX_IMAGE_BYTES {
+        return Err(garde::Error::new(format!(
+            "image is {} bytes; at most {MAX_IMAGE_BYTES} are accepted",
+            data.len()
+        )));
+    }
+    images::header(data)
+        .map(|_| ())
+        .map_err(|error| garde::Error::new(format!("image {error}")))
+}
+
+fn image_bytes_together(images: &BTreeMap<SlotKey, ImageDraft>, _: &()) -> garde::Result {
+    let total: usize = images
+        .values()
+        .filter_map(|image| image.data.as_ref())
+        .map(Vec::len)
+        .sum();
+    if total > MAX_REQUEST_IMAGE_BYTES {
+        return Err(garde::Error::new(format!(
+            "images are {total} bytes together; at most {MAX_REQUEST_IMAGE_BYTES} are accepted"
+        )));
+    }
+    Ok(())
 }
 
 fn webhook_event(value: i32) -> Option<EventType> {
@@ -390,6 +498,7 @@ mod tests {
             modifications: Some(proto::Modifications {
                 texts: [("title".to_owned(), "Hello\nWorld".to_owned())].into(),
                 colors: [("primary_bg".to_owned(), color(0.0, 1.0, 0.5, Some(1.0)))].into(),
+                images: Default::default(),
             }),
             output: Some(proto::OutputSpec {
                 format: proto::Format::Mp4 as i32,

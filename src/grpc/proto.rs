@@ -50,8 +50,11 @@ mod tests {
                     "warnings",
                     "warnings_truncated",
                     "slots_truncated",
+                    "image_slots",
                 ],
             ),
+            ("ImageSlot", &["id", "width", "height", "has_default"]),
+            ("ImageInput", &["data", "fit"]),
             (
                 "TextSlot",
                 &[
@@ -80,7 +83,7 @@ mod tests {
                     "next_attempt_at",
                 ],
             ),
-            ("Modifications", &["texts", "colors"]),
+            ("Modifications", &["texts", "colors", "images"]),
             ("Color", &["r", "g", "b", "a"]),
             (
                 "OutputSpec",

@@ -104,6 +104,16 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
                 }),
             })
             .collect(),
+        image_slots: summary
+            .image_slots
+            .iter()
+            .map(|slot| proto::ImageSlot {
+                id: slot.id.clone(),
+                width: slot.width,
+                height: slot.height,
+                has_default: slot.has_default,
+            })
+            .collect(),
         sha256: summary.sha256.clone(),
         created_at: Some(prost_types::Timestamp::from(summary.created_at())),
         warnings: summary.warnings.clone(),

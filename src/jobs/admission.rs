@@ -85,6 +85,9 @@ pub(crate) fn admit(
             | ModificationError::ControlCharacter { id, .. } => {
                 format!("modifications.texts[{id:?}]")
             }
+            ModificationError::UnknownImageSlot { id, .. } => {
+                format!("modifications.images[{id:?}]")
+            }
         };
         reason.get_or_insert(error.reason());
         violations.push(FieldViolation {
@@ -136,7 +139,7 @@ pub(crate) fn admit(
     );
     let job_id = Uuid::new_v4();
     // Deleted since the record was read: refused as if the deletion came first.
-    let pin = match templates.pin_files(record.id, &record.fonts, job_id) {
+    let pin = match templates.pin_files(record.id, &record.fonts, &submission.images, job_id) {
         Ok(pin) => pin,
         Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(error.into()),

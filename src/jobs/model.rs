@@ -213,11 +213,17 @@ impl SharedWork {
         objects: &crate::storage::objects::ObjectStorage,
         job: uuid::Uuid,
     ) -> RenderWork {
+        let images = self
+            .modifications
+            .images
+            .values()
+            .map(|choice| choice.sha256.as_str());
         let pin = match crate::storage::pins::TemplatePin::borrowed(
             objects.clone(),
             job,
             self.template_key,
             self.fonts,
+            images,
         ) {
             Ok(pin) => Some(std::sync::Arc::new(pin)),
             Err(error) => {

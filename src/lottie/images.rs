@@ -14,13 +14,13 @@
 //! on the phone); the PNG written carries none.
 
 use super::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+pub use crate::spec::Fit;
 use base64::Engine;
 use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
 use image::imageops::{self, FilterType};
 use image::{
     DynamicImage, ImageDecoder, ImageEncoder, ImageFormat, ImageReader, Limits, RgbaImage,
 };
-use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 
 /// Bytes of one replacement image as sent: a 12-megapixel phone JPEG is 3–6 MB, a PNG
@@ -29,20 +29,6 @@ pub const MAX_IMAGE_BYTES: usize = 10 * 1024 * 1024;
 /// Decoder allocations for one image beyond its decoded pixels (row buffers, Huffman tables,
 /// the WebP decoder's frame): the pixels themselves are bounded by [`MAX_IMAGE_PIXELS`].
 const DECODER_OVERHEAD_BYTES: u64 = 64 * 1024 * 1024;
-
-/// How a replacement image fills its asset's box.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fit {
-    /// Scaled to cover the box, keeping its proportions; what passes the box is cut off,
-    /// centred (lottie-web's default, `xMidYMid slice`).
-    #[default]
-    Cover,
-    /// Scaled to lie inside the box, keeping its proportions, centred; the rest transparent.
-    Contain,
-    /// Stretched to the box.
-    Fill,
-}
 
 /// Why a replacement image cannot be used; always the caller's image at fault.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

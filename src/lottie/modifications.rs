@@ -10,6 +10,7 @@ use crate::error::{Classified, ErrorClass};
 use crate::reason::Reason;
 use crate::spec::{Modifications, Rgba};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModificationError {
@@ -19,6 +20,8 @@ pub enum ModificationError {
     UnknownColorSlot { id: String, valid: String },
     #[error("texts[\"{id}\"]: the template has no text slot '{id}'; valid text slots: {valid}")]
     UnknownTextSlot { id: String, valid: String },
+    #[error("images[\"{id}\"]: the template has no image slot '{id}'; valid image slots: {valid}")]
+    UnknownImageSlot { id: String, valid: String },
     #[error("texts[\"{id}\"]: control character U+{code:04X} is not allowed (only newline)")]
     ControlCharacter { id: String, code: u32 },
 }
@@ -30,7 +33,8 @@ impl Classified for ModificationError {
     fn reason(&self) -> Reason {
         match self {
             ModificationError::UnknownColorSlot { .. }
-            | ModificationError::UnknownTextSlot { .. } => Reason::SlotUnknown,
+            | ModificationError::UnknownTextSlot { .. }
+            | ModificationError::UnknownImageSlot { .. } => Reason::SlotUnknown,
             ModificationError::ControlCharacter { .. } => Reason::TextInvalid,
         }
     }
@@ -79,7 +83,32 @@ pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationEr
             });
         }
     }
+    for id in modifications.images.keys() {
+        if slots.image(id).is_none() {
+            errors.push(ModificationError::UnknownImageSlot {
+                id: id.clone(),
+                valid: list(slots.images.iter().map(|s| s.id.as_str()).collect()),
+            });
+        }
+    }
     errors
+}
+
+/// Writes fitted replacement images (slot id → PNG data URI of the slot's box) into the
+/// image assets their slots bind, as embedded images; ids [`check`]ed first.
+pub fn write_images(json: &mut Value, slots: &Slots, images: &BTreeMap<String, String>) {
+    for (id, data_uri) in images {
+        let Some(slot) = slots.image(id) else {
+            continue;
+        };
+        for pointer in &slot.bindings {
+            if let Some(Value::Object(asset)) = json.pointer_mut(pointer) {
+                asset.insert("e".to_owned(), json!(1));
+                asset.insert("u".to_owned(), json!(""));
+                asset.insert("p".to_owned(), json!(data_uri));
+            }
+        }
+    }
 }
 
 /// Resolves slots and applies the modifications to `json` (whose slots are `slots`).

@@ -39,20 +39,25 @@ use super::{AroundCall, AroundLayer, Next, Reply};
 /// Largest request message accepted: a template (8 MiB) plus its fonts. Above it, the call
 /// is answered INVALID_ARGUMENT (`middleware::request_size`) before the body is buffered.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
-/// Largest RenderService request: a RenderRequest with every map full (256 texts of 200
-/// characters, 256 colours) is under 400 KiB; anything larger is not a render request, and
-/// each call in flight may buffer this much.
-pub const MAX_RENDER_REQUEST_BYTES: usize = 1024 * 1024;
+/// A RenderRequest's fields besides its images: with every map full (256 texts of 200
+/// characters, 256 colours) it is under 400 KiB.
+pub const MAX_RENDER_FIELDS_BYTES: usize = 1024 * 1024;
+/// Largest RenderService request: its fields and its replacement images
+/// (`grpc::convert::MAX_REQUEST_IMAGE_BYTES`); anything larger is not a render request.
+/// Each call in flight may buffer this much, within its caller's share.
+pub const MAX_RENDER_REQUEST_BYTES: usize =
+    MAX_RENDER_FIELDS_BYTES + crate::grpc::convert::MAX_REQUEST_IMAGE_BYTES;
 /// Request bytes buffered at once, by every call together (health apart): four callers'
 /// shares. Past it, a call waits (briefly) for others to be decoded, so hundreds of callers
 /// announcing 64 MiB each cannot make the server hold their sum; one caller may hold a
 /// quarter of it, [`CALLER_SHARE_BYTES`], so four callers are needed to fill it.
 pub const REQUEST_BUFFER_BUDGET_BYTES: usize = 4 * CALLER_SHARE_BYTES;
 /// What one caller may have buffered at once: one largest request (a template with its
-/// fonts) and room beside it for a few of the others (four SubmitRenders, or a thousand
-/// id-sized calls), so that a caller uploading a template can still poll its jobs.
+/// fonts, or a SubmitRender with its images) and room beside it for a few of the others
+/// (four SubmitRenders without images, or a thousand id-sized calls), so that a caller
+/// uploading a template can still poll its jobs.
 pub const CALLER_SHARE_BYTES: usize =
-    MAX_REQUEST_BYTES + GRPC_PREFIX_BYTES + 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+    MAX_REQUEST_BYTES + GRPC_PREFIX_BYTES + 4 * (MAX_RENDER_FIELDS_BYTES + GRPC_PREFIX_BYTES);
 /// Largest health request: a service name (ours are under 50 bytes). tonic's default is
 /// 4 MiB, which a compressed request would inflate to.
 pub const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
@@ -544,7 +549,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_over_its_share_of_the_buffers_is_refused_while_health_has_its_own_lane() {
-        // A budget of four 1 MiB requests: one caller holds at most one of them.
+        // A budget of four of the largest requests: one caller holds at most one of them.
         let budget = 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
         let service =
             RequestBodyLayer::new(Duration::from_secs(5), budget).layer(service_fn(counts_bytes));

@@ -99,6 +99,9 @@ pub struct WorkerJob {
     /// Fonts for text layers: family → font file (the template's uploaded fonts).
     #[serde(default)]
     pub fonts: BTreeMap<String, PathBuf>,
+    /// Replacement images: SHA-256 (as `modifications.images` names them) → image file.
+    #[serde(default)]
+    pub images: BTreeMap<String, PathBuf>,
     /// W3C `traceparent` of the server's render span: the worker reports its spans under it.
     /// None when the job is not traced (the worker then records nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,6 +10,10 @@
 //! right through crashes, while a job-scoped copy needs nothing shared and its key says
 //! which job it belongs to. Pins take no quota.
 //!
+//! A render's replacement images (image slots) are written into its pin at admission,
+//! `images/<sha256>` (their bytes came with the request; they are the job's alone), and go
+//! with it.
+//!
 //! A worker has no network, so before it starts the instance that renders the job stages the
 //! pinned files into its own scratch directory ([`TemplatePin::stage`]; locally the pin's
 //! files are read where they are), never through a shared file system.
@@ -37,6 +41,20 @@ fn pin_prefix(job: Uuid) -> String {
     format!("{TEMPLATES}/{PINS_DIR}/{job}")
 }
 
+/// Key of a replacement image of job `job`'s pin.
+fn image_key(job: Uuid, sha256: &str) -> String {
+    format!("{}/images/{sha256}", pin_prefix(job))
+}
+
+/// Whether `sha256` is what a key may hold: 64 lowercase hex digits (the queue entries of
+/// other instances are read, never trusted to name paths).
+fn is_sha256_hex(sha256: &str) -> bool {
+    sha256.len() == 64
+        && sha256
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// The template files of one accepted job; removed when dropped (the job has ended and its
 /// board entry let go of its work).
 #[derive(Debug)]
@@ -47,6 +65,8 @@ pub struct TemplatePin {
     template_key: String,
     /// The template's fonts: family → key.
     font_keys: BTreeMap<String, String>,
+    /// The job's replacement images: SHA-256 → key.
+    image_keys: BTreeMap<String, String>,
     /// Whether dropping this pin removes the files: true on the instance that accepted the
     /// job (it made the copies and keeps them until the job ends wherever it renders); false
     /// on an instance that took the job from the shared queue and only reads them.
@@ -60,6 +80,8 @@ pub(crate) struct StagedInputs {
     pub template_path: PathBuf,
     /// Family → font file.
     pub fonts: BTreeMap<String, PathBuf>,
+    /// SHA-256 → replacement image file.
+    pub images: BTreeMap<String, PathBuf>,
     /// The directory of the staged copies (none locally: the pin's own files are read).
     staged_dir: Option<PathBuf>,
 }
@@ -88,6 +110,7 @@ impl Drop for TemplatePin {
         let objects = self.objects.clone();
         let keys: Vec<String> = std::iter::once(self.template_key.clone())
             .chain(self.font_keys.values().cloned())
+            .chain(self.image_keys.values().cloned())
             .collect();
         self.objects.spawn(async move {
             for key in keys {
@@ -111,12 +134,23 @@ impl TemplatePin {
     /// The pinned files of job `job` as another instance named them (through the shared work
     /// queue), to read only: dropping it leaves them to their owner. Keys outside the job's
     /// own pin prefix are refused (`Damaged`): a queue entry never names other objects.
-    pub(crate) fn borrowed(
+    /// `images` are the SHA-256s of the job's replacement images (its modifications).
+    pub(crate) fn borrowed<'a>(
         objects: ObjectStorage,
         job: Uuid,
         template_key: String,
         font_keys: BTreeMap<String, String>,
+        images: impl IntoIterator<Item = &'a str>,
     ) -> Result<TemplatePin, StorageError> {
+        let mut image_keys = BTreeMap::new();
+        for sha256 in images {
+            if !is_sha256_hex(sha256) {
+                return Err(StorageError::Damaged(format!(
+                    "job {job}'s queue entry names an image {sha256:?}, not a SHA-256"
+                )));
+            }
+            image_keys.insert(sha256.to_owned(), image_key(job, sha256));
+        }
         let prefix = format!("{}/", pin_prefix(job));
         let outside = std::iter::once(&template_key)
             .chain(font_keys.values())
@@ -131,6 +165,7 @@ impl TemplatePin {
             job,
             template_key,
             font_keys,
+            image_keys,
             owned: false,
         })
     }
@@ -154,9 +189,15 @@ impl TemplatePin {
                 .iter()
                 .filter_map(|(family, key)| Some((family.clone(), self.objects.local_path(key)?)))
                 .collect();
+            let images = self
+                .image_keys
+                .iter()
+                .filter_map(|(sha256, key)| Some((sha256.clone(), self.objects.local_path(key)?)))
+                .collect();
             return Ok(StagedInputs {
                 template_path,
                 fonts,
+                images,
                 staged_dir: None,
             });
         }
@@ -170,6 +211,7 @@ impl TemplatePin {
         let mut staged = StagedInputs {
             template_path: dir.join("template.json"),
             fonts: BTreeMap::new(),
+            images: BTreeMap::new(),
             staged_dir: Some(dir.clone()),
         };
         self.objects.block_on(
@@ -182,6 +224,13 @@ impl TemplatePin {
             self.objects
                 .block_on(self.objects.download_file(key, &path))?;
             staged.fonts.insert(family.clone(), path);
+        }
+        for (sha256, key) in &self.image_keys {
+            // Checked to be hex digits when the pin was made.
+            let path = dir.join(format!("{sha256}.image"));
+            self.objects
+                .block_on(self.objects.download_file(key, &path))?;
+            staged.images.insert(sha256.clone(), path);
         }
         Ok(staged)
     }
@@ -197,15 +246,17 @@ impl TemplateStore {
         record: &super::TemplateRecord,
         job: Uuid,
     ) -> Result<TemplatePin, StorageError> {
-        self.pin_files(record.id, &record.fonts, job)
+        self.pin_files(record.id, &record.fonts, &BTreeMap::new(), job)
     }
 
     /// [`TemplateStore::pin`] of template `id` whose font files (family → file, from its
-    /// record) are `fonts`.
+    /// record) are `fonts`, with the job's replacement images (SHA-256 → bytes) written
+    /// beside them.
     pub(crate) fn pin_files(
         &self,
         id: Uuid,
         fonts: &BTreeMap<String, String>,
+        images: &BTreeMap<String, bytes::Bytes>,
         job: Uuid,
     ) -> Result<TemplatePin, StorageError> {
         let prefix = pin_prefix(job);
@@ -215,6 +266,7 @@ impl TemplateStore {
             job,
             template_key: format!("{prefix}/template.json"),
             font_keys: BTreeMap::new(),
+            image_keys: BTreeMap::new(),
             owned: true,
         };
         let gone = |error: StorageError| match error {
@@ -231,6 +283,18 @@ impl TemplateStore {
                 .block_on(self.objects.copy(&self.font_key(id, file), &key))
                 .map_err(gone)?;
             pin.font_keys.insert(family.clone(), key);
+        }
+        for (sha256, bytes) in images {
+            if !is_sha256_hex(sha256) {
+                return Err(StorageError::Damaged(format!(
+                    "an image named {sha256:?}, not a SHA-256"
+                )));
+            }
+            let key = image_key(job, sha256);
+            // Recorded first: a failed write is removed with the pin.
+            pin.image_keys.insert(sha256.clone(), key.clone());
+            self.objects
+                .block_on(self.objects.put(&key, bytes.to_vec()))?;
         }
         Ok(pin)
     }
@@ -367,6 +431,7 @@ mod tests {
                 job,
                 template.to_owned(),
                 fonts.clone(),
+                [],
             )
         };
         let borrowed = borrow(owner.template_key(), owner.font_keys()).unwrap();

@@ -43,6 +43,9 @@ pub(crate) struct TemplateSummary {
     pub duration_seconds: f64,
     pub text_slots: Vec<TextSlotSummary>,
     pub color_slots: Vec<ColorSlotSummary>,
+    /// Absent from summaries written before image slots: none.
+    #[serde(default)]
+    pub image_slots: Vec<ImageSlotSummary>,
     /// Slots were left out to keep the list within [`MAX_SLOT_LIST_BYTES`].
     pub slots_truncated: bool,
     pub warnings: Vec<String>,
@@ -56,6 +59,14 @@ pub(crate) struct TextSlotSummary {
     pub default_text: String,
     pub default_text_truncated: bool,
     pub font_family: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ImageSlotSummary {
+    pub id: String,
+    pub width: u32,
+    pub height: u32,
+    pub has_default: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +108,19 @@ impl TemplateSummary {
                 default_color: slot.default_color,
             });
         }
+        let mut image_slots = Vec::new();
+        for slot in &report.slots.images {
+            if !take(&mut budget, slot.id.len() + SLOT_OVERHEAD_BYTES) {
+                slots_truncated = true;
+                break;
+            }
+            image_slots.push(ImageSlotSummary {
+                id: slot.id.clone(),
+                width: slot.width,
+                height: slot.height,
+                has_default: slot.has_default,
+            });
+        }
         let mut warnings_truncated = report.warnings.len() > MAX_WARNINGS_SHOWN;
         let warnings = report
             .warnings
@@ -122,6 +146,7 @@ impl TemplateSummary {
             duration_seconds: report.duration_seconds,
             text_slots,
             color_slots,
+            image_slots,
             slots_truncated,
             warnings,
             warnings_truncated,

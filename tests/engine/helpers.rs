@@ -110,6 +110,25 @@ pub fn render_in_worker(
     dir: &Path,
     deadline: Duration,
 ) -> (PathBuf, Result<OutputInfo, WorkerFailure>) {
+    render_in_worker_with_images(
+        template,
+        modifications,
+        Default::default(),
+        output,
+        dir,
+        deadline,
+    )
+}
+
+/// [`render_in_worker`] with replacement images (SHA-256 → file), as the job's pin stages them.
+pub fn render_in_worker_with_images(
+    template: &Path,
+    modifications: Modifications,
+    images: std::collections::BTreeMap<String, PathBuf>,
+    output: OutputSpec,
+    dir: &Path,
+    deadline: Duration,
+) -> (PathBuf, Result<OutputInfo, WorkerFailure>) {
     let output_path = dir.join(format!("out-{}.{}", unique(), output.format.extension()));
     let job = WorkerJob {
         template_path: template.to_path_buf(),
@@ -118,6 +137,7 @@ pub fn render_in_worker(
         output_path: output_path.clone(),
         threads: 2,
         fonts: Default::default(),
+        images,
         traceparent: None,
     };
     let settings = SandboxSettings {

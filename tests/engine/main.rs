@@ -11,6 +11,7 @@ mod fonts;
 mod fuzz_findings;
 mod fuzz_seeds;
 mod helpers;
+mod image_slots;
 mod kernel_offers;
 mod malformed;
 mod mattes;

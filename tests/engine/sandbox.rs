@@ -34,6 +34,7 @@ fn run(
         output_path: dir.join("out.gif"),
         threads: 1,
         fonts: Default::default(),
+        images: Default::default(),
         traceparent: None,
     };
     let settings = SandboxSettings {

@@ -292,6 +292,7 @@ impl Runner {
             output_path: self.local.outputs.partial_path(id, extension),
             threads: 0,
             fonts: staged.fonts.clone(),
+            images: staged.images.clone(),
             traceparent: render_span.traceparent(),
         };
         let settings = SandboxSettings {
