@@ -113,11 +113,18 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
         !cfg!(debug_assertions),
         bench.repeat,
     );
+    let mut first_render: Option<(String, u32, Measure)> = None;
     for file in &files {
         let subject = bench.subject(file)?;
         for &format in &formats {
             bench.format(&subject, format)?;
         }
+        if first_render.is_none() {
+            first_render = Some((file.clone(), subject.frames, subject.render_cost));
+        }
+    }
+    if let Some(render) = &first_render {
+        bench.image_slots(render)?;
     }
     if !args.no_rss {
         rss_versus_length(args, &bench.executable, bench.scratch.path())?;
@@ -183,6 +190,71 @@ impl Bench<'_> {
             rendered,
             render_cost,
         })
+    }
+
+    /// What one image slot costs the worker (decode, turn upright, fit to a box of the bench
+    /// size, encode as the PNG rlottie reads), for a phone photo and a screenshot-sized PNG
+    /// and WebP, next to the render of the first template (`render`: its name, frames and
+    /// single-threaded cost). A slot's image is fitted once per render.
+    fn image_slots(&self, render: &(String, u32, Measure)) -> Result<(), String> {
+        use crate::lottie::images;
+        use image::{ImageEncoder, RgbImage};
+        let (file, frames, render_cost) = render;
+        let side = self.args.size;
+        println!("\nimage slots: one image fitted to a {side}×{side} box (cover), once per render");
+        // Smooth colour fields with detail, so the codecs work as on a photo.
+        let photo = |width: u32, height: u32| {
+            RgbImage::from_fn(width, height, |x, y| {
+                let (fx, fy) = (f64::from(x) / 37.0, f64::from(y) / 53.0);
+                let wave = |phase: f64| (127.0 + 120.0 * (fx.sin() * fy.cos() + phase).sin()) as u8;
+                image::Rgb([wave(0.0), wave(2.1), wave(4.2)])
+            })
+        };
+        let encode_error = |e: image::ImageError| e.to_string();
+        let mut jpeg = Vec::new();
+        let source = photo(4032, 3024);
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 90)
+            .write_image(source.as_raw(), 4032, 3024, image::ExtendedColorType::Rgb8)
+            .map_err(encode_error)?;
+        let screenshot = photo(1920, 1080);
+        let mut png = Vec::new();
+        image::codecs::png::PngEncoder::new(&mut png)
+            .write_image(
+                screenshot.as_raw(),
+                1920,
+                1080,
+                image::ExtendedColorType::Rgb8,
+            )
+            .map_err(encode_error)?;
+        let mut webp = Vec::new();
+        let rgba = image::DynamicImage::ImageRgb8(screenshot).into_rgba8();
+        image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
+            .write_image(rgba.as_raw(), 1920, 1080, image::ExtendedColorType::Rgba8)
+            .map_err(encode_error)?;
+        let cases = [
+            ("JPEG 4032×3024 (12 MP photo)", jpeg),
+            ("PNG 1920×1080", png),
+            ("WebP 1920×1080 (lossless)", webp),
+        ];
+        for (label, bytes) in &cases {
+            let cost = median_of(self.repeat, || {
+                measure(|| {
+                    let pixels = images::fitted(bytes, side, side, crate::spec::Fit::Cover)
+                        .map_err(|e| e.to_string())?;
+                    images::png_data_uri(&pixels).map_err(|e| e.to_string())
+                })
+                .map(|(_, cost)| cost)
+            })?;
+            println!(
+                "  {label:<30} {:>8} bytes  wall {:>7.1} ms  cpu {:>7.1} ms  = {:.2} of the render of {file} ({frames} frames, 1 thread, {:.2} s)",
+                bytes.len(),
+                cost.wall.as_secs_f64() * 1e3,
+                cost.cpu.as_secs_f64() * 1e3,
+                cost.wall.as_secs_f64() / render_cost.wall.as_secs_f64().max(1e-9),
+                render_cost.wall.as_secs_f64(),
+            );
+        }
+        Ok(())
     }
 
     /// Every figure of `subject` in `format`: its parts, then the pipeline against their bound.

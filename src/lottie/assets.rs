@@ -30,7 +30,8 @@ use super::error::TemplateError;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
-use jpeg::{jpeg_dimensions, jpeg_scan_count};
+use jpeg::jpeg_dimensions;
+pub(crate) use jpeg::jpeg_scan_count;
 use png::{png_dimensions, png_image_data_bytes, png_inflated_bytes, PNG_SIGNATURE};
 use serde_json::Value;
 

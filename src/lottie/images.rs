@@ -13,7 +13,7 @@
 //! ICC profile is not applied (a Display P3 phone photo looks slightly less saturated than
 //! on the phone); the PNG written carries none.
 
-use super::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+use super::assets::{jpeg_scan_count, MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE, MAX_JPEG_SCANS};
 pub use crate::spec::Fit;
 use base64::Engine;
 use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
@@ -33,7 +33,7 @@ const DECODER_OVERHEAD_BYTES: u64 = 64 * 1024 * 1024;
 /// Why a replacement image cannot be used; always the caller's image at fault.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ImageError {
-    #[error("is not a PNG, JPEG or WebP image")]
+    #[error("is not a PNG, JPEG or WebP file")]
     UnsupportedFormat,
     #[error("is {bytes} bytes; at most {MAX_IMAGE_BYTES} are accepted")]
     TooManyBytes { bytes: usize },
@@ -42,6 +42,11 @@ pub enum ImageError {
          pixels are accepted"
     )]
     TooLarge { width: u64, height: u64 },
+    #[error(
+        "is a JPEG of more than {MAX_JPEG_SCANS} scans; each scan is a pass over the whole \
+         image (save it as a baseline JPEG)"
+    )]
+    TooManyScans,
     #[error("cannot be decoded: {0}")]
     Undecodable(String),
 }
@@ -67,6 +72,12 @@ pub fn header(bytes: &[u8]) -> Result<Header, ImageError> {
         ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP
     ) {
         return Err(ImageError::UnsupportedFormat);
+    }
+    // A decoder passes over the whole image once per scan: a JPEG of thousands of empty
+    // progressive scans (a few bytes each) costs thousands of decodes. Counted by walking
+    // the markers (linear, nothing decoded), as for the templates' own images.
+    if format == ImageFormat::Jpeg && jpeg_scan_count(bytes) > MAX_JPEG_SCANS {
+        return Err(ImageError::TooManyScans);
     }
     // Reading the dimensions allocates nothing for pixels: no limits needed (they would
     // answer a size past them with a less telling error than ours).
@@ -319,6 +330,18 @@ mod tests {
         let out = fitted(&webp, 20, 20, Fit::Fill).unwrap();
         assert_pixel(&out, 2, 2, RED);
         assert_pixel(&out, 18, 18, WHITE);
+    }
+
+    /// A progressive JPEG (8×8) of 5,000 scans of a few bytes each: refused from its markers.
+    #[test]
+    fn a_jpeg_of_thousands_of_scans_is_refused_before_decoding() {
+        let mut bytes = vec![0xFF, 0xD8];
+        bytes.extend([0xFF, 0xC2, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0]);
+        for _ in 0..5000 {
+            bytes.extend([0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0, 0, 0x12, 0x34]);
+        }
+        bytes.extend([0xFF, 0xD9]);
+        assert_eq!(header(&bytes), Err(ImageError::TooManyScans));
     }
 
     #[test]

@@ -459,6 +459,50 @@ mod tests {
     }
 
     #[test]
+    fn a_jobs_images_are_pinned_staged_read_by_a_borrower_and_removed_with_the_pin() {
+        let (_runtime, _dir, store, record) = stored_template();
+        let job = Uuid::new_v4();
+        let sha256 = crate::lottie::template::hex_sha256(b"image bytes");
+        let images = [(sha256.clone(), bytes::Bytes::from_static(b"image bytes"))].into();
+        let owner = store
+            .pin_files(record.id, &record.fonts, &images, job)
+            .unwrap();
+        let staged = owner.stage().unwrap();
+        assert_eq!(
+            std::fs::read(&staged.images[&sha256]).unwrap(),
+            b"image bytes"
+        );
+        let borrowed = TemplatePin::borrowed(
+            store.objects().clone(),
+            job,
+            owner.template_key().to_owned(),
+            owner.font_keys().clone(),
+            [sha256.as_str()],
+        )
+        .unwrap();
+        assert_eq!(
+            borrowed.stage().unwrap().images[&sha256],
+            staged.images[&sha256]
+        );
+        // A queue entry's image names are never trusted to be paths.
+        for hostile in ["../../record.json", "ABC", ""] {
+            assert!(matches!(
+                TemplatePin::borrowed(
+                    store.objects().clone(),
+                    job,
+                    owner.template_key().to_owned(),
+                    BTreeMap::new(),
+                    [hostile],
+                ),
+                Err(StorageError::Damaged(_))
+            ));
+        }
+        let image = staged.images[&sha256].clone();
+        drop((staged, borrowed, owner));
+        assert!(!image.exists(), "the pinned image outlived its job");
+    }
+
+    #[test]
     fn the_sweep_removes_only_pins_older_than_any_job_lives() {
         let (_runtime, dir, store, record) = stored_template();
         let pin = store.pin(&record, Uuid::new_v4()).unwrap();

@@ -49,7 +49,7 @@ pub(super) fn jpeg_dimensions(bytes: &[u8]) -> Result<(u64, u64), String> {
 /// padding) takes every 0xFF not followed by 0x00 for a marker, as stb_image's bit reader
 /// does when it stops a scan; restart markers inside a scan are passed over. It ends at EOI,
 /// at the end of the data, or at a marker stb_image stops decoding at.
-pub(super) fn jpeg_scan_count(bytes: &[u8]) -> usize {
+pub(crate) fn jpeg_scan_count(bytes: &[u8]) -> usize {
     let mut scans = 0;
     let mut at = 2; // after SOI (FF D8)
     loop {

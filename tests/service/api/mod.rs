@@ -9,6 +9,7 @@ mod drain;
 mod errors;
 mod http_json;
 mod identity_sources;
+pub(crate) mod image_slots;
 mod mesh;
 mod panic;
 mod pki;

@@ -237,6 +237,39 @@ async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
     app.stop().await;
 }
 
+/// A replacement image goes into the job's pin in the bucket, is staged for the worker from
+/// there (its pixels reach the output) and goes with the pin when the job ends.
+#[tokio::test]
+async fn a_replacement_image_is_pinned_in_the_bucket_staged_for_the_worker_and_removed_after() {
+    use crate::api::image_slots::{png, quadrants, template_json, with_images};
+    let bucket = TestBucket::create().await;
+    let app = app_on_bucket(&bucket, |_| {}).await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let image = png(&quadrants(16, 16));
+    let request = with_images(
+        &template.template_id,
+        vec![("photo", image.clone(), proto::ImageFit::Fill)],
+    );
+    let job = app.submit(request).await.unwrap();
+    let key = format!(
+        "templates/.jobs/{}/images/{}",
+        job.job_id,
+        sha256_hex(&image)
+    );
+    let done = app.finished(&job.job_id).await;
+    assert_eq!(done.state, proto::JobState::Succeeded as i32, "{done:?}");
+    bucket.wait_for_key(&key, false).await;
+    let plain = app
+        .render(with_images(&template.template_id, Vec::new()))
+        .await;
+    assert_ne!(
+        done.output.unwrap().sha256,
+        plain.output.unwrap().sha256,
+        "the staged image was not drawn"
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn retention_deletes_an_output_from_the_bucket() {
     let bucket = TestBucket::create().await;

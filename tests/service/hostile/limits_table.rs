@@ -73,6 +73,13 @@ fn constant(name: &str) -> Option<Actual> {
     use middleware::request_body;
     match name {
         "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
+        "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
+        "grpc::convert::MAX_IMAGES_PER_REQUEST" => {
+            count(grpc::convert::MAX_IMAGES_PER_REQUEST as f64)
+        }
+        "grpc::convert::MAX_REQUEST_IMAGE_BYTES" => {
+            bytes(grpc::convert::MAX_REQUEST_IMAGE_BYTES as f64)
+        }
         "lottie::assets::MAX_IMAGE_PIXELS" => count(lottie::assets::MAX_IMAGE_PIXELS as f64),
         "lottie::assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES" => {
             bytes(lottie::assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES as f64)

@@ -1,0 +1,310 @@
+//! Image slots over the real gRPC stack: the template lists them, a replacement image sent
+//! with SubmitRender reaches the frames at the asset's place (decoded with ffmpeg, checked
+//! against the colours and geometry made here), a bad image is refused at the boundary
+//! naming its field, and the image is part of what an Idempotency-Key stands for.
+
+use crate::helpers::*;
+use base64::Engine;
+use image::{ImageEncoder, Rgba, RgbaImage};
+use lottie_render::grpc::proto;
+use std::process::Command;
+
+const CANVAS: u32 = 200;
+const BOX: u32 = 100;
+const ORIGIN: u32 = 50;
+
+const RED: Rgba<u8> = Rgba([255, 0, 0, 255]);
+const GREEN: Rgba<u8> = Rgba([0, 255, 0, 255]);
+const BLUE: Rgba<u8> = Rgba([0, 0, 255, 255]);
+const WHITE: Rgba<u8> = Rgba([255, 255, 255, 255]);
+
+pub(crate) fn png(image: &RgbaImage) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut bytes)
+        .write_image(
+            image.as_raw(),
+            image.width(),
+            image.height(),
+            image::ExtendedColorType::Rgba8,
+        )
+        .unwrap();
+    bytes
+}
+
+pub(crate) fn quadrants(width: u32, height: u32) -> RgbaImage {
+    RgbaImage::from_fn(width, height, |x, y| {
+        match (x < width / 2, y < height / 2) {
+            (true, true) => RED,
+            (false, true) => GREEN,
+            (true, false) => BLUE,
+            (false, false) => WHITE,
+        }
+    })
+}
+
+/// A 200² template of one image layer at (50, 50) showing asset "photo" (100², a grey
+/// default) by its `sid` "photo", and a second asset "unused" by its id.
+pub(crate) fn template_json() -> Vec<u8> {
+    let grey = png(&RgbaImage::from_pixel(BOX, BOX, Rgba([128, 128, 128, 255])));
+    let uri = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(grey)
+    );
+    serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": CANVAS, "h": CANVAS,
+        "assets": [
+            {"id": "image_0", "sid": "photo", "w": BOX, "h": BOX, "e": 1, "u": "", "p": uri},
+            {"id": "unused", "w": 20, "h": 10, "e": 1, "u": "", "p": uri}
+        ],
+        "layers": [{
+            "ddd": 0, "ind": 1, "ty": 2, "nm": "photo layer", "refId": "image_0", "sr": 1,
+            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [ORIGIN, ORIGIN, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+                "s": {"a": 0, "k": [100, 100, 100]}},
+            "ip": 0, "op": 5, "st": 0, "bm": 0
+        }]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+pub(crate) fn with_images(
+    template_id: &str,
+    images: Vec<(&str, Vec<u8>, proto::ImageFit)>,
+) -> proto::RenderRequest {
+    let mut request = small_request(template_id, proto::Format::Webm);
+    if let Some(output) = request.output.as_mut() {
+        output.width = CANVAS;
+        output.height = CANVAS;
+    }
+    request.modifications = Some(proto::Modifications {
+        images: images
+            .into_iter()
+            .map(|(slot, data, fit)| {
+                (
+                    slot.to_owned(),
+                    proto::ImageInput {
+                        source: Some(proto::image_input::Source::Data(data)),
+                        fit: fit as i32,
+                    },
+                )
+            })
+            .collect(),
+        ..Default::default()
+    });
+    request
+}
+
+/// The first frame of a WebM output, RGBA (libvpx-vp9 decodes its alpha).
+fn first_frame(webm: &[u8]) -> RgbaImage {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.webm");
+    std::fs::write(&path, webm).unwrap();
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-c:v", "libvpx-vp9", "-i"])
+        .arg(&path)
+        .args(["-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "rgba", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    RgbaImage::from_raw(CANVAS, CANVAS, output.stdout).unwrap()
+}
+
+#[track_caller]
+fn assert_near(frame: &RgbaImage, (x, y): (u32, u32), expected: Rgba<u8>) {
+    let actual = frame.get_pixel(x, y);
+    let close = actual
+        .0
+        .iter()
+        .zip(expected.0)
+        .all(|(a, e)| a.abs_diff(e) <= 48);
+    assert!(close, "({x}, {y}) is {actual:?}, expected {expected:?}");
+}
+
+fn in_box(u: f64, v: f64) -> (u32, u32) {
+    let at = |f: f64| ORIGIN + (f * f64::from(BOX)) as u32;
+    (at(u), at(v))
+}
+
+#[tokio::test]
+async fn a_replacement_image_is_listed_sent_and_drawn_in_the_assets_box() {
+    let app = spawn_app().await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let slots: Vec<(String, u32, u32, bool)> = template
+        .image_slots
+        .iter()
+        .map(|slot| (slot.id.clone(), slot.width, slot.height, slot.has_default))
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            ("photo".to_owned(), BOX, BOX, true),
+            ("unused".to_owned(), 20, 10, true)
+        ]
+    );
+    let request = with_images(
+        &template.template_id,
+        vec![("photo", png(&quadrants(40, 20)), proto::ImageFit::Fill)],
+    );
+    let done = app.render(request).await;
+    let frame = first_frame(&app.download(&done.job_id).await.unwrap());
+    assert_near(&frame, in_box(0.2, 0.2), RED);
+    assert_near(&frame, in_box(0.8, 0.2), GREEN);
+    assert_near(&frame, in_box(0.2, 0.8), BLUE);
+    assert_near(&frame, in_box(0.8, 0.8), WHITE);
+    assert!(frame.get_pixel(10, 10).0[3] < 32, "outside the box");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bad_images_are_refused_at_submit_naming_their_field() {
+    let app = spawn_app().await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let id = template.template_id.as_str();
+    let good = || png(&quadrants(8, 8));
+    let gif = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00,".to_vec();
+    let huge_header = png(&RgbaImage::new(9000, 1));
+    // A progressive JPEG (8×8) of 5,000 scans of a few bytes: each would be a decoding pass.
+    let mut many_scans = vec![0xFF, 0xD8, 0xFF, 0xC2, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0];
+    for _ in 0..5000 {
+        many_scans.extend([0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0, 0, 0x12, 0x34]);
+    }
+    many_scans.extend([0xFF, 0xD9]);
+    let cases: Vec<(&str, proto::RenderRequest, &str, &str)> = vec![
+        (
+            "a GIF",
+            with_images(id, vec![("photo", gif, proto::ImageFit::Cover)]),
+            "modifications.images[\"photo\"].data",
+            "REQUEST_INVALID",
+        ),
+        (
+            "past the side limit",
+            with_images(id, vec![("photo", huge_header, proto::ImageFit::Cover)]),
+            "modifications.images[\"photo\"].data",
+            "REQUEST_INVALID",
+        ),
+        (
+            "a JPEG of 5,000 scans",
+            with_images(id, vec![("photo", many_scans, proto::ImageFit::Cover)]),
+            "modifications.images[\"photo\"].data",
+            "REQUEST_INVALID",
+        ),
+        (
+            "an unknown fit",
+            {
+                let mut request = with_images(id, vec![("photo", good(), proto::ImageFit::Cover)]);
+                let modifications = request.modifications.as_mut().unwrap();
+                modifications.images.get_mut("photo").unwrap().fit = 9;
+                request
+            },
+            "modifications.images[\"photo\"].fit",
+            "REQUEST_INVALID",
+        ),
+        (
+            "no source",
+            {
+                let mut request = with_images(id, vec![("photo", good(), proto::ImageFit::Cover)]);
+                let modifications = request.modifications.as_mut().unwrap();
+                modifications.images.get_mut("photo").unwrap().source = None;
+                request
+            },
+            "modifications.images[\"photo\"].data",
+            "REQUEST_INVALID",
+        ),
+        (
+            "an unknown slot",
+            with_images(id, vec![("logo", good(), proto::ImageFit::Cover)]),
+            "modifications.images[\"logo\"]",
+            "SLOT_UNKNOWN",
+        ),
+        (
+            "seventeen images",
+            with_images(
+                id,
+                (0..17)
+                    .map(|index| {
+                        (
+                            [
+                                "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
+                                "n", "o", "p", "q",
+                            ][index],
+                            good(),
+                            proto::ImageFit::Cover,
+                        )
+                    })
+                    .collect(),
+            ),
+            "modifications.images",
+            "REQUEST_INVALID",
+        ),
+    ];
+    for (what, request, field, expected_reason) in cases {
+        let status = app.submit(request).await.unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{what}: {status:?}"
+        );
+        assert_eq!(reason(&status), expected_reason, "{what}: {status:?}");
+        assert!(
+            violated_fields(&status).iter().any(|f| f == field),
+            "{what}: {:?} in {status:?}",
+            violated_fields(&status)
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_image_over_ten_mebibytes_is_refused_before_it_is_queued() {
+    let app = spawn_app().await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let mut big = png(&quadrants(8, 8));
+    big.resize(10 * 1024 * 1024 + 1, 0);
+    let request = with_images(
+        &template.template_id,
+        vec![("photo", big, proto::ImageFit::Cover)],
+    );
+    let status = app.submit(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("at most 10485760"), "{status:?}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_image_is_part_of_the_request_an_idempotency_key_stands_for() {
+    let app = spawn_app().await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let id = template.template_id.as_str();
+    let first = with_images(
+        id,
+        vec![("photo", png(&quadrants(8, 8)), proto::ImageFit::Cover)],
+    );
+    let key = unique_key();
+    let job = app.submit_with_key(&key, first.clone()).await.unwrap();
+    let (replayed, was_replay) = app.submit_keyed(&key, first).await.unwrap();
+    assert!(was_replay);
+    assert_eq!(replayed.job_id, job.job_id);
+    let other = with_images(
+        id,
+        vec![("photo", png(&quadrants(8, 6)), proto::ImageFit::Cover)],
+    );
+    let status = app.submit_with_key(&key, other).await.unwrap_err();
+    assert_eq!(reason(&status), "IDEMPOTENCY_KEY_REUSED", "{status:?}");
+    // The same image under another fit is another request too.
+    let refit = with_images(
+        id,
+        vec![("photo", png(&quadrants(8, 8)), proto::ImageFit::Fill)],
+    );
+    let status = app.submit_with_key(&key, refit).await.unwrap_err();
+    assert_eq!(reason(&status), "IDEMPOTENCY_KEY_REUSED", "{status:?}");
+    assert_eq!(
+        state(&app.finished(&job.job_id).await),
+        proto::JobState::Succeeded
+    );
+    app.stop().await;
+}
