@@ -308,3 +308,50 @@ async fn the_image_is_part_of_the_request_an_idempotency_key_stands_for() {
     );
     app.stop().await;
 }
+
+/// The same over the HTTP/JSON door: the image as base64 (the canonical JSON of `bytes`),
+/// the fit by name; a GIF is a 422 naming the field.
+#[tokio::test]
+async fn an_image_slot_over_http_json_is_base64_and_refusals_name_the_field() {
+    let app = spawn_app().await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let client = reqwest::Client::builder().http1_only().build().unwrap();
+    let body = |data: &[u8]| {
+        serde_json::json!({
+            "templateId": template.template_id,
+            "modifications": {"images": {"photo": {
+                "data": base64::engine::general_purpose::STANDARD.encode(data),
+                "fit": "IMAGE_FIT_FILL"
+            }}},
+            "output": {"format": "FORMAT_WEBM", "width": CANVAS, "height": CANVAS}
+        })
+    };
+    let url = format!("http://{}/v1/renders", app.address);
+    let accepted = client
+        .post(&url)
+        .header("idempotency-key", unique_key())
+        .json(&body(&png(&quadrants(40, 20))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), reqwest::StatusCode::ACCEPTED);
+    let job: serde_json::Value = accepted.json().await.unwrap();
+    let done = app.finished(job["jobId"].as_str().unwrap()).await;
+    assert_eq!(state(&done), proto::JobState::Succeeded, "{done:?}");
+    let frame = first_frame(&app.download(&done.job_id).await.unwrap());
+    assert_near(&frame, in_box(0.2, 0.8), BLUE);
+    let refused = client
+        .post(&url)
+        .header("idempotency-key", unique_key())
+        .json(&body(b"GIF89a\x01\x00\x01\x00\x80\x00\x00"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), reqwest::StatusCode::UNPROCESSABLE_ENTITY);
+    let problem: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(
+        problem["errors"][0]["field"], "modifications.images[\"photo\"].data",
+        "{problem}"
+    );
+    app.stop().await;
+}
