@@ -315,7 +315,11 @@ async fn refusals_are_problems_with_the_status_of_their_class_and_every_field_pa
         .post(url(&app, "/v1/renders"))
         .header("idempotency-key", unique_key())
         .header("content-type", "application/json")
-        .body(vec![b' '; 2 << 20])
+        .body(vec![
+            b' ';
+            lottie_render::middleware::request_body::MAX_RENDER_REQUEST_BYTES
+                + 1
+        ])
         .send()
         .await
         .unwrap();
