@@ -3,6 +3,7 @@
 # time, so no corpus file is copied into the repository:
 #   - template, slots, prepare: every JSON template of ../shared/corpus up to MAX_SEED_BYTES
 #     (larger ones would be cut by libFuzzer's -max_len into invalid JSON);
+#   - image: PNG, JPEG (baseline, progressive, EXIF-rotated) and WebP files ffmpeg makes;
 #   - request: RenderRequest and CreateTemplateRequest bodies encoded by protoc from the
 #     text-format requests below (the smallest corpus templates as lottie_json).
 # Usage: fuzz/seed.sh [TARGET…]   (all targets when none is given)
@@ -21,6 +22,16 @@ json_seeds() {
   while IFS= read -r -d '' file; do
     cp "$file" "$fuzz_dir/corpus/$target/seed-$(basename "$file")"
   done < <(find "$corpus" -name '*.json' -size -"$((MAX_SEED_BYTES + 1))"c -print0)
+}
+
+image_seeds() {
+  local out=$fuzz_dir/corpus/image
+  mkdir -p "$out"
+  ffmpeg -v error -y -f lavfi -i testsrc=size=32x24 -frames:v 1 "$out/seed.png"
+  ffmpeg -v error -y -f lavfi -i testsrc=size=32x24 -frames:v 1 -pix_fmt rgba "$out/seed-alpha.png"
+  ffmpeg -v error -y -f lavfi -i testsrc=size=32x24 -frames:v 1 "$out/seed.jpg"
+  ffmpeg -v error -y -f lavfi -i testsrc=size=32x24 -frames:v 1 -c:v libwebp "$out/seed.webp"
+  ffmpeg -v error -y -f lavfi -i testsrc=size=32x24 -frames:v 1 -c:v libwebp -lossless 1 "$out/seed-lossless.webp"
 }
 
 # One text-format request per line: MESSAGE<TAB>TEXT.
@@ -44,10 +55,11 @@ REQUESTS
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request template slots prepare)
+[ ${#targets[@]} -gt 0 ] || targets=(request template slots prepare image)
 for target in "${targets[@]}"; do
   case "$target" in
     request) request_seeds ;;
+    image) image_seeds ;;
     template | slots | prepare) json_seeds "$target" ;;
     *) echo "seed.sh: unknown target $target" >&2; exit 64 ;;
   esac

@@ -6,6 +6,7 @@
 //! run every target on seeds, so a change of the library they call fails `./dev test`, in the
 //! same build as everything else.
 
+pub mod image;
 pub mod prepare;
 pub mod request;
 pub mod slots;

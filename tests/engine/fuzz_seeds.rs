@@ -60,6 +60,60 @@ fn run_on(seeds: &[(PathBuf, Vec<u8>)], target: fn(&[u8])) {
     }
 }
 
+/// Images for the `image` target: each format made by its encoder (as `fuzz/seed.sh` has
+/// ffmpeg make them), and hostile ones (cut, a lying header, thousands of JPEG scans).
+fn image_seeds() -> Vec<(PathBuf, Vec<u8>)> {
+    use image::{ImageEncoder, RgbaImage};
+    let source = RgbaImage::from_fn(32, 24, |x, y| {
+        image::Rgba([x as u8 * 8, y as u8 * 10, 99, 200])
+    });
+    let encode = |encoder: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = Vec::new();
+        encoder(&mut bytes);
+        bytes
+    };
+    let png = encode(&|out| {
+        image::codecs::png::PngEncoder::new(out)
+            .write_image(source.as_raw(), 32, 24, image::ExtendedColorType::Rgba8)
+            .unwrap()
+    });
+    let jpeg = encode(&|out| {
+        let rgb = image::DynamicImage::ImageRgba8(source.clone()).into_rgb8();
+        image::codecs::jpeg::JpegEncoder::new(out)
+            .write_image(rgb.as_raw(), 32, 24, image::ExtendedColorType::Rgb8)
+            .unwrap()
+    });
+    let webp = encode(&|out| {
+        image::codecs::webp::WebPEncoder::new_lossless(out)
+            .write_image(source.as_raw(), 32, 24, image::ExtendedColorType::Rgba8)
+            .unwrap()
+    });
+    let mut cut = png.clone();
+    cut.truncate(png.len() / 2);
+    let mut lying = png.clone();
+    lying[16..24].copy_from_slice(&[0, 0, 0x0F, 0xA0, 0, 0, 0x0F, 0xA0]);
+    let mut scans = vec![0xFF, 0xD8, 0xFF, 0xC2, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0];
+    for _ in 0..500 {
+        scans.extend([0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0, 0, 0x12, 0x34]);
+    }
+    [
+        ("png", png),
+        ("jpeg", jpeg),
+        ("webp", webp),
+        ("cut png", cut),
+        ("lying png", lying),
+        ("jpeg of 500 scans", scans),
+    ]
+    .into_iter()
+    .map(|(name, bytes)| (PathBuf::from(name), bytes))
+    .collect()
+}
+
+#[test]
+fn the_image_target_keeps_its_promises_on_its_seeds() {
+    run_on(&image_seeds(), targets::image::run);
+}
+
 #[test]
 fn the_template_target_keeps_its_promises_on_the_corpus() {
     run_on(&template_seeds(), targets::template::run);
