@@ -2,8 +2,8 @@
 //! report) and by the worker on every render, on templates that passed the fence.
 //!
 //! Promises checked beyond "no panic": every binding names a property that exists and is of
-//! the right kind (a fill/stroke item, a text layer, an image asset); ids are non-empty and distinct; the
-//! slot report a caller gets back stays in proportion to the template.
+//! the right kind (a fill/stroke item, a text layer, an image asset); ids are non-empty and
+//! distinct; the slot report a caller gets back stays in proportion to the template.
 
 use super::answer_budget;
 use lottie_render::lottie::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
