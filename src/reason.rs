@@ -66,6 +66,8 @@ reasons! {
     SlotUnknown => "SLOT_UNKNOWN",
     TextInvalid => "TEXT_INVALID",
     ImageInvalid => "IMAGE_INVALID",
+    ImageNotFound => "IMAGE_NOT_FOUND",
+    ImageQuotaExceeded => "IMAGE_QUOTA_EXCEEDED",
     JobTooLarge => "JOB_TOO_LARGE",
     OutputTooLong => "OUTPUT_TOO_LONG",
     RenderQuarantined => "RENDER_QUARANTINED",

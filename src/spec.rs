@@ -345,9 +345,18 @@ pub struct RenderSubmission {
     pub modifications: Modifications,
     pub output: OutputSpec,
     pub notify: Option<Notify>,
-    /// SHA-256 (as in [`ImageChoice::sha256`]) → the image's bytes; one entry for an image
-    /// several slots show.
-    pub images: BTreeMap<String, bytes::Bytes>,
+    /// SHA-256 (as in [`ImageChoice::sha256`]) → where the image's bytes are; one entry for
+    /// an image several slots show.
+    pub images: BTreeMap<String, ImageSource>,
+}
+
+/// Where a replacement image's bytes are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImageSource {
+    /// Sent with the request.
+    Sent(bytes::Bytes),
+    /// Uploaded earlier (UploadImage) by the caller's tenant: its id is its SHA-256.
+    Uploaded,
 }
 
 /// What happened to a job, as its webhook is told (`RenderRequest.notify`).

@@ -15,6 +15,7 @@
 //! Outputs live under `outputs/<job-id>.<ext>` ([`outputs`]). Callers see only
 //! [`TemplateStore`] and [`OutputStore`].
 
+pub mod images;
 pub(crate) mod index;
 pub mod objects;
 pub(crate) mod outputs;
@@ -61,6 +62,11 @@ pub enum StorageError {
     Damaged(String),
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The caller's tenant has no uploaded image of this id.
+    #[error("no image {0} was uploaded")]
+    ImageNotFound(String),
+    #[error("{0}")]
+    ImageQuotaExceeded(String),
     /// The template's record would be over [`MAX_TEMPLATE_RECORD_BYTES`] (the caller's
     /// template is at fault).
     #[error("the template's record (its slots, default texts and warnings) would be {bytes} bytes, more than the {MAX_TEMPLATE_RECORD_BYTES} byte limit; shorten its default texts or slot names")]
@@ -451,6 +457,16 @@ impl From<StorageError> for ServiceError {
                     }],
                 )
             }
+            StorageError::ImageNotFound(id) => ServiceError::not_found(
+                Reason::ImageNotFound,
+                format!("no image {id} was uploaded (UploadImage)"),
+            ),
+            StorageError::ImageQuotaExceeded(message) => ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                Reason::ImageQuotaExceeded,
+                message,
+                STORAGE_FULL_RETRY_AFTER,
+            ),
             StorageError::QuotaExceeded(message) => ServiceError::transient(
                 ServiceErrorCode::ResourceExhausted,
                 Reason::TemplateQuotaExceeded,

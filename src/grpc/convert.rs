@@ -10,8 +10,8 @@ use crate::lottie::images::{self, MAX_IMAGE_BYTES};
 use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
 use crate::spec::{
-    Dimension, Fit, Format, Fps, ImageChoice, Modifications, Notify, OutputSpec, RenderSubmission,
-    Rgba,
+    Dimension, Fit, Format, Fps, ImageChoice, ImageSource, Modifications, Notify, OutputSpec,
+    RenderSubmission, Rgba,
 };
 use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;
 use crate::webhooks::event::EventType;
@@ -37,14 +37,27 @@ impl TryFrom<proto::RenderRequest> for RenderSubmission {
 
     fn try_from(request: proto::RenderRequest) -> Result<RenderSubmission, ServiceError> {
         let draft = RenderRequestDraft::from(request);
-        if let Err(report) = draft.validate() {
-            let violations: Vec<FieldViolation> = report
+        let mut violations: Vec<FieldViolation> = match draft.validate() {
+            Ok(()) => Vec::new(),
+            Err(report) => report
                 .iter()
                 .map(|(path, error)| FieldViolation {
                     field: path.to_string(),
                     description: error.to_string(),
                 })
-                .collect();
+                .collect(),
+        };
+        // The one rule garde cannot say per field: an image names its source.
+        for (slot, image) in &draft.modifications.images {
+            if image.data.is_none() && image.image_id.is_none() {
+                violations.push(FieldViolation {
+                    field: format!("modifications.images[{slot}].data"),
+                    description: "an image needs its data or the image_id of an uploaded one"
+                        .into(),
+                });
+            }
+        }
+        if !violations.is_empty() {
             let message = match violations.as_slice() {
                 [only] => format!("{}: {}", only.field, only.description),
                 all => format!("{} invalid fields", all.len()),
@@ -115,9 +128,12 @@ struct ModificationsDraft {
 
 #[derive(Debug, Validate)]
 struct ImageDraft {
-    /// The bytes of `source.data` (none when the source is missing).
-    #[garde(required, custom(image_header))]
+    /// The bytes of `source.data` (none when the source is another or missing).
+    #[garde(custom(image_header))]
     data: Option<Vec<u8>>,
+    /// `source.image_id`.
+    #[garde(custom(uploaded_image_id))]
+    image_id: Option<String>,
     #[garde(custom(known_fit))]
     fit: i32,
 }
@@ -194,9 +210,14 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
 impl From<proto::ImageInput> for ImageDraft {
     fn from(image: proto::ImageInput) -> ImageDraft {
         ImageDraft {
-            data: image.source.map(|source| match source {
-                proto::image_input::Source::Data(data) => data,
-            }),
+            data: match &image.source {
+                Some(proto::image_input::Source::Data(data)) => Some(data.clone()),
+                _ => None,
+            },
+            image_id: match image.source {
+                Some(proto::image_input::Source::ImageId(id)) => Some(id),
+                _ => None,
+            },
             fit: image.fit,
         }
     }
@@ -239,9 +260,12 @@ impl RenderRequestDraft {
         let mut image_bytes = BTreeMap::new();
         let mut images = BTreeMap::new();
         for (key, draft) in self.modifications.images {
-            let data = draft.data.ok_or("image data missing after validation")?;
-            let sha256 = hex_sha256(&data);
             let fit = image_fit(draft.fit).ok_or("image fit after validation")?;
+            let (sha256, source) = match (draft.data, draft.image_id) {
+                (Some(data), _) => (hex_sha256(&data), ImageSource::Sent(data.into())),
+                (None, Some(id)) => (id, ImageSource::Uploaded),
+                (None, None) => return Err("image source missing after validation".into()),
+            };
             images.insert(
                 key.0,
                 ImageChoice {
@@ -249,7 +273,13 @@ impl RenderRequestDraft {
                     fit,
                 },
             );
-            image_bytes.insert(sha256, bytes::Bytes::from(data));
+            // Bytes sent with the request win over an upload of the same bytes.
+            match image_bytes.get(&sha256) {
+                Some(ImageSource::Sent(_)) => {}
+                _ => {
+                    image_bytes.insert(sha256, source);
+                }
+            }
         }
         let output = self.output.ok_or("output missing after validation")?;
         let format = match proto::Format::try_from(output.format) {
@@ -335,6 +365,16 @@ fn image_header(data: &Option<Vec<u8>>, _: &()) -> garde::Result {
     images::header(data)
         .map(|_| ())
         .map_err(|error| garde::Error::new(format!("image {error}")))
+}
+
+fn uploaded_image_id(id: &Option<String>, _: &()) -> garde::Result {
+    match id {
+        Some(id) if !crate::storage::images::is_image_id(id) => Err(garde::Error::new(format!(
+            "must be an image_id UploadImage answered (64 lowercase hex digits), got {:?}",
+            id.chars().take(80).collect::<String>()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn image_bytes_together(images: &BTreeMap<SlotKey, ImageDraft>, _: &()) -> garde::Result {

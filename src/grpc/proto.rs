@@ -54,7 +54,13 @@ mod tests {
                 ],
             ),
             ("ImageSlot", &["id", "width", "height", "has_default"]),
-            ("ImageInput", &["data", "fit"]),
+            ("ImageInput", &["data", "image_id", "fit"]),
+            ("UploadImageRequest", &["data"]),
+            (
+                "Image",
+                &["image_id", "format", "width", "height", "size_bytes"],
+            ),
+            ("DeleteImageRequest", &["image_id"]),
             (
                 "TextSlot",
                 &[
@@ -159,7 +165,9 @@ mod tests {
                 "CreateTemplate".into(),
                 "GetTemplate".into(),
                 "ListTemplates".into(),
-                "DeleteTemplate".into()
+                "DeleteTemplate".into(),
+                "UploadImage".into(),
+                "DeleteImage".into()
             ]
         )));
         assert!(services.contains(&(
@@ -220,6 +228,8 @@ mod tests {
                 "*",
             ),
             ("CreateTemplate", "post", "/v1/templates", "*"),
+            ("UploadImage", "post", "/v1/images", "*"),
+            ("DeleteImage", "delete", "/v1/images/{image_id}", ""),
             (
                 "DeleteTemplate",
                 "delete",

@@ -14,7 +14,9 @@ use crate::auth::{Caller, TenantId};
 use crate::error::{FieldViolation, ServiceError};
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::IdempotencyKey;
+use crate::lottie::images;
 use crate::reason::Reason;
+use crate::storage::images::StoredImage;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
 use crate::templates::{validate, Created, Intake, NewTemplate};
@@ -275,6 +277,71 @@ impl TemplateService for TemplateApi {
         blocking(move || store.delete(&owner, id).map_err(ServiceError::from)).await?;
         tracing::info!(template_id = %id, %tenant, "template deleted");
         Ok(Response::new(()))
+    }
+
+    async fn upload_image(
+        &self,
+        request: Request<proto::UploadImageRequest>,
+    ) -> Result<Response<proto::Image>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
+        let data = request.into_inner().data;
+        // The header only (linear, nothing decoded): the worker decodes it when a render
+        // names it.
+        let header = images::header(&data).map_err(|error| {
+            let description = format!("image {error}");
+            ServiceError::invalid_argument(
+                Reason::RequestInvalid,
+                format!("data: {description}"),
+                vec![FieldViolation {
+                    field: "data".into(),
+                    description,
+                }],
+            )
+        })?;
+        let store = self.store.clone();
+        let owner = tenant.clone();
+        let image = blocking(move || {
+            store
+                .upload_image(&owner, data, header)
+                .map_err(ServiceError::from)
+        })
+        .await?;
+        tracing::info!(image_id = %image.id, %tenant, "image uploaded");
+        Ok(Response::new(image_to_proto(&image)))
+    }
+
+    async fn delete_image(
+        &self,
+        request: Request<proto::DeleteImageRequest>,
+    ) -> Result<Response<()>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
+        let id = request.into_inner().image_id;
+        let store = self.store.clone();
+        let (owner, image_id) = (tenant.clone(), id.clone());
+        blocking(move || {
+            store
+                .delete_image(&owner, &image_id)
+                .map_err(ServiceError::from)
+        })
+        .await?;
+        tracing::info!(image_id = %id, %tenant, "image deleted");
+        Ok(Response::new(()))
+    }
+}
+
+fn image_to_proto(image: &StoredImage) -> proto::Image {
+    let format = match image.header.format {
+        image::ImageFormat::Png => "png",
+        image::ImageFormat::Jpeg => "jpeg",
+        image::ImageFormat::WebP => "webp",
+        _ => "other",
+    };
+    proto::Image {
+        image_id: image.id.clone(),
+        format: format.into(),
+        width: image.header.width,
+        height: image.header.height,
+        size_bytes: image.size_bytes,
     }
 }
 

@@ -139,7 +139,13 @@ pub(crate) fn admit(
     );
     let job_id = Uuid::new_v4();
     // Deleted since the record was read: refused as if the deletion came first.
-    let pin = match templates.pin_files(record.id, &record.fonts, &submission.images, job_id) {
+    let pin = match templates.pin_files(
+        record.id,
+        &record.fonts,
+        &tenant,
+        &submission.images,
+        job_id,
+    ) {
         Ok(pin) => pin,
         Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(error.into()),

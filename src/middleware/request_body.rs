@@ -47,6 +47,8 @@ pub const MAX_RENDER_FIELDS_BYTES: usize = 1024 * 1024;
 /// Each call in flight may buffer this much, within its caller's share.
 pub const MAX_RENDER_REQUEST_BYTES: usize =
     MAX_RENDER_FIELDS_BYTES + crate::grpc::convert::MAX_REQUEST_IMAGE_BYTES;
+/// Largest UploadImage request: one image and its field's tag and length.
+pub const MAX_UPLOAD_IMAGE_REQUEST_BYTES: usize = crate::lottie::images::MAX_IMAGE_BYTES + 16;
 /// Request bytes buffered at once, by every call together (health apart): four callers'
 /// shares. Past it, a call waits (briefly) for others to be decoded, so hundreds of callers
 /// announcing 64 MiB each cannot make the server hold their sum; one caller may hold a
@@ -117,9 +119,11 @@ pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
         }),
         "/lottie.render.v1.TemplateService/CreateTemplate" => shared(MAX_REQUEST_BYTES),
         "/lottie.render.v1.RenderService/SubmitRender" => shared(MAX_RENDER_REQUEST_BYTES),
+        "/lottie.render.v1.TemplateService/UploadImage" => shared(MAX_UPLOAD_IMAGE_REQUEST_BYTES),
         "/lottie.render.v1.TemplateService/GetTemplate"
         | "/lottie.render.v1.TemplateService/ListTemplates"
         | "/lottie.render.v1.TemplateService/DeleteTemplate"
+        | "/lottie.render.v1.TemplateService/DeleteImage"
         | "/lottie.render.v1.RenderService/GetRenderJob"
         | "/lottie.render.v1.RenderService/WatchRenderJob"
         | "/lottie.render.v1.RenderService/CancelRenderJob"

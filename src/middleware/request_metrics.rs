@@ -25,11 +25,13 @@ const KNOWN_SERVICES: [&str; 5] = [
 /// the registry without bound.
 const UNKNOWN_METHOD: &str = "unknown";
 /// Their methods.
-const KNOWN_METHODS: [&str; 13] = [
+const KNOWN_METHODS: [&str; 15] = [
     "CreateTemplate",
     "GetTemplate",
     "ListTemplates",
     "DeleteTemplate",
+    "UploadImage",
+    "DeleteImage",
     "SubmitRender",
     "GetRenderJob",
     "WatchRenderJob",

@@ -20,6 +20,7 @@
 
 use super::objects::ObjectStorage;
 use super::{StorageError, TemplateStore, TEMPLATES};
+use crate::spec::ImageSource;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -246,7 +247,13 @@ impl TemplateStore {
         record: &super::TemplateRecord,
         job: Uuid,
     ) -> Result<TemplatePin, StorageError> {
-        self.pin_files(record.id, &record.fonts, &BTreeMap::new(), job)
+        self.pin_files(
+            record.id,
+            &record.fonts,
+            &record.tenant,
+            &BTreeMap::new(),
+            job,
+        )
     }
 
     /// [`TemplateStore::pin`] of template `id` whose font files (family → file, from its
@@ -256,7 +263,8 @@ impl TemplateStore {
         &self,
         id: Uuid,
         fonts: &BTreeMap<String, String>,
-        images: &BTreeMap<String, bytes::Bytes>,
+        tenant: &crate::auth::TenantId,
+        images: &BTreeMap<String, ImageSource>,
         job: Uuid,
     ) -> Result<TemplatePin, StorageError> {
         let prefix = pin_prefix(job);
@@ -284,7 +292,7 @@ impl TemplateStore {
                 .map_err(gone)?;
             pin.font_keys.insert(family.clone(), key);
         }
-        for (sha256, bytes) in images {
+        for (sha256, source) in images {
             if !is_sha256_hex(sha256) {
                 return Err(StorageError::Damaged(format!(
                     "an image named {sha256:?}, not a SHA-256"
@@ -293,8 +301,20 @@ impl TemplateStore {
             let key = image_key(job, sha256);
             // Recorded first: a failed write is removed with the pin.
             pin.image_keys.insert(sha256.clone(), key.clone());
-            self.objects
-                .block_on(self.objects.put(&key, bytes.to_vec()))?;
+            match source {
+                ImageSource::Sent(bytes) => self
+                    .objects
+                    .block_on(self.objects.put(&key, bytes.to_vec()))?,
+                ImageSource::Uploaded => self
+                    .objects
+                    .block_on(self.objects.copy(&self.image_key(tenant, sha256), &key))
+                    .map_err(|error| match error {
+                        StorageError::ObjectMissing(_) => {
+                            StorageError::ImageNotFound(sha256.clone())
+                        }
+                        other => other,
+                    })?,
+            }
         }
         Ok(pin)
     }
@@ -463,9 +483,13 @@ mod tests {
         let (_runtime, _dir, store, record) = stored_template();
         let job = Uuid::new_v4();
         let sha256 = crate::lottie::template::hex_sha256(b"image bytes");
-        let images = [(sha256.clone(), bytes::Bytes::from_static(b"image bytes"))].into();
+        let images = [(
+            sha256.clone(),
+            ImageSource::Sent(bytes::Bytes::from_static(b"image bytes")),
+        )]
+        .into();
         let owner = store
-            .pin_files(record.id, &record.fonts, &images, job)
+            .pin_files(record.id, &record.fonts, &record.tenant, &images, job)
             .unwrap();
         let staged = owner.stage().unwrap();
         assert_eq!(

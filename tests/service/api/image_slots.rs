@@ -355,3 +355,127 @@ async fn an_image_slot_over_http_json_is_base64_and_refusals_name_the_field() {
     );
     app.stop().await;
 }
+
+/// UploadImage: an image stored once and named in renders by its id; the same bytes are the
+/// same image; another tenant cannot name it; a deleted one is IMAGE_NOT_FOUND while a job
+/// accepted before still renders it.
+#[tokio::test]
+async fn an_uploaded_image_is_named_by_its_id_by_its_tenant_only() {
+    const ACME: &str = "acme-images-key";
+    const GLOBEX: &str = "globex-images-key";
+    let dir = tempfile::tempdir().unwrap();
+    let keys = api_keys_file(
+        dir.path(),
+        &[("acme", "billing", ACME), ("globex", "web", GLOBEX)],
+    );
+    let app = spawn_app_with(move |settings| {
+        settings.auth = lottie_render::auth::AuthMode::Required;
+        settings.api_keys = Some(keys);
+    })
+    .await;
+    let mut acme = app.templates_as(Some(ACME));
+    let template = acme
+        .create_template(create_request("photo", template_json()))
+        .await
+        .unwrap()
+        .into_inner();
+    let bytes = png(&quadrants(40, 20));
+    let upload = || proto::UploadImageRequest {
+        data: bytes.clone(),
+    };
+    let image = acme.upload_image(upload()).await.unwrap().into_inner();
+    assert_eq!(image.image_id, sha256_hex(&bytes));
+    assert_eq!(
+        (image.format.as_str(), image.width, image.height),
+        ("png", 40, 20)
+    );
+    assert_eq!(image.size_bytes, bytes.len() as u64);
+    let again = acme.upload_image(upload()).await.unwrap().into_inner();
+    assert_eq!(again, image);
+    // Named by its id, it is drawn as if it were sent.
+    let named = |template_id: &str| {
+        let mut request = with_images(template_id, Vec::new());
+        request.modifications.as_mut().unwrap().images.insert(
+            "photo".into(),
+            proto::ImageInput {
+                source: Some(proto::image_input::Source::ImageId(image.image_id.clone())),
+                fit: proto::ImageFit::Fill as i32,
+            },
+        );
+        request
+    };
+    let mut renders = app.renders_as(Some(ACME));
+    let job = submit_keyed_through(renders.clone(), &unique_key(), named(&template.template_id))
+        .await
+        .unwrap()
+        .0;
+    // Deleted once the job is accepted: the job keeps its copy.
+    acme.delete_image(proto::DeleteImageRequest {
+        image_id: image.image_id.clone(),
+    })
+    .await
+    .unwrap();
+    let done = finished_through(renders.clone(), &job.job_id).await;
+    assert_eq!(state(&done), proto::JobState::Succeeded, "{done:?}");
+    let frame = first_frame(
+        &download_through(renders.clone(), &job.job_id)
+            .await
+            .unwrap(),
+    );
+    assert_near(&frame, in_box(0.2, 0.2), RED);
+    assert_near(&frame, in_box(0.8, 0.8), WHITE);
+    // Gone for new renders.
+    let status = renders
+        .submit_render(keyed(named(&template.template_id)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+    assert_eq!(reason(&status), "IMAGE_NOT_FOUND");
+    // Uploaded again by acme, the image is acme's alone: its id means nothing to globex.
+    let mut globex = app.templates_as(Some(GLOBEX));
+    let theirs = globex
+        .create_template(create_request("photo", template_json()))
+        .await
+        .unwrap()
+        .into_inner();
+    acme.upload_image(upload()).await.unwrap();
+    let status = app
+        .renders_as(Some(GLOBEX))
+        .submit_render(keyed(named(&theirs.template_id)))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&status), "IMAGE_NOT_FOUND", "{status:?}");
+    // Not an image: refused naming the field; a malformed id likewise.
+    let status = acme
+        .upload_image(proto::UploadImageRequest {
+            data: b"GIF89a".to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(violated_fields(&status), ["data"], "{status:?}");
+    let mut bad_id = named(&template.template_id);
+    bad_id
+        .modifications
+        .as_mut()
+        .unwrap()
+        .images
+        .get_mut("photo")
+        .unwrap()
+        .source = Some(proto::image_input::Source::ImageId("../x".into()));
+    let status = renders.submit_render(keyed(bad_id)).await.unwrap_err();
+    assert_eq!(
+        violated_fields(&status),
+        ["modifications.images[\"photo\"].image_id"],
+        "{status:?}"
+    );
+    app.stop().await;
+}
+
+/// A request with a fresh idempotency key.
+fn keyed<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("idempotency-key", unique_key().parse().unwrap());
+    request
+}

@@ -43,6 +43,18 @@ impl TemplateService for PanicsOnGet {
     ) -> Result<Response<()>, Status> {
         Err(Status::unimplemented("not in this test"))
     }
+    async fn upload_image(
+        &self,
+        _: Request<proto::UploadImageRequest>,
+    ) -> Result<Response<proto::Image>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn delete_image(
+        &self,
+        _: Request<proto::DeleteImageRequest>,
+    ) -> Result<Response<()>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
 }
 
 #[tokio::test]

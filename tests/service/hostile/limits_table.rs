@@ -74,6 +74,15 @@ fn constant(name: &str) -> Option<Actual> {
     match name {
         "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
         "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
+        "storage::images::MAX_IMAGES_PER_TENANT" => {
+            count(storage::images::MAX_IMAGES_PER_TENANT as f64)
+        }
+        "storage::images::MAX_IMAGE_BYTES_PER_TENANT" => {
+            bytes(storage::images::MAX_IMAGE_BYTES_PER_TENANT as f64)
+        }
+        "middleware::request_body::MAX_UPLOAD_IMAGE_REQUEST_BYTES" => {
+            bytes(middleware::request_body::MAX_UPLOAD_IMAGE_REQUEST_BYTES as f64)
+        }
         "grpc::convert::MAX_IMAGES_PER_REQUEST" => {
             count(grpc::convert::MAX_IMAGES_PER_REQUEST as f64)
         }
