@@ -64,6 +64,7 @@ reasons! {
     TemplateUnrenderable => "TEMPLATE_UNRENDERABLE",
     TemplateQuotaExceeded => "TEMPLATE_QUOTA_EXCEEDED",
     SlotUnknown => "SLOT_UNKNOWN",
+    SlotValueInvalid => "SLOT_VALUE_INVALID",
     TextInvalid => "TEXT_INVALID",
     ImageInvalid => "IMAGE_INVALID",
     ImageNotFound => "IMAGE_NOT_FOUND",

@@ -311,6 +311,15 @@ pub struct Modifications {
     /// they had before image slots.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub images: BTreeMap<String, ImageChoice>,
+    /// Slot id → one number (left out when empty, as `images`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scalars: BTreeMap<String, f64>,
+    /// Slot id → two or three numbers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vectors: BTreeMap<String, Vec<f64>>,
+    /// Slot id → the gradient's stops, in order.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gradients: BTreeMap<String, Vec<crate::lottie::slots::GradientStop>>,
 }
 
 /// A replacement image as a job keeps it: the SHA-256 of its bytes (lowercase hex: what

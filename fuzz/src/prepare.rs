@@ -167,7 +167,7 @@ pub fn run(data: &[u8]) {
         modifications: Some(proto::Modifications {
             texts,
             colors,
-            images: Default::default(),
+            ..Default::default()
         }),
         output: Some(proto::OutputSpec {
             format: proto::Format::Webm as i32,

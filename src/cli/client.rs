@@ -325,6 +325,25 @@ pub(crate) fn print_template(template: &proto::Template) {
             }
         );
     }
+    for slot in &template.scalar_slots {
+        println!(
+            "scalar slot {} = {} ({}, {}..={})",
+            slot.id, slot.default_value, slot.property, slot.min, slot.max
+        );
+    }
+    for slot in &template.vector_slots {
+        println!(
+            "vector slot {} = {:?} ({})",
+            slot.id, slot.default_value, slot.property
+        );
+    }
+    for slot in &template.gradient_slots {
+        println!(
+            "gradient slot {} = {} stops",
+            slot.id,
+            slot.default_stops.len()
+        );
+    }
     for warning in &template.warnings {
         println!("warning    {warning}");
     }

@@ -63,6 +63,17 @@ pub struct SlotArgs {
     /// most 10 MiB; cover when no fit is given). Repeatable.
     #[arg(long = "image", value_name = "ID=FILE[:FIT]")]
     pub images: Vec<String>,
+    /// Scalar slot value, `ID=NUMBER` (an opacity 0..100, a rotation, a stroke width).
+    /// Repeatable.
+    #[arg(long = "scalar", value_name = "ID=NUMBER")]
+    pub scalars: Vec<String>,
+    /// Vector slot value, `ID=X,Y` or `ID=X,Y,Z` (a position, a scale in percent). Repeatable.
+    #[arg(long = "vector", value_name = "ID=X,Y[,Z]")]
+    pub vectors: Vec<String>,
+    /// Gradient slot value, `ID=OFFSET:#RRGGBB[AA],OFFSET:#RRGGBB[AA],…` (offsets 0..1).
+    /// Repeatable.
+    #[arg(long = "gradient", value_name = "ID=OFFSET:#RRGGBB,…")]
+    pub gradients: Vec<String>,
     /// Background for MP4 (which has no alpha), `#RRGGBB`; white when unset.
     #[arg(long, value_name = "#RRGGBB")]
     pub background: Option<String>,
@@ -78,7 +89,44 @@ pub(crate) struct ImageArg {
 impl SlotArgs {
     /// The modifications and the background, or the usage error in them.
     pub(crate) fn parse(&self) -> Result<(Modifications, Option<Rgba>), String> {
-        let modifications = parse_modifications(&self.colors, &self.texts)?;
+        let mut modifications = parse_modifications(&self.colors, &self.texts)?;
+        for pair in &self.scalars {
+            let (id, value) = split_pair("--scalar", pair)?;
+            let value = value
+                .trim()
+                .parse::<f64>()
+                .map_err(|e| format!("--scalar {pair}: {e}"))?;
+            modifications.scalars.insert(id, value);
+        }
+        for pair in &self.vectors {
+            let (id, value) = split_pair("--vector", pair)?;
+            let values = value
+                .split(',')
+                .map(|number| number.trim().parse::<f64>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("--vector {pair}: {e}"))?;
+            modifications.vectors.insert(id, values);
+        }
+        for pair in &self.gradients {
+            let (id, value) = split_pair("--gradient", pair)?;
+            let stops = value
+                .split(',')
+                .map(|stop| {
+                    let (offset, color) = stop
+                        .split_once(':')
+                        .ok_or_else(|| format!("--gradient {pair}: expected OFFSET:#RRGGBB"))?;
+                    Ok(crate::lottie::slots::GradientStop {
+                        offset: offset
+                            .trim()
+                            .parse()
+                            .map_err(|e| format!("--gradient {pair}: {e}"))?,
+                        color: Rgba::parse_hex(color.trim())
+                            .map_err(|e| format!("--gradient {pair}: {e}"))?,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            modifications.gradients.insert(id, stops);
+        }
         let background = self
             .background
             .as_deref()
@@ -239,6 +287,14 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
 
 fn display(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// `ID=VALUE` of the flag `flag`.
+fn split_pair(flag: &str, pair: &str) -> Result<(String, String), String> {
+    let (id, value) = pair
+        .split_once('=')
+        .ok_or_else(|| format!("{flag} {pair}: expected ID=VALUE"))?;
+    Ok((id.to_owned(), value.to_owned()))
 }
 
 /// `ID=VALUE` pairs into modifications; `\n` in texts becomes a line break.

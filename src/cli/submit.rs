@@ -125,6 +125,26 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                     .map(|(id, rgba)| (id, color(rgba)))
                     .collect(),
                 images: images_to_proto(&args.slots)?,
+                scalars: modifications.scalars.into_iter().collect(),
+                vectors: modifications
+                    .vectors
+                    .into_iter()
+                    .map(|(id, values)| (id, proto::Vector { values }))
+                    .collect(),
+                gradients: modifications
+                    .gradients
+                    .into_iter()
+                    .map(|(id, stops)| {
+                        let stops = stops
+                            .into_iter()
+                            .map(|stop| proto::GradientStop {
+                                offset: stop.offset,
+                                color: Some(color(stop.color)),
+                            })
+                            .collect();
+                        (id, proto::Gradient { stops })
+                    })
+                    .collect(),
             }),
             output: Some(proto::OutputSpec {
                 format: format as i32,

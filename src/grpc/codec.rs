@@ -253,7 +253,7 @@ mod tests {
                     },
                 )]
                 .into(),
-                images: Default::default(),
+                ..Default::default()
             }),
             output: Some(proto::OutputSpec {
                 format: proto::Format::Gif as i32,

@@ -7,6 +7,7 @@
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
 use crate::lottie::images::{self, MAX_IMAGE_BYTES};
+use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS, MAX_PROPERTY_MAGNITUDE};
 use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
 use crate::spec::{
@@ -24,6 +25,8 @@ pub const MAX_MODIFICATIONS_PER_MAP: usize = 256;
 pub const MAX_SLOT_ID_CHARS: usize = 64;
 /// Length of a text value, characters.
 pub const MAX_TEXT_CHARS: usize = 200;
+/// Entries allowed in `modifications.gradients`: each is up to 64 stops.
+pub const MAX_GRADIENTS_PER_REQUEST: usize = 64;
 /// Entries allowed in `modifications.images`: a template's logos, photos and avatars; each
 /// is decoded, resampled and encoded once per worker run.
 pub const MAX_IMAGES_PER_REQUEST: usize = 16;
@@ -124,6 +127,36 @@ struct ModificationsDraft {
         dive
     )]
     images: BTreeMap<SlotKey, ImageDraft>,
+    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
+    scalars: BTreeMap<SlotKey, ScalarDraft>,
+    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
+    vectors: BTreeMap<SlotKey, VectorDraft>,
+    #[garde(length(max = MAX_GRADIENTS_PER_REQUEST), custom(slot_ids), dive)]
+    gradients: BTreeMap<SlotKey, GradientDraft>,
+}
+
+#[derive(Debug, Validate)]
+#[garde(transparent)]
+struct ScalarDraft(#[garde(custom(finite_magnitude))] f64);
+
+#[derive(Debug, Validate)]
+struct VectorDraft {
+    #[garde(length(min = 2, max = 3), inner(custom(finite_magnitude)))]
+    values: Vec<f64>,
+}
+
+#[derive(Debug, Validate)]
+struct GradientDraft {
+    #[garde(length(min = 1, max = MAX_GRADIENT_STOPS), custom(ascending_offsets), dive)]
+    stops: Vec<GradientStopDraft>,
+}
+
+#[derive(Debug, Validate)]
+struct GradientStopDraft {
+    #[garde(custom(unit_channel))]
+    offset: f64,
+    #[garde(required, dive)]
+    color: Option<ColorDraft>,
 }
 
 #[derive(Debug, Validate)]
@@ -190,6 +223,31 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                     .images
                     .into_iter()
                     .map(|(k, v)| (SlotKey(k), ImageDraft::from(v)))
+                    .collect(),
+                scalars: modifications
+                    .scalars
+                    .into_iter()
+                    .map(|(k, v)| (SlotKey(k), ScalarDraft(v)))
+                    .collect(),
+                vectors: modifications
+                    .vectors
+                    .into_iter()
+                    .map(|(k, v)| (SlotKey(k), VectorDraft { values: v.values }))
+                    .collect(),
+                gradients: modifications
+                    .gradients
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let stops = v
+                            .stops
+                            .into_iter()
+                            .map(|stop| GradientStopDraft {
+                                offset: stop.offset,
+                                color: stop.color.map(ColorDraft::from),
+                            })
+                            .collect();
+                        (SlotKey(k), GradientDraft { stops })
+                    })
                     .collect(),
             },
             output: request.output.map(|output| OutputDraft {
@@ -281,6 +339,37 @@ impl RenderRequestDraft {
                 }
             }
         }
+        let scalars = self
+            .modifications
+            .scalars
+            .into_iter()
+            .map(|(key, value)| (key.0, value.0))
+            .collect();
+        let vectors = self
+            .modifications
+            .vectors
+            .into_iter()
+            .map(|(key, value)| (key.0, value.values))
+            .collect();
+        let gradients = self
+            .modifications
+            .gradients
+            .into_iter()
+            .map(|(key, gradient)| {
+                let stops = gradient
+                    .stops
+                    .into_iter()
+                    .map(|stop| {
+                        let draft = stop.color.ok_or("stop colour after validation")?;
+                        Ok(GradientStop {
+                            offset: stop.offset,
+                            color: color(draft)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                Ok((key.0, stops))
+            })
+            .collect::<Result<_, String>>()?;
         let output = self.output.ok_or("output missing after validation")?;
         let format = match proto::Format::try_from(output.format) {
             Ok(proto::Format::Mp4) => Format::Mp4,
@@ -298,6 +387,9 @@ impl RenderRequestDraft {
                 texts,
                 colors,
                 images,
+                scalars,
+                vectors,
+                gradients,
             },
             output: OutputSpec {
                 format,
@@ -374,6 +466,29 @@ fn uploaded_image_id(id: &Option<String>, _: &()) -> garde::Result {
             id.chars().take(80).collect::<String>()
         ))),
         _ => Ok(()),
+    }
+}
+
+/// A number a property can hold: finite, within ±[`MAX_PROPERTY_MAGNITUDE`] (the slot's own
+/// range is the template's, checked at admission).
+fn finite_magnitude(value: &f64, _: &()) -> garde::Result {
+    if value.is_finite() && value.abs() <= MAX_PROPERTY_MAGNITUDE {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!(
+            "must be a finite number within ±{MAX_PROPERTY_MAGNITUDE}, got {value}"
+        )))
+    }
+}
+
+fn ascending_offsets(stops: &[GradientStopDraft], _: &()) -> garde::Result {
+    if stops
+        .windows(2)
+        .all(|pair| pair[0].offset <= pair[1].offset)
+    {
+        Ok(())
+    } else {
+        Err(garde::Error::new("stop offsets must not decrease"))
     }
 }
 
@@ -538,7 +653,7 @@ mod tests {
             modifications: Some(proto::Modifications {
                 texts: [("title".to_owned(), "Hello\nWorld".to_owned())].into(),
                 colors: [("primary_bg".to_owned(), color(0.0, 1.0, 0.5, Some(1.0)))].into(),
-                images: Default::default(),
+                ..Default::default()
             }),
             output: Some(proto::OutputSpec {
                 format: proto::Format::Mp4 as i32,

@@ -116,6 +116,41 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
                 has_default: slot.has_default,
             })
             .collect(),
+        scalar_slots: summary
+            .scalar_slots
+            .iter()
+            .map(|slot| proto::ScalarSlot {
+                id: slot.id.clone(),
+                property: slot.property.clone(),
+                default_value: slot.default_value,
+                min: slot.min,
+                max: slot.max,
+            })
+            .collect(),
+        vector_slots: summary
+            .vector_slots
+            .iter()
+            .map(|slot| proto::VectorSlot {
+                id: slot.id.clone(),
+                property: slot.property.clone(),
+                default_value: slot.default_value.clone(),
+            })
+            .collect(),
+        gradient_slots: summary
+            .gradient_slots
+            .iter()
+            .map(|slot| proto::GradientSlot {
+                id: slot.id.clone(),
+                default_stops: slot
+                    .default_stops
+                    .iter()
+                    .map(|stop| proto::GradientStop {
+                        offset: stop.offset,
+                        color: Some(color_to_proto(stop.color)),
+                    })
+                    .collect(),
+            })
+            .collect(),
         sha256: summary.sha256.clone(),
         created_at: Some(prost_types::Timestamp::from(summary.created_at())),
         warnings: summary.warnings.clone(),
@@ -326,6 +361,15 @@ impl TemplateService for TemplateApi {
         .await?;
         tracing::info!(image_id = %id, %tenant, "image deleted");
         Ok(Response::new(()))
+    }
+}
+
+fn color_to_proto(color: crate::spec::Rgba) -> proto::Color {
+    proto::Color {
+        r: color.r(),
+        g: color.g(),
+        b: color.b(),
+        a: color.a(),
     }
 }
 

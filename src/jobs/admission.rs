@@ -88,6 +88,16 @@ pub(crate) fn admit(
             ModificationError::UnknownImageSlot { id, .. } => {
                 format!("modifications.images[{id:?}]")
             }
+            ModificationError::UnknownSlot { kind, id, .. } => {
+                format!("modifications.{kind}[{id:?}]")
+            }
+            ModificationError::ScalarOutOfRange { id, .. } => {
+                format!("modifications.scalars[{id:?}]")
+            }
+            ModificationError::VectorShape { id, .. } => format!("modifications.vectors[{id:?}]"),
+            ModificationError::GradientStopCount { id, .. } => {
+                format!("modifications.gradients[{id:?}]")
+            }
         };
         reason.get_or_insert(error.reason());
         violations.push(FieldViolation {

@@ -5,7 +5,7 @@
 //! First every `sid` property takes its value from the root `slots` object (rlottie ignores
 //! slots), then the requested colours and texts replace what their slots bind.
 
-use super::slots::{slot_property, Slots};
+use super::slots::{slot_property, GradientStop, Slots, MAX_PROPERTY_MAGNITUDE};
 use crate::error::{Classified, ErrorClass};
 use crate::reason::Reason;
 use crate::spec::{Modifications, Rgba};
@@ -22,6 +22,39 @@ pub enum ModificationError {
     UnknownTextSlot { id: String, valid: String },
     #[error("images[\"{id}\"]: the template has no image slot '{id}'; valid image slots: {valid}")]
     UnknownImageSlot { id: String, valid: String },
+    #[error("{kind}[\"{id}\"]: the template has no {singular} slot '{id}'; valid {singular} slots: {valid}")]
+    UnknownSlot {
+        kind: &'static str,
+        singular: &'static str,
+        id: String,
+        valid: String,
+    },
+    #[error(
+        "scalars[\"{id}\"]: the slot sets the {property}, which takes {min}..={max}; got {value}"
+    )]
+    ScalarOutOfRange {
+        id: String,
+        property: String,
+        min: f64,
+        max: f64,
+        value: f64,
+    },
+    #[error(
+        "vectors[\"{id}\"]: the slot sets the {property}, which takes {expected} numbers each \
+         within ±{MAX_PROPERTY_MAGNITUDE}; got {got}"
+    )]
+    VectorShape {
+        id: String,
+        property: String,
+        expected: usize,
+        got: String,
+    },
+    #[error("gradients[\"{id}\"]: the gradient has {expected} stops; got {got}")]
+    GradientStopCount {
+        id: String,
+        expected: usize,
+        got: usize,
+    },
     #[error("texts[\"{id}\"]: control character U+{code:04X} is not allowed (only newline)")]
     ControlCharacter { id: String, code: u32 },
 }
@@ -34,7 +67,11 @@ impl Classified for ModificationError {
         match self {
             ModificationError::UnknownColorSlot { .. }
             | ModificationError::UnknownTextSlot { .. }
-            | ModificationError::UnknownImageSlot { .. } => Reason::SlotUnknown,
+            | ModificationError::UnknownImageSlot { .. }
+            | ModificationError::UnknownSlot { .. } => Reason::SlotUnknown,
+            ModificationError::ScalarOutOfRange { .. }
+            | ModificationError::VectorShape { .. }
+            | ModificationError::GradientStopCount { .. } => Reason::SlotValueInvalid,
             ModificationError::ControlCharacter { .. } => Reason::TextInvalid,
         }
     }
@@ -91,6 +128,68 @@ pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationEr
             });
         }
     }
+    for (id, value) in &modifications.scalars {
+        match slots.scalar(id) {
+            None => errors.push(ModificationError::UnknownSlot {
+                kind: "scalars",
+                singular: "scalar",
+                id: id.clone(),
+                valid: list(slots.scalars.iter().map(|s| s.id.as_str()).collect()),
+            }),
+            Some(slot) if !(slot.min..=slot.max).contains(value) => {
+                errors.push(ModificationError::ScalarOutOfRange {
+                    id: id.clone(),
+                    property: slot.property.clone(),
+                    min: slot.min,
+                    max: slot.max,
+                    value: *value,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    for (id, values) in &modifications.vectors {
+        match slots.vector(id) {
+            None => errors.push(ModificationError::UnknownSlot {
+                kind: "vectors",
+                singular: "vector",
+                id: id.clone(),
+                valid: list(slots.vectors.iter().map(|s| s.id.as_str()).collect()),
+            }),
+            Some(slot)
+                if values.len() != slot.default_value.len()
+                    || !values
+                        .iter()
+                        .all(|v| v.is_finite() && v.abs() <= MAX_PROPERTY_MAGNITUDE) =>
+            {
+                errors.push(ModificationError::VectorShape {
+                    id: id.clone(),
+                    property: slot.property.clone(),
+                    expected: slot.default_value.len(),
+                    got: format!("{values:?}"),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    for (id, stops) in &modifications.gradients {
+        match slots.gradient(id) {
+            None => errors.push(ModificationError::UnknownSlot {
+                kind: "gradients",
+                singular: "gradient",
+                id: id.clone(),
+                valid: list(slots.gradients.iter().map(|s| s.id.as_str()).collect()),
+            }),
+            Some(slot) if stops.len() != slot.stop_count => {
+                errors.push(ModificationError::GradientStopCount {
+                    id: id.clone(),
+                    expected: slot.stop_count,
+                    got: stops.len(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
     errors
 }
 
@@ -125,9 +224,49 @@ pub fn apply(
     Ok(())
 }
 
-/// Writes the requested colours and texts into what their slots bind, in `json` whose slot
-/// references are already resolved ([`resolve_slot_references`]); ids [`check`]ed first.
+/// Writes the requested colours, texts, numbers and gradients into what their slots bind, in
+/// `json` whose slot references are already resolved ([`resolve_slot_references`]); values
+/// [`check`]ed first. A scalar, vector or gradient slot replaces its whole property (the
+/// slots specification): an animated one becomes static.
 pub fn write(json: &mut Value, slots: &Slots, modifications: &Modifications) {
+    let mut set = |bindings: &[String], value: &Value| {
+        for pointer in bindings {
+            if let Some(property) = json.pointer_mut(pointer) {
+                *property = value.clone();
+            }
+        }
+    };
+    for (id, value) in &modifications.scalars {
+        if let Some(slot) = slots.scalar(id) {
+            set(&slot.bindings, &json!({"a": 0, "k": value}));
+        }
+    }
+    for (id, values) in &modifications.vectors {
+        if let Some(slot) = slots.vector(id) {
+            set(&slot.bindings, &json!({"a": 0, "k": values}));
+        }
+    }
+    for (id, stops) in &modifications.gradients {
+        if let Some(slot) = slots.gradient(id) {
+            set(&slot.bindings, &gradient_property(stops));
+        }
+    }
+    write_colors_and_texts(json, slots, modifications);
+}
+
+/// A gradient's `g`: its stop count and its flat values, colour stops then opacity stops.
+fn gradient_property(stops: &[GradientStop]) -> Value {
+    let mut flat: Vec<f64> = Vec::with_capacity(stops.len() * 6);
+    for stop in stops {
+        flat.extend([stop.offset, stop.color.r(), stop.color.g(), stop.color.b()]);
+    }
+    for stop in stops {
+        flat.extend([stop.offset, stop.color.a().unwrap_or(1.0)]);
+    }
+    json!({"p": stops.len(), "k": {"a": 0, "k": flat}})
+}
+
+fn write_colors_and_texts(json: &mut Value, slots: &Slots, modifications: &Modifications) {
     for (id, color) in &modifications.colors {
         let Some(slot) = slots.color(id) else {
             continue;

@@ -4,7 +4,10 @@
 //!   groups and precomps alike;
 //! - text slots: text layers (`ty` 5) by the `sid` of their document, else `ln`, else `nm`;
 //! - image slots: image assets (an asset with a `p`) by their `sid`, else their `id`, whose
-//!   box (`w` × `h`) is within the embedded images' limits.
+//!   box (`w` × `h`) is within the embedded images' limits;
+//! - scalar, vector and gradient slots (the Lottie slots specification's other kinds): any
+//!   other animatable property of a layer or shape carrying a `sid`, by the kind of its value
+//!   (one number; two or three; a gradient fill's or stroke's `g`).
 //!
 //! Every property bound to a slot is recorded as a JSON pointer, so modifications write the
 //! tree directly. Duplicate ids bind all of their properties.
@@ -60,6 +63,61 @@ pub struct ImageSlot {
     pub binding_count: usize,
 }
 
+/// A property holding one number (an opacity, a rotation, a stroke width).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScalarSlot {
+    pub id: String,
+    /// What the property is ("opacity", "rotation", "stroke width", or its Lottie key).
+    pub property: String,
+    pub default_value: f64,
+    /// The values it accepts.
+    pub min: f64,
+    pub max: f64,
+    /// JSON pointers to the properties this slot sets.
+    #[serde(skip)]
+    pub bindings: Vec<String>,
+    pub binding_count: usize,
+}
+
+/// A property holding two or three numbers (a position, a scale, a size, an anchor).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VectorSlot {
+    pub id: String,
+    pub property: String,
+    /// Its length is the dimension a value must have.
+    pub default_value: Vec<f64>,
+    #[serde(skip)]
+    pub bindings: Vec<String>,
+    pub binding_count: usize,
+}
+
+/// One stop of a gradient: where it is (0..=1) and its colour (alpha from the opacity stops).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct GradientStop {
+    pub offset: f64,
+    pub color: Rgba,
+}
+
+/// A gradient fill's or stroke's colours (`g`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GradientSlot {
+    pub id: String,
+    /// The stops a value must have: the gradient's `p`.
+    pub stop_count: usize,
+    pub default_stops: Vec<GradientStop>,
+    /// JSON pointers to the gradients' `g` objects this slot sets.
+    #[serde(skip)]
+    pub bindings: Vec<String>,
+    pub binding_count: usize,
+}
+
+/// Bound of a scalar or vector slot's values where the property sets none of its own: far
+/// past any canvas (8192) or rotation anyone means, and short of what makes geometry
+/// overflow.
+pub const MAX_PROPERTY_MAGNITUDE: f64 = 1e6;
+/// Stops of a gradient slot: Lottie exporters write 2 to a few dozen.
+pub const MAX_GRADIENT_STOPS: usize = 64;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Slots {
     pub colors: Vec<ColorSlot>,
@@ -67,6 +125,13 @@ pub struct Slots {
     /// Absent from records written before image slots: none.
     #[serde(default)]
     pub images: Vec<ImageSlot>,
+    /// Absent from records written before these kinds: none.
+    #[serde(default)]
+    pub scalars: Vec<ScalarSlot>,
+    #[serde(default)]
+    pub vectors: Vec<VectorSlot>,
+    #[serde(default)]
+    pub gradients: Vec<GradientSlot>,
 }
 
 impl Slots {
@@ -78,6 +143,15 @@ impl Slots {
     }
     pub fn image(&self, id: &str) -> Option<&ImageSlot> {
         self.images.iter().find(|slot| slot.id == id)
+    }
+    pub fn scalar(&self, id: &str) -> Option<&ScalarSlot> {
+        self.scalars.iter().find(|slot| slot.id == id)
+    }
+    pub fn vector(&self, id: &str) -> Option<&VectorSlot> {
+        self.vectors.iter().find(|slot| slot.id == id)
+    }
+    pub fn gradient(&self, id: &str) -> Option<&GradientSlot> {
+        self.gradients.iter().find(|slot| slot.id == id)
     }
 }
 
@@ -91,6 +165,14 @@ pub fn discover(json: &Value) -> Slots {
     if let Some(assets) = json.get("assets").and_then(Value::as_array) {
         for (index, asset) in assets.iter().enumerate() {
             compositions.push((format!("/assets/{index}/layers"), asset.get("layers")));
+        }
+    }
+    let mut properties = PropertySlots::default();
+    for (pointer, layers) in &compositions {
+        if let Some(layers) = layers.and_then(Value::as_array) {
+            for (index, layer) in layers.iter().enumerate() {
+                properties.walk(layer, &format!("{pointer}/{index}"), None, None, root_slots);
+            }
         }
     }
     for (pointer, layers) in compositions {
@@ -122,7 +204,208 @@ pub fn discover(json: &Value) -> Slots {
         colors: colors.into_values().collect(),
         texts: texts.into_values().collect(),
         images: discover_images(json),
+        scalars: properties.scalars.into_values().collect(),
+        vectors: properties.vectors.into_values().collect(),
+        gradients: properties.gradients.into_values().collect(),
     }
+}
+
+/// The scalar, vector and gradient slots found so far, by id.
+#[derive(Default)]
+struct PropertySlots {
+    scalars: BTreeMap<String, ScalarSlot>,
+    vectors: BTreeMap<String, VectorSlot>,
+    gradients: BTreeMap<String, GradientSlot>,
+}
+
+impl PropertySlots {
+    /// Looks for `sid` properties in `value` (at `pointer`, under `key` of an object whose
+    /// `ty` is `parent_ty`). A property with a `sid` is not looked into (its keyframes hold
+    /// no slots).
+    fn walk(
+        &mut self,
+        value: &Value,
+        pointer: &str,
+        key: Option<&str>,
+        parent_ty: Option<&str>,
+        root_slots: Option<&Value>,
+    ) {
+        match value {
+            Value::Object(map) => {
+                if let (Some(sid), Some(key)) = (map.get("sid").and_then(Value::as_str), key) {
+                    if !sid.is_empty() {
+                        let shown = slot_property(root_slots, sid).unwrap_or(value);
+                        self.add(sid, key, parent_ty, shown, pointer);
+                    }
+                    return;
+                }
+                let ty = map.get("ty").and_then(Value::as_str);
+                for (child_key, child) in map {
+                    // Text documents and the colours of fills and strokes are slots of their
+                    // own kinds (found above).
+                    if child_key == "t" && map.get("ty").and_then(Value::as_i64) == Some(5) {
+                        continue;
+                    }
+                    let child_pointer = format!("{pointer}/{}", escape_pointer(child_key));
+                    self.walk(child, &child_pointer, Some(child_key), ty, root_slots);
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    self.walk(item, &format!("{pointer}/{index}"), None, None, root_slots);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Records the property `shown` (its value, from the root `slots` when given there) at
+    /// `pointer` as slot `sid`, by its kind.
+    fn add(&mut self, sid: &str, key: &str, parent_ty: Option<&str>, shown: &Value, pointer: &str) {
+        let pointer = pointer.to_owned();
+        if key == "c" && matches!(parent_ty, Some("fl" | "st")) {
+            return;
+        }
+        if key == "g" && matches!(parent_ty, Some("gf" | "gs")) {
+            let stop_count = shown
+                .get("p")
+                .and_then(Value::as_u64)
+                .and_then(|p| usize::try_from(p).ok())
+                .filter(|p| (1..=MAX_GRADIENT_STOPS).contains(p));
+            let Some(stop_count) = stop_count else { return };
+            let values = shown.get("k").and_then(property_initial_value);
+            let default_stops = values
+                .and_then(Value::as_array)
+                .map(|flat| gradient_stops(flat, stop_count))
+                .unwrap_or_default();
+            let slot = self
+                .gradients
+                .entry(sid.to_owned())
+                .or_insert_with(|| GradientSlot {
+                    id: sid.to_owned(),
+                    stop_count,
+                    default_stops,
+                    bindings: Vec::new(),
+                    binding_count: 0,
+                });
+            if slot.stop_count == stop_count {
+                slot.bindings.push(pointer);
+                slot.binding_count = slot.bindings.len();
+            }
+            return;
+        }
+        let numbers: Option<Vec<f64>> = match property_initial_value(shown) {
+            Some(Value::Number(number)) => number.as_f64().map(|n| vec![n]),
+            Some(Value::Array(items)) => items.iter().map(Value::as_f64).collect(),
+            _ => None,
+        };
+        let Some(numbers) = numbers.filter(|n| n.iter().all(|v| v.is_finite())) else {
+            return;
+        };
+        let property = property_name(key, parent_ty);
+        match numbers.len() {
+            1 => {
+                let (min, max) = scalar_range(key, parent_ty);
+                let slot = self
+                    .scalars
+                    .entry(sid.to_owned())
+                    .or_insert_with(|| ScalarSlot {
+                        id: sid.to_owned(),
+                        property,
+                        default_value: numbers[0],
+                        min,
+                        max,
+                        bindings: Vec::new(),
+                        binding_count: 0,
+                    });
+                slot.bindings.push(pointer);
+                slot.binding_count = slot.bindings.len();
+            }
+            2 | 3 => {
+                let slot = self
+                    .vectors
+                    .entry(sid.to_owned())
+                    .or_insert_with(|| VectorSlot {
+                        id: sid.to_owned(),
+                        property,
+                        default_value: numbers.clone(),
+                        bindings: Vec::new(),
+                        binding_count: 0,
+                    });
+                // One dimension per slot: a property of another one is left to its value.
+                if slot.default_value.len() == numbers.len() {
+                    slot.bindings.push(pointer);
+                    slot.binding_count = slot.bindings.len();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A key as a JSON pointer token (RFC 6901).
+fn escape_pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// What a property is, for the report.
+fn property_name(key: &str, parent_ty: Option<&str>) -> String {
+    let name = match (key, parent_ty) {
+        ("o", _) => "opacity",
+        ("r", Some("rc")) => "roundness",
+        ("r", _) => "rotation",
+        ("w", _) => "stroke width",
+        ("p", _) => "position",
+        ("a", _) => "anchor",
+        ("s", Some("rc" | "el")) => "size",
+        ("s", Some("tm")) => "trim start",
+        ("e", Some("tm")) => "trim end",
+        ("s", Some("gf" | "gs")) => "gradient start",
+        ("e", Some("gf" | "gs")) => "gradient end",
+        ("s", _) => "scale",
+        ("sk", _) => "skew",
+        ("sa", _) => "skew axis",
+        (other, _) => other,
+    };
+    name.to_owned()
+}
+
+/// The values a scalar property accepts.
+fn scalar_range(key: &str, parent_ty: Option<&str>) -> (f64, f64) {
+    match (key, parent_ty) {
+        // Percentages.
+        ("o", _) | ("s" | "e", Some("tm")) => (0.0, 100.0),
+        ("w", _) | ("r", Some("rc")) => (0.0, MAX_PROPERTY_MAGNITUDE),
+        _ => (-MAX_PROPERTY_MAGNITUDE, MAX_PROPERTY_MAGNITUDE),
+    }
+}
+
+/// The stops of a Lottie gradient's flat values: `count` × (offset, r, g, b), then optionally
+/// `count` × (offset, alpha) (channels 0..=1).
+fn gradient_stops(flat: &[Value], count: usize) -> Vec<GradientStop> {
+    let number = |index: usize| flat.get(index).and_then(Value::as_f64);
+    let has_alpha = flat.len() >= count * 6;
+    (0..count)
+        .filter_map(|stop| {
+            let base = stop * 4;
+            let alpha = if has_alpha {
+                number(count * 4 + stop * 2 + 1)
+            } else {
+                None
+            };
+            let color = Rgba::new(
+                number(base + 1)?.clamp(0.0, 1.0),
+                number(base + 2)?.clamp(0.0, 1.0),
+                number(base + 3)?.clamp(0.0, 1.0),
+                alpha.map(|a| a.clamp(0.0, 1.0)),
+            )
+            .ok()?;
+            Some(GradientStop {
+                offset: number(base)?,
+                color,
+            })
+        })
+        .collect()
 }
 
 /// Image assets by `sid`, else `id`. An asset whose box is outside the embedded images'

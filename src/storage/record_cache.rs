@@ -11,7 +11,9 @@
 
 use super::TemplateRecord;
 use crate::auth::TenantId;
-use crate::lottie::slots::{ColorSlot, ImageSlot, Slots, TextSlot};
+use crate::lottie::slots::{
+    ColorSlot, GradientSlot, ImageSlot, ScalarSlot, Slots, TextSlot, VectorSlot,
+};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
@@ -82,13 +84,50 @@ impl AdmissionRecord {
                         ..slot.clone()
                     })
                     .collect(),
+                scalars: slots
+                    .scalars
+                    .iter()
+                    .map(|slot| ScalarSlot {
+                        bindings: Vec::new(),
+                        ..slot.clone()
+                    })
+                    .collect(),
+                vectors: slots
+                    .vectors
+                    .iter()
+                    .map(|slot| VectorSlot {
+                        bindings: Vec::new(),
+                        ..slot.clone()
+                    })
+                    .collect(),
+                // Admission needs the stop count only.
+                gradients: slots
+                    .gradients
+                    .iter()
+                    .map(|slot| GradientSlot {
+                        default_stops: Vec::new(),
+                        bindings: Vec::new(),
+                        ..slot.clone()
+                    })
+                    .collect(),
             },
         }
     }
 
     /// About the bytes it holds in memory, for the cache's budget.
     pub(crate) fn weight(&self) -> u64 {
-        let slots = self.slots.colors.len() + self.slots.texts.len() + self.slots.images.len();
+        let slots = self.slots.colors.len()
+            + self.slots.texts.len()
+            + self.slots.images.len()
+            + self.slots.scalars.len()
+            + self.slots.gradients.len();
+        // A vector slot holds its default's numbers.
+        let vector_bytes: usize = self
+            .slots
+            .vectors
+            .iter()
+            .map(|slot| 64 + 8 * slot.default_value.len())
+            .sum();
         let ids: usize = self
             .slots
             .colors
@@ -96,7 +135,21 @@ impl AdmissionRecord {
             .map(|slot| slot.id.len())
             .chain(self.slots.texts.iter().map(|slot| slot.id.len()))
             .chain(self.slots.images.iter().map(|slot| slot.id.len()))
-            .sum();
+            .chain(
+                self.slots
+                    .scalars
+                    .iter()
+                    .map(|slot| slot.id.len() + slot.property.len()),
+            )
+            .chain(
+                self.slots
+                    .vectors
+                    .iter()
+                    .map(|slot| slot.id.len() + slot.property.len()),
+            )
+            .chain(self.slots.gradients.iter().map(|slot| slot.id.len()))
+            .sum::<usize>()
+            + vector_bytes;
         let fonts: usize = self
             .fonts
             .iter()

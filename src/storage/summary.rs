@@ -46,6 +46,13 @@ pub(crate) struct TemplateSummary {
     /// Absent from summaries written before image slots: none.
     #[serde(default)]
     pub image_slots: Vec<ImageSlotSummary>,
+    /// Absent from summaries written before these kinds: none.
+    #[serde(default)]
+    pub scalar_slots: Vec<ScalarSlotSummary>,
+    #[serde(default)]
+    pub vector_slots: Vec<VectorSlotSummary>,
+    #[serde(default)]
+    pub gradient_slots: Vec<GradientSlotSummary>,
     /// Slots were left out to keep the list within [`MAX_SLOT_LIST_BYTES`].
     pub slots_truncated: bool,
     pub warnings: Vec<String>,
@@ -59,6 +66,28 @@ pub(crate) struct TextSlotSummary {
     pub default_text: String,
     pub default_text_truncated: bool,
     pub font_family: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ScalarSlotSummary {
+    pub id: String,
+    pub property: String,
+    pub default_value: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct VectorSlotSummary {
+    pub id: String,
+    pub property: String,
+    pub default_value: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GradientSlotSummary {
+    pub id: String,
+    pub default_stops: Vec<crate::lottie::slots::GradientStop>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,6 +150,49 @@ impl TemplateSummary {
                 has_default: slot.has_default,
             });
         }
+        let mut scalar_slots = Vec::new();
+        for slot in &report.slots.scalars {
+            if !take(
+                &mut budget,
+                slot.id.len() + slot.property.len() + SLOT_OVERHEAD_BYTES,
+            ) {
+                slots_truncated = true;
+                break;
+            }
+            scalar_slots.push(ScalarSlotSummary {
+                id: slot.id.clone(),
+                property: slot.property.clone(),
+                default_value: slot.default_value,
+                min: slot.min,
+                max: slot.max,
+            });
+        }
+        let mut vector_slots = Vec::new();
+        for slot in &report.slots.vectors {
+            let size = slot.id.len() + slot.property.len() + 9 * slot.default_value.len();
+            if !take(&mut budget, size + SLOT_OVERHEAD_BYTES) {
+                slots_truncated = true;
+                break;
+            }
+            vector_slots.push(VectorSlotSummary {
+                id: slot.id.clone(),
+                property: slot.property.clone(),
+                default_value: slot.default_value.clone(),
+            });
+        }
+        let mut gradient_slots = Vec::new();
+        for slot in &report.slots.gradients {
+            // A stop: its offset and a colour of four channels, with their tags.
+            let size = slot.id.len() + slot.default_stops.len() * SLOT_OVERHEAD_BYTES;
+            if !take(&mut budget, size + SLOT_OVERHEAD_BYTES) {
+                slots_truncated = true;
+                break;
+            }
+            gradient_slots.push(GradientSlotSummary {
+                id: slot.id.clone(),
+                default_stops: slot.default_stops.clone(),
+            });
+        }
         let mut warnings_truncated = report.warnings.len() > MAX_WARNINGS_SHOWN;
         let warnings = report
             .warnings
@@ -147,6 +219,9 @@ impl TemplateSummary {
             text_slots,
             color_slots,
             image_slots,
+            scalar_slots,
+            vector_slots,
+            gradient_slots,
             slots_truncated,
             warnings,
             warnings_truncated,

@@ -158,7 +158,7 @@ fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
                 },
             )]
             .into(),
-            images: Default::default(),
+            ..Default::default()
         }),
         output: Some(proto::OutputSpec {
             format: proto::Format::Webm.into(),

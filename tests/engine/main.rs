@@ -16,6 +16,7 @@ mod kernel_offers;
 mod malformed;
 mod mattes;
 mod pixels;
+mod property_slots;
 mod sandbox;
 mod text;
 mod text_animators;

@@ -154,7 +154,7 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
                         modifications: Some(proto::Modifications {
                             texts: [("no-such-slot".to_owned(), "x".to_owned())].into(),
                             colors: Default::default(),
-                            images: Default::default(),
+                            ..Default::default()
                         }),
                         output: square_output(proto::Format::Gif, 30, 100),
                         notify: None,

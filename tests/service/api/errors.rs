@@ -54,7 +54,7 @@ fn with_colors(
             .iter()
             .map(|(id, c)| ((*id).to_owned(), *c))
             .collect(),
-        images: Default::default(),
+        ..Default::default()
     });
     request
 }
@@ -75,7 +75,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
             ]
             .into(),
             colors: [("bg".to_owned(), color(2.0, 0.0, 0.0))].into(),
-            images: Default::default(),
+            ..Default::default()
         }),
         output: Some(proto::OutputSpec {
             format: proto::Format::Unspecified as i32,
@@ -166,7 +166,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
                 modifications: Some(proto::Modifications {
                     texts: [("headline".to_owned(), "hi".to_owned())].into(),
                     colors: [("primary_bg".to_owned(), color(0.0, 0.0, 0.0))].into(),
-                    images: Default::default(),
+                    ..Default::default()
                 }),
                 ..base.clone()
             },

@@ -39,7 +39,7 @@ async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_ask
         texts: Default::default(),
         // The channel bounds themselves are valid.
         colors: [("ball_color".to_owned(), color(1.0, 0.0, 0.0))].into(),
-        images: Default::default(),
+        ..Default::default()
     });
     let submitted = app.submit(request).await.unwrap();
     assert_eq!(state(&submitted), JobState::Queued);

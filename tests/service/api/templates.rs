@@ -172,7 +172,7 @@ async fn an_uploaded_font_is_used_for_text_and_a_missing_one_is_reported() {
             request.modifications = Some(proto::Modifications {
                 texts: [("text_doc".to_owned(), "Uploaded".to_owned())].into(),
                 colors: Default::default(),
-                images: Default::default(),
+                ..Default::default()
             });
             let job = app.submit(request).await.unwrap();
             let done = app

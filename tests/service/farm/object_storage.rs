@@ -226,7 +226,7 @@ async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
         request.modifications = Some(proto::Modifications {
             texts: [("text_doc".to_owned(), "Uploaded".to_owned())].into(),
             colors: Default::default(),
-            images: Default::default(),
+            ..Default::default()
         });
         let job = app.submit(request).await.unwrap();
         let done = app.finished(&job.job_id).await;

@@ -457,7 +457,7 @@ async fn submissions_naming_a_template_with_a_huge_record_cost_the_server_one_pa
         request.modifications = Some(proto::Modifications {
             texts: [("no-such-slot".to_owned(), "x".to_owned())].into(),
             colors: Default::default(),
-            images: Default::default(),
+            ..Default::default()
         });
         let mut request = tonic::Request::new(request);
         request.metadata_mut().insert(

@@ -106,7 +106,7 @@ async fn submissions_naming_unknown_slots_of_templates_with_the_largest_records_
         request.modifications = Some(proto::Modifications {
             texts: [("no-such-slot".to_owned(), "x".to_owned())].into(),
             colors: Default::default(),
-            images: Default::default(),
+            ..Default::default()
         });
         let mut client = client.clone();
         async move {
