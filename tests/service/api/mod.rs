@@ -15,6 +15,7 @@ mod panic;
 mod pki;
 mod process;
 mod promises;
+mod property_slots;
 mod reasons;
 mod renders;
 mod spare_workers;
