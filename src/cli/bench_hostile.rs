@@ -10,6 +10,7 @@
 mod analysis;
 mod expressions;
 mod first_round;
+mod images;
 mod jobs;
 mod parse;
 pub mod payloads;
@@ -412,6 +413,8 @@ fn cases() -> Vec<Case> {
     cases.extend(jobs::cases());
     cases.extend(parse::cases());
     cases.extend(expressions::cases());
+    // Issue 24: image slots.
+    cases.extend(images::cases());
     // Last: its hog case leaves the attacking tenant backed off.
     cases.extend(analysis::cases());
     cases
