@@ -319,7 +319,14 @@ pub struct Modifications {
     pub vectors: BTreeMap<String, Vec<f64>>,
     /// Slot id → the gradient's stops, in order.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub gradients: BTreeMap<String, Vec<crate::lottie::slots::GradientStop>>,
+    pub gradients: BTreeMap<String, Vec<GradientStop>>,
+}
+
+/// One stop of a gradient: where it is (0..=1) and its colour (alpha from the opacity stops).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct GradientStop {
+    pub offset: f64,
+    pub color: Rgba,
 }
 
 /// A replacement image as a job keeps it: the SHA-256 of its bytes (lowercase hex: what

@@ -4,20 +4,25 @@
 //! `modifications.colors["primary_bg"].r`; only then is the draft turned into domain types,
 //! which cannot hold invalid values.
 
+mod values;
+
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
-use crate::lottie::images::{self, MAX_IMAGE_BYTES};
-use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS, MAX_PROPERTY_MAGNITUDE};
+use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS};
 use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
 use crate::spec::{
-    Dimension, Fit, Format, Fps, ImageChoice, ImageSource, Modifications, Notify, OutputSpec,
+    Dimension, Format, Fps, ImageChoice, ImageSource, Modifications, Notify, OutputSpec,
     RenderSubmission, Rgba,
 };
 use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;
 use crate::webhooks::event::EventType;
 use garde::Validate;
 use std::collections::BTreeMap;
+use values::{
+    ascending_offsets, finite_magnitude, image_bytes_together, image_fit, image_header, known_fit,
+    uploaded_image_id,
+};
 
 /// Entries allowed in `modifications.texts` and in `modifications.colors`.
 pub const MAX_MODIFICATIONS_PER_MAP: usize = 256;
@@ -425,85 +430,6 @@ impl NotifyDraft {
             events,
         })
     }
-}
-
-fn image_fit(value: i32) -> Option<Fit> {
-    match proto::ImageFit::try_from(value).ok()? {
-        proto::ImageFit::Unspecified | proto::ImageFit::Cover => Some(Fit::Cover),
-        proto::ImageFit::Contain => Some(Fit::Contain),
-        proto::ImageFit::Fill => Some(Fit::Fill),
-    }
-}
-
-fn known_fit(value: &i32, _: &()) -> garde::Result {
-    match image_fit(*value) {
-        Some(_) => Ok(()),
-        None => Err(garde::Error::new(format!(
-            "must be IMAGE_FIT_COVER, _CONTAIN or _FILL, got {value}"
-        ))),
-    }
-}
-
-/// The header of a replacement image (read, never decoded: the worker decodes it).
-fn image_header(data: &Option<Vec<u8>>, _: &()) -> garde::Result {
-    // A missing source is the `required` rule's to report.
-    let Some(data) = data else { return Ok(()) };
-    if data.len() > MAX_IMAGE_BYTES {
-        return Err(garde::Error::new(format!(
-            "image is {} bytes; at most {MAX_IMAGE_BYTES} are accepted",
-            data.len()
-        )));
-    }
-    images::header(data)
-        .map(|_| ())
-        .map_err(|error| garde::Error::new(format!("image {error}")))
-}
-
-fn uploaded_image_id(id: &Option<String>, _: &()) -> garde::Result {
-    match id {
-        Some(id) if !crate::storage::images::is_image_id(id) => Err(garde::Error::new(format!(
-            "must be an image_id UploadImage answered (64 lowercase hex digits), got {:?}",
-            id.chars().take(80).collect::<String>()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// A number a property can hold: finite, within ±[`MAX_PROPERTY_MAGNITUDE`] (the slot's own
-/// range is the template's, checked at admission).
-fn finite_magnitude(value: &f64, _: &()) -> garde::Result {
-    if value.is_finite() && value.abs() <= MAX_PROPERTY_MAGNITUDE {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
-            "must be a finite number within ±{MAX_PROPERTY_MAGNITUDE}, got {value}"
-        )))
-    }
-}
-
-fn ascending_offsets(stops: &[GradientStopDraft], _: &()) -> garde::Result {
-    if stops
-        .windows(2)
-        .all(|pair| pair[0].offset <= pair[1].offset)
-    {
-        Ok(())
-    } else {
-        Err(garde::Error::new("stop offsets must not decrease"))
-    }
-}
-
-fn image_bytes_together(images: &BTreeMap<SlotKey, ImageDraft>, _: &()) -> garde::Result {
-    let total: usize = images
-        .values()
-        .filter_map(|image| image.data.as_ref())
-        .map(Vec::len)
-        .sum();
-    if total > MAX_REQUEST_IMAGE_BYTES {
-        return Err(garde::Error::new(format!(
-            "images are {total} bytes together; at most {MAX_REQUEST_IMAGE_BYTES} are accepted"
-        )));
-    }
-    Ok(())
 }
 
 fn webhook_event(value: i32) -> Option<EventType> {

@@ -14,6 +14,7 @@
 
 use super::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
 use super::model::{layer_type, property_initial_value};
+pub use crate::spec::GradientStop;
 use crate::spec::Rgba;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -89,13 +90,6 @@ pub struct VectorSlot {
     #[serde(skip)]
     pub bindings: Vec<String>,
     pub binding_count: usize,
-}
-
-/// One stop of a gradient: where it is (0..=1) and its colour (alpha from the opacity stops).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct GradientStop {
-    pub offset: f64,
-    pub color: Rgba,
 }
 
 /// A gradient fill's or stroke's colours (`g`).

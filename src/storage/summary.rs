@@ -150,49 +150,8 @@ impl TemplateSummary {
                 has_default: slot.has_default,
             });
         }
-        let mut scalar_slots = Vec::new();
-        for slot in &report.slots.scalars {
-            if !take(
-                &mut budget,
-                slot.id.len() + slot.property.len() + SLOT_OVERHEAD_BYTES,
-            ) {
-                slots_truncated = true;
-                break;
-            }
-            scalar_slots.push(ScalarSlotSummary {
-                id: slot.id.clone(),
-                property: slot.property.clone(),
-                default_value: slot.default_value,
-                min: slot.min,
-                max: slot.max,
-            });
-        }
-        let mut vector_slots = Vec::new();
-        for slot in &report.slots.vectors {
-            let size = slot.id.len() + slot.property.len() + 9 * slot.default_value.len();
-            if !take(&mut budget, size + SLOT_OVERHEAD_BYTES) {
-                slots_truncated = true;
-                break;
-            }
-            vector_slots.push(VectorSlotSummary {
-                id: slot.id.clone(),
-                property: slot.property.clone(),
-                default_value: slot.default_value.clone(),
-            });
-        }
-        let mut gradient_slots = Vec::new();
-        for slot in &report.slots.gradients {
-            // A stop: its offset and a colour of four channels, with their tags.
-            let size = slot.id.len() + slot.default_stops.len() * SLOT_OVERHEAD_BYTES;
-            if !take(&mut budget, size + SLOT_OVERHEAD_BYTES) {
-                slots_truncated = true;
-                break;
-            }
-            gradient_slots.push(GradientSlotSummary {
-                id: slot.id.clone(),
-                default_stops: slot.default_stops.clone(),
-            });
-        }
+        let (scalar_slots, vector_slots, gradient_slots) =
+            property_slots(&report.slots, &mut budget, &mut slots_truncated);
         let mut warnings_truncated = report.warnings.len() > MAX_WARNINGS_SHOWN;
         let warnings = report
             .warnings
@@ -250,6 +209,63 @@ fn cut(text: &str, max_chars: usize) -> (String, bool) {
         Some((end, _)) => (text[..end].to_owned(), true),
         None => (text.to_owned(), false),
     }
+}
+
+/// The scalar, vector and gradient slots of `slots` within what is left of `budget` (set
+/// `truncated` when some are left out).
+fn property_slots(
+    slots: &crate::lottie::slots::Slots,
+    budget: &mut usize,
+    truncated: &mut bool,
+) -> (
+    Vec<ScalarSlotSummary>,
+    Vec<VectorSlotSummary>,
+    Vec<GradientSlotSummary>,
+) {
+    let mut scalar_slots = Vec::new();
+    for slot in &slots.scalars {
+        if !take(
+            budget,
+            slot.id.len() + slot.property.len() + SLOT_OVERHEAD_BYTES,
+        ) {
+            *truncated = true;
+            break;
+        }
+        scalar_slots.push(ScalarSlotSummary {
+            id: slot.id.clone(),
+            property: slot.property.clone(),
+            default_value: slot.default_value,
+            min: slot.min,
+            max: slot.max,
+        });
+    }
+    let mut vector_slots = Vec::new();
+    for slot in &slots.vectors {
+        let size = slot.id.len() + slot.property.len() + 9 * slot.default_value.len();
+        if !take(budget, size + SLOT_OVERHEAD_BYTES) {
+            *truncated = true;
+            break;
+        }
+        vector_slots.push(VectorSlotSummary {
+            id: slot.id.clone(),
+            property: slot.property.clone(),
+            default_value: slot.default_value.clone(),
+        });
+    }
+    let mut gradient_slots = Vec::new();
+    for slot in &slots.gradients {
+        // A stop: its offset and a colour of four channels, with their tags.
+        let size = slot.id.len() + slot.default_stops.len() * SLOT_OVERHEAD_BYTES;
+        if !take(budget, size + SLOT_OVERHEAD_BYTES) {
+            *truncated = true;
+            break;
+        }
+        gradient_slots.push(GradientSlotSummary {
+            id: slot.id.clone(),
+            default_stops: slot.default_stops.clone(),
+        });
+    }
+    (scalar_slots, vector_slots, gradient_slots)
 }
 
 #[cfg(test)]
