@@ -9,6 +9,10 @@ use crate::reason::Reason;
 pub enum TemplateError {
     #[error("template is {size} bytes, larger than the {max} byte limit")]
     TooLarge { size: usize, max: usize },
+    #[error("the gzipped template (.tgs) inflates to more than the {max} byte limit")]
+    InflatesTooLarge { max: usize },
+    #[error("the template starts as gzip (.tgs) but does not inflate: {0}")]
+    NotGzip(String),
     #[error("template is not valid JSON: {0}")]
     NotJson(String),
     #[error("template JSON nests deeper than {max} levels (at byte {offset})")]
@@ -34,7 +38,9 @@ impl Classified for TemplateError {
     }
     fn reason(&self) -> Reason {
         match self {
-            TemplateError::TooLarge { .. } => Reason::TemplateTooLarge,
+            TemplateError::TooLarge { .. } | TemplateError::InflatesTooLarge { .. } => {
+                Reason::TemplateTooLarge
+            }
             TemplateError::TooManyValues { .. } => Reason::TemplateTooComplex,
             _ => Reason::TemplateInvalid,
         }

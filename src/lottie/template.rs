@@ -84,7 +84,23 @@ impl Template {
         }
     }
 
+    /// Parses and fences a template: Bodymovin JSON, or the same gzipped (a Telegram
+    /// sticker, `.tgs`, told apart by its content), inflated here first within
+    /// [`MAX_TEMPLATE_BYTES`]. Runs in the workers only (the server checks the syntax of
+    /// JSON uploads; a gzipped one is inflated and checked by its analysis worker).
     pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
+        if !is_gzip(bytes) {
+            return Template::parse_json(bytes);
+        }
+        let json = inflate(bytes)?;
+        let mut template = Template::parse_json(&json)?;
+        // The template is what was uploaded.
+        template.sha256 = hex_sha256(bytes);
+        template.byte_len = bytes.len();
+        Ok(template)
+    }
+
+    fn parse_json(bytes: &[u8]) -> Result<Template, TemplateError> {
         // The value count before the tree: a document of millions of tiny values is refused
         // before it costs its tree.
         Template::check_syntax(bytes)?;
@@ -125,6 +141,32 @@ impl Template {
     pub fn layer_count(&self) -> usize {
         fence::total_layer_count(&self.model)
     }
+}
+
+/// The gzip magic number a Telegram sticker (`.tgs`) starts with.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Whether `bytes` are gzip (a `.tgs` template) rather than JSON (which cannot start so).
+pub fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&GZIP_MAGIC)
+}
+
+/// The JSON of a gzipped template, inflated to at most [`MAX_TEMPLATE_BYTES`]: a gzip bomb
+/// stops there (a few milliseconds of inflating, the limit's memory), whatever it would
+/// grow to.
+fn inflate(bytes: &[u8]) -> Result<Vec<u8>, TemplateError> {
+    use std::io::Read;
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .take(MAX_TEMPLATE_BYTES as u64 + 1)
+        .read_to_end(&mut json)
+        .map_err(|error| TemplateError::NotGzip(error.to_string()))?;
+    if json.len() > MAX_TEMPLATE_BYTES {
+        return Err(TemplateError::InflatesTooLarge {
+            max: MAX_TEMPLATE_BYTES,
+        });
+    }
+    Ok(json)
 }
 
 pub(crate) fn hex_sha256(bytes: &[u8]) -> String {
@@ -332,6 +374,45 @@ fn normalize_field(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzipped_template_tgs_parses_as_its_json_and_keeps_its_own_hash() {
+        let json = br#"{"v":"5.7.0","fr":60,"ip":0,"op":180,"w":512,"h":512,"layers":[]}"#;
+        let tgs = gzip(json);
+        let plain = Template::parse(json).unwrap();
+        let sticker = Template::parse(&tgs).unwrap();
+        assert_eq!(sticker.json, plain.json);
+        assert_eq!(sticker.sha256, hex_sha256(&tgs));
+    }
+
+    /// 64 MiB of spaces gzipped to some 64 KiB: refused once 8 MiB are inflated.
+    #[test]
+    fn a_gzip_bomb_is_refused_at_the_size_limit_and_a_broken_gzip_is_invalid() {
+        let bomb = gzip(&vec![b' '; 64 * 1024 * 1024]);
+        assert!(bomb.len() < 128 * 1024, "{}", bomb.len());
+        let started = std::time::Instant::now();
+        let error = Template::parse(&bomb).unwrap_err();
+        assert_eq!(
+            error,
+            TemplateError::InflatesTooLarge {
+                max: MAX_TEMPLATE_BYTES
+            }
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let mut broken = gzip(b"{}");
+        broken.truncate(12);
+        assert!(matches!(
+            Template::parse(&broken),
+            Err(TemplateError::NotGzip(_))
+        ));
+    }
 
     #[test]
     fn nesting_depth_counts_brackets_outside_strings_only() {

@@ -19,6 +19,7 @@ mod property_slots;
 mod reasons;
 mod renders;
 mod spare_workers;
+mod stickers;
 mod templates;
 mod tls;
 mod traces;
