@@ -7,6 +7,7 @@
 //! ([`report`]).
 
 pub mod assets;
+pub mod dotlottie;
 pub mod effects;
 mod error;
 pub mod expressions;

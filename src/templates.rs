@@ -294,9 +294,11 @@ pub(crate) fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
             ),
         );
         reason = Reason::TemplateTooLarge;
-    } else if crate::lottie::template::is_gzip(&request.lottie_json) {
-        // A Telegram sticker (.tgs): inflated and checked in its analysis worker, never here
-        // (a decompressor on caller bytes is the workers' business).
+    } else if crate::lottie::template::is_gzip(&request.lottie_json)
+        || crate::lottie::dotlottie::is_zip(&request.lottie_json)
+    {
+        // A Telegram sticker (.tgs) or a dotLottie archive: unpacked and checked in its
+        // analysis worker, never here (a decompressor on caller bytes is the workers').
     } else if let Err(error) = Template::check_syntax(&request.lottie_json) {
         violation("lottie_json".into(), error.to_string());
         reason = error.reason();

@@ -9,7 +9,7 @@ use crate::reason::Reason;
 pub enum TemplateError {
     #[error("template is {size} bytes, larger than the {max} byte limit")]
     TooLarge { size: usize, max: usize },
-    #[error("the gzipped template (.tgs) inflates to more than the {max} byte limit")]
+    #[error("the template (.tgs, .lottie) inflates to more than the {max} byte limit")]
     InflatesTooLarge { max: usize },
     #[error("the template starts as gzip (.tgs) but does not inflate: {0}")]
     NotGzip(String),

@@ -84,15 +84,18 @@ impl Template {
         }
     }
 
-    /// Parses and fences a template: Bodymovin JSON, or the same gzipped (a Telegram
-    /// sticker, `.tgs`, told apart by its content), inflated here first within
-    /// [`MAX_TEMPLATE_BYTES`]. Runs in the workers only (the server checks the syntax of
+    /// Parses and fences a template: Bodymovin JSON, the same gzipped (a Telegram sticker,
+    /// `.tgs`), inflated here first within [`MAX_TEMPLATE_BYTES`], or a dotLottie archive
+    /// ([`super::dotlottie`]), all told apart by their content. Runs in the workers only (the server checks the syntax of
     /// JSON uploads; a gzipped one is inflated and checked by its analysis worker).
     pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
-        if !is_gzip(bytes) {
+        let json = if is_gzip(bytes) {
+            inflate(bytes)?
+        } else if super::dotlottie::is_zip(bytes) {
+            super::dotlottie::unpack(bytes)?
+        } else {
             return Template::parse_json(bytes);
-        }
-        let json = inflate(bytes)?;
+        };
         let mut template = Template::parse_json(&json)?;
         // The template is what was uploaded.
         template.sha256 = hex_sha256(bytes);

@@ -1,0 +1,199 @@
+//! dotLottie templates (`.lottie`): a zip of a manifest, one or more animations and their
+//! images (the dotLottie specification, versions 1 and 2: `manifest.json`, `animations/` or
+//! `a/`, `images/` or `i/`). Read in the workers only, as part of [`super::Template::parse`]:
+//! the archive's animation becomes the template's JSON with each image it names embedded as
+//! a data URI (PNG and JPEG as they are, WebP decoded and written as PNG, which rlottie reads),
+//! so what follows is the JSON path's, unchanged.
+//!
+//! Hostile archives cost a worker a bounded amount: at most [`MAX_ARCHIVE_ENTRIES`] entries
+//! (counted from the central directory before anything is inflated), names that stay inside
+//! the archive (no absolute path, no `..`: refused, although nothing is extracted to disk), no
+//! symbolic link or encrypted entry, and every entry read through a bound (the animation at
+//! the template size limit, an image at [`MAX_IMAGE_ENTRY_BYTES`], all of them together at
+//! [`MAX_INFLATED_BYTES`]): a zip bomb stops at its bound in milliseconds.
+//!
+//! The animation is the manifest's `activeAnimationId`, else its first. Fonts and themes of
+//! the archive are not read (themes: docs/operations.md notes what is left).
+
+use super::error::TemplateError;
+use super::images;
+use super::template::MAX_TEMPLATE_BYTES;
+use base64::Engine;
+use serde_json::Value;
+use std::io::{Cursor, Read};
+
+/// Entries of an archive: a manifest, a few animations, their images and themes; the
+/// largest real ones hold some dozens.
+pub const MAX_ARCHIVE_ENTRIES: usize = 1000;
+/// Bytes of one image entry: the replacement images' limit.
+pub const MAX_IMAGE_ENTRY_BYTES: usize = images::MAX_IMAGE_BYTES;
+/// Bytes inflated from one archive in all: the animation at the template limit and its
+/// images.
+pub const MAX_INFLATED_BYTES: usize = 64 * 1024 * 1024;
+/// Bytes of the manifest.
+const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
+
+/// Whether `bytes` are a zip archive (a local file header first).
+pub fn is_zip(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"PK\x03\x04")
+}
+
+/// The animation of a dotLottie archive as Bodymovin JSON, its images embedded.
+pub(crate) fn unpack(bytes: &[u8]) -> Result<Vec<u8>, TemplateError> {
+    let refused = |message: String| TemplateError::invalid("$ (.lottie)", message);
+    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|error| refused(format!("not a readable zip archive: {error}")))?;
+    if archive.len() > MAX_ARCHIVE_ENTRIES {
+        return Err(refused(format!(
+            "the archive has {} entries; at most {MAX_ARCHIVE_ENTRIES} are accepted",
+            archive.len()
+        )));
+    }
+    for index in 0..archive.len() {
+        let entry = archive
+            .by_index(index)
+            .map_err(|error| refused(format!("entry {index} is unreadable: {error}")))?;
+        let name = entry.name().to_owned();
+        if entry.enclosed_name().is_none() || name.contains('\\') {
+            return Err(refused(format!(
+                "entry {name:?} names a path outside the archive"
+            )));
+        }
+        if entry.is_symlink() {
+            return Err(refused(format!("entry {name:?} is a symbolic link")));
+        }
+        if entry.encrypted() {
+            return Err(refused(format!("entry {name:?} is encrypted")));
+        }
+    }
+    let mut budget = MAX_INFLATED_BYTES;
+    let manifest: Value = {
+        let bytes = read_entry(
+            &mut archive,
+            "manifest.json",
+            MAX_MANIFEST_BYTES,
+            &mut budget,
+        )?
+        .ok_or_else(|| refused("the archive has no manifest.json".into()))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|error| refused(format!("manifest.json is not JSON: {error}")))?
+    };
+    let id = manifest
+        .get("activeAnimationId")
+        .and_then(Value::as_str)
+        .or_else(|| manifest.pointer("/animations/0/id").and_then(Value::as_str))
+        .ok_or_else(|| refused("manifest.json names no animation".into()))?
+        .to_owned();
+    let mut animation = None;
+    for folder in ["a", "animations"] {
+        let name = format!("{folder}/{id}.json");
+        if let Some(bytes) = read_entry(&mut archive, &name, MAX_TEMPLATE_BYTES, &mut budget)? {
+            animation = Some(bytes);
+            break;
+        }
+    }
+    let animation = animation.ok_or_else(|| {
+        refused(format!(
+            "the manifest's animation {id:?} is not in the archive"
+        ))
+    })?;
+    // Within the template's syntax limits before a tree is built.
+    super::Template::check_syntax(&animation)?;
+    let mut json: Value = serde_json::from_slice(&animation)
+        .map_err(|error| TemplateError::NotJson(error.to_string()))?;
+    embed_images(&mut json, &mut archive, &mut budget)?;
+    serde_json::to_vec(&json).map_err(|error| TemplateError::NotJson(error.to_string()))
+}
+
+/// Replaces every image asset that names a file of the archive with that file as a data URI.
+fn embed_images(
+    json: &mut Value,
+    archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
+    budget: &mut usize,
+) -> Result<(), TemplateError> {
+    let Some(assets) = json.get_mut("assets").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    for (index, asset) in assets.iter_mut().enumerate() {
+        let Some(file) = asset.get("p").and_then(Value::as_str) else {
+            continue;
+        };
+        if file.starts_with("data:") {
+            continue;
+        }
+        let folder = asset.get("u").and_then(Value::as_str).unwrap_or_default();
+        let file = file.to_owned();
+        let mut names = vec![format!("{folder}{file}").trim_start_matches('/').to_owned()];
+        names.extend(["i/", "images/"].map(|folder| format!("{folder}{file}")));
+        let mut found = None;
+        for name in &names {
+            if let Some(bytes) = read_entry(archive, name, MAX_IMAGE_ENTRY_BYTES, budget)? {
+                found = Some(bytes);
+                break;
+            }
+        }
+        // Not in the archive: left as it is, for the template's own check to refuse.
+        let Some(bytes) = found else { continue };
+        let uri = data_uri(&bytes)
+            .map_err(|message| TemplateError::invalid(format!("$.assets[{index}].p"), message))?;
+        if let Some(map) = asset.as_object_mut() {
+            map.insert("e".into(), Value::from(1));
+            map.insert("u".into(), Value::from(""));
+            map.insert("p".into(), Value::from(uri));
+        }
+    }
+    Ok(())
+}
+
+/// An archive image as the data URI rlottie reads: PNG and JPEG as they are, WebP as PNG.
+fn data_uri(bytes: &[u8]) -> Result<String, String> {
+    let header = images::header(bytes).map_err(|error| format!("the archive's image {error}"))?;
+    let encode = |media: &str, bytes: &[u8]| {
+        format!(
+            "data:{media};base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        )
+    };
+    match header.format {
+        image::ImageFormat::Png => Ok(encode("image/png", bytes)),
+        image::ImageFormat::Jpeg => Ok(encode("image/jpeg", bytes)),
+        _ => {
+            let pixels = images::fitted(bytes, header.width, header.height, crate::spec::Fit::Fill)
+                .map_err(|error| format!("the archive's image {error}"))?;
+            images::png_data_uri(&pixels).map_err(|error| format!("the archive's image {error}"))
+        }
+    }
+}
+
+/// The entry `name`, inflated to at most `limit` bytes and what is left of `budget`; `None`
+/// when the archive has no such entry.
+fn read_entry(
+    archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
+    name: &str,
+    limit: usize,
+    budget: &mut usize,
+) -> Result<Option<Vec<u8>>, TemplateError> {
+    let refused = |message: String| TemplateError::invalid("$ (.lottie)", message);
+    let entry = match archive.by_name(name) {
+        Ok(entry) => entry,
+        Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+        Err(error) => return Err(refused(format!("entry {name:?} is unreadable: {error}"))),
+    };
+    let bound = limit.min(*budget);
+    let mut bytes = Vec::new();
+    entry
+        .take(bound as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| refused(format!("entry {name:?} does not inflate: {error}")))?;
+    if bytes.len() > bound {
+        return Err(TemplateError::InflatesTooLarge {
+            max: if bound == limit {
+                limit
+            } else {
+                MAX_INFLATED_BYTES
+            },
+        });
+    }
+    *budget -= bytes.len();
+    Ok(Some(bytes))
+}
