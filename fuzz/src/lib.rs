@@ -24,6 +24,22 @@ pub fn answer_budget(input_len: usize) -> usize {
     ANSWER_BYTES_PER_INPUT_BYTE * input_len + ANSWER_SLACK_BYTES
 }
 
+/// Whether `data` is a packed template (a gzipped `.tgs` or a dotLottie archive), which the
+/// workers unpack before anything else.
+pub fn is_packed(data: &[u8]) -> bool {
+    lottie_render::lottie::template::is_gzip(data) || lottie_render::lottie::dotlottie::is_zip(data)
+}
+
+/// The largest answer allowed for the template `data`: in proportion to it, or for a packed
+/// one (a few bytes may inflate to the whole size limit) to what it may unpack to.
+pub fn template_answer_budget(data: &[u8]) -> usize {
+    if is_packed(data) {
+        answer_budget(lottie_render::lottie::template::MAX_TEMPLATE_BYTES)
+    } else {
+        answer_budget(data.len())
+    }
+}
+
 /// Splits a fuzz input into the first JSON value (the template) and the bytes after it
 /// (which drive the structured part), so plain template files from the corpus are valid
 /// seeds and the fuzzer can grow the tail on its own.

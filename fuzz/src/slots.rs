@@ -5,7 +5,7 @@
 //! the right kind (a fill/stroke item, a text layer, an image asset); ids are non-empty and
 //! distinct; the slot report a caller gets back stays in proportion to the template.
 
-use super::answer_budget;
+use super::template_answer_budget;
 use lottie_render::lottie::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
 use lottie_render::lottie::model::layer_type;
 use lottie_render::lottie::{slots, Template};
@@ -66,7 +66,7 @@ pub fn run(data: &[u8]) {
     }
     let report_bytes = serde_json::to_vec(&found).map_or(0, |bytes| bytes.len());
     assert!(
-        report_bytes <= answer_budget(data.len()),
+        report_bytes <= template_answer_budget(data),
         "slot report of {report_bytes} bytes for {} input bytes",
         data.len()
     );

@@ -17,7 +17,6 @@
 
 use super::error::TemplateError;
 use super::images;
-use super::template::MAX_TEMPLATE_BYTES;
 use base64::Engine;
 use serde_json::Value;
 use std::io::{Cursor, Read};
@@ -38,8 +37,14 @@ pub fn is_zip(bytes: &[u8]) -> bool {
     bytes.starts_with(b"PK\x03\x04")
 }
 
-/// The animation of a dotLottie archive as Bodymovin JSON, its images embedded.
-pub(crate) fn unpack(bytes: &[u8]) -> Result<Vec<u8>, TemplateError> {
+/// The animation of a dotLottie archive as Bodymovin JSON, its images embedded. The
+/// animation is at most `max_json_bytes` and passes `check_syntax` (the template's own
+/// limits) before a tree of it is built.
+pub(crate) fn unpack(
+    bytes: &[u8],
+    max_json_bytes: usize,
+    check_syntax: impl Fn(&[u8]) -> Result<(), TemplateError>,
+) -> Result<Vec<u8>, TemplateError> {
     let refused = |message: String| TemplateError::invalid("$ (.lottie)", message);
     let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
         .map_err(|error| refused(format!("not a readable zip archive: {error}")))?;
@@ -87,7 +92,7 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<Vec<u8>, TemplateError> {
     let mut animation = None;
     for folder in ["a", "animations"] {
         let name = format!("{folder}/{id}.json");
-        if let Some(bytes) = read_entry(&mut archive, &name, MAX_TEMPLATE_BYTES, &mut budget)? {
+        if let Some(bytes) = read_entry(&mut archive, &name, max_json_bytes, &mut budget)? {
             animation = Some(bytes);
             break;
         }
@@ -98,7 +103,7 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<Vec<u8>, TemplateError> {
         ))
     })?;
     // Within the template's syntax limits before a tree is built.
-    super::Template::check_syntax(&animation)?;
+    check_syntax(&animation)?;
     let mut json: Value = serde_json::from_slice(&animation)
         .map_err(|error| TemplateError::NotJson(error.to_string()))?;
     embed_images(&mut json, &mut archive, &mut budget)?;

@@ -92,7 +92,7 @@ impl Template {
         let json = if is_gzip(bytes) {
             inflate(bytes)?
         } else if super::dotlottie::is_zip(bytes) {
-            super::dotlottie::unpack(bytes)?
+            super::dotlottie::unpack(bytes, MAX_TEMPLATE_BYTES, Template::check_syntax)?
         } else {
             return Template::parse_json(bytes);
         };

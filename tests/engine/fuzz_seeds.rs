@@ -119,6 +119,40 @@ fn the_template_target_keeps_its_promises_on_the_corpus() {
     run_on(&template_seeds(), targets::template::run);
 }
 
+/// Packed templates, as `fuzz/seed.sh` adds them for the template target: a gzipped
+/// (`.tgs`) and a zipped dotLottie of a small corpus file, and cut copies of both.
+#[test]
+fn the_template_target_keeps_its_promises_on_packed_templates() {
+    use std::io::Write;
+    let json = std::fs::read(corpus("tiny-solid-layer.json")).unwrap();
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&json).unwrap();
+    let tgs = gzip.finish().unwrap();
+    let mut lottie = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    lottie.start_file("manifest.json", options).unwrap();
+    lottie
+        .write_all(br#"{"version":"1","animations":[{"id":"tiny"}]}"#)
+        .unwrap();
+    lottie.start_file("animations/tiny.json", options).unwrap();
+    lottie.write_all(&json).unwrap();
+    let lottie = lottie.finish().unwrap().into_inner();
+    let seeds: Vec<(PathBuf, Vec<u8>)> = [
+        ("tiny.tgs", tgs.clone()),
+        ("tiny.lottie", lottie.clone()),
+        ("cut.tgs", tgs[..tgs.len() / 2].to_vec()),
+        ("cut.lottie", lottie[..lottie.len() / 2].to_vec()),
+    ]
+    .into_iter()
+    .map(|(name, bytes)| (PathBuf::from(name), bytes))
+    .collect();
+    // The packed seeds parse (the cut ones are refused, not crashed on).
+    assert!(lottie_render::lottie::Template::parse(&seeds[0].1).is_ok());
+    assert!(lottie_render::lottie::Template::parse(&seeds[1].1).is_ok());
+    run_on(&seeds, targets::template::run);
+    run_on(&seeds, targets::slots::run);
+}
+
 #[test]
 fn the_slots_target_keeps_its_promises_on_the_corpus() {
     run_on(&template_seeds(), targets::slots::run);

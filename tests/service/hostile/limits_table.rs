@@ -74,6 +74,15 @@ fn constant(name: &str) -> Option<Actual> {
     match name {
         "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
         "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
+        "lottie::dotlottie::MAX_ARCHIVE_ENTRIES" => {
+            count(lottie::dotlottie::MAX_ARCHIVE_ENTRIES as f64)
+        }
+        "lottie::dotlottie::MAX_INFLATED_BYTES" => {
+            bytes(lottie::dotlottie::MAX_INFLATED_BYTES as f64)
+        }
+        "lottie::dotlottie::MAX_IMAGE_ENTRY_BYTES" => {
+            bytes(lottie::dotlottie::MAX_IMAGE_ENTRY_BYTES as f64)
+        }
         "storage::images::MAX_IMAGES_PER_TENANT" => {
             count(storage::images::MAX_IMAGES_PER_TENANT as f64)
         }
