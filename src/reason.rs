@@ -65,6 +65,7 @@ reasons! {
     TemplateQuotaExceeded => "TEMPLATE_QUOTA_EXCEEDED",
     SlotUnknown => "SLOT_UNKNOWN",
     SlotValueInvalid => "SLOT_VALUE_INVALID",
+    ThemeUnknown => "THEME_UNKNOWN",
     TextInvalid => "TEXT_INVALID",
     ImageInvalid => "IMAGE_INVALID",
     ImageNotFound => "IMAGE_NOT_FOUND",

@@ -364,6 +364,8 @@ pub struct RenderSubmission {
     /// SHA-256 (as in [`ImageChoice::sha256`]) → where the image's bytes are; one entry for
     /// an image several slots show.
     pub images: BTreeMap<String, ImageSource>,
+    /// A theme of the template, applied under `modifications` at admission.
+    pub theme: Option<String>,
 }
 
 /// Where a replacement image's bytes are.

@@ -177,6 +177,7 @@ pub fn run(data: &[u8]) {
             background: None,
         }),
         notify: None,
+        theme: String::new(),
     };
     // What the gRPC boundary refuses never reaches the worker.
     let Ok(submission) = RenderSubmission::try_from(wire) else {

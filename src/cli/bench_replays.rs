@@ -120,6 +120,7 @@ async fn replay(
         modifications: None,
         output: square_output(proto::Format::Gif, 30, 100),
         notify: None,
+        theme: String::new(),
     };
     const KEY: &str = "bench-replay-key";
     let submit = |mut client: RenderServiceClient<Channel>, request: proto::RenderRequest| async move {

@@ -42,6 +42,10 @@ pub struct SubmitArgs {
     /// With --wait: save the output here.
     #[arg(short = 'o', long = "output", requires = "wait")]
     pub output: Option<PathBuf>,
+    /// A theme of the template (a dotLottie's): its slot values apply first, the slot
+    /// flags override them.
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
     /// POST the job's terminal events (succeeded, failed, cancelled), signed, to this https
     /// URL (docs/http.md, Webhooks).
     #[arg(long)]
@@ -161,6 +165,7 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                     .map(|event| event.to_proto() as i32)
                     .collect(),
             }),
+            theme: args.theme.clone().unwrap_or_default(),
         };
         let key = args
             .idempotency_key

@@ -260,6 +260,7 @@ mod tests {
                 ..Default::default()
             }),
             notify: None,
+            theme: String::new(),
         }
     }
 

@@ -107,6 +107,8 @@ struct RenderRequestDraft {
     output: Option<OutputDraft>,
     #[garde(dive)]
     notify: Option<NotifyDraft>,
+    #[garde(length(chars, max = MAX_SLOT_ID_CHARS))]
+    theme: String,
 }
 
 #[derive(Debug, Validate)]
@@ -266,6 +268,7 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                 webhook_url: notify.webhook_url,
                 events: notify.events,
             }),
+            theme: request.theme,
         }
     }
 }
@@ -409,6 +412,7 @@ impl RenderRequestDraft {
             },
             notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
             images: image_bytes,
+            theme: (!self.theme.is_empty()).then_some(self.theme),
         })
     }
 }
@@ -589,6 +593,7 @@ mod tests {
                 background: None,
             }),
             notify: None,
+            theme: String::new(),
         }
     }
 

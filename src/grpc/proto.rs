@@ -54,6 +54,7 @@ mod tests {
                     "scalar_slots",
                     "vector_slots",
                     "gradient_slots",
+                    "themes",
                 ],
             ),
             (
@@ -87,7 +88,7 @@ mod tests {
             ("ListTemplatesResponse", &["templates", "next_page_token"]),
             (
                 "RenderRequest",
-                &["template_id", "modifications", "output", "notify"],
+                &["template_id", "modifications", "output", "notify", "theme"],
             ),
             ("Notify", &["webhook_url", "events"]),
             (

@@ -151,6 +151,7 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
                     .collect(),
             })
             .collect(),
+        themes: summary.themes.clone(),
         sha256: summary.sha256.clone(),
         created_at: Some(prost_types::Timestamp::from(summary.created_at())),
         warnings: summary.warnings.clone(),

@@ -14,7 +14,7 @@ use crate::jobs::queue::PushRefused;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::reason::Reason;
-use crate::spec::{Format, RenderSubmission};
+use crate::spec::{Format, Modifications, RenderSubmission};
 use crate::storage::{StorageError, TemplateStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +76,29 @@ pub(crate) fn admit(
     let spec = submission.output;
     let mut violations = Vec::new();
     let mut reason = None;
+    let mut submission = submission;
+    if let Some(theme) = submission.theme.take() {
+        match report.themes.get(&theme) {
+            Some(values) => {
+                submission.modifications = themed(values, submission.modifications);
+            }
+            None => {
+                reason.get_or_insert(Reason::ThemeUnknown);
+                let names: Vec<&str> = report.themes.keys().map(String::as_str).collect();
+                violations.push(FieldViolation {
+                    field: "theme".into(),
+                    description: format!(
+                        "the template has no theme {theme:?}; its themes: {}",
+                        if names.is_empty() {
+                            "(none)".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                });
+            }
+        }
+    }
     for error in modifications::check(&report.slots, &submission.modifications) {
         let field = match &error {
             ModificationError::UnknownColorSlot { id, .. } => {
@@ -179,6 +202,18 @@ pub(crate) fn admit(
         trace_parent: None,
     };
     Ok((job, work))
+}
+
+/// A theme's values under `explicit` ones: each slot the caller fills is the caller's.
+fn themed(theme: &Modifications, explicit: Modifications) -> Modifications {
+    let mut merged = theme.clone();
+    merged.texts.extend(explicit.texts);
+    merged.colors.extend(explicit.colors);
+    merged.images.extend(explicit.images);
+    merged.scalars.extend(explicit.scalars);
+    merged.vectors.extend(explicit.vectors);
+    merged.gradients.extend(explicit.gradients);
+    merged
 }
 
 impl Scheduler {

@@ -12,8 +12,11 @@
 //! the template size limit, an image at [`MAX_IMAGE_ENTRY_BYTES`], all of them together at
 //! [`MAX_INFLATED_BYTES`]): a zip bomb stops at its bound in milliseconds.
 //!
-//! The animation is the manifest's `activeAnimationId`, else its first. Fonts and themes of
-//! the archive are not read (themes: docs/operations.md notes what is left).
+//! The animation is the manifest's `activeAnimationId`, else its first. Its themes (version
+//! 2: the manifest's `themes`, each `t/<id>.json`, rules of slot values) become named sets
+//! of modifications ([`Themes`]) a render may ask for (`RenderRequest.theme`); rules the
+//! service has no slot kind for (keyframed values, text and image rules) are left out. Fonts
+//! of the archive are not read.
 
 use super::error::TemplateError;
 use super::images;
@@ -31,6 +34,19 @@ pub const MAX_IMAGE_ENTRY_BYTES: usize = images::MAX_IMAGE_BYTES;
 pub const MAX_INFLATED_BYTES: usize = 64 * 1024 * 1024;
 /// Bytes of the manifest.
 const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
+/// Themes of one archive: a brand's light and dark, a few seasonal ones.
+pub const MAX_THEMES: usize = 32;
+/// Bytes of one theme file.
+const MAX_THEME_BYTES: usize = 256 * 1024;
+
+/// An archive's themes: name → the slot values it sets.
+pub type Themes = std::collections::BTreeMap<String, crate::spec::Modifications>;
+
+/// What an archive unpacks to.
+pub(crate) struct Unpacked {
+    pub json: Vec<u8>,
+    pub themes: Themes,
+}
 
 /// Whether `bytes` are a zip archive (a local file header first).
 pub fn is_zip(bytes: &[u8]) -> bool {
@@ -44,7 +60,7 @@ pub(crate) fn unpack(
     bytes: &[u8],
     max_json_bytes: usize,
     check_syntax: impl Fn(&[u8]) -> Result<(), TemplateError>,
-) -> Result<Vec<u8>, TemplateError> {
+) -> Result<Unpacked, TemplateError> {
     let refused = |message: String| TemplateError::invalid("$ (.lottie)", message);
     let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
         .map_err(|error| refused(format!("not a readable zip archive: {error}")))?;
@@ -107,7 +123,115 @@ pub(crate) fn unpack(
     let mut json: Value = serde_json::from_slice(&animation)
         .map_err(|error| TemplateError::NotJson(error.to_string()))?;
     embed_images(&mut json, &mut archive, &mut budget)?;
-    serde_json::to_vec(&json).map_err(|error| TemplateError::NotJson(error.to_string()))
+    let themes = read_themes(&manifest, &mut archive, &mut budget)?;
+    let json =
+        serde_json::to_vec(&json).map_err(|error| TemplateError::NotJson(error.to_string()))?;
+    Ok(Unpacked { json, themes })
+}
+
+/// The manifest's themes (`t/<id>.json`), at most [`MAX_THEMES`]; a theme whose file is
+/// missing or not JSON is left out.
+fn read_themes(
+    manifest: &Value,
+    archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
+    budget: &mut usize,
+) -> Result<Themes, TemplateError> {
+    let mut themes = Themes::new();
+    let ids = manifest
+        .get("themes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|theme| theme.get("id").and_then(Value::as_str))
+        .take(MAX_THEMES);
+    for id in ids {
+        let Some(bytes) = read_entry(archive, &format!("t/{id}.json"), MAX_THEME_BYTES, budget)?
+        else {
+            continue;
+        };
+        let Ok(theme) = serde_json::from_slice::<Value>(&bytes) else {
+            continue;
+        };
+        themes.insert(id.chars().take(64).collect(), theme_modifications(&theme));
+    }
+    Ok(themes)
+}
+
+/// A theme's rules as modifications: `Color`, `Scalar`, `Vector`/`Position` and `Gradient`
+/// rules with a static `value`.
+fn theme_modifications(theme: &Value) -> crate::spec::Modifications {
+    let mut modifications = crate::spec::Modifications::default();
+    let rules = theme
+        .get("rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for rule in rules {
+        let (Some(id), Some(kind), Some(value)) = (
+            rule.get("id").and_then(Value::as_str),
+            rule.get("type").and_then(Value::as_str),
+            rule.get("value"),
+        ) else {
+            continue;
+        };
+        let numbers =
+            || -> Option<Vec<f64>> { value.as_array()?.iter().map(Value::as_f64).collect() };
+        let id = id.to_owned();
+        match kind.to_ascii_lowercase().as_str() {
+            "color" => {
+                if let Some(color) = numbers().and_then(|n| theme_color(&n)) {
+                    modifications.colors.insert(id, color);
+                }
+            }
+            "scalar" => {
+                let number = value
+                    .as_f64()
+                    .or_else(|| numbers().and_then(|n| n.first().copied()));
+                if let Some(number) = number {
+                    modifications.scalars.insert(id, number);
+                }
+            }
+            "vector" | "position" => {
+                if let Some(numbers) = numbers() {
+                    modifications.vectors.insert(id, numbers);
+                }
+            }
+            "gradient" => {
+                let stops: Option<Vec<crate::spec::GradientStop>> =
+                    value.as_array().and_then(|stops| {
+                        stops
+                            .iter()
+                            .map(|stop| {
+                                let color: Vec<f64> = stop
+                                    .get("color")?
+                                    .as_array()?
+                                    .iter()
+                                    .map(Value::as_f64)
+                                    .collect::<Option<_>>()?;
+                                Some(crate::spec::GradientStop {
+                                    offset: stop.get("offset")?.as_f64()?,
+                                    color: theme_color(&color)?,
+                                })
+                            })
+                            .collect::<Option<Vec<_>>>()
+                    });
+                if let Some(stops) = stops {
+                    modifications.gradients.insert(id, stops);
+                }
+            }
+            _ => {}
+        }
+    }
+    modifications
+}
+
+/// `[r, g, b]` or `[r, g, b, a]` in 0..=1.
+fn theme_color(channels: &[f64]) -> Option<crate::spec::Rgba> {
+    match channels {
+        [r, g, b] => crate::spec::Rgba::new(*r, *g, *b, None).ok(),
+        [r, g, b, a] => crate::spec::Rgba::new(*r, *g, *b, Some(*a)).ok(),
+        _ => None,
+    }
 }
 
 /// Replaces every image asset that names a file of the archive with that file as a data URI.

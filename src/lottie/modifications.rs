@@ -193,6 +193,38 @@ pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationEr
     errors
 }
 
+/// Takes out of `modifications` the value `error` refuses.
+pub(crate) fn remove_refused(modifications: &mut Modifications, error: &ModificationError) {
+    match error {
+        ModificationError::UnknownColorSlot { id, .. } => {
+            modifications.colors.remove(id);
+        }
+        ModificationError::UnknownTextSlot { id, .. }
+        | ModificationError::ControlCharacter { id, .. } => {
+            modifications.texts.remove(id);
+        }
+        ModificationError::UnknownImageSlot { id, .. } => {
+            modifications.images.remove(id);
+        }
+        ModificationError::UnknownSlot { kind, id, .. } => {
+            match *kind {
+                "scalars" => modifications.scalars.remove(id).map(|_| ()),
+                "vectors" => modifications.vectors.remove(id).map(|_| ()),
+                _ => modifications.gradients.remove(id).map(|_| ()),
+            };
+        }
+        ModificationError::ScalarOutOfRange { id, .. } => {
+            modifications.scalars.remove(id);
+        }
+        ModificationError::VectorShape { id, .. } => {
+            modifications.vectors.remove(id);
+        }
+        ModificationError::GradientStopCount { id, .. } => {
+            modifications.gradients.remove(id);
+        }
+    }
+}
+
 /// Writes fitted replacement images (slot id → PNG data URI of the slot's box) into the
 /// image assets their slots bind, as embedded images; ids [`check`]ed first.
 pub fn write_images(json: &mut Value, slots: &Slots, images: &BTreeMap<String, String>) {

@@ -29,6 +29,10 @@ pub struct InspectReport {
     pub layer_count: usize,
     pub slots: Slots,
     pub warnings: Vec<String>,
+    /// A dotLottie's themes, each with only the values its template's slots take (absent
+    /// from reports before themes: none).
+    #[serde(default)]
+    pub themes: super::dotlottie::Themes,
 }
 
 impl InspectReport {
@@ -76,6 +80,7 @@ impl InspectReport {
         }
         // The converted copy is not needed past its warnings: free it before slot discovery.
         drop(converted);
+        let slots = slots::discover(&template.json);
         Ok(InspectReport {
             file_bytes: template.byte_len,
             sha256: template.sha256.clone(),
@@ -88,8 +93,25 @@ impl InspectReport {
             out_frame: model.op,
             duration_seconds: template.duration_seconds(),
             layer_count: template.layer_count(),
-            slots: slots::discover(&template.json),
+            themes: valid_themes(&template.themes, &slots),
+            slots,
             warnings,
         })
     }
+}
+
+/// Each theme's values that its template's slots take: a value for no slot, or one the slot
+/// refuses, is left out (a theme is the designer's, not the caller's: what it cannot do is
+/// not an error of the render that names it).
+fn valid_themes(themes: &super::dotlottie::Themes, slots: &Slots) -> super::dotlottie::Themes {
+    themes
+        .iter()
+        .map(|(name, theme)| {
+            let mut kept = theme.clone();
+            for error in super::modifications::check(slots, theme) {
+                super::modifications::remove_refused(&mut kept, &error);
+            }
+            (name.clone(), kept)
+        })
+        .collect()
 }

@@ -46,6 +46,8 @@ pub struct Template {
     pub sha256: String,
     pub byte_len: usize,
     pub warnings: Vec<String>,
+    /// A dotLottie's themes (none for JSON and `.tgs`).
+    pub themes: super::dotlottie::Themes,
 }
 
 impl Template {
@@ -89,14 +91,17 @@ impl Template {
     /// ([`super::dotlottie`]), all told apart by their content. Runs in the workers only (the server checks the syntax of
     /// JSON uploads; a gzipped one is inflated and checked by its analysis worker).
     pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
-        let json = if is_gzip(bytes) {
-            inflate(bytes)?
+        let (json, themes) = if is_gzip(bytes) {
+            (inflate(bytes)?, Default::default())
         } else if super::dotlottie::is_zip(bytes) {
-            super::dotlottie::unpack(bytes, MAX_TEMPLATE_BYTES, Template::check_syntax)?
+            let unpacked =
+                super::dotlottie::unpack(bytes, MAX_TEMPLATE_BYTES, Template::check_syntax)?;
+            (unpacked.json, unpacked.themes)
         } else {
             return Template::parse_json(bytes);
         };
         let mut template = Template::parse_json(&json)?;
+        template.themes = themes;
         // The template is what was uploaded.
         template.sha256 = hex_sha256(bytes);
         template.byte_len = bytes.len();
@@ -134,6 +139,7 @@ impl Template {
             json,
             model,
             warnings,
+            themes: Default::default(),
         })
     }
 

@@ -43,12 +43,15 @@ pub(crate) struct AdmissionRecord {
     /// The template's slots with their ids (and default colours) only: what a modification
     /// is checked against.
     pub slots: Slots,
+    /// A dotLottie's themes (name → slot values), for `RenderRequest.theme`.
+    pub themes: crate::lottie::dotlottie::Themes,
 }
 
 impl AdmissionRecord {
     pub(crate) fn of(record: &TemplateRecord) -> AdmissionRecord {
         let slots = &record.report.slots;
         AdmissionRecord {
+            themes: record.report.themes.clone(),
             id: record.id,
             tenant: record.tenant.clone(),
             duration_seconds: record.report.duration_seconds,
@@ -155,7 +158,14 @@ impl AdmissionRecord {
             .iter()
             .map(|(family, file)| family.len() + file.len())
             .sum();
+        // A theme: its name and its values, about their JSON's size.
+        let themes: usize = self
+            .themes
+            .iter()
+            .map(|(name, theme)| name.len() + serde_json::to_vec(theme).map_or(0, |j| j.len()))
+            .sum();
         ENTRY_OVERHEAD_BYTES
+            + themes as u64
             + slots as u64 * SLOT_OVERHEAD_BYTES
             + (ids + fonts + self.render_identity.len()) as u64
     }

@@ -53,6 +53,9 @@ pub(crate) struct TemplateSummary {
     pub vector_slots: Vec<VectorSlotSummary>,
     #[serde(default)]
     pub gradient_slots: Vec<GradientSlotSummary>,
+    /// A dotLottie's theme names (summaries before themes: none).
+    #[serde(default)]
+    pub themes: Vec<String>,
     /// Slots were left out to keep the list within [`MAX_SLOT_LIST_BYTES`].
     pub slots_truncated: bool,
     pub warnings: Vec<String>,
@@ -181,6 +184,7 @@ impl TemplateSummary {
             scalar_slots,
             vector_slots,
             gradient_slots,
+            themes: report.themes.keys().cloned().collect(),
             slots_truncated,
             warnings,
             warnings_truncated,

@@ -448,6 +448,7 @@ pub fn small_request(template_id: &str, format: proto::Format) -> proto::RenderR
             background: None,
         }),
         notify: None,
+        theme: String::new(),
     }
 }
 

@@ -202,6 +202,7 @@ fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
             background: None,
         }),
         notify: None,
+        theme: String::new(),
     };
     let create = proto::CreateTemplateRequest {
         name: "tiny".into(),

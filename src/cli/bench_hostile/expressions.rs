@@ -135,6 +135,7 @@ async fn submit(
             }),
             output: square_output(proto::Format::Gif, 30, 100),
             notify: None,
+            theme: String::new(),
         },
         ATTACKER_KEY,
     )?;

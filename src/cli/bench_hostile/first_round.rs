@@ -325,6 +325,7 @@ async fn identical_submissions(target: &Target) -> anyhow::Result<String> {
             modifications: None,
             output: square_output(proto::Format::Mp4, 60, 1920),
             notify: None,
+            theme: String::new(),
         });
         request.metadata_mut().insert(
             "idempotency-key",

@@ -141,6 +141,7 @@ fn render_request(
         }),
         output: crate::cli::square_output(proto::Format::Gif, 30, 100),
         notify: None,
+        theme: String::new(),
     };
     let mut request = target.as_tenant(request, ATTACKER_KEY)?;
     request.metadata_mut().insert(

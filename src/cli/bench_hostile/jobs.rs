@@ -52,6 +52,7 @@ fn small_render(template_id: &str, width: u32) -> proto::RenderRequest {
             background: None,
         }),
         notify: None,
+        theme: String::new(),
     }
 }
 

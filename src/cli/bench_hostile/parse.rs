@@ -158,6 +158,7 @@ async fn big_records_unknown_slots(target: &Target) -> anyhow::Result<String> {
                         }),
                         output: square_output(proto::Format::Gif, 30, 100),
                         notify: None,
+                        theme: String::new(),
                     },
                     ATTACKER_KEY,
                 )?;

@@ -131,6 +131,7 @@ async fn long_job(channel: &Channel, target: &Target, key: &str) -> anyhow::Resu
             modifications: None,
             output: square_output(proto::Format::Mp4, 60, 1920),
             notify: None,
+            theme: String::new(),
         },
         key,
     )?;

@@ -27,6 +27,7 @@ async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha2
                 background: None,
             }),
             notify: None,
+            theme: String::new(),
         })
         .await;
     let job_id = last.job_id;

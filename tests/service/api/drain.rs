@@ -56,6 +56,7 @@ fn request(template_id: &str, side: u32) -> proto::RenderRequest {
             background: None,
         }),
         notify: None,
+        theme: String::new(),
     }
 }
 

@@ -85,6 +85,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
             background: Some(color(0.0, -1.0, 0.0)),
         }),
         notify: None,
+        theme: String::new(),
     };
     let big = proto::RenderRequest {
         output: Some(proto::OutputSpec {

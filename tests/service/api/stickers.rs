@@ -242,3 +242,65 @@ async fn hostile_dotlottie_archives_are_refused_with_their_reason() {
     }
     app.stop().await;
 }
+
+/// A dotLottie's themes (version 2: `t/<id>.json`): listed, applied when a render names one
+/// (its values under the request's own), and an unknown one refused naming `theme`.
+#[tokio::test]
+async fn a_dotlottie_theme_applies_its_slot_values_under_the_requests_own() {
+    let app = spawn_app().await;
+    let ball = corpus(BALL);
+    let manifest = serde_json::to_vec(&serde_json::json!({"version": "2",
+        "animations": [{"id": "ball"}], "themes": [{"id": "dark"}, {"id": "missing"}]}))
+    .unwrap();
+    // Blue ball; a rule for no slot and a keyframed one are left out, not errors.
+    let dark = serde_json::to_vec(&serde_json::json!({"rules": [
+        {"id": "ball_color", "type": "Color", "value": [0, 0, 1, 1]},
+        {"id": "no_such_slot", "type": "Color", "value": [1, 1, 1]},
+        {"id": "ball_color", "type": "Color", "keyframes": [{"frame": 0, "value": [1, 0, 0]}]}
+    ]}))
+    .unwrap();
+    let archive = python_zip(&[
+        ("manifest.json", manifest, false),
+        ("a/ball.json", ball, false),
+        ("t/dark.json", dark, false),
+    ]);
+    let template = app.create("themed.lottie", archive).await.unwrap();
+    assert_eq!(template.themes, ["dark"]);
+    let with = |theme: &str, colors: Vec<(&str, proto::Color)>| {
+        let mut request = small_request(&template.template_id, proto::Format::Gif);
+        request.theme = theme.into();
+        request.modifications = Some(proto::Modifications {
+            colors: colors
+                .into_iter()
+                .map(|(slot, color)| (slot.to_owned(), color))
+                .collect(),
+            ..Default::default()
+        });
+        request
+    };
+    let sha = |job: proto::RenderJob| job.output.unwrap().sha256;
+    let themed = sha(app.render(with("dark", Vec::new())).await);
+    // The rule's fourth channel is an alpha of 1, as a request's `a` sets it.
+    let opaque_blue = proto::Color {
+        a: Some(1.0),
+        ..color(0.0, 0.0, 1.0)
+    };
+    let explicit_blue = sha(app
+        .render(with("", vec![("ball_color", opaque_blue)]))
+        .await);
+    let plain = sha(app.render(with("", Vec::new())).await);
+    assert_eq!(themed, explicit_blue, "the theme is its values");
+    assert_ne!(themed, plain, "the theme changed the ball");
+    // The request's own value wins over the theme's.
+    let overridden = sha(app
+        .render(with("dark", vec![("ball_color", color(0.0, 1.0, 0.0))]))
+        .await);
+    let explicit_green = sha(app
+        .render(with("", vec![("ball_color", color(0.0, 1.0, 0.0))]))
+        .await);
+    assert_eq!(overridden, explicit_green);
+    let status = app.submit(with("light", Vec::new())).await.unwrap_err();
+    assert_eq!(reason(&status), "THEME_UNKNOWN", "{status:?}");
+    assert_eq!(violated_fields(&status), ["theme"], "{status:?}");
+    app.stop().await;
+}

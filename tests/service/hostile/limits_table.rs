@@ -74,6 +74,7 @@ fn constant(name: &str) -> Option<Actual> {
     match name {
         "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
         "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
+        "lottie::dotlottie::MAX_THEMES" => count(lottie::dotlottie::MAX_THEMES as f64),
         "lottie::dotlottie::MAX_ARCHIVE_ENTRIES" => {
             count(lottie::dotlottie::MAX_ARCHIVE_ENTRIES as f64)
         }
