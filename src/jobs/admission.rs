@@ -79,52 +79,17 @@ pub(crate) fn admit(
     let mut submission = submission;
     if let Some(theme) = submission.theme.take() {
         match report.themes.get(&theme) {
-            Some(values) => {
-                submission.modifications = themed(values, submission.modifications);
-            }
+            Some(values) => submission.modifications = themed(values, submission.modifications),
             None => {
                 reason.get_or_insert(Reason::ThemeUnknown);
-                let names: Vec<&str> = report.themes.keys().map(String::as_str).collect();
-                violations.push(FieldViolation {
-                    field: "theme".into(),
-                    description: format!(
-                        "the template has no theme {theme:?}; its themes: {}",
-                        if names.is_empty() {
-                            "(none)".to_owned()
-                        } else {
-                            names.join(", ")
-                        }
-                    ),
-                });
+                violations.push(unknown_theme(&theme, &report.themes));
             }
         }
     }
     for error in modifications::check(&report.slots, &submission.modifications) {
-        let field = match &error {
-            ModificationError::UnknownColorSlot { id, .. } => {
-                format!("modifications.colors[{id:?}]")
-            }
-            ModificationError::UnknownTextSlot { id, .. }
-            | ModificationError::ControlCharacter { id, .. } => {
-                format!("modifications.texts[{id:?}]")
-            }
-            ModificationError::UnknownImageSlot { id, .. } => {
-                format!("modifications.images[{id:?}]")
-            }
-            ModificationError::UnknownSlot { kind, id, .. } => {
-                format!("modifications.{kind}[{id:?}]")
-            }
-            ModificationError::ScalarOutOfRange { id, .. } => {
-                format!("modifications.scalars[{id:?}]")
-            }
-            ModificationError::VectorShape { id, .. } => format!("modifications.vectors[{id:?}]"),
-            ModificationError::GradientStopCount { id, .. } => {
-                format!("modifications.gradients[{id:?}]")
-            }
-        };
         reason.get_or_insert(error.reason());
         violations.push(FieldViolation {
-            field,
+            field: modification_field(&error),
             description: error.to_string(),
         });
     }
@@ -202,6 +167,40 @@ pub(crate) fn admit(
         trace_parent: None,
     };
     Ok((job, work))
+}
+
+/// The refusal of a theme the template has not, naming those it has.
+fn unknown_theme(theme: &str, themes: &crate::lottie::dotlottie::Themes) -> FieldViolation {
+    let names: Vec<&str> = themes.keys().map(String::as_str).collect();
+    let names = if names.is_empty() {
+        "(none)".to_owned()
+    } else {
+        names.join(", ")
+    };
+    FieldViolation {
+        field: "theme".into(),
+        description: format!("the template has no theme {theme:?}; its themes: {names}"),
+    }
+}
+
+/// The request field a modification error is about.
+fn modification_field(error: &ModificationError) -> String {
+    match error {
+        ModificationError::UnknownColorSlot { id, .. } => format!("modifications.colors[{id:?}]"),
+        ModificationError::UnknownTextSlot { id, .. }
+        | ModificationError::ControlCharacter { id, .. } => {
+            format!("modifications.texts[{id:?}]")
+        }
+        ModificationError::UnknownImageSlot { id, .. } => format!("modifications.images[{id:?}]"),
+        ModificationError::UnknownSlot { kind, id, .. } => format!("modifications.{kind}[{id:?}]"),
+        ModificationError::ScalarOutOfRange { id, .. } => {
+            format!("modifications.scalars[{id:?}]")
+        }
+        ModificationError::VectorShape { id, .. } => format!("modifications.vectors[{id:?}]"),
+        ModificationError::GradientStopCount { id, .. } => {
+            format!("modifications.gradients[{id:?}]")
+        }
+    }
 }
 
 /// A theme's values under `explicit` ones: each slot the caller fills is the caller's.
