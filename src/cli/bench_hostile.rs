@@ -8,6 +8,7 @@
 //! Redis when `--redis-url` is given), so its memory and CPU are measured alone.
 
 mod analysis;
+mod archives;
 mod expressions;
 mod first_round;
 mod images;
@@ -415,6 +416,7 @@ fn cases() -> Vec<Case> {
     cases.extend(expressions::cases());
     // Issue 24: image slots.
     cases.extend(images::cases());
+    cases.extend(archives::cases());
     // Last: its hog case leaves the attacking tenant backed off.
     cases.extend(analysis::cases());
     cases
