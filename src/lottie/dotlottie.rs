@@ -12,7 +12,8 @@
 //! the template size limit, an image at [`MAX_IMAGE_ENTRY_BYTES`], all of them together at
 //! [`MAX_INFLATED_BYTES`]): a zip bomb stops at its bound in milliseconds.
 //!
-//! The animation is the manifest's `activeAnimationId`, else its first. Its themes (version
+//! The animation is the manifest's `activeAnimationId` (version 1) or `initial.animation`
+//! (version 2), else its first. Its themes (version
 //! 2: the manifest's `themes`, each `t/<id>.json`, rules of slot values) become named sets
 //! of modifications ([`Themes`]) a render may ask for (`RenderRequest.theme`); rules the
 //! service has no slot kind for (keyframed values, text and image rules) are left out. Fonts
@@ -102,6 +103,11 @@ pub(crate) fn unpack(
     let id = manifest
         .get("activeAnimationId")
         .and_then(Value::as_str)
+        .or_else(|| {
+            manifest
+                .pointer("/initial/animation")
+                .and_then(Value::as_str)
+        })
         .or_else(|| manifest.pointer("/animations/0/id").and_then(Value::as_str))
         .ok_or_else(|| refused("manifest.json names no animation".into()))?
         .to_owned();
