@@ -7,7 +7,7 @@ use super::job::{download, watch};
 use super::render::SlotArgs;
 use crate::grpc::proto;
 use crate::grpc::proto::render_service_client::RenderServiceClient;
-use crate::spec::{Fit, Format, Rgba};
+use crate::spec::{Fit, Format};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tonic::Request;
@@ -102,15 +102,6 @@ fn images_to_proto(
     Ok(images)
 }
 
-fn color(rgba: Rgba) -> proto::Color {
-    proto::Color {
-        r: rgba.r(),
-        g: rgba.g(),
-        b: rgba.b(),
-        a: rgba.a(),
-    }
-}
-
 pub(crate) fn run(args: SubmitArgs) -> ExitCode {
     run_client(async move {
         let (modifications, background) = args.slots.parse().map_err(ClientError::Usage)?;
@@ -126,7 +117,7 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                 colors: modifications
                     .colors
                     .into_iter()
-                    .map(|(id, rgba)| (id, color(rgba)))
+                    .map(|(id, rgba)| (id, proto::Color::from(rgba)))
                     .collect(),
                 images: images_to_proto(&args.slots)?,
                 scalars: modifications.scalars.into_iter().collect(),
@@ -143,7 +134,7 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                             .into_iter()
                             .map(|stop| proto::GradientStop {
                                 offset: stop.offset,
-                                color: Some(color(stop.color)),
+                                color: Some(stop.color.into()),
                             })
                             .collect();
                         (id, proto::Gradient { stops })
@@ -155,7 +146,7 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                 fps: args.fps,
                 width: args.width,
                 height: args.height,
-                background: background.map(color),
+                background: background.map(proto::Color::from),
             }),
             notify: args.webhook.clone().map(|webhook_url| proto::Notify {
                 webhook_url,

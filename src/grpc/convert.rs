@@ -275,16 +275,28 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
 
 impl From<proto::ImageInput> for ImageDraft {
     fn from(image: proto::ImageInput) -> ImageDraft {
+        // Moved, never copied: the data may be 10 MiB.
+        let (data, image_id) = match image.source {
+            Some(proto::image_input::Source::Data(data)) => (Some(data), None),
+            Some(proto::image_input::Source::ImageId(id)) => (None, Some(id)),
+            None => (None, None),
+        };
         ImageDraft {
-            data: match &image.source {
-                Some(proto::image_input::Source::Data(data)) => Some(data.clone()),
-                _ => None,
-            },
-            image_id: match image.source {
-                Some(proto::image_input::Source::ImageId(id)) => Some(id),
-                _ => None,
-            },
+            data,
+            image_id,
             fit: image.fit,
+        }
+    }
+}
+
+/// Domain → wire: a colour as answers and the client verbs send it.
+impl From<Rgba> for proto::Color {
+    fn from(color: Rgba) -> proto::Color {
+        proto::Color {
+            r: color.r(),
+            g: color.g(),
+            b: color.b(),
+            a: color.a(),
         }
     }
 }

@@ -306,7 +306,18 @@ impl RenderService for RenderApi {
         let caller_extensions = request.extensions();
         let tenant = Caller::of(caller_extensions).tenant;
         let trace_parent = CallSpan::of(caller_extensions);
-        let request = RenderSubmission::try_from(request.into_inner())?;
+        let request = request.into_inner();
+        // Replacement images are hashed and their headers read (up to 32 MiB of work): on a
+        // blocking thread, never on the runtime.
+        let request = if request
+            .modifications
+            .as_ref()
+            .is_some_and(|modifications| !modifications.images.is_empty())
+        {
+            super::blocking(move || RenderSubmission::try_from(request)).await?
+        } else {
+            RenderSubmission::try_from(request)?
+        };
         let submitted = self
             .intake
             .submit(Submission {

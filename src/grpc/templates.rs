@@ -98,12 +98,7 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
             .iter()
             .map(|slot| proto::ColorSlot {
                 id: slot.id.clone(),
-                default_color: Some(proto::Color {
-                    r: slot.default_color.r(),
-                    g: slot.default_color.g(),
-                    b: slot.default_color.b(),
-                    a: slot.default_color.a(),
-                }),
+                default_color: Some(slot.default_color.into()),
             })
             .collect(),
         image_slots: summary
@@ -146,7 +141,7 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
                     .iter()
                     .map(|stop| proto::GradientStop {
                         offset: stop.offset,
-                        color: Some(color_to_proto(stop.color)),
+                        color: Some(stop.color.into()),
                     })
                     .collect(),
             })
@@ -321,22 +316,22 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<proto::Image>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let data = request.into_inner().data;
-        // The header only (linear, nothing decoded): the worker decodes it when a render
-        // names it.
-        let header = images::header(&data).map_err(|error| {
-            let description = format!("image {error}");
-            ServiceError::invalid_argument(
-                Reason::RequestInvalid,
-                format!("data: {description}"),
-                vec![FieldViolation {
-                    field: "data".into(),
-                    description,
-                }],
-            )
-        })?;
         let store = self.store.clone();
         let owner = tenant.clone();
+        // The header only (linear, nothing decoded: the worker decodes it when a render names
+        // it), the hash and the store, on a blocking thread.
         let image = blocking(move || {
+            let header = images::header(&data).map_err(|error| {
+                let description = format!("image {error}");
+                ServiceError::invalid_argument(
+                    Reason::RequestInvalid,
+                    format!("data: {description}"),
+                    vec![FieldViolation {
+                        field: "data".into(),
+                        description,
+                    }],
+                )
+            })?;
             store
                 .upload_image(&owner, data, header)
                 .map_err(ServiceError::from)
@@ -362,15 +357,6 @@ impl TemplateService for TemplateApi {
         .await?;
         tracing::info!(image_id = %id, %tenant, "image deleted");
         Ok(Response::new(()))
-    }
-}
-
-fn color_to_proto(color: crate::spec::Rgba) -> proto::Color {
-    proto::Color {
-        r: color.r(),
-        g: color.g(),
-        b: color.b(),
-        a: color.a(),
     }
 }
 

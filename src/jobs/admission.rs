@@ -63,7 +63,7 @@ fn template_not_found(template_id: Uuid) -> ServiceError {
 pub(crate) fn admit(
     templates: &TemplateStore,
     tenant: TenantId,
-    submission: RenderSubmission,
+    mut submission: RenderSubmission,
     limits: JobLimits,
 ) -> Result<(Job, RenderWork), ServiceError> {
     let template_id = submission.template_id;
@@ -76,7 +76,6 @@ pub(crate) fn admit(
     let spec = submission.output;
     let mut violations = Vec::new();
     let mut reason = None;
-    let mut submission = submission;
     if let Some(theme) = submission.theme.take() {
         match report.themes.get(&theme) {
             Some(values) => submission.modifications = themed(values, submission.modifications),

@@ -42,7 +42,8 @@ fn tenant_prefix(tenant: &TenantId) -> String {
     format!("{IMAGES}/{hex}")
 }
 
-/// Whether `id` can be an image id: 64 lowercase hex digits (never a path).
+/// Whether `id` is a SHA-256 in lowercase hex, as image ids and a pin's images are named
+/// (never a path).
 pub(crate) fn is_image_id(id: &str) -> bool {
     id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

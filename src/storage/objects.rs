@@ -186,7 +186,11 @@ impl ObjectStorage {
             .map_err(|error| StorageError::Damaged(format!("object key {key:?}: {error}")))
     }
 
-    pub(crate) async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
+    pub(crate) async fn put(
+        &self,
+        key: &str,
+        bytes: impl Into<object_store::PutPayload>,
+    ) -> Result<(), StorageError> {
         let path = self.path(key)?;
         classified(key, self.store.put(&path, bytes.into())).await?;
         Ok(())

@@ -18,6 +18,7 @@
 //! pinned files into its own scratch directory ([`TemplatePin::stage`]; locally the pin's
 //! files are read where they are), never through a shared file system.
 
+use super::images::is_image_id;
 use super::objects::ObjectStorage;
 use super::{StorageError, TemplateStore, TEMPLATES};
 use crate::spec::ImageSource;
@@ -45,15 +46,6 @@ fn pin_prefix(job: Uuid) -> String {
 /// Key of a replacement image of job `job`'s pin.
 fn image_key(job: Uuid, sha256: &str) -> String {
     format!("{}/images/{sha256}", pin_prefix(job))
-}
-
-/// Whether `sha256` is what a key may hold: 64 lowercase hex digits (the queue entries of
-/// other instances are read, never trusted to name paths).
-fn is_sha256_hex(sha256: &str) -> bool {
-    sha256.len() == 64
-        && sha256
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The template files of one accepted job; removed when dropped (the job has ended and its
@@ -145,7 +137,7 @@ impl TemplatePin {
     ) -> Result<TemplatePin, StorageError> {
         let mut image_keys = BTreeMap::new();
         for sha256 in images {
-            if !is_sha256_hex(sha256) {
+            if !is_image_id(sha256) {
                 return Err(StorageError::Damaged(format!(
                     "job {job}'s queue entry names an image {sha256:?}, not a SHA-256"
                 )));
@@ -293,7 +285,7 @@ impl TemplateStore {
             pin.font_keys.insert(family.clone(), key);
         }
         for (sha256, source) in images {
-            if !is_sha256_hex(sha256) {
+            if !is_image_id(sha256) {
                 return Err(StorageError::Damaged(format!(
                     "an image named {sha256:?}, not a SHA-256"
                 )));
@@ -304,7 +296,7 @@ impl TemplateStore {
             match source {
                 ImageSource::Sent(bytes) => self
                     .objects
-                    .block_on(self.objects.put(&key, bytes.to_vec()))?,
+                    .block_on(self.objects.put(&key, bytes.clone()))?,
                 ImageSource::Uploaded => self
                     .objects
                     .block_on(self.objects.copy(&self.image_key(tenant, sha256), &key))

@@ -32,21 +32,11 @@ pub(super) fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     png.extend_from_slice(&crc.to_be_bytes());
 }
 
-/// CRC-32 (IEEE) as PNG chunks need it. Hand-written: eight lines for a bench input do not
-/// justify a dependency.
+/// CRC-32 (IEEE) as PNG chunks need it (flate2's, already a dependency).
 fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = 0xffff_ffffu32;
-    for byte in bytes {
-        crc ^= u32::from(*byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xedb8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
+    let mut crc = flate2::Crc::new();
+    crc.update(bytes);
+    crc.sum()
 }
 
 /// A text layer (`ty` 5) showing `documents` (text document keyframes).

@@ -3,7 +3,7 @@
 
 use super::{GradientStopDraft, ImageDraft, SlotKey, MAX_REQUEST_IMAGE_BYTES};
 use crate::grpc::proto;
-use crate::lottie::images::{self, MAX_IMAGE_BYTES};
+use crate::lottie::images;
 use crate::lottie::slots::MAX_PROPERTY_MAGNITUDE;
 use crate::spec::Fit;
 use std::collections::BTreeMap;
@@ -27,14 +27,8 @@ pub(super) fn known_fit(value: &i32, _: &()) -> garde::Result {
 
 /// The header of a replacement image (read, never decoded: the worker decodes it).
 pub(super) fn image_header(data: &Option<Vec<u8>>, _: &()) -> garde::Result {
-    // A missing source is the `required` rule's to report.
+    // A missing source is the source rule's to report; the size limit is the header's.
     let Some(data) = data else { return Ok(()) };
-    if data.len() > MAX_IMAGE_BYTES {
-        return Err(garde::Error::new(format!(
-            "image is {} bytes; at most {MAX_IMAGE_BYTES} are accepted",
-            data.len()
-        )));
-    }
     images::header(data)
         .map(|_| ())
         .map_err(|error| garde::Error::new(format!("image {error}")))
