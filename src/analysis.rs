@@ -115,11 +115,17 @@ impl From<AnalysisError> for ServiceError {
     fn from(error: AnalysisError) -> ServiceError {
         let message = error.to_string();
         let on_template = |reason, message: String| {
+            // The archive is fine; the animation it was asked for is not in it.
+            let field = if reason == Reason::AnimationUnknown {
+                "animation_id"
+            } else {
+                "lottie_json"
+            };
             ServiceError::invalid_argument(
                 reason,
                 message.clone(),
                 vec![FieldViolation {
-                    field: "lottie_json".into(),
+                    field: field.into(),
                     description: message,
                 }],
             )
@@ -207,13 +213,14 @@ impl AnalysisPool {
     }
 
     /// The report of `template` (syntax-checked by the caller; parsed and fenced here, in the
-    /// worker) with its uploaded `fonts`, built under the analysis budgets in a worker of
-    /// `tenant`'s share, its CPU time charged to `tenant`.
+    /// worker) with its uploaded `fonts` (and, for a dotLottie, its `animation`), built under
+    /// the analysis budgets in a worker of `tenant`'s share, its CPU time charged to `tenant`.
     pub(crate) async fn analyze(
         &self,
         tenant: &TenantId,
         template: &[u8],
         fonts: &BTreeMap<String, Vec<u8>>,
+        animation: Option<&str>,
     ) -> Result<InspectReport, AnalysisError> {
         let slot =
             self.shares
@@ -226,7 +233,12 @@ impl AnalysisPool {
         match &self.runner {
             Runner::Workers { executable, budget } => {
                 let started = std::time::Instant::now();
-                let result = run_worker(executable, *budget, template, fonts, slot).await;
+                let input = WorkerInput {
+                    template,
+                    fonts,
+                    animation,
+                };
+                let result = run_worker(executable, *budget, input, slot).await;
                 if let Err(error) = &result {
                     tracing::info!(%error, elapsed_ms = started.elapsed().as_millis() as u64, "template analysis failed");
                 }
@@ -236,13 +248,14 @@ impl AnalysisPool {
             Runner::InProcess => {
                 let _slot = slot;
                 let (template, fonts) = (template.to_vec(), fonts.clone());
+                let animation = animation.map(str::to_owned);
                 tokio::task::spawn_blocking(move || {
-                    let template = crate::lottie::Template::parse(&template).map_err(|e| {
-                        AnalysisError::Invalid {
-                            reason: Reason::TemplateInvalid,
+                    let template =
+                        crate::lottie::Template::parse_animation(&template, animation.as_deref())
+                            .map_err(|e| AnalysisError::Invalid {
+                            reason: crate::error::Classified::reason(&e),
                             message: e.to_string(),
-                        }
-                    })?;
+                        })?;
                     let fonts = crate::lottie::text::fonts::FontBook::new(fonts);
                     InspectReport::with_fonts(&template, &fonts)
                         .map_err(|error| AnalysisError::TooComplex(error.to_string()))
@@ -315,13 +328,24 @@ impl Drop for ChargeAndKillOnDrop {
     }
 }
 
+/// What an analysis worker is given.
+struct WorkerInput<'a> {
+    template: &'a [u8],
+    fonts: &'a BTreeMap<String, Vec<u8>>,
+    animation: Option<&'a str>,
+}
+
 async fn run_worker(
     executable: &Path,
     budget: AnalysisBudget,
-    template: &[u8],
-    fonts: &BTreeMap<String, Vec<u8>>,
+    input: WorkerInput<'_>,
     slot: AnalysisSlot,
 ) -> Result<InspectReport, AnalysisError> {
+    let WorkerInput {
+        template,
+        fonts,
+        animation,
+    } = input;
     let mut command = tokio::process::Command::from(analysis_worker_command(executable, budget));
     command.kill_on_drop(true);
     let started = Instant::now();
@@ -345,7 +369,9 @@ async fn run_worker(
             "the analysis worker has no pipes".into(),
         ));
     };
-    let header = InputHeader::new(template, fonts).to_line();
+    let mut header = InputHeader::new(template, fonts);
+    header.animation = animation.map(str::to_owned);
+    let header = header.to_line();
     let write = async move {
         // A worker that dies before reading everything is classified by its exit below.
         let _ = stdin.write_all(&header).await;
@@ -423,7 +449,8 @@ fn classify(
                     ErrorClass::Deterministic,
                     Reason::TemplateInvalid
                     | Reason::TemplateTooLarge
-                    | Reason::TemplateRecordTooLarge,
+                    | Reason::TemplateRecordTooLarge
+                    | Reason::AnimationUnknown,
                 ) => AnalysisError::Invalid { reason, message },
                 (ErrorClass::Transient, _) => {
                     AnalysisError::Unavailable(format!("{message} ({reason})"))

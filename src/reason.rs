@@ -66,6 +66,7 @@ reasons! {
     SlotUnknown => "SLOT_UNKNOWN",
     SlotValueInvalid => "SLOT_VALUE_INVALID",
     ThemeUnknown => "THEME_UNKNOWN",
+    AnimationUnknown => "ANIMATION_UNKNOWN",
     TextInvalid => "TEXT_INVALID",
     ImageInvalid => "IMAGE_INVALID",
     ImageNotFound => "IMAGE_NOT_FOUND",

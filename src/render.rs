@@ -136,20 +136,29 @@ pub fn prepare(
     spec: OutputSpec,
     fonts: &FontBook,
 ) -> Result<PreparedRender, RenderError> {
-    prepare_with_images(template_bytes, modifications, spec, fonts, &BTreeMap::new())
+    prepare_with_images(
+        (template_bytes, None),
+        modifications,
+        spec,
+        fonts,
+        &BTreeMap::new(),
+    )
 }
 
 /// [`prepare`] with the bytes of the replacement images `modifications.images` names
 /// (SHA-256 → bytes): each is decoded and fitted to its slot's box here, in the worker
-/// ([`crate::lottie::images`]).
+/// ([`crate::lottie::images`]). The template is its bytes and, for a dotLottie archive, the
+/// animation its record chose (None: the archive's own choice).
 pub fn prepare_with_images(
-    template_bytes: &[u8],
+    (template_bytes, animation): (&[u8], Option<&str>),
     modifications: &Modifications,
     spec: OutputSpec,
     fonts: &FontBook,
     image_bytes: &BTreeMap<String, Vec<u8>>,
 ) -> Result<PreparedRender, RenderError> {
-    let template = Template::parse(template_bytes)?;
+    let mut template = Template::parse_animation(template_bytes, animation)?;
+    // A dotLottie's own fonts, under the uploaded ones.
+    let fonts = &fonts.with_template_fonts(std::mem::take(&mut template.fonts));
     let seconds = template.duration_seconds();
     if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
         return Err(RenderError::OutputTooLong {

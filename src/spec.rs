@@ -322,6 +322,20 @@ pub struct Modifications {
     pub gradients: BTreeMap<String, Vec<GradientStop>>,
 }
 
+impl Modifications {
+    /// These values (a theme's) under `explicit` ones: each slot `explicit` fills is its.
+    pub fn overridden_by(&self, explicit: Modifications) -> Modifications {
+        let mut merged = self.clone();
+        merged.texts.extend(explicit.texts);
+        merged.colors.extend(explicit.colors);
+        merged.images.extend(explicit.images);
+        merged.scalars.extend(explicit.scalars);
+        merged.vectors.extend(explicit.vectors);
+        merged.gradients.extend(explicit.gradients);
+        merged
+    }
+}
+
 /// One stop of a gradient: where it is (0..=1) and its colour (alpha from the opacity stops).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct GradientStop {

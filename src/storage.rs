@@ -115,20 +115,24 @@ pub(crate) struct TemplateRecord {
 }
 
 impl TemplateRecord {
-    /// What the template renders from: its JSON's sha256 and, when it has fonts, theirs (the
-    /// same JSON with another font renders other pixels). Part of every job's fingerprint.
+    /// What the template renders from: its file's sha256 (with the animation chosen of a
+    /// dotLottie) and, when it has fonts, theirs (the same JSON with another font renders
+    /// other pixels). Part of every job's fingerprint.
     pub(crate) fn render_identity(&self) -> String {
+        // The archive's sha256 alone is the same for each of its animations.
+        let template = match &self.report.animation {
+            Some(animation) => format!("{}#{animation:?}", self.report.sha256),
+            None => self.report.sha256.clone(),
+        };
         if self.font_sha256.is_empty() {
-            return self.report.sha256.clone();
+            return template;
         }
         let fonts: Vec<String> = self
             .font_sha256
             .iter()
             .map(|(family, sha256)| format!("{family:?}={sha256}"))
             .collect();
-        crate::lottie::template::hex_sha256(
-            format!("{}+{}", self.report.sha256, fonts.join(",")).as_bytes(),
-        )
+        crate::lottie::template::hex_sha256(format!("{template}+{}", fonts.join(",")).as_bytes())
     }
 }
 

@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 
 /// Longest template name, characters.
 pub const MAX_TEMPLATE_NAME_CHARS: usize = 128;
+pub(crate) use crate::lottie::dotlottie::MAX_ANIMATION_ID_CHARS;
 pub(crate) use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 /// Templates syntax-checked at once in the server ([`Template::check_syntax`]). The check
 /// keeps nothing per value (an 8 MB template of 119,000 tiny fills once took ~550 MB of JSON
@@ -40,9 +41,6 @@ const TRIM_AFTER_PARSING_BYTES: usize = 1024 * 1024;
 /// Retry delay when no parse slot was free.
 const PARSE_BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// SFNT magic numbers: TrueType (0x00010000 and `true`), OpenType CFF (`OTTO`), collections.
-const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttcf"];
-
 /// Keys are scoped per method: the same key on SubmitRender is another key.
 const CREATE_TEMPLATE_SCOPE: &str = "CreateTemplate";
 
@@ -54,6 +52,9 @@ pub(crate) struct NewTemplate {
     pub lottie_json: Vec<u8>,
     /// Uploaded fonts by family.
     pub fonts: BTreeMap<String, Vec<u8>>,
+    /// The animation of a dotLottie archive to register (its manifest id); None: the
+    /// archive's own choice.
+    pub animation: Option<String>,
 }
 
 /// The template to answer.
@@ -78,18 +79,23 @@ pub(crate) struct Intake {
 
 impl NewTemplate {
     /// The fingerprint of the request for its idempotency key: the name, the JSON's and
-    /// every font's sha256 (fonts by family, so their order on the wire does not matter).
+    /// every font's sha256 (fonts by family, so their order on the wire does not matter), the
+    /// animation chosen.
     fn fingerprint(&self) -> String {
         let fonts: BTreeMap<&str, String> = self
             .fonts
             .iter()
             .map(|(family, bytes)| (family.as_str(), hex_sha256(bytes)))
             .collect();
-        let canonical = serde_json::json!({
+        let mut canonical = serde_json::json!({
             "name": self.name,
             "lottie_json": hex_sha256(&self.lottie_json),
             "fonts": fonts,
         });
+        // Only when chosen: the keys of requests without one hash as they always did.
+        if let (Some(animation), Some(map)) = (&self.animation, canonical.as_object_mut()) {
+            map.insert("animation".into(), animation.as_str().into());
+        }
         hex_sha256(canonical.to_string().as_bytes())
     }
 }
@@ -174,7 +180,12 @@ impl Intake {
         self.check(template.clone()).await?;
         let report = self
             .analysis
-            .analyze(&tenant, &template.lottie_json, &template.fonts)
+            .analyze(
+                &tenant,
+                &template.lottie_json,
+                &template.fonts,
+                template.animation.as_deref(),
+            )
             .await?;
         let store = self.store.clone();
         let record = tokio::task::spawn_blocking(move || {
@@ -273,12 +284,24 @@ pub(crate) fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
                 format!("font family must be 1..={MAX_TEMPLATE_NAME_CHARS} characters"),
             );
         }
-        if bytes.len() > MAX_FONT_BYTES
-            || !FONT_MAGICS.iter().any(|magic| bytes.starts_with(*magic))
-        {
+        if !crate::lottie::text::fonts::is_font_file(bytes) {
             violation(
                 field,
                 format!("must be a TrueType or OpenType font of at most {MAX_FONT_BYTES} bytes"),
+            );
+        }
+    }
+    if let Some(animation) = &request.animation {
+        let chars = animation.chars().count();
+        if !(1..=MAX_ANIMATION_ID_CHARS).contains(&chars) || animation.contains('/') {
+            violation(
+                "animation_id".into(),
+                format!("must be 1..={MAX_ANIMATION_ID_CHARS} characters without '/'"),
+            );
+        } else if !crate::lottie::dotlottie::is_zip(&request.lottie_json) {
+            violation(
+                "animation_id".into(),
+                "names an animation of a .lottie archive; this template is not one".into(),
             );
         }
     }

@@ -37,6 +37,9 @@ pub(crate) const MAX_OUTPUT_BYTES: usize = MAX_TEMPLATE_RECORD_BYTES;
 pub(crate) struct InputHeader {
     pub template_bytes: usize,
     pub fonts: Vec<FontHeader>,
+    /// The dotLottie animation CreateTemplate chose (`animation_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub animation: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +54,7 @@ pub(crate) struct FontHeader {
 pub(crate) struct AnalysisInput {
     pub template: Vec<u8>,
     pub fonts: BTreeMap<String, Vec<u8>>,
+    pub animation: Option<String>,
 }
 
 /// The one document the child writes.
@@ -91,6 +95,7 @@ impl InputHeader {
                     bytes: bytes.len(),
                 })
                 .collect(),
+            animation: None,
         }
     }
 
@@ -110,6 +115,9 @@ impl InputHeader {
         }
         if self.fonts.len() > MAX_FONTS_PER_TEMPLATE
             || self.fonts.iter().any(|font| font.bytes > MAX_FONT_BYTES)
+            || self.animation.as_ref().is_some_and(|id| {
+                id.chars().count() > crate::lottie::dotlottie::MAX_ANIMATION_ID_CHARS
+            })
         {
             return Err(ProtocolError::TooLarge("fonts".into()));
         }
@@ -142,7 +150,11 @@ pub(crate) fn read_input(reader: impl Read) -> Result<AnalysisInput, ProtocolErr
     for font in &header.fonts {
         fonts.insert(font.family.clone(), exactly(font.bytes)?);
     }
-    Ok(AnalysisInput { template, fonts })
+    Ok(AnalysisInput {
+        template,
+        fonts,
+        animation: header.animation,
+    })
 }
 
 #[cfg(test)]
@@ -163,7 +175,14 @@ mod tests {
             wire.extend_from_slice(bytes);
         }
         let input = read_input(&wire[..]).unwrap();
-        assert_eq!(input, AnalysisInput { template, fonts });
+        assert_eq!(
+            input,
+            AnalysisInput {
+                template,
+                fonts,
+                animation: None
+            }
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub(crate) fn analyse(reader: impl std::io::Read) -> AnalysisOutcome {
             )
         }
     };
-    let template = match Template::parse(&input.template) {
+    let template = match Template::parse_animation(&input.template, input.animation.as_deref()) {
         Ok(template) => template,
         Err(error) => return failed(error.class(), error.reason(), error.to_string()),
     };

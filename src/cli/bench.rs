@@ -518,6 +518,7 @@ fn run_pipeline(
         output_path: scratch.join(format!("pipeline.{}", spec.format.extension())),
         threads: 0,
         fonts: Default::default(),
+        animation: None,
         traceparent: None,
     };
     let settings = SandboxSettings {

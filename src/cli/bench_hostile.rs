@@ -216,6 +216,7 @@ impl Target {
             name: name.into(),
             lottie_json,
             fonts: Default::default(),
+            animation_id: String::new(),
         };
         self.as_tenant(message, key)
     }

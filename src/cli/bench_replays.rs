@@ -112,6 +112,7 @@ async fn replay(
             name: "bench".into(),
             lottie_json: template.to_vec(),
             fonts: Default::default(),
+            animation_id: String::new(),
         })
         .await?
         .into_inner();

@@ -344,6 +344,20 @@ pub(crate) fn print_template(template: &proto::Template) {
             slot.default_stops.len()
         );
     }
+    if !template.themes.is_empty() {
+        println!("themes     {}", template.themes.join(", "));
+    }
+    if !template.animations.is_empty() {
+        let chosen = if template.animation_id.is_empty() {
+            "the archive's own choice"
+        } else {
+            &template.animation_id
+        };
+        println!(
+            "animations {} (this template: {chosen})",
+            template.animations.join(", ")
+        );
+    }
     for warning in &template.warnings {
         println!("warning    {warning}");
     }

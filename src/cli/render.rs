@@ -32,6 +32,14 @@ pub struct RenderArgs {
     pub height: u32,
     #[command(flatten)]
     pub slots: SlotArgs,
+    /// A theme of the template (a dotLottie's): its slot values apply first, the slot
+    /// flags override them.
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
+    /// The animation of a dotLottie archive to render, by its manifest id (default: the
+    /// archive's own choice).
+    #[arg(long, value_name = "ID")]
+    pub animation: Option<String>,
     /// A font for text layers, `FAMILY=FILE.ttf` (matched against the template's font
     /// families; the closest bundled face otherwise). Repeatable.
     #[arg(long = "font", value_name = "FAMILY=FILE")]
@@ -160,6 +168,30 @@ impl SlotArgs {
     }
 }
 
+/// The `--image` files by SHA-256, each named in `modifications.images` under its slot.
+fn image_files(
+    slots: &SlotArgs,
+    modifications: &mut Modifications,
+) -> Result<std::collections::BTreeMap<String, PathBuf>, String> {
+    let mut images = std::collections::BTreeMap::new();
+    for image in slots.image_args()? {
+        let bytes = std::fs::read(&image.file)
+            .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
+        let sha256 = crate::lottie::template::hex_sha256(&bytes);
+        let file = std::fs::canonicalize(&image.file)
+            .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
+        modifications.images.insert(
+            image.slot,
+            ImageChoice {
+                sha256: sha256.clone(),
+                fit: image.fit,
+            },
+        );
+        images.insert(sha256, file);
+    }
+    Ok(images)
+}
+
 pub(crate) fn run(args: RenderArgs) -> ExitCode {
     match execute(&args) {
         Ok(code) => code,
@@ -176,22 +208,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     let width = Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?;
     let height = Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?;
     let (mut modifications, background) = args.slots.parse()?;
-    let mut images = std::collections::BTreeMap::new();
-    for image in args.slots.image_args()? {
-        let bytes = std::fs::read(&image.file)
-            .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
-        let sha256 = crate::lottie::template::hex_sha256(&bytes);
-        let file = std::fs::canonicalize(&image.file)
-            .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
-        modifications.images.insert(
-            image.slot,
-            ImageChoice {
-                sha256: sha256.clone(),
-                fit: image.fit,
-            },
-        );
-        images.insert(sha256, file);
-    }
+    let images = image_files(&args.slots, &mut modifications)?;
     let spec = OutputSpec {
         format: args.format,
         fps,
@@ -205,13 +222,23 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     // count for the deadline; the worker parses again and is what touches rlottie.
     let bytes =
         std::fs::read(&template_path).map_err(|e| format!("{}: {e}", args.template.display()))?;
-    let template = match Template::parse(&bytes) {
+    let template = match Template::parse_animation(&bytes, args.animation.as_deref()) {
         Ok(template) => template,
         Err(error) => {
             eprintln!("error: {}: {error}", args.template.display());
             return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
         }
     };
+    if let Some(name) = &args.theme {
+        // What the service's admission applies: the theme's values its slots take.
+        let slots = crate::lottie::slots::discover(&template.json);
+        let themes = crate::lottie::report::valid_themes(&template.themes, &slots);
+        let theme = themes.get(name).ok_or_else(|| {
+            let names: Vec<&String> = themes.keys().collect();
+            format!("--theme {name}: the template has no such theme; its themes: {names:?}")
+        })?;
+        modifications = theme.overridden_by(modifications);
+    }
     let frames = timeline::frame_count(template.duration_seconds(), spec.fps.get());
     let deadline = args
         .timeout
@@ -248,6 +275,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         threads: args.threads,
         fonts,
         images,
+        animation: args.animation.clone(),
         traceparent: None,
     };
     let mut progress = Progress::new(frames);

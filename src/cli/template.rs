@@ -27,6 +27,10 @@ pub enum TemplateCommand {
         /// A font for text slots, `FAMILY=FILE.ttf` (TrueType or OpenType). Repeatable.
         #[arg(long = "font", value_name = "FAMILY=FILE")]
         fonts: Vec<String>,
+        /// The animation of a dotLottie archive to register, by its manifest id (default:
+        /// the archive's own choice; register each of several once).
+        #[arg(long, value_name = "ID")]
+        animation: Option<String>,
     },
     /// Show a template.
     Get { template_id: String },
@@ -42,7 +46,12 @@ pub(crate) fn run(args: TemplateArgs) -> ExitCode {
         let mut client = TemplateServiceClient::new(channel)
             .max_encoding_message_size(crate::middleware::request_body::MAX_REQUEST_BYTES);
         match args.command {
-            TemplateCommand::Create { file, name, fonts } => {
+            TemplateCommand::Create {
+                file,
+                name,
+                fonts,
+                animation,
+            } => {
                 let lottie_json = std::fs::read(&file).map_err(|error| {
                     ClientError::Usage(format!("cannot read {}: {error}", file.display()))
                 })?;
@@ -65,6 +74,7 @@ pub(crate) fn run(args: TemplateArgs) -> ExitCode {
                         name,
                         lottie_json,
                         fonts: font_bytes,
+                        animation_id: animation.unwrap_or_default(),
                     })
                     .await?
                     .into_inner();

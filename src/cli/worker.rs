@@ -196,8 +196,13 @@ fn execute(job: &WorkerJob, steps: &mut Steps) -> Result<render::OutputInfo, Fai
         threads,
     } = inputs?;
     let step = steps.start();
-    let prepared =
-        render::prepare_with_images(&template, &job.modifications, job.output, &fonts, &images);
+    let prepared = render::prepare_with_images(
+        (&template, job.animation.as_deref()),
+        &job.modifications,
+        job.output,
+        &fonts,
+        &images,
+    );
     steps.end(step, "prepare", Vec::new(), prepared.is_err());
     let prepared = prepared?;
     steps.frames = Some(prepared.frame_count);

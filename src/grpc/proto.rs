@@ -31,7 +31,10 @@ mod tests {
         let set = FileDescriptorSet::decode(FILE_DESCRIPTOR_SET).unwrap();
         // Each message's fields in the order of their numbers, from 1.
         let messages: &[(&str, &[&str])] = &[
-            ("CreateTemplateRequest", &["name", "lottie_json", "fonts"]),
+            (
+                "CreateTemplateRequest",
+                &["name", "lottie_json", "fonts", "animation_id"],
+            ),
             (
                 "Template",
                 &[
@@ -55,6 +58,8 @@ mod tests {
                     "vector_slots",
                     "gradient_slots",
                     "themes",
+                    "animations",
+                    "animation_id",
                 ],
             ),
             (

@@ -65,6 +65,8 @@ fn new_template(request: proto::CreateTemplateRequest) -> NewTemplate {
         name: request.name,
         lottie_json: request.lottie_json,
         fonts: request.fonts.into_iter().collect(),
+        // Empty: the archive's own choice (proto3 strings have no absence).
+        animation: Some(request.animation_id).filter(|id| !id.is_empty()),
     }
 }
 
@@ -147,6 +149,8 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
             })
             .collect(),
         themes: summary.themes.clone(),
+        animations: summary.animations.clone(),
+        animation_id: summary.animation.clone().unwrap_or_default(),
         sha256: summary.sha256.clone(),
         created_at: Some(prost_types::Timestamp::from(summary.created_at())),
         warnings: summary.warnings.clone(),
@@ -419,6 +423,7 @@ mod tests {
             name: name.into(),
             lottie_json: json,
             fonts: Default::default(),
+            animation_id: String::new(),
         })
     }
 

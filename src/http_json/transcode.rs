@@ -21,6 +21,8 @@ use prost_reflect::{
 pub(crate) const RAW_TEMPLATE_METHOD: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
 const RAW_TEMPLATE_NAME_PARAMETER: &str = "name";
 const RAW_TEMPLATE_FILE_FIELD: &str = "lottie_json";
+/// The query parameter of a raw upload that picks a dotLottie's animation.
+const RAW_TEMPLATE_ANIMATION_PARAMETER: &str = "animation_id";
 /// Query parameters one request may carry: the contract's requests have at most two
 /// scalar fields a query sets; more is not a request of ours, and each costs a lookup.
 pub const MAX_QUERY_PARAMETERS: usize = 16;
@@ -34,6 +36,8 @@ pub(crate) struct Head {
     pub fields: Vec<(FieldDescriptor, Value)>,
     /// The body is the file of a raw Lottie upload, named this.
     pub raw_template_name: Option<String>,
+    /// The raw upload's `animation_id` (a dotLottie's animation to register).
+    pub raw_template_animation: Option<String>,
 }
 
 /// A field violation of the request (INVALID_ARGUMENT, REQUEST_INVALID).
@@ -65,6 +69,7 @@ impl Head {
             fields.push((field, Value::String(value)));
         }
         let mut raw_template_name = None;
+        let mut raw_template_animation = None;
         let pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
             .take(MAX_QUERY_PARAMETERS + 1)
             .map(|(name, value)| (name.into_owned(), value.into_owned()))
@@ -78,6 +83,10 @@ impl Head {
         for (name, value) in pairs {
             if route.grpc_path == RAW_TEMPLATE_METHOD && name == RAW_TEMPLATE_NAME_PARAMETER {
                 raw_template_name = Some(value);
+                continue;
+            }
+            if route.grpc_path == RAW_TEMPLATE_METHOD && name == RAW_TEMPLATE_ANIMATION_PARAMETER {
+                raw_template_animation = Some(value);
                 continue;
             }
             if route.has_body {
@@ -99,6 +108,7 @@ impl Head {
             input,
             fields,
             raw_template_name,
+            raw_template_animation,
         })
     }
 
@@ -113,6 +123,12 @@ impl Head {
                     RAW_TEMPLATE_FILE_FIELD,
                     Value::Bytes(bytes::Bytes::copy_from_slice(body)),
                 );
+                if let Some(animation) = &self.raw_template_animation {
+                    message.set_field_by_name(
+                        RAW_TEMPLATE_ANIMATION_PARAMETER,
+                        Value::String(animation.clone()),
+                    );
+                }
                 message
             }
             None if body.iter().all(u8::is_ascii_whitespace) => {

@@ -14,7 +14,7 @@ use crate::jobs::queue::PushRefused;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::reason::Reason;
-use crate::spec::{Format, Modifications, RenderSubmission};
+use crate::spec::{Format, RenderSubmission};
 use crate::storage::{StorageError, TemplateStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +78,9 @@ pub(crate) fn admit(
     let mut reason = None;
     if let Some(theme) = submission.theme.take() {
         match report.themes.get(&theme) {
-            Some(values) => submission.modifications = themed(values, submission.modifications),
+            Some(values) => {
+                submission.modifications = values.overridden_by(submission.modifications);
+            }
             None => {
                 reason.get_or_insert(Reason::ThemeUnknown);
                 violations.push(unknown_theme(&theme, &report.themes));
@@ -160,6 +162,7 @@ pub(crate) fn admit(
         .min(limits.max_duration);
     let work = RenderWork {
         modifications: submission.modifications,
+        animation: record.animation.clone(),
         output: spec,
         deadline,
         pin: Some(Arc::new(pin)),
@@ -200,18 +203,6 @@ fn modification_field(error: &ModificationError) -> String {
             format!("modifications.gradients[{id:?}]")
         }
     }
-}
-
-/// A theme's values under `explicit` ones: each slot the caller fills is the caller's.
-fn themed(theme: &Modifications, explicit: Modifications) -> Modifications {
-    let mut merged = theme.clone();
-    merged.texts.extend(explicit.texts);
-    merged.colors.extend(explicit.colors);
-    merged.images.extend(explicit.images);
-    merged.scalars.extend(explicit.scalars);
-    merged.vectors.extend(explicit.vectors);
-    merged.gradients.extend(explicit.gradients);
-    merged
 }
 
 impl Scheduler {

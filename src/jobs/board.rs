@@ -608,6 +608,7 @@ mod tests {
     fn job(fingerprint: &Fingerprint) -> (Job, Arc<RenderWork>) {
         let work = Arc::new(RenderWork {
             modifications: Modifications::default(),
+            animation: None,
             output: gif_output(),
             deadline: Duration::from_secs(30),
             pin: None,

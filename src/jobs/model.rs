@@ -150,6 +150,9 @@ impl Job {
 #[derive(Debug, Clone)]
 pub struct RenderWork {
     pub modifications: Modifications,
+    /// The dotLottie animation the template is (None: the archive's own choice, or not an
+    /// archive).
+    pub animation: Option<String>,
     pub output: OutputSpec,
     /// Wall-clock limit of one worker run.
     pub deadline: Duration,
@@ -175,6 +178,9 @@ pub(crate) struct SharedWork {
     pub deadline: Duration,
     /// Family → store key of the pinned font.
     pub fonts: std::collections::BTreeMap<String, String>,
+    /// [`RenderWork::animation`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub animation: Option<String>,
     /// The SubmitRender call's span (none when untraced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
@@ -190,6 +196,7 @@ impl SharedWork {
             output: work.output,
             deadline: work.deadline,
             fonts: pin.font_keys().clone(),
+            animation: work.animation.clone(),
             // Only a sampled call's span: the taking instance marks its parent sampled.
             traceparent: work
                 .trace_parent
@@ -246,6 +253,7 @@ impl SharedWork {
             });
         RenderWork {
             modifications: self.modifications,
+            animation: self.animation,
             output: self.output,
             deadline: self.deadline,
             pin,
@@ -289,6 +297,7 @@ mod tests {
             deadline: Duration::from_secs(10),
             fonts: Default::default(),
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+            animation: None,
         };
         // Through the queue's JSON, as another instance reads it.
         let json = serde_json::to_string(&shared).unwrap();

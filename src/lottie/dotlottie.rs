@@ -12,15 +12,21 @@
 //! the template size limit, an image at [`MAX_IMAGE_ENTRY_BYTES`], all of them together at
 //! [`MAX_INFLATED_BYTES`]): a zip bomb stops at its bound in milliseconds.
 //!
-//! The animation is the manifest's `activeAnimationId` (version 1) or `initial.animation`
-//! (version 2), else its first. Its themes (version
-//! 2: the manifest's `themes`, each `t/<id>.json`, rules of slot values) become named sets
-//! of modifications ([`Themes`]) a render may ask for (`RenderRequest.theme`); rules the
-//! service has no slot kind for (keyframed values, text and image rules) are left out. Fonts
-//! of the archive are not read.
+//! The animation is the one CreateTemplate names (`animation_id`, one of the manifest's
+//! `animations`), else the manifest's `activeAnimationId` (version 1) or `initial.animation`
+//! (version 2), else its first; the template reports every id the archive has, so one
+//! archive of several animations registers as one template per animation by naming each.
+//! Its themes (version 2: the manifest's `themes`, each `t/<id>.json`, rules of slot values)
+//! become named sets of modifications ([`Themes`]) a render may ask for
+//! (`RenderRequest.theme`); rules the service has no slot kind for (keyframed values, text
+//! and image rules) are left out. Its fonts (the animation's `fonts.list` entries whose
+//! `fPath` names a file of the archive: `/f/…` as dotlottie-js writes them, `fonts/…` in
+//! version 1) become the template's fonts by their `fName`, under the fonts uploaded with
+//! CreateTemplate, at most [`MAX_FONTS_PER_TEMPLATE`] of [`MAX_FONT_BYTES`] each.
 
 use super::error::TemplateError;
 use super::images;
+use super::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 use base64::Engine;
 use serde_json::Value;
 use std::io::{Cursor, Read};
@@ -43,10 +49,21 @@ const MAX_THEME_BYTES: usize = 256 * 1024;
 /// An archive's themes: name → the slot values it sets.
 pub type Themes = std::collections::BTreeMap<String, crate::spec::Modifications>;
 
+/// Characters of an animation id kept (ids name files of the archive; real ones are short).
+pub const MAX_ANIMATION_ID_CHARS: usize = 128;
+
+/// Animation ids a template lists (its record keeps them): an icon set's archive holds
+/// some dozens; one further down its manifest can still be chosen.
+pub const MAX_LISTED_ANIMATIONS: usize = 64;
+
 /// What an archive unpacks to.
 pub(crate) struct Unpacked {
     pub json: Vec<u8>,
     pub themes: Themes,
+    /// Font files of the archive by the `fName` the animation's font list gives them.
+    pub fonts: std::collections::BTreeMap<String, Vec<u8>>,
+    /// The manifest's animation ids, in its order (the first [`MAX_LISTED_ANIMATIONS`]).
+    pub animations: Vec<String>,
 }
 
 /// Whether `bytes` are a zip archive (a local file header first).
@@ -54,11 +71,13 @@ pub fn is_zip(bytes: &[u8]) -> bool {
     bytes.starts_with(b"PK\x03\x04")
 }
 
-/// The animation of a dotLottie archive as Bodymovin JSON, its images embedded. The
-/// animation is at most `max_json_bytes` and passes `check_syntax` (the template's own
-/// limits) before a tree of it is built.
+/// The animation `chosen` (else the manifest's own choice) of a dotLottie archive as
+/// Bodymovin JSON, its images embedded, with its themes and fonts. The animation is at most
+/// `max_json_bytes` and passes `check_syntax` (the template's own limits) before a tree of
+/// it is built.
 pub(crate) fn unpack(
     bytes: &[u8],
+    chosen: Option<&str>,
     max_json_bytes: usize,
     check_syntax: impl Fn(&[u8]) -> Result<(), TemplateError>,
 ) -> Result<Unpacked, TemplateError> {
@@ -100,17 +119,38 @@ pub(crate) fn unpack(
         serde_json::from_slice(&bytes)
             .map_err(|error| refused(format!("manifest.json is not JSON: {error}")))?
     };
-    let id = manifest
-        .get("activeAnimationId")
-        .and_then(Value::as_str)
-        .or_else(|| {
-            manifest
-                .pointer("/initial/animation")
-                .and_then(Value::as_str)
-        })
-        .or_else(|| manifest.pointer("/animations/0/id").and_then(Value::as_str))
-        .ok_or_else(|| refused("manifest.json names no animation".into()))?
-        .to_owned();
+    let ids: Vec<&str> = manifest
+        .get("animations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|animation| animation.get("id").and_then(Value::as_str))
+        .collect();
+    let animations: Vec<String> = ids
+        .iter()
+        .take(MAX_LISTED_ANIMATIONS)
+        .map(|id| id.chars().take(MAX_ANIMATION_ID_CHARS).collect())
+        .collect();
+    let id = match chosen {
+        Some(chosen) if ids.contains(&chosen) => chosen.to_owned(),
+        Some(chosen) => {
+            return Err(TemplateError::AnimationUnknown {
+                id: chosen.chars().take(MAX_ANIMATION_ID_CHARS).collect(),
+                animations,
+            })
+        }
+        None => manifest
+            .get("activeAnimationId")
+            .and_then(Value::as_str)
+            .or_else(|| {
+                manifest
+                    .pointer("/initial/animation")
+                    .and_then(Value::as_str)
+            })
+            .or_else(|| animations.first().map(String::as_str))
+            .ok_or_else(|| refused("manifest.json names no animation".into()))?
+            .to_owned(),
+    };
     let mut animation = None;
     for folder in ["a", "animations"] {
         let name = format!("{folder}/{id}.json");
@@ -129,10 +169,74 @@ pub(crate) fn unpack(
     let mut json: Value = serde_json::from_slice(&animation)
         .map_err(|error| TemplateError::NotJson(error.to_string()))?;
     embed_images(&mut json, &mut archive, &mut budget)?;
+    let fonts = read_fonts(&json, &mut archive, &mut budget)?;
     let themes = read_themes(&manifest, &mut archive, &mut budget)?;
     let json =
         serde_json::to_vec(&json).map_err(|error| TemplateError::NotJson(error.to_string()))?;
-    Ok(Unpacked { json, themes })
+    Ok(Unpacked {
+        json,
+        themes,
+        fonts,
+        animations,
+    })
+}
+
+/// The font files the animation's font list names (`fPath` a file of the archive, not a
+/// URL or data), by `fName`: at most [`MAX_FONTS_PER_TEMPLATE`], each a TrueType or
+/// OpenType font of at most [`MAX_FONT_BYTES`]. A listed file the archive lacks is left to
+/// the fallback fonts (as an unuploaded font is); one that is not a font is refused.
+fn read_fonts(
+    json: &Value,
+    archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
+    budget: &mut usize,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>, TemplateError> {
+    let mut fonts = std::collections::BTreeMap::new();
+    let list = json
+        .pointer("/fonts/list")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate();
+    for (index, font) in list {
+        let (Some(name), Some(path)) = (
+            font.get("fName").and_then(Value::as_str),
+            font.get("fPath").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        if path.contains(':') || fonts.contains_key(name) {
+            continue;
+        }
+        let path = path.trim_start_matches('/');
+        let file = path.rsplit('/').next().unwrap_or(path);
+        let mut found = None;
+        for candidate in [
+            path.to_owned(),
+            format!("f/{file}"),
+            format!("fonts/{file}"),
+        ] {
+            if let Some(bytes) = read_entry(archive, &candidate, MAX_FONT_BYTES, budget)? {
+                found = Some(bytes);
+                break;
+            }
+        }
+        let Some(bytes) = found else { continue };
+        let field = format!("$.fonts.list[{index}].fPath");
+        if !super::text::fonts::is_font_file(&bytes) {
+            return Err(TemplateError::invalid(
+                field,
+                "names a file of the archive that is not a TrueType or OpenType font",
+            ));
+        }
+        if fonts.len() == MAX_FONTS_PER_TEMPLATE {
+            return Err(TemplateError::invalid(
+                field,
+                format!("the archive holds more than {MAX_FONTS_PER_TEMPLATE} fonts"),
+            ));
+        }
+        fonts.insert(name.chars().take(MAX_ANIMATION_ID_CHARS).collect(), bytes);
+    }
+    Ok(fonts)
 }
 
 /// The manifest's themes (`t/<id>.json`), at most [`MAX_THEMES`]; a theme whose file is

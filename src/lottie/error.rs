@@ -11,6 +11,8 @@ pub enum TemplateError {
     TooLarge { size: usize, max: usize },
     #[error("the template (.tgs, .lottie) inflates to more than the {max} byte limit")]
     InflatesTooLarge { max: usize },
+    #[error("the archive has no animation {id:?}; its animations are {animations:?}")]
+    AnimationUnknown { id: String, animations: Vec<String> },
     #[error("the template starts as gzip (.tgs) but does not inflate: {0}")]
     NotGzip(String),
     #[error("template is not valid JSON: {0}")]
@@ -42,6 +44,7 @@ impl Classified for TemplateError {
                 Reason::TemplateTooLarge
             }
             TemplateError::TooManyValues { .. } => Reason::TemplateTooComplex,
+            TemplateError::AnimationUnknown { .. } => Reason::AnimationUnknown,
             _ => Reason::TemplateInvalid,
         }
     }

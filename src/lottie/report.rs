@@ -33,6 +33,12 @@ pub struct InspectReport {
     /// from reports before themes: none).
     #[serde(default)]
     pub themes: super::dotlottie::Themes,
+    /// A dotLottie's animation ids (none for JSON and `.tgs`) and the one CreateTemplate
+    /// chose (`animation_id`; None: the archive's own choice). A render unpacks the same one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub animations: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub animation: Option<String>,
 }
 
 impl InspectReport {
@@ -54,6 +60,8 @@ impl InspectReport {
         let mut warnings = template.warnings.clone();
         let mut seen: HashSet<String> = warnings.iter().cloned().collect();
         let mut converted = template.json.clone();
+        // A dotLottie's own fonts, under the uploaded ones, as a render has them.
+        let fonts = &fonts.with_template_fonts(template.fonts.clone());
         // As a render sees it: the root `slots` values in place, so expressions there are
         // evaluated (and charged) here too.
         super::modifications::resolve_slot_references(&mut converted);
@@ -94,6 +102,8 @@ impl InspectReport {
             duration_seconds: template.duration_seconds(),
             layer_count: template.layer_count(),
             themes: valid_themes(&template.themes, &slots),
+            animations: template.animations.clone(),
+            animation: template.animation.clone(),
             slots,
             warnings,
         })
@@ -103,7 +113,10 @@ impl InspectReport {
 /// Each theme's values that its template's slots take: a value for no slot, or one the slot
 /// refuses, is left out (a theme is the designer's, not the caller's: what it cannot do is
 /// not an error of the render that names it).
-fn valid_themes(themes: &super::dotlottie::Themes, slots: &Slots) -> super::dotlottie::Themes {
+pub(crate) fn valid_themes(
+    themes: &super::dotlottie::Themes,
+    slots: &Slots,
+) -> super::dotlottie::Themes {
     themes
         .iter()
         .map(|(name, theme)| {

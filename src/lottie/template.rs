@@ -48,6 +48,11 @@ pub struct Template {
     pub warnings: Vec<String>,
     /// A dotLottie's themes (none for JSON and `.tgs`).
     pub themes: super::dotlottie::Themes,
+    /// A dotLottie's font files by `fName` (none for JSON and `.tgs`).
+    pub fonts: std::collections::BTreeMap<String, Vec<u8>>,
+    /// A dotLottie's animation ids, in its manifest's order, and the one this template is.
+    pub animations: Vec<String>,
+    pub animation: Option<String>,
 }
 
 impl Template {
@@ -88,20 +93,44 @@ impl Template {
 
     /// Parses and fences a template: Bodymovin JSON, the same gzipped (a Telegram sticker,
     /// `.tgs`), inflated here first within [`MAX_TEMPLATE_BYTES`], or a dotLottie archive
-    /// ([`super::dotlottie`]), all told apart by their content. Runs in the workers only (the server checks the syntax of
-    /// JSON uploads; a gzipped one is inflated and checked by its analysis worker).
+    /// ([`super::dotlottie`]), all told apart by their content. Runs in the workers only
+    /// (the server checks the syntax of JSON uploads; a packed one is unpacked and checked by
+    /// its analysis worker).
     pub fn parse(bytes: &[u8]) -> Result<Template, TemplateError> {
-        let (json, themes) = if is_gzip(bytes) {
-            (inflate(bytes)?, Default::default())
-        } else if super::dotlottie::is_zip(bytes) {
-            let unpacked =
-                super::dotlottie::unpack(bytes, MAX_TEMPLATE_BYTES, Template::check_syntax)?;
-            (unpacked.json, unpacked.themes)
+        Template::parse_animation(bytes, None)
+    }
+
+    /// [`Template::parse`] of the dotLottie animation `animation` (by its manifest id; the
+    /// archive's own choice when None). Only an archive has animations to choose from.
+    pub fn parse_animation(
+        bytes: &[u8],
+        animation: Option<&str>,
+    ) -> Result<Template, TemplateError> {
+        let zip = super::dotlottie::is_zip(bytes);
+        if animation.is_some() && !zip {
+            return Err(TemplateError::invalid(
+                "animation_id",
+                "names an animation of a .lottie archive; this template is not one",
+            ));
+        }
+        let mut template = if is_gzip(bytes) {
+            Template::parse_json(&inflate(bytes)?)?
+        } else if zip {
+            let unpacked = super::dotlottie::unpack(
+                bytes,
+                animation,
+                MAX_TEMPLATE_BYTES,
+                Template::check_syntax,
+            )?;
+            let mut template = Template::parse_json(&unpacked.json)?;
+            template.themes = unpacked.themes;
+            template.fonts = unpacked.fonts;
+            template.animations = unpacked.animations;
+            template.animation = animation.map(str::to_owned);
+            template
         } else {
             return Template::parse_json(bytes);
         };
-        let mut template = Template::parse_json(&json)?;
-        template.themes = themes;
         // The template is what was uploaded.
         template.sha256 = hex_sha256(bytes);
         template.byte_len = bytes.len();
@@ -140,6 +169,9 @@ impl Template {
             model,
             warnings,
             themes: Default::default(),
+            fonts: Default::default(),
+            animations: Vec::new(),
+            animation: None,
         })
     }
 

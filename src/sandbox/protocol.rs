@@ -102,6 +102,9 @@ pub struct WorkerJob {
     /// Replacement images: SHA-256 (as `modifications.images` names them) → image file.
     #[serde(default)]
     pub images: BTreeMap<String, PathBuf>,
+    /// The dotLottie animation the template's record chose (None: the archive's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub animation: Option<String>,
     /// W3C `traceparent` of the server's render span: the worker reports its spans under it.
     /// None when the job is not traced (the worker then records nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -45,6 +45,8 @@ pub(crate) struct AdmissionRecord {
     pub slots: Slots,
     /// A dotLottie's themes (name → slot values), for `RenderRequest.theme`.
     pub themes: crate::lottie::dotlottie::Themes,
+    /// The dotLottie animation the template is (its record's choice).
+    pub animation: Option<String>,
 }
 
 impl AdmissionRecord {
@@ -52,6 +54,7 @@ impl AdmissionRecord {
         let slots = &record.report.slots;
         AdmissionRecord {
             themes: record.report.themes.clone(),
+            animation: record.report.animation.clone(),
             id: record.id,
             tenant: record.tenant.clone(),
             duration_seconds: record.report.duration_seconds,
@@ -168,6 +171,7 @@ impl AdmissionRecord {
             + themes as u64
             + slots as u64 * SLOT_OVERHEAD_BYTES
             + (ids + fonts + self.render_identity.len()) as u64
+            + self.animation.as_ref().map_or(0, |id| id.len() as u64)
     }
 }
 

@@ -56,6 +56,11 @@ pub(crate) struct TemplateSummary {
     /// A dotLottie's theme names (summaries before themes: none).
     #[serde(default)]
     pub themes: Vec<String>,
+    /// A dotLottie's animation ids and the one the template is (summaries before: none).
+    #[serde(default)]
+    pub animations: Vec<String>,
+    #[serde(default)]
+    pub animation: Option<String>,
     /// Slots were left out to keep the list within [`MAX_SLOT_LIST_BYTES`].
     pub slots_truncated: bool,
     pub warnings: Vec<String>,
@@ -185,6 +190,8 @@ impl TemplateSummary {
             vector_slots,
             gradient_slots,
             themes: report.themes.keys().cloned().collect(),
+            animations: report.animations.clone(),
+            animation: report.animation.clone(),
             slots_truncated,
             warnings,
             warnings_truncated,

@@ -71,6 +71,7 @@ pub fn create_request(name: &str, lottie_json: impl Into<Vec<u8>>) -> proto::Cre
         name: name.into(),
         lottie_json: lottie_json.into(),
         fonts: Default::default(),
+        animation_id: String::new(),
     }
 }
 

@@ -205,6 +205,7 @@ impl TestApp {
                 name: corpus_name.into(),
                 lottie_json: corpus(corpus_name),
                 fonts: Default::default(),
+                animation_id: String::new(),
             })
             .await
             .unwrap()

@@ -138,6 +138,7 @@ pub fn render_in_worker_with_images(
         threads: 2,
         fonts: Default::default(),
         images,
+        animation: None,
         traceparent: None,
     };
     let settings = SandboxSettings {

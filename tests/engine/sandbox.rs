@@ -35,6 +35,7 @@ fn run(
         threads: 1,
         fonts: Default::default(),
         images: Default::default(),
+        animation: None,
         traceparent: None,
     };
     let settings = SandboxSettings {

@@ -118,6 +118,7 @@ async fn create(target: &Target, template: Value) -> anyhow::Result<String> {
             name: "hostile".into(),
             lottie_json: serde_json::to_vec(&template)?,
             fonts: Default::default(),
+            animation_id: String::new(),
         })
         .await;
     Ok(outcome(&answer))
@@ -312,6 +313,7 @@ async fn identical_submissions(target: &Target) -> anyhow::Result<String> {
             name: "slow".into(),
             lottie_json: serde_json::to_vec(&slow)?,
             fonts: Default::default(),
+            animation_id: String::new(),
         })
         .await?
         .into_inner();
@@ -361,6 +363,7 @@ async fn huge_default_text_listing(target: &Target) -> anyhow::Result<String> {
             name: "huge default".into(),
             lottie_json: serde_json::to_vec(&template)?,
             fonts: Default::default(),
+            animation_id: String::new(),
         })
         .await;
     let listed = templates

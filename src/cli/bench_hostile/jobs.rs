@@ -83,6 +83,7 @@ async fn attackers_template(
         name: "kept-jobs".into(),
         lottie_json: serde_json::to_vec(&template)?,
         fonts: Default::default(),
+        animation_id: String::new(),
     };
     let created = templates
         .create_template(attackers(

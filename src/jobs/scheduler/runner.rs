@@ -293,6 +293,7 @@ impl Runner {
             threads: 0,
             fonts: staged.fonts.clone(),
             images: staged.images.clone(),
+            animation: work.animation.clone(),
             traceparent: render_span.traceparent(),
         };
         let settings = SandboxSettings {

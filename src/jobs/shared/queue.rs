@@ -623,6 +623,7 @@ mod tests {
             deadline: Duration::from_secs(30),
             fonts: Default::default(),
             traceparent: None,
+            animation: None,
         };
         (job, work)
     }

@@ -20,6 +20,15 @@ const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 /// Its family name, as warnings name it.
 pub(crate) const BUNDLED_FAMILY: &str = "DejaVu Sans";
 
+/// SFNT magic numbers: TrueType (0x00010000 and `true`), OpenType CFF (`OTTO`), collections.
+const FONT_MAGICS: [&[u8; 4]; 4] = [b"\x00\x01\x00\x00", b"OTTO", b"true", b"ttcf"];
+
+/// Whether `bytes` start as a TrueType or OpenType font (or collection) and are at most
+/// [`MAX_FONT_BYTES`]; the font itself is parsed in a worker.
+pub fn is_font_file(bytes: &[u8]) -> bool {
+    bytes.len() <= MAX_FONT_BYTES && FONT_MAGICS.iter().any(|magic| bytes.starts_with(*magic))
+}
+
 /// One copy of the bundled font per process, shared by every text.
 static BUNDLED: std::sync::LazyLock<Arc<Vec<u8>>> =
     std::sync::LazyLock::new(|| Arc::new(BUNDLED_FONT.to_vec()));
@@ -96,6 +105,25 @@ impl FontBook {
                 .map(|(family, bytes)| (family, Arc::new(bytes)))
                 .collect(),
         }
+    }
+
+    /// These fonts and, under them, a template's own (a dotLottie's, by `fName`): a family or
+    /// name uploaded with CreateTemplate is the uploaded one.
+    pub fn with_template_fonts(
+        &self,
+        own: impl IntoIterator<Item = (String, Vec<u8>)>,
+    ) -> FontBook {
+        let mut book = self.clone();
+        for (name, bytes) in own {
+            let taken = book
+                .uploaded
+                .keys()
+                .any(|uploaded| uploaded.eq_ignore_ascii_case(&name));
+            if !taken {
+                book.uploaded.insert(name, Arc::new(bytes));
+            }
+        }
+        book
     }
 
     /// The font for a text document naming `font_name` (its `f`), which the template's font

@@ -4,6 +4,7 @@
 
 mod auth;
 mod cli;
+mod dotlottie_js;
 mod downloads;
 mod drain;
 mod errors;

@@ -35,6 +35,7 @@ async fn create_ball(server: &ServerProcess) -> Result<proto::Template, tonic::S
             name: "ball".into(),
             lottie_json: corpus(BALL),
             fonts: Default::default(),
+            animation_id: String::new(),
         })
         .await
         .map(tonic::Response::into_inner)

@@ -116,26 +116,10 @@ fn manifest(version: &str, id: &str) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn a_dotlottie_renders_as_its_json_and_its_images_are_embedded() {
+async fn a_webp_of_a_dotlottie_is_embedded_as_the_image_it_is() {
     use image::ImageEncoder;
     let app = spawn_app().await;
-    let json = corpus(BALL);
-    // Version 1: manifest.json and animations/.
-    let v1 = python_zip(&[
-        ("manifest.json", manifest("1", "ball"), false),
-        ("animations/ball.json", json.clone(), false),
-    ]);
-    let plain = app.create("ball.json", json).await.unwrap();
-    let packed = app.create("ball.lottie", v1).await.unwrap();
-    assert_eq!(packed.color_slots, plain.color_slots);
-    let mut outputs = Vec::new();
-    for template in [&plain, &packed] {
-        let done = app
-            .render(small_request(&template.template_id, proto::Format::Gif))
-            .await;
-        outputs.push(done.output.unwrap().sha256);
-    }
-    assert_eq!(outputs[0], outputs[1], "the .lottie renders as its JSON");
+    // (Versions 1 and 2 as dotlottie-js writes them: `dotlottie_js`.)
     // Version 2: a/ and i/, an image layer showing a green WebP of the archive.
     let mut webp = Vec::new();
     let green = image::RgbaImage::from_pixel(100, 100, image::Rgba([0, 255, 0, 255]));
@@ -206,7 +190,22 @@ async fn hostile_dotlottie_archives_are_refused_with_their_reason() {
             .map(|name| (name.as_str(), Vec::new(), false))
             .collect::<Vec<_>>(),
     );
+    // A font list naming a file of the archive that is no font.
+    let mut text: serde_json::Value =
+        serde_json::from_slice(&corpus("slots-text-document-sid.json")).unwrap();
+    text["fonts"]["list"][0]["fPath"] = "/f/brand.ttf".into();
+    let not_a_font = python_zip(&[
+        ("manifest.json", manifest("2", "text"), false),
+        ("a/text.json", serde_json::to_vec(&text).unwrap(), false),
+        ("f/brand.ttf", b"<html>not a font</html>".to_vec(), false),
+    ]);
     let cases = [
+        (
+            "a font that is not one",
+            not_a_font,
+            "TEMPLATE_INVALID",
+            "not a TrueType or OpenType font",
+        ),
         ("zip bomb", bomb, "TEMPLATE_TOO_LARGE", "inflates"),
         ("20,000 entries", many, "TEMPLATE_INVALID", "entries"),
         (
@@ -240,67 +239,5 @@ async fn hostile_dotlottie_archives_are_refused_with_their_reason() {
         assert!(status.message().contains(words), "{what}: {status:?}");
         assert!(started.elapsed() < Duration::from_secs(2), "{what}");
     }
-    app.stop().await;
-}
-
-/// A dotLottie's themes (version 2: `t/<id>.json`): listed, applied when a render names one
-/// (its values under the request's own), and an unknown one refused naming `theme`.
-#[tokio::test]
-async fn a_dotlottie_theme_applies_its_slot_values_under_the_requests_own() {
-    let app = spawn_app().await;
-    let ball = corpus(BALL);
-    let manifest = serde_json::to_vec(&serde_json::json!({"version": "2",
-        "animations": [{"id": "ball"}], "themes": [{"id": "dark"}, {"id": "missing"}]}))
-    .unwrap();
-    // Blue ball; a rule for no slot and a keyframed one are left out, not errors.
-    let dark = serde_json::to_vec(&serde_json::json!({"rules": [
-        {"id": "ball_color", "type": "Color", "value": [0, 0, 1, 1]},
-        {"id": "no_such_slot", "type": "Color", "value": [1, 1, 1]},
-        {"id": "ball_color", "type": "Color", "keyframes": [{"frame": 0, "value": [1, 0, 0]}]}
-    ]}))
-    .unwrap();
-    let archive = python_zip(&[
-        ("manifest.json", manifest, false),
-        ("a/ball.json", ball, false),
-        ("t/dark.json", dark, false),
-    ]);
-    let template = app.create("themed.lottie", archive).await.unwrap();
-    assert_eq!(template.themes, ["dark"]);
-    let with = |theme: &str, colors: Vec<(&str, proto::Color)>| {
-        let mut request = small_request(&template.template_id, proto::Format::Gif);
-        request.theme = theme.into();
-        request.modifications = Some(proto::Modifications {
-            colors: colors
-                .into_iter()
-                .map(|(slot, color)| (slot.to_owned(), color))
-                .collect(),
-            ..Default::default()
-        });
-        request
-    };
-    let sha = |job: proto::RenderJob| job.output.unwrap().sha256;
-    let themed = sha(app.render(with("dark", Vec::new())).await);
-    // The rule's fourth channel is an alpha of 1, as a request's `a` sets it.
-    let opaque_blue = proto::Color {
-        a: Some(1.0),
-        ..color(0.0, 0.0, 1.0)
-    };
-    let explicit_blue = sha(app
-        .render(with("", vec![("ball_color", opaque_blue)]))
-        .await);
-    let plain = sha(app.render(with("", Vec::new())).await);
-    assert_eq!(themed, explicit_blue, "the theme is its values");
-    assert_ne!(themed, plain, "the theme changed the ball");
-    // The request's own value wins over the theme's.
-    let overridden = sha(app
-        .render(with("dark", vec![("ball_color", color(0.0, 1.0, 0.0))]))
-        .await);
-    let explicit_green = sha(app
-        .render(with("", vec![("ball_color", color(0.0, 1.0, 0.0))]))
-        .await);
-    assert_eq!(overridden, explicit_green);
-    let status = app.submit(with("light", Vec::new())).await.unwrap_err();
-    assert_eq!(reason(&status), "THEME_UNKNOWN", "{status:?}");
-    assert_eq!(violated_fields(&status), ["theme"], "{status:?}");
     app.stop().await;
 }

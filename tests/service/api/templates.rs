@@ -135,6 +135,7 @@ async fn an_uploaded_font_is_used_for_text_and_a_missing_one_is_reported() {
                     name: "hello".into(),
                     lottie_json: corpus("slots-text-document-sid.json"),
                     fonts,
+                    animation_id: String::new(),
                 })
                 .await
                 .unwrap()

@@ -38,6 +38,7 @@ async fn create(app: &TestApp, lottie_json: Vec<u8>) -> Result<proto::Template, 
             name: "hostile expressions".into(),
             lottie_json,
             fonts: Default::default(),
+            animation_id: String::new(),
         })
         .await
         .map(tonic::Response::into_inner)

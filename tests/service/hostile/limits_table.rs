@@ -75,6 +75,16 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
         "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
         "lottie::dotlottie::MAX_THEMES" => count(lottie::dotlottie::MAX_THEMES as f64),
+        "lottie::text::fonts::MAX_FONTS_PER_TEMPLATE" => {
+            count(lottie::text::fonts::MAX_FONTS_PER_TEMPLATE as f64)
+        }
+        "lottie::text::fonts::MAX_FONT_BYTES" => bytes(lottie::text::fonts::MAX_FONT_BYTES as f64),
+        "lottie::dotlottie::MAX_LISTED_ANIMATIONS" => {
+            count(lottie::dotlottie::MAX_LISTED_ANIMATIONS as f64)
+        }
+        "lottie::dotlottie::MAX_ANIMATION_ID_CHARS" => {
+            count(lottie::dotlottie::MAX_ANIMATION_ID_CHARS as f64)
+        }
         "lottie::dotlottie::MAX_ARCHIVE_ENTRIES" => {
             count(lottie::dotlottie::MAX_ARCHIVE_ENTRIES as f64)
         }
