@@ -232,7 +232,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     if let Some(name) = &args.theme {
         // What the service's admission applies: the theme's values its slots take.
         let slots = crate::lottie::slots::discover(&template.json);
-        let themes = crate::lottie::report::valid_themes(&template.themes, &slots);
+        let (themes, _) = crate::lottie::report::valid_themes(&template.themes, &slots);
         let theme = themes.get(name).ok_or_else(|| {
             let names: Vec<&String> = themes.keys().collect();
             format!("--theme {name}: the template has no such theme; its themes: {names:?}")

@@ -18,8 +18,11 @@
 //! archive of several animations registers as one template per animation by naming each.
 //! Its themes (version 2: the manifest's `themes`, each `t/<id>.json`, rules of slot values)
 //! become named sets of modifications ([`Themes`]) a render may ask for
-//! (`RenderRequest.theme`); rules the service has no slot kind for (keyframed values, text
-//! and image rules) are left out. Its fonts (the animation's `fonts.list` entries whose
+//! (`RenderRequest.theme`): `Color`, `Scalar`, `Vector`/`Position` and `Gradient` rules with
+//! a static `value`, and `Text` rules' `text`. What the service cannot apply per render is
+//! left out with a warning in the template's report: keyframed and expression rules (a slot
+//! here takes one value), `Image` rules (the images a render shows come with the request) and
+//! a text document's other properties (size, colours, …). Its fonts (the animation's `fonts.list` entries whose
 //! `fPath` names a file of the archive: `/f/…` as dotlottie-js writes them, `fonts/…` in
 //! version 1) become the template's fonts by their `fName`, under the fonts uploaded with
 //! CreateTemplate, at most [`MAX_FONTS_PER_TEMPLATE`] of [`MAX_FONT_BYTES`] each.
@@ -45,6 +48,10 @@ const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 pub const MAX_THEMES: usize = 32;
 /// Bytes of one theme file.
 const MAX_THEME_BYTES: usize = 256 * 1024;
+/// Characters of a theme's text: a request's own limit (`grpc::convert::MAX_TEXT_CHARS`).
+const MAX_THEME_TEXT_CHARS: usize = 200;
+/// Rules of one theme reported as left out, at most (the report's warnings are bounded too).
+const MAX_SKIPPED_RULES_REPORTED: usize = 8;
 
 /// An archive's themes: name → the slot values it sets.
 pub type Themes = std::collections::BTreeMap<String, crate::spec::Modifications>;
@@ -60,6 +67,8 @@ pub const MAX_LISTED_ANIMATIONS: usize = 64;
 pub(crate) struct Unpacked {
     pub json: Vec<u8>,
     pub themes: Themes,
+    /// What of the themes is left out, as report warnings.
+    pub theme_warnings: Vec<String>,
     /// Font files of the archive by the `fName` the animation's font list gives them.
     pub fonts: std::collections::BTreeMap<String, Vec<u8>>,
     /// The manifest's animation ids, in its order (the first [`MAX_LISTED_ANIMATIONS`]).
@@ -170,12 +179,13 @@ pub(crate) fn unpack(
         .map_err(|error| TemplateError::NotJson(error.to_string()))?;
     embed_images(&mut json, &mut archive, &mut budget)?;
     let fonts = read_fonts(&json, &mut archive, &mut budget)?;
-    let themes = read_themes(&manifest, &mut archive, &mut budget)?;
+    let (themes, theme_warnings) = read_themes(&manifest, &mut archive, &mut budget)?;
     let json =
         serde_json::to_vec(&json).map_err(|error| TemplateError::NotJson(error.to_string()))?;
     Ok(Unpacked {
         json,
         themes,
+        theme_warnings,
         fonts,
         animations,
     })
@@ -239,14 +249,15 @@ fn read_fonts(
     Ok(fonts)
 }
 
-/// The manifest's themes (`t/<id>.json`), at most [`MAX_THEMES`]; a theme whose file is
-/// missing or not JSON is left out.
+/// The manifest's themes (`t/<id>.json`), at most [`MAX_THEMES`], and the warnings of what
+/// is left out of them; a theme whose file is missing or not JSON is left out.
 fn read_themes(
     manifest: &Value,
     archive: &mut zip::ZipArchive<Cursor<&[u8]>>,
     budget: &mut usize,
-) -> Result<Themes, TemplateError> {
+) -> Result<(Themes, Vec<String>), TemplateError> {
     let mut themes = Themes::new();
+    let mut warnings = Vec::new();
     let ids = manifest
         .get("themes")
         .and_then(Value::as_array)
@@ -259,80 +270,137 @@ fn read_themes(
         else {
             continue;
         };
+        let name: String = id.chars().take(64).collect();
         let Ok(theme) = serde_json::from_slice::<Value>(&bytes) else {
+            warnings.push(format!("theme '{name}' is not JSON; it is left out"));
             continue;
         };
-        themes.insert(id.chars().take(64).collect(), theme_modifications(&theme));
+        let (modifications, skipped) = theme_modifications(&theme);
+        if !skipped.is_empty() {
+            let shown: Vec<&str> = skipped
+                .iter()
+                .take(MAX_SKIPPED_RULES_REPORTED)
+                .map(String::as_str)
+                .collect();
+            let more = skipped.len().saturating_sub(MAX_SKIPPED_RULES_REPORTED);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            warnings.push(format!(
+                "theme '{name}': {}{more} not applied (the service applies static values of \
+                 colour, scalar, vector, position and gradient rules and a text rule's text)",
+                shown.join("; ")
+            ));
+        }
+        themes.insert(name, modifications);
     }
-    Ok(themes)
+    Ok((themes, warnings))
 }
 
 /// A theme's rules as modifications: `Color`, `Scalar`, `Vector`/`Position` and `Gradient`
-/// rules with a static `value`.
-fn theme_modifications(theme: &Value) -> crate::spec::Modifications {
+/// rules with a static `value`, `Text` rules' `text`; and what is left out, rule by rule.
+fn theme_modifications(theme: &Value) -> (crate::spec::Modifications, Vec<String>) {
     let mut modifications = crate::spec::Modifications::default();
+    let mut skipped = Vec::new();
     let rules = theme
         .get("rules")
         .and_then(Value::as_array)
         .into_iter()
         .flatten();
     for rule in rules {
-        let (Some(id), Some(kind), Some(value)) = (
+        let (Some(id), Some(kind)) = (
             rule.get("id").and_then(Value::as_str),
             rule.get("type").and_then(Value::as_str),
-            rule.get("value"),
         ) else {
             continue;
         };
-        let numbers =
-            || -> Option<Vec<f64>> { value.as_array()?.iter().map(Value::as_f64).collect() };
-        let id = id.to_owned();
-        match kind.to_ascii_lowercase().as_str() {
-            "color" => {
-                if let Some(color) = numbers().and_then(|n| theme_color(&n)) {
-                    modifications.colors.insert(id, color);
-                }
-            }
-            "scalar" => {
-                let number = value
-                    .as_f64()
-                    .or_else(|| numbers().and_then(|n| n.first().copied()));
-                if let Some(number) = number {
-                    modifications.scalars.insert(id, number);
-                }
-            }
-            "vector" | "position" => {
-                if let Some(numbers) = numbers() {
-                    modifications.vectors.insert(id, numbers);
-                }
-            }
-            "gradient" => {
-                let stops: Option<Vec<crate::spec::GradientStop>> =
-                    value.as_array().and_then(|stops| {
-                        stops
-                            .iter()
-                            .map(|stop| {
-                                let color: Vec<f64> = stop
-                                    .get("color")?
-                                    .as_array()?
-                                    .iter()
-                                    .map(Value::as_f64)
-                                    .collect::<Option<_>>()?;
-                                Some(crate::spec::GradientStop {
-                                    offset: stop.get("offset")?.as_f64()?,
-                                    color: theme_color(&color)?,
-                                })
-                            })
-                            .collect::<Option<Vec<_>>>()
-                    });
-                if let Some(stops) = stops {
-                    modifications.gradients.insert(id, stops);
-                }
-            }
-            _ => {}
+        let shown: String = id.chars().take(64).collect();
+        let Some(value) = rule.get("value") else {
+            let how = if rule.get("keyframes").is_some() {
+                "keyframed"
+            } else if rule.get("expression").is_some() {
+                "an expression"
+            } else {
+                "without a value"
+            };
+            skipped.push(format!("{kind} rule '{shown}' ({how})"));
+            continue;
+        };
+        if let Err(why) = apply_rule(&mut modifications, id, kind, value) {
+            skipped.push(format!("{kind} rule '{shown}' ({why})"));
         }
     }
-    modifications
+    (modifications, skipped)
+}
+
+/// Adds one static rule's value to `modifications`; why not, when it cannot.
+fn apply_rule(
+    modifications: &mut crate::spec::Modifications,
+    id: &str,
+    kind: &str,
+    value: &Value,
+) -> Result<(), &'static str> {
+    let numbers = || -> Option<Vec<f64>> { value.as_array()?.iter().map(Value::as_f64).collect() };
+    let id = id.to_owned();
+    match kind.to_ascii_lowercase().as_str() {
+        "color" => {
+            let color = numbers()
+                .and_then(|n| theme_color(&n))
+                .ok_or("not a colour")?;
+            modifications.colors.insert(id, color);
+        }
+        "scalar" => {
+            let number = value
+                .as_f64()
+                .or_else(|| numbers().and_then(|n| n.first().copied()))
+                .ok_or("not a number")?;
+            modifications.scalars.insert(id, number);
+        }
+        "vector" | "position" => {
+            modifications
+                .vectors
+                .insert(id, numbers().ok_or("not numbers")?);
+        }
+        "gradient" => {
+            let stops = theme_stops(value).ok_or("not colour stops")?;
+            modifications.gradients.insert(id, stops);
+        }
+        "text" => {
+            let text = value
+                .get("text")
+                .and_then(Value::as_str)
+                .ok_or("no text; a text document's other properties are not applied")?;
+            if text.chars().count() > MAX_THEME_TEXT_CHARS {
+                return Err("a text longer than a request's 200 characters");
+            }
+            modifications.texts.insert(id, text.to_owned());
+        }
+        "image" => return Err("the images a render shows come with its request"),
+        _ => return Err("a kind the service has no slot for"),
+    }
+    Ok(())
+}
+
+/// A gradient rule's `[{"offset", "color"}, …]` as stops.
+fn theme_stops(value: &Value) -> Option<Vec<crate::spec::GradientStop>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|stop| {
+            let color: Vec<f64> = stop
+                .get("color")?
+                .as_array()?
+                .iter()
+                .map(Value::as_f64)
+                .collect::<Option<_>>()?;
+            Some(crate::spec::GradientStop {
+                offset: stop.get("offset")?.as_f64()?,
+                color: theme_color(&color)?,
+            })
+        })
+        .collect()
 }
 
 /// `[r, g, b]` or `[r, g, b, a]` in 0..=1.

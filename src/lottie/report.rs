@@ -89,6 +89,12 @@ impl InspectReport {
         // The converted copy is not needed past its warnings: free it before slot discovery.
         drop(converted);
         let slots = slots::discover(&template.json);
+        let (themes, theme_warnings) = valid_themes(&template.themes, &slots);
+        for warning in theme_warnings {
+            if seen.insert(warning.clone()) {
+                warnings.push(warning);
+            }
+        }
         Ok(InspectReport {
             file_bytes: template.byte_len,
             sha256: template.sha256.clone(),
@@ -101,7 +107,7 @@ impl InspectReport {
             out_frame: model.op,
             duration_seconds: template.duration_seconds(),
             layer_count: template.layer_count(),
-            themes: valid_themes(&template.themes, &slots),
+            themes,
             animations: template.animations.clone(),
             animation: template.animation.clone(),
             slots,
@@ -112,19 +118,29 @@ impl InspectReport {
 
 /// Each theme's values that its template's slots take: a value for no slot, or one the slot
 /// refuses, is left out (a theme is the designer's, not the caller's: what it cannot do is
-/// not an error of the render that names it).
+/// not an error of the render that names it), and said in a warning per theme.
 pub(crate) fn valid_themes(
     themes: &super::dotlottie::Themes,
     slots: &Slots,
-) -> super::dotlottie::Themes {
-    themes
+) -> (super::dotlottie::Themes, Vec<String>) {
+    let mut warnings = Vec::new();
+    let themes = themes
         .iter()
         .map(|(name, theme)| {
             let mut kept = theme.clone();
-            for error in super::modifications::check(slots, theme) {
-                super::modifications::remove_refused(&mut kept, &error);
+            let refused = super::modifications::check(slots, theme);
+            if let Some(first) = refused.first() {
+                let more = match refused.len() {
+                    1 => String::new(),
+                    count => format!(" (and {} more)", count - 1),
+                };
+                warnings.push(format!("theme '{name}': left out: {first}{more}"));
+            }
+            for error in &refused {
+                super::modifications::remove_refused(&mut kept, error);
             }
             (name.clone(), kept)
         })
-        .collect()
+        .collect();
+    (themes, warnings)
 }

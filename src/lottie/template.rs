@@ -124,6 +124,7 @@ impl Template {
             )?;
             let mut template = Template::parse_json(&unpacked.json)?;
             template.themes = unpacked.themes;
+            template.warnings.extend(unpacked.theme_warnings);
             template.fonts = unpacked.fonts;
             template.animations = unpacked.animations;
             template.animation = animation.map(str::to_owned);

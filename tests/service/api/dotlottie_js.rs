@@ -86,9 +86,9 @@ fn sha(job: proto::RenderJob) -> String {
     job.output.unwrap().sha256
 }
 
-/// Versions 1 and 2 render as their JSON; version 2's theme (a rule for a slot the template
-/// has, one for no slot, one keyframed, which the service has no kind for) is the colour it
-/// lists under the request's own, and an unknown theme is refused naming `theme`.
+/// Versions 1 and 2 render as their JSON; version 2's theme is the colour it lists under the
+/// request's own (its rules for no slot, keyframed and for an image are left out, each said
+/// in a warning), and an unknown theme is refused naming `theme`.
 #[tokio::test]
 async fn a_dotlottie_js_archive_renders_as_its_json_and_its_theme_recolours() {
     let app = spawn_app().await;
@@ -96,7 +96,8 @@ async fn a_dotlottie_js_archive_renders_as_its_json_and_its_theme_recolours() {
     let dark = serde_json::json!({"rules": [
         {"id": "ball_color", "type": "Color", "value": [0, 0, 1, 1]},
         {"id": "no_such_slot", "type": "Color", "value": [1, 1, 1]},
-        {"id": "ball_color", "type": "Color", "keyframes": [{"frame": 0, "value": [1, 0, 0]}]}
+        {"id": "ball_color", "type": "Color", "keyframes": [{"frame": 0, "value": [1, 0, 0]}]},
+        {"id": "ball_image", "type": "Image", "value": {"src": "/i/other.png"}}
     ]});
     let v2 = dotlottie_js(serde_json::json!({"version": 2,
         "animations": [{"id": "ball", "data": ball}], "themes": [{"id": "dark", "data": dark}]}));
@@ -131,6 +132,20 @@ async fn a_dotlottie_js_archive_renders_as_its_json_and_its_theme_recolours() {
     }
     let themed = app.create("themed.lottie", v2).await.unwrap();
     assert_eq!(themed.themes, ["dark"]);
+    for left_out in [
+        "Color rule 'ball_color' (keyframed)",
+        "Image rule 'ball_image'",
+        "no colour slot 'no_such_slot'",
+    ] {
+        assert!(
+            themed
+                .warnings
+                .iter()
+                .any(|warning| warning.starts_with("theme 'dark'") && warning.contains(left_out)),
+            "{left_out}: {:?}",
+            themed.warnings
+        );
+    }
     // The rule's fourth channel is an alpha of 1, as a request's `a` sets it.
     let opaque = |r, g, b| proto::Color {
         a: Some(1.0),
@@ -159,7 +174,8 @@ async fn a_dotlottie_js_archive_renders_as_its_json_and_its_theme_recolours() {
 
 /// A font embedded in the animation (a data URL), which dotlottie-js moves into the archive
 /// (`f/`), is the template's font: the text renders as with the same font uploaded, where
-/// the JSON alone falls back to a bundled face (and says so).
+/// the JSON alone falls back to a bundled face (and says so); a theme's text rule is that
+/// text.
 #[tokio::test]
 async fn a_font_in_a_dotlottie_js_archive_is_the_templates_font() {
     let app = spawn_app().await;
@@ -171,8 +187,11 @@ async fn a_font_in_a_dotlottie_js_archive_is_the_templates_font() {
         base64::engine::general_purpose::STANDARD.encode(&font)
     )
     .into();
+    let greeting = serde_json::json!({"rules": [
+        {"id": "text_doc", "type": "Text", "value": {"text": "Themed", "fontSize": 99}}]});
     let archive = dotlottie_js(serde_json::json!({"version": 2,
-        "animations": [{"id": "title", "data": text}]}));
+        "animations": [{"id": "title", "data": text}],
+        "themes": [{"id": "greeting", "data": greeting}]}));
     let names = entry_names(&archive);
     assert!(
         names.iter().any(|name| name.starts_with("f/")),
@@ -195,22 +214,30 @@ async fn a_font_in_a_dotlottie_js_archive_is_the_templates_font() {
     };
     assert!(falls_back(&fallback), "{:?}", fallback.warnings);
     assert!(!falls_back(&packed), "{:?}", packed.warnings);
-    let render = |template: proto::Template| {
+    let render = |template: &proto::Template, theme: &str, text: Option<&str>| {
         let mut request = small_request(&template.template_id, proto::Format::Gif);
+        request.theme = theme.into();
         request.modifications = Some(proto::Modifications {
-            texts: [("text_doc".to_owned(), "Packed".to_owned())].into(),
+            texts: text
+                .map(|text| [("text_doc".to_owned(), text.to_owned())].into())
+                .unwrap_or_default(),
             ..Default::default()
         });
         let app = &app;
         async move { sha(app.render(request).await) }
     };
-    let in_packed = render(packed).await;
+    let in_packed = render(&packed, "", Some("Packed")).await;
     assert_eq!(
         in_packed,
-        render(uploaded).await,
+        render(&uploaded, "", Some("Packed")).await,
         "the archive's font is used"
     );
-    assert_ne!(in_packed, render(fallback).await);
+    assert_ne!(in_packed, render(&fallback, "", Some("Packed")).await);
+    assert_eq!(
+        render(&packed, "greeting", None).await,
+        render(&packed, "", Some("Themed")).await,
+        "the theme's text"
+    );
     app.stop().await;
 }
 
