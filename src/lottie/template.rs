@@ -343,17 +343,17 @@ impl<'de> Visitor<'de> for Counted<'_> {
 
 /// Fields rlottie only accepts as JSON integers (it refuses `"w": 200.0`): root canvas,
 /// and per layer.
-const STRICT_INTEGER_ROOT_FIELDS: &[&str] = &["w", "h"];
 const STRICT_INTEGER_LAYER_FIELDS: &[&str] = &["ind", "parent", "ty", "ddd"];
-/// Sizes that may be fractional in the wild (`"w": 375.0`, `"h": 58.84`); rounding them to
-/// whole pixels is invisible, so they are rounded rather than refused.
+/// Sizes that may be fractional in the wild (`"w": 375.0`, `"h": 58.84`), the root canvas's
+/// included; rounding them to whole pixels is invisible, so they are rounded rather than
+/// refused.
 const ROUNDED_SIZE_FIELDS: &[&str] = &["w", "h"];
 
 /// Writes integral floats as integers where rlottie insists on integers, so templates from
 /// float-typed exporters render instead of being refused.
 fn normalize_integer_fields(json: &mut Value) -> Result<(), TemplateError> {
-    for field in STRICT_INTEGER_ROOT_FIELDS {
-        normalize_field(json, field, "$", false)?;
+    for field in ROUNDED_SIZE_FIELDS {
+        normalize_field(json, field, "$", true)?;
     }
     if let Some(layers) = json.get_mut("layers").and_then(Value::as_array_mut) {
         normalize_layers(layers, "$.layers")?;
@@ -513,12 +513,17 @@ mod tests {
             json.to_string(),
             r#"{"w":200,"h":100,"layers":[{"ind":1,"ty":4,"w":375}]}"#
         );
-        let mut bad = serde_json::json!({"w": 200.5, "layers": []});
+        // A fractional canvas is rounded as asset and layer sizes are; a fractional index
+        // is no index.
+        let mut canvas = serde_json::json!({"w": 200.5, "h": 58.84, "layers": []});
+        normalize_integer_fields(&mut canvas).unwrap();
+        assert_eq!(canvas.to_string(), r#"{"w":201,"h":59,"layers":[]}"#);
+        let mut bad = serde_json::json!({"w": 200, "layers": [{"ind": 1.5}]});
         assert_eq!(
             normalize_integer_fields(&mut bad),
             Err(TemplateError::invalid(
-                "$.w",
-                "must be a whole number, got 200.5"
+                "$.layers[0].ind",
+                "must be a whole number, got 1.5"
             ))
         );
     }

@@ -6,7 +6,9 @@ mod colours;
 mod corpus;
 mod effects;
 mod embedded_images;
+
 mod expressions;
+mod fidelity_classes;
 mod fonts;
 mod fuzz_findings;
 mod fuzz_seeds;
