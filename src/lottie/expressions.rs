@@ -279,17 +279,17 @@ fn replace_with_keyframes(property: &mut Value, grid: &sampling::Sampling, value
         return;
     };
     object.remove("x");
-    let scalar_static = object.get("k").is_some_and(Value::is_number);
     let as_keyframe_value = |value: &Value| match value {
         Value::Array(_) => value.clone(),
         other => Value::Array(vec![other.clone()]),
     };
     if values.windows(2).all(|pair| pair[0] == pair[1]) {
         if let Some(first) = values.first() {
-            let value = if scalar_static || !first.is_number() {
-                first.clone()
-            } else {
-                as_keyframe_value(first)
+            // A static one-dimensional value is a number: rlottie 0.1 reads a static `[30]`
+            // as no value at all (and draws nothing), whatever the property was before.
+            let value = match first.as_array().map(Vec::as_slice) {
+                Some([single]) if single.is_number() => single.clone(),
+                _ => first.clone(),
             };
             object.insert("a".to_owned(), json!(0));
             object.insert("k".to_owned(), value);

@@ -23,3 +23,40 @@ fn a_fractional_root_canvas_is_rounded_not_refused() {
         assert_eq!(pixel, [255, 0, 0, 255], "({x}, {y})");
     }
 }
+
+/// A 160×20 red bar at the centre of a 200×200 canvas, its layer rotated by `rotation`.
+fn rotated_bar(rotation: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 200, "h": 200,
+        "layers": [{"ddd": 0, "ind": 1, "ty": 4, "sr": 1, "ip": 0, "op": 30, "st": 0,
+            "ks": {"o": {"a": 0, "k": 100}, "r": rotation,
+                "p": {"a": 0, "k": [100, 100, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+                "s": {"a": 0, "k": [100, 100, 100]}},
+            "shapes": [
+                {"ty": "rc", "d": 1, "p": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [160, 20]},
+                    "r": {"a": 0, "k": 0}},
+                {"ty": "fl", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100}, "r": 1}
+            ]}]
+    }))
+    .unwrap()
+}
+
+fn alpha_at(frame: &[u8], (x, y): (usize, usize)) -> u8 {
+    frame[(y * 200 + x) * 4 + 3]
+}
+
+/// An expression that gives a keyframed rotation one constant value bakes to a static
+/// number (`"k": 90`), not a one-element array (`"k": [90]`, which rlottie 0.1 draws as
+/// nothing): the bar stands upright, as lottie-web draws it.
+#[test]
+fn an_expression_constant_on_a_keyframed_scalar_bakes_to_a_number() {
+    let rotation = serde_json::json!({"a": 1, "x": "90", "k": [
+        {"t": 0, "s": [0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+        {"t": 30, "s": [45]}]});
+    let frame = library_frame(&rotated_bar(rotation), (200, 200), 10);
+    // Upright: along the vertical axis, nothing along the horizontal one.
+    assert_eq!(alpha_at(&frame, (100, 40)), 255);
+    assert_eq!(alpha_at(&frame, (100, 160)), 255);
+    assert_eq!(alpha_at(&frame, (40, 100)), 0);
+    assert_eq!(alpha_at(&frame, (160, 100)), 0);
+}
