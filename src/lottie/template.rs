@@ -156,6 +156,7 @@ impl Template {
             ));
         }
         normalize_integer_fields(&mut json)?;
+        hold_static_time_remaps(&mut json);
         let model: Animation = serde_path_to_error::deserialize(&json).map_err(|error| {
             let path = error.path().to_string();
             TemplateError::invalid(json_path(&path), error.into_inner().to_string())
@@ -348,6 +349,42 @@ const STRICT_INTEGER_LAYER_FIELDS: &[&str] = &["ind", "parent", "ty", "ddd"];
 /// included; rounding them to whole pixels is invisible, so they are rounded rather than
 /// refused.
 const ROUNDED_SIZE_FIELDS: &[&str] = &["w", "h"];
+
+/// Writes every static time remap (`"tm": {"a": 0, "k": 0.8}`) as a held keyframe at the
+/// layer's in point: lottie-web shows the precomposition at that time on every frame;
+/// rlottie 0.1 reads only keyframed remaps and would play it unremapped.
+fn hold_static_time_remaps(json: &mut Value) {
+    if let Some(assets) = json.get_mut("assets").and_then(Value::as_array_mut) {
+        for asset in assets {
+            if let Some(layers) = asset.get_mut("layers").and_then(Value::as_array_mut) {
+                hold_layers_time_remaps(layers);
+            }
+        }
+    }
+    if let Some(layers) = json.get_mut("layers").and_then(Value::as_array_mut) {
+        hold_layers_time_remaps(layers);
+    }
+}
+
+fn hold_layers_time_remaps(layers: &mut [Value]) {
+    for layer in layers {
+        let in_point = layer.get("ip").and_then(Value::as_f64).unwrap_or(0.0);
+        let Some(remap) = layer.get_mut("tm").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(seconds) = remap.get("k").and_then(Value::as_f64) else {
+            continue;
+        };
+        if remap.contains_key("x") {
+            continue; // an expression: baked with the others
+        }
+        remap.insert("a".into(), Value::from(1));
+        remap.insert(
+            "k".into(),
+            serde_json::json!([{"t": in_point, "s": [seconds], "h": 1}]),
+        );
+    }
+}
 
 /// Writes integral floats as integers where rlottie insists on integers, so templates from
 /// float-typed exporters render instead of being refused.

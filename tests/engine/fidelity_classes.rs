@@ -60,3 +60,42 @@ fn an_expression_constant_on_a_keyframed_scalar_bakes_to_a_number() {
     assert_eq!(alpha_at(&frame, (40, 100)), 0);
     assert_eq!(alpha_at(&frame, (160, 100)), 0);
 }
+
+/// A precomposition of a red solid (its frames 0–14) then a blue one (15–29), shown by a
+/// layer whose time remap is `tm`.
+fn remapped_precomp(tm: serde_json::Value) -> Vec<u8> {
+    let solid = |ind: u32, colour: &str, ip: u32, op: u32| {
+        serde_json::json!({"ddd": 0, "ind": ind, "ty": 1, "sc": colour, "sw": 100, "sh": 100,
+            "sr": 1, "ip": ip, "op": op, "st": 0,
+            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+                "s": {"a": 0, "k": [100, 100, 100]}}})
+    };
+    serde_json::to_vec(&serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
+        "assets": [{"id": "comp", "layers": [solid(1, "#ff0000", 0, 15),
+            solid(2, "#0000ff", 15, 30)]}],
+        "layers": [{"ddd": 0, "ind": 1, "ty": 0, "refId": "comp", "w": 100, "h": 100,
+            "sr": 1, "ip": 0, "op": 30, "st": 0, "tm": tm,
+            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+                "s": {"a": 0, "k": [100, 100, 100]}}}]
+    }))
+    .unwrap()
+}
+
+/// A static time remap (`"tm": {"a": 0, "k": 0.8}`) holds the precomposition at 0.8 s on
+/// every frame, as lottie-web shows it; rlottie ignores a static one, so it is lowered to a
+/// held keyframe: the blue solid of the precomposition's frame 24, from the first frame on.
+#[test]
+fn a_static_time_remap_holds_its_time_on_every_frame() {
+    let template = remapped_precomp(serde_json::json!({"a": 0, "k": 0.8}));
+    for index in [0, 29] {
+        let frame = library_frame(&template, (100, 100), index);
+        assert_eq!(
+            &frame[(50 * 100 + 50) * 4..][..4],
+            [0, 0, 255, 255],
+            "frame {index}"
+        );
+    }
+}
