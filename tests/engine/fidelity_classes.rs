@@ -99,3 +99,19 @@ fn a_static_time_remap_holds_its_time_on_every_frame() {
         );
     }
 }
+
+/// A solid layer with an empty colour (`"sc": ""`) is painted black by lottie-web (its
+/// canvas takes the empty string as no colour and keeps the default black fill).
+#[test]
+fn a_solid_without_a_colour_is_black() {
+    let template = serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 100, "h": 100,
+        "layers": [{"ddd": 0, "ind": 1, "ty": 1, "sc": "", "sw": 100, "sh": 100,
+            "sr": 1, "ip": 0, "op": 5, "st": 0,
+            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+                "s": {"a": 0, "k": [100, 100, 100]}}}]
+    });
+    let frame = library_frame(template.to_string().as_bytes(), (100, 100), 0);
+    assert_eq!(&frame[(50 * 100 + 50) * 4..][..4], [0, 0, 0, 255]);
+}
