@@ -123,12 +123,6 @@ impl Head {
                     RAW_TEMPLATE_FILE_FIELD,
                     Value::Bytes(bytes::Bytes::copy_from_slice(body)),
                 );
-                if let Some(animation) = &self.raw_template_animation {
-                    message.set_field_by_name(
-                        RAW_TEMPLATE_ANIMATION_PARAMETER,
-                        Value::String(animation.clone()),
-                    );
-                }
                 message
             }
             None if body.iter().all(u8::is_ascii_whitespace) => {
@@ -136,6 +130,13 @@ impl Head {
             }
             None => from_json(&self.input, body)?,
         };
+        // Beside a raw upload or a JSON body alike: never dropped silently.
+        if let Some(animation) = &self.raw_template_animation {
+            message.set_field_by_name(
+                RAW_TEMPLATE_ANIMATION_PARAMETER,
+                Value::String(animation.clone()),
+            );
+        }
         for (field, value) in &self.fields {
             message.set_field(field, value.clone());
         }

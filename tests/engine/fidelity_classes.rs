@@ -3,6 +3,16 @@
 //! behaviour.
 
 use crate::helpers::library_frame;
+use serde_json::{json, Value};
+
+/// A solid layer of `colour`, `w`×`h` at the origin, shown over frames `ip..op`.
+fn solid(ind: u32, colour: &str, (w, h): (u32, u32), (ip, op): (u32, u32)) -> Value {
+    json!({"ddd": 0, "ind": ind, "ty": 1, "sc": colour, "sw": w, "sh": h,
+        "sr": 1, "ip": ip, "op": op, "st": 0,
+        "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+            "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+            "s": {"a": 0, "k": [100, 100, 100]}}})
+}
 
 /// A root canvas of fractional size (`"h": 99.6`, as some exporters write it) is rounded to
 /// whole pixels, as asset and layer sizes are, instead of refusing the file: a solid covering
@@ -11,11 +21,7 @@ use crate::helpers::library_frame;
 fn a_fractional_root_canvas_is_rounded_not_refused() {
     let template = serde_json::json!({
         "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 200.2, "h": 99.6,
-        "layers": [{"ddd": 0, "ind": 1, "ty": 1, "sc": "#ff0000", "sw": 200, "sh": 100,
-            "sr": 1, "ip": 0, "op": 5, "st": 0,
-            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
-                "s": {"a": 0, "k": [100, 100, 100]}}}]
+        "layers": [solid(1, "#ff0000", (200, 100), (0, 5))]
     });
     let frame = library_frame(template.to_string().as_bytes(), (200, 100), 0);
     for (x, y) in [(0, 0), (199, 0), (0, 99), (199, 99), (100, 50)] {
@@ -64,17 +70,10 @@ fn an_expression_constant_on_a_keyframed_scalar_bakes_to_a_number() {
 /// A precomposition of a red solid (its frames 0–14) then a blue one (15–29), shown by a
 /// layer whose time remap is `tm`.
 fn remapped_precomp(tm: serde_json::Value) -> Vec<u8> {
-    let solid = |ind: u32, colour: &str, ip: u32, op: u32| {
-        serde_json::json!({"ddd": 0, "ind": ind, "ty": 1, "sc": colour, "sw": 100, "sh": 100,
-            "sr": 1, "ip": ip, "op": op, "st": 0,
-            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
-                "s": {"a": 0, "k": [100, 100, 100]}}})
-    };
     serde_json::to_vec(&serde_json::json!({
         "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": 100, "h": 100,
-        "assets": [{"id": "comp", "layers": [solid(1, "#ff0000", 0, 15),
-            solid(2, "#0000ff", 15, 30)]}],
+        "assets": [{"id": "comp", "layers": [solid(1, "#ff0000", (100, 100), (0, 15)),
+            solid(2, "#0000ff", (100, 100), (15, 30))]}],
         "layers": [{"ddd": 0, "ind": 1, "ty": 0, "refId": "comp", "w": 100, "h": 100,
             "sr": 1, "ip": 0, "op": 30, "st": 0, "tm": tm,
             "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
@@ -106,11 +105,7 @@ fn a_static_time_remap_holds_its_time_on_every_frame() {
 fn a_solid_without_a_colour_is_black() {
     let template = serde_json::json!({
         "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 100, "h": 100,
-        "layers": [{"ddd": 0, "ind": 1, "ty": 1, "sc": "", "sw": 100, "sh": 100,
-            "sr": 1, "ip": 0, "op": 5, "st": 0,
-            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-                "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
-                "s": {"a": 0, "k": [100, 100, 100]}}}]
+        "layers": [solid(1, "", (100, 100), (0, 5))]
     });
     let frame = library_frame(template.to_string().as_bytes(), (100, 100), 0);
     assert_eq!(&frame[(50 * 100 + 50) * 4..][..4], [0, 0, 0, 255]);

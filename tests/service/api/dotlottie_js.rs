@@ -41,6 +41,19 @@ fn dotlottie_js(spec: serde_json::Value) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
+/// A 100×100, 5-frame template whose one layer shows image asset `asset` (id `img`) at the
+/// origin, unscaled.
+pub(crate) fn image_layer_template(asset: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 100, "h": 100,
+        "assets": [asset],
+        "layers": [{"ddd": 0, "ind": 1, "ty": 2, "refId": "img", "sr": 1, "ip": 0, "op": 5,
+            "st": 0, "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+            "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+            "s": {"a": 0, "k": [100, 100, 100]}}}]
+    })
+}
+
 fn json(name: &str) -> serde_json::Value {
     serde_json::from_slice(&corpus(name)).unwrap()
 }
@@ -248,25 +261,16 @@ async fn a_font_in_a_dotlottie_js_archive_is_the_templates_font() {
 /// `animation_id`.
 #[tokio::test]
 async fn each_animation_of_a_dotlottie_js_archive_is_a_template_by_its_id() {
-    use image::ImageEncoder;
     let app = spawn_app().await;
-    let mut png = Vec::new();
     let green = image::RgbaImage::from_pixel(100, 100, image::Rgba([0, 255, 0, 255]));
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(green.as_raw(), 100, 100, image::ExtendedColorType::Rgba8)
-        .unwrap();
+    let png = super::image_slots::png(&green);
     let uri = format!(
         "data:image/png;base64,{}",
         base64::engine::general_purpose::STANDARD.encode(&png)
     );
-    let photo = serde_json::json!({
-        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 100, "h": 100,
-        "assets": [{"id": "img", "w": 100, "h": 100, "u": "", "p": uri, "e": 1}],
-        "layers": [{"ddd": 0, "ind": 1, "ty": 2, "refId": "img", "sr": 1, "ip": 0, "op": 5,
-            "st": 0, "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-            "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
-            "s": {"a": 0, "k": [100, 100, 100]}}}]
-    });
+    let photo = image_layer_template(
+        serde_json::json!({"id": "img", "w": 100, "h": 100, "u": "", "p": uri, "e": 1}),
+    );
     let archive = dotlottie_js(serde_json::json!({"version": 2, "animations": [
         {"id": "ball", "data": json(BALL)}, {"id": "photo", "data": photo.clone()}]}));
     let names = entry_names(&archive);
@@ -322,6 +326,22 @@ async fn each_animation_of_a_dotlottie_js_archive_is_a_template_by_its_id() {
         .unwrap();
     assert_eq!(http["animationId"], "photo", "{http}");
     assert_eq!(http["animations"], serde_json::json!(["ball", "photo"]));
+    // Beside a JSON body too.
+    let body = serde_json::json!({"name": "photo",
+        "lottieJson": base64::engine::general_purpose::STANDARD.encode(&archive)});
+    let http: serde_json::Value = reqwest::Client::new()
+        .post(format!(
+            "http://{}/v1/templates?animation_id=photo",
+            app.address
+        ))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(http["animationId"], "photo", "{http}");
     let unknown = create_choosing(&app, archive, "nope", Default::default())
         .await
         .unwrap_err();

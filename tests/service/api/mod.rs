@@ -4,7 +4,7 @@
 
 mod auth;
 mod cli;
-mod dotlottie_js;
+pub(crate) mod dotlottie_js;
 mod downloads;
 mod drain;
 mod errors;

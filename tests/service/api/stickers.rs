@@ -126,14 +126,9 @@ async fn a_webp_of_a_dotlottie_is_embedded_as_the_image_it_is() {
     image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
         .write_image(green.as_raw(), 100, 100, image::ExtendedColorType::Rgba8)
         .unwrap();
-    let photo = serde_json::json!({
-        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 100, "h": 100,
-        "assets": [{"id": "img", "w": 100, "h": 100, "u": "/i/", "p": "green.webp", "e": 0}],
-        "layers": [{"ddd": 0, "ind": 1, "ty": 2, "refId": "img", "sr": 1, "ip": 0, "op": 5,
-            "st": 0, "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
-            "p": {"a": 0, "k": [0, 0, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
-            "s": {"a": 0, "k": [100, 100, 100]}}}]
-    });
+    let photo = super::dotlottie_js::image_layer_template(
+        serde_json::json!({"id": "img", "w": 100, "h": 100, "u": "/i/", "p": "green.webp", "e": 0}),
+    );
     let v2 = python_zip(&[
         ("manifest.json", manifest("2", "photo"), false),
         ("a/photo.json", serde_json::to_vec(&photo).unwrap(), false),
