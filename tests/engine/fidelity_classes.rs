@@ -110,3 +110,59 @@ fn a_solid_without_a_colour_is_black() {
     let frame = library_frame(template.to_string().as_bytes(), (100, 100), 0);
     assert_eq!(&frame[(50 * 100 + 50) * 4..][..4], [0, 0, 0, 255]);
 }
+
+/// A 160×20 bar at the centre of a 200×200 canvas, its layer starting at frame 20 (`st`,
+/// shown from frame 20) and rotated by `rotation`.
+fn started_bar(rotation: Value) -> Vec<u8> {
+    let mut template: Value = serde_json::from_slice(&rotated_bar(rotation)).unwrap();
+    template["op"] = json!(60);
+    template["layers"][0]["ip"] = json!(20);
+    template["layers"][0]["op"] = json!(60);
+    template["layers"][0]["st"] = json!(20);
+    serde_json::to_vec(&template).unwrap()
+}
+
+/// A rotation from 0° at frame 20 to 90° at frame 60, linear.
+fn quarter_turn(expression: Option<&str>) -> Value {
+    let mut rotation = json!({"a": 1, "k": [
+        {"t": 20, "s": [0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+        {"t": 60, "s": [90]}]});
+    if let Some(expression) = expression {
+        rotation["x"] = json!(expression);
+    }
+    rotation
+}
+
+/// Whether the bar of `started_bar` lies at 45°: along the diagonal, not along either axis.
+fn is_at_45_degrees(frame: &[u8]) -> bool {
+    alpha_at(frame, (128, 128)) == 255
+        && alpha_at(frame, (72, 72)) == 255
+        && alpha_at(frame, (140, 100)) == 0
+        && alpha_at(frame, (100, 140)) == 0
+}
+
+/// A layer's keyframe times are its composition's frames whatever its start time (`st`
+/// shifts only a precomposition's contents): lottie-web (measured in Chromium with the
+/// fidelity tool) and rlottie both show the bar at 45° at frame 40, halfway between its
+/// keyframes at 20 and 60. An expression's `value` reads the keyframes the same way (it
+/// used to subtract `st` and showed 0°).
+#[test]
+fn an_expressions_value_reads_keyframes_at_the_compositions_time() {
+    let plain = library_frame(&started_bar(quarter_turn(None)), (200, 200), 40);
+    assert!(is_at_45_degrees(&plain), "keyframes alone");
+    let expression = quarter_turn(Some("$bm_rt = value;"));
+    let frame = library_frame(&started_bar(expression), (200, 200), 40);
+    assert!(is_at_45_degrees(&frame), "through an expression");
+}
+
+/// `key(n).time` is the keyframe's `t` in seconds, nothing added (lottie-web, measured as
+/// above): keyframe 2 at frame 60 is 2 s, so `key(2).time * 22.5` turns the bar by 45° on
+/// every frame (it used to add `st`: 2⅔ s, 60°).
+#[test]
+fn a_keys_time_is_its_frame_in_seconds() {
+    let expression = quarter_turn(Some("$bm_rt = key(2).time * 22.5;"));
+    for index in [25, 50] {
+        let frame = library_frame(&started_bar(expression.clone()), (200, 200), index);
+        assert!(is_at_45_degrees(&frame), "frame {index}");
+    }
+}

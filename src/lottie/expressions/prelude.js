@@ -259,7 +259,9 @@ var __lottieExpressions = (function () {
         this.expression = null;
         this.seed = 0;
     }
-    Prop.prototype.frameAt = function (t) { return t * frameRate - (this.layer ? this.layer.st : 0); };
+    // A layer's keyframe times are its composition's frames, its start time (`st`) aside, as
+    // lottie-web and rlottie both read them: `st` shifts only a precomposition's contents.
+    Prop.prototype.frameAt = function (t) { return t * frameRate; };
     Prop.prototype.preValueAtTime = function (t) { return valueAtFrame(this.data, this.frameAt(t)); };
     Prop.prototype.valueAtTime = function (t) {
         if (typeof this.data.x !== 'string' || this.evaluating) return this.preValueAtTime(t);
@@ -287,11 +289,10 @@ var __lottieExpressions = (function () {
         if (!isKeyframed(this.data)) throw new Error('the property has no keyframe ' + index);
         var kfs = this.data.__kfs || (this.data.__kfs = normalizedKeyframes(this.data));
         var k = kfs[Math.max(0, Math.min(kfs.length - 1, Math.floor(index) - 1))];
-        var st = this.layer ? this.layer.st : 0;
         var v = valueAtFrame(this.data, k.t);
         var result = isVector(v) ? v.slice() : [v];
         result.value = v;
-        result.time = (k.t + st) / frameRate;
+        result.time = k.t / frameRate;
         result.index = index;
         return result;
     };
@@ -311,9 +312,8 @@ var __lottieExpressions = (function () {
         var kfs = this.data.__kfs || (this.data.__kfs = normalizedKeyframes(this.data));
         var frame = this.frameAt(now);
         var first = kfs[0].t, last = kfs[kfs.length - 1].t;
-        var st = this.layer ? this.layer.st : 0;
         var pre = this;
-        function at(f) { return pre.preValueAtTime((f + st) / frameRate); }
+        function at(f) { return pre.preValueAtTime(f / frameRate); }
         if (out) {
             if (frame <= last) return at(frame);
             var startKey;
@@ -921,7 +921,9 @@ var __lottieExpressions = (function () {
         };
         var run;
         if (source.indexOf('$bm_rt') >= 0) {
-            run = eval('(function () {\n' + source + '\n;return $bm_rt;\n})');
+            // Declared here as lottie-web does: an expression may assign `$bm_rt` without its
+            // own `var` (hand-written ones do).
+            run = eval('(function () {\nvar $bm_rt;\n' + source + '\n;return $bm_rt;\n})');
         } else {
             // An After Effects expression as written (no Bodymovin `$bm_rt`): its value is the
             // completion value of its last statement.
