@@ -3,7 +3,7 @@
 //! ([`slots`]), writing modifications ([`modifications`]), baking expressions into keyframes
 //! ([`expressions`]), turning text layers into glyph shapes ([`text`]), drawing mattes and
 //! masks as lottie-web does ([`mattes`]), writing layer effects into colours and layers
-//! ([`effects`]), retiming to the output frame rate ([`timeline`]) and the `inspect` report
+//! ([`effects`]), what else rlottie reads unlike lottie-web ([`lowering`]), retiming to the output frame rate ([`timeline`]) and the `inspect` report
 //! ([`report`]).
 
 pub mod assets;
@@ -13,6 +13,7 @@ mod error;
 pub mod expressions;
 pub mod fence;
 pub mod images;
+pub mod lowering;
 pub mod mattes;
 pub mod model;
 pub mod modifications;

@@ -8,12 +8,12 @@ pub(crate) mod frames;
 use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
-use crate::lottie::effects;
 use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::text::{self, fonts::FontBook};
 use crate::lottie::{
     assets, expressions, images, mattes, slots, timeline, Template, TemplateError,
 };
+use crate::lottie::{effects, lowering};
 use crate::reason::Reason;
 use crate::spec::{Format, Modifications, OutputSpec};
 use frames::FrameSource;
@@ -203,6 +203,9 @@ pub fn prepare_with_images(
     // written into the layers, after text so that text layers are recoloured as glyph shapes
     // (and after the matte lowering, as the inspect report does).
     effects::lower_layer_effects(&mut json);
+    // What else rlottie reads unlike lottie-web (gradient opacity stops, per-axis easing,
+    // skew), last: on the caller's gradients and on the shapes text and mattes made too.
+    lowering::lower_for_rlottie(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let source = FrameSource {
         json: Arc::new(json.to_string()),

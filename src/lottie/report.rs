@@ -6,6 +6,7 @@
 
 use super::effects;
 use super::expressions;
+use super::lowering;
 use super::mattes;
 use super::slots::{self, Slots};
 use super::template::Template;
@@ -81,7 +82,9 @@ impl InspectReport {
             }
         }
         // Effects are lowered after text, as a render does (text layers are shapes by then).
-        for warning in effects::lower_layer_effects(&mut converted).warnings {
+        let effect_warnings = effects::lower_layer_effects(&mut converted).warnings;
+        let lowering_warnings = lowering::lower_for_rlottie(&mut converted).warnings;
+        for warning in effect_warnings.into_iter().chain(lowering_warnings) {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }

@@ -166,3 +166,194 @@ fn a_keys_time_is_its_frame_in_seconds() {
         assert!(is_at_45_degrees(&frame), "frame {index}");
     }
 }
+
+/// A shape layer at the centre of a `size` canvas drawing `shapes`, with transform `ks`
+/// (its position added at the centre).
+fn shape_layer(size: (u32, u32), mut ks: Value, shapes: Value) -> Vec<u8> {
+    ks["p"] = json!({"a": 0, "k": [size.0 / 2, size.1 / 2, 0]});
+    serde_json::to_vec(&json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 30, "w": size.0, "h": size.1,
+        "layers": [{"ddd": 0, "ind": 1, "ty": 4, "nm": "shape", "sr": 1, "ip": 0, "op": 30,
+            "st": 0, "ks": ks, "shapes": shapes}]
+    }))
+    .unwrap()
+}
+
+/// The extent of opaque pixels (alpha ≥ 128) through the centre of a `width`×`height` frame:
+/// (horizontal run, vertical run).
+fn opaque_extent(frame: &[u8], (width, height): (usize, usize)) -> (usize, usize) {
+    let alpha = |x: usize, y: usize| frame[(y * width + x) * 4 + 3];
+    let across = (0..width).filter(|&x| alpha(x, height / 2) >= 128).count();
+    let down = (0..height).filter(|&y| alpha(width / 2, y) >= 128).count();
+    (across, down)
+}
+
+/// An independent cubic Bézier easing (bisection on x), for the expected sizes.
+fn ease(x1: f64, y1: f64, x2: f64, y2: f64, x: f64) -> f64 {
+    let cubic = |t: f64, p1: f64, p2: f64| {
+        let u = 1.0 - t;
+        3.0 * u * u * t * p1 + 3.0 * u * t * t * p2 + t * t * t
+    };
+    let (mut low, mut high) = (0.0, 1.0);
+    for _ in 0..100 {
+        let middle = (low + high) / 2.0;
+        if cubic(middle, x1, x2) < x {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    cubic((low + high) / 2.0, y1, y2)
+}
+
+/// A rectangle's size eased per axis (`"o": {"x": [0.8, 0]}`: slow start across, linear
+/// down) grows each dimension on its own curve, as lottie-web draws it; rlottie alone eases
+/// both on the first curve.
+#[test]
+fn keyframes_eased_per_axis_ease_each_axis_on_its_own_curve() {
+    let size = json!({"a": 1, "k": [
+        {"t": 0, "s": [20, 20], "o": {"x": [0.8, 0], "y": [0, 0]},
+            "i": {"x": [1, 1], "y": [1, 1]}},
+        {"t": 30, "s": [180, 180]}]});
+    let shapes = json!([
+        {"ty": "rc", "d": 1, "p": {"a": 0, "k": [0, 0]}, "s": size, "r": {"a": 0, "k": 0}},
+        {"ty": "fl", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100}, "r": 1}]);
+    let ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    let template = shape_layer((200, 200), ks, shapes);
+    let frame = library_frame(&template, (200, 200), 15);
+    let (across, down) = opaque_extent(&frame, (200, 200));
+    let expected_across = 20.0 + 160.0 * ease(0.8, 0.0, 1.0, 1.0, 0.5);
+    assert!(
+        (across as f64 - expected_across).abs() <= 2.0,
+        "{across} against {expected_across}"
+    );
+    assert!((down as f64 - 100.0).abs() <= 2.0, "{down}");
+}
+
+/// A horizontal gradient over a 200×40 rectangle across a 200×100 canvas: colour red → blue (stops at 0 and 1),
+/// opacity 1 up to 0.5 then fading to 0 at 1: `stops` on the gradient's own offsets.
+fn gradient_bar(stops: Value, count: u32) -> Vec<u8> {
+    let shapes = json!([
+        {"ty": "rc", "d": 1, "p": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [200, 40]},
+            "r": {"a": 0, "k": 0}},
+        {"ty": "gf", "o": {"a": 0, "k": 100}, "r": 1, "t": 1,
+            "s": {"a": 0, "k": [-100, 0]}, "e": {"a": 0, "k": [100, 0]},
+            "g": {"p": count, "k": {"a": 0, "k": stops}}}]);
+    let ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    shape_layer((200, 100), ks, shapes)
+}
+
+/// Gradient opacity stops at offsets of their own are drawn as lottie-web draws them: colour
+/// interpolated between the colour stops, opacity between the opacity stops. A quarter of
+/// the way along, red and blue mix 3:1 at full opacity; three quarters along, opacity is
+/// half and the colour still 1:3 (lottie-web in Chromium: (190, 0, 64) and, over white,
+/// (160, 129, 224)). rlottie alone paired the 0.5 opacity stop with the blue end (a 1:1 mix
+/// a quarter along) and kept purple towards the transparent end.
+#[test]
+fn gradient_opacity_stops_at_their_own_offsets_keep_the_colour_stops_colours() {
+    let template = gradient_bar(json!([0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0.5, 1, 1, 0]), 2);
+    let frame = library_frame(&template, (200, 100), 0);
+    let pixel = |x: usize| &frame[(50 * 200 + x) * 4..][..4];
+    let quarter = pixel(50);
+    assert!(
+        quarter[0].abs_diff(191) <= 4 && quarter[2].abs_diff(64) <= 4,
+        "{quarter:?}"
+    );
+    // rlottie's gradient table rounds full opacity down by one step (its fixed-point x·a>>8).
+    assert!(quarter[3] >= 254, "{quarter:?}");
+    let three_quarters = pixel(150);
+    assert!(three_quarters[3].abs_diff(128) <= 4, "{three_quarters:?}");
+    // Colour and opacity interpolated apart (lottie-web's SVG), not premultiplied.
+    assert!(
+        three_quarters[0].abs_diff(64) <= 6 && three_quarters[2].abs_diff(191) <= 6,
+        "{three_quarters:?}"
+    );
+}
+
+/// A 100×100 red square at the centre of a 200×200 canvas, `skew`ed (sk, sa in degrees) by
+/// its group's transform or by its layer's.
+fn skewed_square((skew, axis): (f64, f64), on_layer: bool) -> Vec<u8> {
+    let skew_of = |on: bool| {
+        if on {
+            json!({"sk": {"a": 0, "k": skew}, "sa": {"a": 0, "k": axis}})
+        } else {
+            json!({})
+        }
+    };
+    let mut group_transform = json!({"ty": "tr", "p": {"a": 0, "k": [0, 0]},
+        "a": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [100, 100]}, "r": {"a": 0, "k": 0},
+        "o": {"a": 0, "k": 100}});
+    let mut ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    let target = if on_layer {
+        &mut ks
+    } else {
+        &mut group_transform
+    };
+    if let (Some(target), Value::Object(skew)) = (target.as_object_mut(), skew_of(true)) {
+        target.extend(skew);
+    }
+    let shapes = json!([{"ty": "gr", "it": [
+        {"ty": "rc", "d": 1, "p": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [100, 100]},
+            "r": {"a": 0, "k": 0}},
+        {"ty": "fl", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100}, "r": 1},
+        group_transform]}]);
+    shape_layer((200, 200), ks, shapes)
+}
+
+/// Whether canvas point `(x, y)` lies inside the square skewed as lottie-web skews it
+/// (`skewFromAxis(-sk, sa)`: `R(-sa)·Shear(-tan sk)·R(sa)`), by `margin` pixels or more
+/// (`Some(true)`), outside by as much (`Some(false)`), or too near its edge to say.
+fn inside_skewed_square((skew, axis): (f64, f64), (x, y): (f64, f64), margin: f64) -> Option<bool> {
+    let (sin, cos) = axis.to_radians().sin_cos();
+    let shear = -skew.to_radians().tan();
+    // The inverse: R(-sa)·Shear(+tan sk)·R(sa) undoes it.
+    let (px, py) = (x - 100.0, y - 100.0);
+    let (rx, ry) = (cos * px - sin * py, sin * px + cos * py);
+    let (sx, sy) = (rx - shear * ry, ry);
+    let (ux, uy) = (cos * sx + sin * sy, -sin * sx + cos * sy);
+    let distance = ux.abs().max(uy.abs()) - 50.0;
+    // The edge's distance in the skewed picture is at most this much shorter.
+    let stretch = 1.0 + shear.abs();
+    if distance < -margin * stretch {
+        Some(true)
+    } else if distance > margin * stretch {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Skew, on a group's transform or a shape layer's, is drawn as lottie-web draws it (rlottie
+/// alone ignores it): every pixel well inside the skewed square is red and opaque, every one
+/// well outside is clear.
+#[test]
+fn skew_is_drawn_in_group_and_layer_transforms() {
+    for (skew, on_layer) in [
+        ((45.0, 0.0), false),
+        ((30.0, 20.0), true),
+        ((-25.0, 60.0), false),
+    ] {
+        let frame = library_frame(&skewed_square(skew, on_layer), (200, 200), 0);
+        let mut checked = (0, 0);
+        for y in (0..200).step_by(5) {
+            for x in (0..200).step_by(5) {
+                let alpha = frame[(y * 200 + x) * 4 + 3];
+                match inside_skewed_square(skew, (x as f64 + 0.5, y as f64 + 0.5), 2.0) {
+                    Some(true) => {
+                        assert_eq!(alpha, 255, "({x}, {y}) of {skew:?} on layer {on_layer}");
+                        checked.0 += 1;
+                    }
+                    Some(false) => {
+                        assert_eq!(alpha, 0, "({x}, {y}) of {skew:?} on layer {on_layer}");
+                        checked.1 += 1;
+                    }
+                    None => {}
+                }
+            }
+        }
+        assert!(checked.0 > 200 && checked.1 > 200, "{checked:?}");
+    }
+}

@@ -27,7 +27,7 @@ mod sampling;
 mod selector;
 
 pub use lowering::{lower, AnimatorBudget, DocumentStyle, GlyphChannels, OverBudget};
-pub use property::{bezier_ease, Property};
+pub use property::Property;
 pub(crate) use sampling::Sampling;
 
 use properties::Properties;

@@ -2,6 +2,7 @@
 //! (`{"a": …, "k": …}`) read once, then evaluated at any time as lottie-web interpolates
 //! keyframes (both export formats, holds, per-dimension Bézier easing).
 
+use crate::lottie::lowering::bezier_ease;
 use serde_json::Value;
 
 /// Keyframes of one animated property read: far more than a designer sets by hand.
@@ -171,51 +172,6 @@ impl Property {
     }
 }
 
-/// A cubic Bézier easing curve from (0, 0) to (1, 1) with control points (`x1`, `y1`) and
-/// (`x2`, `y2`), evaluated at `x`, as lottie-web's `BezierEasing` (Newton's method with a
-/// bisection fallback). Hand-written: a dozen lines, and the easing crates on crates.io
-/// pull in more than they save.
-pub fn bezier_ease(x1: f64, y1: f64, x2: f64, y2: f64, x: f64) -> f64 {
-    let (x1, x2) = (x1.clamp(0.0, 1.0), x2.clamp(0.0, 1.0));
-    if (x1 == y1 && x2 == y2) || x <= 0.0 || x >= 1.0 {
-        return x.clamp(0.0, 1.0);
-    }
-    let curve = |t: f64, p1: f64, p2: f64| {
-        let u = 1.0 - t;
-        3.0 * u * u * t * p1 + 3.0 * u * t * t * p2 + t * t * t
-    };
-    let slope = |t: f64, p1: f64, p2: f64| {
-        let u = 1.0 - t;
-        3.0 * u * u * p1 + 6.0 * u * t * (p2 - p1) + 3.0 * t * t * (1.0 - p2)
-    };
-    let mut t = x;
-    let mut solved = false;
-    for _ in 0..8 {
-        let error = curve(t, x1, x2) - x;
-        if error.abs() < 1e-9 {
-            solved = true;
-            break;
-        }
-        let derivative = slope(t, x1, x2);
-        if derivative.abs() < 1e-6 {
-            break;
-        }
-        t = (t - error / derivative).clamp(0.0, 1.0);
-    }
-    if !solved {
-        let (mut low, mut high) = (0.0, 1.0);
-        for _ in 0..60 {
-            t = (low + high) / 2.0;
-            if curve(t, x1, x2) < x {
-                low = t;
-            } else {
-                high = t;
-            }
-        }
-    }
-    curve(t, y1, y2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,12 +197,5 @@ mod tests {
         .unwrap();
         assert_eq!(hold.scalar(9.9), 1.0);
         assert_eq!(hold.scalar(10.0), 2.0);
-    }
-
-    #[test]
-    fn easing_matches_known_points_of_css_ease() {
-        // CSS `ease` (0.25, 0.1, 0.25, 1) at x = 0.5 is about 0.8024.
-        assert!((bezier_ease(0.25, 0.1, 0.25, 1.0, 0.5) - 0.8024).abs() < 1e-3);
-        assert_eq!(bezier_ease(0.0, 0.0, 1.0, 1.0, 0.3), 0.3);
     }
 }

@@ -3,8 +3,9 @@
 //! (characters, characters without spaces, words, lines; `TextProperty.js`
 //! `completeTextData`), in a fixed random order when asked.
 
-use super::property::{bezier_ease, Property};
+use super::property::Property;
 use super::random::SplitMix;
+use crate::lottie::lowering::bezier_ease;
 use serde_json::Value;
 
 /// The seed of "randomize order": a fixed one, so a template always renders the same.
