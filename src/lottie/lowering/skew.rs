@@ -15,6 +15,11 @@ use std::collections::BTreeSet;
 /// Skew angles (degrees) whose shear is steeper than this are degenerate (After Effects stops
 /// at ±85°); they are left out, with a warning.
 const MAX_SKEW_DEGREES: f64 = 89.0;
+/// Group levels within which a skewed group is lowered. Each lowering nests its contents three
+/// groups (six JSON levels) deeper, and rlottie's parser recurses per level: skews below this
+/// add at most 192 levels to the template's 256 (`MAX_JSON_DEPTH`). Real files nest groups a
+/// handful of levels.
+pub const MAX_SKEWED_GROUP_DEPTH: usize = 32;
 
 /// Lowers every static skew of `json` rlottie can be given; answers a warning per skew that
 /// stays undrawn.
@@ -54,7 +59,7 @@ fn lower_composition(layers: &mut [Value], warnings: &mut Vec<String>) {
             }
         };
         if let Some(shapes) = layer.get_mut("shapes").and_then(Value::as_array_mut) {
-            lower_groups(shapes, &mut warn);
+            lower_groups(shapes, 0, &mut warn);
         }
         let Some(transform) = layer.get("ks").and_then(Value::as_object) else {
             continue;
@@ -88,7 +93,7 @@ fn lower_composition(layers: &mut [Value], warnings: &mut Vec<String>) {
 }
 
 /// Lowers the skews of the groups in `items` (and the groups nested in them).
-fn lower_groups(items: &mut [Value], warn: &mut impl FnMut(&str)) {
+fn lower_groups(items: &mut [Value], depth: usize, warn: &mut impl FnMut(&str)) {
     for item in items {
         if item.get("ty").and_then(Value::as_str) != Some("gr") {
             continue;
@@ -96,7 +101,7 @@ fn lower_groups(items: &mut [Value], warn: &mut impl FnMut(&str)) {
         let Some(contents) = item.get_mut("it").and_then(Value::as_array_mut) else {
             continue;
         };
-        lower_groups(contents, warn);
+        lower_groups(contents, depth + 1, warn);
         let Some(transform) = contents.last().and_then(Value::as_object) else {
             continue;
         };
@@ -104,6 +109,9 @@ fn lower_groups(items: &mut [Value], warn: &mut impl FnMut(&str)) {
             continue;
         }
         match Skew::of(transform) {
+            Ok(Some(_)) if depth >= MAX_SKEWED_GROUP_DEPTH => {
+                warn("its group is nested more than 32 groups deep");
+            }
             Ok(Some(skew)) => {
                 let Some(Value::Object(transform)) = contents.pop() else {
                     continue;
@@ -293,5 +301,25 @@ mod tests {
         assert_eq!(warnings.len(), 4, "{warnings:?}");
         assert!(json["layers"][5]["ks"].get("sk").is_none());
         assert_eq!(json["layers"][5]["shapes"][0]["ty"], "gr");
+    }
+
+    #[test]
+    fn skewed_groups_nested_past_the_bound_are_left_and_warned_about() {
+        let transform = json!({"ty": "tr", "sk": {"a": 0, "k": 10}});
+        let mut group = json!({"ty": "gr", "it": [transform.clone()]});
+        for _ in 0..MAX_SKEWED_GROUP_DEPTH + 5 {
+            group = json!({"ty": "gr", "it": [group, transform.clone()]});
+        }
+        let mut json = json!({"layers": [{"ty": 4, "nm": "deep", "shapes": [group]}]});
+        let warnings = lower_skew(&mut json);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        // The lowered levels hold four groups each where there was one.
+        let mut depth = 0;
+        let mut item = &json["layers"][0]["shapes"][0];
+        while let Some(first) = item.get("it").and_then(|it| it.get(0)) {
+            depth += 1;
+            item = first;
+        }
+        assert_eq!(depth, 6 + MAX_SKEWED_GROUP_DEPTH * 4);
     }
 }

@@ -136,6 +136,15 @@ fn constant(name: &str) -> Option<Actual> {
             bytes(lottie::template::MAX_TEMPLATE_BYTES as f64)
         }
         "lottie::template::MAX_JSON_DEPTH" => count(lottie::template::MAX_JSON_DEPTH as f64),
+        "lottie::lowering::easing::MAX_RESAMPLED_KEYFRAMES" => {
+            count(lottie::lowering::easing::MAX_RESAMPLED_KEYFRAMES as f64)
+        }
+        "lottie::lowering::easing::MAX_SAMPLES_PER_SEGMENT" => {
+            count(lottie::lowering::easing::MAX_SAMPLES_PER_SEGMENT as f64)
+        }
+        "lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH" => {
+            count(lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH as f64)
+        }
         "lottie::template::MAX_JSON_VALUES" => count(lottie::template::MAX_JSON_VALUES as f64),
         "lottie::fence::MAX_FRAME_RATE" => count(lottie::fence::MAX_FRAME_RATE),
         "lottie::fence::MAX_CANVAS_SIDE" => count(lottie::fence::MAX_CANVAS_SIDE as f64),
