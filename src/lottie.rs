@@ -17,6 +17,7 @@ pub mod lowering;
 pub mod mattes;
 pub mod model;
 pub mod modifications;
+mod quirks;
 pub mod report;
 pub mod slots;
 pub mod template;

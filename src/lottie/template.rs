@@ -156,7 +156,7 @@ impl Template {
             ));
         }
         normalize_integer_fields(&mut json)?;
-        lower_layer_quirks(&mut json);
+        super::quirks::lower_parse_time_quirks(&mut json);
         let model: Animation = serde_path_to_error::deserialize(&json).map_err(|error| {
             let path = error.path().to_string();
             TemplateError::invalid(json_path(&path), error.into_inner().to_string())
@@ -349,50 +349,6 @@ const STRICT_INTEGER_LAYER_FIELDS: &[&str] = &["ind", "parent", "ty", "ddd"];
 /// included; rounding them to whole pixels is invisible, so they are rounded rather than
 /// refused.
 const ROUNDED_SIZE_FIELDS: &[&str] = &["w", "h"];
-
-/// What lottie-web shows and rlottie 0.1 does not, written the way rlottie reads it, on every
-/// layer (root and precompositions) before anything else sees the tree.
-fn lower_layer_quirks(json: &mut Value) {
-    if let Some(assets) = json.get_mut("assets").and_then(Value::as_array_mut) {
-        for asset in assets {
-            if let Some(layers) = asset.get_mut("layers").and_then(Value::as_array_mut) {
-                layers.iter_mut().for_each(lower_quirks_of);
-            }
-        }
-    }
-    if let Some(layers) = json.get_mut("layers").and_then(Value::as_array_mut) {
-        layers.iter_mut().for_each(lower_quirks_of);
-    }
-}
-
-fn lower_quirks_of(layer: &mut Value) {
-    // A solid without a colour (`"sc": ""`): lottie-web paints it black, rlottie white.
-    if layer.get("ty").and_then(Value::as_i64) == Some(1)
-        && layer.get("sc").and_then(Value::as_str) == Some("")
-    {
-        if let Some(map) = layer.as_object_mut() {
-            map.insert("sc".into(), Value::from("#000000"));
-        }
-    }
-    // A static time remap (`"tm": {"a": 0, "k": 0.8}`): lottie-web shows the precomposition
-    // at that time on every frame; rlottie reads only keyframed remaps. It becomes a held
-    // keyframe at the layer's in point (an expression's remap is baked with the others).
-    let in_point = layer.get("ip").and_then(Value::as_f64).unwrap_or(0.0);
-    let Some(remap) = layer.get_mut("tm").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let Some(seconds) = remap.get("k").and_then(Value::as_f64) else {
-        return;
-    };
-    if remap.contains_key("x") {
-        return;
-    }
-    remap.insert("a".into(), Value::from(1));
-    remap.insert(
-        "k".into(),
-        serde_json::json!([{"t": in_point, "s": [seconds], "h": 1}]),
-    );
-}
 
 /// Writes integral floats as integers where rlottie insists on integers, so templates from
 /// float-typed exporters render instead of being refused.

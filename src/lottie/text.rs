@@ -38,7 +38,7 @@ use glyph_paths::{drawable, font_paths};
 use groups::{document_group, glyph_group, hold_opacity, DocumentParts};
 use layout::{Document, Layout};
 use serde_json::{json, Value};
-use warnings::{missing_characters_warning, quoted_layer_name, TextWarnings};
+use warnings::{missing_characters_warning, named_characters, quoted_layer_name, TextWarnings};
 
 /// Glyphs drawn for one template, all its text layers and keyframes together: a title card
 /// has dozens to hundreds; the limit keeps a hostile template from making millions of paths.
@@ -346,18 +346,18 @@ fn keyframe_group(
             hold_opacity(keyframe.parts.times, keyframe.parts.index),
         )));
     }
-    // The designer's own outlines when they cover the whole text.
-    if let Some(source) = template_fonts
-        .chars
-        .get(font_name)
-        .filter(|c| c.covers(&shown_text))
-    {
+    // The designer's own outlines whenever the template has them for this font, as
+    // lottie-web draws them: a character they lack is skipped (lottie-web draws an empty
+    // glyph of no width in its place), never drawn in another font.
+    if let Some(source) = template_fonts.chars.get(font_name) {
+        let missing = source.missing_characters(&shown_text);
+        if !missing.is_empty() {
+            warnings.insert(format!(
+                "text layer '{name}': the template's glyphs lack {}; they are skipped, as lottie-web skips them",
+                named_characters(&missing)
+            ));
+        }
         return chars_group(keyframe, source, budget, warnings).map(Some);
-    }
-    if template_fonts.chars.contains_key(font_name) {
-        warnings.insert(format!(
-            "text layer '{name}': the template's glyphs do not cover the text; it is drawn in a font instead"
-        ));
     }
     let chosen = fonts.choose(font_name, family, style);
     font_group(keyframe, fonts, chosen, style, budget, warnings)
@@ -479,7 +479,7 @@ mod tests {
     }
 
     #[test]
-    fn the_templates_own_glyphs_draw_a_text_they_cover_and_a_font_the_rest() {
+    fn the_templates_own_glyphs_draw_a_text_and_skip_what_they_lack() {
         let mut covered = with_chars("II");
         let report = convert_text_layers(&mut covered, &FontBook::default()).unwrap();
         let paths: Vec<&Value> = covered["layers"][0]["shapes"][0]["it"]
@@ -493,13 +493,24 @@ mod tests {
         assert_eq!(paths[1]["ks"]["k"]["v"][0], json!([15.0, 0.0]));
         assert_eq!(paths[1]["ks"]["k"]["v"][2], json!([25.0, -35.0]));
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-        let mut uncovered = with_chars("IJ");
+        // A character the glyphs lack takes no room and draws nothing (lottie-web's empty
+        // glyph): the second I is where the first I's advance ends.
+        let mut uncovered = with_chars("IJI");
         let report = convert_text_layers(&mut uncovered, &FontBook::default()).unwrap();
-        assert!(report.warnings.iter().any(|w| w.contains("do not cover")));
-        assert!(report
-            .warnings
+        let paths: Vec<&Value> = uncovered["layers"][0]["shapes"][0]["it"]
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|w| w.contains("'Box'") && w.contains("Liberation Serif")));
+            .filter(|item| item["ty"] == "sh")
+            .collect();
+        assert_eq!(paths.len(), 2, "one box per I, none for J");
+        assert_eq!(paths[1]["ks"]["k"]["v"][0], json!([15.0, 0.0]));
+        assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+        assert!(
+            report.warnings[0].contains("lack U+004A;"),
+            "{:?}",
+            report.warnings
+        );
     }
 
     /// A template of one text layer showing `text` in the bundled font with the document

@@ -357,3 +357,77 @@ fn skew_is_drawn_in_group_and_layer_transforms() {
         assert!(checked.0 > 200 && checked.1 > 200, "{checked:?}");
     }
 }
+
+/// A 100×100 rectangle filling a 100×100 canvas, its fill `colour`, in a document of
+/// Bodymovin `version`.
+fn filled_canvas(version: &str, colour: Value) -> Vec<u8> {
+    let shapes = json!([
+        {"ty": "rc", "d": 1, "p": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [100, 100]},
+            "r": {"a": 0, "k": 0}},
+        {"ty": "fl", "c": {"a": 0, "k": colour}, "o": {"a": 0, "k": 100}, "r": 1}]);
+    let ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    let mut template: Value = serde_json::from_slice(&shape_layer((100, 100), ks, shapes)).unwrap();
+    template["v"] = json!(version);
+    serde_json::to_vec(&template).unwrap()
+}
+
+/// Documents older than Bodymovin 4.1.9 wrote fill and stroke colours in 0..255; lottie-web
+/// divides them by 255 (its `checkColors`): [128, 64, 0, 255] is brown there, not the yellow
+/// that clamping each channel to 1 gives. A newer document's channels are 0..1 as written.
+#[test]
+fn colours_of_documents_older_than_4_1_9_are_in_0_to_255() {
+    // rlottie truncates a channel (0.5 → 127): within one level.
+    let near = |pixel: &[u8], expected: [u8; 4]| {
+        pixel
+            .iter()
+            .zip(expected)
+            .all(|(got, wanted)| got.abs_diff(wanted) <= 1)
+    };
+    let old = library_frame(
+        &filled_canvas("4.1.8", json!([128, 64, 0, 255])),
+        (100, 100),
+        0,
+    );
+    let pixel = &old[(50 * 100 + 50) * 4..][..4];
+    assert!(near(pixel, [128, 64, 0, 255]), "{pixel:?}");
+    let new = library_frame(
+        &filled_canvas("5.7.0", json!([0.5, 0.25, 0, 1])),
+        (100, 100),
+        0,
+    );
+    let pixel = &new[(50 * 100 + 50) * 4..][..4];
+    assert!(near(pixel, [128, 64, 0, 255]), "{pixel:?}");
+}
+
+/// A text drawn in the template's own glyphs (`chars`: a 20×70 box for "I", advance 30, at
+/// size 100) skips a character they lack, as lottie-web does (an empty glyph of no width),
+/// instead of drawing the whole text in another font: "IJI" at size 100 shows two boxes,
+/// the second one advance after the first.
+#[test]
+fn embedded_glyphs_skip_the_characters_they_lack() {
+    let template = json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 200, "h": 100,
+        "fonts": {"list": [{"fName": "Box-Regular", "fFamily": "Box", "fStyle": "Regular",
+            "ascent": 70}]},
+        "chars": [{"ch": "I", "size": 100, "style": "Regular", "w": 30, "fFamily": "Box",
+            "data": {"shapes": [{"ty": "gr", "it": [{"ty": "sh", "ks": {"a": 0, "k": {"c": true,
+                "v": [[0, 0], [20, 0], [20, -70], [0, -70]],
+                "i": [[0, 0], [0, 0], [0, 0], [0, 0]], "o": [[0, 0], [0, 0], [0, 0], [0, 0]]}}}]}]}}],
+        "layers": [{"ddd": 0, "ind": 1, "ty": 5, "nm": "t", "sr": 1, "ip": 0, "op": 5, "st": 0,
+            "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0}, "p": {"a": 0, "k": [10, 85, 0]},
+                "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}},
+            "t": {"d": {"k": [{"s": {"s": 100, "f": "Box-Regular", "t": "IJI", "j": 0,
+                "fc": [0, 0, 0]}, "t": 0}]}, "p": {}, "m": {"g": 1, "a": {"a": 0, "k": [0, 0]}},
+                "a": []}}]
+    });
+    let frame = library_frame(template.to_string().as_bytes(), (200, 100), 0);
+    // Row 50: boxes at x 10..30 and 40..60 (the baseline at y 85, 70 tall).
+    let alpha = |x: usize| frame[(50 * 200 + x) * 4 + 3];
+    for x in [12, 28, 42, 58] {
+        assert_eq!(alpha(x), 255, "x {x}");
+    }
+    for x in [35, 65, 75, 100, 150] {
+        assert_eq!(alpha(x), 0, "x {x}");
+    }
+}

@@ -219,11 +219,17 @@ impl CharsSource {
             .copied()
     }
 
-    /// Whether every character of `text` (line breaks aside) has an outline here.
-    pub(crate) fn covers(&self, text: &str) -> bool {
-        text.chars()
-            .filter(|c| !matches!(c, '\r' | '\n' | '\u{3}'))
-            .all(|c| self.glyph_of(c).is_some())
+    /// The characters of `text` (line breaks and spaces aside) with no outline here, each
+    /// once, in order.
+    pub(crate) fn missing_characters(&self, text: &str) -> Vec<char> {
+        let mut missing = Vec::new();
+        for character in text.chars() {
+            let blank = character.is_whitespace() || character == '\u{3}';
+            if !blank && self.glyph_of(character).is_none() && !missing.contains(&character) {
+                missing.push(character);
+            }
+        }
+        missing
     }
 
     /// Vertices of the outline of `glyph` (what drawing it once costs).

@@ -33,6 +33,15 @@ const MAX_MISSING_CHARACTERS_NAMED: usize = 16;
 
 /// The warning for a document whose `missing` characters no font has.
 pub(super) fn missing_characters_warning(name: &str, missing: &[char]) -> String {
+    format!(
+        "text layer '{name}': characters {} are in no available font; they are drawn as the font's .notdef",
+        named_characters(missing)
+    )
+}
+
+/// `missing` as code points (`U+004A, U+00E9`), distinct and sorted, at most
+/// [`MAX_MISSING_CHARACTERS_NAMED`] named and the rest counted.
+pub(super) fn named_characters(missing: &[char]) -> String {
     let mut distinct: Vec<char> = missing.to_vec();
     distinct.sort_unstable();
     distinct.dedup();
@@ -42,15 +51,11 @@ pub(super) fn missing_characters_warning(name: &str, missing: &[char]) -> String
         .map(|character| format!("U+{:04X}", u32::from(*character)))
         .collect();
     let more = distinct.len().saturating_sub(MAX_MISSING_CHARACTERS_NAMED);
-    let more = if more > 0 {
-        format!(" and {more} more")
+    if more > 0 {
+        format!("{} and {more} more", named.join(", "))
     } else {
-        String::new()
-    };
-    format!(
-        "text layer '{name}': characters {}{more} are in no available font; they are drawn as the font's .notdef",
         named.join(", ")
-    )
+    }
 }
 
 /// Text warnings, distinct and sorted, at most [`MAX_TEXT_WARNINGS`] of them.
