@@ -15,6 +15,7 @@
 //! Here what is baked where; the QuickJS engine and its work budget are in `engine`.
 
 mod engine;
+pub mod paths;
 mod sampling;
 
 use engine::Engine;
@@ -150,6 +151,7 @@ fn bake_metered(json: &mut Value, fps: u32, metering: Metering) -> ExpressionRep
         }
     };
     let mut samples_left = MAX_BAKED_SAMPLES;
+    let mut path_vertices_left = paths::MAX_BAKED_PATH_VERTICES;
     for (index, found) in engine.found.iter().enumerate() {
         let path = json_path(&found.path);
         let not_evaluated = |why: &str| {
@@ -175,7 +177,11 @@ fn bake_metered(json: &mut Value, fps: u32, metering: Metering) -> ExpressionRep
             )));
             continue;
         };
-        match engine.bake(index, grid) {
+        let baked = engine.bake(index, grid).and_then(|values| {
+            paths::charge(&values, &mut path_vertices_left)?;
+            Ok(values)
+        });
+        match baked {
             Ok(values) => {
                 if let Some(property) = json.pointer_mut(&found.path) {
                     replace_with_keyframes(property, grid, values);
@@ -300,7 +306,8 @@ fn replace_with_keyframes(property: &mut Value, grid: &sampling::Sampling, value
     for (index, value) in values.iter().enumerate() {
         let previous = index.checked_sub(1).and_then(|i| values.get(i));
         let next = values.get(index + 1);
-        let holds = next == Some(value);
+        // Consecutive paths of different vertex counts do not interpolate: held.
+        let holds = next.is_some_and(|next| next == value || !paths::interpolable(value, next));
         if previous == Some(value) && next == Some(value) {
             continue;
         }

@@ -431,3 +431,91 @@ fn embedded_glyphs_skip_the_characters_they_lack() {
         assert_eq!(alpha(x), 0, "x {x}");
     }
 }
+
+/// A square path of side `side` centred on the origin.
+fn square_path(side: f64) -> Value {
+    let h = side / 2.0;
+    json!({"c": true, "v": [[-h, -h], [h, -h], [h, h], [-h, h]],
+        "i": [[0, 0], [0, 0], [0, 0], [0, 0]], "o": [[0, 0], [0, 0], [0, 0], [0, 0]]})
+}
+
+/// A group named `name` of one path `Path 1` (`path`, a property) filled with `colour`, at
+/// `position`.
+fn path_group(name: &str, path: Value, colour: [f64; 4], position: [f64; 2]) -> Value {
+    json!({"ty": "gr", "nm": name, "it": [
+        {"ty": "sh", "nm": "Path 1", "ks": path},
+        {"ty": "fl", "c": {"a": 0, "k": colour}, "o": {"a": 0, "k": 100}, "r": 1},
+        {"ty": "tr", "p": {"a": 0, "k": position}, "a": {"a": 0, "k": [0, 0]},
+            "s": {"a": 0, "k": [100, 100]}, "r": {"a": 0, "k": 0}, "o": {"a": 0, "k": 100}}]})
+}
+
+/// A path-valued expression is baked into path keyframes: Shape 2's path reads Shape 1's
+/// (a square growing from 40 to 80 px over 30 frames), so at frame 15 both groups show a
+/// 60 px square, red on the left and blue on the right, where Shape 2's own path is a 4 px
+/// square that rlottie alone would draw.
+#[test]
+fn a_path_valued_expression_is_baked() {
+    let growing = json!({"a": 1, "k": [
+        {"t": 0, "s": [square_path(40.0)], "i": {"x": 1, "y": 1}, "o": {"x": 0, "y": 0}},
+        {"t": 30, "s": [square_path(80.0)]}]});
+    let mut reading = json!({"a": 0, "k": square_path(4.0)});
+    reading["x"] = json!("$bm_rt = content('Shape 1').content('Path 1').path;");
+    let shapes = json!([
+        path_group("Shape 1", growing, [1.0, 0.0, 0.0, 1.0], [-50.0, 0.0]),
+        path_group("Shape 2", reading, [0.0, 0.0, 1.0, 1.0], [50.0, 0.0])
+    ]);
+    let ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    let frame = library_frame(&shape_layer((200, 200), ks, shapes), (200, 200), 15);
+    let pixel = |x: usize, y: usize| &frame[(y * 200 + x) * 4..][..4];
+    for (centre, colour) in [(50, [255, 0, 0, 255]), (150, [0, 0, 255, 255])] {
+        for (dx, dy) in [
+            (-27i32, 0i32),
+            (27, 0),
+            (0, -27),
+            (0, 27),
+            (-27, -27),
+            (27, 27),
+        ] {
+            let (x, y) = ((centre + dx) as usize, (100 + dy) as usize);
+            assert_eq!(pixel(x, y), colour, "inside ({x}, {y})");
+        }
+        for (dx, dy) in [(-33i32, 0i32), (33, 0), (0, -33), (0, 33)] {
+            let (x, y) = ((centre + dx) as usize, (100 + dy) as usize);
+            assert_eq!(pixel(x, y)[3], 0, "outside ({x}, {y})");
+        }
+    }
+}
+
+/// A hostile path expression: a path past the fence's vertex limit keeps the property's own
+/// path, with a warning; the baked path is never what rlottie sees. (The template's bound on
+/// all baked vertices together is a unit test of `expressions::paths`.)
+#[test]
+fn a_path_expression_past_the_path_limits_keeps_the_static_path() {
+    let mut path = json!({"a": 0, "k": square_path(4.0)});
+    path["x"] = json!(
+        "var p = []; for (var i = 0; i < 10001; i += 1) p.push([i % 100, i % 7]);\n\
+         $bm_rt = createPath(p, [], [], true);"
+    );
+    let shapes = json!([path_group("Shape", path, [1.0, 0.0, 0.0, 1.0], [0.0, 0.0])]);
+    let ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    let mut json: Value = serde_json::from_slice(&shape_layer((200, 200), ks, shapes)).unwrap();
+    // Two frames: the limit, not the CPU budget, is what stops it.
+    json["op"] = json!(2);
+    json["layers"][0]["op"] = json!(2);
+    let report = lottie_render::lottie::expressions::bake(&mut json, 30);
+    assert_eq!(report.baked, 0);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("10001 vertices, more than 10000")),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(
+        json["layers"][0]["shapes"][0]["it"][0]["ks"]["k"],
+        square_path(4.0)
+    );
+}

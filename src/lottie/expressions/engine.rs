@@ -165,8 +165,10 @@ impl Engine {
             Value::Array(items) => !items.is_empty() && items.iter().all(Value::is_number),
             _ => false,
         };
-        if values.len() != grid.count || !values.iter().all(numeric) {
-            return Err("the expression's value is not a number or a vector".to_owned());
+        // Paths (of a path property; the prelude makes them plain) are checked by the caller.
+        let all_paths = values.iter().all(super::paths::is_path);
+        if values.len() != grid.count || !(values.iter().all(numeric) || all_paths) {
+            return Err("the expression's value is not a number, a vector or a path".to_owned());
         }
         Ok(values)
     }

@@ -67,7 +67,22 @@ var __lottieExpressions = (function () {
         }
         return v;
     }
+    function isPath(v) {
+        return v !== null && typeof v === 'object' && !isVector(v) && !(v instanceof Number) &&
+            isVector(v.v);
+    }
+    // Points copied by plain loops, not the metered `map`/`slice`: a path of a thousand
+    // vertices is copied several times per frame.
+    function copyPoints(list) {
+        var out = [];
+        for (var i = 0; list && i < list.length; i += 1) {
+            var p = list[i];
+            out.push(isVector(p) ? [Number(p[0]), Number(p[1])] : [0, 0]);
+        }
+        return out;
+    }
     function copy(v) {
+        if (isPath(v)) return { c: !!v.c, v: copyPoints(v.v), i: copyPoints(v.i), o: copyPoints(v.o) };
         return isVector(v) ? Array.prototype.slice.call(v).map(Number) : v;
     }
     function elementwise(a, b, op) {
@@ -157,7 +172,11 @@ var __lottieExpressions = (function () {
         return Array.isArray(data.k) && data.k.length > 0 && data.k[0] !== null &&
             typeof data.k[0] === 'object' && typeof data.k[0].t === 'number';
     }
-    function unwrap(v) { return isVector(v) && v.length === 1 && !isVector(v[0]) ? Number(v[0]) : v; }
+    // A keyframe's one-element `s`: a number, or (path properties) the path itself.
+    function unwrap(v) {
+        if (isVector(v) && v.length === 1 && isPath(v[0])) return v[0];
+        return isVector(v) && v.length === 1 && !isVector(v[0]) ? Number(v[0]) : v;
+    }
     function normalizedKeyframes(data) {
         var out = [];
         var previousEnd;
@@ -386,8 +405,26 @@ var __lottieExpressions = (function () {
         }
         return div(sum, samples);
     };
+    // A path as plain data ({c, v, i, o}, every point two finite numbers, tangents as many as
+    // vertices, missing ones zero), whatever gave it: a path value, a path's interface or
+    // createPath.
+    function plainPath(path) {
+        var vertices = path.v;
+        if (!isVector(vertices)) throw new TypeError('the expression gave no path for a path property');
+        function points(list) {
+            var out = [];
+            for (var i = 0; i < vertices.length; i += 1) {
+                var p = list && list[i] ? list[i] : [0, 0];
+                var point = [Number(p[0]), Number(p[1])];
+                check(point);
+                out.push(point);
+            }
+            return out;
+        }
+        return { c: !!path.c, v: points(vertices), i: points(path.i), o: points(path.o) };
+    }
     function conform(result, base) {
-        if (result && result.v && result.i && result.o) return result;
+        if (isPath(base) || (result && result.v && result.i && result.o)) return plainPath(result || {});
         if (isVector(base)) {
             if (!isVector(result)) throw new TypeError('the expression gave a number for a vector property');
             var out = [];
@@ -509,9 +546,11 @@ var __lottieExpressions = (function () {
         return iface;
     }
     function createPath(points, inTangents, outTangents, closed) {
-        points = (points || []).map(copy);
+        points = copyPoints(points);
         function tangents(list) {
-            return points.map(function (_, i) { return list && list[i] ? copy(list[i]) : [0, 0]; });
+            var out = copyPoints(list);
+            while (out.length < points.length) out.push([0, 0]);
+            return out.slice(0, points.length);
         }
         return { v: points, i: tangents(inTangents), o: tangents(outTangents), c: closed === undefined ? true : !!closed };
     }
@@ -963,14 +1002,6 @@ var __lottieExpressions = (function () {
         }
         return [iface];
     }
-    function isPathValued(data) {
-        if (isKeyframed(data)) {
-            var s = data.k[0].s;
-            return isVector(s) && s[0] !== null && typeof s[0] === 'object';
-        }
-        return data.k !== null && typeof data.k === 'object' && !isVector(data.k);
-    }
-
     function load(json, rate) {
         frameRate = rate;
         var root = JSON.parse(json);
@@ -996,7 +1027,6 @@ var __lottieExpressions = (function () {
                     var rest = pointer.slice(layerPointer.length);
                     var unsupported = null;
                     if (layer.data.ty === 5 && rest.indexOf('/t/') === 0) unsupported = 'text properties';
-                    else if (isPathValued(data)) unsupported = 'path values';
                     var groups = groupsFor(layer, pointer, layerPointer);
                     var prop = propOf(data, layer, groups, '');
                     prop.groups = groups;

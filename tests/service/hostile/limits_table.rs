@@ -136,6 +136,9 @@ fn constant(name: &str) -> Option<Actual> {
             bytes(lottie::template::MAX_TEMPLATE_BYTES as f64)
         }
         "lottie::template::MAX_JSON_DEPTH" => count(lottie::template::MAX_JSON_DEPTH as f64),
+        "lottie::expressions::paths::MAX_BAKED_PATH_VERTICES" => {
+            count(lottie::expressions::paths::MAX_BAKED_PATH_VERTICES as f64)
+        }
         "lottie::lowering::easing::MAX_RESAMPLED_KEYFRAMES" => {
             count(lottie::lowering::easing::MAX_RESAMPLED_KEYFRAMES as f64)
         }
