@@ -32,6 +32,7 @@ pub fn convert(source: &[Bgra], destination: &mut [u8], layout: PixelLayout) {
 /// Premultiplied → straight alpha, rounding to nearest. Leaving colours premultiplied
 /// darkens every anti-aliased edge (the "dark halo"). Fully transparent pixels become
 /// transparent black.
+/// The alphas rlottie means as opaque (`super::yuv::RLOTTIE_OPAQUE_ALPHAS`) become 255.
 fn straight(pixel: Bgra, table: &UnpremultiplyTable) -> Bgra {
     match pixel.a {
         255 => pixel,
@@ -41,7 +42,11 @@ fn straight(pixel: Bgra, table: &UnpremultiplyTable) -> Bgra {
                 b: row[usize::from(pixel.b)],
                 g: row[usize::from(pixel.g)],
                 r: row[usize::from(pixel.r)],
-                a: alpha,
+                a: if super::yuv::rlottie_opaque(alpha) {
+                    255
+                } else {
+                    alpha
+                },
             }
         }
     }
@@ -100,6 +105,12 @@ mod tests {
                     ((f64::from(colour) * 255.0 / f64::from(alpha)) + 0.5)
                         .floor()
                         .min(255.0) as u8
+                };
+                // rlottie's opaque alphas (a gradient's 254, a matte's 251) read as opaque.
+                let alpha = if (251..=254).contains(&alpha) {
+                    255
+                } else {
+                    alpha
                 };
                 assert_eq!(pixel, [exact, exact, exact, alpha], "{colour}/{alpha}");
             }

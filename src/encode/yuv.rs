@@ -295,24 +295,30 @@ fn convert_row_pair_scalar(pair: &mut RowPair, alpha: AlphaHandling, first_colum
     }
 }
 
-/// The alpha rlottie gives every pixel of an opaque gradient (and, at most, any other pixel
-/// except through anti-aliasing), read as opaque. rlottie builds a gradient's colour table with
-/// Qt's `interpolate_pixel` (`src/vector/vdrawhelper.h`): `(x·(255 − t) + y·t) >> 8`, weights
-/// summing to 255 but divided by 256, so every entry between the stops is scaled by 255/256 and
-/// floored: alpha 255 becomes 254 and the colour is premultiplied by it. Un-premultiplying by 254
-/// recovers the intended colour (255/256 · 255/254 = 1.00002); composited as the translucent pixel
-/// it claims to be, it came out up to 2/255 dark (1 from the scaling, ~1 from the floor) and WebM
-/// carried alpha 254, which players composite. The renderer is Debian's librlottie (system
-/// library), so it is corrected here, where every pixel is read anyway. A genuine 254 (an
-/// anti-aliased edge covering 99.6%) cannot be told apart; reading it as opaque costs at most one
-/// code: MP4 shows `255·p/254` instead of `p + bg/255`, which differ by `p/254 − bg/255` ∈ [−1, 1];
-/// WebM's alpha plane says 255 instead of 254, a player's composite moves by
-/// `|straight − bg|/255` ≤ 1.
-pub(crate) const RLOTTIE_OPAQUE_ALPHA: u8 = 254;
+/// The alphas rlottie gives pixels it means as opaque, read as opaque. rlottie multiplies by
+/// alpha with Qt's fixed-point helpers (`src/vector/vdrawhelper.h`), which divide by 256 where
+/// the weights sum to 255, and floors: a gradient's colour table (`(x·(255 − t) + y·t) >> 8`)
+/// turns alpha 255 into 254, and a track matte's three or four compositing steps (the matte's
+/// destination-in, the matted layer's buffer drawn over the canvas; `BYTE_MUL`, `x·a >> 8`)
+/// turn it into 251 (measured: an opaque solid under an opaque alpha, luma or inverted matte
+/// comes out 251, where lottie-web draws 255 and black showed as (3, 3, 3) over white). Each
+/// colour is premultiplied by the same factor, so un-premultiplying by the alpha recovers the
+/// intended colour (255/256 · 255/254 = 1.00002). Composited as the translucent pixels they
+/// claim to be, they came out up to 5/255 light or dark, and WebM carried alphas players
+/// composite. The renderer is Debian's librlottie (system library), so it is corrected here,
+/// where every pixel is read anyway. A genuine 251–254 (an anti-aliased edge covering over
+/// 98.4%) cannot be told apart; reading it as opaque costs at most 4 codes: MP4 shows
+/// `p·255/α` instead of `p + bg·(255 − α)/255`; WebM's alpha plane says 255 instead of α.
+pub(crate) const RLOTTIE_OPAQUE_ALPHAS: std::ops::RangeInclusive<u8> = 251..=254;
 
-/// Alpha as it goes into WebM's alpha plane ([`RLOTTIE_OPAQUE_ALPHA`] is opaque).
+/// Whether rlottie meant `alpha` as opaque ([`RLOTTIE_OPAQUE_ALPHAS`]).
+pub(crate) fn rlottie_opaque(alpha: u8) -> bool {
+    RLOTTIE_OPAQUE_ALPHAS.contains(&alpha)
+}
+
+/// Alpha as it goes into WebM's alpha plane ([`RLOTTIE_OPAQUE_ALPHAS`] are opaque).
 fn alpha_code(alpha: u8) -> u8 {
-    if alpha == RLOTTIE_OPAQUE_ALPHA {
+    if rlottie_opaque(alpha) {
         255
     } else {
         alpha
@@ -320,10 +326,10 @@ fn alpha_code(alpha: u8) -> u8 {
 }
 
 /// `p + bg·(255 − α)/255` per channel, `[r, g, b]`: "over" on a premultiplied pixel. A pixel of
-/// [`RLOTTIE_OPAQUE_ALPHA`] is un-premultiplied instead, as `p + p·1/255` (the same formula with
-/// the pixel's own colour as background: `round(p·255/254)` but for p = 127, a tie, 127 not 128).
+/// [`RLOTTIE_OPAQUE_ALPHAS`] is un-premultiplied instead, as `p + p·(255 − α)/255` (the same
+/// formula with the pixel's own colour as background: within half a code of `p·255/α`).
 fn composite(pixel: Bgra, background: [u8; 3]) -> [i32; 3] {
-    let [red, green, blue] = if pixel.a == RLOTTIE_OPAQUE_ALPHA {
+    let [red, green, blue] = if rlottie_opaque(pixel.a) {
         [pixel.r, pixel.g, pixel.b]
     } else {
         background
@@ -570,10 +576,10 @@ mod tests {
                     }
                 }
                 if alpha == AlphaHandling::Straight {
-                    // rlottie's gradient alpha (254) is opaque; every other alpha as rendered.
+                    // rlottie's opaque alphas (251–254) are opaque; every other as rendered.
                     let alphas: Vec<u8> = source
                         .iter()
-                        .map(|p| if p.a == 254 { 255 } else { p.a })
+                        .map(|p| if rlottie_opaque(p.a) { 255 } else { p.a })
                         .collect();
                     assert_eq!(planes.alpha, alphas);
                 }
@@ -716,8 +722,8 @@ mod tests {
         for background in [0u8, 1, 100, 254, 255] {
             for alpha in 0..=255u8 {
                 for colour in [0, alpha / 3, alpha] {
-                    let exact = if alpha == RLOTTIE_OPAQUE_ALPHA {
-                        // Un-premultiplied (opaque), not composited: see RLOTTIE_OPAQUE_ALPHA.
+                    let exact = if rlottie_opaque(alpha) {
+                        // Un-premultiplied (opaque), not composited: see RLOTTIE_OPAQUE_ALPHAS.
                         f64::from(colour) * 255.0 / f64::from(alpha)
                     } else {
                         f64::from(colour) + f64::from(background) * f64::from(255 - alpha) / 255.0

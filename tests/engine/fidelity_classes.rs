@@ -261,8 +261,7 @@ fn gradient_opacity_stops_at_their_own_offsets_keep_the_colour_stops_colours() {
         quarter[0].abs_diff(191) <= 4 && quarter[2].abs_diff(64) <= 4,
         "{quarter:?}"
     );
-    // rlottie's gradient table rounds full opacity down by one step (its fixed-point x·a>>8).
-    assert!(quarter[3] >= 254, "{quarter:?}");
+    assert_eq!(quarter[3], 255, "{quarter:?}");
     let three_quarters = pixel(150);
     assert!(three_quarters[3].abs_diff(128) <= 4, "{three_quarters:?}");
     // Colour and opacity interpolated apart (lottie-web's SVG), not premultiplied.
@@ -518,4 +517,40 @@ fn a_path_expression_past_the_path_limits_keeps_the_static_path() {
         json["layers"][0]["shapes"][0]["it"][0]["ks"]["k"],
         square_path(4.0)
     );
+}
+/// Black inside an alpha track matte is black and opaque, as lottie-web draws it: a black
+/// solid matted (`tt: 1`) by an opaque white solid over its left half.
+#[test]
+fn black_inside_an_alpha_matte_stays_black_and_opaque() {
+    let mut source = solid(1, "#ffffff", (50, 100), (0, 5));
+    source["td"] = json!(1);
+    let mut matted = solid(2, "#000000", (100, 100), (0, 5));
+    matted["tt"] = json!(1);
+    let template = json!({
+        "v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 100, "h": 100,
+        "layers": [source, matted]
+    });
+    let frame = library_frame(template.to_string().as_bytes(), (100, 100), 0);
+    assert_eq!(&frame[(50 * 100 + 25) * 4..][..4], [0, 0, 0, 255], "inside");
+    assert_eq!(frame[(50 * 100 + 75) * 4 + 3], 0, "outside");
+    // Over white in an MP4 through a worker, as a user gets it: black, not (3, 3, 3).
+    let dir = crate::helpers::tempdir();
+    let path = dir.path().join("matte.json");
+    std::fs::write(&path, template.to_string()).unwrap();
+    let white = lottie_render::spec::Rgba::parse_hex("#ffffff").unwrap();
+    let output = crate::helpers::with_background(
+        crate::helpers::spec(lottie_render::spec::Format::Mp4, 30, 100, 100),
+        white,
+    );
+    let (mp4, result) = crate::helpers::render_in_worker(
+        &path,
+        Default::default(),
+        output,
+        dir.path(),
+        std::time::Duration::from_secs(60),
+    );
+    result.expect("the worker renders it");
+    let decoded = crate::helpers::decode_rgba(&mp4, 100, 100);
+    let pixel = &decoded[0][(50 * 100 + 25) * 4..][..3];
+    assert!(pixel.iter().all(|&channel| channel <= 1), "{pixel:?}");
 }

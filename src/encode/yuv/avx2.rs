@@ -11,7 +11,7 @@
 use super::{
     chroma_of_opaque_sum, composite, luma_of_opaque, AlphaHandling, RowPair, CB_FROM_RGB,
     CHROMA_OFFSET, CHROMA_SHIFT, COEFFICIENT_BITS, CR_FROM_RGB, LUMA_FROM_RGB, LUMA_OFFSET,
-    RLOTTIE_OPAQUE_ALPHA, TRANSPARENT,
+    RLOTTIE_OPAQUE_ALPHAS, TRANSPARENT,
 };
 use rgb::bytemuck::cast_slice;
 use rlottie::Bgra;
@@ -285,20 +285,22 @@ fn deinterleave((low, high): (__m256i, __m256i)) -> (Channels, __m128i) {
 
 /// `p + div255(bg · (255 − α))` per channel, in u16 as the scalar `composite` (every
 /// intermediate stays below 65536: bg·(255 − α) + 128 + 254 ≤ 65407).
-/// `super::alpha_code` on 16 alphas: 254 becomes 255 (254 | 0xff), the rest stay.
+/// `super::alpha_code` on 16 alphas: 251–254 become 255 (α | 0xff), the rest stay.
 #[target_feature(enable = "avx2")]
 fn alpha_codes(alpha: __m128i) -> __m128i {
-    let nearly = _mm_set1_epi8(RLOTTIE_OPAQUE_ALPHA as i8);
-    _mm_or_si128(alpha, _mm_cmpeq_epi8(alpha, nearly))
+    // α ≥ 251 (unsigned: max(α, 251) == α); 255 | 0xff is 255 anyway.
+    let least = _mm_set1_epi8(*RLOTTIE_OPAQUE_ALPHAS.start() as i8);
+    _mm_or_si128(alpha, _mm_cmpeq_epi8(_mm_max_epu8(alpha, least), alpha))
 }
 
 #[target_feature(enable = "avx2")]
 fn composite_over(pixels: Channels, background: &[__m256i; 3]) -> Channels {
     let transparency = _mm256_sub_epi16(_mm256_set1_epi16(255), pixels.alpha);
-    // As `super::composite`: a pixel of RLOTTIE_OPAQUE_ALPHA goes over its own colour.
-    let nearly = _mm256_cmpeq_epi16(
+    // As `super::composite`: a pixel of RLOTTIE_OPAQUE_ALPHAS goes over its own colour (and
+    // one of 255 over anything: its transparency is 0).
+    let nearly = _mm256_cmpgt_epi16(
         pixels.alpha,
-        _mm256_set1_epi16(i16::from(RLOTTIE_OPAQUE_ALPHA)),
+        _mm256_set1_epi16(i16::from(*RLOTTIE_OPAQUE_ALPHAS.start()) - 1),
     );
     Channels {
         red: over(
