@@ -554,3 +554,107 @@ fn black_inside_an_alpha_matte_stays_black_and_opaque() {
     let pixel = &decoded[0][(50 * 100 + 25) * 4..][..3];
     assert!(pixel.iter().all(|&channel| channel <= 1), "{pixel:?}");
 }
+
+/// The report's warnings for `template`, as CreateTemplate's analysis makes them.
+fn report_warnings(template: &[u8]) -> Vec<String> {
+    let template = lottie_render::lottie::Template::parse(template).unwrap();
+    lottie_render::lottie::report::InspectReport::new(&template)
+        .unwrap()
+        .warnings
+}
+
+/// An 80×80 red rectangle at the centre of a 100×100 canvas, `modifier` (a shape item) after
+/// it in its list, on a layer of blend mode `bm`.
+fn modified_rectangle(modifier: Option<Value>, bm: i64) -> Vec<u8> {
+    let mut shapes = vec![json!({"ty": "rc", "d": 1, "p": {"a": 0, "k": [0, 0]},
+        "s": {"a": 0, "k": [80, 80]}, "r": {"a": 0, "k": 0}})];
+    shapes.extend(modifier);
+    shapes.push(
+        json!({"ty": "fl", "c": {"a": 0, "k": [1, 0, 0, 1]}, "o": {"a": 0, "k": 100},
+        "r": 1}),
+    );
+    let ks = json!({"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+        "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]}});
+    let mut template: Value =
+        serde_json::from_slice(&shape_layer((100, 100), ks, Value::Array(shapes))).unwrap();
+    template["layers"][0]["bm"] = json!(bm);
+    serde_json::to_vec(&template).unwrap()
+}
+
+/// Round Corners on a rectangle is drawn as lottie-web draws it (the rectangle's own
+/// roundness): with a radius of 30 the corner pixel (12, 12) lies outside the quarter circle
+/// centred at (40, 40), the middle of the top edge inside. Nothing to warn about then.
+#[test]
+fn round_corners_on_a_rectangle_are_drawn() {
+    let template = modified_rectangle(Some(json!({"ty": "rd", "r": {"a": 0, "k": 30}})), 0);
+    let frame = library_frame(&template, (100, 100), 0);
+    let alpha = |x: usize, y: usize| frame[(y * 100 + x) * 4 + 3];
+    assert_eq!(alpha(12, 12), 0);
+    assert_eq!(alpha(50, 12), 255);
+    assert_eq!(alpha(30, 30), 255);
+    assert!(report_warnings(&template).is_empty());
+}
+
+/// Every feature the renderer leaves undrawn is a warning in the report (each measured
+/// undrawn through the library): blend modes, layer styles, the shape modifiers it ignores,
+/// Round Corners it cannot lower, an animated skew.
+#[test]
+fn every_feature_the_renderer_does_not_draw_is_a_warning() {
+    let cases = [
+        (
+            modified_rectangle(None, 1),
+            "blend mode multiply (bm 1) is drawn as normal",
+        ),
+        (
+            modified_rectangle(Some(json!({"ty": "pb", "a": {"a": 0, "k": 50}})), 0),
+            "pucker & bloat",
+        ),
+        (
+            modified_rectangle(Some(json!({"ty": "zz", "r": {"a": 0, "k": 5}})), 0),
+            "zig zag",
+        ),
+        (
+            modified_rectangle(Some(json!({"ty": "op", "a": {"a": 0, "k": 10}})), 0),
+            "offset path",
+        ),
+        (
+            modified_rectangle(Some(json!({"ty": "tw", "a": {"a": 0, "k": 90}})), 0),
+            "twist",
+        ),
+    ];
+    for (template, warning) in cases {
+        let warnings = report_warnings(&template);
+        assert!(
+            warnings.iter().any(|w| w.contains(warning)),
+            "{warning}: {warnings:?}"
+        );
+    }
+    let mut styled: Value = serde_json::from_slice(&modified_rectangle(None, 0)).unwrap();
+    styled["layers"][0]["sy"] = json!([{"ty": 1, "nm": "Drop Shadow"}]);
+    let warnings = report_warnings(&serde_json::to_vec(&styled).unwrap());
+    assert!(
+        warnings.iter().any(|w| w.contains("layer styles")),
+        "{warnings:?}"
+    );
+    let mut skewing: Value = serde_json::from_slice(&modified_rectangle(None, 0)).unwrap();
+    skewing["layers"][0]["ks"]["sk"] = json!({"a": 1, "k": [
+        {"t": 0, "s": [0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+        {"t": 10, "s": [30]}]});
+    let warnings = report_warnings(&serde_json::to_vec(&skewing).unwrap());
+    assert!(
+        warnings.iter().any(|w| w.contains("an animated skew")),
+        "{warnings:?}"
+    );
+    // A rounded rectangle's Round Corners cannot move into its roundness.
+    let mut rounded: Value = serde_json::from_slice(&modified_rectangle(
+        Some(json!({"ty": "rd", "r": {"a": 0, "k": 30}})),
+        0,
+    ))
+    .unwrap();
+    rounded["layers"][0]["shapes"][0]["r"] = json!({"a": 0, "k": 5});
+    let warnings = report_warnings(&serde_json::to_vec(&rounded).unwrap());
+    assert!(
+        warnings.iter().any(|w| w.contains("round corners (rd)")),
+        "{warnings:?}"
+    );
+}

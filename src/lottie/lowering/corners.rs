@@ -1,0 +1,102 @@
+//! Round Corners (`rd`) on rectangles: rlottie 0.1 ignores the modifier, lottie-web rounds
+//! every corner of the paths above it in its group. A rectangle's corners rounded by radius
+//! `r` are the rectangle with roundness `r` (both clamp to half the shorter side and draw
+//! quarter circles), so where every path the modifier reaches is a rectangle without a
+//! roundness of its own (or an ellipse, which has no corners), the radius moves into them and
+//! the modifier goes. Elsewhere it stays, and [`super::unsupported`] warns about it.
+
+use serde_json::Value;
+
+/// Lowers the Round Corners of every shape list in `json` that it can.
+pub fn round_rectangle_corners(json: &mut Value) {
+    super::for_each_object(json, |object| {
+        for key in ["shapes", "it"] {
+            if let Some(items) = object.get_mut(key).and_then(Value::as_array_mut) {
+                lower_items(items);
+            }
+        }
+    });
+}
+
+/// One list of shape items: each static `rd` whose paths above are all plain rectangles (or
+/// ellipses) gives them its radius and is removed.
+fn lower_items(items: &mut Vec<Value>) {
+    let mut index = 0;
+    while index < items.len() {
+        let radius = (ty(&items[index]) == Some("rd"))
+            .then(|| static_number(items[index].get("r")))
+            .flatten();
+        let lowerable =
+            radius.is_some_and(|r| r >= 0.0) && items[..index].iter().all(cornered_alike);
+        if let (Some(radius), true) = (radius, lowerable) {
+            for item in &mut items[..index] {
+                if ty(item) == Some("rc") {
+                    item["r"] = serde_json::json!({"a": 0, "k": radius});
+                }
+            }
+            items.remove(index);
+            continue;
+        }
+        index += 1;
+    }
+}
+
+fn ty(item: &Value) -> Option<&str> {
+    item.get("ty").and_then(Value::as_str)
+}
+
+/// A property's static number (`{"a": 0, "k": 12}` or `[12]`).
+fn static_number(property: Option<&Value>) -> Option<f64> {
+    match property?.get("k")? {
+        Value::Number(number) => number.as_f64(),
+        Value::Array(items) if items.len() == 1 => items[0].as_f64(),
+        _ => None,
+    }
+}
+
+/// An item Round Corners affects as a rectangle's roundness would: a rectangle without
+/// roundness, an ellipse (no corners), or anything that draws no path (fills, strokes,
+/// transforms). Paths, stars and groups (their paths are reached too) are not.
+fn cornered_alike(item: &Value) -> bool {
+    match ty(item) {
+        Some("rc") => match item.get("r") {
+            None => true,
+            roundness => static_number(roundness) == Some(0.0),
+        },
+        Some("el" | "fl" | "st" | "gf" | "gs" | "tr") => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rect(r: Value) -> Value {
+        json!({"ty": "rc", "p": {"a": 0, "k": [0, 0]}, "s": {"a": 0, "k": [80, 80]}, "r": r})
+    }
+
+    #[test]
+    fn round_corners_on_plain_rectangles_become_their_roundness() {
+        let mut json = json!({"shapes": [rect(json!({"a": 0, "k": 0})),
+            {"ty": "fl"}, {"ty": "rd", "r": {"a": 0, "k": 20}}]});
+        round_rectangle_corners(&mut json);
+        assert_eq!(json["shapes"].as_array().unwrap().len(), 2);
+        assert_eq!(json["shapes"][0]["r"], json!({"a": 0, "k": 20.0}));
+    }
+
+    #[test]
+    fn round_corners_over_paths_or_rounded_rectangles_stay() {
+        for first in [
+            json!({"ty": "sh"}),
+            rect(json!({"a": 0, "k": 5})),
+            rect(json!({"a": 1, "k": [{"t": 0, "s": [0]}, {"t": 9, "s": [9]}]})),
+        ] {
+            let mut json = json!({"shapes": [first, {"ty": "rd", "r": {"a": 0, "k": 20}}]});
+            let written = json.clone();
+            round_rectangle_corners(&mut json);
+            assert_eq!(json, written);
+        }
+    }
+}
