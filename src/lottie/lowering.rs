@@ -17,6 +17,7 @@ pub mod skew;
 pub mod unsupported;
 
 use serde_json::Value;
+use std::collections::BTreeSet;
 
 pub use easing::bezier_ease;
 
@@ -28,12 +29,32 @@ pub struct Lowered {
 
 /// Lowers `json` (a whole animation) for rlottie.
 pub fn lower_for_rlottie(json: &mut Value) -> Lowered {
-    let mut warnings = Vec::new();
-    warnings.extend(gradients::resample_opacity_stops(json));
-    warnings.extend(easing::split_per_axis_easing(json));
-    warnings.extend(skew::lower_skew(json));
-    corners::round_rectangle_corners(json);
-    warnings.extend(unsupported::warnings(json));
+    let mut warnings = skew::lower_skew(json);
+    let mut gradient_warnings = Vec::new();
+    let mut resampler = easing::Resampler::default();
+    let mut undrawn = BTreeSet::new();
+    // The rest in one walk (a template holds up to two million values): each object is
+    // offered to every step before its children are walked, so a Round Corners lowered in
+    // its list is gone before the undrawn features are noted.
+    // Each object's entries are visited once (a key lookup costs a hash; templates hold up to
+    // two million values).
+    for_each_object(json, |object| {
+        let ty = object.get("ty").and_then(Value::as_str);
+        unsupported::note_type(ty, &mut undrawn);
+        if matches!(ty, Some("gf" | "gs")) {
+            gradients::lower_object(object, &mut gradient_warnings);
+        }
+        for (key, value) in object.iter_mut() {
+            match key.as_str() {
+                "k" => resampler.lower_keyframes(value),
+                "shapes" | "it" => corners::lower_list(value),
+                _ => unsupported::note_entry(key, value, &mut undrawn),
+            }
+        }
+    });
+    warnings.extend(gradient_warnings);
+    warnings.extend(resampler.warnings());
+    warnings.extend(undrawn);
     Lowered { warnings }
 }
 

@@ -9,13 +9,23 @@ use serde_json::Value;
 
 /// Lowers the Round Corners of every shape list in `json` that it can.
 pub fn round_rectangle_corners(json: &mut Value) {
-    super::for_each_object(json, |object| {
-        for key in ["shapes", "it"] {
-            if let Some(items) = object.get_mut(key).and_then(Value::as_array_mut) {
-                lower_items(items);
-            }
+    super::for_each_object(json, lower_object);
+}
+
+/// Lowers the Round Corners of `object`'s shape lists (`shapes`, `it`).
+fn lower_object(object: &mut serde_json::Map<String, Value>) {
+    for key in ["shapes", "it"] {
+        if let Some(list) = object.get_mut(key) {
+            lower_list(list);
         }
-    });
+    }
+}
+
+/// Lowers the Round Corners of one shape list (a layer's `shapes`, a group's `it`).
+pub(super) fn lower_list(list: &mut Value) {
+    if let Some(items) = list.as_array_mut() {
+        lower_items(items);
+    }
 }
 
 /// One list of shape items: each static `rd` whose paths above are all plain rectangles (or

@@ -19,27 +19,58 @@ pub const MAX_SAMPLES_PER_SEGMENT: usize = 300;
 /// Resamples every segment of `json` eased per axis; answers a warning when the bound on
 /// added keyframes left some as rlottie reads them.
 pub fn split_per_axis_easing(json: &mut Value) -> Vec<String> {
-    let mut budget = MAX_RESAMPLED_KEYFRAMES;
-    let mut over = false;
-    super::for_each_object(json, |object| {
-        let Some(keyframes) = object.get_mut("k").and_then(Value::as_array_mut) else {
+    let mut resampler = Resampler::default();
+    super::for_each_object(json, |object| resampler.lower_object(object));
+    resampler.warnings()
+}
+
+/// The resampling of one template, object by object, within its bound.
+pub(super) struct Resampler {
+    budget: usize,
+    over: bool,
+}
+
+impl Default for Resampler {
+    fn default() -> Resampler {
+        Resampler {
+            budget: MAX_RESAMPLED_KEYFRAMES,
+            over: false,
+        }
+    }
+}
+
+impl Resampler {
+    /// Resamples `object`'s keyframes (`k`) when a segment is eased per axis.
+    pub(super) fn lower_object(&mut self, object: &mut Map<String, Value>) {
+        if let Some(k) = object.get_mut("k") {
+            self.lower_keyframes(k);
+        }
+    }
+
+    /// Resamples keyframes `k` (a property's `k`) when a segment is eased per axis.
+    pub(super) fn lower_keyframes(&mut self, k: &mut Value) {
+        let Some(keyframes) = k.as_array_mut() else {
             return;
         };
         if !keyframes.iter().any(eased_per_axis) {
             return;
         }
-        match resampled(keyframes, &mut budget) {
+        match resampled(keyframes, &mut self.budget) {
             Some(lowered) => *keyframes = lowered,
-            None => over = true,
+            None => self.over = true,
         }
-    });
-    if over {
-        return vec![format!(
+    }
+
+    /// A warning when the bound left some properties as rlottie reads them.
+    pub(super) fn warnings(self) -> Vec<String> {
+        if !self.over {
+            return Vec::new();
+        }
+        vec![format!(
             "keyframes eased per axis past {MAX_RESAMPLED_KEYFRAMES} resampled keyframes \
              use their first axis's easing for every axis"
-        )];
+        )]
     }
-    Vec::new()
 }
 
 /// A keyframe of a numeric vector whose easing differs between axes (not held, not spatial).

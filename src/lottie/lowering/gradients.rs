@@ -25,22 +25,26 @@ const OPACITY_SUBDIVISIONS: usize = 8;
 /// lottie-web; answers a warning for each that cannot be (too many stops).
 pub fn resample_opacity_stops(json: &mut Value) -> Vec<String> {
     let mut warnings = Vec::new();
-    super::for_each_object(json, |object| {
-        if !matches!(object.get("ty").and_then(Value::as_str), Some("gf" | "gs")) {
-            return;
-        }
-        let Some(gradient) = object.get_mut("g").and_then(Value::as_object_mut) else {
-            return;
-        };
-        if let Err(why) = resample(gradient) {
-            let warning =
-                format!("a gradient's opacity stops are drawn at its colour stops only ({why})");
-            if !warnings.contains(&warning) {
-                warnings.push(warning);
-            }
-        }
-    });
+    super::for_each_object(json, |object| lower_object(object, &mut warnings));
     warnings
+}
+
+/// Resamples `object` when it is such a gradient fill or stroke; a warning into `warnings`
+/// (once) when it cannot be.
+pub(super) fn lower_object(object: &mut Map<String, Value>, warnings: &mut Vec<String>) {
+    if !matches!(object.get("ty").and_then(Value::as_str), Some("gf" | "gs")) {
+        return;
+    }
+    let Some(gradient) = object.get_mut("g").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Err(why) = resample(gradient) {
+        let warning =
+            format!("a gradient's opacity stops are drawn at its colour stops only ({why})");
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
+    }
 }
 
 /// One gradient's `g` (`p` and its property `k`), resampled in place when it needs it.

@@ -5,7 +5,7 @@
 //! (`zz`), Offset Path (`op`) and Twist (`tw`), each ignored. Merge paths are warned about by
 //! the fence; effects by [`crate::lottie::effects`].
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
 /// The warnings for `json` (a whole animation, lowered), one per kind of feature.
@@ -15,26 +15,7 @@ pub fn warnings(json: &Value) -> Vec<String> {
     while let Some(value) = stack.pop() {
         match value {
             Value::Object(object) => {
-                if let Some(mode) = object.get("bm").and_then(Value::as_i64).filter(|m| *m != 0) {
-                    // On layers and on shape items alike: rlottie ignores both.
-                    found.insert(format!(
-                        "blend mode {} (bm {mode}) is drawn as normal: the renderer has no blend modes",
-                        blend_mode_name(mode)
-                    ));
-                }
-                if object
-                    .get("sy")
-                    .is_some_and(|styles| styles.as_array().is_some_and(|s| !s.is_empty()))
-                {
-                    found.insert("layer styles (sy) are not drawn".to_owned());
-                }
-                if let Some(name) = object
-                    .get("ty")
-                    .and_then(Value::as_str)
-                    .and_then(modifier_name)
-                {
-                    found.insert(format!("{name} is not drawn: the renderer ignores it"));
-                }
+                note_object(object, &mut found);
                 stack.extend(object.values());
             }
             Value::Array(items) => stack.extend(items),
@@ -42,6 +23,40 @@ pub fn warnings(json: &Value) -> Vec<String> {
         }
     }
     found.into_iter().collect()
+}
+
+/// The warnings `object` itself calls for, into `found`.
+fn note_object(object: &Map<String, Value>, found: &mut BTreeSet<String>) {
+    note_type(object.get("ty").and_then(Value::as_str), found);
+    for (key, value) in object {
+        note_entry(key, value, found);
+    }
+}
+
+/// The warning an item of type `ty` calls for (a modifier rlottie ignores), into `found`.
+pub(super) fn note_type(ty: Option<&str>, found: &mut BTreeSet<String>) {
+    if let Some(name) = ty.and_then(modifier_name) {
+        found.insert(format!("{name} is not drawn: the renderer ignores it"));
+    }
+}
+
+/// The warning an object's entry `key` (`bm`, `sy`) calls for, into `found`.
+pub(super) fn note_entry(key: &str, value: &Value, found: &mut BTreeSet<String>) {
+    match key {
+        // On layers and on shape items alike: rlottie ignores both.
+        "bm" => {
+            if let Some(mode) = value.as_i64().filter(|mode| *mode != 0) {
+                found.insert(format!(
+                    "blend mode {} (bm {mode}) is drawn as normal: the renderer has no blend modes",
+                    blend_mode_name(mode)
+                ));
+            }
+        }
+        "sy" if value.as_array().is_some_and(|styles| !styles.is_empty()) => {
+            found.insert("layer styles (sy) are not drawn".to_owned());
+        }
+        _ => {}
+    }
 }
 
 fn blend_mode_name(mode: i64) -> &'static str {
