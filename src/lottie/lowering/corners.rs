@@ -28,27 +28,24 @@ pub(super) fn lower_list(list: &mut Value) {
     }
 }
 
-/// One list of shape items: each static `rd` whose paths above are all plain rectangles (or
-/// ellipses) gives them its radius and is removed.
+/// One list of shape items: its first `rd`, when static and every item above it is a plain
+/// rectangle (or an ellipse, or draws no path), gives the rectangles its radius and is
+/// removed. Only the first can be: the rectangles are rounded after it (lottie-web's later
+/// Round Corners then find no corner either). One pass over the list, whatever its length.
 fn lower_items(items: &mut Vec<Value>) {
-    let mut index = 0;
-    while index < items.len() {
-        let radius = (ty(&items[index]) == Some("rd"))
-            .then(|| static_number(items[index].get("r")))
-            .flatten();
-        let lowerable =
-            radius.is_some_and(|r| r >= 0.0) && items[..index].iter().all(cornered_alike);
-        if let (Some(radius), true) = (radius, lowerable) {
-            for item in &mut items[..index] {
-                if ty(item) == Some("rc") {
-                    item["r"] = serde_json::json!({"a": 0, "k": radius});
-                }
-            }
-            items.remove(index);
-            continue;
+    let Some(first) = items.iter().position(|item| ty(item) == Some("rd")) else {
+        return;
+    };
+    let radius = static_number(items[first].get("r")).filter(|radius| *radius >= 0.0);
+    let Some(radius) = radius.filter(|_| items[..first].iter().all(cornered_alike)) else {
+        return;
+    };
+    for item in &mut items[..first] {
+        if ty(item) == Some("rc") {
+            item["r"] = serde_json::json!({"a": 0, "k": radius});
         }
-        index += 1;
     }
+    items.remove(first);
 }
 
 fn ty(item: &Value) -> Option<&str> {
@@ -94,6 +91,25 @@ mod tests {
         round_rectangle_corners(&mut json);
         assert_eq!(json["shapes"].as_array().unwrap().len(), 2);
         assert_eq!(json["shapes"][0]["r"], json!({"a": 0, "k": 20.0}));
+    }
+
+    #[test]
+    fn a_list_of_many_round_corners_is_lowered_in_one_pass() {
+        // Hostile: 100,000 rectangles and modifiers alternating; only the first modifier is
+        // lowered (the rectangles are rounded after it), in one pass over the list.
+        let items: Vec<Value> = (0..50_000)
+            .flat_map(|_| {
+                [
+                    rect(json!({"a": 0, "k": 0})),
+                    json!({"ty": "rd", "r": {"a": 0, "k": 5}}),
+                ]
+            })
+            .collect();
+        let mut json = json!({"shapes": items});
+        round_rectangle_corners(&mut json);
+        assert_eq!(json["shapes"].as_array().unwrap().len(), 99_999);
+        assert_eq!(json["shapes"][0]["r"]["k"], json!(5.0));
+        assert_eq!(json["shapes"][2]["r"]["k"], json!(0));
     }
 
     #[test]
