@@ -109,7 +109,8 @@ mod tests {
         round_rectangle_corners(&mut json);
         assert_eq!(json["shapes"].as_array().unwrap().len(), 99_999);
         assert_eq!(json["shapes"][0]["r"]["k"], json!(5.0));
-        assert_eq!(json["shapes"][2]["r"]["k"], json!(0));
+        assert_eq!(json["shapes"][1]["r"]["k"], json!(0));
+        assert_eq!(json["shapes"][2]["ty"], "rd");
     }
 
     #[test]
