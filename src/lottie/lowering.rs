@@ -31,18 +31,18 @@ pub struct Lowered {
 pub fn lower_for_rlottie(json: &mut Value) -> Lowered {
     let mut warnings = skew::lower_skew(json);
     let mut gradient_warnings = Vec::new();
+    let mut gradient_values_left = gradients::MAX_RESAMPLED_GRADIENT_VALUES;
     let mut resampler = easing::Resampler::default();
     let mut undrawn = BTreeSet::new();
-    // The rest in one walk (a template holds up to two million values): each object is
-    // offered to every step before its children are walked, so a Round Corners lowered in
-    // its list is gone before the undrawn features are noted.
-    // Each object's entries are visited once (a key lookup costs a hash; templates hold up to
-    // two million values).
+    // The rest in one walk, each object's entries visited once (a template holds up to two
+    // million values, and a key lookup costs a hash): each object is offered to every step
+    // before its children are walked, so a Round Corners lowered in its list is gone before
+    // the undrawn features are noted.
     for_each_object(json, |object| {
         let ty = object.get("ty").and_then(Value::as_str);
         unsupported::note_type(ty, &mut undrawn);
         if matches!(ty, Some("gf" | "gs")) {
-            gradients::lower_object(object, &mut gradient_warnings);
+            gradients::lower_object(object, &mut gradient_warnings, &mut gradient_values_left);
         }
         for (key, value) in object.iter_mut() {
             match key.as_str() {

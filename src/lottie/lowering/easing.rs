@@ -15,6 +15,10 @@ pub const MAX_RESAMPLED_KEYFRAMES: usize = 20_000;
 /// Samples of one segment: ten seconds at 30 fps; a longer segment is sampled more sparsely
 /// (its ease changes slowly over a frame then).
 pub const MAX_SAMPLES_PER_SEGMENT: usize = 300;
+/// Dimensions of a value eased per axis: a colour's four at most. Each resampled keyframe
+/// copies the value, so the bound above counts numbers only with this one; a longer value is
+/// no property rlottie reads per axis and is left as written.
+pub const MAX_EASED_DIMENSIONS: usize = 4;
 
 /// Resamples every segment of `json` eased per axis; answers a warning when the bound on
 /// added keyframes left some as rlottie reads them.
@@ -81,7 +85,8 @@ fn eased_per_axis(keyframe: &Value) -> bool {
     if keyframe.get("h").and_then(Value::as_f64) == Some(1.0) || spatial(keyframe) {
         return false;
     }
-    let is_vector = numbers(keyframe.get("s")).is_some_and(|values| values.len() >= 2);
+    let is_vector = numbers(keyframe.get("s"))
+        .is_some_and(|values| (2..=MAX_EASED_DIMENSIONS).contains(&values.len()));
     let differs = |handle: &str, axis: &str| {
         numbers(keyframe.get(handle).and_then(|h| h.get(axis)))
             .is_some_and(|values| values.iter().any(|v| (v - values[0]).abs() > 1e-9))
@@ -290,6 +295,17 @@ mod tests {
         let mut property = scale(json!([0.8, 0.8]));
         let written = property.clone();
         split_per_axis_easing(&mut property);
+        assert_eq!(property, written);
+    }
+
+    #[test]
+    fn values_of_more_dimensions_than_a_colour_are_left_as_written() {
+        let mut property = json!({"a": 1, "k": [
+            {"t": 0, "s": [0, 0, 0, 0, 0], "o": {"x": [0.8, 0, 0, 0, 0], "y": [0, 0, 0, 0, 0]},
+                "i": {"x": [1, 1, 1, 1, 1], "y": [1, 1, 1, 1, 1]}},
+            {"t": 10, "s": [1, 1, 1, 1, 1]}]});
+        let written = property.clone();
+        assert!(split_per_axis_easing(&mut property).is_empty());
         assert_eq!(property, written);
     }
 

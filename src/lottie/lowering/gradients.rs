@@ -20,25 +20,38 @@ const SAME_OFFSET: f64 = 1e-6;
 /// error against the straight one falls with the square of the interval (a red-to-blue ramp
 /// fading out is a quarter off midway in one piece, 1/256 in eight: under one level of 255).
 const OPACITY_SUBDIVISIONS: usize = 8;
+/// Numbers the resampling may write for one template's gradients. A real gradient of a few
+/// stops, subdivided, over a hundred keyframes writes some 25,000; without a bound, a
+/// template of many keyframes whose opacity offsets differ could grow each one to 256 stops
+/// (1,536 numbers, from six) and the render's JSON by hundreds of times. Past it, the rest
+/// are drawn as rlottie reads them, with a warning.
+pub const MAX_RESAMPLED_GRADIENT_VALUES: usize = 250_000;
 
 /// Resamples every gradient fill and stroke of `json` that rlottie would draw unlike
 /// lottie-web; answers a warning for each that cannot be (too many stops).
 pub fn resample_opacity_stops(json: &mut Value) -> Vec<String> {
     let mut warnings = Vec::new();
-    super::for_each_object(json, |object| lower_object(object, &mut warnings));
+    let mut values_left = MAX_RESAMPLED_GRADIENT_VALUES;
+    super::for_each_object(json, |object| {
+        lower_object(object, &mut warnings, &mut values_left)
+    });
     warnings
 }
 
 /// Resamples `object` when it is such a gradient fill or stroke; a warning into `warnings`
-/// (once) when it cannot be.
-pub(super) fn lower_object(object: &mut Map<String, Value>, warnings: &mut Vec<String>) {
+/// (once) when it cannot be; what it writes comes out of `values_left`.
+pub(super) fn lower_object(
+    object: &mut Map<String, Value>,
+    warnings: &mut Vec<String>,
+    values_left: &mut usize,
+) {
     if !matches!(object.get("ty").and_then(Value::as_str), Some("gf" | "gs")) {
         return;
     }
     let Some(gradient) = object.get_mut("g").and_then(Value::as_object_mut) else {
         return;
     };
-    if let Err(why) = resample(gradient) {
+    if let Err(why) = resample(gradient, values_left) {
         let warning =
             format!("a gradient's opacity stops are drawn at its colour stops only ({why})");
         if !warnings.contains(&warning) {
@@ -48,7 +61,7 @@ pub(super) fn lower_object(object: &mut Map<String, Value>, warnings: &mut Vec<S
 }
 
 /// One gradient's `g` (`p` and its property `k`), resampled in place when it needs it.
-fn resample(gradient: &mut Map<String, Value>) -> Result<(), String> {
+fn resample(gradient: &mut Map<String, Value>, values_left: &mut usize) -> Result<(), String> {
     let Some(count) = gradient.get("p").and_then(Value::as_u64) else {
         return Ok(());
     };
@@ -80,9 +93,13 @@ fn resample(gradient: &mut Map<String, Value>) -> Result<(), String> {
         ));
     }
     let subdivided = subdivided(&offsets, &parsed);
-    if subdivided.len() <= MAX_RESAMPLED_STOPS {
+    let cost = |offsets: &[f64]| values.len() * offsets.len() * 6;
+    if subdivided.len() <= MAX_RESAMPLED_STOPS && cost(&subdivided) <= *values_left {
         offsets = subdivided;
     }
+    *values_left = values_left.checked_sub(cost(&offsets)).ok_or_else(|| {
+        format!("the template's gradients would be resampled into more than {MAX_RESAMPLED_GRADIENT_VALUES} numbers")
+    })?;
     for (flat, stops) in values.iter_mut().zip(&parsed) {
         **flat = stops.resampled(&offsets);
     }
@@ -270,6 +287,28 @@ mod tests {
         assert_eq!(lowered(aligned.clone()), aligned);
         let plain = json!({"p": 2, "k": {"a": 0, "k": [0, 1, 0, 0, 1, 0, 0, 1]}});
         assert_eq!(lowered(plain.clone()), plain);
+    }
+
+    #[test]
+    fn a_template_past_the_numbers_bound_keeps_the_rest_as_written_with_a_warning() {
+        // Each keyframe's opacity stops elsewhere: 12 stops of 6 numbers, subdivided more.
+        let keyframe = |t: usize| {
+            let at = (t % 90) as f64 / 100.0 + 0.05;
+            json!({"t": t, "s": [0, 1, 0, 0, 1, 0, 0, 1, 0, 1, at, 0.5, 1, 0]})
+        };
+        let keyframes: Vec<Value> = (0..MAX_RESAMPLED_GRADIENT_VALUES / 60)
+            .map(keyframe)
+            .collect();
+        let gradient = json!({"ty": "gf", "g": {"p": 2, "k": {"a": 1, "k": keyframes}}});
+        let mut json = json!({"layers": [{"shapes": [gradient.clone(), gradient]}]});
+        let warnings = resample_opacity_stops(&mut json);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("more than 250000 numbers"),
+            "{warnings:?}"
+        );
+        // The second gradient is left as written.
+        assert_eq!(json["layers"][0]["shapes"][1]["g"]["p"], 2);
     }
 
     #[test]

@@ -20,11 +20,15 @@ const MAX_SKEW_DEGREES: f64 = 89.0;
 /// add at most 192 levels to the template's 256 (`MAX_JSON_DEPTH`). Real files nest groups a
 /// handful of levels.
 pub const MAX_SKEWED_GROUP_DEPTH: usize = 32;
+/// Skew warnings in one report, and characters of a layer name in one (as the effects'
+/// warnings quote names).
+const MAX_SKEW_WARNINGS: usize = 32;
+const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 
 /// Lowers every static skew of `json` rlottie can be given; answers a warning per skew that
 /// stays undrawn.
 pub fn lower_skew(json: &mut Value) -> Vec<String> {
-    let mut warnings = Vec::new();
+    let mut warnings = SkewWarnings::default();
     if let Some(layers) = json.get_mut("layers").and_then(Value::as_array_mut) {
         lower_composition(layers, &mut warnings);
     }
@@ -35,10 +39,39 @@ pub fn lower_skew(json: &mut Value) -> Vec<String> {
             }
         }
     }
-    warnings
+    warnings.into_vec()
 }
 
-fn lower_composition(layers: &mut [Value], warnings: &mut Vec<String>) {
+/// Distinct skew warnings, at most [`MAX_SKEW_WARNINGS`], the rest counted: a template of
+/// thousands of skewed layers with long names says so in a few lines, not megabytes.
+#[derive(Default)]
+struct SkewWarnings {
+    kept: BTreeSet<String>,
+    dropped: usize,
+}
+
+impl SkewWarnings {
+    fn add(&mut self, warning: String) {
+        if self.kept.len() < MAX_SKEW_WARNINGS {
+            self.kept.insert(warning);
+        } else if !self.kept.contains(&warning) {
+            self.dropped += 1;
+        }
+    }
+
+    fn into_vec(self) -> Vec<String> {
+        let mut warnings: Vec<String> = self.kept.into_iter().collect();
+        if self.dropped > 0 {
+            warnings.push(format!(
+                "and {} more skews of layers are not drawn",
+                self.dropped
+            ));
+        }
+        warnings
+    }
+}
+
+fn lower_composition(layers: &mut [Value], warnings: &mut SkewWarnings) {
     let parents: BTreeSet<i64> = layers
         .iter()
         .filter_map(|layer| layer.get("parent").and_then(Value::as_i64))
@@ -47,17 +80,15 @@ fn lower_composition(layers: &mut [Value], warnings: &mut Vec<String>) {
         let Some(layer) = layer.as_object_mut() else {
             continue;
         };
-        let name = layer
+        let name: String = layer
             .get("nm")
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_owned();
-        let mut warn = |why: &str| {
-            let warning = format!("the skew of layer '{name}' is not drawn ({why})");
-            if !warnings.contains(&warning) {
-                warnings.push(warning);
-            }
-        };
+            .chars()
+            .take(MAX_NAME_CHARS_IN_WARNINGS)
+            .collect();
+        let mut warn =
+            |why: &str| warnings.add(format!("the skew of layer '{name}' is not drawn ({why})"));
         if let Some(shapes) = layer.get_mut("shapes").and_then(Value::as_array_mut) {
             lower_groups(shapes, 0, &mut warn);
         }
@@ -301,6 +332,25 @@ mod tests {
         assert_eq!(warnings.len(), 4, "{warnings:?}");
         assert!(json["layers"][5]["ks"].get("sk").is_none());
         assert_eq!(json["layers"][5]["shapes"][0]["ty"], "gr");
+    }
+
+    #[test]
+    fn thousands_of_skewed_layers_with_long_names_make_a_few_short_warnings() {
+        let name = "n".repeat(10_000);
+        let layers: Vec<Value> = (0..1000)
+            .map(|index| {
+                json!({"ty": 2, "ind": index, "nm": format!("{index}{name}"),
+                "ks": {"sk": {"a": 0, "k": 20}}})
+            })
+            .collect();
+        let mut json = json!({"layers": layers});
+        let warnings = lower_skew(&mut json);
+        assert_eq!(warnings.len(), MAX_SKEW_WARNINGS + 1);
+        assert!(warnings.iter().all(|w| w.chars().count() < 300));
+        assert_eq!(
+            warnings[MAX_SKEW_WARNINGS],
+            "and 968 more skews of layers are not drawn"
+        );
     }
 
     #[test]

@@ -312,35 +312,21 @@ async fn each_animation_of_a_dotlottie_js_archive_is_a_template_by_its_id() {
     );
     assert_ne!(photo_sha, render(&first).await);
     // The HTTP door's raw upload takes the id as a query parameter beside the name.
-    let http: serde_json::Value = reqwest::Client::new()
-        .post(format!(
-            "http://{}/v1/templates?name=photo&animation_id=photo",
-            app.address
-        ))
-        .body(archive.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let post = |query: &str| {
+        let url = format!("http://{}/v1/templates?{query}", app.address);
+        reqwest::Client::new().post(url)
+    };
+    let answer = |request: reqwest::RequestBuilder| async move {
+        let response = request.send().await.unwrap();
+        response.json::<serde_json::Value>().await.unwrap()
+    };
+    let http = answer(post("name=photo&animation_id=photo").body(archive.clone())).await;
     assert_eq!(http["animationId"], "photo", "{http}");
     assert_eq!(http["animations"], serde_json::json!(["ball", "photo"]));
     // Beside a JSON body too.
     let body = serde_json::json!({"name": "photo",
         "lottieJson": base64::engine::general_purpose::STANDARD.encode(&archive)});
-    let http: serde_json::Value = reqwest::Client::new()
-        .post(format!(
-            "http://{}/v1/templates?animation_id=photo",
-            app.address
-        ))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let http = answer(post("animation_id=photo").json(&body)).await;
     assert_eq!(http["animationId"], "photo", "{http}");
     let unknown = create_choosing(&app, archive, "nope", Default::default())
         .await

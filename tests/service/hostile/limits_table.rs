@@ -145,6 +145,12 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::lowering::easing::MAX_SAMPLES_PER_SEGMENT" => {
             count(lottie::lowering::easing::MAX_SAMPLES_PER_SEGMENT as f64)
         }
+        "lottie::lowering::easing::MAX_EASED_DIMENSIONS" => {
+            count(lottie::lowering::easing::MAX_EASED_DIMENSIONS as f64)
+        }
+        "lottie::lowering::gradients::MAX_RESAMPLED_GRADIENT_VALUES" => {
+            count(lottie::lowering::gradients::MAX_RESAMPLED_GRADIENT_VALUES as f64)
+        }
         "lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH" => {
             count(lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH as f64)
         }
