@@ -13,6 +13,7 @@ pub(crate) mod render;
 pub(crate) mod serve;
 pub(crate) mod submit;
 pub(crate) mod template;
+pub(crate) mod timing;
 pub(crate) mod worker;
 
 use crate::telemetry::LogFormat;
@@ -23,7 +24,7 @@ use std::process::ExitCode;
 #[command(
     name = "lottie-render",
     version,
-    about = "Render Lottie templates with typed modifications to MP4, WebM and GIF"
+    about = "Render Lottie templates with typed modifications to video, animated images and stills"
 )]
 pub struct Cli {
     /// Log format on stderr.
@@ -44,7 +45,8 @@ pub enum Command {
     Submit(submit::SubmitArgs),
     /// Show, follow, cancel or download a render job on a server.
     Job(job::JobArgs),
-    /// Render a template to MP4, WebM or GIF (in a sandboxed worker process).
+    /// Render a template to a video, an animated image or a still (in a sandboxed worker
+    /// process).
     Render(render::RenderArgs),
     /// Print a JSON report of a template: size, timing, layers, slots, warnings.
     Inspect(inspect::InspectArgs),
@@ -121,5 +123,6 @@ fn square_output(
         width: size,
         height: size,
         background: None,
+        ..Default::default()
     })
 }

@@ -1,5 +1,7 @@
-//! One encoder interface over three formats: GIF through gifski ([`gif`]), H.264 MP4 and
-//! VP9 WebM through the system FFmpeg libraries ([`mp4`], [`webm`], sharing [`video`]).
+//! One encoder interface over every format: GIF through gifski ([`gif`]); H.264, HEVC and AV1
+//! in MP4 ([`mp4`]), VP9 WebM ([`webm`]), animated WebP and APNG ([`web`]) and ProRes 4444
+//! ([`prores`]) through the system FFmpeg libraries, sharing [`video`]; PNG and JPEG stills
+//! through the `image` crate ([`still`]).
 //! Each encoder comes with a [`FramePreparer`] that runs on the render threads, one per
 //! thread: it converts rlottie's premultiplied BGRA into exactly what the encoder consumes
 //! (straight RGBA for GIF, [`pixels`]; YUV planes for video, [`yuv`]), so the encoder thread, the pipeline's
@@ -8,13 +10,16 @@
 pub mod gif;
 pub(crate) mod mp4;
 pub mod pixels;
+pub(crate) mod prores;
+pub(crate) mod still;
 pub(crate) mod video;
+pub(crate) mod web;
 pub(crate) mod webm;
 pub(crate) mod yuv;
 
 use crate::error::{Classified, ErrorClass};
 use crate::reason::Reason;
-use crate::spec::{Format, OutputSpec, Rgba};
+use crate::spec::{Format, OutputSpec, Quality, Rgba, Window};
 use rlottie::Bgra;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,6 +35,8 @@ pub enum EncodeError {
     },
     #[error("gif encoder: {0}")]
     Gif(String),
+    #[error("image encoder: {0}")]
+    Image(String),
     #[error("writing the output: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -41,16 +48,19 @@ impl Classified for EncodeError {
             // of the same request, but it is not the caller's fault either. The service
             // reports it as transient so callers retry against a healthy instance.
             EncodeError::CodecMissing { .. } => ErrorClass::Transient,
-            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) | EncodeError::Io(_) => {
-                ErrorClass::Transient
-            }
+            EncodeError::Ffmpeg { .. }
+            | EncodeError::Gif(_)
+            | EncodeError::Image(_)
+            | EncodeError::Io(_) => ErrorClass::Transient,
         }
     }
     fn reason(&self) -> Reason {
         match self {
             EncodeError::CodecMissing { .. } => Reason::EncoderUnavailable,
             EncodeError::Io(_) => Reason::OutputWriteFailed,
-            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) => Reason::EncoderFailed,
+            EncodeError::Ffmpeg { .. } | EncodeError::Gif(_) | EncodeError::Image(_) => {
+                Reason::EncoderFailed
+            }
         }
     }
 }
@@ -70,7 +80,7 @@ pub(crate) struct Frame {
 
 /// A frame converted for its encoder.
 pub(crate) enum EncoderInput {
-    /// Straight-alpha RGBA (GIF).
+    /// Straight-alpha RGBA (GIF, APNG, PNG and JPEG).
     Rgba(imgref::ImgVec<rgb::RGBA8>),
     /// A frame in the video encoder's pixel format, at the encoded size.
     Video(ffmpeg_next::frame::Video),
@@ -105,9 +115,14 @@ pub(crate) fn preparer_factory(settings: &EncoderSettings) -> PreparerFactory {
     let settings = *settings;
     Arc::new(move || -> Result<Box<dyn FramePreparer>, EncodeError> {
         Ok(match settings.format {
-            Format::Gif => Box::new(gif::GifPreparer::new(&settings)),
-            Format::Mp4 => Box::new(video::VideoPreparer::new(&settings, mp4::PIXEL_FORMAT)),
+            Format::Gif | Format::Apng | Format::Png | Format::Jpeg | Format::Webp => {
+                Box::new(gif::GifPreparer::new(&settings))
+            }
+            Format::Mp4 | Format::Hevc | Format::Av1 => {
+                Box::new(video::VideoPreparer::new(&settings, mp4::PIXEL_FORMAT))
+            }
             Format::Webm => Box::new(video::VideoPreparer::new(&settings, webm::PIXEL_FORMAT)),
+            Format::Mov => Box::new(prores::ProresPreparer::new(&settings)),
         })
     })
 }
@@ -120,6 +135,11 @@ pub(crate) struct EncoderSettings {
     pub height: u32,
     pub fps: u32,
     pub background: Rgba,
+    pub quality: Quality,
+    /// How many times an animation plays (GIF, WebP, APNG); None: forever.
+    pub loop_count: Option<u16>,
+    /// One frame: a still image rather than an animation (WebP).
+    pub still: bool,
 }
 
 impl EncoderSettings {
@@ -130,18 +150,22 @@ impl EncoderSettings {
             height: spec.height.get(),
             fps: spec.fps.get(),
             background: spec.background_or_default(),
+            quality: spec.quality,
+            loop_count: spec.loop_count,
+            still: matches!(spec.window, Some(Window::Still { .. })),
         }
     }
 
-    /// The size of the encoded picture. H.264 in 4:2:0 cannot code odd sizes (even its
-    /// cropping works in 2-pixel steps), so MP4 pads odd sides by one pixel of background.
+    /// The size of the encoded picture. H.264, HEVC and AV1 in 4:2:0 cannot code odd sizes
+    /// (even their cropping works in 2-pixel steps, and browsers ignore AV1's render size), so
+    /// MP4s pad odd sides by one pixel of background.
     pub(crate) fn encoded_size(&self) -> (u32, u32) {
         match self.format {
-            Format::Mp4 => (
+            Format::Mp4 | Format::Hevc | Format::Av1 => (
                 self.width.next_multiple_of(2),
                 self.height.next_multiple_of(2),
             ),
-            Format::Webm | Format::Gif => (self.width, self.height),
+            _ => (self.width, self.height),
         }
     }
 }
@@ -153,7 +177,13 @@ pub(crate) fn open(
 ) -> Result<Box<dyn Encoder>, EncodeError> {
     Ok(match settings.format {
         Format::Gif => Box::new(gif::GifEncoder::open(settings, path)?),
-        Format::Mp4 => Box::new(mp4::open(settings, path)?),
+        Format::Mp4 => Box::new(mp4::open_h264(settings, path)?),
+        Format::Hevc => Box::new(mp4::open_hevc(settings, path)?),
+        Format::Av1 => Box::new(mp4::open_av1(settings, path)?),
         Format::Webm => Box::new(webm::open(settings, path)?),
+        Format::Webp => Box::new(web::open_webp(settings, path)?),
+        Format::Apng => Box::new(web::open_apng(settings, path)?),
+        Format::Mov => Box::new(prores::open(settings, path)?),
+        Format::Png | Format::Jpeg => Box::new(still::StillEncoder::open(settings, path)),
     })
 }

@@ -58,6 +58,8 @@ pub enum RenderError {
     },
     #[error("modifications.images[\"{slot}\"]: the image's bytes were not given to the worker")]
     ImageMissing { slot: String },
+    #[error("output: {0}")]
+    WindowOutside(String),
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -74,6 +76,7 @@ impl Classified for RenderError {
             RenderError::RendererRefused
             | RenderError::OutputTooLong { .. }
             | RenderError::ExpressionsOverBudget(_)
+            | RenderError::WindowOutside(_)
             | RenderError::Image { .. } => ErrorClass::Deterministic,
             // Staging lost a file: another attempt stages it again.
             RenderError::ImageMissing { .. } => ErrorClass::Transient,
@@ -94,6 +97,7 @@ impl Classified for RenderError {
             RenderError::Modification(error) => error.reason(),
             RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => Reason::TemplateUnrenderable,
+            RenderError::WindowOutside(_) => Reason::RequestInvalid,
             RenderError::Image { .. } => Reason::ImageInvalid,
             RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
             RenderError::OutputTooLong { .. } => Reason::OutputTooLong,
@@ -159,7 +163,10 @@ pub fn prepare_with_images(
     let mut template = Template::parse_animation(template_bytes, animation)?;
     // A dotLottie's own fonts, under the uploaded ones.
     let fonts = &fonts.with_template_fonts(std::mem::take(&mut template.fonts));
-    let seconds = template.duration_seconds();
+    let seconds = match spec.window {
+        Some(window) => f64::from(window.range().1) / f64::from(spec.fps.get()),
+        None => template.duration_seconds(),
+    };
     if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
         return Err(RenderError::OutputTooLong {
             format: "GIF",
@@ -207,17 +214,52 @@ pub fn prepare_with_images(
     // skew), last: on the caller's gradients and on the shapes text and mattes made too.
     lowering::lower_for_rlottie(&mut json);
     let timeline = timeline::retime(&mut json, spec.fps.get());
+    let frame_count = match spec.window {
+        Some(window) => show_window(&mut json, window, timeline.frame_count)?,
+        None => timeline.frame_count,
+    };
     let source = FrameSource {
         json: Arc::new(json.to_string()),
         width: spec.width.get() as usize,
         height: spec.height.get() as usize,
-        frame_count: timeline.frame_count,
+        frame_count,
     };
     Ok(PreparedRender {
         source,
         spec,
-        frame_count: timeline.frame_count,
+        frame_count,
     })
+}
+
+/// Narrows a retimed template (one template frame per output frame) to `window`: its in and
+/// out points move to the window's frames, so rlottie's frame 0 (counted from the in point)
+/// is the window's first. Answers the window's frame count. The window was resolved against
+/// this template's duration at admission; a template that changed since fails here.
+fn show_window(
+    json: &mut serde_json::Value,
+    window: crate::spec::Window,
+    frames: u32,
+) -> Result<u32, RenderError> {
+    let (start, count) = window.range();
+    if u64::from(start) + u64::from(count) > u64::from(frames) {
+        return Err(RenderError::WindowOutside(format!(
+            "frames {start}..{} lie past the animation's {frames} frames",
+            u64::from(start) + u64::from(count)
+        )));
+    }
+    if let Some(root) = json.as_object_mut() {
+        let in_point = root
+            .get("ip")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0);
+        let first = in_point + f64::from(start);
+        root.insert("ip".to_owned(), serde_json::Value::from(first));
+        root.insert(
+            "op".to_owned(),
+            serde_json::Value::from(first + f64::from(count)),
+        );
+    }
+    Ok(count)
 }
 
 /// Each replacement image decoded and fitted to its slot's box: slot id → PNG data URI.

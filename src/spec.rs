@@ -9,6 +9,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub mod notify;
+pub mod timing;
+pub use notify::{EventType, Notify};
+pub use timing::{Marker, SegmentRef, TimeRef, TimingRequest, Window};
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
     #[error("{field}: {message}")]
@@ -187,22 +192,120 @@ pub enum Format {
     Webm,
     /// Animated GIF (gifski), binary transparency.
     Gif,
+    /// A still PNG with alpha (`at` names its time).
+    Png,
+    /// A still JPEG, composited over the background colour (`at` names its time).
+    Jpeg,
+    /// WebP with alpha: a still with `at`, else animated.
+    Webp,
+    /// Animated PNG with alpha.
+    Apng,
+    /// ProRes 4444 with alpha in a QuickTime file, for editing software.
+    Mov,
+    /// H.265 (HEVC) in MP4, tagged `hvc1`, composited over the background colour.
+    Hevc,
+    /// AV1 (SVT-AV1) in MP4, composited over the background colour.
+    Av1,
 }
 
 impl Format {
+    pub const ALL: [Format; 10] = [
+        Format::Mp4,
+        Format::Webm,
+        Format::Gif,
+        Format::Png,
+        Format::Jpeg,
+        Format::Webp,
+        Format::Apng,
+        Format::Mov,
+        Format::Hevc,
+        Format::Av1,
+    ];
+
     pub(crate) fn content_type(self) -> &'static str {
         match self {
-            Format::Mp4 => "video/mp4",
+            Format::Mp4 | Format::Hevc | Format::Av1 => "video/mp4",
             Format::Webm => "video/webm",
             Format::Gif => "image/gif",
+            Format::Png => "image/png",
+            Format::Jpeg => "image/jpeg",
+            Format::Webp => "image/webp",
+            Format::Apng => "image/apng",
+            Format::Mov => "video/quicktime",
         }
     }
+
     pub fn extension(self) -> &'static str {
         match self {
-            Format::Mp4 => "mp4",
+            Format::Mp4 | Format::Hevc | Format::Av1 => "mp4",
             Format::Webm => "webm",
             Format::Gif => "gif",
+            Format::Png | Format::Apng => "png",
+            Format::Jpeg => "jpg",
+            Format::Webp => "webp",
+            Format::Mov => "mov",
         }
+    }
+
+    /// As messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Mp4 => "MP4",
+            Format::Webm => "WebM",
+            Format::Gif => "GIF",
+            Format::Png => "PNG",
+            Format::Jpeg => "JPEG",
+            Format::Webp => "WebP",
+            Format::Apng => "APNG",
+            Format::Mov => "ProRes 4444 MOV",
+            Format::Hevc => "HEVC MP4",
+            Format::Av1 => "AV1 MP4",
+        }
+    }
+
+    /// Whether the output keeps transparency; the others are composited over the background.
+    pub fn has_alpha(self) -> bool {
+        !matches!(
+            self,
+            Format::Mp4 | Format::Hevc | Format::Av1 | Format::Jpeg
+        )
+    }
+
+    /// Only ever one frame (`at` is required).
+    pub fn is_still_only(self) -> bool {
+        matches!(self, Format::Png | Format::Jpeg)
+    }
+
+    /// May be one frame (`at` is allowed).
+    pub fn can_be_still(self) -> bool {
+        matches!(self, Format::Png | Format::Jpeg | Format::Webp)
+    }
+
+    /// Animated, with a loop count (`loop_count` is allowed).
+    pub fn loops(self) -> bool {
+        matches!(self, Format::Gif | Format::Webp | Format::Apng)
+    }
+}
+
+/// How each codec trades size for quality (`OutputSpec.quality`); each maps to documented
+/// settings per codec (docs/formats.md), and is part of the fingerprint.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Quality {
+    /// Today's settings: flat colours within 2/255 of what was asked.
+    #[default]
+    Standard,
+    /// Fewer artefacts on gradients and images, larger files.
+    High,
+    /// Smaller files; flat colours may drift past 2/255.
+    Small,
+}
+
+impl Quality {
+    fn is_standard(&self) -> bool {
+        *self == Quality::Standard
     }
 }
 
@@ -289,9 +392,34 @@ pub struct OutputSpec {
     pub fps: Fps,
     pub width: Dimension,
     pub height: Dimension,
-    /// What MP4 (no alpha) is composited over; white when unset. WebM and GIF keep alpha.
+    /// What the formats without alpha are composited over; white when unset.
     #[serde(default)]
     pub background: Option<Rgba>,
+    /// One frame or a segment of the animation; the whole when unset. Left out of the
+    /// serialised form when unset (as the two below), so fingerprints of earlier requests stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+    #[serde(default, skip_serializing_if = "Quality::is_standard")]
+    pub quality: Quality,
+    /// How many times an animated GIF, WebP or APNG plays; forever when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_count: Option<u16>,
+}
+
+impl Default for OutputSpec {
+    /// What a request naming nothing else gets: 1080² at 30 fps, the whole animation, in MP4.
+    fn default() -> OutputSpec {
+        OutputSpec {
+            format: Format::Mp4,
+            fps: Fps::DEFAULT,
+            width: Dimension::DEFAULT,
+            height: Dimension::DEFAULT,
+            background: None,
+            window: None,
+            quality: Quality::Standard,
+            loop_count: None,
+        }
+    }
 }
 
 impl OutputSpec {
@@ -380,6 +508,9 @@ pub struct RenderSubmission {
     pub images: BTreeMap<String, ImageSource>,
     /// A theme of the template, applied under `modifications` at admission.
     pub theme: Option<String>,
+    /// The still's time, the segment and the loop count as asked: resolved into
+    /// `output.window` and `output.loop_count` at admission, against the template.
+    pub timing: TimingRequest,
 }
 
 /// Where a replacement image's bytes are.
@@ -389,75 +520,6 @@ pub enum ImageSource {
     Sent(bytes::Bytes),
     /// Uploaded earlier (UploadImage) by the caller's tenant: its id is its SHA-256.
     Uploaded,
-}
-
-/// What happened to a job, as its webhook is told (`RenderRequest.notify`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum EventType {
-    Started,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl EventType {
-    /// Every terminal event: what a webhook sends when it names none.
-    pub const TERMINAL: [EventType; 3] = [
-        EventType::Succeeded,
-        EventType::Failed,
-        EventType::Cancelled,
-    ];
-
-    /// The last part of the `type` member, and of the webhook-id (`started`, …).
-    pub fn short_name(self) -> &'static str {
-        match self {
-            EventType::Started => "started",
-            EventType::Succeeded => "succeeded",
-            EventType::Failed => "failed",
-            EventType::Cancelled => "cancelled",
-        }
-    }
-
-    /// The `webhook-id` of this event of job `job`: the same on every attempt and on
-    /// every instance that might announce it, so the store keeps it once and a receiver
-    /// deduplicates by it.
-    pub fn webhook_id(self, job: uuid::Uuid) -> String {
-        format!("msg_{}_{}", job.simple(), self.short_name())
-    }
-
-    /// The `type` member: a dotted name, as the specification's examples write them.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Started => "render.started",
-            EventType::Succeeded => "render.succeeded",
-            EventType::Failed => "render.failed",
-            EventType::Cancelled => "render.cancelled",
-        }
-    }
-}
-
-/// Where to send which of a job's events (`RenderRequest.notify`). The URL passed the checks
-/// that need no policy (length, syntax); the destination policy (https, no address of this
-/// machine's networks) is applied at submit and again when sending
-/// ([`crate::webhooks::destination`]). Not part of the render's fingerprint: it changes
-/// who is told, not what is rendered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Notify {
-    pub url: String,
-    /// Sorted, each once, never empty (none asked means every terminal event).
-    pub events: Vec<EventType>,
-}
-
-impl Notify {
-    /// What the Idempotency-Key's request hash adds for it: a retry that names another
-    /// receiver or other events is another request.
-    pub fn request_hash_part(&self) -> String {
-        let events: Vec<&str> = self.events.iter().map(|event| event.as_str()).collect();
-        format!("notify:{}:{}", events.join(","), self.url)
-    }
 }
 
 #[cfg(test)]

@@ -175,6 +175,7 @@ pub fn run(data: &[u8]) {
             width: 0,
             height: 0,
             background: None,
+            ..Default::default()
         }),
         notify: None,
         theme: String::new(),

@@ -442,6 +442,7 @@ fn output_spec(format: Format, size: u32, fps: u32) -> Result<OutputSpec, String
         width: dimension,
         height: dimension,
         background: None,
+        ..Default::default()
     })
 }
 

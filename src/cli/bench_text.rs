@@ -85,6 +85,7 @@ fn bench(args: &BenchTextArgs) -> Result<(), String> {
         width: size,
         height: size,
         background: None,
+        ..Default::default()
     };
     println!(
         "text cost: {}×{} {} at 30 fps, whole pipeline in this process, median of {}",

@@ -32,6 +32,8 @@ pub struct RenderArgs {
     pub height: u32,
     #[command(flatten)]
     pub slots: SlotArgs,
+    #[command(flatten)]
+    pub timing: super::timing::TimingArgs,
     /// A theme of the template (a dotLottie's): its slot values apply first, the slot
     /// flags override them.
     #[arg(long, value_name = "NAME")]
@@ -209,12 +211,14 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     let height = Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?;
     let (mut modifications, background) = args.slots.parse()?;
     let images = image_files(&args.slots, &mut modifications)?;
-    let spec = OutputSpec {
+    let mut spec = OutputSpec {
         format: args.format,
         fps,
         width,
         height,
         background,
+        quality: args.timing.quality,
+        ..Default::default()
     };
     let template_path = std::fs::canonicalize(&args.template)
         .map_err(|e| format!("{}: {e}", args.template.display()))?;
@@ -229,6 +233,23 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
             return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
         }
     };
+    // The still's time and the segment, against this template's duration and markers, as
+    // the service's admission resolves them.
+    let (markers, _) = crate::lottie::report::markers(&template);
+    let animation = crate::spec::timing::Animation {
+        duration_seconds: template.duration_seconds(),
+        markers: &markers,
+    };
+    match crate::spec::timing::resolve(&args.timing.request(), spec.format, fps.get(), &animation) {
+        Ok((window, loop_count)) => {
+            spec.window = window;
+            spec.loop_count = loop_count;
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
+        }
+    }
     if let Some(name) = &args.theme {
         // What the service's admission applies: the theme's values its slots take.
         let slots = crate::lottie::slots::discover(&template.json);

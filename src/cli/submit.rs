@@ -32,6 +32,8 @@ pub struct SubmitArgs {
     pub height: u32,
     #[command(flatten)]
     pub slots: SlotArgs,
+    #[command(flatten)]
+    pub timing: super::timing::TimingArgs,
     /// The idempotency key: run the command again with the same key and it answers the same
     /// job instead of rendering twice [default: a new random key].
     #[arg(long)]
@@ -105,11 +107,16 @@ fn images_to_proto(
 pub(crate) fn run(args: SubmitArgs) -> ExitCode {
     run_client(async move {
         let (modifications, background) = args.slots.parse().map_err(ClientError::Usage)?;
-        let format = match args.format {
-            Format::Mp4 => proto::Format::Mp4,
-            Format::Webm => proto::Format::Webm,
-            Format::Gif => proto::Format::Gif,
+        let format = crate::grpc::convert::wire_format(args.format);
+        let mut output = proto::OutputSpec {
+            format: format as i32,
+            fps: args.fps,
+            width: args.width,
+            height: args.height,
+            background: background.map(proto::Color::from),
+            ..Default::default()
         };
+        args.timing.fill(&mut output);
         let request = proto::RenderRequest {
             template_id: args.template.clone(),
             modifications: Some(proto::Modifications {
@@ -141,13 +148,7 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
                     })
                     .collect(),
             }),
-            output: Some(proto::OutputSpec {
-                format: format as i32,
-                fps: args.fps,
-                width: args.width,
-                height: args.height,
-                background: background.map(proto::Color::from),
-            }),
+            output: Some(output),
             notify: args.webhook.clone().map(|webhook_url| proto::Notify {
                 webhook_url,
                 events: args

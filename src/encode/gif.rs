@@ -18,7 +18,13 @@ use std::path::Path;
 use std::thread::JoinHandle;
 
 /// gifski quality, 1..=100: 90 keeps gradients smooth at about a third of quality 100's size.
-pub(crate) const GIF_QUALITY: u8 = 90;
+pub(crate) fn gif_quality(quality: crate::spec::Quality) -> u8 {
+    match quality {
+        crate::spec::Quality::Standard => 90,
+        crate::spec::Quality::High => 100,
+        crate::spec::Quality::Small => 70,
+    }
+}
 /// Shortest frame delay browsers honour, centiseconds; shorter ones are slowed to 10 cs.
 pub const MIN_FRAME_DELAY_CS: i64 = 2;
 /// Longest GIF rendered, seconds. gifski caps one frame's delay at 300 s, so a longer GIF
@@ -40,9 +46,9 @@ impl GifEncoder {
         let (collector, writer) = gifski::new(Settings {
             width: Some(settings.width),
             height: Some(settings.height),
-            quality: GIF_QUALITY,
+            quality: gif_quality(settings.quality),
             fast: false,
-            repeat: Repeat::Infinite,
+            repeat: gif_repeat(settings.loop_count),
         })
         .map_err(|error| EncodeError::Gif(error.to_string()))?;
         let file = BufWriter::new(File::create(path)?);
@@ -69,6 +75,16 @@ impl GifEncoder {
 }
 
 /// Straight-alpha RGBA frames, as gifski takes them.
+/// GIF's loop count is the repeats after the first play (NETSCAPE2.0; 0 there means forever,
+/// so one play is no loop extension at all, which the gif crate writes for `Finite(0)`).
+fn gif_repeat(plays: Option<u16>) -> Repeat {
+    match plays {
+        None | Some(0) => Repeat::Infinite,
+        Some(plays) => Repeat::Finite(plays - 1),
+    }
+}
+
+/// Converts rendered frames to straight RGBA (GIF, APNG, PNG and JPEG).
 pub(crate) struct GifPreparer {
     width: usize,
     height: usize,

@@ -1,4 +1,4 @@
-//! What MP4 and WebM share: an FFmpeg encoder feeding one video stream of a muxer, tagged
+//! What the FFmpeg formats (MP4s, WebM, WebP, APNG, ProRes) share: an FFmpeg encoder feeding one video stream of a muxer, tagged
 //! with our one colour convention ([`tag_colours`]), and [`VideoPreparer`] converting rendered
 //! frames to the codec's YUV planes (`yuv.rs`) on the render threads. The codec-specific choices
 //! (codec, pixel format, options, padding) come from [`VideoCodec`].
@@ -6,7 +6,6 @@
 use super::yuv::{self, AlphaHandling, Kernel, Plane, PlanesMut};
 use super::Frame;
 use super::{EncodeError, Encoder, EncoderInput, EncoderSettings, FramePreparer};
-use crate::spec::Format;
 use ffmpeg::color::{Primaries, Range, Space, TransferCharacteristic};
 use ffmpeg::format::Pixel;
 use ffmpeg::{chroma, codec, encoder, format, frame, Dictionary, Packet, Rational};
@@ -22,7 +21,9 @@ pub(crate) struct VideoCodec {
     pub muxer_name: &'static str,
     pub pixel_format: Pixel,
     pub encoder_options: Vec<(&'static str, String)>,
-    pub muxer_options: Vec<(&'static str, &'static str)>,
+    pub muxer_options: Vec<(&'static str, String)>,
+    /// The sample entry the muxer writes, when not its default (HEVC's `hvc1`).
+    pub codec_tag: Option<[u8; 4]>,
 }
 
 /// The colour convention of every MP4 and WebM, whatever its size: BT.601 matrix (what
@@ -62,6 +63,7 @@ pub(crate) struct VideoEncoder {
     encoder: encoder::Video,
     encoder_time_base: Rational,
     stream_time_base: Rational,
+    pixel_format: Pixel,
 }
 
 impl VideoEncoder {
@@ -98,7 +100,10 @@ impl VideoEncoder {
         context.set_format(codec.pixel_format);
         context.set_time_base(encoder_time_base);
         context.set_frame_rate(Some(Rational::new(settings.fps as i32, 1)));
-        tag_colours(&mut context);
+        // RGBA (APNG, WebP) is sRGB as it is: its frames carry no YUV tags.
+        if !matches!(codec.pixel_format, Pixel::RGBA | Pixel::BGRA) {
+            tag_colours(&mut context);
+        }
         if global_header {
             context.set_flags(codec::Flags::GLOBAL_HEADER);
         }
@@ -110,6 +115,9 @@ impl VideoEncoder {
             .open_with(options)
             .map_err(ffmpeg_error("opening the encoder"))?;
         stream.set_parameters(&encoder);
+        if let Some(tag) = codec.codec_tag {
+            crate::os::ffmpeg_frames::set_stream_codec_tag(&mut stream, tag);
+        }
         stream.set_time_base(encoder_time_base);
         stream.set_avg_frame_rate(Rational::new(settings.fps as i32, 1));
         let mut muxer_options = Dictionary::new();
@@ -128,6 +136,7 @@ impl VideoEncoder {
             encoder,
             encoder_time_base,
             stream_time_base,
+            pixel_format: codec.pixel_format,
         })
     }
 
@@ -146,11 +155,10 @@ impl VideoEncoder {
 
 impl Encoder for VideoEncoder {
     fn encode(&mut self, frame: Frame) -> Result<Option<EncoderInput>, EncodeError> {
-        let EncoderInput::Video(mut picture) = frame.input else {
-            return Err(EncodeError::Ffmpeg {
-                context: "encoding a frame",
-                source: ffmpeg::Error::InvalidData,
-            });
+        let mut picture = match frame.input {
+            EncoderInput::Video(picture) => picture,
+            // APNG takes straight RGBA, which its preparer makes as GIF's does.
+            EncoderInput::Rgba(image) => rgba_frame(&image, self.pixel_format),
         };
         picture.set_pts(Some(i64::from(frame.index)));
         self.encoder
@@ -233,15 +241,35 @@ impl VideoPreparer {
     }
 }
 
-/// MP4 is opaque: composited over the background; WebM keeps alpha.
+/// The formats without alpha are composited over the background; the others keep it.
 pub(crate) fn alpha_handling(settings: &EncoderSettings) -> AlphaHandling {
-    match settings.format {
-        Format::Mp4 => {
-            let [r, g, b, _] = settings.background.to_rgba8();
-            AlphaHandling::Over([r, g, b])
-        }
-        Format::Webm | Format::Gif => AlphaHandling::Straight,
+    if settings.format.has_alpha() {
+        AlphaHandling::Straight
+    } else {
+        let [r, g, b, _] = settings.background.to_rgba8();
+        AlphaHandling::Over([r, g, b])
     }
+}
+
+/// `image` copied row by row into an FFmpeg frame of `pixel_format`, RGBA or BGRA (whose rows
+/// may be padded).
+fn rgba_frame(image: &imgref::ImgVec<rgb::RGBA8>, pixel_format: Pixel) -> frame::Video {
+    let (width, height) = (image.width(), image.height());
+    let mut picture = frame::Video::new(pixel_format, width as u32, height as u32);
+    let stride = picture.stride(0);
+    let data = picture.data_mut(0);
+    for (row, pixels) in image.rows().enumerate() {
+        let out = &mut data[row * stride..row * stride + pixels.len() * 4];
+        let (out, _) = out.as_chunks_mut::<4>();
+        for (out, pixel) in out.iter_mut().zip(pixels) {
+            *out = if pixel_format == Pixel::BGRA {
+                [pixel.b, pixel.g, pixel.r, pixel.a]
+            } else {
+                [pixel.r, pixel.g, pixel.b, pixel.a]
+            };
+        }
+    }
+    picture
 }
 
 impl FramePreparer for VideoPreparer {
@@ -292,7 +320,7 @@ impl FramePreparer for VideoPreparer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Rgba;
+    use crate::spec::{Format, Rgba};
 
     fn settings(format: Format, width: u32, height: u32) -> EncoderSettings {
         EncoderSettings {
@@ -301,6 +329,9 @@ mod tests {
             height,
             fps: 30,
             background: Rgba::new(0.0, 0.0, 1.0, None).unwrap(),
+            quality: Default::default(),
+            loop_count: None,
+            still: false,
         }
     }
 

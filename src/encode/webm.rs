@@ -3,6 +3,7 @@
 
 use super::video::{VideoCodec, VideoEncoder};
 use super::{EncodeError, EncoderSettings};
+use crate::spec::Quality;
 use ffmpeg_next::format::Pixel;
 use std::path::Path;
 
@@ -18,7 +19,14 @@ pub(crate) const PIXEL_FORMAT: Pixel = Pixel::YUVA420P;
 /// (single thread, realtime, speed 8) CRF 31 → 18 gave 152 → 223 kB and 541 → 813 kB (+46%,
 /// +50%; CRF 15: +60%, +65%) in the same time within noise. `deadline=good` keeps colours exact
 /// at 31 and halves the size, but encodes 3–6× slower.
-pub(crate) const WEBM_CRF: u32 = 18;
+/// High and small move by the same steps as x264's (small gives up the 2/255 promise).
+pub(crate) fn webm_crf(quality: Quality) -> u32 {
+    match quality {
+        Quality::Standard => 18,
+        Quality::High => 12,
+        Quality::Small => 31,
+    }
+}
 /// libvpx speed for the realtime deadline (0..=8); 8 is the fastest.
 pub(crate) const WEBM_CPU_USED: u32 = 8;
 
@@ -32,7 +40,7 @@ pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncod
             muxer_name: "webm",
             pixel_format: PIXEL_FORMAT,
             encoder_options: vec![
-                ("crf", WEBM_CRF.to_string()),
+                ("crf", webm_crf(settings.quality).to_string()),
                 ("b", "0".to_owned()),
                 ("deadline", "realtime".to_owned()),
                 ("cpu-used", WEBM_CPU_USED.to_string()),
@@ -43,6 +51,7 @@ pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncod
                 ("threads", threads.to_string()),
             ],
             muxer_options: vec![],
+            codec_tag: None,
         },
     )
 }

@@ -60,6 +60,7 @@ mod tests {
                     "themes",
                     "animations",
                     "animation_id",
+                    "markers",
                 ],
             ),
             (
@@ -121,8 +122,22 @@ mod tests {
             ("Color", &["r", "g", "b", "a"]),
             (
                 "OutputSpec",
-                &["format", "fps", "width", "height", "background"],
+                &[
+                    "format",
+                    "fps",
+                    "width",
+                    "height",
+                    "background",
+                    "at",
+                    "segment",
+                    "quality",
+                    "loop_count",
+                ],
             ),
+            ("TimePoint", &["seconds", "frame", "marker"]),
+            ("Segment", &["seconds", "marker"]),
+            ("SecondsRange", &["from", "to"]),
+            ("Marker", &["name", "start_seconds", "duration_seconds"]),
             (
                 "RenderJob",
                 &[

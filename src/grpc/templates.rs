@@ -151,6 +151,15 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
         themes: summary.themes.clone(),
         animations: summary.animations.clone(),
         animation_id: summary.animation.clone().unwrap_or_default(),
+        markers: summary
+            .markers
+            .iter()
+            .map(|marker| proto::Marker {
+                name: marker.name.clone(),
+                start_seconds: marker.start_seconds,
+                duration_seconds: marker.duration_seconds,
+            })
+            .collect(),
         sha256: summary.sha256.clone(),
         created_at: Some(prost_types::Timestamp::from(summary.created_at())),
         warnings: summary.warnings.clone(),

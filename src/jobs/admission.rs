@@ -73,9 +73,27 @@ pub(crate) fn admit(
         Err(error) => return Err(error.into()),
     };
     let report = &*record;
-    let spec = submission.output;
+    let mut spec = submission.output;
     let mut violations = Vec::new();
     let mut reason = None;
+    let animation = crate::spec::timing::Animation {
+        duration_seconds: report.duration_seconds,
+        markers: &report.markers,
+    };
+    match crate::spec::timing::resolve(&submission.timing, spec.format, spec.fps.get(), &animation)
+    {
+        Ok((window, loop_count)) => {
+            spec.window = window;
+            spec.loop_count = loop_count;
+        }
+        Err(crate::spec::SpecError::Invalid { field, message }) => {
+            reason.get_or_insert(Reason::RequestInvalid);
+            violations.push(FieldViolation {
+                field,
+                description: message,
+            });
+        }
+    }
     if let Some(theme) = submission.theme.take() {
         match report.themes.get(&theme) {
             Some(values) => {
@@ -94,7 +112,10 @@ pub(crate) fn admit(
             description: error.to_string(),
         });
     }
-    let frames = timeline::frame_count(report.duration_seconds, spec.fps.get());
+    let frames = match spec.window {
+        Some(window) => window.range().1,
+        None => timeline::frame_count(report.duration_seconds, spec.fps.get()),
+    };
     let megapixels =
         f64::from(frames) * f64::from(spec.width.get()) * f64::from(spec.height.get()) / 1e6;
     if megapixels > limits.max_megapixels as f64 {
@@ -110,13 +131,14 @@ pub(crate) fn admit(
             ),
         });
     }
-    if spec.format == Format::Gif && report.duration_seconds > MAX_GIF_SECONDS {
+    let seconds = f64::from(frames) / f64::from(spec.fps.get());
+    if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
         reason.get_or_insert(Reason::OutputTooLong);
         violations.push(FieldViolation {
             field: "output.format".into(),
             description: format!(
-                "a GIF may last at most {MAX_GIF_SECONDS} s; this template lasts {:.1} s",
-                report.duration_seconds
+                "a GIF may last at most {MAX_GIF_SECONDS} s; this one would last {seconds:.1} s \
+                 (a segment can shorten it)"
             ),
         });
     }

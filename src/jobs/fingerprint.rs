@@ -72,6 +72,7 @@ mod tests {
             width: Dimension::try_from(1080).unwrap(),
             height: Dimension::try_from(1080).unwrap(),
             background: None,
+            ..Default::default()
         }
     }
 

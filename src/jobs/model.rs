@@ -293,6 +293,7 @@ mod tests {
                 width: Dimension::try_from(100).unwrap(),
                 height: Dimension::try_from(100).unwrap(),
                 background: None,
+                ..Default::default()
             },
             deadline: Duration::from_secs(10),
             fonts: Default::default(),

@@ -19,6 +19,7 @@ pub(crate) fn gif_output() -> OutputSpec {
         width: Dimension::try_from(100).unwrap(),
         height: Dimension::try_from(100).unwrap(),
         background: None,
+        ..Default::default()
     }
 }
 

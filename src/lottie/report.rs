@@ -11,8 +11,9 @@ use super::mattes;
 use super::slots::{self, Slots};
 use super::template::Template;
 use super::text::{self, fonts::FontBook, TextError};
-use crate::spec::Fps;
+use crate::spec::{Fps, Marker};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::HashSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +41,57 @@ pub struct InspectReport {
     pub animations: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub animation: Option<String>,
+    /// The template's time markers, in its order: what a render's still time and segment may
+    /// name (absent from reports before markers: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub markers: Vec<Marker>,
+}
+
+/// Markers a report lists, and so a render may name: a template is its designer's, and
+/// animations name a handful of segments (the corpus: at most 9); a million markers would be
+/// a report of megabytes held with the template.
+pub const MAX_MARKERS: usize = 256;
+/// A marker's name, in characters: longer ones are not listed (and said in a warning).
+pub const MAX_MARKER_NAME_CHARS: usize = 200;
+
+/// The template's markers in seconds from its first frame: each with a name (`cm`) and a
+/// start (`tm`, template frames on the composition's timeline, where `ip` is the first); `dr`
+/// (frames) 0 when absent. Nameless, duplicate (the first wins, as lottie-web's lookup finds
+/// it), overlong and unreadable ones are left out with a warning, and past [`MAX_MARKERS`].
+pub(crate) fn markers(template: &Template) -> (Vec<Marker>, Vec<String>) {
+    let model = &template.model;
+    let mut listed: Vec<Marker> = Vec::new();
+    let mut left_out = 0usize;
+    for marker in &model.markers {
+        let name = marker.get("cm").and_then(Value::as_str).unwrap_or_default();
+        let start = marker.get("tm").and_then(Value::as_f64);
+        let duration = marker.get("dr").and_then(Value::as_f64).unwrap_or(0.0);
+        let listable = !name.is_empty()
+            && name.chars().count() <= MAX_MARKER_NAME_CHARS
+            && start.is_some_and(f64::is_finite)
+            && duration.is_finite()
+            && duration >= 0.0
+            && listed.len() < MAX_MARKERS
+            && !listed.iter().any(|listed| listed.name == name);
+        match start.filter(|_| listable) {
+            Some(start) => listed.push(Marker {
+                name: name.to_owned(),
+                start_seconds: (start - model.ip) / model.fr,
+                duration_seconds: duration / model.fr,
+            }),
+            None => left_out += 1,
+        }
+    }
+    let warnings = if left_out == 0 {
+        vec![]
+    } else {
+        vec![format!(
+            "{left_out} markers are not listed and cannot be named by a render: nameless, \
+             named twice, named in more than {MAX_MARKER_NAME_CHARS} characters, without a \
+             start, or past the first {MAX_MARKERS}"
+        )]
+    };
+    (listed, warnings)
 }
 
 impl InspectReport {
@@ -93,6 +145,8 @@ impl InspectReport {
         drop(converted);
         let slots = slots::discover(&template.json);
         let (themes, theme_warnings) = valid_themes(&template.themes, &slots);
+        let (markers, marker_warnings) = markers(template);
+        warnings.extend(marker_warnings);
         for warning in theme_warnings {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
@@ -115,6 +169,7 @@ impl InspectReport {
             animation: template.animation.clone(),
             slots,
             warnings,
+            markers,
         })
     }
 }

@@ -68,3 +68,21 @@ pub(crate) fn set_encoder_colour_description(
         (*context).chroma_sample_location = chroma_location.into();
     }
 }
+
+/// Sets the sample entry a muxer writes for `stream` (its codec tag, which ffmpeg-next has no
+/// setter for): HEVC's `hvc1` rather than FFmpeg's default `hev1`. Called after the stream's
+/// parameters are set and before the header is written.
+pub(crate) fn set_stream_codec_tag(
+    stream: &mut ffmpeg_next::format::stream::StreamMut,
+    tag: [u8; 4],
+) {
+    // SAFETY: the stream belongs to a live output context borrowed mutably here, and every
+    // stream FFmpeg adds has its `codecpar` allocated (avformat_new_stream); the tag is a
+    // plain integer field, read by the muxer when it writes the header.
+    unsafe {
+        let parameters = (*stream.as_mut_ptr()).codecpar;
+        if !parameters.is_null() {
+            (*parameters).codec_tag = u32::from_le_bytes(tag);
+        }
+    }
+}

@@ -47,6 +47,8 @@ pub(crate) struct AdmissionRecord {
     pub themes: crate::lottie::dotlottie::Themes,
     /// The dotLottie animation the template is (its record's choice).
     pub animation: Option<String>,
+    /// The template's markers, for a render's still time and segment.
+    pub markers: Vec<crate::spec::Marker>,
 }
 
 impl AdmissionRecord {
@@ -55,6 +57,7 @@ impl AdmissionRecord {
         AdmissionRecord {
             themes: record.report.themes.clone(),
             animation: record.report.animation.clone(),
+            markers: record.report.markers.clone(),
             id: record.id,
             tenant: record.tenant.clone(),
             duration_seconds: record.report.duration_seconds,
@@ -167,8 +170,14 @@ impl AdmissionRecord {
             .iter()
             .map(|(name, theme)| name.len() + serde_json::to_vec(theme).map_or(0, |j| j.len()))
             .sum();
+        // A marker: its name and two numbers.
+        let markers: usize = self
+            .markers
+            .iter()
+            .map(|marker| 64 + marker.name.len())
+            .sum();
         ENTRY_OVERHEAD_BYTES
-            + themes as u64
+            + (themes + markers) as u64
             + slots as u64 * SLOT_OVERHEAD_BYTES
             + (ids + fonts + self.render_identity.len()) as u64
             + self.animation.as_ref().map_or(0, |id| id.len() as u64)

@@ -61,6 +61,9 @@ pub(crate) struct TemplateSummary {
     pub animations: Vec<String>,
     #[serde(default)]
     pub animation: Option<String>,
+    /// The template's markers (summaries before markers: none).
+    #[serde(default)]
+    pub markers: Vec<crate::spec::Marker>,
     /// Slots were left out to keep the list within [`MAX_SLOT_LIST_BYTES`].
     pub slots_truncated: bool,
     pub warnings: Vec<String>,
@@ -192,6 +195,7 @@ impl TemplateSummary {
             themes: report.themes.keys().cloned().collect(),
             animations: report.animations.clone(),
             animation: report.animation.clone(),
+            markers: report.markers.clone(),
             slots_truncated,
             warnings,
             warnings_truncated,

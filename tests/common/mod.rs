@@ -447,6 +447,7 @@ pub fn small_request(template_id: &str, format: proto::Format) -> proto::RenderR
             width: 100,
             height: 100,
             background: None,
+            ..Default::default()
         }),
         notify: None,
         theme: String::new(),

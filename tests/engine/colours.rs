@@ -8,7 +8,7 @@ use crate::helpers::{
     self, library_frames, probe, render_in_worker, spec, tempdir, with_background,
 };
 use lottie_render::encode::gif::MIN_FRAME_DELAY_CS;
-use lottie_render::spec::{Format, Modifications, Rgba};
+use lottie_render::spec::{Format, Modifications, Rgba, Window};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -38,6 +38,19 @@ const GIF_SOLID_TOLERANCE: f64 = 0.0;
 /// the worst of those plus a sixth of a code for encoder variation.
 const GRADIENT_TOLERANCE: f64 = 4.0;
 
+/// The gradient's tolerance in `format`: [`GRADIENT_TOLERANCE`] for the lossy ones, rlottie's
+/// own ramp for the lossless RGBA ones (PNG, APNG), which add nothing to it.
+/// HEVC (x265 `ultrafast`, measured 4.14 at 640×480 whether CRF 22 or 24, so its loop filter
+/// rather than its quantiser) and WebP (measured 4.55 at 333×251, decoded by image-webp, which
+/// upsamples chroma without libwebp's "fancy" filter) get half a code more.
+fn gradient_tolerance(format: Format) -> f64 {
+    match format {
+        Format::Png | Format::Apng => RLOTTIE_RAMP_TOLERANCE,
+        Format::Hevc | Format::Webp => GRADIENT_TOLERANCE + 0.75,
+        _ => GRADIENT_TOLERANCE,
+    }
+}
+
 /// rlottie's own ramp against the geometry, before any encoder: measured 1.86 (640×480).
 const RLOTTIE_RAMP_TOLERANCE: f64 = 2.0;
 
@@ -47,6 +60,10 @@ const RLOTTIE_RAMP_TOLERANCE: f64 = 2.0;
 /// gradient 6/255 eight pixels in; within tolerance 16 pixels in), so the pixels this close to
 /// the padding are not checked: one 16-pixel macroblock.
 const MP4_PADDING_MARGIN: u32 = 16;
+
+/// HEVC and AV1 code blocks of up to 64×64 pixels, so the padding's step spreads further:
+/// measured at 333×251, flat fills up to 6/255 off within 30 pixels of it. One 64-pixel block.
+const HEVC_AV1_PADDING_MARGIN: u32 = 64;
 
 /// Frames per output: two, so that MP4 and WebM carry an inter-coded frame after the key frame
 /// and both kinds are checked, while renders stay quick.
@@ -184,6 +201,10 @@ fn write_template(dir: &Path, name: &str, template: &Value) -> PathBuf {
 /// float shader does (its default fast path is up to 2/255 off on its own). libvpx-vp9 decodes
 /// WebM so the alpha plane is decoded too.
 fn decode(path: &Path, width: u32, height: u32) -> Vec<Vec<u8>> {
+    // FFmpeg has no decoder for animated WebP; the image crate's (image-webp) decodes it.
+    if path.extension().is_some_and(|e| e == "webp") {
+        return helpers::decode_webp(path);
+    }
     helpers::decode_rgba_through(
         path,
         width,
@@ -252,7 +273,7 @@ fn worst_error(
 /// colour composited over its background.
 fn expected_colour(format: Format, colour: [u8; 4]) -> [f64; 4] {
     let [r, g, b, a] = colour.map(f64::from);
-    if format == Format::Mp4 {
+    if !format.has_alpha() {
         let under = hex(BACKGROUND).map(f64::from);
         let share = a / 255.0;
         let over = |c: f64, u: f64| c * share + u * (1.0 - share);
@@ -285,17 +306,36 @@ struct Measured {
 /// Renders every case of `format` at `width × height`, decodes each output and compares it;
 /// fails with the whole table when any case is out of tolerance.
 fn colours_come_back(format: Format, width: u32, height: u32) {
+    colours_come_back_in(format, None, width, height);
+}
+
+/// The MP4s round odd sides up to even with a pixel of background (4:2:0 chroma is 2×2).
+fn padded(format: Format) -> bool {
+    matches!(format, Format::Mp4 | Format::Hevc | Format::Av1)
+}
+
+/// [`colours_come_back`] for `format` showing `window` (a still: one frame).
+pub(crate) fn colours_come_back_in(
+    format: Format,
+    window: Option<Window>,
+    width: u32,
+    height: u32,
+) {
     let dir = tempdir();
-    // MP4 rounds odd sides up to even with a pixel of background (4:2:0 chroma is 2×2).
-    let (encoded_width, encoded_height) = if format == Format::Mp4 {
+    let (encoded_width, encoded_height) = if padded(format) {
         (width + width % 2, height + height % 2)
     } else {
         (width, height)
     };
-    // The pixels checked: all of them, except in MP4 at an odd size those beside the padding.
+    // The pixels checked: all of them, except in the MP4s at an odd size those beside the
+    // padding.
     let beside_padding = |side: u32| {
-        if format == Format::Mp4 && side % 2 == 1 {
-            side - MP4_PADDING_MARGIN
+        if padded(format) && side % 2 == 1 {
+            side - if format == Format::Mp4 {
+                MP4_PADDING_MARGIN
+            } else {
+                HEVC_AV1_PADDING_MARGIN
+            }
         } else {
             side
         }
@@ -312,10 +352,11 @@ fn colours_come_back(format: Format, width: u32, height: u32) {
         "gradient",
         &template(width, height, full_frame, gradient_fill(width)),
     );
-    let output = with_background(
+    let mut output = with_background(
         spec(format, FPS, width, height),
         Rgba::parse_hex(BACKGROUND).unwrap(),
     );
+    output.window = window;
     let mut measured = Vec::new();
     for case in cases(format) {
         let mut modifications = Modifications::default();
@@ -331,10 +372,14 @@ fn colours_come_back(format: Format, width: u32, height: u32) {
             render_in_worker(template, modifications, output, dir.path(), DEADLINE);
         result.unwrap_or_else(|failure| panic!("{format:?} {}: {failure}", case.colour));
         let frames = decode(&path, encoded_width, encoded_height);
+        // A still is one frame (GIF, APNG and WebP fold a held frame into the one before).
+        if window.is_some() {
+            assert_eq!(frames.len(), 1, "{format:?} {}", case.colour);
+        }
         let (label, tolerance, worst) = match case.kind {
             Kind::Gradient => (
                 format!("{}→{}", GRADIENT.0, GRADIENT.1),
-                GRADIENT_TOLERANCE,
+                gradient_tolerance(format),
                 worst_error(&frames, encoded_width, columns, rows, |x| {
                     expected_gradient(width, x)
                 }),
@@ -342,9 +387,8 @@ fn colours_come_back(format: Format, width: u32, height: u32) {
             Kind::Solid | Kind::Translucent => {
                 let want = expected_colour(format, hex(case.colour));
                 let tolerance = match format {
-                    Format::Mp4 => SOLID_TOLERANCE,
-                    Format::Webm => SOLID_TOLERANCE,
-                    Format::Gif => GIF_SOLID_TOLERANCE,
+                    Format::Gif | Format::Png | Format::Apng => GIF_SOLID_TOLERANCE,
+                    _ => SOLID_TOLERANCE,
                 };
                 (
                     case.colour.to_owned(),
@@ -617,4 +661,28 @@ colour_tests! {
     gif_at_640_by_480_decodes_to_the_requested_colours => (Format::Gif, 640, 480),
     gif_at_1280_by_720_decodes_to_the_requested_colours => (Format::Gif, 1280, 720),
     gif_at_333_by_251_decodes_to_the_requested_colours => (Format::Gif, 333, 251),
+    apng_at_333_by_251_decodes_to_the_requested_colours_and_alpha => (Format::Apng, 333, 251),
+    webp_at_333_by_251_decodes_to_the_requested_colours_and_alpha => (Format::Webp, 333, 251),
+    prores_at_333_by_251_decodes_to_the_requested_colours_and_alpha => (Format::Mov, 333, 251),
+    hevc_at_333_by_251_decodes_to_the_requested_colours => (Format::Hevc, 333, 251),
+    av1_at_333_by_251_decodes_to_the_requested_colours => (Format::Av1, 333, 251),
+    hevc_at_640_by_480_decodes_to_the_requested_colours => (Format::Hevc, 640, 480),
+}
+
+macro_rules! still_colour_tests {
+    ($($name:ident => $format:expr,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                // The second frame, so a still of the first would not pass unseen.
+                colours_come_back_in($format, Some(Window::Still { frame: 1 }), 333, 251);
+            }
+        )*
+    };
+}
+
+still_colour_tests! {
+    png_still_at_333_by_251_decodes_to_the_requested_colours_and_alpha => Format::Png,
+    jpeg_still_at_333_by_251_decodes_to_the_requested_colours => Format::Jpeg,
+    webp_still_at_333_by_251_decodes_to_the_requested_colours_and_alpha => Format::Webp,
 }

@@ -52,6 +52,7 @@ fn renders_to_every_format(file: &str) {
             Format::Mp4 => "h264",
             Format::Webm => "vp9",
             Format::Gif => "gif",
+            other => panic!("the corpus is not rendered to {other:?}"),
         };
         assert_eq!(probed.codec, expected_codec, "{file} {format:?}");
         assert_eq!(

@@ -200,6 +200,7 @@ fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
             width: 1920,
             height: 100,
             background: None,
+            ..Default::default()
         }),
         notify: None,
         theme: String::new(),

@@ -28,6 +28,7 @@ pub fn spec(format: Format, fps: u32, width: u32, height: u32) -> OutputSpec {
         width: Dimension::try_from(width).unwrap(),
         height: Dimension::try_from(height).unwrap(),
         background: None,
+        ..Default::default()
     }
 }
 
@@ -226,11 +227,13 @@ pub fn decode_rgba_through(path: &Path, width: u32, height: u32, filter: &[&str]
     if path.extension().is_some_and(|e| e == "webm") {
         command.args(["-c:v", "libvpx-vp9"]);
     }
-    command
-        .arg("-i")
-        .arg(path)
-        .args(filter)
-        .args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"]);
+    command.arg("-i").arg(path).args(filter);
+    // Every decoded APNG frame once: the CLI's constant-rate output otherwise repeats frames
+    // to fill APNG's 1/100000 s time base.
+    if path.extension().is_some_and(|e| e == "png") {
+        command.args(["-fps_mode", "passthrough"]);
+    }
+    command.args(["-f", "rawvideo", "-pix_fmt", "rgba", "-"]);
     let output = run_ok(&mut command, "ffmpeg", path);
     let frame_bytes = (width * height * 4) as usize;
     assert!(
@@ -244,6 +247,22 @@ pub fn decode_rgba_through(path: &Path, width: u32, height: u32, filter: &[&str]
         .chunks(frame_bytes)
         .map(<[u8]>::to_vec)
         .collect()
+}
+
+/// Every frame of a WebP, still or animated, as straight RGBA, decoded by the image crate
+/// (image-webp, not the libwebp that encoded it; FFmpeg cannot decode animated WebP).
+pub fn decode_webp(path: &Path) -> Vec<Vec<u8>> {
+    use image::AnimationDecoder;
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let decoder = image::codecs::webp::WebPDecoder::new(file).unwrap();
+    if decoder.has_animation() {
+        decoder
+            .into_frames()
+            .map(|frame| frame.unwrap().into_buffer().into_raw())
+            .collect()
+    } else {
+        vec![image::open(path).unwrap().to_rgba8().into_raw()]
+    }
 }
 
 pub fn tempdir() -> tempfile::TempDir {

@@ -50,6 +50,7 @@ fn small_render(template_id: &str, width: u32) -> proto::RenderRequest {
             width,
             height: 100,
             background: None,
+            ..Default::default()
         }),
         notify: None,
         theme: String::new(),

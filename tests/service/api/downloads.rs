@@ -25,6 +25,7 @@ async fn an_output_above_two_mebibytes_downloads_in_ordered_chunks_with_its_sha2
                 width: 640,
                 height: 454,
                 background: None,
+                ..Default::default()
             }),
             notify: None,
             theme: String::new(),

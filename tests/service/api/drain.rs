@@ -54,6 +54,7 @@ fn request(template_id: &str, side: u32) -> proto::RenderRequest {
             width: side,
             height: side,
             background: None,
+            ..Default::default()
         }),
         notify: None,
         theme: String::new(),

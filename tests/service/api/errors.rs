@@ -83,6 +83,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
             width: 99,
             height: 1921,
             background: Some(color(0.0, -1.0, 0.0)),
+            ..Default::default()
         }),
         notify: None,
         theme: String::new(),
@@ -91,7 +92,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
         output: Some(proto::OutputSpec {
             width: 1080,
             height: 1080,
-            ..base.output.unwrap()
+            ..base.output.clone().unwrap()
         }),
         ..base.clone()
     };

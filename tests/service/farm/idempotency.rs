@@ -141,7 +141,7 @@ fn wire_bytes(request: &proto::RenderRequest, fields: [u32; 3], colors: &[&str])
             }
             3 => bytes.extend(
                 proto::RenderRequest {
-                    output: request.output,
+                    output: request.output.clone(),
                     ..Default::default()
                 }
                 .encode_to_vec(),
@@ -575,6 +575,7 @@ fn small_mp4_fingerprint(template: &proto::Template) -> lottie_render::jobs::Fin
             width: 100.try_into().unwrap(),
             height: 100.try_into().unwrap(),
             background: None,
+            ..Default::default()
         },
     )
 }
