@@ -73,6 +73,7 @@ reasons! {
     ImageQuotaExceeded => "IMAGE_QUOTA_EXCEEDED",
     JobTooLarge => "JOB_TOO_LARGE",
     OutputTooLong => "OUTPUT_TOO_LONG",
+    OutputTooLarge => "OUTPUT_TOO_LARGE",
     RenderQuarantined => "RENDER_QUARANTINED",
     WebhookSecretMissing => "WEBHOOK_SECRET_MISSING",
     // Jobs and their outputs.

@@ -407,6 +407,20 @@ fn classify(
                 .into(),
         ));
     }
+    // The output reached the file-size limit: the same request writes the same bytes again,
+    // so it fails for good, as the caller's choice of format, size and length.
+    if status.signal() == Some(libc::SIGXFSZ) {
+        return Err(failure(
+            FailureKind::Reported,
+            ErrorClass::Deterministic,
+            Reason::OutputTooLarge,
+            format!(
+                "the output grew past the {} GiB an output may have; choose a shorter segment, \
+                 a smaller size or a lossy format",
+                MAX_OUTPUT_BYTES / (1024 * 1024 * 1024)
+            ),
+        ));
+    }
     if status.signal() == Some(libc::SIGXCPU) {
         return Err(failure(
             FailureKind::CpuLimit,
@@ -597,6 +611,17 @@ mod tests {
             failure.kind,
             FailureKind::Crashed { signal: None }
         ));
+    }
+
+    #[test]
+    fn a_worker_stopped_by_the_file_size_limit_failed_for_good_with_output_too_large() {
+        // What the kernel does to a process writing past RLIMIT_FSIZE (SIGXFSZ's default
+        // action ends it), with no answer written.
+        let status = std::process::ExitStatus::from_raw(libc::SIGXFSZ);
+        let failure = classify(status, None, "", false, false, &settings()).unwrap_err();
+        assert_eq!(failure.reason, Reason::OutputTooLarge);
+        assert_eq!(failure.class, ErrorClass::Deterministic);
+        assert!(failure.message.contains("2 GiB"), "{}", failure.message);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use super::pixels::{convert, PixelLayout};
 use super::video::{VideoCodec, VideoEncoder};
 use super::{EncodeError, EncoderInput, EncoderSettings, FramePreparer};
 use crate::spec::Quality;
+use ffmpeg_next::color::{Primaries, Range, Space, TransferCharacteristic};
 use ffmpeg_next::format::Pixel;
 use ffmpeg_next::frame;
 use rlottie::Bgra;
@@ -91,6 +92,12 @@ impl FramePreparer for ProresPreparer {
         _reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError> {
         let mut picture = frame::Video::new(PIXEL_FORMAT, self.width as u32, self.height as u32);
+        // prores_ks writes the frame's own colour description into each frame header (not the
+        // encoder's), and decoders report that one: the same tags as every YUV output.
+        picture.set_color_primaries(Primaries::BT709);
+        picture.set_color_transfer_characteristic(TransferCharacteristic::BT709);
+        picture.set_color_space(Space::SMPTE170M);
+        picture.set_color_range(Range::MPEG);
         let mut planes = crate::os::ffmpeg_frames::frame_planes_mut(&mut picture);
         for (y, source) in premultiplied
             .chunks_exact(self.width)

@@ -10,6 +10,7 @@ mod embedded_images;
 mod expressions;
 mod fidelity_classes;
 mod fonts;
+mod formats;
 mod fuzz_findings;
 mod fuzz_seeds;
 mod helpers;
