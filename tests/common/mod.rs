@@ -5,6 +5,7 @@
 
 mod calls;
 mod metrics;
+pub mod moving;
 mod processes;
 mod raw_h2;
 mod redis;

@@ -18,6 +18,9 @@ mod image_slots;
 mod kernel_offers;
 mod malformed;
 mod mattes;
+/// The template whose every frame tells its time (tests/common/moving.rs).
+#[path = "../common/moving.rs"]
+mod moving;
 mod pixels;
 mod property_slots;
 mod sandbox;

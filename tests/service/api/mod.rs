@@ -12,6 +12,7 @@ mod http_json;
 mod identity_sources;
 pub(crate) mod image_slots;
 mod mesh;
+mod outputs;
 mod panic;
 mod pki;
 mod process;
