@@ -288,7 +288,10 @@ impl Bench<'_> {
             "    {:.2} ms/frame; {reused} of {frames} frames identical to the one before, conversion reused",
             prepare_cost.wall.as_secs_f64() * 1000.0 / f64::from(frames.max(1))
         );
-        if format != Format::Gif {
+        if matches!(
+            format,
+            Format::Mp4 | Format::Hevc | Format::Av1 | Format::Webm
+        ) {
             let kernel_cost = median_of(self.repeat, || {
                 measure(|| convert_every_frame(&settings, rendered)).map(|((), cost)| cost)
             })?;

@@ -334,7 +334,7 @@ async fn undecodable_bodies_unknown_fields_and_oversized_requests_are_invalid_ar
         },
     );
 
-    // Field 99 at the top and field 7 inside output: what `.strict()` refused in JSON.
+    // Field 99 at the top and field 15 inside output: what `.strict()` refused in JSON.
     let mut unknown = valid.clone();
     unknown.extend_from_slice(&[0x98, 0x06, 0x01]);
     let mut output = proto::OutputSpec::decode(
@@ -346,14 +346,14 @@ async fn undecodable_bodies_unknown_fields_and_oversized_requests_are_invalid_ar
     )
     .unwrap()
     .encode_to_vec();
-    output.extend_from_slice(&[0x38, 0x01]);
+    output.extend_from_slice(&[0x78, 0x01]);
     let mut nested = proto::RenderRequest::decode(&*valid).unwrap();
     nested.output = None;
     let mut nested = nested.encode_to_vec();
     nested.push(0x1a);
     nested.push(output.len() as u8);
     nested.extend_from_slice(&output);
-    for (case, bytes, field) in [("top", unknown, "#99"), ("nested", nested, "output.#7")] {
+    for (case, bytes, field) in [("top", unknown, "#99"), ("nested", nested, "output.#15")] {
         let status = raw_call(&app, SUBMIT, keyed(bytes)).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument, "{case}: {status:?}");
         let details = status.get_error_details();
