@@ -304,6 +304,44 @@ pub struct OutputInfo {
     pub fps: u32,
     pub frame_count: u32,
     pub duration_seconds: f64,
+    /// The poster PNG written beside the output (`OutputSpec.poster`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poster: Option<PosterInfo>,
+}
+
+/// A poster as the job reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PosterInfo {
+    pub size_bytes: u64,
+    pub sha256: String,
+    pub width: u32,
+    pub height: u32,
+    /// The output frame it shows.
+    pub frame: u32,
+}
+
+/// Writes the poster `prepared.spec.poster` asks for (a PNG of that output frame, alpha kept,
+/// as a PNG still of the same time) to `path`; `None` when none is asked. One more rlottie
+/// load and one frame: the pipeline's frames went to the encoder as its pixel format.
+pub(crate) fn write_poster(
+    prepared: &PreparedRender,
+    path: &Path,
+) -> Result<Option<PosterInfo>, RenderError> {
+    let Some(frame) = prepared.spec.poster else {
+        return Ok(None);
+    };
+    let mut renderer = prepared.source.renderer()?;
+    let premultiplied = renderer.render(frame);
+    let (width, height) = (prepared.spec.width.get(), prepared.spec.height.get());
+    encode::still::write_png(premultiplied, (width, height), prepared.spec.quality, path)?;
+    let (size_bytes, sha256) = hash_file(path).map_err(RenderError::ReadOutput)?;
+    Ok(Some(PosterInfo {
+        size_bytes,
+        sha256,
+        width,
+        height,
+        frame,
+    }))
 }
 
 /// Renders `prepared` into `output_path` with `threads` render threads. `on_progress` is
@@ -341,6 +379,7 @@ pub(crate) fn run(
         fps: spec.fps.get(),
         frame_count: total,
         duration_seconds: f64::from(total) / f64::from(spec.fps.get()),
+        poster: None,
     })
 }
 

@@ -404,6 +404,9 @@ pub struct OutputSpec {
     /// How many times an animated GIF, WebP or APNG plays; forever when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_count: Option<u16>,
+    /// A PNG of this frame (counted from the output's first) written beside the output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poster: Option<u32>,
 }
 
 impl Default for OutputSpec {
@@ -418,6 +421,7 @@ impl Default for OutputSpec {
             window: None,
             quality: Quality::Standard,
             loop_count: None,
+            poster: None,
         }
     }
 }

@@ -33,7 +33,7 @@ pub(crate) use index::{
     DEFAULT_MIN_FREE_DISK_BYTES,
 };
 pub use objects::ObjectStorage;
-pub(crate) use outputs::OutputStore;
+pub(crate) use outputs::{OutputStore, POSTER_EXTENSION};
 pub(crate) use record_cache::AdmissionRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

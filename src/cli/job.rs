@@ -64,7 +64,7 @@ pub(crate) fn run(args: JobArgs) -> ExitCode {
                     })
                     .await?
                     .into_inner();
-                download(&mut client, &job, &output).await?;
+                download(&mut client, &job, proto::OutputPart::Main, &output).await?;
                 return Ok(ExitCode::SUCCESS);
             }
         };
@@ -118,6 +118,7 @@ pub(crate) async fn watch(
 pub(crate) async fn download(
     client: &mut RenderServiceClient<Connection>,
     job: &proto::RenderJob,
+    part: proto::OutputPart,
     path: &Path,
 ) -> Result<(), ClientError> {
     let directory = match path.parent() {
@@ -133,6 +134,7 @@ pub(crate) async fn download(
     let mut stream = client
         .download_render_output(proto::DownloadRenderOutputRequest {
             job_id: job.job_id.clone(),
+            part: part as i32,
             ..Default::default()
         })
         .await?
@@ -147,7 +149,14 @@ pub(crate) async fn download(
             .map_err(|error| ClientError::Io(format!("cannot write the output: {error}")))?;
     }
     let digest = crate::lottie::template::lowercase_hex(&hasher.finalize());
-    if let Some(output) = &job.output {
+    let expected = match part {
+        proto::OutputPart::Poster => job
+            .output
+            .as_ref()
+            .and_then(|output| output.poster.as_deref()),
+        _ => job.output.as_ref(),
+    };
+    if let Some(output) = expected {
         if digest != output.sha256 || size != output.size_bytes {
             return Err(ClientError::Io(format!(
                 "the download does not match the job's output ({size} bytes, sha256 {digest}; \

@@ -241,9 +241,10 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         markers: &markers,
     };
     match crate::spec::timing::resolve(&args.timing.request(), spec.format, fps.get(), &animation) {
-        Ok((window, loop_count)) => {
-            spec.window = window;
-            spec.loop_count = loop_count;
+        Ok(resolved) => {
+            spec.window = resolved.window;
+            spec.loop_count = resolved.loop_count;
+            spec.poster = resolved.poster;
         }
         Err(error) => {
             eprintln!("error: {error}");
@@ -271,15 +272,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         memory_bytes: args.memory_limit_mb.saturating_mul(1024 * 1024),
         deadline,
     };
-    let output_dir = match args.output.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let partial = tempfile::Builder::new()
-        .prefix(".lottie-render-")
-        .suffix(".partial")
-        .tempfile_in(&output_dir)
-        .map_err(|e| format!("cannot write in {}: {e}", output_dir.display()))?;
+    let partial = partial_beside(&args.output)?;
     let mut fonts = std::collections::BTreeMap::new();
     for pair in &args.fonts {
         let (family, file) = pair
@@ -288,11 +281,16 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         let file = std::fs::canonicalize(file).map_err(|e| format!("--font {file}: {e}"))?;
         fonts.insert(family.to_owned(), file);
     }
+    let poster = match &args.timing.poster {
+        Some(path) => Some(partial_beside(path)?),
+        None => None,
+    };
     let job = WorkerJob {
         template_path,
         modifications,
         output: spec,
         output_path: partial.path().to_path_buf(),
+        poster_path: poster.as_ref().map(|partial| partial.path().to_path_buf()),
         threads: args.threads,
         fonts,
         images,
@@ -310,6 +308,19 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
             partial
                 .persist(&args.output)
                 .map_err(|e| format!("cannot write {}: {}", args.output.display(), e.error))?;
+            if let (Some(partial), Some(path), Some(info)) =
+                (poster, &args.timing.poster, &output.poster)
+            {
+                partial
+                    .persist(path)
+                    .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
+                eprintln!(
+                    "wrote {} (poster of frame {}, {} bytes)",
+                    display(path),
+                    info.frame,
+                    info.size_bytes
+                );
+            }
             eprintln!(
                 "wrote {} ({} bytes, {}×{}, {} frames at {} fps, {:.2} s)",
                 display(&args.output),
@@ -332,6 +343,19 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
             Ok(ExitCode::from(code))
         }
     }
+}
+
+/// A temporary file beside `path`, renamed to it once complete.
+fn partial_beside(path: &Path) -> Result<tempfile::NamedTempFile, String> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    tempfile::Builder::new()
+        .prefix(".lottie-render-")
+        .suffix(".partial")
+        .tempfile_in(&dir)
+        .map_err(|e| format!("cannot write in {}: {e}", dir.display()))
 }
 
 fn display(path: &Path) -> String {

@@ -180,7 +180,10 @@ pub(crate) fn run(args: SubmitArgs) -> ExitCode {
         let job = watch(&mut client, &job.job_id).await?;
         print_job(&job);
         if let (Some(path), Some(_)) = (&args.output, &job.output) {
-            download(&mut client, &job, path).await?;
+            download(&mut client, &job, proto::OutputPart::Main, path).await?;
+        }
+        if let (Some(path), Some(_)) = (&args.timing.poster, &job.output) {
+            download(&mut client, &job, proto::OutputPart::Poster, path).await?;
         }
         Ok(job_exit_code(&job))
     })

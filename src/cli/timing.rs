@@ -21,6 +21,12 @@ pub struct TimingArgs {
     /// How many times an animated GIF, WebP or APNG plays (0 = forever).
     #[arg(long = "loop", value_name = "N")]
     pub loop_count: Option<u32>,
+    /// Also write a PNG poster of one frame of the animation here (`submit`: with --wait).
+    #[arg(long, value_name = "FILE.png")]
+    pub poster: Option<std::path::PathBuf>,
+    /// The poster's time, counted from the output's first frame [default: its middle frame].
+    #[arg(long, value_name = "1.5s|FRAME|MARKER", requires = "poster")]
+    pub poster_at: Option<String>,
 }
 
 /// `1.5s` as seconds; None when `text` is not a number followed by `s`.
@@ -53,12 +59,24 @@ fn segment_ref(text: &str) -> SegmentRef {
     }
 }
 
+fn wire_point(at: TimeRef) -> proto::time_point::Point {
+    match at {
+        TimeRef::Seconds(seconds) => proto::time_point::Point::Seconds(seconds),
+        TimeRef::Frame(frame) => proto::time_point::Point::Frame(frame),
+        TimeRef::Marker(name) => proto::time_point::Point::Marker(name),
+    }
+}
+
 impl TimingArgs {
     pub(crate) fn request(&self) -> TimingRequest {
         TimingRequest {
             at: self.at.as_deref().map(time_ref),
             segment: self.segment.as_deref().map(segment_ref),
             loop_count: self.loop_count,
+            poster: self
+                .poster
+                .as_ref()
+                .map(|_| self.poster_at.as_deref().map(time_ref)),
         }
     }
 
@@ -66,11 +84,7 @@ impl TimingArgs {
     pub(crate) fn fill(&self, output: &mut proto::OutputSpec) {
         let request = self.request();
         output.at = request.at.map(|at| proto::TimePoint {
-            point: Some(match at {
-                TimeRef::Seconds(seconds) => proto::time_point::Point::Seconds(seconds),
-                TimeRef::Frame(frame) => proto::time_point::Point::Frame(frame),
-                TimeRef::Marker(name) => proto::time_point::Point::Marker(name),
-            }),
+            point: Some(wire_point(at)),
         });
         output.segment = request.segment.map(|segment| proto::Segment {
             range: Some(match segment {
@@ -86,6 +100,11 @@ impl TimingArgs {
             Quality::Small => proto::Quality::Small,
         } as i32;
         output.loop_count = request.loop_count;
+        output.poster = request.poster.map(|at| proto::Poster {
+            at: at.map(|at| proto::TimePoint {
+                point: Some(wire_point(at)),
+            }),
+        });
     }
 }
 

@@ -231,7 +231,21 @@ fn execute(job: &WorkerJob, steps: &mut Steps) -> Result<render::OutputInfo, Fai
         ),
     ];
     steps.end(step, "render_encode", attributes, output.is_err());
-    output.map_err(Failure::from)
+    let mut output = output?;
+    if let Some(path) = poster_path(job) {
+        let step = steps.start();
+        let poster = render::write_poster(&prepared, path);
+        steps.end(step, "poster", Vec::new(), poster.is_err());
+        output.poster = poster?;
+    }
+    Ok(output)
+}
+
+/// The poster's path when the job asks for a poster and says where.
+fn poster_path(job: &WorkerJob) -> Option<&std::path::Path> {
+    job.poster_path
+        .as_deref()
+        .filter(|_| job.output.poster.is_some())
 }
 
 /// What a worker reads before it confines itself.
@@ -267,9 +281,14 @@ fn read_inputs_and_confine(job: &WorkerJob) -> Result<Inputs, Failure> {
     };
     // The output exists before confinement, which allows writing it and creating nothing.
     std::fs::File::create(&job.output_path).map_err(RenderError::ReadOutput)?;
+    let mut writable = vec![job.output_path.clone()];
+    if let Some(poster) = poster_path(job) {
+        std::fs::File::create(poster).map_err(RenderError::ReadOutput)?;
+        writable.push(poster.to_path_buf());
+    }
     let policy = FilePolicy {
         readable: Vec::new(),
-        writable: vec![job.output_path.clone()],
+        writable,
     };
     confine(&policy).map_err(|error| Failure {
         class: ErrorClass::Transient,

@@ -69,6 +69,29 @@ impl StillEncoder {
     }
 }
 
+/// Writes one rendered frame (premultiplied BGRA, `width × height`) as a PNG: a video's
+/// poster, the same pixels a PNG still of its time has.
+pub(crate) fn write_png(
+    premultiplied: &[rlottie::Bgra],
+    (width, height): (u32, u32),
+    quality: Quality,
+    path: &Path,
+) -> Result<(), EncodeError> {
+    let mut rgba = vec![0u8; premultiplied.len() * 4];
+    super::pixels::convert(
+        premultiplied,
+        &mut rgba,
+        super::pixels::PixelLayout::StraightRgba,
+    );
+    let mut file = BufWriter::new(std::fs::File::create(path)?);
+    let (compression, filter) = png_compression(quality);
+    PngEncoder::new_with_quality(&mut file, compression, filter)
+        .write_image(&rgba, width, height, ExtendedColorType::Rgba8)
+        .map_err(|error| EncodeError::Image(error.to_string()))?;
+    file.flush()?;
+    Ok(())
+}
+
 /// Straight RGBA over an opaque background, rounded: `c·α + u·(255 − α)` / 255.
 fn composited(rgba: &[u8], under: [u8; 3]) -> Vec<u8> {
     let (pixels, _) = rgba.as_chunks::<4>();

@@ -217,6 +217,8 @@ struct OutputDraft {
     // Checked against the format at admission (`spec::timing::resolve`).
     #[garde(skip)]
     loop_count: Option<u32>,
+    #[garde(custom(valid_poster))]
+    poster: Option<proto::Poster>,
 }
 
 impl From<proto::RenderRequest> for RenderRequestDraft {
@@ -276,6 +278,7 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                 segment: output.segment,
                 quality: output.quality,
                 loop_count: output.loop_count,
+                poster: output.poster,
             }),
             notify: request.notify.map(|notify| NotifyDraft {
                 webhook_url: notify.webhook_url,
@@ -407,12 +410,16 @@ impl RenderRequestDraft {
         let format = domain_format(output.format)
             .ok_or_else(|| format!("format {} after validation", output.format))?;
         let quality = domain_quality(output.quality).ok_or("quality after validation")?;
+        let time_ref = |point| match point {
+            proto::time_point::Point::Seconds(seconds) => TimeRef::Seconds(seconds),
+            proto::time_point::Point::Frame(frame) => TimeRef::Frame(frame),
+            proto::time_point::Point::Marker(name) => TimeRef::Marker(name),
+        };
         let timing = TimingRequest {
-            at: output.at.and_then(|at| at.point).map(|point| match point {
-                proto::time_point::Point::Seconds(seconds) => TimeRef::Seconds(seconds),
-                proto::time_point::Point::Frame(frame) => TimeRef::Frame(frame),
-                proto::time_point::Point::Marker(name) => TimeRef::Marker(name),
-            }),
+            at: output.at.and_then(|at| at.point).map(time_ref),
+            poster: output
+                .poster
+                .map(|poster| poster.at.and_then(|at| at.point).map(time_ref)),
             segment: output
                 .segment
                 .and_then(|segment| segment.range)
@@ -453,6 +460,7 @@ impl RenderRequestDraft {
                 // Resolved from `timing` at admission, against the template.
                 window: None,
                 loop_count: None,
+                poster: None,
             },
             notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
             images: image_bytes,
@@ -670,6 +678,13 @@ fn valid_time_point(value: &Option<proto::TimePoint>, _: &()) -> garde::Result {
         Some(Some(proto::time_point::Point::Seconds(seconds))) => seconds_value(*seconds),
         Some(Some(proto::time_point::Point::Frame(_))) => Ok(()),
         Some(Some(proto::time_point::Point::Marker(name))) => marker_name(name),
+    }
+}
+
+fn valid_poster(value: &Option<proto::Poster>, context: &()) -> garde::Result {
+    match value {
+        Some(poster) if poster.at.is_some() => valid_time_point(&poster.at, context),
+        _ => Ok(()),
     }
 }
 

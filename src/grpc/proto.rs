@@ -132,8 +132,10 @@ mod tests {
                     "segment",
                     "quality",
                     "loop_count",
+                    "poster",
                 ],
             ),
+            ("Poster", &["at"]),
             ("TimePoint", &["seconds", "frame", "marker"]),
             ("Segment", &["seconds", "marker"]),
             ("SecondsRange", &["from", "to"]),
@@ -167,6 +169,8 @@ mod tests {
                     "duration_seconds",
                     "download_url",
                     "download_url_expires_at",
+                    "poster",
+                    "poster_frame",
                 ],
             ),
             (
@@ -181,7 +185,7 @@ mod tests {
             ("CancelRenderJobRequest", &["job_id"]),
             (
                 "DownloadRenderOutputRequest",
-                &["job_id", "offset", "length"],
+                &["job_id", "offset", "length", "part"],
             ),
         ];
         for (message, names) in messages {

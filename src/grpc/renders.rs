@@ -24,7 +24,7 @@ use crate::jobs::shared::SharedError;
 use crate::jobs::{Job, JobState, Scheduler};
 use crate::reason::Reason;
 use crate::spec::RenderSubmission;
-use crate::storage::OutputStore;
+use crate::storage::{OutputStore, POSTER_EXTENSION};
 use crate::telemetry::traces::CallSpan;
 use crate::webhooks::delivery::{Delivery, State as DeliveryState};
 use crate::webhooks::event::EventType;
@@ -163,6 +163,12 @@ pub(crate) async fn job_with_download_url(outputs: &OutputStore, job: &Job) -> p
     let Some(output) = answer.output.as_mut() else {
         return answer;
     };
+    if let Some(poster) = output.poster.as_deref_mut() {
+        if let Ok(Some((url, expires_at))) = outputs.download_url(job.id, POSTER_EXTENSION).await {
+            poster.download_url = Some(url);
+            poster.download_url_expires_at = Some(expires_at.into());
+        }
+    }
     match outputs.download_url(job.id, job.format.extension()).await {
         Ok(Some((url, expires_at))) => {
             output.download_url = Some(url);
@@ -245,6 +251,19 @@ pub(crate) fn job_to_proto(job: &Job) -> proto::RenderJob {
             duration_seconds: output.duration_seconds,
             download_url: None,
             download_url_expires_at: None,
+            poster: output.poster.as_ref().map(|poster| {
+                Box::new(proto::RenderOutput {
+                    content_type: "image/png".into(),
+                    size_bytes: poster.size_bytes,
+                    sha256: poster.sha256.clone(),
+                    width: poster.width,
+                    height: poster.height,
+                    frame_count: 1,
+                    poster_frame: poster.frame,
+                    ..Default::default()
+                })
+            }),
+            poster_frame: 0,
         }),
         error: job.error.as_ref().map(|error| proto::JobError {
             reason: error.reason.as_str().into(),
@@ -400,12 +419,49 @@ impl RenderService for RenderApi {
             )
             .into());
         }
+        let poster = match proto::OutputPart::try_from(request.get_ref().part) {
+            Ok(proto::OutputPart::Unspecified | proto::OutputPart::Main) => false,
+            Ok(proto::OutputPart::Poster) => true,
+            Err(_) => {
+                return Err(ServiceError::invalid_argument(
+                    Reason::RequestInvalid,
+                    format!(
+                        "part: must be OUTPUT_PART_MAIN or OUTPUT_PART_POSTER, got {}",
+                        request.get_ref().part
+                    ),
+                    vec![crate::error::FieldViolation {
+                        field: "part".into(),
+                        description: "must be OUTPUT_PART_MAIN or OUTPUT_PART_POSTER".into(),
+                    }],
+                )
+                .into())
+            }
+        };
+        if poster
+            && job
+                .output
+                .as_ref()
+                .is_none_or(|output| output.poster.is_none())
+        {
+            return Err(ServiceError::not_found(
+                Reason::OutputNotFound,
+                format!(
+                    "job {} has no poster (OutputSpec.poster was not set)",
+                    job.id
+                ),
+            )
+            .into());
+        }
         // Taken before the file is opened: a refused download costs nothing.
         let slot = self.downloads.slot(share)?;
         let output = StoredOutput {
             outputs: self.scheduler.outputs().clone(),
             job_id: job.id,
-            extension: job.format.extension(),
+            extension: if poster {
+                POSTER_EXTENSION
+            } else {
+                job.format.extension()
+            },
         };
         let size = output
             .outputs
@@ -413,7 +469,14 @@ impl RenderService for RenderApi {
             .await
             .map_err(|error| download::read_failure(job.id, error))?;
         let range = download::range(request.get_ref(), size)?;
-        let described = job_to_proto(&job).output.map(|mut described| {
+        let described = job_to_proto(&job).output.and_then(|described| {
+            if poster {
+                described.poster.map(|poster| *poster)
+            } else {
+                Some(described)
+            }
+        });
+        let described = described.map(|mut described| {
             // The size read now is the file's (the record's is the same unless replaced).
             described.size_bytes = size;
             described

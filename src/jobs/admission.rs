@@ -82,9 +82,10 @@ pub(crate) fn admit(
     };
     match crate::spec::timing::resolve(&submission.timing, spec.format, spec.fps.get(), &animation)
     {
-        Ok((window, loop_count)) => {
-            spec.window = window;
-            spec.loop_count = loop_count;
+        Ok(resolved) => {
+            spec.window = resolved.window;
+            spec.loop_count = resolved.loop_count;
+            spec.poster = resolved.poster;
         }
         Err(crate::spec::SpecError::Invalid { field, message }) => {
             reason.get_or_insert(Reason::RequestInvalid);

@@ -215,6 +215,7 @@ mod tests {
             fps: 10,
             frame_count: 10,
             duration_seconds: 1.0,
+            poster: None,
         }
     }
 

@@ -93,6 +93,9 @@ pub struct WorkerJob {
     pub modifications: Modifications,
     pub output: OutputSpec,
     pub output_path: PathBuf,
+    /// Where the poster goes when `output.poster` asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poster_path: Option<PathBuf>,
     /// Render threads; 0 = one per available core.
     #[serde(default)]
     pub threads: usize,

@@ -35,6 +35,18 @@ pub struct TimingRequest {
     pub segment: Option<SegmentRef>,
     /// How many times an animated GIF, WebP or APNG plays (0: forever, the default).
     pub loop_count: Option<u32>,
+    /// A poster asked for (`Some`), at a time of the output (`Some(Some(..))`) or its middle
+    /// frame (`Some(None)`).
+    pub poster: Option<Option<TimeRef>>,
+}
+
+/// A request's times resolved against the template: what `OutputSpec` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Resolved {
+    pub window: Option<Window>,
+    pub loop_count: Option<u16>,
+    /// The poster's frame, counted from the output's first frame.
+    pub poster: Option<u32>,
 }
 
 /// A time marker of a template (Lottie `markers`: `cm` name, `tm` start, `dr` duration, both
@@ -75,14 +87,15 @@ pub struct Animation<'a> {
     pub markers: &'a [Marker],
 }
 
-/// The window and loop count of `request` for `format` at `fps`, checked against the
-/// animation: `None` for the whole animation. Every refusal names the request's field.
+/// The window, loop count and poster frame of `request` for `format` at `fps`, checked
+/// against the animation (a window of `None` is the whole animation). Every refusal names the
+/// request's field.
 pub fn resolve(
     request: &TimingRequest,
     format: Format,
     fps: u32,
     animation: &Animation<'_>,
-) -> Result<(Option<Window>, Option<u16>), SpecError> {
+) -> Result<Resolved, SpecError> {
     let frames = crate::lottie::timeline::frame_count(animation.duration_seconds, fps);
     let window = match (&request.at, &request.segment) {
         (Some(_), Some(_)) => {
@@ -151,7 +164,62 @@ pub fn resolve(
                 })?,
         ),
     };
-    Ok((window, loop_count))
+    let poster = match &request.poster {
+        None => None,
+        Some(_) if still || format.is_still_only() => {
+            return Err(SpecError::invalid(
+                "output.poster",
+                "a still is its own poster: ask for one with an animation's format",
+            ))
+        }
+        Some(at) => {
+            let (start, count) = window.map_or((0, frames), Window::range);
+            Some(poster_frame(at.as_ref(), fps, (start, count), animation)?)
+        }
+    };
+    Ok(Resolved {
+        window,
+        loop_count,
+        poster,
+    })
+}
+
+/// The poster's frame among the output's `count` frames from `start`: `at` counts from the
+/// output's first frame (a marker names a frame of the animation, which must lie in the
+/// output); none is the middle frame.
+fn poster_frame(
+    at: Option<&TimeRef>,
+    fps: u32,
+    (start, count): (u32, u32),
+    animation: &Animation<'_>,
+) -> Result<u32, SpecError> {
+    const FIELD: &str = "output.poster.at";
+    let frame = match at {
+        None => return Ok(count / 2),
+        Some(TimeRef::Frame(frame)) => i64::from(*frame),
+        Some(TimeRef::Seconds(seconds)) => {
+            let seconds = checked_seconds(FIELD, *seconds)?;
+            (seconds * f64::from(fps))
+                .round()
+                .clamp(-1.0, f64::from(u32::MAX)) as i64
+        }
+        Some(TimeRef::Marker(name)) => {
+            let seconds = marker(animation, name, FIELD)?.start_seconds;
+            let absolute = (seconds * f64::from(fps))
+                .round()
+                .clamp(-1.0, f64::from(u32::MAX));
+            absolute as i64 - i64::from(start)
+        }
+    };
+    u32::try_from(frame)
+        .ok()
+        .filter(|frame| *frame < count)
+        .ok_or_else(|| {
+            SpecError::invalid(
+                FIELD,
+                format!("the poster's frame lies outside the output's {count} frames"),
+            )
+        })
 }
 
 /// The output frame `at` names, which must lie inside the animation's `frames`.
@@ -314,6 +382,7 @@ mod tests {
             at,
             segment,
             loop_count: None,
+            poster: None,
         }
     }
 
@@ -323,15 +392,15 @@ mod tests {
         let animation = animation(&markers);
         let still = |at| resolve(&request(Some(at), None), Format::Png, 30, &animation);
         assert_eq!(
-            still(TimeRef::Seconds(1.5)).unwrap().0,
+            still(TimeRef::Seconds(1.5)).unwrap().window,
             Some(Window::Still { frame: 45 })
         );
         assert_eq!(
-            still(TimeRef::Frame(89)).unwrap().0,
+            still(TimeRef::Frame(89)).unwrap().window,
             Some(Window::Still { frame: 89 })
         );
         assert_eq!(
-            still(TimeRef::Marker("point".into())).unwrap().0,
+            still(TimeRef::Marker("point".into())).unwrap().window,
             Some(Window::Still { frame: 45 })
         );
         for past in [
@@ -343,7 +412,7 @@ mod tests {
         }
         let segment = |segment| resolve(&request(None, Some(segment)), Format::Mp4, 60, &animation);
         assert_eq!(
-            segment(SegmentRef::Marker("intro".into())).unwrap().0,
+            segment(SegmentRef::Marker("intro".into())).unwrap().window,
             Some(Window::Segment {
                 start: 30,
                 count: 60
@@ -351,7 +420,7 @@ mod tests {
         );
         // Past the end by the designer's marker: cut at the end.
         assert_eq!(
-            segment(SegmentRef::Marker("tail".into())).unwrap().0,
+            segment(SegmentRef::Marker("tail".into())).unwrap().window,
             Some(Window::Segment {
                 start: 150,
                 count: 30
@@ -360,7 +429,7 @@ mod tests {
         assert_eq!(
             segment(SegmentRef::Seconds { from: 0.5, to: 2.0 })
                 .unwrap()
-                .0,
+                .window,
             Some(Window::Segment {
                 start: 30,
                 count: 90
@@ -394,11 +463,14 @@ mod tests {
         assert!(resolve(&request(at(), None), Format::Mp4, 30, &animation).is_err());
         assert_eq!(
             resolve(&request(at(), None), Format::Webp, 30, &animation).unwrap(),
-            (Some(Window::Still { frame: 30 }), None)
+            Resolved {
+                window: Some(Window::Still { frame: 30 }),
+                ..Resolved::default()
+            }
         );
         assert_eq!(
             resolve(&request(None, None), Format::Webp, 30, &animation).unwrap(),
-            (None, None)
+            Resolved::default()
         );
         let segment = Some(SegmentRef::Marker("intro".into()));
         assert!(resolve(
@@ -412,7 +484,7 @@ mod tests {
         let looping = |format, count| {
             let mut request = request(None, None);
             request.loop_count = Some(count);
-            resolve(&request, format, 30, &animation).map(|resolved| resolved.1)
+            resolve(&request, format, 30, &animation).map(|resolved| resolved.loop_count)
         };
         assert_eq!(looping(Format::Gif, 3).unwrap(), Some(3));
         assert_eq!(looping(Format::Apng, 0).unwrap(), None);
@@ -420,5 +492,40 @@ mod tests {
         assert!(looping(Format::Gif, MAX_LOOP_COUNT + 1).is_err());
         // Zero is the default everywhere: asked of an MP4 it asks for nothing.
         assert_eq!(looping(Format::Mp4, 0).unwrap(), None);
+    }
+
+    #[test]
+    fn posters_are_frames_of_the_output_the_middle_one_by_default() {
+        let markers = intro();
+        let animation = animation(&markers);
+        let poster = |segment, at: Option<TimeRef>| {
+            let mut request = request(None, segment);
+            request.poster = Some(at);
+            resolve(&request, Format::Mp4, 30, &animation).map(|resolved| resolved.poster)
+        };
+        // The whole animation (90 frames): its middle; a time counts from the first frame.
+        assert_eq!(poster(None, None).unwrap(), Some(45));
+        assert_eq!(poster(None, Some(TimeRef::Seconds(0.5))).unwrap(), Some(15));
+        // A segment of frames 15..75: its middle, and a marker's frame counted from its start.
+        let segment = || Some(SegmentRef::Seconds { from: 0.5, to: 2.5 });
+        assert_eq!(poster(segment(), None).unwrap(), Some(30));
+        assert_eq!(
+            poster(segment(), Some(TimeRef::Marker("point".into()))).unwrap(),
+            Some(30)
+        );
+        for outside in [
+            TimeRef::Frame(60),
+            TimeRef::Marker("tail".into()),
+            TimeRef::Seconds(-1.0),
+        ] {
+            assert!(
+                poster(segment(), Some(outside.clone())).is_err(),
+                "{outside:?}"
+            );
+        }
+        // A still has none.
+        let mut request = request(Some(TimeRef::Frame(3)), None);
+        request.poster = Some(None);
+        assert!(resolve(&request, Format::Png, 30, &animation).is_err());
     }
 }

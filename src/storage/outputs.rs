@@ -1,4 +1,6 @@
-//! Rendered outputs, one object per succeeded job: `outputs/<job-id>.<ext>`.
+//! Rendered outputs, one object per succeeded job: `outputs/<job-id>.<ext>`, and beside it
+//! the job's poster when it asked for one (`outputs/<job-id>.poster.png`), which every
+//! operation here carries along with the output: committed, linked and removed with it.
 //!
 //! A worker has no network and sees only its own files, so it writes the output into this
 //! instance's scratch directory (`.partial-<job-id>.<ext>`) and the scheduler commits it when
@@ -20,6 +22,8 @@ use uuid::Uuid;
 
 /// Directory of the outputs' keys.
 const OUTPUTS: &str = "outputs";
+/// The extension of a job's poster (`OutputSpec.poster`), beside its output.
+pub(crate) const POSTER_EXTENSION: &str = "poster.png";
 /// This instance's scratch directory under the data directory, in bucket mode (locally the
 /// partial files sit beside the outputs, so committing is a rename).
 const SCRATCH_DIR: &str = "scratch";
@@ -68,8 +72,16 @@ impl OutputStore {
         self.scratch.join(format!(".partial-{job}.{extension}"))
     }
 
-    /// Makes a finished partial file the job's output. Blocking.
+    /// Makes a finished partial file the job's output, and its poster's partial file, when
+    /// the worker wrote one, its poster. Blocking.
     pub(crate) fn commit(&self, job: Uuid, extension: &str) -> Result<(), StorageError> {
+        if self.partial_path(job, POSTER_EXTENSION).exists() {
+            self.commit_one(job, POSTER_EXTENSION)?;
+        }
+        self.commit_one(job, extension)
+    }
+
+    fn commit_one(&self, job: Uuid, extension: &str) -> Result<(), StorageError> {
         let partial = self.partial_path(job, extension);
         let key = Self::key(job, extension);
         if let Some(path) = self.objects.local_path(&key) {
@@ -85,9 +97,21 @@ impl OutputStore {
         uploaded.map(|_| ())
     }
 
-    /// Gives job `to` the output of job `from`: a hard link locally (each job's file expires
-    /// on its own), a server-side copy in a bucket. Blocking.
+    /// Gives job `to` the output of job `from` (and its poster, when it has one): a hard link
+    /// locally (each job's file expires on its own), a server-side copy in a bucket. Blocking.
     pub(crate) fn link(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
+        let poster = Self::key(from, POSTER_EXTENSION);
+        let has_poster = match self.objects.local_path(&poster) {
+            Some(path) => path.exists(),
+            None => self.objects.block_on(self.objects.size(&poster)).is_ok(),
+        };
+        if has_poster {
+            self.link_one(from, to, POSTER_EXTENSION)?;
+        }
+        self.link_one(from, to, extension)
+    }
+
+    fn link_one(&self, from: Uuid, to: Uuid, extension: &str) -> Result<(), StorageError> {
         let (source, target) = (Self::key(from, extension), Self::key(to, extension));
         let (Some(source), Some(target)) = (
             self.objects.local_path(&source),
@@ -109,8 +133,13 @@ impl OutputStore {
         Ok(())
     }
 
-    /// Removes a job's output and partial file, if any. Blocking.
+    /// Removes a job's output and partial file, and its poster's, if any. Blocking.
     pub(crate) fn remove(&self, job: Uuid, extension: &str) {
+        self.remove_one(job, POSTER_EXTENSION);
+        self.remove_one(job, extension);
+    }
+
+    fn remove_one(&self, job: Uuid, extension: &str) {
         remove_file_if_present(&self.partial_path(job, extension));
         if let Err(error) = self
             .objects

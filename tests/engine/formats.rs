@@ -391,3 +391,54 @@ fn loop_counts_are_written_as_each_format_defines_them() {
         assert_eq!(loop_field(&once, format), expected, "{format:?} once");
     }
 }
+
+#[test]
+fn a_poster_is_the_still_at_its_time() {
+    let dir = tempdir();
+    let template = write_template(dir.path());
+    // Frame 5 of a segment starting at frame 10: the animation's frame 15.
+    let mut output = windowed(Format::Mp4, SEGMENT);
+    output.poster = Some(5);
+    let video = render(dir.path(), &template, output);
+    let poster = decode_all(&video.with_extension("poster.png")).swap_remove(0);
+    let still = render(
+        dir.path(),
+        &template,
+        windowed(Format::Png, Window::Still { frame: 15 }),
+    );
+    assert!(
+        poster == decode_all(&still).swap_remove(0),
+        "poster ≠ the still of frame 15"
+    );
+    // Through the command line, the default: the middle of the marker's 20 frames, frame 20.
+    let cli_poster = dir.path().join("poster.png");
+    cli_render(
+        dir.path(),
+        &template,
+        "intro.webm",
+        &[
+            "--format",
+            "webm",
+            "--segment",
+            "intro",
+            "--poster",
+            cli_poster.to_str().unwrap(),
+        ],
+    );
+    let middle = cli_render(
+        dir.path(),
+        &template,
+        "twenty.png",
+        &["--format", "png", "--at", "20"],
+    );
+    assert!(
+        decode_all(&cli_poster) == decode_all(&middle),
+        "the default poster is not frame 20"
+    );
+    // Its colour, independently: frame 20 is in the third hold, blue.
+    let frame = decode_all(&cli_poster).swap_remove(0);
+    assert_eq!(
+        &frame[(100 * SIDE as usize + 100) * 4..][..4],
+        [0, 0, 255, 255]
+    );
+}

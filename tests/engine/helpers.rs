@@ -136,6 +136,7 @@ pub fn render_in_worker_with_images(
         modifications,
         output,
         output_path: output_path.clone(),
+        poster_path: Some(output_path.with_extension("poster.png")),
         threads: 2,
         fonts: Default::default(),
         images,

@@ -32,6 +32,7 @@ fn run(
         modifications: Modifications::default(),
         output: spec(Format::Gif, 30, 100, 100),
         output_path: dir.join("out.gif"),
+        poster_path: None,
         threads: 1,
         fonts: Default::default(),
         images: Default::default(),

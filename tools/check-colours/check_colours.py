@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`./dev check-colours`: do our outputs decode to the requested colours in headless Chromium?
 
-Renders solid fills and a gradient with the `render` verb of a lottie-render binary, as MP4,
-WebM and GIF at an SD, an HD and an odd size; serves them and page.html on localhost; Chromium
+Renders solid fills and a gradient with the `render` verb of a lottie-render binary, in every
+format Chromium plays (MP4, WebM, GIF, PNG, JPEG, WebP, APNG, AV1) at an SD, an HD and an odd
+size; serves them and page.html on localhost; Chromium
 (Debian's package, headless), once per decode path (PATHS), draws one frame of each onto a
 canvas and posts the pixels it read back; every channel is compared with the requested colour.
 One line per case, a summary per path, and exit status 1 when any case is off by more than
@@ -61,7 +62,17 @@ GRADIENT_BANDS = 12
 # slope, not a colour shift.
 GRADIENT_BAND_WIDTH = 16
 
-FORMATS = ["mp4", "webm", "gif"]
+# The formats Chromium plays (HEVC and ProRes it does not: tests/engine/colours.rs decodes those
+# with ffmpeg). Stills are drawn through an <img>, as are the animated images (first frame).
+FORMATS = ["mp4", "webm", "gif", "png", "jpeg", "webp", "apng", "av1"]
+# The file name's extension per format, so the test server names each its content type.
+EXTENSIONS = {"apng": "png", "jpeg": "jpg", "av1": "mp4"}
+# Drawn from an <img> rather than a <video>.
+IMAGES = {"gif", "png", "jpeg", "webp", "apng"}
+# Composited over --background by the encoder (no alpha).
+OPAQUE = {"mp4", "av1", "jpeg"}
+# The frame a still shows (`--at`): the middle one, as the videos are drawn.
+STILLS = {"png", "jpeg"}
 
 HERE = Path(__file__).resolve().parent
 
@@ -150,7 +161,7 @@ class Case:
         self.colour, self.kind = colour, kind  # kind: solid | translucent | gradient
         label = colour.lstrip("#") if kind != "gradient" else "gradient"
         self.id = f"{fmt}-{size}-{label}"
-        self.file = f"{self.id}.{fmt}"
+        self.file = f"{self.id}.{EXTENSIONS.get(fmt, fmt)}"
         if kind == "gradient":
             bands = gradient_bands(width, height)
             self.regions = [rect for rect, _ in bands]
@@ -189,8 +200,10 @@ def render(binary, work, case):
                "--output", str(work / "site" / case.file)]
     if case.kind != "gradient":
         command += ["--color", f"fill={case.colour}"]
-    if case.fmt == "mp4":
+    if case.fmt in OPAQUE:
         command += ["--background", BACKGROUND]
+    if case.fmt in STILLS:
+        command += ["--at", str(FRAMES // 2)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=RENDER_TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"render of {case.id} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
@@ -362,7 +375,7 @@ def prepare(binary, work, chosen):
     started = time.monotonic()
     for case in chosen:
         render(binary, work, case)
-    listing = [{"id": case.id, "url": case.file, "kind": "image" if case.fmt == "gif" else "video",
+    listing = [{"id": case.id, "url": case.file, "kind": "image" if case.fmt in IMAGES else "video",
                 "time": (FRAMES // 2 + 0.5) / FPS, "background": BACKGROUND, "regions": case.regions}
                for case in chosen]
     (work / "site" / "cases.json").write_text(json.dumps(listing))
@@ -420,7 +433,7 @@ def main():
               f"gradient: {GRADIENT_BANDS} bands of {GRADIENT_BAND_WIDTH} columns, mean per band")
         for fmt in FORMATS:
             sample = next((case for case in chosen if case.fmt == fmt), None)
-            if sample and fmt != "gif":
+            if sample and fmt not in IMAGES:
                 print(f"{fmt} tags (ffprobe): {tags(work / 'site' / sample.file)}")
         summaries, failed = [], 0
         for path in args.paths:

@@ -134,6 +134,7 @@ pub(super) fn pipeline_job(template_path: PathBuf, spec: OutputSpec, scratch: &P
         modifications: Modifications::default(),
         output: spec,
         output_path: scratch.join(format!("pipeline.{}", spec.format.extension())),
+        poster_path: None,
         threads: 0,
         fonts: Default::default(),
         animation: None,

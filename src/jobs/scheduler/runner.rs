@@ -19,6 +19,7 @@ use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::spare::{SpareSettings, SpareWorkers};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings, WorkerFailure, WorkerRun};
 use crate::storage::pins::TemplatePin;
+use crate::storage::POSTER_EXTENSION;
 use crate::sync::lock;
 use crate::telemetry::traces::{RenderSpan, Tracing};
 use crate::telemetry::worker_spans::MAX_WORKER_SPANS;
@@ -290,6 +291,10 @@ impl Runner {
             modifications: work.modifications.clone(),
             output: work.output,
             output_path: self.local.outputs.partial_path(id, extension),
+            poster_path: work
+                .output
+                .poster
+                .map(|_| self.local.outputs.partial_path(id, POSTER_EXTENSION)),
             threads: 0,
             fonts: staged.fonts.clone(),
             images: staged.images.clone(),

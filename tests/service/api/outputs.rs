@@ -2,7 +2,7 @@
 //! by marker rendered and downloaded with their content types, and every time or loop the
 //! template or the format cannot take refused as INVALID_ARGUMENT naming its field.
 
-use crate::helpers::{moving, reason, spawn_app, violated_fields};
+use crate::helpers::{moving, reason, sha256_hex, spawn_app, violated_fields, TestApp};
 use lottie_render::grpc::proto;
 use tonic::Code;
 
@@ -32,6 +32,25 @@ fn segment_marker(name: &str) -> Option<proto::Segment> {
     Some(proto::Segment {
         range: Some(proto::segment::Range::Marker(name.into())),
     })
+}
+
+/// Every byte of one part of a job's output.
+async fn download_part(app: &TestApp, job_id: &str, part: proto::OutputPart) -> Vec<u8> {
+    let mut stream = app
+        .renders()
+        .download_render_output(proto::DownloadRenderOutputRequest {
+            job_id: job_id.into(),
+            part: part as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        bytes.extend_from_slice(&chunk.data);
+    }
+    bytes
 }
 
 #[tokio::test]
@@ -75,13 +94,47 @@ async fn markers_are_listed_and_a_still_and_a_segment_by_marker_render_and_downl
     spec.segment = segment_marker("intro");
     spec.loop_count = Some(2);
     spec.quality = proto::Quality::Small as i32;
-    let job = app.render(segment).await;
-    let output = job.output.unwrap();
+    spec.poster = Some(proto::Poster { at: None });
+    let segment_job = app.render(segment).await;
+    let output = segment_job.output.clone().unwrap();
     assert_eq!(
         (output.content_type.as_str(), output.frame_count),
         ("image/apng", 20)
     );
     assert!((output.duration_seconds - 20.0 / 30.0).abs() < 1e-9);
+    // The poster: the middle of the segment's 20 frames, the animation's frame 20, and the
+    // very bytes of a PNG still of frame 20 (small quality, as the segment asked).
+    let poster = output.poster.unwrap();
+    assert_eq!(
+        (poster.content_type.as_str(), poster.poster_frame),
+        ("image/png", 10)
+    );
+    let poster_bytes = download_part(&app, &segment_job.job_id, proto::OutputPart::Poster).await;
+    assert_eq!(sha256_hex(&poster_bytes), poster.sha256);
+    let mut still = request(&template.template_id, proto::Format::Png);
+    let spec = still.output.as_mut().unwrap();
+    spec.at = Some(proto::TimePoint {
+        point: Some(proto::time_point::Point::Frame(20)),
+    });
+    spec.quality = proto::Quality::Small as i32;
+    let still_job = app.render(still).await;
+    assert_eq!(still_job.output.unwrap().sha256, poster.sha256);
+    // The main part is the APNG; a job without a poster has none to send.
+    let main = download_part(&app, &segment_job.job_id, proto::OutputPart::Main).await;
+    assert_eq!(sha256_hex(&main), output.sha256);
+    let missing = app
+        .renders()
+        .download_render_output(proto::DownloadRenderOutputRequest {
+            job_id: still_job.job_id.clone(),
+            part: proto::OutputPart::Poster as i32,
+            ..Default::default()
+        })
+        .await
+        .expect_err("a still has no poster");
+    assert_eq!(
+        (missing.code(), reason(&missing).as_str()),
+        (Code::NotFound, "OUTPUT_NOT_FOUND")
+    );
     app.stop().await;
 }
 
@@ -171,6 +224,26 @@ async fn times_and_loops_the_template_or_format_cannot_take_are_invalid_argument
             "an unknown format",
             with(proto::Format::Mp4, &|o| o.format = 99),
             "output.format",
+            "REQUEST_INVALID",
+        ),
+        (
+            "a poster of a still",
+            with(proto::Format::Png, &|o| {
+                o.at = at_marker("beat");
+                o.poster = Some(proto::Poster { at: None });
+            }),
+            "output.poster",
+            "REQUEST_INVALID",
+        ),
+        (
+            "a poster outside the segment",
+            with(proto::Format::Webm, &|o| {
+                o.segment = segment_marker("intro");
+                o.poster = Some(proto::Poster {
+                    at: at_marker("beat"),
+                });
+            }),
+            "output.poster.at",
             "REQUEST_INVALID",
         ),
     ];

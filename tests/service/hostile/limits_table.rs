@@ -68,7 +68,7 @@ fn seconds(duration: Duration) -> Option<Actual> {
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
         analysis, app, auth, config, encode, fair_share, grpc, http_json, idempotency, lottie,
-        middleware, storage, tls, webhooks,
+        middleware, sandbox, spec, storage, tls, webhooks,
     };
     use middleware::request_body;
     match name {
@@ -171,6 +171,12 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::fence::MAX_PATH_COORDINATE" => count(lottie::fence::MAX_PATH_COORDINATE),
         "lottie::fence::MAX_GRADIENT_STOPS" => count(lottie::fence::MAX_GRADIENT_STOPS as f64),
         "lottie::fence::MAX_EXPRESSIONS" => count(lottie::fence::MAX_EXPRESSIONS as f64),
+        "lottie::report::MAX_MARKERS" => count(lottie::report::MAX_MARKERS as f64),
+        "lottie::report::MAX_MARKER_NAME_CHARS" => {
+            count(lottie::report::MAX_MARKER_NAME_CHARS as f64)
+        }
+        "spec::timing::MAX_LOOP_COUNT" => count(f64::from(spec::timing::MAX_LOOP_COUNT)),
+        "sandbox::MAX_OUTPUT_BYTES" => bytes(sandbox::MAX_OUTPUT_BYTES as f64),
         "encode::gif::MAX_GIF_SECONDS" => {
             seconds(Duration::from_secs_f64(encode::gif::MAX_GIF_SECONDS))
         }
