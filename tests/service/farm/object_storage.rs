@@ -578,3 +578,48 @@ async fn two_instances_on_one_bucket_and_one_redis_share_templates_and_outputs_w
     first.stop().await;
     second.stop().await;
 }
+
+#[tokio::test]
+async fn a_poster_is_uploaded_signed_copied_for_a_reuse_and_downloaded_by_part_through_a_bucket() {
+    let bucket = TestBucket::create().await;
+    let app = app_on_bucket(&bucket, |_| {}).await;
+    let template = app.create_template(BALL).await;
+    let mut request = small_request(&template.template_id, proto::Format::Webm);
+    request.output.as_mut().unwrap().poster = Some(proto::Poster { at: None });
+    let job = app.render(request.clone()).await;
+    let poster = job.output.clone().unwrap().poster.expect("a poster");
+    let key = format!("outputs/{}.poster.png", job.job_id);
+    assert!(
+        bucket.keys().await.contains(&key),
+        "{key} not in the bucket"
+    );
+    // Its signed URL fetches the PNG the job describes.
+    let url = poster.download_url.clone().expect("a signed poster URL");
+    let fetched = reqwest::get(&url).await.unwrap().bytes().await.unwrap();
+    assert_eq!(sha256_hex(&fetched), poster.sha256);
+    assert!(fetched.starts_with(b"\x89PNG\r\n\x1a\n"));
+    // The same request again (a new key) reuses the output: its poster is copied with it.
+    let reuse = app.render(request).await;
+    assert_ne!(reuse.job_id, job.job_id);
+    let copied = format!("outputs/{}.poster.png", reuse.job_id);
+    assert!(
+        bucket.keys().await.contains(&copied),
+        "{copied} not in the bucket"
+    );
+    let mut stream = app
+        .renders()
+        .download_render_output(proto::DownloadRenderOutputRequest {
+            job_id: reuse.job_id.clone(),
+            part: proto::OutputPart::Poster as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        bytes.extend_from_slice(&chunk.data);
+    }
+    assert!(bytes == fetched, "the reused job's poster differs");
+    app.stop().await;
+}
