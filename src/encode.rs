@@ -13,7 +13,7 @@ pub mod pixels;
 pub(crate) mod prores;
 pub(crate) mod still;
 pub(crate) mod video;
-pub(crate) mod web;
+pub mod web;
 pub(crate) mod webm;
 pub(crate) mod yuv;
 

@@ -60,6 +60,8 @@ pub enum RenderError {
     ImageMissing { slot: String },
     #[error("output: {0}")]
     WindowOutside(String),
+    #[error("output: {0}")]
+    OutputTooLarge(String),
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -77,6 +79,7 @@ impl Classified for RenderError {
             | RenderError::OutputTooLong { .. }
             | RenderError::ExpressionsOverBudget(_)
             | RenderError::WindowOutside(_)
+            | RenderError::OutputTooLarge(_)
             | RenderError::Image { .. } => ErrorClass::Deterministic,
             // Staging lost a file: another attempt stages it again.
             RenderError::ImageMissing { .. } => ErrorClass::Transient,
@@ -98,6 +101,7 @@ impl Classified for RenderError {
             RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => Reason::TemplateUnrenderable,
             RenderError::WindowOutside(_) => Reason::RequestInvalid,
+            RenderError::OutputTooLarge(_) => Reason::OutputTooLong,
             RenderError::Image { .. } => Reason::ImageInvalid,
             RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
             RenderError::OutputTooLong { .. } => Reason::OutputTooLong,
@@ -173,6 +177,21 @@ pub fn prepare_with_images(
             seconds,
             max: MAX_GIF_SECONDS,
         });
+    }
+    let frames = match spec.window {
+        Some(window) => window.range().1,
+        None => timeline::frame_count(seconds, spec.fps.get()),
+    };
+    let still = matches!(spec.window, Some(crate::spec::Window::Still { .. }));
+    if spec.format == Format::Webp && !still {
+        let (width, height) = (spec.width.get(), spec.height.get());
+        if let Some(megapixels) = encode::web::webp_animation_over_limit(frames, width, height) {
+            return Err(RenderError::OutputTooLarge(format!(
+                "an animated WebP may have at most {} megapixels; this one would have \
+                 {megapixels:.0}",
+                encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS
+            )));
+        }
     }
     let mut json = template.json;
     let slots = slots::discover(&json);

@@ -22,12 +22,13 @@ use crate::os;
 pub(crate) use crate::os::{ResourceLimits, ResourceUsage};
 use crate::reason::Reason;
 use crate::render::OutputInfo;
+use crate::spec::Format;
 use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
 use protocol::{ReportedFailure, WorkerEvent, WorkerJob};
 pub use self_test::{self_test, SelfTestReport};
 pub use spawn::{
-    worker_command, worker_limits, Watchdog, WorkerProcess, MAX_OUTPUT_BYTES, WORKER_ENVIRONMENT,
-    WORKER_MAX_PROCESSES, WORKER_OPEN_FILES,
+    worker_command, worker_limits, Watchdog, WorkerProcess, MAX_OUTPUT_BYTES, SVT_LOG_ERRORS_ONLY,
+    WORKER_ENVIRONMENT, WORKER_MAX_PROCESSES, WORKER_OPEN_FILES,
 };
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -46,13 +47,23 @@ pub(crate) const DEADLINE_BASE: Duration = Duration::from_secs(30);
 pub(crate) const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
 /// No render may run longer than this, whatever its size.
 pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
+/// How many times [`DEADLINE_PER_MEGAPIXEL`] the slow encoders get: WebP, APNG and ProRes
+/// 4444 encode 1080² at 10–14 frames a second on two cores (docs/formats.md), against about
+/// 100 for H.264, and APNG's `small` quality is slower again; a deadline that ran out on them
+/// would fail a job as transient, to be retried to the same end.
+pub(crate) const SLOW_ENCODER_DEADLINE_FACTOR: f64 = 4.0;
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
 
-/// Deadline for a render of `frames` frames of `width` × `height`.
-pub(crate) fn default_deadline(frames: u32, width: u32, height: u32) -> Duration {
+/// Deadline for a render of `frames` frames of `spec`'s size in its format.
+pub(crate) fn default_deadline(spec: &crate::spec::OutputSpec, frames: u32) -> Duration {
+    let (width, height) = (spec.width.get(), spec.height.get());
     let megapixels = f64::from(frames) * f64::from(width) * f64::from(height) / 1e6;
-    (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(megapixels)).min(MAX_DEADLINE)
+    let factor = match spec.format {
+        Format::Webp | Format::Apng | Format::Mov => SLOW_ENCODER_DEADLINE_FACTOR,
+        _ => 1.0,
+    };
+    (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(megapixels * factor)).min(MAX_DEADLINE)
 }
 
 #[derive(Debug, Clone)]

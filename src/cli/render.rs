@@ -261,11 +261,14 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         })?;
         modifications = theme.overridden_by(modifications);
     }
-    let frames = timeline::frame_count(template.duration_seconds(), spec.fps.get());
+    let frames = match spec.window {
+        Some(window) => window.range().1,
+        None => timeline::frame_count(template.duration_seconds(), spec.fps.get()),
+    };
     let deadline = args
         .timeout
         .map(Duration::from_secs)
-        .unwrap_or_else(|| sandbox::default_deadline(frames, spec.width.get(), spec.height.get()));
+        .unwrap_or_else(|| sandbox::default_deadline(&spec, frames));
     let settings = SandboxSettings {
         executable: std::env::current_exe()
             .map_err(|e| format!("cannot find own executable: {e}"))?,

@@ -24,6 +24,10 @@ pub(crate) fn prores_profile(quality: Quality) -> u32 {
     }
 }
 
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncoder, EncodeError> {
     VideoEncoder::open(
         settings,
@@ -37,6 +41,12 @@ pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncod
                 // Apple's vendor code: Final Cut Pro and QuickTime read the file as their own.
                 ("vendor", "apl0".to_owned()),
                 ("alpha_bits", "16".to_owned()),
+                // Slice threads, one per core: ProRes codes every frame alone, in slices.
+                // FFmpeg's frame threads (its default here) failed a long render on a worker
+                // forked from the zygote with EINVAL mid-way (the tractor's 534 frames at
+                // 1080²); slices keep both cores busy without a queue of frames.
+                ("thread_type", "slice".to_owned()),
+                ("threads", cores().to_string()),
             ],
             // The `colr` atom, so players read the same tags as the frame headers carry.
             muxer_options: vec![("movflags", "+write_colr".to_owned())],

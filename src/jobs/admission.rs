@@ -143,6 +143,25 @@ pub(crate) fn admit(
             ),
         });
     }
+    let still = matches!(spec.window, Some(crate::spec::Window::Still { .. }));
+    if spec.format == Format::Webp && !still {
+        if let Some(megapixels) = crate::encode::web::webp_animation_over_limit(
+            frames,
+            spec.width.get(),
+            spec.height.get(),
+        ) {
+            reason.get_or_insert(Reason::OutputTooLong);
+            violations.push(FieldViolation {
+                field: "output.format".into(),
+                description: format!(
+                    "an animated WebP may have at most {} megapixels (frames × width × height; \
+                     its encoder holds them all in memory); this one would have {megapixels:.0}: \
+                     a segment, a smaller size or 30 fps shortens it",
+                    crate::encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS
+                ),
+            });
+        }
+    }
     if let Some(reason) = reason {
         let message = violations
             .iter()
@@ -181,8 +200,7 @@ pub(crate) fn admit(
         frames,
     );
     job.notify = submission.notify;
-    let deadline = crate::sandbox::default_deadline(frames, spec.width.get(), spec.height.get())
-        .min(limits.max_duration);
+    let deadline = crate::sandbox::default_deadline(&spec, frames).min(limits.max_duration);
     let work = RenderWork {
         modifications: submission.modifications,
         animation: record.animation.clone(),

@@ -202,3 +202,59 @@ pub(crate) fn valid_themes(
         .collect();
     (themes, warnings)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn template_with(markers: Vec<Value>) -> Template {
+        let document = json!({
+            "v": "5.7.0", "fr": 30, "ip": 6, "op": 96, "w": 100, "h": 100,
+            "layers": [], "markers": markers
+        });
+        Template::parse(document.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn markers_are_listed_in_seconds_from_the_in_point_and_bounded() {
+        let (listed, warnings) = markers(&template_with(vec![
+            json!({"cm": "intro", "tm": 6, "dr": 30}),
+            json!({"cm": "point", "tm": 36}),
+        ]));
+        assert_eq!(
+            listed,
+            [
+                Marker {
+                    name: "intro".into(),
+                    start_seconds: 0.0,
+                    duration_seconds: 1.0
+                },
+                Marker {
+                    name: "point".into(),
+                    start_seconds: 1.0,
+                    duration_seconds: 0.0
+                }
+            ]
+        );
+        assert!(warnings.is_empty());
+        // A hostile list: ten thousand markers, a name past the limit, one twice, nameless
+        // ones, one without a start: at most MAX_MARKERS listed, one warning saying how many
+        // were left out.
+        let mut many: Vec<Value> = (0..10_000)
+            .map(|index| json!({"cm": format!("m{index}"), "tm": 6}))
+            .collect();
+        many.insert(
+            0,
+            json!({"cm": "x".repeat(MAX_MARKER_NAME_CHARS + 1), "tm": 6}),
+        );
+        many.insert(1, json!({"cm": "m0", "tm": 6}));
+        many.insert(2, json!({"tm": 6}));
+        many.insert(3, json!({"cm": "no start"}));
+        let (listed, warnings) = markers(&template_with(many));
+        assert_eq!(listed.len(), MAX_MARKERS);
+        assert_eq!(listed[0].name, "m0");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("9748 markers"), "{warnings:?}");
+    }
+}

@@ -26,7 +26,12 @@ pub const WORKER_ENVIRONMENT: &[(&str, &str)] = &[
     ("MALLOC_ARENA_MAX", "2"),
     ("LANG", "C.UTF-8"),
     ("LC_ALL", "C.UTF-8"),
+    // SVT-AV1 writes its banner and configuration to stderr at its default level (info);
+    // errors only, as the other encoders are set up (FFmpeg's log level, x265's log-level).
+    ("SVT_LOG", SVT_LOG_ERRORS_ONLY),
 ];
+/// SVT-AV1's `SVT_LOG` level that keeps its errors and drops its banner.
+pub const SVT_LOG_ERRORS_ONLY: &str = "1";
 /// Processes and threads a worker's user may have (RLIMIT_NPROC). The kernel counts every
 /// thread of the user, the server's and other workers' included, so this is a backstop
 /// against a runaway fork loop rather than a tight budget; the seccomp filter is what

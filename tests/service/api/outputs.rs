@@ -146,6 +146,14 @@ async fn times_and_loops_the_template_or_format_cannot_take_are_invalid_argument
         .await
         .unwrap();
     let id = &template.template_id;
+    // The same rectangle moving for 20 s: 600 frames, 700 megapixels at 1080².
+    let mut twenty_seconds = moving::template();
+    twenty_seconds["op"] = 600.into();
+    twenty_seconds["layers"][0]["op"] = 600.into();
+    let long = app
+        .create("long", twenty_seconds.to_string())
+        .await
+        .unwrap();
     let with = |format: proto::Format, edit: &dyn Fn(&mut proto::OutputSpec)| {
         let mut request = request(id, format);
         edit(request.output.as_mut().unwrap());
@@ -225,6 +233,17 @@ async fn times_and_loops_the_template_or_format_cannot_take_are_invalid_argument
             with(proto::Format::Mp4, &|o| o.format = 99),
             "output.format",
             "REQUEST_INVALID",
+        ),
+        (
+            "an animated WebP of 20 s at 1080²",
+            {
+                let mut request = request(&long.template_id, proto::Format::Webp);
+                let spec = request.output.as_mut().unwrap();
+                (spec.width, spec.height) = (1080, 1080);
+                request
+            },
+            "output.format",
+            "OUTPUT_TOO_LONG",
         ),
         (
             "a poster of a still",

@@ -177,6 +177,9 @@ fn constant(name: &str) -> Option<Actual> {
         }
         "spec::timing::MAX_LOOP_COUNT" => count(f64::from(spec::timing::MAX_LOOP_COUNT)),
         "sandbox::MAX_OUTPUT_BYTES" => bytes(sandbox::MAX_OUTPUT_BYTES as f64),
+        "encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS" => {
+            count(encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS)
+        }
         "encode::gif::MAX_GIF_SECONDS" => {
             seconds(Duration::from_secs_f64(encode::gif::MAX_GIF_SECONDS))
         }
