@@ -427,27 +427,8 @@ fn classify(
                 .into(),
         ));
     }
-    // The output reached the file-size limit: the same request writes the same bytes again,
-    // so it fails for good, as the caller's choice of format, size and length.
-    if status.signal() == Some(libc::SIGXFSZ) {
-        return Err(failure(
-            FailureKind::Reported,
-            ErrorClass::Deterministic,
-            Reason::OutputTooLarge,
-            format!(
-                "the output grew past the {} GiB an output may have; choose a shorter segment, \
-                 a smaller size or a lossy format",
-                MAX_OUTPUT_BYTES / (1024 * 1024 * 1024)
-            ),
-        ));
-    }
-    if status.signal() == Some(libc::SIGXCPU) {
-        return Err(failure(
-            FailureKind::CpuLimit,
-            ErrorClass::Transient,
-            Reason::RenderCpuExceeded,
-            "the render used up its CPU-time limit".into(),
-        ));
+    if let Some(failure) = limit_signal(status) {
+        return Err(failure);
     }
     let detail = match (status.signal(), status.code()) {
         (Some(signal), _) => format!(
@@ -514,6 +495,40 @@ pub(crate) fn ran_out_of_memory(stderr_tail: &str) -> bool {
     OUT_OF_MEMORY_SIGNS
         .iter()
         .any(|sign| stderr_tail.contains(sign))
+}
+
+/// The failure of a worker a resource limit stopped by its signal (the file size, CPU time);
+/// None for any other end.
+fn limit_signal(status: std::process::ExitStatus) -> Option<WorkerFailure> {
+    let failure = |kind, class, reason, message: String| WorkerFailure {
+        kind,
+        class,
+        reason,
+        message,
+    };
+    // The output reached the file-size limit: the same request writes the same bytes again,
+    // so it fails for good, as the caller's choice of format, size and length.
+    if status.signal() == Some(libc::SIGXFSZ) {
+        return Some(failure(
+            FailureKind::Reported,
+            ErrorClass::Deterministic,
+            Reason::OutputTooLarge,
+            format!(
+                "the output grew past the {} GiB an output may have; choose a shorter segment, \
+                 a smaller size or a lossy format",
+                MAX_OUTPUT_BYTES / (1024 * 1024 * 1024)
+            ),
+        ));
+    }
+    if status.signal() == Some(libc::SIGXCPU) {
+        return Some(failure(
+            FailureKind::CpuLimit,
+            ErrorClass::Transient,
+            Reason::RenderCpuExceeded,
+            "the render used up its CPU-time limit".into(),
+        ));
+    }
+    None
 }
 
 fn signal_name(signal: i32) -> &'static str {

@@ -1,20 +1,19 @@
 //! `lottie-render bench`: measures, in one run and per benchmark template, (a) rlottie
-//! rendering every frame on one thread, (b) for each format the conversion the render
-//! threads do for its encoder (one thread) and the encoder alone on those pre-converted
-//! frames, (c) the whole pipeline, in this process (comparable with the parts) and through a
-//! worker process: a spare forked from the zygote and handed the job, as the service runs it
-//! ([`workers`]), and a fresh one, which also starts and loads its libraries), and prints fps, CPU time, the pipeline's
-//! ratio to its bound and the worker's peak RSS. The bound (issue #2's acceptance) is
-//! max(encoder alone, (render + conversion + encoder CPU) ÷ cores): the pipeline can beat
-//! neither the encoder nor the cores doing all the work. Every figure is the median of
-//! `--repeat` runs. Then it checks that the pipeline's peak RSS stays flat as an animation
-//! gets longer.
+//! rendering every frame on one thread, (b) for each format its conversion on the render
+//! threads (one thread) and the encoder alone on pre-converted frames, (c) the whole pipeline,
+//! in this process and through a worker: a spare forked from the zygote and handed the job,
+//! as the service runs it ([`workers`]), and a fresh one (which also starts and loads its
+//! libraries). It prints fps, CPU time, the pipeline's ratio to its bound (issue #2: max(encoder
+//! alone, (render + conversion + encoder CPU) ÷ cores)) and the worker's peak RSS, each the
+//! median of `--repeat` runs; then that its peak RSS stays flat as an animation grows.
 
+mod measure;
 mod workers;
+
+use measure::{measure, median_of, Measure};
 
 use crate::encode::Frame;
 use crate::encode::{self, yuv, EncoderInput, EncoderSettings, PreparerFactory};
-use crate::os::own_usage;
 use crate::render::frames::FRAMES_IN_FLIGHT_PER_THREAD;
 use crate::render::{self, PreparedRender};
 use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
@@ -22,7 +21,6 @@ use rlottie::Bgra;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 /// The corpus files MANIFEST.md marks `bench` for rendering (light, medium, heavy).
 const BENCH_FILES: &[&str] = &[
@@ -67,23 +65,6 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-struct Measure {
-    wall: Duration,
-    cpu: Duration,
-}
-
-fn measure<T>(work: impl FnOnce() -> Result<T, String>) -> Result<(T, Measure), String> {
-    let (cpu_before, started) = (own_usage().cpu, Instant::now());
-    let value = work()?;
-    Ok((
-        value,
-        Measure {
-            wall: started.elapsed(),
-            cpu: own_usage().cpu.saturating_sub(cpu_before),
-        },
-    ))
 }
 
 fn execute(args: &BenchArgs) -> Result<(), String> {
@@ -441,6 +422,22 @@ impl Bench<'_> {
             &worker_cost,
             Some(peak_rss),
         );
+        self.print_ratio(
+            subject,
+            parts,
+            [&pipeline_cost, &same_work, &spare_cost, &worker_cost],
+        );
+        Ok(())
+    }
+
+    /// The pipeline against its bound, and the workers against the same work here.
+    fn print_ratio(
+        &self,
+        subject: &Subject,
+        parts: &PartCosts,
+        [pipeline_cost, same_work, spare_cost, worker_cost]: [&Measure; 4],
+    ) {
+        let cores = self.cores;
         // All work the pipeline does, spread over the cores: rendering, the conversion
         // (on the render threads) and encoding.
         let (render_cost, prepare_cost, encode_cost) =
@@ -460,18 +457,7 @@ impl Bench<'_> {
             (spare_cost.wall.as_secs_f64() / same_work.wall.as_secs_f64() - 1.0) * 100.0,
             worker_cost.wall.as_secs_f64() - same_work.wall.as_secs_f64(),
         );
-        Ok(())
     }
-}
-
-/// Runs `run` `times` times; the run with the median wall time.
-fn median_of(
-    times: usize,
-    mut run: impl FnMut() -> Result<Measure, String>,
-) -> Result<Measure, String> {
-    let mut measures = (0..times).map(|_| run()).collect::<Result<Vec<_>, _>>()?;
-    measures.sort_by_key(|measure| measure.wall);
-    Ok(measures.swap_remove(measures.len() / 2))
 }
 
 fn output_spec(format: Format, size: u32, fps: u32) -> Result<OutputSpec, String> {

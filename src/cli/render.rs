@@ -233,23 +233,9 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
             return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
         }
     };
-    // The still's time and the segment, against this template's duration and markers, as
-    // the service's admission resolves them.
-    let (markers, _) = crate::lottie::report::markers(&template);
-    let animation = crate::spec::timing::Animation {
-        duration_seconds: template.duration_seconds(),
-        markers: &markers,
-    };
-    match crate::spec::timing::resolve(&args.timing.request(), spec.format, fps.get(), &animation) {
-        Ok(resolved) => {
-            spec.window = resolved.window;
-            spec.loop_count = resolved.loop_count;
-            spec.poster = resolved.poster;
-        }
-        Err(error) => {
-            eprintln!("error: {error}");
-            return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
-        }
+    if let Err(error) = resolve_times(&mut spec, &args.timing, &template) {
+        eprintln!("error: {error}");
+        return Ok(ExitCode::from(exit::DETERMINISTIC as u8));
     }
     if let Some(name) = &args.theme {
         // What the service's admission applies: the theme's values its slots take.
@@ -311,19 +297,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
             partial
                 .persist(&args.output)
                 .map_err(|e| format!("cannot write {}: {}", args.output.display(), e.error))?;
-            if let (Some(partial), Some(path), Some(info)) =
-                (poster, &args.timing.poster, &output.poster)
-            {
-                partial
-                    .persist(path)
-                    .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
-                eprintln!(
-                    "wrote {} (poster of frame {}, {} bytes)",
-                    display(path),
-                    info.frame,
-                    info.size_bytes
-                );
-            }
+            persist_poster(poster, args.timing.poster.as_deref(), &output)?;
             eprintln!(
                 "wrote {} ({} bytes, {}×{}, {} frames at {} fps, {:.2} s)",
                 display(&args.output),
@@ -346,6 +320,46 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
             Ok(ExitCode::from(code))
         }
     }
+}
+
+/// The still's time, the segment, the loop count and the poster of `timing`, against this
+/// template's duration and markers, into `spec`, as the service's admission resolves them.
+fn resolve_times(
+    spec: &mut OutputSpec,
+    timing: &super::timing::TimingArgs,
+    template: &Template,
+) -> Result<(), crate::spec::SpecError> {
+    let (markers, _) = crate::lottie::report::markers(template);
+    let animation = crate::spec::timing::Animation {
+        duration_seconds: template.duration_seconds(),
+        markers: &markers,
+    };
+    let resolved =
+        crate::spec::timing::resolve(&timing.request(), spec.format, spec.fps.get(), &animation)?;
+    spec.window = resolved.window;
+    spec.loop_count = resolved.loop_count;
+    spec.poster = resolved.poster;
+    Ok(())
+}
+
+/// Renames the poster's temporary file to `path` when the render wrote one.
+fn persist_poster(
+    partial: Option<tempfile::NamedTempFile>,
+    path: Option<&Path>,
+    output: &crate::render::OutputInfo,
+) -> Result<(), String> {
+    if let (Some(partial), Some(path), Some(info)) = (partial, path, &output.poster) {
+        partial
+            .persist(path)
+            .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
+        eprintln!(
+            "wrote {} (poster of frame {}, {} bytes)",
+            display(path),
+            info.frame,
+            info.size_bytes
+        );
+    }
+    Ok(())
 }
 
 /// A temporary file beside `path`, renamed to it once complete.

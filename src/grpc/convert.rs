@@ -4,6 +4,7 @@
 //! `modifications.colors["primary_bg"].r`; only then is the draft turned into domain types,
 //! which cannot hold invalid values.
 
+mod output;
 mod values;
 
 use super::proto;
@@ -11,13 +12,12 @@ use crate::error::{FieldViolation, ServiceError};
 use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS};
 use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
-use crate::spec::{
-    Dimension, Format, Fps, ImageChoice, ImageSource, Modifications, Notify, OutputSpec, Quality,
-    RenderSubmission, Rgba, SegmentRef, TimeRef, TimingRequest,
-};
+use crate::spec::{ImageChoice, ImageSource, Modifications, Notify, RenderSubmission, Rgba};
 use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;
 use crate::webhooks::event::EventType;
 use garde::Validate;
+pub(crate) use output::wire_format;
+use output::OutputDraft;
 use std::collections::BTreeMap;
 use values::{
     ascending_offsets, finite_magnitude, image_bytes_together, image_fit, image_header, known_fit,
@@ -196,31 +196,6 @@ struct ColorDraft {
     a: Option<f64>,
 }
 
-#[derive(Debug, Validate)]
-struct OutputDraft {
-    #[garde(custom(known_format))]
-    format: i32,
-    #[garde(custom(fps_choice))]
-    fps: u32,
-    #[garde(custom(size_choice))]
-    width: u32,
-    #[garde(custom(size_choice))]
-    height: u32,
-    #[garde(dive)]
-    background: Option<ColorDraft>,
-    #[garde(custom(valid_time_point))]
-    at: Option<proto::TimePoint>,
-    #[garde(custom(valid_segment))]
-    segment: Option<proto::Segment>,
-    #[garde(custom(known_quality))]
-    quality: i32,
-    // Checked against the format at admission (`spec::timing::resolve`).
-    #[garde(skip)]
-    loop_count: Option<u32>,
-    #[garde(custom(valid_poster))]
-    poster: Option<proto::Poster>,
-}
-
 impl From<proto::RenderRequest> for RenderRequestDraft {
     fn from(request: proto::RenderRequest) -> RenderRequestDraft {
         let modifications = request.modifications.unwrap_or_default();
@@ -268,18 +243,7 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
                     })
                     .collect(),
             },
-            output: request.output.map(|output| OutputDraft {
-                format: output.format,
-                fps: output.fps,
-                width: output.width,
-                height: output.height,
-                background: output.background.map(ColorDraft::from),
-                at: output.at,
-                segment: output.segment,
-                quality: output.quality,
-                loop_count: output.loop_count,
-                poster: output.poster,
-            }),
+            output: request.output.map(OutputDraft::from),
             notify: request.notify.map(|notify| NotifyDraft {
                 webhook_url: notify.webhook_url,
                 events: notify.events,
@@ -327,9 +291,6 @@ impl From<proto::Color> for ColorDraft {
         }
     }
 }
-
-/// Output size when the request leaves it 0.
-const DEFAULT_SIZE: u32 = 1080;
 
 impl RenderRequestDraft {
     /// Valid drafts only: every conversion below was checked by the rules above.
@@ -406,36 +367,10 @@ impl RenderRequestDraft {
                 Ok((key.0, stops))
             })
             .collect::<Result<_, String>>()?;
-        let output = self.output.ok_or("output missing after validation")?;
-        let format = domain_format(output.format)
-            .ok_or_else(|| format!("format {} after validation", output.format))?;
-        let quality = domain_quality(output.quality).ok_or("quality after validation")?;
-        let time_ref = |point| match point {
-            proto::time_point::Point::Seconds(seconds) => TimeRef::Seconds(seconds),
-            proto::time_point::Point::Frame(frame) => TimeRef::Frame(frame),
-            proto::time_point::Point::Marker(name) => TimeRef::Marker(name),
-        };
-        let timing = TimingRequest {
-            at: output.at.and_then(|at| at.point).map(time_ref),
-            poster: output
-                .poster
-                .map(|poster| poster.at.and_then(|at| at.point).map(time_ref)),
-            segment: output
-                .segment
-                .and_then(|segment| segment.range)
-                .map(|range| match range {
-                    proto::segment::Range::Seconds(seconds) => SegmentRef::Seconds {
-                        from: seconds.from,
-                        to: seconds.to,
-                    },
-                    proto::segment::Range::Marker(name) => SegmentRef::Marker(name),
-                }),
-            loop_count: output.loop_count,
-        };
-        let size = |value: u32| {
-            Dimension::try_from(if value == 0 { DEFAULT_SIZE } else { value })
-                .map_err(|e| e.to_string())
-        };
+        let (output, timing) = self
+            .output
+            .ok_or("output missing after validation")?
+            .into_domain(&color)?;
         Ok(RenderSubmission {
             template_id,
             modifications: Modifications {
@@ -446,22 +381,7 @@ impl RenderRequestDraft {
                 vectors,
                 gradients,
             },
-            output: OutputSpec {
-                format,
-                fps: if output.fps == 0 {
-                    Fps::DEFAULT
-                } else {
-                    Fps::try_from(output.fps).map_err(|e| e.to_string())?
-                },
-                width: size(output.width)?,
-                height: size(output.height)?,
-                background: output.background.map(color).transpose()?,
-                quality,
-                // Resolved from `timing` at admission, against the template.
-                window: None,
-                loop_count: None,
-                poster: None,
-            },
+            output,
             notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
             images: image_bytes,
             theme: (!self.theme.is_empty()).then_some(self.theme),
@@ -588,152 +508,11 @@ fn optional_unit_channel(value: &Option<f64>, context: &()) -> garde::Result {
         .map_or(Ok(()), |value| unit_channel(value, context))
 }
 
-/// The domain's format of a wire value; None for FORMAT_UNSPECIFIED and unknown values.
-pub(crate) fn domain_format(value: i32) -> Option<Format> {
-    Some(match proto::Format::try_from(value).ok()? {
-        proto::Format::Unspecified => return None,
-        proto::Format::Mp4 => Format::Mp4,
-        proto::Format::Webm => Format::Webm,
-        proto::Format::Gif => Format::Gif,
-        proto::Format::Png => Format::Png,
-        proto::Format::Jpeg => Format::Jpeg,
-        proto::Format::Webp => Format::Webp,
-        proto::Format::Apng => Format::Apng,
-        proto::Format::MovProres4444 => Format::Mov,
-        proto::Format::Mp4Hevc => Format::Hevc,
-        proto::Format::Mp4Av1 => Format::Av1,
-    })
-}
-
-/// The wire value of a domain format (what the client verbs send).
-pub(crate) fn wire_format(format: Format) -> proto::Format {
-    match format {
-        Format::Mp4 => proto::Format::Mp4,
-        Format::Webm => proto::Format::Webm,
-        Format::Gif => proto::Format::Gif,
-        Format::Png => proto::Format::Png,
-        Format::Jpeg => proto::Format::Jpeg,
-        Format::Webp => proto::Format::Webp,
-        Format::Apng => proto::Format::Apng,
-        Format::Mov => proto::Format::MovProres4444,
-        Format::Hevc => proto::Format::Mp4Hevc,
-        Format::Av1 => proto::Format::Mp4Av1,
-    }
-}
-
-fn known_format(value: &i32, _: &()) -> garde::Result {
-    match domain_format(*value) {
-        Some(_) => Ok(()),
-        None => Err(garde::Error::new(format!(
-            "must be one of FORMAT_MP4, _WEBM, _GIF, _PNG, _JPEG, _WEBP, _APNG, \
-             _MOV_PRORES_4444, _MP4_HEVC or _MP4_AV1, got {value}"
-        ))),
-    }
-}
-
-fn domain_quality(value: i32) -> Option<Quality> {
-    match proto::Quality::try_from(value).ok()? {
-        proto::Quality::Unspecified | proto::Quality::Standard => Some(Quality::Standard),
-        proto::Quality::High => Some(Quality::High),
-        proto::Quality::Small => Some(Quality::Small),
-    }
-}
-
-fn known_quality(value: &i32, _: &()) -> garde::Result {
-    match domain_quality(*value) {
-        Some(_) => Ok(()),
-        None => Err(garde::Error::new(format!(
-            "must be QUALITY_STANDARD, _HIGH or _SMALL, got {value}"
-        ))),
-    }
-}
-
-/// A marker name as a request may give it: what a report lists.
-fn marker_name(name: &str) -> garde::Result {
-    let length = name.chars().count();
-    if (1..=crate::lottie::report::MAX_MARKER_NAME_CHARS).contains(&length) {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
-            "a marker name has 1..={} characters, got {length}",
-            crate::lottie::report::MAX_MARKER_NAME_CHARS
-        )))
-    }
-}
-
-fn seconds_value(seconds: f64) -> garde::Result {
-    if seconds.is_finite() && seconds >= 0.0 {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
-            "seconds are finite and at least 0, got {seconds}"
-        )))
-    }
-}
-
-fn valid_time_point(value: &Option<proto::TimePoint>, _: &()) -> garde::Result {
-    match value.as_ref().map(|at| &at.point) {
-        None => Ok(()),
-        Some(None) => Err(garde::Error::new("set one of seconds, frame or marker")),
-        Some(Some(proto::time_point::Point::Seconds(seconds))) => seconds_value(*seconds),
-        Some(Some(proto::time_point::Point::Frame(_))) => Ok(()),
-        Some(Some(proto::time_point::Point::Marker(name))) => marker_name(name),
-    }
-}
-
-fn valid_poster(value: &Option<proto::Poster>, context: &()) -> garde::Result {
-    match value {
-        Some(poster) if poster.at.is_some() => valid_time_point(&poster.at, context),
-        _ => Ok(()),
-    }
-}
-
-fn valid_segment(value: &Option<proto::Segment>, _: &()) -> garde::Result {
-    match value.as_ref().map(|segment| &segment.range) {
-        None => Ok(()),
-        Some(None) => Err(garde::Error::new("set one of seconds or marker")),
-        Some(Some(proto::segment::Range::Seconds(range))) => {
-            seconds_value(range.from)?;
-            seconds_value(range.to)?;
-            if range.to > range.from {
-                Ok(())
-            } else {
-                Err(garde::Error::new(format!(
-                    "its end ({} s) must come after its start ({} s)",
-                    range.to, range.from
-                )))
-            }
-        }
-        Some(Some(proto::segment::Range::Marker(name))) => marker_name(name),
-    }
-}
-
-fn fps_choice(value: &u32, _: &()) -> garde::Result {
-    if *value == 0 || Fps::SUPPORTED.contains(value) {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
-            "must be 30 or 60 (0 means 30), got {value}"
-        )))
-    }
-}
-
-fn size_choice(value: &u32, _: &()) -> garde::Result {
-    if *value == 0 || (Dimension::MIN..=Dimension::MAX).contains(value) {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
-            "must be {}..={} pixels (0 means {DEFAULT_SIZE}), got {value}",
-            Dimension::MIN,
-            Dimension::MAX
-        )))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ServiceErrorCode;
+    use crate::spec::Format;
 
     const TEMPLATE: &str = "0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11";
 

@@ -76,25 +76,6 @@ pub(crate) fn admit(
     let mut spec = submission.output;
     let mut violations = Vec::new();
     let mut reason = None;
-    let animation = crate::spec::timing::Animation {
-        duration_seconds: report.duration_seconds,
-        markers: &report.markers,
-    };
-    match crate::spec::timing::resolve(&submission.timing, spec.format, spec.fps.get(), &animation)
-    {
-        Ok(resolved) => {
-            spec.window = resolved.window;
-            spec.loop_count = resolved.loop_count;
-            spec.poster = resolved.poster;
-        }
-        Err(crate::spec::SpecError::Invalid { field, message }) => {
-            reason.get_or_insert(Reason::RequestInvalid);
-            violations.push(FieldViolation {
-                field,
-                description: message,
-            });
-        }
-    }
     if let Some(theme) = submission.theme.take() {
         match report.themes.get(&theme) {
             Some(values) => {
@@ -112,6 +93,92 @@ pub(crate) fn admit(
             field: modification_field(&error),
             description: error.to_string(),
         });
+    }
+    let frames = check_output(
+        &mut spec,
+        &submission.timing,
+        report,
+        limits,
+        (&mut reason, &mut violations),
+    );
+    if let Some(reason) = reason {
+        let message = violations
+            .iter()
+            .map(|v| format!("{}: {}", v.field, v.description))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(ServiceError::invalid_argument(reason, message, violations));
+    }
+    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
+    templates.check_disk_space()?;
+    let fingerprint = Fingerprint::of(
+        &tenant,
+        &record.render_identity,
+        &submission.modifications,
+        &spec,
+    );
+    let job_id = Uuid::new_v4();
+    // Deleted since the record was read: refused as if the deletion came first.
+    let pin = match templates.pin_files(
+        record.id,
+        &record.fonts,
+        &tenant,
+        &submission.images,
+        job_id,
+    ) {
+        Ok(pin) => pin,
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+        Err(error) => return Err(error.into()),
+    };
+    let mut job = Job::queued(
+        job_id,
+        tenant,
+        template_id,
+        fingerprint,
+        spec.format,
+        frames,
+    );
+    job.notify = submission.notify;
+    let deadline = crate::sandbox::default_deadline(&spec, frames).min(limits.max_duration);
+    let work = RenderWork {
+        modifications: submission.modifications,
+        animation: record.animation.clone(),
+        output: spec,
+        deadline,
+        pin: Some(Arc::new(pin)),
+        trace_parent: None,
+    };
+    Ok((job, work))
+}
+
+/// Resolves `spec`'s window, loop count and poster from `timing` against the template, and
+/// checks the output against the job budget and the formats' own limits (GIF length, animated
+/// WebP size); each refusal goes into `refusal` (the first reason, every violation). Answers
+/// the output's frame count.
+fn check_output(
+    spec: &mut crate::spec::OutputSpec,
+    timing: &crate::spec::TimingRequest,
+    report: &crate::storage::record_cache::AdmissionRecord,
+    limits: JobLimits,
+    (reason, violations): (&mut Option<Reason>, &mut Vec<FieldViolation>),
+) -> u32 {
+    let animation = crate::spec::timing::Animation {
+        duration_seconds: report.duration_seconds,
+        markers: &report.markers,
+    };
+    match crate::spec::timing::resolve(timing, spec.format, spec.fps.get(), &animation) {
+        Ok(resolved) => {
+            spec.window = resolved.window;
+            spec.loop_count = resolved.loop_count;
+            spec.poster = resolved.poster;
+        }
+        Err(crate::spec::SpecError::Invalid { field, message }) => {
+            reason.get_or_insert(Reason::RequestInvalid);
+            violations.push(FieldViolation {
+                field,
+                description: message,
+            });
+        }
     }
     let frames = match spec.window {
         Some(window) => window.range().1,
@@ -162,54 +229,7 @@ pub(crate) fn admit(
             });
         }
     }
-    if let Some(reason) = reason {
-        let message = violations
-            .iter()
-            .map(|v| format!("{}: {}", v.field, v.description))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(ServiceError::invalid_argument(reason, message, violations));
-    }
-    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
-    templates.check_disk_space()?;
-    let fingerprint = Fingerprint::of(
-        &tenant,
-        &record.render_identity,
-        &submission.modifications,
-        &spec,
-    );
-    let job_id = Uuid::new_v4();
-    // Deleted since the record was read: refused as if the deletion came first.
-    let pin = match templates.pin_files(
-        record.id,
-        &record.fonts,
-        &tenant,
-        &submission.images,
-        job_id,
-    ) {
-        Ok(pin) => pin,
-        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
-        Err(error) => return Err(error.into()),
-    };
-    let mut job = Job::queued(
-        job_id,
-        tenant,
-        template_id,
-        fingerprint,
-        spec.format,
-        frames,
-    );
-    job.notify = submission.notify;
-    let deadline = crate::sandbox::default_deadline(&spec, frames).min(limits.max_duration);
-    let work = RenderWork {
-        modifications: submission.modifications,
-        animation: record.animation.clone(),
-        output: spec,
-        deadline,
-        pin: Some(Arc::new(pin)),
-        trace_parent: None,
-    };
-    Ok((job, work))
+    frames
 }
 
 /// The refusal of a theme the template has not, naming those it has.

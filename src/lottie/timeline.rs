@@ -15,12 +15,7 @@ pub struct Timeline {
     pub fps: u32,
 }
 
-/// Number of output frames for a template lasting `duration_seconds` at `fps`: the
-/// duration rounded to whole frames, at least one.
-pub fn frame_count(duration_seconds: f64, fps: u32) -> u32 {
-    let frames = (duration_seconds * f64::from(fps)).round();
-    frames.clamp(1.0, f64::from(u32::MAX)) as u32
-}
+pub use crate::spec::timing::frame_count;
 
 /// Rescales `json` (a fenced template) in place to `fps`.
 pub fn retime(json: &mut Value, fps: u32) -> Timeline {

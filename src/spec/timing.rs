@@ -78,6 +78,14 @@ impl Window {
     }
 }
 
+/// Number of output frames for a template lasting `duration_seconds` at `fps`: the
+/// duration rounded to whole frames, at least one (retiming makes that many,
+/// `lottie::timeline`).
+pub fn frame_count(duration_seconds: f64, fps: u32) -> u32 {
+    let frames = (duration_seconds * f64::from(fps)).round();
+    frames.clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
 /// The most times a loop count may name: GIF's, WebP's and APNG's field is 16 bits.
 pub const MAX_LOOP_COUNT: u32 = 65_535;
 
@@ -96,7 +104,7 @@ pub fn resolve(
     fps: u32,
     animation: &Animation<'_>,
 ) -> Result<Resolved, SpecError> {
-    let frames = crate::lottie::timeline::frame_count(animation.duration_seconds, fps);
+    let frames = frame_count(animation.duration_seconds, fps);
     let window = match (&request.at, &request.segment) {
         (Some(_), Some(_)) => {
             return Err(SpecError::invalid(
