@@ -73,6 +73,9 @@ IMAGES = {"gif", "png", "jpeg", "webp", "apng"}
 OPAQUE = {"mp4", "av1", "jpeg"}
 # The frame a still shows (`--at`): the middle one, as the videos are drawn.
 STILLS = {"png", "jpeg"}
+# Formats with alpha: a fill over the middle quarter only must leave the corners transparent,
+# so the canvas's background shows there.
+ALPHA = {"webm", "gif", "png", "webp", "apng"}
 
 HERE = Path(__file__).resolve().parent
 
@@ -92,8 +95,10 @@ def over(colour, background):
     return [c * a + b * (1 - a) for c, b in zip(rgb, under)]
 
 
-def template(width, height, paint):
-    """A Lottie file of the output's size: one full-frame rectangle painted by `paint`."""
+def template(width, height, paint, half=False):
+    """A Lottie file of the output's size: one full-frame rectangle painted by `paint` (with
+    `half`, a centred rectangle half as wide and high, the corners left empty)."""
+    rect_w, rect_h = (width / 2, height / 2) if half else (width, height)
     def static(value):
         return {"a": 0, "k": value}
 
@@ -106,7 +111,7 @@ def template(width, height, paint):
             "ks": {"o": static(100), "r": static(0), "p": static([0, 0, 0]),
                    "a": static([0, 0, 0]), "s": static([100, 100, 100])},
             "shapes": [{"ty": "gr", "nm": "group", "it": [
-                {"ty": "rc", "nm": "rectangle", "d": 1, "s": static([width, height]),
+                {"ty": "rc", "nm": "rectangle", "d": 1, "s": static([rect_w, rect_h]),
                  "p": static([width / 2, height / 2]), "r": static(0)},
                 paint,
                 {"ty": "tr", "p": static([0, 0]), "a": static([0, 0]), "s": static([100, 100]),
@@ -159,13 +164,17 @@ class Case:
     def __init__(self, fmt, size, width, height, colour, kind):
         self.fmt, self.size, self.width, self.height = fmt, size, width, height
         self.colour, self.kind = colour, kind  # kind: solid | translucent | gradient
-        label = colour.lstrip("#") if kind != "gradient" else "gradient"
+        label = {"gradient": "gradient", "corners": "corners"}.get(kind, colour.lstrip("#"))
         self.id = f"{fmt}-{size}-{label}"
         self.file = f"{self.id}.{EXTENSIONS.get(fmt, fmt)}"
         if kind == "gradient":
             bands = gradient_bands(width, height)
             self.regions = [rect for rect, _ in bands]
             self.expected = [want for _, want in bands]
+        elif kind == "corners":
+            # The top-left corner, well away from the centred rectangle's edge.
+            self.regions = [{"x": 0, "y": 0, "w": width // 8, "h": height // 8}]
+            self.expected = [[float(c) for c in parse_colour(BACKGROUND)[0]]]
         else:
             self.regions = [inner(width, height)]
             self.expected = [over(colour, BACKGROUND)]
@@ -175,6 +184,8 @@ class Case:
             return f"{GRADIENT[0]}→{GRADIENT[1]}"
         if self.kind == "translucent":
             return f"{self.colour} over {BACKGROUND}"
+        if self.kind == "corners":
+            return f"transparent corner ({BACKGROUND} shows)"
         return self.colour
 
 
@@ -187,6 +198,8 @@ def cases():
             if fmt != "gif":
                 found.append(Case(fmt, size, width, height, TRANSLUCENT, "translucent"))
             found.append(Case(fmt, size, width, height, GRADIENT[0], "gradient"))
+            if fmt in ALPHA:
+                found.append(Case(fmt, size, width, height, SOLIDS[0], "corners"))
     return found
 
 
@@ -194,7 +207,8 @@ def render(binary, work, case):
     source = work / "templates" / f"{case.kind}-{case.width}x{case.height}.json"
     if not source.exists():
         paint = gradient_paint(case.width) if case.kind == "gradient" else solid_paint()
-        source.write_text(json.dumps(template(case.width, case.height, paint)))
+        half = case.kind == "corners"
+        source.write_text(json.dumps(template(case.width, case.height, paint, half)))
     command = [str(binary), "render", str(source), "--format", case.fmt, "--fps", str(FPS),
                "--width", str(case.width), "--height", str(case.height),
                "--output", str(work / "site" / case.file)]
