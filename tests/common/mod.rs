@@ -352,6 +352,25 @@ impl TestApp {
         download_through(self.renders(), job_id).await
     }
 
+    /// Every byte of one part of a job's output (the output itself, or its poster).
+    pub async fn download_part(&self, job_id: &str, part: proto::OutputPart) -> Vec<u8> {
+        let mut stream = self
+            .renders()
+            .download_render_output(proto::DownloadRenderOutputRequest {
+                job_id: job_id.into(),
+                part: part as i32,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.message().await.unwrap() {
+            bytes.extend_from_slice(&chunk.data);
+        }
+        bytes
+    }
+
     /// The Prometheus text of the metrics endpoint.
     pub async fn metrics_text(&self) -> String {
         metrics_text(self.metrics_address).await

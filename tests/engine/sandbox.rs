@@ -353,7 +353,10 @@ fn the_worker_self_test_is_refused_everything_forbidden_and_still_does_its_job()
     );
     let mut environment = report.environment.clone();
     environment.sort();
-    assert_eq!(environment, ["LANG", "LC_ALL", "MALLOC_ARENA_MAX", "PATH"]);
+    assert_eq!(
+        environment,
+        ["LANG", "LC_ALL", "MALLOC_ARENA_MAX", "PATH", "SVT_LOG"]
+    );
     let protections = report.protections();
     let off: Vec<&str> =
         kernel_offers::offered(protections.iter().map(|(mechanism, _)| *mechanism))

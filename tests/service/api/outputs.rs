@@ -2,7 +2,7 @@
 //! by marker rendered and downloaded with their content types, and every time or loop the
 //! template or the format cannot take refused as INVALID_ARGUMENT naming its field.
 
-use crate::helpers::{moving, reason, sha256_hex, spawn_app, violated_fields, TestApp};
+use crate::helpers::{moving, reason, sha256_hex, spawn_app, violated_fields};
 use lottie_render::grpc::proto;
 use tonic::Code;
 
@@ -32,25 +32,6 @@ fn segment_marker(name: &str) -> Option<proto::Segment> {
     Some(proto::Segment {
         range: Some(proto::segment::Range::Marker(name.into())),
     })
-}
-
-/// Every byte of one part of a job's output.
-async fn download_part(app: &TestApp, job_id: &str, part: proto::OutputPart) -> Vec<u8> {
-    let mut stream = app
-        .renders()
-        .download_render_output(proto::DownloadRenderOutputRequest {
-            job_id: job_id.into(),
-            part: part as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.message().await.unwrap() {
-        bytes.extend_from_slice(&chunk.data);
-    }
-    bytes
 }
 
 #[tokio::test]
@@ -109,7 +90,9 @@ async fn markers_are_listed_and_a_still_and_a_segment_by_marker_render_and_downl
         (poster.content_type.as_str(), poster.poster_frame),
         ("image/png", 10)
     );
-    let poster_bytes = download_part(&app, &segment_job.job_id, proto::OutputPart::Poster).await;
+    let poster_bytes = app
+        .download_part(&segment_job.job_id, proto::OutputPart::Poster)
+        .await;
     assert_eq!(sha256_hex(&poster_bytes), poster.sha256);
     let mut still = request(&template.template_id, proto::Format::Png);
     let spec = still.output.as_mut().unwrap();
@@ -120,7 +103,9 @@ async fn markers_are_listed_and_a_still_and_a_segment_by_marker_render_and_downl
     let still_job = app.render(still).await;
     assert_eq!(still_job.output.unwrap().sha256, poster.sha256);
     // The main part is the APNG; a job without a poster has none to send.
-    let main = download_part(&app, &segment_job.job_id, proto::OutputPart::Main).await;
+    let main = app
+        .download_part(&segment_job.job_id, proto::OutputPart::Main)
+        .await;
     assert_eq!(sha256_hex(&main), output.sha256);
     let missing = app
         .renders()

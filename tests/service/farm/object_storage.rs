@@ -606,20 +606,9 @@ async fn a_poster_is_uploaded_signed_copied_for_a_reuse_and_downloaded_by_part_t
         bucket.keys().await.contains(&copied),
         "{copied} not in the bucket"
     );
-    let mut stream = app
-        .renders()
-        .download_render_output(proto::DownloadRenderOutputRequest {
-            job_id: reuse.job_id.clone(),
-            part: proto::OutputPart::Poster as i32,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.message().await.unwrap() {
-        bytes.extend_from_slice(&chunk.data);
-    }
+    let bytes = app
+        .download_part(&reuse.job_id, proto::OutputPart::Poster)
+        .await;
     assert!(bytes == fetched, "the reused job's poster differs");
     app.stop().await;
 }
