@@ -13,6 +13,7 @@ mod expressions;
 mod first_round;
 mod images;
 mod jobs;
+mod outputs;
 mod parse;
 pub mod payloads;
 mod shares;
@@ -418,6 +419,8 @@ fn cases() -> Vec<Case> {
     // Issue 24: image slots.
     cases.extend(images::cases());
     cases.extend(archives::cases());
+    // Issue 26: the new outputs.
+    cases.extend(outputs::cases());
     // Last: its hog case leaves the attacking tenant backed off.
     cases.extend(analysis::cases());
     cases

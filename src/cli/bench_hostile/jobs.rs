@@ -40,7 +40,7 @@ pub(super) fn cases() -> Vec<Case> {
 }
 
 /// A small render request of `template_id` (`width` px wide: another width, another render).
-fn small_render(template_id: &str, width: u32) -> proto::RenderRequest {
+pub(super) fn small_render(template_id: &str, width: u32) -> proto::RenderRequest {
     proto::RenderRequest {
         template_id: template_id.into(),
         modifications: None,
@@ -64,7 +64,11 @@ fn state_name(state: i32) -> String {
 }
 
 /// `request` as the attacker's call under idempotency key `key`.
-fn attackers<T>(target: &Target, request: T, key: &str) -> anyhow::Result<tonic::Request<T>> {
+pub(super) fn attackers<T>(
+    target: &Target,
+    request: T,
+    key: &str,
+) -> anyhow::Result<tonic::Request<T>> {
     let mut request = target.as_tenant(request, ATTACKER_KEY)?;
     request
         .metadata_mut()
@@ -73,7 +77,7 @@ fn attackers<T>(target: &Target, request: T, key: &str) -> anyhow::Result<tonic:
 }
 
 /// Registers `template` as the attacker; answers its id.
-async fn attackers_template(
+pub(super) async fn attackers_template(
     target: &Target,
     channel: Channel,
     template: serde_json::Value,
