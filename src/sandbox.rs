@@ -55,15 +55,6 @@ pub(crate) const SLOW_ENCODER_DEADLINE_FACTOR: f64 = 4.0;
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
 
-/// Whether a job of `format` may run on a spare worker forked from the zygote. ProRes may not:
-/// a long ProRes render (the tractor's 534 frames at 1080²) failed on a spare with EINVAL from
-/// the encoder twice, with frame threads and with slice threads, where the same job on a
-/// worker started for it (and in-process) succeeds; the cause is not found yet. A ProRes job
-/// lasts seconds to minutes, so the ~30 ms a spare saves do not matter to it.
-pub fn runs_on_spare(format: Format) -> bool {
-    format != Format::Mov
-}
-
 /// Deadline for a render of `frames` frames of `spec`'s size in its format.
 pub(crate) fn default_deadline(spec: &crate::spec::OutputSpec, frames: u32) -> Duration {
     let (width, height) = (spec.width.get(), spec.height.get());

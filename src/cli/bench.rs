@@ -366,28 +366,12 @@ impl Bench<'_> {
             &same_work,
             None,
         );
-        // The same on a spare worker, as the service runs a job (timed from the hand-over);
-        // the formats the service runs on a worker started for them, on one.
-        if !crate::sandbox::runs_on_spare(format) {
-            println!(
-                "    (no spare: the service starts a worker for each {} job)",
-                format.name()
-            );
-        }
+        // The same on a spare worker, as the service runs a job (timed from the hand-over).
         let mut spares = workers::Spares::start(self.executable.clone());
         let spare_cost = median_of(self.repeat, || {
             let job =
                 workers::pipeline_job(subject.template_path.clone(), spec, self.scratch.path());
-            let (usage, wall) = if crate::sandbox::runs_on_spare(format) {
-                spares.run(&job)?
-            } else {
-                workers::run_pipeline(
-                    &self.executable,
-                    subject.template_path.clone(),
-                    spec,
-                    self.scratch.path(),
-                )?
-            };
+            let (usage, wall) = spares.run(&job)?;
             Ok(Measure {
                 wall,
                 cpu: usage.cpu,

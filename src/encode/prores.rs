@@ -41,10 +41,8 @@ pub(crate) fn open(settings: &EncoderSettings, path: &Path) -> Result<VideoEncod
                 // Apple's vendor code: Final Cut Pro and QuickTime read the file as their own.
                 ("vendor", "apl0".to_owned()),
                 ("alpha_bits", "16".to_owned()),
-                // Slice threads, one per core: ProRes codes every frame alone, in slices.
-                // FFmpeg's frame threads (its default here) failed a long render on a worker
-                // forked from the zygote with EINVAL mid-way (the tractor's 534 frames at
-                // 1080²); slices keep both cores busy without a queue of frames.
+                // Slice threads, one per core: ProRes codes every frame alone, in slices, so
+                // they keep both cores busy without the queue of frames frame threads hold.
                 ("thread_type", "slice".to_owned()),
                 ("threads", cores().to_string()),
             ],
@@ -99,9 +97,22 @@ impl FramePreparer for ProresPreparer {
         &mut self,
         premultiplied: &[Bgra],
         _previous: Option<&[Bgra]>,
-        _reuse: Option<EncoderInput>,
+        reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError> {
-        let mut picture = frame::Video::new(PIXEL_FORMAT, self.width as u32, self.height as u32);
+        // The encoder's earlier frame when nothing else holds it, as the other video outputs
+        // do ([`super::video::VideoPreparer`]): a fresh 9 MB frame per frame, allocated here and
+        // freed on another thread, fragmented glibc's heaps by ~7 MB a frame (the tractor's
+        // 534 frames at 1080² reached the worker's 4 GiB address space and failed at frame
+        // ~480 with EINVAL); reused, the worker stays flat.
+        let reusable = match reuse {
+            Some(EncoderInput::Video(mut picture)) => {
+                crate::os::ffmpeg_frames::frame_is_writable(&mut picture).then_some(picture)
+            }
+            _ => None,
+        };
+        let mut picture = reusable.unwrap_or_else(|| {
+            frame::Video::new(PIXEL_FORMAT, self.width as u32, self.height as u32)
+        });
         // prores_ks writes the frame's own colour description into each frame header (not the
         // encoder's), and decoders report that one: the same tags as every YUV output.
         picture.set_color_primaries(Primaries::BT709);

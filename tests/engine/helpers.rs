@@ -130,6 +130,20 @@ pub fn render_in_worker_with_images(
     dir: &Path,
     deadline: Duration,
 ) -> (PathBuf, Result<OutputInfo, WorkerFailure>) {
+    let (path, run) = run_in_worker(template, modifications, images, output, dir, deadline);
+    (path, run.result)
+}
+
+/// [`render_in_worker_with_images`], answering the whole run: the result and the worker's
+/// resource usage.
+pub fn run_in_worker(
+    template: &Path,
+    modifications: Modifications,
+    images: std::collections::BTreeMap<String, PathBuf>,
+    output: OutputSpec,
+    dir: &Path,
+    deadline: Duration,
+) -> (PathBuf, sandbox::WorkerRun) {
     let output_path = dir.join(format!("out-{}.{}", unique(), output.format.extension()));
     let job = WorkerJob {
         template_path: template.to_path_buf(),
@@ -149,7 +163,7 @@ pub fn render_in_worker_with_images(
         deadline,
     };
     let run = sandbox::run_worker(&job, &settings, &CancelToken::default(), &mut |_| {});
-    (output_path, run.result)
+    (output_path, run)
 }
 
 fn unique() -> u64 {

@@ -319,7 +319,7 @@ impl Runner {
             // A retry after a crash runs on a worker started for it, as the first run may
             // have failed for the spare's sake.
             let spare = match (&self.spares, attempt) {
-                (Some(spares), 1) if sandbox::runs_on_spare(work.output.format) => spares.take(),
+                (Some(spares), 1) => spares.take(),
                 _ => None,
             };
             let run = sandbox::run_worker_on(spare, &job, &settings, cancel, &mut on_event);
