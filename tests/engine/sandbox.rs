@@ -320,6 +320,13 @@ fn the_worker_self_test_is_refused_everything_forbidden_and_still_does_its_job()
     for required in REQUIRED_PROBES {
         assert!(names.contains(required), "probe missing: {required}");
     }
+    // Where sysfs has NUMA nodes, libnuma's file is probed (x265 sizes its threads from it).
+    if Path::new("/sys/devices/system/node/node0/cpumap").exists() {
+        assert!(
+            names.iter().any(|name| name.contains("NUMA node 0")),
+            "{names:?}"
+        );
+    }
     // Every mechanism this kernel offers is in force and each of its probes passed; what
     // it lacks (an older Landlock ABI, no seccomp) is printed, not asserted.
     let describe = |probe: &&lottie_render::sandbox::self_test::Probe| {

@@ -231,7 +231,7 @@ fn files(job: &SelfTestJob) -> Vec<Probe> {
         let read_back = std::fs::read(&job.output_path)?;
         Ok(format!("wrote and read back {} bytes", read_back.len()))
     };
-    vec![
+    let mut probes = vec![
         refused(
             "read /etc/passwd",
             "filesystem",
@@ -281,8 +281,22 @@ fn files(job: &SelfTestJob) -> Vec<Probe> {
             std::fs::read(&job.template_path).map(|bytes| format!("read {} bytes", bytes.len())),
         ),
         works("write its output", "filesystem", write_output()),
-    ]
+    ];
+    // x265 sizes its thread pool from libnuma's CPUs per node (`confine::SYSTEM_READABLE_FILES`);
+    // a kernel without NUMA in sysfs has no such file for anyone, so nothing to probe there.
+    // (Landlock does not fence `stat`, so the check works confined.)
+    if Path::new(NUMA_NODE0_CPUS).exists() {
+        probes.push(works(
+            "read the CPUs of NUMA node 0 (libnuma, which sizes x265's threads)",
+            "filesystem",
+            std::fs::read_to_string(NUMA_NODE0_CPUS).map(|cpus| format!("cpumap {}", cpus.trim())),
+        ));
+    }
+    probes
 }
+
+/// The file libnuma reads for the CPUs of node 0.
+const NUMA_NODE0_CPUS: &str = "/sys/devices/system/node/node0/cpumap";
 
 fn processes_and_signals() -> Vec<Probe> {
     let spawn = Command::new("/bin/true")
