@@ -18,6 +18,7 @@ pub use startup::{App, Listeners};
 use crate::config::ServerSettings;
 use crate::telemetry::traces::TracingError;
 use std::future::Future;
+use std::pin::Pin;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -58,6 +59,19 @@ pub async fn run(
     listeners: Listeners,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    run_boxed(listeners, settings, Box::pin(shutdown)).await
+}
+
+/// The signal that stops a server, boxed: the whole server (tonic's, hyper's and our tasks)
+/// is compiled once, not once per caller's future type. With `impl Future` all the way down,
+/// the service tests' 110 servers were 110 copies of it, a third of that binary's build.
+pub(crate) type Shutdown = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+async fn run_boxed(
+    listeners: Listeners,
+    settings: ServerSettings,
+    shutdown: Shutdown,
 ) -> Result<(), ServerError> {
     App::build(listeners, settings)
         .await?

@@ -6,7 +6,7 @@
 use super::http_endpoint;
 use super::startup::App;
 use super::transport::serve_connections;
-use super::ServerError;
+use super::{ServerError, Shutdown};
 use crate::config::ServerSettings;
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
@@ -37,10 +37,7 @@ const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 impl App {
     /// Serves until `shutdown` resolves, then drains: health NOT_SERVING, new submissions
     /// UNAVAILABLE, running renders get the grace period, and the listener closes last.
-    pub(crate) async fn run_until_stopped(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), ServerError> {
+    pub(crate) async fn run_until_stopped(self, shutdown: Shutdown) -> Result<(), ServerError> {
         let mut background = JoinSet::new();
         if let Some(shared) = &self.shared_jobs {
             background.spawn(serve_remote_cancels(shared.clone(), self.scheduler.clone()));
@@ -73,8 +70,16 @@ impl App {
             let _ = drained_signal.send(());
         };
         let (router, listener, tls) = (self.router, self.listeners.grpc, self.tls);
-        let serving =
-            serve_connections(router, listener, tls, self.metrics, &self.settings, drained);
+        // Boxed: the transport's future nests tonic's and hyper's deep enough that laying it
+        // out inside this one passed rustc's query depth limit.
+        let serving = Box::pin(serve_connections(
+            router,
+            listener,
+            tls,
+            self.metrics,
+            &self.settings,
+            drained,
+        ));
         // After the drain, calls still open (a health Watch never ends by itself; an idle peer
         // may never close) get a moment, then the server stops regardless.
         let served = tokio::select! {

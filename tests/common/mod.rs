@@ -48,7 +48,15 @@ pub async fn spawn_app() -> TestApp {
 }
 
 /// A server whose settings `configure` adjusts (workers, queue, limits, worker executable).
-pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings) + Send) -> TestApp {
+    spawn_configured_app(Box::new(configure)).await
+}
+
+/// Not generic: the server task and the client connection compile once for this binary, not
+/// once for each test's closure.
+async fn spawn_configured_app(
+    configure: Box<dyn FnOnce(&mut ServerSettings) + Send + '_>,
+) -> TestApp {
     let data_dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -99,7 +107,7 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut ServerSettings)) -> Test
 pub async fn spawn_app_with_keys(
     dir: &std::path::Path,
     keys: &[(&str, &str, &str)],
-    configure: impl FnOnce(&mut ServerSettings),
+    configure: impl FnOnce(&mut ServerSettings) + Send,
 ) -> TestApp {
     let keys = api_keys_file(dir, keys);
     spawn_app_with(|settings| {

@@ -24,7 +24,7 @@ const REPLACEMENT_LIMIT: Duration = Duration::from_secs(10);
 /// run as `executable`.
 async fn app_with_spare(
     executable: &Path,
-    configure: impl FnOnce(&mut lottie_render::config::ServerSettings),
+    configure: impl FnOnce(&mut lottie_render::config::ServerSettings) + Send,
 ) -> TestApp {
     let executable = executable.to_path_buf();
     spawn_app_with(move |settings| {

@@ -191,7 +191,7 @@ fn secrets_file(dir: &std::path::Path, lines: &str) -> PathBuf {
 /// A server that may call receivers on 127.0.0.1 over plain HTTP, signing with [`SECRET`].
 async fn spawn_webhook_app(
     dir: &std::path::Path,
-    configure: impl FnOnce(&mut lottie_render::config::ServerSettings),
+    configure: impl FnOnce(&mut lottie_render::config::ServerSettings) + Send,
 ) -> TestApp {
     let secrets = secrets_file(dir, &format!("default {SECRET}\n"));
     spawn_app_with(|settings| {

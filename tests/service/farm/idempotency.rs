@@ -26,7 +26,11 @@ const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 const RENDERER_REFUSES: &str = "malformed/keyframe-empty-easing-arrays.json";
 
 /// A server on `store`, with workers counted in `dir/starts`.
-async fn app_on(store: Store, dir: &Path, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+async fn app_on(
+    store: Store,
+    dir: &Path,
+    configure: impl FnOnce(&mut ServerSettings) + Send,
+) -> TestApp {
     let worker = counting_worker(dir, &dir.join("starts"));
     spawn_app_with(|settings| {
         settings.worker_executable = Some(worker);

@@ -30,7 +30,11 @@ const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_millis(200);
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A server on `store` (a key prefix of its own on Redis) whose analyses run through `hold`.
-async fn app_on(store: Store, hold: &Hold, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+async fn app_on(
+    store: Store,
+    hold: &Hold,
+    configure: impl FnOnce(&mut ServerSettings) + Send,
+) -> TestApp {
     let script = hold.script.clone();
     spawn_app_with(|settings| {
         settings.analysis_executable = Some(script);

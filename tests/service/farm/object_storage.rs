@@ -128,7 +128,7 @@ impl TestBucket {
 /// A server on `bucket` at the test S3 server, its settings further adjusted by `configure`.
 async fn app_on_bucket(
     bucket: &TestBucket,
-    configure: impl FnOnce(&mut ServerSettings),
+    configure: impl FnOnce(&mut ServerSettings) + Send,
 ) -> TestApp {
     spawn_app_with(|settings| {
         bucket.configure(settings, &s3_endpoint());

@@ -54,7 +54,9 @@ struct Tenants {
 }
 
 impl Tenants {
-    async fn start(configure: impl FnOnce(&mut lottie_render::config::ServerSettings)) -> Self {
+    async fn start(
+        configure: impl FnOnce(&mut lottie_render::config::ServerSettings) + Send,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let keys = api_keys_file(
             dir.path(),

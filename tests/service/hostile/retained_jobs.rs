@@ -20,7 +20,10 @@ const GLOBEX: &str = "globex-secret-key";
 
 /// A server with tenants acme and globex (API keys required), its helper clients calling as
 /// acme.
-async fn acme_app(dir: &std::path::Path, configure: impl FnOnce(&mut ServerSettings)) -> TestApp {
+async fn acme_app(
+    dir: &std::path::Path,
+    configure: impl FnOnce(&mut ServerSettings) + Send,
+) -> TestApp {
     let keys = [("acme", "billing", ACME), ("globex", "ops", GLOBEX)];
     let app = spawn_app_with_keys(dir, &keys, configure).await;
     app.use_api_key(Some(ACME));

@@ -123,7 +123,7 @@ async fn a_health_body_flood_is_refused_at_once_and_bystanders_are_answered_mean
 /// A server with tenants acme and globex (auth required).
 async fn two_tenants(
     dir: &std::path::Path,
-    configure: impl FnOnce(&mut lottie_render::config::ServerSettings),
+    configure: impl FnOnce(&mut lottie_render::config::ServerSettings) + Send,
 ) -> TestApp {
     let keys = api_keys_file(dir, &[("acme", "billing", ACME), ("globex", "ops", GLOBEX)]);
     spawn_app_with(|settings| {
