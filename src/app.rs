@@ -65,7 +65,8 @@ pub async fn run(
 
 /// The signal that stops a server, boxed: the whole server (tonic's, hyper's and our tasks)
 /// is compiled once, not once per caller's future type. With `impl Future` all the way down,
-/// the service tests' 110 servers were 110 copies of it, a third of that binary's build.
+/// the service tests' 110 servers were 110 copies of it: three quarters of that binary's
+/// build (61 s, 15 s without them).
 pub(crate) type Shutdown = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 async fn run_boxed(
