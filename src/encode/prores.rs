@@ -3,12 +3,11 @@
 //! other YUV output ([`super::video::tag_colours`], which ProRes carries in its frame header).
 
 use super::pixels::{convert, PixelLayout};
-use super::video::{VideoCodec, VideoEncoder};
+use super::video::{writable_or_new, VideoCodec, VideoEncoder};
 use super::{EncodeError, EncoderInput, EncoderSettings, FramePreparer};
 use crate::spec::Quality;
 use ffmpeg_next::color::{Primaries, Range, Space, TransferCharacteristic};
 use ffmpeg_next::format::Pixel;
-use ffmpeg_next::frame;
 use rlottie::Bgra;
 use std::path::Path;
 
@@ -99,20 +98,9 @@ impl FramePreparer for ProresPreparer {
         _previous: Option<&[Bgra]>,
         reuse: Option<EncoderInput>,
     ) -> Result<EncoderInput, EncodeError> {
-        // The encoder's earlier frame when nothing else holds it, as the other video outputs
-        // do ([`super::video::VideoPreparer`]): a fresh 9 MB frame per frame, allocated here and
-        // freed on another thread, fragmented glibc's heaps by ~7 MB a frame (the tractor's
-        // 534 frames at 1080² reached the worker's 4 GiB address space and failed at frame
-        // ~480 with EINVAL); reused, the worker stays flat.
-        let reusable = match reuse {
-            Some(EncoderInput::Video(mut picture)) => {
-                crate::os::ffmpeg_frames::frame_is_writable(&mut picture).then_some(picture)
-            }
-            _ => None,
-        };
-        let mut picture = reusable.unwrap_or_else(|| {
-            frame::Video::new(PIXEL_FORMAT, self.width as u32, self.height as u32)
-        });
+        // Reused as the other video outputs do: a fresh 9 MB frame per frame failed the
+        // tractor's 534 frames at 1080² near frame 480.
+        let mut picture = writable_or_new(reuse, PIXEL_FORMAT, self.width, self.height);
         // prores_ks writes the frame's own colour description into each frame header (not the
         // encoder's), and decoders report that one: the same tags as every YUV output.
         picture.set_color_primaries(Primaries::BT709);

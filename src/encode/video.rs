@@ -272,6 +272,27 @@ fn rgba_frame(image: &imgref::ImgVec<rgb::RGBA8>, pixel_format: Pixel) -> frame:
     picture
 }
 
+/// The encoder's earlier frame when nothing else holds it, else a fresh one of `format`.
+/// Reusing keeps a worker's memory flat: fresh frames allocated on render threads and freed on
+/// the encoder thread fragment glibc's heaps (ProRes's 9 MB frames at 1080² grew the tractor's
+/// worker ~7 MB a frame until it failed near frame 480 with EINVAL), and their first touch
+/// costs page faults. A frame still referenced elsewhere (the encoder, or a hold sharing it)
+/// is not overwritten.
+pub(super) fn writable_or_new(
+    reuse: Option<EncoderInput>,
+    format: Pixel,
+    width: usize,
+    height: usize,
+) -> frame::Video {
+    let reusable = match reuse {
+        Some(EncoderInput::Video(mut picture)) => {
+            crate::os::ffmpeg_frames::frame_is_writable(&mut picture).then_some(picture)
+        }
+        _ => None,
+    };
+    reusable.unwrap_or_else(|| frame::Video::new(format, width as u32, height as u32))
+}
+
 impl FramePreparer for VideoPreparer {
     fn prepare(
         &mut self,
@@ -287,19 +308,7 @@ impl FramePreparer for VideoPreparer {
                 return Ok(EncoderInput::Video(reference));
             }
         }
-        // Reusing the encoder's earlier frames keeps memory flat: fresh 2 MB frames allocated
-        // on render threads and freed on the encoder thread fragment the heap, and their
-        // first touch costs page faults. A frame still referenced elsewhere (the encoder, or
-        // a hold sharing it) is not overwritten: a fresh one is allocated.
-        let reusable = match reuse {
-            Some(EncoderInput::Video(mut picture)) => {
-                crate::os::ffmpeg_frames::frame_is_writable(&mut picture).then_some(picture)
-            }
-            _ => None,
-        };
-        let mut picture = reusable.unwrap_or_else(|| {
-            frame::Video::new(self.pixel_format, self.width as u32, self.height as u32)
-        });
+        let mut picture = writable_or_new(reuse, self.pixel_format, self.width, self.height);
         let planes = self.planes_of(&mut picture);
         yuv::convert(
             premultiplied,
