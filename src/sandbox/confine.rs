@@ -26,10 +26,7 @@ const LANDLOCK_ABI: ABI = ABI::V6;
 /// - `/sys/devices/system/cpu/online`: glibc's processor count (C++'s
 ///   `hardware_concurrency`, libvpx); refused, it falls back to the affinity mask, which in a
 ///   container can differ, and with it thread counts and encoder output.
-/// - `/sys/devices/system/node` (read beneath, no listing): libnuma's CPUs per NUMA node
-///   (`nodeN/cpumap`), which x265 sizes its thread pool from when an encoder opens; refused,
-///   x265 counted no CPUs and encoded HEVC on one thread (the bouncy ball took 1.09 s on a
-///   spare where the same work took 0.61 s in-process, with the same CPU time).
+/// - each NUMA node's CPUs ([`numa_cpu_maps`]).
 /// - `/dev/urandom`: FFmpeg's random seeds (Matroska segment ids); refused, FFmpeg spins on
 ///   the clock for entropy instead.
 /// - rlottie's image decoder, a plugin it loads (dlopen) only when it first meets an embedded
@@ -37,10 +34,36 @@ const LANDLOCK_ABI: ABI = ABI::V6;
 ///   compiled into Debian's librlottie (`/usr/lib/<multiarch>/rlottie/image-loader.so`).
 pub(crate) const SYSTEM_READABLE_FILES: &[&str] = &[
     "/sys/devices/system/cpu/online",
-    "/sys/devices/system/node",
     "/dev/urandom",
     RLOTTIE_IMAGE_LOADER,
 ];
+
+/// Where the kernel lists NUMA nodes (`node0`, `node1`, …).
+const NUMA_NODES: &str = "/sys/devices/system/node";
+
+/// The CPUs of each NUMA node (`/sys/devices/system/node/nodeN/cpumap`), which libnuma reads
+/// when x265 opens an encoder, after confinement, to size its thread pool; refused, x265
+/// counted no CPUs and encoded HEVC on one thread (the bouncy ball took 1.09 s on a spare
+/// where the same work took 0.61 s in-process, with the same CPU time). Only these files:
+/// libnuma's listing of the nodes and their `meminfo` happen when it loads, before
+/// confinement (strace), and a node's `meminfo`, `numastat` or `vmstat` would tell a
+/// worker how the host's memory is used. Listed before confining; none without NUMA in sysfs.
+fn numa_cpu_maps() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(NUMA_NODES) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix("node").is_some_and(|number| {
+                !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+        .map(|entry| entry.path().join("cpumap"))
+        .collect()
+}
 
 /// Where Debian's librlottie loads its image decoder from.
 #[cfg(target_arch = "x86_64")]
@@ -135,6 +158,7 @@ fn restrict_files(policy: &FilePolicy) -> Result<LandlockState, landlock::Rulese
         .scope(Scope::from_all(LANDLOCK_ABI))?
         .create()?
         .add_rules(path_beneath_rules(SYSTEM_READABLE_FILES, read))?
+        .add_rules(path_beneath_rules(numa_cpu_maps(), read))?
         .add_rules(path_beneath_rules(&policy.readable, read))?
         .add_rules(path_beneath_rules(&policy.writable, read_write))?
         .restrict_self()?;

@@ -320,10 +320,21 @@ fn the_worker_self_test_is_refused_everything_forbidden_and_still_does_its_job()
     for required in REQUIRED_PROBES {
         assert!(names.contains(required), "probe missing: {required}");
     }
-    // Where sysfs has NUMA nodes, libnuma's file is probed (x265 sizes its threads from it).
+    // Where sysfs has NUMA nodes, libnuma's file is probed (x265 sizes its threads from it),
+    // and the node's memory use beside it is probed refused.
     if Path::new("/sys/devices/system/node/node0/cpumap").exists() {
         assert!(
-            names.iter().any(|name| name.contains("NUMA node 0")),
+            names
+                .iter()
+                .any(|name| name.contains("CPUs of NUMA node 0")),
+            "{names:?}"
+        );
+    }
+    if Path::new("/sys/devices/system/node/node0/meminfo").exists() {
+        assert!(
+            names
+                .iter()
+                .any(|name| name.contains("memory use of NUMA node 0")),
             "{names:?}"
         );
     }

@@ -282,9 +282,10 @@ fn files(job: &SelfTestJob) -> Vec<Probe> {
         ),
         works("write its output", "filesystem", write_output()),
     ];
-    // x265 sizes its thread pool from libnuma's CPUs per node (`confine::SYSTEM_READABLE_FILES`);
-    // a kernel without NUMA in sysfs has no such file for anyone, so nothing to probe there.
-    // (Landlock does not fence `stat`, so the check works confined.)
+    // x265 sizes its thread pool from libnuma's CPUs per node (`confine::numa_cpu_maps`): those
+    // files only, not the node's memory use beside them. A kernel without NUMA in sysfs has
+    // neither, for anyone, so nothing to probe there. (Landlock does not fence `stat`, so the
+    // check works confined.)
     if Path::new(NUMA_NODE0_CPUS).exists() {
         probes.push(works(
             "read the CPUs of NUMA node 0 (libnuma, which sizes x265's threads)",
@@ -292,11 +293,20 @@ fn files(job: &SelfTestJob) -> Vec<Probe> {
             std::fs::read_to_string(NUMA_NODE0_CPUS).map(|cpus| format!("cpumap {}", cpus.trim())),
         ));
     }
+    if Path::new(NUMA_NODE0_MEMORY).exists() {
+        probes.push(refused(
+            "read the memory use of NUMA node 0 (the host's)",
+            "filesystem",
+            std::fs::read(NUMA_NODE0_MEMORY),
+        ));
+    }
     probes
 }
 
 /// The file libnuma reads for the CPUs of node 0.
 const NUMA_NODE0_CPUS: &str = "/sys/devices/system/node/node0/cpumap";
+/// The host's memory use on node 0, beside it.
+const NUMA_NODE0_MEMORY: &str = "/sys/devices/system/node/node0/meminfo";
 
 fn processes_and_signals() -> Vec<Probe> {
     let spawn = Command::new("/bin/true")
