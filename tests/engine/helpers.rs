@@ -111,31 +111,19 @@ pub fn render_in_worker(
     dir: &Path,
     deadline: Duration,
 ) -> (PathBuf, Result<OutputInfo, WorkerFailure>) {
-    render_in_worker_with_images(
+    let (path, run) = run_in_worker(
         template,
         modifications,
         Default::default(),
         output,
         dir,
         deadline,
-    )
-}
-
-/// [`render_in_worker`] with replacement images (SHA-256 → file), as the job's pin stages them.
-pub fn render_in_worker_with_images(
-    template: &Path,
-    modifications: Modifications,
-    images: std::collections::BTreeMap<String, PathBuf>,
-    output: OutputSpec,
-    dir: &Path,
-    deadline: Duration,
-) -> (PathBuf, Result<OutputInfo, WorkerFailure>) {
-    let (path, run) = run_in_worker(template, modifications, images, output, dir, deadline);
+    );
     (path, run.result)
 }
 
-/// [`render_in_worker_with_images`], answering the whole run: the result and the worker's
-/// resource usage.
+/// [`render_in_worker`] with replacement images (SHA-256 → file, as the job's pin stages
+/// them), answering the whole run: the result and the worker's resource usage.
 pub fn run_in_worker(
     template: &Path,
     modifications: Modifications,

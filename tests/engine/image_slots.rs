@@ -3,7 +3,7 @@
 //! decoded frames against geometry computed here (the box at 50..150 of a 200² canvas) and
 //! the colours of the images made here.
 
-use crate::helpers::{decode_rgba, render_in_worker_with_images, spec, tempdir};
+use crate::helpers::{decode_rgba, run_in_worker, spec, tempdir};
 use image::codecs::jpeg::JpegEncoder;
 use image::{ImageEncoder, Rgba, RgbaImage};
 use lottie_render::error::ErrorClass;
@@ -95,7 +95,7 @@ fn first_frame(image: &[u8], fit: Fit) -> Result<RgbaImage, lottie_render::sandb
             fit,
         },
     );
-    let (output, result) = render_in_worker_with_images(
+    let (output, run) = run_in_worker(
         &template,
         modifications,
         [(sha256, file)].into(),
@@ -103,7 +103,7 @@ fn first_frame(image: &[u8], fit: Fit) -> Result<RgbaImage, lottie_render::sandb
         dir.path(),
         Duration::from_secs(120),
     );
-    result?;
+    run.result?;
     let frames = decode_rgba(&output, CANVAS, CANVAS);
     Ok(RgbaImage::from_raw(CANVAS, CANVAS, frames[0].clone()).unwrap())
 }
