@@ -26,8 +26,9 @@ pub struct RequestLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookAttemptLabels {
-    /// `delivered`, `refused` (a permanent answer or a refused address), `retried` or
-    /// `expired` (given up after its window).
+    /// `delivered`, `refused` (a permanent answer or a refused address), `retried`,
+    /// `expired` (given up after its window) or `not_kept` (an event never kept to be sent:
+    /// its tenant's or the instance's deliveries waiting at their bound, or the store down).
     pub outcome: &'static str,
 }
 
@@ -223,7 +224,7 @@ metrics! {
     // Webhooks.
     webhook_attempts: Family<WebhookAttemptLabels, Counter>, "webhook_attempts",
         "Webhook delivery attempts, by what came of them (delivered, refused, retried, \
-         expired)";
+         expired; not_kept: an event never kept to be sent)";
     webhook_deliveries_pending: Gauge, "webhook_deliveries_pending",
         "Webhook deliveries not yet ended, as this instance's store last counted them";
     webhook_breakers_open: Gauge, "webhook_breakers_open",

@@ -2,27 +2,35 @@
 //! caller's receiver, signed, retried the way we ask our own callers to retry, never lost by
 //! a restart (docs/http.md, Webhooks). [`Webhooks`] is what the render API needs (the check
 //! at submit, the deliveries for GetRenderJob); [`dispatch`] runs the deliveries:
-//! - [`destination`]: where a webhook may be sent (https, and no address of this machine or
-//!   its private networks, checked at submit and again on the resolved address);
-//! - [`client`]: one bounded request, through a resolver that keeps only allowed addresses;
+//! - [`destination`]: where a webhook may be sent (https, read as browsers read URLs, and only
+//!   globally reachable addresses, checked at submit and again on the resolved address);
+//! - [`addresses`]: which addresses are globally reachable (IANA's special-purpose registries);
+//! - [`client`]: one bounded request;
+//! - [`resolver`]: names resolved on a bounded pool of their own, keeping only allowed
+//!   addresses;
 //! - [`signing`]: Standard Webhooks signatures and the secrets file;
 //! - [`retry`]: a receiver's answer classified as we ask our callers to classify ours, and the
 //!   backoff with full jitter;
 //! - [`delivery`]: one event's delivery as a state machine, and a destination's breaker;
 //! - [`event`]: the body (type, timestamp, the job in canonical JSON);
-//! - [`store`]: deliveries kept in the data directory or Redis across restarts;
+//! - [`store`]: deliveries kept in the data directory or Redis across restarts, a bound of
+//!   them waiting per tenant;
+//! - [`turns`]: the sender's slots shared by tenants in turn;
 //! - [`dispatch`]: the loop that keeps a delivery per event and the one that sends them;
 //! - [`settings`]: the flags.
 
+pub mod addresses;
 pub mod client;
 pub mod delivery;
 pub mod destination;
 pub mod dispatch;
 pub mod event;
+pub mod resolver;
 pub mod retry;
 pub mod settings;
 pub mod signing;
 pub mod store;
+pub mod turns;
 
 use crate::auth::TenantId;
 use crate::error::{FieldViolation, ServiceError};

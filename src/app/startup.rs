@@ -292,14 +292,18 @@ fn webhooks(
         }
         None => SigningSecrets::generated(),
     };
+    let caps = settings
+        .webhooks
+        .pending_caps(settings.retained_jobs.max_retained_jobs_per_tenant);
     let store = match redis {
         // Kept through their retry window, then as long as jobs are.
         Some(redis) => Deliveries::Redis(Arc::new(RedisDeliveries::new(
             redis.clone(),
             settings.webhooks.window() + settings.retention(),
+            caps,
         ))),
         None => Deliveries::Directory(Arc::new(
-            DirectoryDeliveries::open(&settings.data_dir)
+            DirectoryDeliveries::open(&settings.data_dir, caps)
                 .map_err(|error| ServerError::Webhooks(error.to_string()))?,
         )),
     };

@@ -192,7 +192,10 @@ fn webhook_delivery_to_proto(event: EventType, delivery: &Delivery) -> proto::We
     let (state, next_attempt_at) = match delivery.state {
         DeliveryState::Due(at) => (proto::WebhookDeliveryState::Pending, Some(at.into())),
         DeliveryState::Delivered => (proto::WebhookDeliveryState::Delivered, None),
-        DeliveryState::Refused => (proto::WebhookDeliveryState::Refused, None),
+        // A delivery never kept: refused before any attempt (attempts 0 tells it apart).
+        DeliveryState::Refused | DeliveryState::NotKept => {
+            (proto::WebhookDeliveryState::Refused, None)
+        }
         DeliveryState::Expired => (proto::WebhookDeliveryState::Expired, None),
     };
     proto::WebhookDelivery {

@@ -28,6 +28,9 @@ pub enum State {
     Refused,
     /// Its window passed without a delivery.
     Expired,
+    /// Never kept to be sent: its tenant's deliveries waiting, or the instance's, were at
+    /// their bound when the event happened (shown on its job, REFUSED with no attempt).
+    NotKept,
 }
 
 /// One event's delivery to one destination.

@@ -1,14 +1,18 @@
 //! Where a webhook may be sent: no server-side request forgery. A destination is an `https`
-//! URL (`http` only with `--webhook-allow-http`, for tests and closed networks) whose host is
-//! not an address of this machine or its private networks: loopback, private (RFC 1918),
-//! carrier-grade NAT, link-local (the cloud metadata service, 169.254.169.254, among them),
-//! unique-local, multicast, unspecified, broadcast and reserved addresses are refused, as
-//! literal hosts at submit and again on every address a name resolves to at connect time
-//! (a name that resolves elsewhere later: DNS rebinding), unless a network of
-//! `--webhook-allow-networks` holds the address.
+//! URL (`http` only with `--webhook-allow-http`, for tests and closed networks) read as a
+//! browser reads it (the WHATWG URL Standard, through the `url` crate: `https://2130706433/`,
+//! `https://0x7f.1/`, `https://127.1/` and `https://0177.0.0.1/` are all 127.0.0.1), whose
+//! host is a globally reachable address ([`super::addresses`]: IANA's special-purpose
+//! registries, with NAT64, 6to4, Teredo, IPv4-mapped and SIIT addresses judged by the IPv4
+//! address they embed) or a name that is not this machine's. Checked on the literal host at
+//! submit, and again on every address a name resolves to at connect time (a name that
+//! resolves elsewhere later: DNS rebinding), unless a network of `--webhook-allow-networks`
+//! holds the address. The request goes to the URL as parsed here (its serialization), so
+//! what is checked is what is connected to.
 
+use super::addresses::{reach, Reach};
 use ipnet::IpNet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 /// Longest webhook URL, bytes: far above any real endpoint (a host and a path with a
 /// token), far below what would weigh on the job records it is stored in.
@@ -59,116 +63,95 @@ impl Policy {
                 url.len()
             )));
         }
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|error| Refused(format!("not a URL: {error}")))?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") if self.allow_http => false,
-            Some("http") => return Err(Refused("must be https".into())),
+        let mut parsed =
+            url::Url::parse(url).map_err(|error| Refused(format!("not a URL: {error}")))?;
+        let https = match parsed.scheme() {
+            "https" => true,
+            "http" if self.allow_http => false,
+            "http" => return Err(Refused("must be https".into())),
             _ => return Err(Refused("must be an https URL".into())),
         };
-        let authority = uri
-            .authority()
-            .ok_or_else(|| Refused("has no host".into()))?;
-        if authority.as_str().contains('@') {
+        if !parsed.username().is_empty() || parsed.password().is_some() {
             return Err(Refused("must not carry credentials before the host".into()));
         }
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        if host.is_empty() {
-            return Err(Refused("has no host".into()));
-        }
-        if let Ok(address) = host.parse::<IpAddr>() {
-            self.check_address(address)?;
-        } else if is_local_name(host) {
-            return Err(Refused(format!("{host} names this machine or its network")));
-        }
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let host = match parsed.host() {
+            Some(url::Host::Ipv4(v4)) => {
+                self.check_address(IpAddr::V4(v4))?;
+                v4.to_string()
+            }
+            Some(url::Host::Ipv6(v6)) => {
+                self.check_address(IpAddr::V6(v6))?;
+                v6.to_string()
+            }
+            Some(url::Host::Domain(name)) if is_local_name(name) => {
+                return Err(Refused(format!("{name} names this machine or its network")));
+            }
+            Some(url::Host::Domain(name)) => name.to_owned(),
+            None => return Err(Refused("has no host".into())),
+        };
+        // Never sent; and `http::Uri` has no place for it.
+        parsed.set_fragment(None);
+        let uri: http::Uri = parsed
+            .as_str()
+            .parse()
+            .map_err(|error| Refused(format!("not a URL: {error}")))?;
+        let port = parsed
+            .port_or_known_default()
+            .unwrap_or(if https { 443 } else { 80 });
         Ok(Destination {
-            host: host.to_owned(),
+            host,
             port,
             https,
             uri,
         })
     }
 
-    /// An address a destination's host is (or resolves to), or why it may not be called.
+    /// An address a destination's host is (or resolves to), or why it may not be called:
+    /// an address of an allowed network passes; otherwise only a globally reachable one, an
+    /// address that embeds IPv4 ones judged by each of them.
     pub fn check_address(&self, address: IpAddr) -> Result<(), Refused> {
-        let address = canonical(address);
-        if self
-            .allowed_networks
-            .iter()
-            .any(|network| network.contains(&address))
-        {
+        if self.allows(address) {
             return Ok(());
         }
-        match refused_class(address) {
-            Some(class) => Err(Refused(format!(
-                "{address} is a {class} address (allow its network with \
-                 --webhook-allow-networks)"
-            ))),
-            None => Ok(()),
-        }
+        let why = match reach(address) {
+            Reach::Global => return Ok(()),
+            Reach::NotGlobal(class) => format!("{address} is a {class} address"),
+            Reach::Embeds(form, embedded) => {
+                let refused = embedded.addresses().into_iter().find_map(|v4| {
+                    let v4 = IpAddr::V4(v4);
+                    match reach(v4) {
+                        Reach::NotGlobal(class) if !self.allows(v4) => Some((v4, class)),
+                        _ => None,
+                    }
+                });
+                match refused {
+                    None => return Ok(()),
+                    Some((v4, class)) => {
+                        format!("{address} ({form}) reaches {v4}, a {class} address")
+                    }
+                }
+            }
+        };
+        Err(Refused(format!(
+            "{why} (allow its network with --webhook-allow-networks)"
+        )))
+    }
+
+    fn allows(&self, address: IpAddr) -> bool {
+        self.allowed_networks
+            .iter()
+            .any(|network| network.contains(&address))
     }
 }
 
-/// An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is the IPv4 address.
-fn canonical(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Names that always mean this machine or its network, whatever a resolver says.
+/// Names that always mean this machine or its network, whatever a resolver says (the
+/// Special-Use Domain Names registry's `localhost`, `local` and `home.arpa`, and ICANN's
+/// private-use `internal`, where cloud metadata services live).
 fn is_local_name(host: &str) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
-    host == "localhost" || host.ends_with(".localhost") || host.ends_with(".local")
-}
-
-/// The class of an address no webhook may reach, if it is one.
-fn refused_class(address: IpAddr) -> Option<&'static str> {
-    match address {
-        IpAddr::V4(v4) => refused_v4(v4),
-        IpAddr::V6(v6) => refused_v6(v6),
-    }
-}
-
-fn refused_v4(v4: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = v4.octets();
-    let classes = [
-        (v4.is_loopback(), "loopback"),
-        (v4.is_private(), "private"),
-        (v4.is_link_local(), "link-local"),
-        (v4.is_unspecified() || a == 0, "unspecified"),
-        (v4.is_broadcast(), "broadcast"),
-        (v4.is_multicast(), "multicast"),
-        (a == 100 && (64..128).contains(&b), "carrier-grade NAT"),
-        (a >= 240, "reserved"),
-    ];
-    classes
-        .into_iter()
-        .find_map(|(is, class)| is.then_some(class))
-}
-
-fn refused_v6(v6: Ipv6Addr) -> Option<&'static str> {
-    let first = v6.segments()[0];
-    let classes = [
-        (v6.is_loopback(), "loopback"),
-        (v6.is_unspecified(), "unspecified"),
-        (v6.is_multicast(), "multicast"),
-        (first & 0xfe00 == 0xfc00, "unique-local"),
-        (first & 0xffc0 == 0xfe80, "link-local"),
-        (first & 0xffc0 == 0xfec0, "site-local"),
-    ];
-    classes
-        .into_iter()
-        .find_map(|(is, class)| is.then_some(class))
-        // IPv4-compatible addresses (::a.b.c.d) are their IPv4 address.
-        .or_else(|| v6.to_ipv4().filter(|_| first == 0).and_then(refused_v4))
+    ["localhost", "local", "home.arpa", "internal"]
+        .iter()
+        .any(|suffix| host == *suffix || host.ends_with(&format!(".{suffix}")))
 }
 
 #[cfg(test)]
@@ -178,42 +161,91 @@ mod tests {
     #[test]
     fn every_class_of_local_address_is_refused_and_public_ones_pass() {
         let policy = Policy::default();
-        for url in [
-            "https://127.0.0.1/hook",
-            "https://127.8.9.10/hook",
-            "https://10.0.0.1/hook",
-            "https://172.16.5.4/hook",
-            "https://192.168.1.1/hook",
-            "https://169.254.169.254/latest/meta-data/",
-            "https://100.64.0.1/hook",
-            "https://0.0.0.0/hook",
-            "https://255.255.255.255/hook",
-            "https://224.0.0.1/hook",
-            "https://[::1]/hook",
-            "https://[::]/hook",
-            "https://[fd00::1]/hook",
-            "https://[fe80::1]/hook",
-            "https://[ff02::1]/hook",
-            "https://[::ffff:127.0.0.1]/hook",
-            "https://[::ffff:169.254.169.254]/hook",
-            "https://localhost/hook",
-            "https://printer.local/hook",
-            "https://user:secret@example.com/hook",
-            "http://example.com/hook",
-            "ftp://example.com/hook",
-            "example.com/hook",
-            "",
-        ] {
-            assert!(policy.destination(url).is_err(), "{url} passed");
+        // Each URL, and what the refusal names.
+        let refused = [
+            ("https://127.0.0.1/hook", "loopback"),
+            ("https://127.8.9.10/hook", "loopback"),
+            ("https://10.0.0.1/hook", "private"),
+            ("https://172.16.5.4/hook", "private"),
+            ("https://192.168.1.1/hook", "private"),
+            ("https://169.254.169.254/latest/meta-data/", "link-local"),
+            ("https://100.64.0.1/hook", "carrier-grade NAT"),
+            ("https://0.0.0.0/hook", "unspecified"),
+            ("https://255.255.255.255/hook", "broadcast"),
+            ("https://224.0.0.1/hook", "multicast"),
+            ("https://192.0.0.1/hook", "IETF protocol assignments"),
+            ("https://198.18.0.1/hook", "benchmarking"),
+            ("https://198.19.255.254/hook", "benchmarking"),
+            ("https://192.0.2.1/hook", "documentation"),
+            ("https://240.0.0.1/hook", "reserved"),
+            ("https://[::1]/hook", "loopback"),
+            ("https://[::]/hook", "unspecified"),
+            ("https://[fd00::1]/hook", "unique-local"),
+            ("https://[fe80::1]/hook", "link-local"),
+            ("https://[ff02::1]/hook", "multicast"),
+            ("https://[2001:db8::1]/hook", "documentation"),
+            ("https://[::ffff:127.0.0.1]/hook", "loopback"),
+            ("https://[::ffff:169.254.169.254]/hook", "link-local"),
+            ("https://[::ffff:0:7f00:1]/hook", "loopback"),
+            ("https://[64:ff9b::7f00:1]/hook", "loopback"),
+            ("https://[64:ff9b::127.0.0.1]/hook", "loopback"),
+            ("https://[64:ff9b::a9fe:a9fe]/hook", "link-local"),
+            ("https://[64:ff9b:1::a9fe:a9fe]/hook", "local-use NAT64"),
+            ("https://[2002:7f00:1::1]/hook", "loopback"),
+            ("https://[2002:a9fe:a9fe::1]/hook", "link-local"),
+            ("https://[2001:0:808:808::80ff:fffe]/hook", "loopback"),
+            ("https://[2001:0:7f00:1::]/hook", "loopback"),
+            // Hosts a browser reads as IPv4 (WHATWG): one number, hex, short and octal forms.
+            ("https://2130706433/hook", "127.0.0.1 is a loopback"),
+            ("https://0x7f.1/hook", "127.0.0.1 is a loopback"),
+            ("https://0x7F000001/hook", "127.0.0.1 is a loopback"),
+            ("https://127.1/hook", "127.0.0.1 is a loopback"),
+            ("https://0177.0.0.1/hook", "127.0.0.1 is a loopback"),
+            ("https://127.0.0.1./hook", "127.0.0.1 is a loopback"),
+            ("https://127.0.0.%31/hook", "127.0.0.1 is a loopback"),
+            ("https://3232235777/hook", "192.168.1.1 is a private"),
+            (
+                "https://0xa9.0xfe.0xa9.0xfe/latest/meta-data",
+                "169.254.169.254",
+            ),
+            ("https:\\\\127.0.0.1\\hook", "127.0.0.1 is a loopback"),
+            ("https://localhost/hook", "this machine"),
+            ("https://LOCALHOST./hook", "this machine"),
+            ("https://printer.local/hook", "this machine"),
+            ("https://metadata.google.internal/hook", "this machine"),
+            ("https://router.home.arpa/hook", "this machine"),
+            ("https://user:secret@example.com/hook", "credentials"),
+            ("https://example.com@127.0.0.1/hook", "credentials"),
+            ("http://example.com/hook", "must be https"),
+            ("ftp://example.com/hook", "https"),
+            ("example.com/hook", "not a URL"),
+            ("https://1.2.3.4.5/hook", "not a URL"),
+            ("https://4294967296/hook", "not a URL"),
+            ("", "not a URL"),
+        ];
+        for (url, why) in refused {
+            match policy.destination(url) {
+                Ok(destination) => panic!("{url} passed: {destination:?}"),
+                Err(Refused(message)) => assert!(message.contains(why), "{url}: {message}"),
+            }
         }
-        for url in [
-            "https://example.com/hook",
-            "https://93.184.216.34:8443/hook?token=a",
-            "https://[2606:4700::1111]/hook",
+        for (url, host) in [
+            ("https://example.com/hook", "example.com"),
+            ("https://93.184.216.34:8443/hook?token=a", "93.184.216.34"),
+            ("https://1572395042/hook", "93.184.216.34"),
+            ("https://[2606:4700::1111]/hook", "2606:4700::1111"),
+            ("https://[64:ff9b::5db8:d822]/hook", "64:ff9b::5db8:d822"),
+            ("https://[2002:5db8:d822::1]/hook", "2002:5db8:d822::1"),
+            ("https://EXAMPLE.com./hook#part", "example.com."),
         ] {
             let destination = policy.destination(url).unwrap();
             assert!(destination.https, "{url}");
+            assert_eq!(destination.host, host, "{url}");
         }
+        // What is sent to is what was checked: the URL as the parser reads it.
+        let read = policy.destination("https://1572395042:8443/a#b").unwrap();
+        assert_eq!(read.uri.to_string(), "https://93.184.216.34:8443/a");
+        assert_eq!(read.port, 8443);
         assert_eq!(
             policy.destination("https://example.com/x").unwrap().port,
             443
@@ -233,10 +265,22 @@ mod tests {
                 .port,
             8080
         );
+        let read = policy.destination("http://0x7f.1:8080/hook").unwrap();
+        assert_eq!(read.uri.to_string(), "http://127.0.0.1:8080/hook");
         assert!(policy.destination("http://[fd00::5]/hook").is_ok());
         assert!(policy.destination("http://10.1.1.1/hook").is_err());
-        // At connect time: the resolved address is checked the same way.
+        // At connect time: the resolved address is checked the same way; an allowed network
+        // lets an address through whatever form it is reached by.
         assert!(policy.check_address("127.0.0.1".parse().unwrap()).is_ok());
+        assert!(policy
+            .check_address("::ffff:127.0.0.1".parse().unwrap())
+            .is_ok());
+        assert!(policy
+            .check_address("64:ff9b::7f00:1".parse().unwrap())
+            .is_ok());
+        assert!(policy
+            .check_address("64:ff9b::a00:1".parse().unwrap())
+            .is_err());
         assert!(Policy::default()
             .check_address("::ffff:10.0.0.1".parse().unwrap())
             .is_err());

@@ -5,10 +5,15 @@
 //!   (once: its `webhook-id` is made from the job and the event, so an event announced again,
 //!   here or by another instance, is kept once);
 //! - the *sender* claims due deliveries from the store and sends each, at most
-//!   `--webhook-concurrency` at once on the instance and [`MAX_PER_DESTINATION`] to one
-//!   destination, skipping a destination whose breaker is open
-//!   ([`super::delivery::Breaker`]): a receiver that never answers holds a few slots for the
-//!   answer timeout, and every other destination's deliveries go on.
+//!   `--webhook-concurrency` at once on the instance, shared by tenants in turn
+//!   ([`super::turns`]), and [`MAX_PER_DESTINATION`] to one destination, skipping a
+//!   destination whose breaker is open ([`super::delivery::Breaker`]): a receiver that never
+//!   answers holds a few slots for the answer timeout, a tenant with many deliveries holds
+//!   its share, and every other destination's and tenant's deliveries go on.
+//!
+//! An event whose tenant (or instance) has as many deliveries waiting as it may is not kept
+//! to be sent; the store keeps a record of it instead, which its job shows, and it is
+//! counted (`webhook_attempts{outcome="not_kept"}`) and logged: never silently dropped.
 //!
 //! Any instance sends any delivery (the store is shared with Redis), so a delivery whose
 //! instance stopped is sent by another once its claim lapses; a restart of the only instance
@@ -23,7 +28,8 @@ use super::destination::Policy;
 use super::event::{self, EventType};
 use super::retry::{Outcome, Verdict};
 use super::signing::{signature_header, SigningSecrets};
-use super::store::{Deliveries, StoreError, Stored};
+use super::store::{Deliveries, Full, Kept, StoreError, Stored};
+use super::turns::Slots;
 use crate::auth::TenantId;
 use crate::jobs::Job;
 use crate::metrics::{Metrics, WebhookAttemptLabels};
@@ -32,7 +38,7 @@ use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
@@ -138,15 +144,17 @@ async fn announce(
                     .into_owned(),
                 };
                 match keep_new(&dispatcher.store, &stored).await {
-                    Ok(()) => wake.notify_one(),
+                    Ok(Kept::New | Kept::Before) => wake.notify_one(),
+                    Ok(Kept::NotKept(full)) => {
+                        count(&dispatcher, "not_kept");
+                        let bound = match full {
+                            Full::Tenant => "its tenant's",
+                            Full::Instance => "the instance's",
+                        };
+                        tracing::warn!(job_id = %job.id, tenant = %job.tenant, event = event.as_str(), bound, "webhook deliveries waiting at their bound; the event is not sent (its job shows it)");
+                    }
                     Err(error) => {
-                        dispatcher
-                            .metrics
-                            .webhook_attempts
-                            .get_or_create(&WebhookAttemptLabels {
-                                outcome: "not_kept",
-                            })
-                            .inc();
+                        count(&dispatcher, "not_kept");
                         tracing::error!(job_id = %job.id, event = event.as_str(), %error, "cannot keep a webhook delivery; the event is not sent");
                     }
                 }
@@ -168,15 +176,13 @@ const KEEP_RETRY_DELAYS: [Duration; 5] = [
     Duration::from_secs(16),
 ];
 
-/// Keeps a new delivery, trying again while the store fails; a store that is full is not
-/// tried again.
-async fn keep_new(store: &Deliveries, stored: &Stored) -> Result<(), StoreError> {
+/// Keeps a new delivery (or, past a bound, the record that it was not kept), trying again
+/// while the store fails.
+async fn keep_new(store: &Deliveries, stored: &Stored) -> Result<Kept, StoreError> {
     let mut delays = KEEP_RETRY_DELAYS.iter();
     loop {
         match store.create(stored).await {
-            // Created, or announced before: either way it is kept.
-            Ok(_) => return Ok(()),
-            Err(StoreError::Full) => return Err(StoreError::Full),
+            Ok(kept) => return Ok(kept),
             Err(error) => match delays.next() {
                 Some(delay) => {
                     tracing::warn!(webhook_id = %stored.delivery.id, %error, "cannot keep a webhook delivery yet; trying again");
@@ -250,10 +256,16 @@ async fn send_due(
     wake: Arc<Notify>,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(dispatcher.concurrency));
-    let destinations = Arc::new(Destinations::default());
+    let sending = Sending {
+        slots: Slots::new(dispatcher.concurrency),
+        destinations: Arc::new(Destinations::default()),
+        wake: wake.clone(),
+        dispatcher: dispatcher.clone(),
+    };
     let mut attempts = Attempts::default();
     let mut last_housekeeping: Option<tokio::time::Instant> = None;
+    // The tenant served last: the next turn starts after it.
+    let mut last_served: Option<String> = None;
     while !*stopping.borrow() {
         // Ended attempts' tasks are let go of.
         while attempts.tasks.try_join_next().is_some() {}
@@ -261,13 +273,11 @@ async fn send_due(
             last_housekeeping = Some(tokio::time::Instant::now());
             housekeeping(&dispatcher).await;
         }
-        let free = slots.available_permits();
-        if free > 0 {
-            match dispatcher.store.claim_due(SystemTime::now(), free).await {
+        if sending.slots.free() > 0 {
+            match claim_in_turn(&dispatcher, &sending.slots, &mut last_served).await {
                 Ok(claimed) => {
                     for stored in claimed {
-                        start_attempt(&dispatcher, &slots, &destinations, &mut attempts, stored)
-                            .await;
+                        start_attempt(&sending, &mut attempts, stored).await;
                     }
                 }
                 Err(error) => {
@@ -282,6 +292,31 @@ async fn send_due(
         }
     }
     attempts.end(&dispatcher).await;
+}
+
+/// The due deliveries the free slots take now, tenants served in turn ([`super::turns`]).
+async fn claim_in_turn(
+    dispatcher: &Dispatcher,
+    slots: &Slots,
+    last_served: &mut Option<String>,
+) -> Result<Vec<Stored>, StoreError> {
+    let now = SystemTime::now();
+    let due = dispatcher.store.due(now, slots.capacity()).await?;
+    let plan = slots.plan(&due, last_served.as_deref());
+    if plan.last.is_some() {
+        *last_served = plan.last;
+    }
+    dispatcher.store.claim(&plan.claims, now).await
+}
+
+/// What the sender's attempts share.
+#[derive(Clone)]
+struct Sending {
+    dispatcher: Arc<Dispatcher>,
+    slots: Arc<Slots>,
+    destinations: Arc<Destinations>,
+    /// Woken when an attempt ends, so that the next turn need not wait for the poll.
+    wake: Arc<Notify>,
 }
 
 /// The attempts in flight, and each one's delivery as it was claimed (put back if the
@@ -335,13 +370,8 @@ async fn housekeeping(dispatcher: &Dispatcher) {
 
 /// Sends a claimed delivery on a task of its own, or puts it back for later when its
 /// destination is busy or its breaker open.
-async fn start_attempt(
-    dispatcher: &Arc<Dispatcher>,
-    slots: &Arc<Semaphore>,
-    destinations: &Arc<Destinations>,
-    attempts: &mut Attempts,
-    mut stored: Stored,
-) {
+async fn start_attempt(sending: &Sending, attempts: &mut Attempts, mut stored: Stored) {
+    let (dispatcher, destinations) = (&sending.dispatcher, &sending.destinations);
     let now = SystemTime::now();
     let destination_key = destination_key(&stored.url);
     if let Admitted::WaitUntil(until) = destinations.admit(&destination_key, now) {
@@ -352,11 +382,14 @@ async fn start_attempt(
         keep(dispatcher, &stored).await;
         return;
     }
-    // Claimed with a free slot counted, so this waits only while another task lets go.
-    let Ok(slot) = slots.clone().acquire_owned().await else {
-        return;
-    };
-    let (dispatcher, destinations) = (dispatcher.clone(), destinations.clone());
+    // Claimed for a free slot of its tenant's turn.
+    let slot = sending.slots.take(&stored.tenant);
+    let Sending {
+        dispatcher,
+        destinations,
+        wake,
+        ..
+    } = sending.clone();
     let claimed = attempts.claimed.clone();
     lock(&claimed).insert(stored.delivery.id.clone(), stored.clone());
     attempts.tasks.spawn(async move {
@@ -377,6 +410,7 @@ async fn start_attempt(
                 (_, State::Refused) => "refused",
                 (_, State::Expired) => "expired",
                 (_, State::Due(_)) => "retried",
+                (_, State::NotKept) => "not_kept",
             },
         );
         tracing::info!(
@@ -390,6 +424,8 @@ async fn start_attempt(
         keep(&dispatcher, &stored).await;
         lock(&claimed).remove(&stored.delivery.id);
         drop(slot);
+        // A slot is free: the next turn need not wait for the poll.
+        wake.notify_one();
     });
 }
 

@@ -2,6 +2,7 @@
 //! many are sent at once.
 
 use super::destination::Policy;
+use super::store::PendingCaps;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,6 +12,12 @@ pub const DEFAULT_WEBHOOK_RETRY_HOURS: u32 = 24;
 /// Deliveries in flight at once on one instance by default: each holds a socket and a few
 /// KiB for at most the answer timeout, so 64 cost nothing and deliver thousands a minute.
 pub const DEFAULT_WEBHOOK_CONCURRENCY: u32 = 64;
+/// Deliveries one tenant may have waiting by default: the default bound of the jobs a tenant
+/// keeps (`--max-retained-jobs-per-tenant`), so its waiting events take no more room than
+/// its jobs may (a day of one event every 9 s with its receiver down), and ten tenants at
+/// it fill the instance's `webhooks::store::MAX_PENDING_DELIVERIES` as ten tenants at their
+/// bound fill the jobs kept.
+pub const DEFAULT_WEBHOOK_MAX_PENDING_PER_TENANT: u32 = 10_000;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct WebhookSettings {
@@ -34,6 +41,11 @@ pub struct WebhookSettings {
     /// `webhooks::dispatch::MAX_PER_DESTINATION` of them).
     #[arg(long, env = "LOTTIE_RENDER_WEBHOOK_CONCURRENCY", default_value_t = DEFAULT_WEBHOOK_CONCURRENCY, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub webhook_concurrency: u32,
+    /// Deliveries one tenant may have waiting (its events not yet delivered, refused or
+    /// expired), never more than `--max-retained-jobs-per-tenant`; an event beyond it is not
+    /// sent, and its job shows it (REFUSED, no attempt).
+    #[arg(long, env = "LOTTIE_RENDER_WEBHOOK_MAX_PENDING_PER_TENANT", default_value_t = DEFAULT_WEBHOOK_MAX_PENDING_PER_TENANT, value_parser = clap::value_parser!(u32).range(1..=super::store::MAX_PENDING_DELIVERIES as i64))]
+    pub webhook_max_pending_per_tenant: u32,
     /// How long a receiver has to answer (tests shorten it); not a flag.
     #[arg(skip)]
     pub answer_timeout: Option<Duration>,
@@ -55,6 +67,7 @@ impl Default for WebhookSettings {
             webhook_allow_networks: None,
             webhook_retry_hours: DEFAULT_WEBHOOK_RETRY_HOURS,
             webhook_concurrency: DEFAULT_WEBHOOK_CONCURRENCY,
+            webhook_max_pending_per_tenant: DEFAULT_WEBHOOK_MAX_PENDING_PER_TENANT,
             answer_timeout: None,
         }
     }
@@ -67,6 +80,16 @@ impl WebhookSettings {
             allow_http: self.webhook_allow_http,
             allowed_networks: self.webhook_allow_networks.clone().unwrap_or_default().0,
         }
+    }
+
+    /// The bounds of the deliveries waiting: a tenant's within the jobs it may keep
+    /// (`retained_per_tenant`).
+    pub fn pending_caps(&self, retained_per_tenant: u32) -> PendingCaps {
+        PendingCaps::per_tenant(
+            self.webhook_max_pending_per_tenant
+                .min(retained_per_tenant)
+                .max(1) as usize,
+        )
     }
 
     /// How long a delivery is retried.

@@ -1,51 +1,112 @@
 //! Where deliveries are kept so that none is lost by a restart, and found by whichever
 //! instance is free to send them:
-//! - the data directory (the embedded default, one instance): one JSON file per delivery,
-//!   `webhooks/<webhook-id>.json`, written to a temporary file and renamed over the old one
-//!   (a crash leaves the last whole state); an index of the due ones in memory, rebuilt from
-//!   the files at start;
-//! - Redis (a farm), beside the job records: `webhooks:d:<id>` holds the delivery,
-//!   `webhooks:due` orders the due ones by time. An instance *claims* a due delivery by
-//!   moving its time a lease ahead in one script: no other instance sends it meanwhile, and
-//!   if the claiming instance stops, the delivery is due again when the lease ends.
+//! - [`directory`]: the data directory (the embedded default, one instance), one JSON file
+//!   per delivery and an index of the due ones in memory, rebuilt from the files at start;
+//! - [`redis`]: Redis (a farm), beside the job records, one due index per tenant; an instance
+//!   *claims* a due delivery by moving its time a lease ahead in one script, so no other
+//!   instance sends it meanwhile, and it is due again if the claiming instance stops.
 //!
 //! A delivery's record is created once per `webhook-id` (an event announced twice is kept
 //! once) and kept after it ended, for as long as jobs are kept, so GetRenderJob can show
-//! how it went.
+//! how it went. Deliveries waiting are bounded per tenant (`--webhook-max-pending-per-tenant`)
+//! and per instance ([`MAX_PENDING_DELIVERIES`]), so that one tenant's flood of events cannot
+//! take the room of another's. An event past a bound is not kept to be sent, but a small
+//! record of it is ([`State::NotKept`]: its job shows it, REFUSED with no attempt), in the
+//! same step as the check, so that it is never silently dropped.
+//!
+//! Due deliveries are counted and claimed by tenant ([`Deliveries::due`],
+//! [`Deliveries::claim`]): the sender decides how many of each tenant's it takes
+//! ([`super::turns`]), the store does not choose for it by time across tenants.
+
+pub mod directory;
+pub mod redis;
+
+pub use self::redis::RedisDeliveries;
+pub use directory::DirectoryDeliveries;
 
 use super::delivery::{Delivery, State};
-use crate::redis_client::{millis, RedisClient, RedisError};
-use deadpool_redis::redis::{self, Script};
+use crate::redis_client::RedisError;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Deliveries waiting at once: each is a record of a few KiB (the job's JSON); a hundred
-/// thousand is a day of a busy instance's events with every receiver down, and a few hundred
-/// MiB. One more is refused (the event is logged and counted, the job is unaffected).
+/// Deliveries waiting at once on an instance (or a farm): each is a record of a few KiB (the
+/// job's JSON); a hundred thousand is ten tenants at their own bound, and a few hundred MiB.
+/// One more is not kept (shown on its job, logged and counted).
 pub const MAX_PENDING_DELIVERIES: usize = 100_000;
 /// How long a claimed delivery is another instance's: longer than a connect and an answer
 /// (10 s each) with room to write the outcome.
 pub const CLAIM_LEASE: Duration = Duration::from_secs(60);
 
+/// The bounds of the deliveries waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingCaps {
+    /// Of one tenant (`--webhook-max-pending-per-tenant`).
+    pub per_tenant: usize,
+    /// Of the instance, or of the farm on Redis ([`MAX_PENDING_DELIVERIES`]).
+    pub instance: usize,
+}
+
+impl PendingCaps {
+    /// `per_tenant` for each tenant, [`MAX_PENDING_DELIVERIES`] in all.
+    pub fn per_tenant(per_tenant: usize) -> PendingCaps {
+        PendingCaps {
+            per_tenant,
+            instance: MAX_PENDING_DELIVERIES,
+        }
+    }
+}
+
 /// A delivery with what it sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stored {
     pub delivery: Delivery,
-    /// The tenant whose secrets sign it.
+    /// The tenant whose secrets sign it, and whose share of the sender it takes.
     pub tenant: String,
     pub url: String,
     /// The event's body, sent the same on every attempt.
     pub body: String,
 }
 
+impl Stored {
+    /// The record kept instead of a delivery that could not be kept: its id, tenant and URL,
+    /// ended, without a body.
+    fn not_kept(&self) -> Stored {
+        Stored {
+            delivery: Delivery {
+                state: State::NotKept,
+                ..self.delivery.clone()
+            },
+            tenant: self.tenant.clone(),
+            url: self.url.clone(),
+            body: String::new(),
+        }
+    }
+}
+
+/// The bound a new delivery would have passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Its tenant's deliveries waiting (`--webhook-max-pending-per-tenant`).
+    Tenant,
+    /// The instance's ([`MAX_PENDING_DELIVERIES`]).
+    Instance,
+}
+
+/// What became of a new delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Kept, due.
+    New,
+    /// One with its id was kept before (the event announced again).
+    Before,
+    /// Past a bound: only its [`State::NotKept`] record is kept.
+    NotKept(Full),
+}
+
 /// Why a delivery cannot be kept or read.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{MAX_PENDING_DELIVERIES} deliveries are waiting already")]
-    Full,
     #[error("cannot keep a webhook delivery: {0}")]
     Io(#[from] std::io::Error),
     #[error("cannot keep a webhook delivery: {0}")]
@@ -62,8 +123,8 @@ pub enum Deliveries {
 }
 
 impl Deliveries {
-    /// Keeps a new delivery; false when one with its id exists already (announced before).
-    pub async fn create(&self, stored: &Stored) -> Result<bool, StoreError> {
+    /// Keeps a new delivery, or its [`State::NotKept`] record when a bound is reached.
+    pub async fn create(&self, stored: &Stored) -> Result<Kept, StoreError> {
         match self {
             Deliveries::Directory(directory) => {
                 let (directory, stored) = (directory.clone(), stored.clone());
@@ -73,19 +134,32 @@ impl Deliveries {
         }
     }
 
-    /// Deliveries due at `now` (the earliest first, at most `limit`), each now claimed by
-    /// the caller until it [`Deliveries::put`]s it back.
-    pub async fn claim_due(
+    /// The tenants with deliveries due at `now`, and how many each (at most `cap`).
+    pub async fn due(
         &self,
         now: SystemTime,
-        limit: usize,
+        cap: usize,
+    ) -> Result<Vec<(String, usize)>, StoreError> {
+        match self {
+            Deliveries::Directory(directory) => Ok(directory.due(now, cap)),
+            Deliveries::Redis(redis) => redis.due(now, cap).await,
+        }
+    }
+
+    /// Of each `(tenant, count)` of `claims`, at most `count` of the tenant's deliveries due at
+    /// `now` (its earliest first), each now claimed by the caller until it
+    /// [`Deliveries::put`]s it back.
+    pub async fn claim(
+        &self,
+        claims: &[(String, usize)],
+        now: SystemTime,
     ) -> Result<Vec<Stored>, StoreError> {
         match self {
             Deliveries::Directory(directory) => {
-                let directory = directory.clone();
-                off_runtime(move || directory.claim_due(now, limit)).await
+                let (directory, claims) = (directory.clone(), claims.to_vec());
+                off_runtime(move || directory.claim(&claims, now)).await
             }
-            Deliveries::Redis(redis) => redis.claim_due(now, limit).await,
+            Deliveries::Redis(redis) => redis.claim(claims, now).await,
         }
     }
 
@@ -128,14 +202,14 @@ impl Deliveries {
     }
 
     /// Removes the records of deliveries that ended more than `kept` ago (the Redis records
-    /// expire on their own).
+    /// expire on their own; there it takes over the due index of an earlier version).
     pub async fn sweep(&self, kept: Duration) -> Result<(), StoreError> {
         match self {
             Deliveries::Directory(directory) => {
                 let directory = directory.clone();
                 off_runtime(move || directory.sweep(kept)).await
             }
-            Deliveries::Redis(_) => Ok(()),
+            Deliveries::Redis(redis) => redis.adopt_single_index().await,
         }
     }
 }
@@ -149,386 +223,105 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|error| StoreError::Io(std::io::Error::other(error)))?
 }
 
-/// The deliveries of this instance's data directory.
-#[derive(Debug)]
-pub struct DirectoryDeliveries {
-    dir: PathBuf,
-    index: Mutex<DueIndex>,
-}
-
-/// The due deliveries by time, and the ones claimed (being sent).
-#[derive(Debug, Default)]
-struct DueIndex {
-    due: BTreeSet<(SystemTime, String)>,
-    claimed: HashSet<String>,
-}
-
-impl DirectoryDeliveries {
-    /// The deliveries under `data_dir` (the folder is made when missing), their index rebuilt
-    /// from the files. A file that does not read (a damaged one) is skipped and logged.
-    pub fn open(data_dir: &Path) -> std::io::Result<DirectoryDeliveries> {
-        let dir = data_dir.join("webhooks");
-        std::fs::create_dir_all(&dir)?;
-        let mut index = DueIndex::default();
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.extension().is_none_or(|extension| extension != "json") {
-                continue;
-            }
-            match read_file(&path) {
-                Ok(Some(stored)) => {
-                    if let State::Due(at) = stored.delivery.state {
-                        index.due.insert((at, stored.delivery.id));
-                    }
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "skipping an unreadable webhook delivery")
-                }
-            }
-        }
-        Ok(DirectoryDeliveries {
-            dir,
-            index: Mutex::new(index),
-        })
-    }
-
-    fn path(&self, id: &str) -> PathBuf {
-        // Ids are ours (`msg_`, a UUID, an event name): no separator can reach the path.
-        let safe: String = id
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            .collect();
-        self.dir.join(format!("{safe}.json"))
-    }
-
-    fn write(&self, stored: &Stored) -> Result<(), StoreError> {
-        let path = self.path(&stored.delivery.id);
-        let partial = path.with_extension("partial");
-        std::fs::write(&partial, serde_json::to_vec(stored)?)?;
-        std::fs::rename(partial, path)?;
-        Ok(())
-    }
-
-    fn create(&self, stored: &Stored) -> Result<bool, StoreError> {
-        let id = &stored.delivery.id;
-        if self.path(id).exists() {
-            return Ok(false);
-        }
-        if self.pending() >= MAX_PENDING_DELIVERIES {
-            return Err(StoreError::Full);
-        }
-        self.write(stored)?;
-        if let State::Due(at) = stored.delivery.state {
-            crate::sync::lock(&self.index).due.insert((at, id.clone()));
-        }
-        Ok(true)
-    }
-
-    fn claim_due(&self, now: SystemTime, limit: usize) -> Result<Vec<Stored>, StoreError> {
-        let ids: Vec<String> = {
-            let mut index = crate::sync::lock(&self.index);
-            let ids: Vec<(SystemTime, String)> = index
-                .due
-                .iter()
-                .take_while(|(at, _)| *at <= now)
-                .take(limit)
-                .cloned()
-                .collect();
-            for entry in &ids {
-                index.due.remove(entry);
-                index.claimed.insert(entry.1.clone());
-            }
-            ids.into_iter().map(|(_, id)| id).collect()
-        };
-        let mut claimed = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.read(&id) {
-                Ok(Some(stored)) => claimed.push(stored),
-                Ok(None) => {
-                    crate::sync::lock(&self.index).claimed.remove(&id);
-                }
-                Err(error) => {
-                    crate::sync::lock(&self.index).claimed.remove(&id);
-                    tracing::warn!(webhook_id = %id, %error, "dropping an unreadable webhook delivery");
-                }
-            }
-        }
-        Ok(claimed)
-    }
-
-    fn put(&self, stored: &Stored) -> Result<(), StoreError> {
-        self.write(stored)?;
-        let mut index = crate::sync::lock(&self.index);
-        index.claimed.remove(&stored.delivery.id);
-        if let State::Due(at) = stored.delivery.state {
-            index.due.insert((at, stored.delivery.id.clone()));
-        }
-        Ok(())
-    }
-
-    fn read(&self, id: &str) -> Result<Option<Stored>, StoreError> {
-        read_file(&self.path(id))
-    }
-
-    fn pending(&self) -> usize {
-        let index = crate::sync::lock(&self.index);
-        index.due.len() + index.claimed.len()
-    }
-
-    fn sweep(&self, kept: Duration) -> Result<(), StoreError> {
-        let now = SystemTime::now();
-        for entry in std::fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let old = entry
-                .metadata()
-                .and_then(|metadata| metadata.modified())
-                .is_ok_and(|modified| now.duration_since(modified).unwrap_or_default() > kept);
-            if !old {
-                continue;
-            }
-            let ended = match read_file(&entry.path()) {
-                Ok(Some(stored)) => !matches!(stored.delivery.state, State::Due(_)),
-                // Damaged and old: nobody will read it.
-                Ok(None) | Err(_) => true,
-            };
-            if ended {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-        Ok(())
-    }
-}
-
-fn read_file(path: &Path) -> Result<Option<Stored>, StoreError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// Creates a delivery once: KEYS record, due; ARGV json, due time (ms), ttl (ms), id, cap.
-/// Answers 1 created, 0 exists, -1 full.
-const CREATE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[4])
-return 1
-";
-
-/// Claims due deliveries: KEYS due; ARGV now (ms), limit, lease end (ms), record prefix.
-/// Answers the records (a missing one, expired, leaves the index).
-const CLAIM: &str = r"
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-local found = {}
-for _, id in ipairs(ids) do
-  local record = redis.call('GET', ARGV[4] .. id)
-  if record then
-    redis.call('ZADD', KEYS[1], ARGV[3], id)
-    table.insert(found, record)
-  else
-    redis.call('ZREM', KEYS[1], id)
-  end
-end
-return found
-";
-
-/// Keeps a delivery: KEYS record, due; ARGV json, ttl (ms), id, due time (ms) or '' (ended).
-const PUT: &str = r"
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if ARGV[4] == '' then
-  redis.call('ZREM', KEYS[2], ARGV[3])
-else
-  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
-end
-return 1
-";
-
-/// The deliveries of every instance on one Redis.
-#[derive(Debug)]
-pub struct RedisDeliveries {
-    redis: Arc<RedisClient>,
-    due: String,
-    record_prefix: String,
-    /// How long a record is kept: its retry window and, after it, as long as jobs are.
-    ttl: Duration,
-    create: Script,
-    claim: Script,
-    put: Script,
-}
-
-fn unix_millis(time: SystemTime) -> u64 {
-    millis(
-        time.duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default(),
-    )
-}
-
-impl RedisDeliveries {
-    pub fn new(redis: Arc<RedisClient>, ttl: Duration) -> RedisDeliveries {
-        RedisDeliveries {
-            due: redis.key("webhooks:due"),
-            record_prefix: redis.key("webhooks:d:"),
-            redis,
-            ttl,
-            create: Script::new(CREATE),
-            claim: Script::new(CLAIM),
-            put: Script::new(PUT),
-        }
-    }
-
-    fn record_key(&self, id: &str) -> String {
-        format!("{}{id}", self.record_prefix)
-    }
-
-    async fn create(&self, stored: &Stored) -> Result<bool, StoreError> {
-        let at = match stored.delivery.state {
-            State::Due(at) => at,
-            _ => SystemTime::now(),
-        };
-        let answer: i64 = self
-            .redis
-            .run_script(
-                self.create
-                    .key(self.record_key(&stored.delivery.id))
-                    .key(&self.due)
-                    .arg(serde_json::to_string(stored)?)
-                    .arg(unix_millis(at))
-                    .arg(millis(self.ttl))
-                    .arg(&stored.delivery.id)
-                    .arg(MAX_PENDING_DELIVERIES),
-            )
-            .await?;
-        match answer {
-            -1 => Err(StoreError::Full),
-            created => Ok(created == 1),
-        }
-    }
-
-    async fn claim_due(&self, now: SystemTime, limit: usize) -> Result<Vec<Stored>, StoreError> {
-        let records: Vec<String> = self
-            .redis
-            .run_script(
-                self.claim
-                    .key(&self.due)
-                    .arg(unix_millis(now))
-                    .arg(limit)
-                    .arg(unix_millis(now + CLAIM_LEASE))
-                    .arg(&self.record_prefix),
-            )
-            .await?;
-        Ok(records
-            .iter()
-            .filter_map(|record| match serde_json::from_str(record) {
-                Ok(stored) => Some(stored),
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an unreadable webhook delivery");
-                    None
-                }
-            })
-            .collect())
-    }
-
-    async fn put(&self, stored: &Stored) -> Result<(), StoreError> {
-        let due = match stored.delivery.state {
-            State::Due(at) => unix_millis(at).to_string(),
-            _ => String::new(),
-        };
-        let _: i64 = self
-            .redis
-            .run_script(
-                self.put
-                    .key(self.record_key(&stored.delivery.id))
-                    .key(&self.due)
-                    .arg(serde_json::to_string(stored)?)
-                    .arg(millis(self.ttl))
-                    .arg(&stored.delivery.id)
-                    .arg(due),
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn get(&self, ids: &[String]) -> Result<Vec<Stored>, StoreError> {
-        let mut found = Vec::new();
-        for id in ids {
-            if let Some(record) = self.redis.get(&self.record_key(id)).await? {
-                found.push(serde_json::from_str(&record)?);
-            }
-        }
-        Ok(found)
-    }
-
-    async fn pending(&self) -> Result<usize, StoreError> {
-        let due = self.due.clone();
-        let count: usize = self
-            .redis
-            .within_deadline(async {
-                let mut connection = self.redis.connection().await?;
-                redis::cmd("ZCARD")
-                    .arg(&due)
-                    .query_async(&mut connection)
-                    .await
-                    .map_err(crate::redis_client::unavailable)
-            })
-            .await?;
-        Ok(count)
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    //! One contract, run against the data directory and against the test machine's Redis
+    //! (127.0.0.1:6379, a key prefix of each test's own).
+
     use super::*;
     use crate::webhooks::retry::Outcome;
 
-    fn stored(id: &str, at: SystemTime) -> Stored {
+    pub(crate) fn stored(id: &str, at: SystemTime) -> Stored {
+        stored_of("acme", id, at)
+    }
+
+    fn stored_of(tenant: &str, id: &str, at: SystemTime) -> Stored {
         Stored {
             delivery: Delivery::new(id.into(), at),
-            tenant: "acme".into(),
+            tenant: tenant.into(),
             url: "https://example.com/hook".into(),
             body: "{}".into(),
         }
     }
 
-    #[tokio::test]
-    async fn deliveries_outlive_the_store_are_claimed_once_and_keep_their_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let store = Deliveries::Directory(Arc::new(DirectoryDeliveries::open(dir.path()).unwrap()));
+    fn directory_store(dir: &std::path::Path, caps: PendingCaps) -> Deliveries {
+        Deliveries::Directory(Arc::new(DirectoryDeliveries::open(dir, caps).unwrap()))
+    }
+
+    fn redis_store(prefix: &str, caps: PendingCaps) -> Deliveries {
+        let settings = crate::redis_client::RedisSettings {
+            url: "redis://127.0.0.1:6379/0".into(),
+            key_prefix: prefix.into(),
+            pool_size: 2,
+            timeout: Duration::from_secs(2),
+        };
+        let client = Arc::new(crate::redis_client::RedisClient::open(&settings).unwrap());
+        Deliveries::Redis(Arc::new(RedisDeliveries::new(
+            client,
+            Duration::from_secs(600),
+            caps,
+        )))
+    }
+
+    fn prefix() -> String {
+        format!("lottie-render-test:webhooks:{}:", uuid::Uuid::new_v4())
+    }
+
+    fn start() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000)
+    }
+
+    fn ids(claimed: &[Stored]) -> Vec<&str> {
+        claimed.iter().map(|s| s.delivery.id.as_str()).collect()
+    }
+
+    /// Deliveries are claimed by tenant, the earliest first, once; they keep their end.
+    async fn claims_by_tenant_the_earliest_first_once(store: &Deliveries) {
+        let start = start();
         let later = start + Duration::from_secs(3600);
-        for (id, at) in [
-            ("msg_b", start + Duration::from_secs(5)),
-            ("msg_a", start),
-            ("msg_later", later),
+        for (tenant, id, at) in [
+            ("acme", "msg_b", start + Duration::from_secs(5)),
+            ("acme", "msg_a", start),
+            ("acme", "msg_later", later),
+            ("globex", "msg_g", start + Duration::from_secs(7)),
         ] {
-            assert!(store.create(&stored(id, at)).await.unwrap());
+            assert_eq!(
+                store.create(&stored_of(tenant, id, at)).await.unwrap(),
+                Kept::New
+            );
         }
-        assert!(
-            !store.create(&stored("msg_a", start)).await.unwrap(),
+        assert_eq!(
+            store.create(&stored("msg_a", start)).await.unwrap(),
+            Kept::Before,
             "an event announced twice is kept once"
         );
-        // A new store on the same directory (a restart) finds them, the earliest first.
-        let reopened =
-            Deliveries::Directory(Arc::new(DirectoryDeliveries::open(dir.path()).unwrap()));
-        assert_eq!(reopened.pending().await.unwrap(), 3);
-        let due = reopened
-            .claim_due(start + Duration::from_secs(10), 10)
+        assert_eq!(store.pending().await.unwrap(), 4);
+        let now = start + Duration::from_secs(10);
+        let mut due = store.due(now, 10).await.unwrap();
+        due.sort();
+        assert_eq!(due, [("acme".to_owned(), 2), ("globex".to_owned(), 1)]);
+        assert_eq!(
+            store.due(now, 1).await.unwrap().iter().map(|d| d.1).max(),
+            Some(1)
+        );
+        let claimed = store.claim(&[("acme".into(), 1)], now).await.unwrap();
+        assert_eq!(ids(&claimed), ["msg_a"]);
+        let claimed_too = store
+            .claim(&[("acme".into(), 5), ("globex".into(), 5)], now)
             .await
             .unwrap();
-        let ids: Vec<&str> = due.iter().map(|s| s.delivery.id.as_str()).collect();
-        assert_eq!(ids, ["msg_a", "msg_b"]);
+        assert_eq!(ids(&claimed_too), ["msg_b", "msg_g"]);
         assert!(
-            reopened
-                .claim_due(start + Duration::from_secs(10), 10)
+            store
+                .claim(&[("acme".into(), 5)], now)
                 .await
                 .unwrap()
                 .is_empty(),
             "claimed ones are not claimed again"
         );
+        assert_eq!(store.pending().await.unwrap(), 4, "claimed ones still wait");
         // Delivered: ended, still readable; retried: due at its new time.
-        let mut delivered = due[0].clone();
+        let mut delivered = claimed[0].clone();
         delivered.delivery = delivered.delivery.after(
             Outcome::Answered {
                 status: 200,
@@ -538,27 +331,204 @@ mod tests {
             0.5,
             Duration::from_secs(86_400),
         );
-        reopened.put(&delivered).await.unwrap();
-        let mut retried = due[1].clone();
-        retried.delivery = retried.delivery.after(
-            Outcome::NoAnswer,
-            start + Duration::from_secs(10),
-            1.0,
-            Duration::from_secs(86_400),
-        );
-        reopened.put(&retried).await.unwrap();
-        assert_eq!(reopened.pending().await.unwrap(), 2);
-        let ended = reopened.get(vec!["msg_a".into()]).await.unwrap();
+        store.put(&delivered).await.unwrap();
+        let mut retried = claimed_too[0].clone();
+        retried.delivery =
+            retried
+                .delivery
+                .after(Outcome::NoAnswer, now, 1.0, Duration::from_secs(86_400));
+        store.put(&retried).await.unwrap();
+        assert_eq!(store.pending().await.unwrap(), 3);
+        let ended = store.get(vec!["msg_a".into()]).await.unwrap();
         assert_eq!(ended[0].delivery.state, State::Delivered);
-        let due = reopened
-            .claim_due(start + Duration::from_secs(15), 10)
+        let again = store
+            .claim(&[("acme".into(), 10)], start + Duration::from_secs(15))
             .await
             .unwrap();
-        assert_eq!(due.len(), 1);
-        assert_eq!(due[0].delivery.attempts, 1);
+        assert_eq!(ids(&again), ["msg_b"]);
+        assert_eq!(again[0].delivery.attempts, 1);
+    }
+
+    /// A tenant's bound keeps its own events out, not another's; what is not kept shows.
+    async fn a_tenant_at_its_bound_keeps_a_record_of_what_it_could_not_keep(store: &Deliveries) {
+        let start = start();
+        for index in 0..3 {
+            let id = format!("msg_flood_{index}");
+            assert_eq!(
+                store.create(&stored_of("flood", &id, start)).await.unwrap(),
+                Kept::New
+            );
+        }
+        assert_eq!(
+            store
+                .create(&stored_of("flood", "msg_flood_3", start))
+                .await
+                .unwrap(),
+            Kept::NotKept(Full::Tenant)
+        );
+        assert_eq!(
+            store
+                .create(&stored_of("flood", "msg_flood_3", start))
+                .await
+                .unwrap(),
+            Kept::Before,
+            "not kept is final: announced again, it is not kept either"
+        );
+        let shown = store.get(vec!["msg_flood_3".into()]).await.unwrap();
+        assert_eq!(shown.len(), 1);
+        assert_eq!(shown[0].delivery.state, State::NotKept);
+        assert_eq!(shown[0].delivery.attempts, 0);
+        assert!(shown[0].body.is_empty());
+        // Another tenant still has its room, until the instance's bound.
+        assert_eq!(
+            store
+                .create(&stored_of("victim", "msg_v", start))
+                .await
+                .unwrap(),
+            Kept::New
+        );
+        assert_eq!(
+            store
+                .create(&stored_of("third", "msg_t", start))
+                .await
+                .unwrap(),
+            Kept::New
+        );
+        assert_eq!(
+            store
+                .create(&stored_of("fourth", "msg_f", start))
+                .await
+                .unwrap(),
+            Kept::NotKept(Full::Instance)
+        );
+        assert_eq!(
+            store.get(vec!["msg_f".into()]).await.unwrap()[0]
+                .delivery
+                .state,
+            State::NotKept
+        );
+        assert_eq!(store.pending().await.unwrap(), 5);
+        let mut due = store.due(start, 10).await.unwrap();
+        due.sort();
+        assert_eq!(
+            due,
+            [
+                ("flood".to_owned(), 3),
+                ("third".to_owned(), 1),
+                ("victim".to_owned(), 1)
+            ]
+        );
+        // An ended delivery frees its tenant's room.
+        let mut claimed = store.claim(&[("flood".into(), 1)], start).await.unwrap();
+        let mut ended = claimed.remove(0);
+        ended.delivery =
+            ended
+                .delivery
+                .after(Outcome::Refused, start, 0.5, Duration::from_secs(60));
+        store.put(&ended).await.unwrap();
+        assert_eq!(
+            store
+                .create(&stored_of("flood", "msg_flood_4", start))
+                .await
+                .unwrap(),
+            Kept::New
+        );
+    }
+
+    /// Three a tenant, five in all.
+    const SMALL: PendingCaps = PendingCaps {
+        per_tenant: 3,
+        instance: 5,
+    };
+
+    #[tokio::test]
+    async fn directory_store_claims_by_tenant_the_earliest_first_once() {
+        let dir = tempfile::tempdir().unwrap();
+        claims_by_tenant_the_earliest_first_once(&directory_store(
+            dir.path(),
+            PendingCaps::per_tenant(10),
+        ))
+        .await;
+        // A new store on the same directory (a restart) finds the deliveries, by tenant.
+        let reopened = directory_store(dir.path(), PendingCaps::per_tenant(10));
+        assert_eq!(reopened.pending().await.unwrap(), 3);
+        let due = reopened
+            .due(start() + Duration::from_secs(86_400), 10)
+            .await
+            .unwrap();
+        assert_eq!(due.iter().map(|d| d.1).sum::<usize>(), 3);
         // A damaged file is skipped at start, not fatal.
         std::fs::write(dir.path().join("webhooks/broken.json"), b"{").unwrap();
-        let again = DirectoryDeliveries::open(dir.path()).unwrap();
-        assert_eq!(again.pending(), 2);
+        assert_eq!(
+            directory_store(dir.path(), PendingCaps::per_tenant(10))
+                .pending()
+                .await
+                .unwrap(),
+            3
+        );
+    }
+
+    #[tokio::test]
+    async fn redis_store_claims_by_tenant_the_earliest_first_once() {
+        claims_by_tenant_the_earliest_first_once(&redis_store(
+            &prefix(),
+            PendingCaps::per_tenant(10),
+        ))
+        .await;
+    }
+
+    #[tokio::test]
+    async fn redis_store_takes_over_the_single_due_index_of_an_earlier_version() {
+        use deadpool_redis::redis;
+        let prefix = prefix();
+        let store = redis_store(&prefix, PendingCaps::per_tenant(10));
+        let Deliveries::Redis(redis_store) = &store else {
+            unreachable!()
+        };
+        // What an earlier version left: a record, and its id in `webhooks:due`.
+        let waiting = stored_of("globex", "msg_old", start());
+        let mut connection = redis_store.client().connection().await.unwrap();
+        redis::pipe()
+            .set(
+                format!("{prefix}webhooks:d:msg_old"),
+                serde_json::to_string(&waiting).unwrap(),
+            )
+            .zadd(format!("{prefix}webhooks:due"), "msg_old", 1_000_000_000u64)
+            .query_async::<()>(&mut connection)
+            .await
+            .unwrap();
+        assert!(store.due(start(), 10).await.unwrap().is_empty());
+        store.sweep(Duration::from_secs(60)).await.unwrap();
+        assert_eq!(
+            store.due(start(), 10).await.unwrap(),
+            [("globex".to_owned(), 1)]
+        );
+        let claimed = store.claim(&[("globex".into(), 1)], start()).await.unwrap();
+        assert_eq!(claimed, [waiting]);
+        let left: bool = redis::cmd("EXISTS")
+            .arg(format!("{prefix}webhooks:due"))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(!left);
+    }
+
+    #[tokio::test]
+    async fn directory_store_keeps_a_record_of_what_a_tenant_at_its_bound_could_not_keep() {
+        let dir = tempfile::tempdir().unwrap();
+        a_tenant_at_its_bound_keeps_a_record_of_what_it_could_not_keep(&directory_store(
+            dir.path(),
+            SMALL,
+        ))
+        .await;
+    }
+
+    #[tokio::test]
+    async fn redis_store_keeps_a_record_of_what_a_tenant_at_its_bound_could_not_keep() {
+        a_tenant_at_its_bound_keeps_a_record_of_what_it_could_not_keep(&redis_store(
+            &prefix(),
+            SMALL,
+        ))
+        .await;
     }
 }

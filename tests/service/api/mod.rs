@@ -25,4 +25,4 @@ mod stickers;
 mod templates;
 mod tls;
 mod traces;
-mod webhooks;
+pub(crate) mod webhooks;

@@ -16,48 +16,52 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-const BALL: &str = "slots-ball-colors-opacity.json";
+pub(crate) const BALL: &str = "slots-ball-colors-opacity.json";
 /// A secret in the specification's own format (its README's example).
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// How long a test waits for a delivery before it gives up.
 const DELIVERY_LIMIT: Duration = Duration::from_secs(60);
 
 /// What a receiver answers to the `attempt`-th request (1-based) carrying one webhook-id.
 #[derive(Clone, Copy, Debug)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     /// 503 with `Retry-After: 1`.
     Unavailable,
     /// Never answers (holds the connection open).
     Silent,
+    /// 200 after this long (a slow receiver).
+    Late(Duration),
 }
 
 /// One request the receiver saw.
 #[derive(Clone, Debug)]
-struct Seen {
-    headers: http::HeaderMap,
-    body: Bytes,
-    answered: Option<u16>,
+pub(crate) struct Seen {
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Bytes,
+    pub(crate) answered: Option<u16>,
 }
 
 impl Seen {
-    fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         self.headers["webhook-id"].to_str().unwrap().to_owned()
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
 }
 
 /// A receiver on 127.0.0.1 whose answers `script` chooses from the webhook-id and the attempt.
-struct Receiver {
-    address: SocketAddr,
+pub(crate) struct Receiver {
+    pub(crate) address: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Receiver {
-    async fn start(script: impl Fn(&str, usize) -> Answer + Send + Sync + 'static) -> Receiver {
+    pub(crate) async fn start(
+        script: impl Fn(&str, usize) -> Answer + Send + Sync + 'static,
+    ) -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         Receiver::on(listener, script)
     }
@@ -89,6 +93,7 @@ impl Receiver {
                             let status = match answer {
                                 Answer::Status(status) => Some(status),
                                 Answer::Unavailable => Some(503),
+                                Answer::Late(_) => Some(200),
                                 Answer::Silent => None,
                             };
                             seen.lock().unwrap().push(Seen {
@@ -100,6 +105,9 @@ impl Receiver {
                                 std::future::pending::<()>().await;
                                 unreachable!()
                             };
+                            if let Answer::Late(after) = answer {
+                                tokio::time::sleep(after).await;
+                            }
                             let mut response = http::Response::new(Full::new(Bytes::from("ok")));
                             *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
                             if let Answer::Unavailable = answer {
@@ -120,16 +128,16 @@ impl Receiver {
         Receiver { address, seen }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
     }
 
-    fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
     /// Waits until `done` holds for what the receiver saw.
-    async fn wait_until(&self, what: &str, done: impl Fn(&[Seen]) -> bool) -> Vec<Seen> {
+    pub(crate) async fn wait_until(&self, what: &str, done: impl Fn(&[Seen]) -> bool) -> Vec<Seen> {
         let start = std::time::Instant::now();
         loop {
             let seen = self.seen();
@@ -154,7 +162,7 @@ impl Receiver {
 /// The Standard Webhooks verification, written out from the specification: the signature
 /// is base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")) where the key is the base64 after
 /// `whsec_`; the header holds `v1,<signature>` entries separated by spaces.
-fn verify(secret: &str, seen: &Seen) -> bool {
+pub(crate) fn verify(secret: &str, seen: &Seen) -> bool {
     use hmac::Mac;
     let key = base64::engine::general_purpose::STANDARD
         .decode(secret.trim_start_matches("whsec_"))
@@ -182,7 +190,7 @@ fn verify(secret: &str, seen: &Seen) -> bool {
             .any(|signature| signature == expected)
 }
 
-fn secrets_file(dir: &std::path::Path, lines: &str) -> PathBuf {
+pub(crate) fn secrets_file(dir: &std::path::Path, lines: &str) -> PathBuf {
     let path = dir.join("webhook-secrets");
     std::fs::write(&path, lines).unwrap();
     path
@@ -479,6 +487,23 @@ async fn destinations_of_this_machine_and_its_networks_are_refused_at_submit_and
         ("https://224.0.0.1/hook", "multicast"),
         ("https://[ff02::1]/hook", "multicast"),
         ("https://0.0.0.0/hook", "unspecified"),
+        // Only globally reachable addresses: the special-purpose blocks, and IPv6 forms of
+        // IPv4 addresses judged by the address they embed (NAT64, 6to4, Teredo, SIIT).
+        ("https://192.0.0.1/hook", "IETF protocol assignments"),
+        ("https://198.18.0.1/hook", "benchmarking"),
+        ("https://[64:ff9b::7f00:1]/hook", "loopback"),
+        (
+            "https://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+            "link-local",
+        ),
+        ("https://[2002:7f00:1::1]/hook", "loopback"),
+        ("https://[2001:0:808:808::80ff:fffe]/hook", "loopback"),
+        ("https://[::ffff:0:7f00:1]/hook", "loopback"),
+        // Hosts a browser reads as IPv4 addresses, refused here, not only when resolved.
+        ("https://2130706433/hook", "127.0.0.1 is a loopback"),
+        ("https://0x7f.1/hook", "127.0.0.1 is a loopback"),
+        ("https://127.1/hook", "127.0.0.1 is a loopback"),
+        ("https://0177.0.0.1/hook", "127.0.0.1 is a loopback"),
         ("https://localhost/hook", "this machine"),
         ("https://printer.local/hook", "this machine"),
         ("https://user:secret@example.com/hook", "credentials"),

@@ -236,6 +236,9 @@ fn constant(name: &str) -> Option<Actual> {
         "webhooks::store::MAX_PENDING_DELIVERIES" => {
             count(webhooks::store::MAX_PENDING_DELIVERIES as f64)
         }
+        "webhooks::turns::RESERVE_DIVISOR" => count(webhooks::turns::RESERVE_DIVISOR as f64),
+        "webhooks::resolver::RESOLVER_SLOTS" => count(webhooks::resolver::RESOLVER_SLOTS as f64),
+        "webhooks::resolver::RESOLVER_SLOT_WAIT" => seconds(webhooks::resolver::RESOLVER_SLOT_WAIT),
         "app::transport::MAX_STREAMS_PER_CONNECTION" => {
             count(f64::from(app::transport::MAX_STREAMS_PER_CONNECTION))
         }

@@ -18,3 +18,4 @@ mod limits_table;
 mod retained_jobs;
 mod safe_defaults;
 mod shares;
+mod webhook_tenants;
