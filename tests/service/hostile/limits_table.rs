@@ -236,6 +236,13 @@ fn constant(name: &str) -> Option<Actual> {
         "webhooks::store::MAX_PENDING_DELIVERIES" => {
             count(webhooks::store::MAX_PENDING_DELIVERIES as f64)
         }
+        "app::open_connections::DESCRIPTOR_RESERVE" => {
+            count(app::open_connections::DESCRIPTOR_RESERVE as f64)
+        }
+        "app::open_connections::NEWCOMER_SHARE_DIVISOR" => {
+            count(app::open_connections::NEWCOMER_SHARE_DIVISOR as f64)
+        }
+        "app::accept::ACCEPT_ERROR_BACKOFF" => seconds(app::accept::ACCEPT_ERROR_BACKOFF),
         "app::transport::MAX_STREAMS_PER_CONNECTION" => {
             count(f64::from(app::transport::MAX_STREAMS_PER_CONNECTION))
         }
