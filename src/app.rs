@@ -1,11 +1,15 @@
 //! The application: built from its settings ([`startup`]: every part, each by a named
 //! function), then run until stopped ([`serve`]: the background tasks, the drain on shutdown,
 //! the listener closed last). The tower stack in front of every service is in [`stack`], the
-//! connection-level limits in [`transport`], the HTTP endpoint of metrics and probes in
-//! [`http_endpoint`]. `main` and the tests run the very same entry point, [`run`], on
+//! connection-level limits in [`transport`] (with the one accept loop, [`accept`], the bound
+//! on open connections, [`open_connections`], and the first request's deadline,
+//! [`first_request`]), the HTTP endpoint of metrics and probes in [`http_endpoint`]. `main` and the tests run the very same entry point, [`run`], on
 //! listeners they bound (port 0 in tests).
 
+pub mod accept;
+pub(crate) mod first_request;
 pub(crate) mod http_endpoint;
+pub mod open_connections;
 pub(crate) mod serve;
 pub(crate) mod stack;
 pub(crate) mod startup;

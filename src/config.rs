@@ -2,6 +2,7 @@
 //! embedded defaults: no flags at all runs one self-contained instance (in-memory job table
 //! and queue, templates and outputs under `./data`).
 
+pub(crate) mod connections;
 pub(crate) mod mesh;
 
 use std::net::SocketAddr;
@@ -239,6 +240,9 @@ pub struct ServerSettings {
     /// HTTP/2 keepalive, connection age and grace (crate::mesh).
     #[command(flatten)]
     pub mesh: mesh::MeshSettings,
+    /// Connections per address and the first request's deadline (crate::app::accept).
+    #[command(flatten)]
+    pub connections: connections::ConnectionSettings,
     /// Certificate and sidecar identities, one a line: `TENANT IDENTITY` (a SPIFFE id such
     /// as `spiffe://cluster.local/ns/web/sa/billing`, a certificate's subject CN, or a
     /// Linkerd identity name).
@@ -317,6 +321,7 @@ impl ServerSettings {
             tracing: None,
             inflation_wait: None,
             mesh: mesh::MeshSettings::default(),
+            connections: connections::ConnectionSettings::default(),
             identities: None,
             trust_sidecar_identity: None,
             tls: crate::tls::TlsSettings::default(),

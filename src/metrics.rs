@@ -215,6 +215,16 @@ metrics! {
         "TLS handshakes that failed (reason refused: bad or missing client certificate, \
          not TLS; timeout: not finished in time; address_busy: closed before it began, \
          its address had its share of handshakes in progress)";
+    connections_open: Gauge, "connections_open",
+        "Connections of the gRPC listener open now (from accept to close, TLS handshakes \
+         included)";
+    connections_closed: Family<ReasonLabels, Counter>, "connections_closed",
+        "Connections the server closed early (address_full: its address held \
+         --max-connections-per-address; budget_full: the descriptors for connections were \
+         spent; first_request_timeout: no request within --first-request-timeout-ms)";
+    accept_failures: Family<ReasonLabels, Counter>, "accept_failures",
+        "Failed accepts on the gRPC listener, each followed by a pause (out_of_descriptors: \
+         EMFILE or ENFILE)";
     config_reloads: Family<ReloadLabels, Counter>, "config_reloads",
         "Changed configuration files re-read, by file and outcome (kept_previous: the new \
          file was refused and the previous configuration stays)";
@@ -268,6 +278,14 @@ impl Metrics {
 
     pub(crate) fn tls_handshake_failure(&self, reason: &str) {
         self.tls_handshake_failures
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn connection_closed(&self, reason: &str) {
+        self.connections_closed
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
             })

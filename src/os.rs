@@ -1,5 +1,5 @@
-//! The crate's only unsafe code, all of it thin calls into C. Here: resource limits, the
-//! parent-death signal, the OOM killer's preference and closing inherited descriptors, applied
+//! The crate's only unsafe code, all of it thin calls into C. Here: resource limits (a
+//! worker's, and this process's open files limit), the parent-death signal, the OOM killer's preference and closing inherited descriptors, applied
 //! in a forked child before exec; killing a process group, reaping a child with its resource
 //! usage, this process's own usage and the calling thread's CPU time, ending a worker without
 //! its libraries' finalizers, thread priority, returning freed memory and free disk space.
@@ -144,6 +144,46 @@ pub(crate) fn limit_cpu_from_now(pid: u32, cpu_seconds: u64) -> std::io::Result<
     let pid = libc::pid_t::try_from(pid).map_err(std::io::Error::other)?;
     // SAFETY: prlimit reads the limit from our stack and writes nothing (null old value).
     if unsafe { libc::prlimit(pid, libc::RLIMIT_CPU, &limit, std::ptr::null_mut()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A process's limit of open file descriptors (RLIMIT_NOFILE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpenFilesLimit {
+    /// The limit in force.
+    pub(crate) soft: u64,
+    /// The most the soft limit may be raised to without privilege.
+    pub(crate) hard: u64,
+}
+
+/// This process's open files limit.
+pub(crate) fn open_files_limit() -> std::io::Result<OpenFilesLimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the rlimit, which lives on our stack.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OpenFilesLimit {
+        soft: limit.rlim_cur,
+        hard: limit.rlim_max,
+    })
+}
+
+/// Sets this process's soft open files limit to `soft` (at most its hard limit), keeping the
+/// hard limit. Workers are not affected: each is given its own limit before exec.
+pub(crate) fn set_open_files_soft_limit(soft: u64) -> std::io::Result<()> {
+    let hard = open_files_limit()?.hard;
+    let limit = libc::rlimit {
+        rlim_cur: soft.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit only reads the rlimit, which lives on our stack.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
@@ -385,6 +425,19 @@ mod tests {
         let first = probe.read().unwrap();
         let second = probe.read().unwrap();
         assert!(first > 0 && second >= first, "{first} then {second}");
+    }
+
+    #[test]
+    fn the_open_files_soft_limit_is_raised_to_the_hard_one_and_not_past_it() {
+        let before = open_files_limit().unwrap();
+        assert!(before.soft <= before.hard, "{before:?}");
+        set_open_files_soft_limit(before.hard).unwrap();
+        assert_eq!(open_files_limit().unwrap().soft, before.hard);
+        // Asked for more than the hard limit: the hard limit, never an error. (Left raised:
+        // as the server does at start.)
+        set_open_files_soft_limit(u64::MAX).unwrap();
+        let after = open_files_limit().unwrap();
+        assert_eq!((after.soft, after.hard), (before.hard, before.hard));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::http_endpoint;
 use super::startup::App;
-use super::transport::serve_connections;
+use super::transport::{open_connections, serve_connections};
 use super::{ServerError, Shutdown};
 use crate::config::ServerSettings;
 use crate::grpc::proto::render_service_server::RenderServiceServer;
@@ -54,6 +54,8 @@ impl App {
         background.spawn(sweep_expired(scheduler, self.templates, retention));
         self.configuration_watcher
             .spawn_in(self.metrics.clone(), &mut background);
+        // Before "serving" is logged: the open files limit is raised and read once.
+        let connections = open_connections(&self.settings, &self.metrics);
         log_serving(&self.settings, &self.listeners.grpc, self.tls.is_some());
         let (drained_signal, drained_done) = oneshot::channel::<()>();
         let drain = Drain {
@@ -75,6 +77,7 @@ impl App {
         let serving = Box::pin(serve_connections(
             router,
             listener,
+            connections,
             tls,
             self.metrics,
             &self.settings,

@@ -1,12 +1,20 @@
-//! The connections the gRPC server accepts: TCP options, HTTP/2 limits (streams, headers,
-//! reset floods, keepalive), each connection closed at its age plus the grace
-//! ([`crate::mesh::connection_age`]), and TLS handshakes made by our own accept loop.
+//! The connections the gRPC server accepts: our one accept loop ([`super::accept`]: TCP
+//! options, the open connections bounded in all and per address, the pause after a failed
+//! accept), TLS handshakes after it ([`crate::tls::incoming`]), each connection closed when
+//! its first request is late ([`super::first_request`]) and at its age plus the grace
+//! ([`crate::mesh::connection_age`]), and tonic's HTTP/2 limits (streams, headers, reset
+//! floods, keepalive).
 
+use super::accept::{Admission, AdmittedConnections};
+use super::first_request::AdmittedConnection;
+use super::open_connections::{connection_budget, ConnectionLimits, OpenConnections};
 use super::stack::Middleware;
 use crate::config::ServerSettings;
 use crate::mesh::connection_age::AgedConnection;
 use crate::metrics::Metrics;
 use crate::tls::ReloadableTls;
+use futures_util::StreamExt;
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,9 +43,8 @@ pub const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
 /// conforming client causes none; hyper's 1024 lets one connection cost a lot of work
 /// first (the "MadeYouReset" family).
 pub const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 128;
-/// TCP keepalive probes on an idle socket, so a half-open connection is found even when
-/// HTTP/2 is quiet.
-const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+/// The open files limit assumed when it cannot be read: Linux's default soft limit.
+const FALLBACK_OPEN_FILES: u64 = 1024;
 
 /// Calls one connection may have in the stack at once: an eighth of the global limit, at
 /// least 1.
@@ -71,35 +78,105 @@ pub(crate) fn grpc_router(
         .add_routes(routes)
 }
 
-/// Serves `router` on `listener` until `drained` resolves. With TLS, our accept loop hands
-/// tonic handshaken connections (so certificates can be replaced while serving); tonic puts
-/// the peer's certificates on each request.
+/// Serves `router` on `listener` until `drained` resolves, its connections admitted among
+/// `open` ([`open_connections`]). With TLS, our accept loop hands
+/// its connections to the handshakes (so certificates can be replaced while serving); tonic
+/// puts the peer's certificates on each request.
 pub(crate) async fn serve_connections(
     router: GrpcRouter,
     listener: TcpListener,
+    open: OpenConnections,
     tls: Option<Arc<ReloadableTls>>,
     metrics: Arc<Metrics>,
     settings: &ServerSettings,
     drained: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tonic::transport::server::TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(TCP_KEEPALIVE));
-    // Each connection is closed at its age plus the grace, whatever is still open on it.
-    let lifetime = settings.mesh.max_connection_age() + settings.mesh.max_connection_age_grace();
+    let admitted = AdmittedConnections::start(listener, open, metrics.clone());
+    let deadlines = Deadlines {
+        first_request: settings.connections.first_request_timeout(),
+        // Each connection is closed at its age plus the grace, whatever is still open on it.
+        lifetime: settings.mesh.max_connection_age() + settings.mesh.max_connection_age_grace(),
+        metrics: metrics.clone(),
+    };
     match tls {
         Some(tls) => {
-            let handshaken = crate::tls::TlsIncoming::new(incoming, tls, metrics);
-            let aged = futures_util::StreamExt::map(handshaken, move |accepted| {
-                accepted.map(|stream| AgedConnection::new(stream, lifetime))
-            });
-            router.serve_with_incoming_shutdown(aged, drained).await
+            let handshaken = crate::tls::TlsIncoming::new(admitted, tls, metrics);
+            let served = handshaken.map(move |(stream, admission)| deadlines.on(stream, admission));
+            router.serve_with_incoming_shutdown(served, drained).await
         }
         None => {
-            let aged = futures_util::StreamExt::map(incoming, move |accepted| {
-                accepted.map(|stream| AgedConnection::new(stream, lifetime))
-            });
-            router.serve_with_incoming_shutdown(aged, drained).await
+            let served = admitted.map(move |(stream, admission)| deadlines.on(stream, admission));
+            router.serve_with_incoming_shutdown(served, drained).await
         }
+    }
+}
+
+/// The open connections' bounds: the descriptors this process may open (its soft limit
+/// raised to the hard one first, so the operator's hard limit is what counts) less the
+/// reserve, and `--max-connections-per-address`.
+pub(crate) fn open_connections(settings: &ServerSettings, metrics: &Metrics) -> OpenConnections {
+    let open_files = match crate::os::open_files_limit() {
+        Ok(limit) if limit.soft < limit.hard => {
+            match crate::os::set_open_files_soft_limit(limit.hard) {
+                Ok(()) => {
+                    tracing::info!(
+                        from = limit.soft,
+                        to = limit.hard,
+                        "raised the open files limit"
+                    );
+                    limit.hard
+                }
+                Err(error) => {
+                    tracing::warn!(%error, soft = limit.soft, hard = limit.hard, "cannot raise the open files limit");
+                    limit.soft
+                }
+            }
+        }
+        Ok(limit) => limit.soft,
+        Err(error) => {
+            tracing::warn!(%error, assumed = FALLBACK_OPEN_FILES, "cannot read the open files limit");
+            FALLBACK_OPEN_FILES
+        }
+    };
+    let limits = ConnectionLimits {
+        budget: connection_budget(open_files),
+        per_address: settings.connections.max_connections_per_address as usize,
+    };
+    tracing::info!(
+        open_files,
+        connections = limits.budget,
+        per_address = limits.per_address,
+        "connections bounded"
+    );
+    OpenConnections::new(limits, metrics.connections_open.clone())
+}
+
+/// What every admitted connection is served under: its first request's deadline and its
+/// whole life's.
+#[derive(Debug)]
+struct Deadlines {
+    first_request: Duration,
+    lifetime: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Deadlines {
+    fn on<IO>(
+        &self,
+        stream: IO,
+        admission: Admission,
+    ) -> Result<AgedConnection<AdmittedConnection<IO>>, Infallible> {
+        let Admission {
+            permit,
+            accepted_at,
+        } = admission;
+        let admitted = AdmittedConnection::new(
+            stream,
+            permit,
+            accepted_at,
+            self.first_request,
+            self.metrics.clone(),
+        );
+        Ok(AgedConnection::new(admitted, self.lifetime))
     }
 }

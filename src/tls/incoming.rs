@@ -1,17 +1,19 @@
 //! `TlsIncoming`: the connections of a TLS listener, handed to tonic after their handshake.
-//! TCP connections come from tonic's own `TcpIncoming` (nodelay and keepalive as on the
-//! plaintext listener); each handshake runs in a task of its own, so a slow or silent peer
-//! never holds up the accept loop, under a deadline, a bound on handshakes in progress and a
-//! smaller one per peer address (an IPv6 /64 counts as one address).
+//! TCP connections come from the listener's one accept loop (`crate::app::accept`: TCP
+//! options, the bound on open connections, the pause after a failed accept), each with what
+//! it holds for its whole life (`H`, passed through); each handshake runs in a task of its
+//! own, so a slow or silent peer never holds up the others, under a deadline, a bound on
+//! handshakes in progress and a smaller one per peer address (an IPv6 /64 counts as one
+//! address).
 //!
-//! A connection is accepted first and its address's share checked before it waits for a
-//! global slot: a connection over its address's share is closed at once and never waits, so
-//! a few addresses' silent connections cannot keep honest clients in the kernel's backlog.
+//! A connection's address's share is checked before it waits for a global slot: a
+//! connection over its address's share is closed at once and never waits, so a few
+//! addresses' silent connections cannot keep honest clients in the kernel's backlog.
 
 use super::ReloadableTls;
 use crate::fair_share::{AddressGroup, FairShare, ShareRefusal};
 use crate::metrics::Metrics;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -20,7 +22,6 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
-use tonic::transport::server::TcpIncoming;
 
 /// A handshake not finished within this is dropped: a real client needs two round trips
 /// (well under a second even across continents); a slow-loris peer holds its slot no
@@ -41,17 +42,13 @@ pub const MAX_TLS_HANDSHAKES_PER_ADDRESS: usize = 16;
 /// Finished handshakes waiting for tonic to take them: tonic takes each at once, this only
 /// smooths bursts.
 const HANDSHAKED_BACKLOG: usize = 64;
-/// Pause after a failed accept (such as EMFILE, out of file descriptors) so the loop does
-/// not spin while the condition lasts.
-const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
-/// The handshaken connections of one listener, as a stream for
-/// `serve_with_incoming_shutdown`. Dropping it stops the accept loop (and closes the
-/// listener).
+/// The handshaken connections of one listener, each with what it holds (`H`). Dropping it
+/// stops taking connections (and drops the accepted ones' source, which closes the listener).
 #[derive(Debug)]
-pub struct TlsIncoming {
-    connections: mpsc::Receiver<TlsStream<TcpStream>>,
-    accept_loop: tokio::task::JoinHandle<()>,
+pub struct TlsIncoming<H> {
+    connections: mpsc::Receiver<(TlsStream<TcpStream>, H)>,
+    handshakes: tokio::task::JoinHandle<()>,
 }
 
 /// Why a handshake failed, as the `tls_handshake_failures` metric labels it.
@@ -59,8 +56,13 @@ const HANDSHAKE_REFUSED: &str = "refused";
 const HANDSHAKE_TIMEOUT: &str = "timeout";
 const HANDSHAKE_ADDRESS_BUSY: &str = "address_busy";
 
-impl TlsIncoming {
-    pub fn new(tcp: TcpIncoming, tls: Arc<ReloadableTls>, metrics: Arc<Metrics>) -> TlsIncoming {
+impl<H: Send + 'static> TlsIncoming<H> {
+    /// Handshakes the connections of `accepted` under the configuration `tls` has at each
+    /// one's start.
+    pub fn new<S>(accepted: S, tls: Arc<ReloadableTls>, metrics: Arc<Metrics>) -> TlsIncoming<H>
+    where
+        S: Stream<Item = (TcpStream, H)> + Send + Unpin + 'static,
+    {
         // Every reason is exposed from the start, at 0: a failure that never happened reads
         // 0, and a reason nobody exposes (a misspelt query) reads as absent, not as 0.
         for reason in [HANDSHAKE_REFUSED, HANDSHAKE_TIMEOUT, HANDSHAKE_ADDRESS_BUSY] {
@@ -74,42 +76,33 @@ impl TlsIncoming {
         let (sender, connections) = mpsc::channel(HANDSHAKED_BACKLOG);
         TlsIncoming {
             connections,
-            accept_loop: tokio::spawn(accept_loop(tcp, tls, sender, metrics)),
+            handshakes: tokio::spawn(start_handshakes(accepted, tls, sender, metrics)),
         }
     }
 }
 
-impl Drop for TlsIncoming {
+impl<H> Drop for TlsIncoming<H> {
     fn drop(&mut self) {
-        self.accept_loop.abort();
+        self.handshakes.abort();
     }
 }
 
-impl futures_util::Stream for TlsIncoming {
-    type Item = Result<TlsStream<TcpStream>, std::io::Error>;
+impl<H> Stream for TlsIncoming<H> {
+    type Item = (TlsStream<TcpStream>, H);
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.connections.poll_recv(cx).map(|next| next.map(Ok))
+        self.connections.poll_recv(cx)
     }
 }
 
-async fn accept_loop(
-    mut tcp: TcpIncoming,
+async fn start_handshakes<H: Send + 'static>(
+    mut accepted: impl Stream<Item = (TcpStream, H)> + Unpin,
     tls: Arc<ReloadableTls>,
-    handshaken: mpsc::Sender<TlsStream<TcpStream>>,
+    handshaken: mpsc::Sender<(TlsStream<TcpStream>, H)>,
     metrics: Arc<Metrics>,
 ) {
     let slots = handshake_slots();
-    loop {
-        let stream = match tcp.next().await {
-            Some(Ok(stream)) => stream,
-            Some(Err(error)) => {
-                tracing::debug!(%error, "cannot accept a connection");
-                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
-                continue;
-            }
-            None => return,
-        };
+    while let Some((stream, held)) = accepted.next().await {
         // An accepted TCP stream has a peer address; one whose address cannot be read (it
         // reset meanwhile) is closed.
         let Ok(peer) = stream.peer_addr() else {
@@ -118,8 +111,9 @@ async fn accept_loop(
         let address = AddressGroup::of(peer.ip());
         // The address's share first (over it: closed at once, whatever the global slots),
         // then a global slot, waited for here: while every slot is busy no other connection
-        // is accepted, so new peers wait in the backlog instead of costing a task each.
-        // Every slot frees within the handshake deadline, so the wait ends.
+        // is taken, so the accept loop's queue fills and new peers wait in the backlog
+        // instead of costing a task each. Every slot frees within the handshake deadline,
+        // so the wait ends.
         let mut slot = slots.try_acquire(address, 1);
         while matches!(slot, Err(ShareRefusal::PoolFull)) {
             slot = slots.acquire(address, 1, TLS_HANDSHAKE_TIMEOUT).await;
@@ -140,7 +134,7 @@ async fn accept_loop(
             match outcome {
                 Ok(Ok(connection)) => {
                     // Fails only when the server stopped; the connection closes then.
-                    let _ = handshaken.send(connection).await;
+                    let _ = handshaken.send((connection, held)).await;
                 }
                 Ok(Err(error)) => {
                     // A scanner, a plaintext client or (under mTLS) a client without a

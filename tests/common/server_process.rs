@@ -55,11 +55,35 @@ impl ServerProcess {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> ServerProcess {
+        let command = Command::new(env!("CARGO_BIN_EXE_lottie-render"));
+        ServerProcess::start_command(command, data_dir, worker, extra_args, env)
+    }
+
+    /// As [`ServerProcess::start`], started with an open files limit (RLIMIT_NOFILE) of
+    /// `soft` (in force) and `hard` (the most it may raise it to), by `prlimit`, which execs
+    /// the server (so its process id is the server's).
+    pub fn start_with_open_files(soft: u64, hard: u64, extra_args: &[&str]) -> ServerProcess {
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--nofile={soft}:{hard}"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_lottie-render"));
+        ServerProcess::start_command(command, None, super::own_worker_executable, extra_args, &[])
+    }
+
+    /// `command` (the server, or a program that execs it with the arguments that follow) with
+    /// the arguments of `serve`.
+    fn start_command(
+        mut command: Command,
+        data_dir: Option<&std::path::Path>,
+        worker: impl FnOnce(&std::path::Path) -> PathBuf,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServerProcess {
         let own_dir = tempfile::tempdir().unwrap();
         let worker_executable = worker(own_dir.path());
         let data = data_dir.map_or_else(|| own_dir.path().join("data"), |dir| dir.to_path_buf());
         let data_dir = own_dir;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lottie-render"));
         command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])

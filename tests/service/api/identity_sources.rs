@@ -82,12 +82,16 @@ async fn spawn_who_am_i(
     match tls.and_then(|tls| tls.files()) {
         Some(files) => {
             let tls = Arc::new(ReloadableTls::load(files).unwrap());
-            tokio::spawn(
-                router.serve_with_incoming_shutdown(
-                    TlsIncoming::new(incoming, tls, metrics),
-                    shutdown,
-                ),
+            // The server's own accept loop is the application's; here plain accepts, each
+            // holding nothing more than its socket.
+            let accepted = futures_util::StreamExt::filter_map(incoming, |accepted| {
+                std::future::ready(accepted.ok().map(|stream| (stream, ())))
+            });
+            let handshaken = futures_util::StreamExt::map(
+                TlsIncoming::new(accepted, tls, metrics),
+                |(stream, ())| Ok::<_, std::io::Error>(stream),
             );
+            tokio::spawn(router.serve_with_incoming_shutdown(handshaken, shutdown));
         }
         None => {
             tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));

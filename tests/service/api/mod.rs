@@ -14,7 +14,7 @@ pub(crate) mod image_slots;
 mod mesh;
 mod outputs;
 mod panic;
-mod pki;
+pub(crate) mod pki;
 mod process;
 mod promises;
 mod property_slots;

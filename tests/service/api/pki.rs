@@ -133,9 +133,8 @@ pub async fn tls_channel(
         .await
 }
 
-/// The serial number of the certificate the server at `address` presents now (a fresh
-/// connection and handshake, tokio-rustls directly).
-pub async fn served_serial(address: SocketAddr, ca: &TestCa) -> String {
+/// A TLS client (tokio-rustls directly) trusting `ca`, presenting no certificate.
+pub fn rustls_connector(ca: &TestCa) -> tokio_rustls::TlsConnector {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -148,9 +147,14 @@ pub async fn served_serial(address: SocketAddr, ca: &TestCa) -> String {
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// The serial number of the certificate the server at `address` presents now (a fresh
+/// connection and handshake, tokio-rustls directly).
+pub async fn served_serial(address: SocketAddr, ca: &TestCa) -> String {
     let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
-    let tls = connector
+    let tls = rustls_connector(ca)
         .connect("localhost".try_into().unwrap(), tcp)
         .await
         .unwrap();

@@ -310,7 +310,13 @@ async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_oth
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("test ca");
     let tls = server_tls(dir.path(), &ca, None);
-    let app = spawn_app_with(|settings| settings.tls = tls).await;
+    // Connections open per address above the attempts, so that only the handshakes' share
+    // closes them here (crate::hostile::connection_admission holds the open connections').
+    let app = spawn_app_with(|settings| {
+        settings.tls = tls;
+        settings.connections.max_connections_per_address = 1024;
+    })
+    .await;
     // More silent connections from one address (127.0.0.2) than the server has handshake
     // slots in all: without a share per address they would hold every slot until the
     // handshake deadline, and every other client would wait in the backlog. The share is

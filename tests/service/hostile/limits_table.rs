@@ -239,6 +239,13 @@ fn constant(name: &str) -> Option<Actual> {
         "webhooks::turns::RESERVE_DIVISOR" => count(webhooks::turns::RESERVE_DIVISOR as f64),
         "webhooks::resolver::RESOLVER_SLOTS" => count(webhooks::resolver::RESOLVER_SLOTS as f64),
         "webhooks::resolver::RESOLVER_SLOT_WAIT" => seconds(webhooks::resolver::RESOLVER_SLOT_WAIT),
+        "app::open_connections::DESCRIPTOR_RESERVE" => {
+            count(app::open_connections::DESCRIPTOR_RESERVE as f64)
+        }
+        "app::open_connections::NEWCOMER_SHARE_DIVISOR" => {
+            count(app::open_connections::NEWCOMER_SHARE_DIVISOR as f64)
+        }
+        "app::accept::ACCEPT_ERROR_BACKOFF" => seconds(app::accept::ACCEPT_ERROR_BACKOFF),
         "app::transport::MAX_STREAMS_PER_CONNECTION" => {
             count(f64::from(app::transport::MAX_STREAMS_PER_CONNECTION))
         }

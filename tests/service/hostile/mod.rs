@@ -1,9 +1,11 @@
 //! The service under hostile callers, over real sockets: bombs and oversized or endless
-//! templates, assets and expressions, the worker sandbox seen from outside, connections and
-//! streams held, fair shares of every pool, kept jobs bounded, safe defaults, and the limits
-//! table of docs/security.md checked against the code.
+//! templates, assets and expressions, the worker sandbox seen from outside, connections
+//! admitted with deadlines, connections and streams held, fair shares of every pool, kept
+//! jobs bounded, safe defaults, and the limits table of docs/security.md checked against the
+//! code.
 
 mod analysis_shares;
+mod connection_admission;
 mod connections;
 mod fair_share;
 mod hostile_assets;
