@@ -181,6 +181,9 @@ pub(crate) fn from_json(
     descriptor: &MessageDescriptor,
     body: &[u8],
 ) -> Result<DynamicMessage, ServiceError> {
+    // Bounds and duplicate members first: building the message builds every element.
+    let schema = crate::grpc::bounds::Schema::contract()?;
+    crate::grpc::bounds::json::check(schema, descriptor.full_name(), body)?;
     let mut json = serde_json::Deserializer::from_slice(body);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
