@@ -39,6 +39,13 @@ pub(crate) const MAX_VIOLATIONS_REPORTED: usize = 16;
 /// message deeper than this is not one of ours (the scans recurse per level).
 pub(crate) const MAX_MESSAGE_DEPTH: usize = 16;
 
+/// A string or bytes value is refused by the scans only past this many times its bound.
+/// Up to it, building it costs no more than its bytes (strings and bytes are not amplified
+/// by decoding), and the domain's checks, which hold the same bound (tested), then report it
+/// together with every other violation of the request, as the contract promises. Counts
+/// have no slack: elements are what decoding amplifies, and nested counts multiply.
+pub(crate) const LENGTH_SLACK: u64 = 4;
+
 /// Characters of an unknown JSON member's name shown in a refusal.
 const MAX_UNKNOWN_NAME_CHARS: usize = 64;
 
@@ -418,7 +425,8 @@ impl Findings {
         }
     }
 
-    /// A string or bytes value (`text` when it is UTF-8) of `bytes` bytes against `length`.
+    /// A string or bytes value (`text` when it is UTF-8) of `bytes` bytes against `length`,
+    /// with [`LENGTH_SLACK`].
     pub(crate) fn length(
         &mut self,
         path: &Path<'_>,
@@ -428,7 +436,7 @@ impl Findings {
         what: &str,
     ) {
         if let Some(max) = length.max_bytes {
-            if bytes > max {
+            if bytes > max.saturating_mul(LENGTH_SLACK) {
                 self.violation(path, || {
                     format!("{what} of at most {max} bytes, got {bytes}")
                 });
@@ -436,10 +444,11 @@ impl Findings {
             }
         }
         if let (Some(max), Some(text)) = (length.max_chars, text) {
+            let most = max.saturating_mul(LENGTH_SLACK);
             // A character is at least one byte: only a value longer in bytes is counted.
-            if bytes > max {
+            if bytes > most {
                 let chars = text.chars().count() as u64;
-                if chars > max {
+                if chars > most {
                     self.violation(path, || {
                         format!("{what} of at most {max} characters, got {chars}")
                     });
