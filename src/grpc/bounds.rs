@@ -408,7 +408,7 @@ impl Findings {
         self.violations_total == 0 && self.unknown_total == 0
     }
 
-    /// A whole count of `count` against its bound.
+    /// A whole count of `count` against its bound (a packed list's, counted at once).
     pub(crate) fn count(&mut self, path: &Path<'_>, plan: &FieldPlan, count: u64) {
         if let Some(max) = plan.max_count.filter(|max| count > *max) {
             let what = plan.counted();
@@ -416,12 +416,16 @@ impl Findings {
         }
     }
 
-    /// A count growing by one, reported as soon as it passes its bound: a JSON scan may end
-    /// at a syntax error before the count is whole.
-    pub(crate) fn over_count(&mut self, path: &Path<'_>, plan: &FieldPlan, count: u64) {
-        if let Some(max) = plan.max_count.filter(|max| count == *max + 1) {
-            let what = plan.counted();
-            self.violation(path, || format!("at most {max} {what}, got more"));
+    /// A count growing by one to `count`, reported as soon as it passes its bound; true
+    /// then, and the scan stops: what follows is not read.
+    pub(crate) fn over_count(&mut self, path: &Path<'_>, plan: &FieldPlan, count: u64) -> bool {
+        match plan.max_count {
+            Some(max) if count > max => {
+                let what = plan.counted();
+                self.violation(path, || format!("at most {max} {what}, got more"));
+                true
+            }
+            _ => false,
         }
     }
 

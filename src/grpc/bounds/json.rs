@@ -39,6 +39,11 @@ pub(crate) fn check(schema: &Schema, message: &str, body: &[u8]) -> Result<(), S
     }
 }
 
+/// Stops the scan where a count passed its bound: the rest is not read.
+fn over_bound<E: serde::de::Error>() -> E {
+    E::custom("a count over its bound")
+}
+
 /// One message (a JSON object, or `null`).
 struct MessageSeed<'a, 'p> {
     schema: &'a Schema,
@@ -192,7 +197,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
                 return Ok(());
             }
             count += 1;
-            self.findings.over_count(self.path, self.field, count);
+            if self.findings.over_count(self.path, self.field, count) {
+                return Err(over_bound());
+            }
         }
     }
 
@@ -202,12 +209,13 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
             return Ok(());
         };
         let mut count = 0u64;
-        // Keys given, kept only within the bound (past it the map is refused anyway).
+        // Keys given: within the bound (past it the scan stops), each within its own.
         let mut keys: HashSet<String> = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             count += 1;
-            self.findings.over_count(self.path, self.field, count);
-            let within = self.field.max_count.is_none_or(|max| count <= max);
+            if self.findings.over_count(self.path, self.field, count) {
+                return Err(over_bound());
+            }
             let mut shown = true;
             if key_kind == ValueKind::String {
                 let before = self.findings.violations_total;
@@ -220,7 +228,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
                 );
                 shown = self.findings.violations_total == before;
             }
-            if shown && within && !keys.insert(key.clone()) {
+            if shown && !keys.insert(key.clone()) {
                 self.findings.violation(&Path::Key(self.path, &key), || {
                     "given twice (a JSON member may appear once)".into()
                 });

@@ -197,10 +197,7 @@ fn a_wire_message_over_a_count_is_refused_naming_the_field() {
         error.violations[0].field,
         "modifications.gradients[\"g\"].stops"
     );
-    assert_eq!(
-        error.violations[0].description,
-        "at most 64 items, got 100000"
-    );
+    assert_eq!(error.violations[0].description, "at most 64 items, got more");
 }
 
 #[test]

@@ -24,6 +24,21 @@ const FIXED32: u8 = 5;
 #[derive(Debug)]
 struct Undecodable(&'static str);
 
+/// Why a scan stopped before the end.
+#[derive(Debug)]
+enum Halt {
+    Undecodable(&'static str),
+    /// A count passed its bound: the rest is not read (a message of millions of elements
+    /// is refused after its first few dozen).
+    OverBound,
+}
+
+impl From<Undecodable> for Halt {
+    fn from(Undecodable(why): Undecodable) -> Halt {
+        Halt::Undecodable(why)
+    }
+}
+
 /// Holds `bytes`, a message of `message` (a full name of the contract), to the contract's
 /// bounds; `Err` for bytes that are no protobuf message, unknown fields or a broken bound.
 pub(crate) fn check(schema: &Schema, message: &str, bytes: &[u8]) -> Result<(), ServiceError> {
@@ -35,9 +50,10 @@ pub(crate) fn check(schema: &Schema, message: &str, bytes: &[u8]) -> Result<(), 
         schema,
         findings: &mut findings,
     };
-    scan.message(plan, bytes, &Path::Root, 0)
-        .map_err(|Undecodable(why)| undecodable(why))?;
-    findings.into_result()
+    match scan.message(plan, bytes, &Path::Root, 0) {
+        Err(Halt::Undecodable(why)) => Err(undecodable(why)),
+        Ok(()) | Err(Halt::OverBound) => findings.into_result(),
+    }
 }
 
 /// The refusal of bytes that are not a protobuf message (as prost's would be).
@@ -147,9 +163,9 @@ impl Scan<'_, '_> {
         bytes: &[u8],
         path: &Path<'_>,
         depth: usize,
-    ) -> Result<(), Undecodable> {
+    ) -> Result<(), Halt> {
         if depth > MAX_MESSAGE_DEPTH {
-            return Err(Undecodable("messages nested too deep"));
+            return Err(Halt::Undecodable("messages nested too deep"));
         }
         let schema = self.schema;
         let plan = &schema.messages[index];
@@ -166,12 +182,18 @@ impl Scan<'_, '_> {
             let here = Path::Field(path, &field.name);
             if wire_type != LENGTH_DELIMITED {
                 // A number (or a mistyped field, which prost will refuse).
+                if self.findings.over_count(&here, field, counts[slot] + 1) {
+                    return Err(Halt::OverBound);
+                }
                 counts[slot] += 1;
                 cursor.skip(wire_type)?;
                 continue;
             }
             let length = cursor.varint()?;
             let value = cursor.take(length)?;
+            if self.findings.over_count(&here, field, counts[slot] + 1) {
+                return Err(Halt::OverBound);
+            }
             match (field.shape, field.value) {
                 (Shape::Map { key }, kind) => {
                     counts[slot] += 1;
@@ -222,7 +244,7 @@ impl Scan<'_, '_> {
         value: &[u8],
         path: &Path<'_>,
         depth: usize,
-    ) -> Result<(), Undecodable> {
+    ) -> Result<(), Halt> {
         match kind {
             ValueKind::Message(inner) => self.message(inner, value, path, depth + 1),
             ValueKind::String => {
@@ -253,7 +275,7 @@ impl Scan<'_, '_> {
         entry: &[u8],
         path: &Path<'_>,
         depth: usize,
-    ) -> Result<(), Undecodable> {
+    ) -> Result<(), Halt> {
         let mut key: Option<&[u8]> = None;
         let mut cursor = Cursor {
             bytes: entry,
@@ -292,7 +314,7 @@ impl Scan<'_, '_> {
         entry: &[u8],
         path: &Path<'_>,
         depth: usize,
-    ) -> Result<(), Undecodable> {
+    ) -> Result<(), Halt> {
         let mut cursor = Cursor {
             bytes: entry,
             at: 0,
