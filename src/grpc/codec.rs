@@ -111,16 +111,20 @@ impl<U: ContractMessage> Decoder for StrictDecoder<U> {
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        // A slice of tonic's buffer, not a copy; prost's `Bytes` fields slice it in turn.
         let bytes = buf.copy_to_bytes(buf.remaining());
-        decode_strictly::<U>(&bytes).map(Some).map_err(Status::from)
+        decode_strictly::<U>(bytes).map(Some).map_err(Status::from)
     }
 }
 
 /// Decodes `bytes` as `U`, refusing undecodable bodies, unknown fields and fields over the
 /// contract's bounds ([`super::bounds`]) from one linear scan before anything is built.
-pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceError> {
+pub fn decode_strictly<U: ContractMessage>(
+    bytes: impl Into<prost::bytes::Bytes>,
+) -> Result<U, ServiceError> {
+    let bytes: prost::bytes::Bytes = bytes.into();
     if let Some(name) = U::FULL_NAME {
-        super::bounds::wire::check(super::bounds::Schema::contract()?, name, bytes)?;
+        super::bounds::wire::check(super::bounds::Schema::contract()?, name, &bytes)?;
     }
     U::decode(bytes).map_err(|error| {
         let description = format!("not a valid protobuf message: {error}");
@@ -177,7 +181,7 @@ mod tests {
     fn a_known_message_decodes() {
         let bytes = render_request().encode_to_vec();
         assert_eq!(
-            decode_strictly::<proto::RenderRequest>(&bytes).unwrap(),
+            decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap(),
             render_request()
         );
     }
@@ -185,7 +189,7 @@ mod tests {
     #[test]
     fn garbage_is_invalid_argument_not_internal() {
         for garbage in [&b"\xff\xff\xff\xff"[..], b"\x0a\x05ab", b"\x12\x80"] {
-            let error = decode_strictly::<proto::RenderRequest>(garbage).unwrap_err();
+            let error = decode_strictly::<proto::RenderRequest>(garbage.to_vec()).unwrap_err();
             assert_eq!(
                 (error.code, error.reason),
                 (ServiceErrorCode::InvalidArgument, Reason::BodyUndecodable),
@@ -202,7 +206,7 @@ mod tests {
         for _ in 0..5000 {
             bytes = with_unknown_varint(bytes, 11);
         }
-        let error = decode_strictly::<proto::RenderRequest>(&bytes).unwrap_err();
+        let error = decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap_err();
         assert_eq!(error.reason, Reason::UnknownFields);
         assert_eq!(error.violations.len(), MAX_UNKNOWN_FIELDS_REPORTED);
         assert!(
@@ -224,7 +228,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_named_at_any_depth() {
         let top = with_unknown_varint(render_request().encode_to_vec(), 99);
-        let error = decode_strictly::<proto::RenderRequest>(&top).unwrap_err();
+        let error = decode_strictly::<proto::RenderRequest>(top).unwrap_err();
         assert_eq!(error.reason, Reason::UnknownFields);
         assert_eq!(error.violations[0].field, "#99");
 
@@ -258,7 +262,7 @@ mod tests {
         prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut bytes);
         prost::encoding::encode_varint(modifications.len() as u64, &mut bytes);
         bytes.extend_from_slice(&modifications);
-        let error = decode_strictly::<proto::RenderRequest>(&bytes).unwrap_err();
+        let error = decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap_err();
         assert_eq!(error.violations.len(), 1, "{:?}", error.violations);
         assert_eq!(error.violations[0].field, "modifications.colors[\"bg\"].#7");
     }

@@ -430,7 +430,7 @@ mod tests {
     fn create_request(name: &str, json: Vec<u8>) -> Request<proto::CreateTemplateRequest> {
         Request::new(proto::CreateTemplateRequest {
             name: name.into(),
-            lottie_json: json,
+            lottie_json: json.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })
@@ -499,7 +499,7 @@ mod tests {
         request
             .get_mut()
             .fonts
-            .insert("Sans".into(), b"not a font".to_vec());
+            .insert("Sans".into(), bytes::Bytes::from_static(b"not a font"));
         let status = api.create_template(request).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
         assert_eq!(

@@ -322,6 +322,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(request.name, "intro");
-        assert_eq!(request.lottie_json, b"{\"v\":\"5.7.0\"}");
+        assert_eq!(request.lottie_json, &b"{\"v\":\"5.7.0\"}"[..]);
     }
 }
