@@ -23,6 +23,8 @@ const RAW_TEMPLATE_NAME_PARAMETER: &str = "name";
 const RAW_TEMPLATE_FILE_FIELD: &str = "lottie_json";
 /// The query parameter of a raw upload that picks a dotLottie's animation.
 const RAW_TEMPLATE_ANIMATION_PARAMETER: &str = "animation_id";
+/// A gRPC message's prefix: a compression flag byte and a big-endian u32 length.
+const GRPC_PREFIX_BYTES: usize = 5;
 /// Query parameters one request may carry: the contract's requests have at most two
 /// scalar fields a query sets; more is not a request of ours, and each costs a lookup.
 pub const MAX_QUERY_PARAMETERS: usize = 16;
@@ -112,23 +114,21 @@ impl Head {
         })
     }
 
-    /// The request message, encoded: `body` (JSON, or the raw Lottie file) with the head's
-    /// fields set over it.
-    pub(crate) fn message(&self, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+    /// The request message, encoded and framed as one gRPC message: `body` (JSON, or the
+    /// raw Lottie file) with the head's fields set over it. A raw file is shared into the
+    /// message, not copied; the encoding is written once, with its prefix.
+    pub(crate) fn framed_message(&self, body: bytes::Bytes) -> Result<bytes::Bytes, ServiceError> {
         let mut message = match &self.raw_template_name {
             Some(name) => {
                 let mut message = DynamicMessage::new(self.input.clone());
                 message.set_field_by_name(RAW_TEMPLATE_NAME_PARAMETER, Value::String(name.clone()));
-                message.set_field_by_name(
-                    RAW_TEMPLATE_FILE_FIELD,
-                    Value::Bytes(bytes::Bytes::copy_from_slice(body)),
-                );
+                message.set_field_by_name(RAW_TEMPLATE_FILE_FIELD, Value::Bytes(body));
                 message
             }
             None if body.iter().all(u8::is_ascii_whitespace) => {
                 DynamicMessage::new(self.input.clone())
             }
-            None => from_json(&self.input, body)?,
+            None => from_json(&self.input, &body)?,
         };
         // Beside a raw upload or a JSON body alike: never dropped silently.
         if let Some(animation) = &self.raw_template_animation {
@@ -140,7 +140,21 @@ impl Head {
         for (field, value) in &self.fields {
             message.set_field(field, value.clone());
         }
-        Ok(message.encode_to_vec())
+        let length = message.encoded_len();
+        let prefix = u32::try_from(length).map_err(|_| {
+            ServiceError::invalid_argument(
+                Reason::RequestTooLarge,
+                "the request message is larger than 4 GiB",
+                Vec::new(),
+            )
+        })?;
+        let mut framed = bytes::BytesMut::with_capacity(GRPC_PREFIX_BYTES + length);
+        bytes::BufMut::put_u8(&mut framed, 0);
+        bytes::BufMut::put_u32(&mut framed, prefix);
+        message
+            .encode(&mut framed)
+            .map_err(ServiceError::internal)?;
+        Ok(framed.freeze())
     }
 }
 

@@ -197,7 +197,10 @@ fn a_wire_message_over_a_count_is_refused_naming_the_field() {
         error.violations[0].field,
         "modifications.gradients[\"g\"].stops"
     );
-    assert_eq!(error.violations[0].description, "at most 64 items, got more");
+    assert_eq!(
+        error.violations[0].description,
+        "at most 64 items, got more"
+    );
 }
 
 #[test]
@@ -295,7 +298,11 @@ fn json_bytes_are_measured_decoded_and_refused_past_the_slack() {
     // "AAAA" is three zero bytes: the base64 of `bytes` zeros, for multiples of three.
     let image = |bytes: u64| format!(r#"{{"data":"{}"}}"#, "AAAA".repeat((bytes / 3) as usize));
     let check = |body: String| {
-        json::check(schema(), "lottie.render.v1.UploadImageRequest", body.as_bytes())
+        json::check(
+            schema(),
+            "lottie.render.v1.UploadImageRequest",
+            body.as_bytes(),
+        )
     };
     let most = crate::lottie::images::MAX_IMAGE_BYTES as u64 * super::LENGTH_SLACK;
     let at = most / 3 * 3;
