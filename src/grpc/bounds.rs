@@ -39,11 +39,13 @@ pub(crate) const MAX_VIOLATIONS_REPORTED: usize = 16;
 /// message deeper than this is not one of ours (the scans recurse per level).
 pub(crate) const MAX_MESSAGE_DEPTH: usize = 16;
 
-/// A string or bytes value is refused by the scans only past this many times its bound.
-/// Up to it, building it costs no more than its bytes (strings and bytes are not amplified
-/// by decoding), and the domain's checks, which hold the same bound (tested), then report it
-/// together with every other violation of the request, as the contract promises. Counts
-/// have no slack: elements are what decoding amplifies, and nested counts multiply.
+/// A string is refused by the scans only past this many times its bound. Up to it, building
+/// it costs no more than its bytes (a string is not amplified by decoding), and the domain's
+/// checks, which hold the same bound (tested), then report it together with every other
+/// violation of the request, as the contract promises (a text one character too long is the
+/// common mistake). Counts have no slack: elements are what decoding amplifies, and nested
+/// counts multiply; nor have bytes (images, fonts, templates): megabytes past the bound
+/// would be built for nothing, and the message they make could pass the method's limit.
 pub(crate) const LENGTH_SLACK: u64 = 4;
 
 /// Characters of an unknown JSON member's name shown in a refusal.
@@ -54,6 +56,21 @@ const MAX_UNKNOWN_NAME_CHARS: usize = 64;
 pub(crate) enum Unknown<'a> {
     Number(u32),
     Name(&'a str),
+}
+
+/// Holds a gRPC request body just received for the method at `path` (`body`: one message
+/// with its 5-byte prefix) to the contract, before tonic copies it into its decoding buffer:
+/// a refused body costs its bytes once. A compressed message is checked after it is
+/// inflated, by the codec; a path of no contract method, not at all.
+pub(crate) fn check_received(path: &str, body: &[u8]) -> Result<(), ServiceError> {
+    let schema = Schema::contract()?;
+    let (Some(message), Some((0, bytes))) = (schema.request_of(path), body.split_first()) else {
+        return Ok(());
+    };
+    match bytes.get(4..) {
+        Some(encoded) => wire::check(schema, message, encoded),
+        None => Ok(()),
+    }
 }
 
 /// The most a string or bytes value may hold: characters and bytes (either may be absent).
@@ -159,6 +176,8 @@ impl MessagePlan {
 pub(crate) struct Schema {
     pub messages: Vec<MessagePlan>,
     by_name: HashMap<String, usize>,
+    /// Each method's request message, by the method's path (`/package.Service/Method`).
+    requests: HashMap<String, usize>,
 }
 
 impl Schema {
@@ -176,6 +195,7 @@ impl Schema {
         let mut schema = Schema {
             messages: Vec::new(),
             by_name: HashMap::new(),
+            requests: HashMap::new(),
         };
         let descriptors: Vec<MessageDescriptor> = pool.all_messages().collect();
         for descriptor in &descriptors {
@@ -189,7 +209,20 @@ impl Schema {
             let index = schema.index_of(descriptor);
             schema.messages[index].fields = fields;
         }
+        for service in pool.services() {
+            for method in service.methods() {
+                let path = format!("/{}/{}", service.full_name(), method.name());
+                let index = schema.index_of(&method.input());
+                schema.requests.insert(path, index);
+            }
+        }
         Ok(schema)
+    }
+
+    /// The full name of the request message of the method at `path`.
+    pub(crate) fn request_of(&self, path: &str) -> Option<&str> {
+        let index = *self.requests.get(path)?;
+        Some(&self.messages[index].full_name)
     }
 
     /// The index of `name`'s plan.
@@ -429,8 +462,8 @@ impl Findings {
         }
     }
 
-    /// A string or bytes value (`text` when it is UTF-8) of `bytes` bytes against `length`,
-    /// with [`LENGTH_SLACK`].
+    /// A string (`text`, when it is UTF-8) or bytes value of `bytes` bytes against `length`,
+    /// a string with [`LENGTH_SLACK`].
     pub(crate) fn length(
         &mut self,
         path: &Path<'_>,
@@ -440,7 +473,11 @@ impl Findings {
         what: &str,
     ) {
         if let Some(max) = length.max_bytes {
-            if bytes > max.saturating_mul(LENGTH_SLACK) {
+            let most = match text {
+                Some(_) => max.saturating_mul(LENGTH_SLACK),
+                None => max,
+            };
+            if bytes > most {
                 self.violation(path, || {
                     format!("{what} of at most {max} bytes, got {bytes}")
                 });

@@ -67,7 +67,7 @@ contract_messages!(
 pub(crate) const MAX_UNKNOWN_FIELDS_REPORTED: usize = 16;
 
 /// The contract's descriptors, decoded once.
-pub(crate) fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
+pub fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
     static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| e.to_string()))
         .as_ref()

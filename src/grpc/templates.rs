@@ -360,6 +360,18 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<()>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let id = request.into_inner().image_id;
+        if !crate::storage::images::is_image_id(&id) {
+            let description = "must be an image_id UploadImage answered (64 lowercase hex digits)";
+            return Err(ServiceError::invalid_argument(
+                Reason::RequestInvalid,
+                format!("image_id: {description}"),
+                vec![FieldViolation {
+                    field: "image_id".into(),
+                    description: description.into(),
+                }],
+            )
+            .into());
+        }
         let store = self.store.clone();
         let (owner, image_id) = (tenant.clone(), id.clone());
         blocking(move || {

@@ -128,7 +128,12 @@ impl Head {
             None if body.iter().all(u8::is_ascii_whitespace) => {
                 DynamicMessage::new(self.input.clone())
             }
-            None => from_json(&self.input, &body)?,
+            None => {
+                let message = from_json(&self.input, &body)?;
+                // The body's bytes are in the message now: freed before it is encoded.
+                drop(body);
+                message
+            }
         };
         // Beside a raw upload or a JSON body alike: never dropped silently.
         if let Some(animation) = &self.raw_template_animation {
@@ -258,6 +263,12 @@ pub(crate) fn to_json(descriptor: &MessageDescriptor, bytes: &[u8]) -> Result<Ve
 
 #[cfg(test)]
 mod tests {
+    /// The encoded message `head` makes of `body`, without its gRPC prefix.
+    fn message_of(head: &Head, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+        head.framed_message(bytes::Bytes::copy_from_slice(body))
+            .map(|framed| framed[GRPC_PREFIX_BYTES..].to_vec())
+    }
+
     use super::*;
     use crate::http_json::routes::{Found, Routes};
 
@@ -274,7 +285,7 @@ mod tests {
         let head = head(http::Method::POST, "/v1/renders", None).unwrap();
         let body = br#"{"templateId":"t","modifications":{"texts":{"title":"Hi"}},
             "output":{"format":"FORMAT_GIF","width":64,"height":64}}"#;
-        let bytes = head.message(body).unwrap();
+        let bytes = message_of(&head, body).unwrap();
         let request = crate::grpc::proto::RenderRequest::decode(bytes.as_slice()).unwrap();
         assert_eq!(request.template_id, "t");
         assert_eq!(request.modifications.unwrap().texts["title"], "Hi");
@@ -303,12 +314,12 @@ mod tests {
             ),
             (br#"{"templateId":7}"#, Reason::RequestInvalid, "templateId"),
         ] {
-            let error = head.message(body).unwrap_err();
+            let error = message_of(&head, body).unwrap_err();
             assert_eq!(error.reason, reason, "{}", String::from_utf8_lossy(body));
             assert_eq!(error.violations[0].field, field, "{error:?}");
         }
         // An empty body is the empty message (a cancel has nothing to say).
-        assert!(head.message(b" ").unwrap().is_empty());
+        assert!(message_of(&head, b" ").unwrap().is_empty());
     }
 
     #[test]

@@ -132,6 +132,12 @@ pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
     }
 }
 
+/// The most a request message of the method at `path` may be, bytes (`None`: no method of
+/// this server with a body of one message).
+pub fn method_body_limit(path: &str) -> Option<usize> {
+    method_body(path).map(|method| method.limit)
+}
+
 /// A request of the HTTP/JSON door ([`crate::http_json`]): its body is JSON (or a raw Lottie
 /// file) of `length` bytes, known from its headers. It is received whole under the same
 /// deadline, method limit and fair share as a gRPC message, then `convert` turns it into the
@@ -146,9 +152,11 @@ pub(crate) struct JsonBody {
 /// bytes fields arrive in base64 (four characters for three bytes), and the other fields'
 /// JSON is longer than their protobuf (names, quotes, decimal numbers): a quarter beside. A
 /// 10 MiB image is a 13.3 MiB body; UploadImage's door took only 7.5 MiB images when it
-/// held JSON to the message's limit.
-pub(crate) fn json_body_limit(limit: usize) -> usize {
-    limit / 3 * 4 + limit / 4 + 16
+/// held JSON to the message's limit. Never more than the largest message
+/// ([`MAX_REQUEST_BYTES`]), which a caller's share of the buffers holds: a template of more
+/// than 48 MiB comes as a raw upload, not in base64.
+pub fn json_body_limit(limit: usize) -> usize {
+    (limit / 3 * 4 + limit / 4 + 16).min(MAX_REQUEST_BYTES)
 }
 
 /// Turns a door's body into its method's message, framed as gRPC frames it (the body is
@@ -397,6 +405,11 @@ impl AroundCall<Body, Body> for RequestBody {
                 },
                 None => bytes,
             };
+            // The contract's bounds, before tonic copies the message to decode it: a body
+            // refused here costs its bytes once.
+            if let Err(error) = crate::grpc::bounds::check_received(parts.uri.path(), &bytes) {
+                return Ok(Status::from(error).into_http());
+            }
             let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
             let response = next.call(request).await;
             // The bytes are decoded by now (the handler answered): they leave the budget.

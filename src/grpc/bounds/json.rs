@@ -39,6 +39,44 @@ pub(crate) fn check(schema: &Schema, message: &str, body: &[u8]) -> Result<(), S
     }
 }
 
+/// Bytes of a member's name or a map's key kept by the scan: any name of the contract, and
+/// any key within its bound and slack (128 characters, four times, four bytes each), whatever
+/// the caller sent (a key may be megabytes). A test holds it above every key bound.
+pub(crate) const MAX_KEPT_KEY_BYTES: usize = 4096;
+
+/// A member's name or a map's key: its length, and its text when short enough to keep.
+struct Key {
+    text: Option<String>,
+    bytes: u64,
+}
+
+impl Key {
+    /// The text shown for this key (nothing for a long one).
+    fn shown(&self) -> &str {
+        self.text.as_deref().unwrap_or("")
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a JSON object key")
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Key, E> {
+                Ok(Key {
+                    text: (text.len() <= MAX_KEPT_KEY_BYTES).then(|| text.to_owned()),
+                    bytes: text.len() as u64,
+                })
+            }
+        }
+        // The text is looked at where serde_json holds it, never copied whole.
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
 /// Stops the scan where a count passed its bound: the rest is not read.
 fn over_bound<E: serde::de::Error>() -> E {
     E::custom("a count over its bound")
@@ -107,14 +145,15 @@ impl<'de> Visitor<'de> for MessageSeed<'_, '_> {
         let plan = &self.schema.messages[self.index];
         // Field numbers already given: a message has a few dozen fields at most.
         let mut seen: Vec<u32> = Vec::new();
-        while let Some(name) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key::<Key>()? {
+            let name = key.shown();
             let Some(field) = plan
                 .fields
                 .iter()
                 .find(|field| field.name == name || field.json_name == name)
             else {
                 self.findings
-                    .unknown(self.path, Unknown::Name(&name), &plan.full_name);
+                    .unknown(self.path, Unknown::Name(name), &plan.full_name);
                 map.next_value::<IgnoredAny>()?;
                 continue;
             };
@@ -211,7 +250,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
         let mut count = 0u64;
         // Keys given: within the bound (past it the scan stops), each within its own.
         let mut keys: HashSet<String> = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key::<Key>()? {
             count += 1;
             if self.findings.over_count(self.path, self.field, count) {
                 return Err(over_bound());
@@ -219,21 +258,28 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
             let mut shown = true;
             if key_kind == ValueKind::String {
                 let before = self.findings.violations_total;
-                self.findings.length(
-                    self.path,
-                    self.field.key_length,
-                    key.len() as u64,
-                    Some(&key),
-                    "a key",
-                );
+                match &key.text {
+                    Some(text) => self.findings.length(
+                        self.path,
+                        self.field.key_length,
+                        key.bytes,
+                        Some(text),
+                        "a key",
+                    ),
+                    // Not kept: longer than any key's bound with its slack, in any script.
+                    None => self.findings.violation(self.path, || {
+                        format!("a key of {} bytes, past its bound", key.bytes)
+                    }),
+                }
                 shown = self.findings.violations_total == before;
             }
-            if shown && !keys.insert(key.clone()) {
-                self.findings.violation(&Path::Key(self.path, &key), || {
-                    "given twice (a JSON member may appear once)".into()
-                });
+            if shown && !keys.insert(key.shown().to_owned()) {
+                self.findings
+                    .violation(&Path::Key(self.path, key.shown()), || {
+                        "given twice (a JSON member may appear once)".into()
+                    });
             }
-            let keyed = Path::Key(self.path, if shown { &key } else { "" });
+            let keyed = Path::Key(self.path, if shown { key.shown() } else { "" });
             let at = if shown { &keyed } else { self.path };
             map.next_value_seed(ItemSeed {
                 schema: self.schema,

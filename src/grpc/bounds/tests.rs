@@ -294,7 +294,7 @@ fn a_json_list_over_its_bound_is_refused_even_when_the_body_is_cut_short() {
 }
 
 #[test]
-fn json_bytes_are_measured_decoded_and_refused_past_the_slack() {
+fn json_bytes_are_measured_decoded() {
     // "AAAA" is three zero bytes: the base64 of `bytes` zeros, for multiples of three.
     let image = |bytes: u64| format!(r#"{{"data":"{}"}}"#, "AAAA".repeat((bytes / 3) as usize));
     let check = |body: String| {
@@ -304,8 +304,7 @@ fn json_bytes_are_measured_decoded_and_refused_past_the_slack() {
             body.as_bytes(),
         )
     };
-    let most = crate::lottie::images::MAX_IMAGE_BYTES as u64 * super::LENGTH_SLACK;
-    let at = most / 3 * 3;
+    let at = crate::lottie::images::MAX_IMAGE_BYTES as u64 / 3 * 3;
     check(image(at)).unwrap();
     let error = check(image(at + 3)).unwrap_err();
     assert_eq!(error.violations[0].field, "data");
@@ -316,4 +315,20 @@ fn unknown_json_members_are_named() {
     let error = json_error(r#"{"modifications":{"textz":{}}}"#);
     assert_eq!(error.reason, Reason::UnknownFields);
     assert_eq!(error.violations[0].field, "modifications.textz");
+}
+
+#[test]
+fn the_json_scan_keeps_every_key_within_its_bound_and_slack() {
+    for plan in &schema().messages {
+        for field in &plan.fields {
+            if let Some(chars) = field.key_length.max_chars {
+                assert!(
+                    chars * super::LENGTH_SLACK * 4 <= json::MAX_KEPT_KEY_BYTES as u64,
+                    "{}.{}",
+                    plan.full_name,
+                    field.name
+                );
+            }
+        }
+    }
 }

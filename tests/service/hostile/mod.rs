@@ -5,6 +5,7 @@
 
 mod analysis_shares;
 mod connections;
+mod contract_bounds;
 mod fair_share;
 mod hostile_assets;
 mod hostile_expressions;
