@@ -16,6 +16,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Undecodable bodies and unknown fields become INVALID_ARGUMENT (tonic's own codec
         // answers INTERNAL and prost drops unknown fields silently).
         .codec_path("crate::grpc::codec::StrictCodec")
+        // `bytes` fields as `bytes::Bytes`: decoded from the received buffer they are slices
+        // of it, not copies (a 63 MiB template would otherwise be held twice while decoded).
+        .bytes(".")
         .file_descriptor_set_path(out_dir.join("lottie_render_descriptor.bin"))
         .compile_protos(PROTO_FILES, &["proto"])?;
     println!("cargo:rerun-if-changed=proto");

@@ -219,7 +219,7 @@ impl AnalysisPool {
         &self,
         tenant: &TenantId,
         template: &[u8],
-        fonts: &BTreeMap<String, Vec<u8>>,
+        fonts: &BTreeMap<String, bytes::Bytes>,
         animation: Option<&str>,
     ) -> Result<InspectReport, AnalysisError> {
         let slot =
@@ -247,7 +247,11 @@ impl AnalysisPool {
             #[cfg(test)]
             Runner::InProcess => {
                 let _slot = slot;
-                let (template, fonts) = (template.to_vec(), fonts.clone());
+                let template = template.to_vec();
+                let fonts: BTreeMap<String, Vec<u8>> = fonts
+                    .iter()
+                    .map(|(family, bytes)| (family.clone(), bytes.to_vec()))
+                    .collect();
                 let animation = animation.map(str::to_owned);
                 tokio::task::spawn_blocking(move || {
                     let template =
@@ -331,7 +335,7 @@ impl Drop for ChargeAndKillOnDrop {
 /// What an analysis worker is given.
 struct WorkerInput<'a> {
     template: &'a [u8],
-    fonts: &'a BTreeMap<String, Vec<u8>>,
+    fonts: &'a BTreeMap<String, bytes::Bytes>,
     animation: Option<&'a str>,
 }
 

@@ -1,9 +1,11 @@
 //! The gRPC boundary. Generated code stays in [`proto`]; nothing outside this module touches
-//! generated types. [`codec`] decodes strictly (INVALID_ARGUMENT for undecodable bodies and
-//! unknown fields); [`convert`] turns wire requests into domain types exactly once;
+//! generated types. [`bounds`] holds requests to the bounds the contract declares, from a
+//! scan before anything is built; [`codec`] decodes strictly (INVALID_ARGUMENT for
+//! undecodable bodies, unknown fields and broken bounds); [`convert`] turns wire requests into domain types exactly once;
 //! [`status`] is the single mapping from service errors to gRPC statuses; [`templates`]
 //! serves TemplateService and [`renders`] RenderService.
 
+pub(crate) mod bounds;
 pub mod codec;
 pub mod convert;
 pub mod proto;

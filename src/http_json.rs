@@ -30,7 +30,7 @@ use crate::middleware::request_body::JsonBody;
 use crate::middleware::{AroundCall, AroundLayer, Next, Reply};
 use crate::reason::Reason;
 use answer::Created;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
 use keep_alive::BodyRead;
@@ -241,12 +241,12 @@ fn to_grpc(
         let head = Arc::new(head);
         parts.extensions.insert(JsonBody {
             length,
-            convert: Arc::new(move |bytes: &[u8]| head.message(bytes)),
+            convert: Arc::new(move |bytes: Bytes| head.framed_message(bytes)),
         });
         body
     } else {
         // A route without a body reads none (GET, DELETE): its message is the head's.
-        framed(head.message(b"")?)
+        Body::new(Full::new(head.framed_message(Bytes::new())?))
     };
     let grpc_path = http::uri::PathAndQuery::try_from(route.grpc_path.as_str())
         .map_err(ServiceError::internal)?;
@@ -311,19 +311,6 @@ fn unquote_idempotency_key(headers: &mut http::HeaderMap) {
     if let Some(unquoted) = unquoted {
         headers.insert(key, unquoted);
     }
-}
-
-/// `message` as a gRPC request body.
-fn framed(message: Vec<u8>) -> Body {
-    let mut body = BytesMut::with_capacity(5 + message.len());
-    body.extend_from_slice(&[0]);
-    body.extend_from_slice(
-        &u32::try_from(message.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    body.extend_from_slice(&message);
-    Body::new(Full::new(Bytes::from(body)))
 }
 
 fn refusal(reason: Reason, message: &str) -> ServiceError {

@@ -202,12 +202,13 @@ impl TemplateStore {
         &self,
         tenant: &TenantId,
         name: &str,
-        json: &[u8],
+        json: &bytes::Bytes,
         report: InspectReport,
-        fonts: &BTreeMap<String, Vec<u8>>,
+        fonts: &BTreeMap<String, bytes::Bytes>,
     ) -> Result<TemplateRecord, StorageError> {
         let id = Uuid::new_v4();
-        let mut objects = vec![(self.json_key(id), json.to_vec())];
+        // The caller's bytes are shared, not copied (a template may be 63 MiB).
+        let mut objects: Vec<(String, bytes::Bytes)> = vec![(self.json_key(id), json.clone())];
         let mut font_files = BTreeMap::new();
         let mut font_sha256 = BTreeMap::new();
         for (index, (family, bytes)) in fonts.iter().enumerate() {
@@ -237,11 +238,11 @@ impl TemplateStore {
         }
         objects.push((
             template_key(id, SUMMARY),
-            to_json(&TemplateSummary::of(&record))?,
+            to_json(&TemplateSummary::of(&record))?.into(),
         ));
         // The record last: a template exists (for reads, pins and the index's repair) once
         // its record does, so a crash never leaves half a template visible.
-        objects.push((template_key(id, RECORD), record_json));
+        objects.push((template_key(id, RECORD), record_json.into()));
         // The quota counts every object the template stores: its JSON, fonts, summary and
         // record alike.
         let stored_bytes: u64 = objects.iter().map(|(_, bytes)| bytes.len() as u64).sum();
@@ -488,6 +489,31 @@ impl From<StorageError> for ServiceError {
 }
 
 #[cfg(test)]
+impl TemplateStore {
+    /// [`TemplateStore::create`] from borrowed bytes, for tests.
+    pub(crate) fn create_copied(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+        json: &[u8],
+        report: InspectReport,
+        fonts: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<TemplateRecord, StorageError> {
+        let fonts = fonts
+            .iter()
+            .map(|(family, bytes)| (family.clone(), bytes::Bytes::copy_from_slice(bytes)))
+            .collect();
+        self.create(
+            tenant,
+            name,
+            &bytes::Bytes::copy_from_slice(json),
+            report,
+            &fonts,
+        )
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -515,11 +541,11 @@ mod tests {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         let first = store
-            .create(&anyone(), "first", json, report.clone(), &BTreeMap::new())
+            .create_copied(&anyone(), "first", json, report.clone(), &BTreeMap::new())
             .unwrap();
         std::thread::sleep(Duration::from_millis(5));
         let second = store
-            .create(&anyone(), "second", json, report, &fonts)
+            .create_copied(&anyone(), "second", json, report, &fonts)
             .unwrap();
         assert_eq!(
             std::fs::read(template_dir(dir.path(), first.id).join("template.json")).unwrap(),
@@ -601,7 +627,7 @@ mod tests {
         let mut report = InspectReport::new(&template).unwrap();
         report.slots.texts[0].default_text = "x".repeat(100_000);
         let created = store
-            .create(&anyone(), "texts", &json, report, &BTreeMap::new())
+            .create_copied(&anyone(), "texts", &json, report, &BTreeMap::new())
             .unwrap();
         let kept = store.admission_record(&anyone(), created.id).unwrap();
         let ids = |slots: &crate::lottie::slots::Slots| -> Vec<String> {
@@ -625,7 +651,7 @@ mod tests {
         let mut report =
             InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         report.warnings = vec!["w".repeat(MAX_TEMPLATE_RECORD_BYTES)];
-        let refused = store.create(&anyone(), "big", json, report, &BTreeMap::new());
+        let refused = store.create_copied(&anyone(), "big", json, report, &BTreeMap::new());
         assert!(
             matches!(refused, Err(StorageError::RecordTooLarge { bytes }) if bytes > MAX_TEMPLATE_RECORD_BYTES)
         );
@@ -646,7 +672,7 @@ mod tests {
             TenantId::parse("globex").unwrap(),
         );
         let created = store
-            .create(&acme, "acme's", json, report, &BTreeMap::new())
+            .create_copied(&acme, "acme's", json, report, &BTreeMap::new())
             .unwrap();
         let unknown = Uuid::new_v4();
         for id in [created.id, unknown] {
@@ -708,7 +734,7 @@ mod tests {
     fn tiny_template(store: &TemplateStore, name: &str) -> Result<TemplateRecord, StorageError> {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
-        store.create(&anyone(), name, json, report, &BTreeMap::new())
+        store.create_copied(&anyone(), name, json, report, &BTreeMap::new())
     }
 
     #[test]
@@ -735,7 +761,7 @@ mod tests {
         ] {
             let store = open(dir.path()).unwrap().with_limits(limits);
             let create = |tenant: &TenantId| {
-                store.create(tenant, "t", json, report.clone(), &BTreeMap::new())
+                store.create_copied(tenant, "t", json, report.clone(), &BTreeMap::new())
             };
             let first = create(&acme).unwrap();
             assert!(
@@ -757,7 +783,7 @@ mod tests {
         let json = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
         let report = InspectReport::new(&crate::lottie::Template::parse(json).unwrap()).unwrap();
         store
-            .create(tenant, "t", json, report, &BTreeMap::new())
+            .create_copied(tenant, "t", json, report, &BTreeMap::new())
             .unwrap();
         let bytes = store.index().unwrap()[0].stored_bytes;
         assert!(bytes > json.len() as u64 + 200, "{bytes}");

@@ -49,9 +49,9 @@ const CREATE_TEMPLATE_SCOPE: &str = "CreateTemplate";
 pub(crate) struct NewTemplate {
     pub name: String,
     /// Bodymovin JSON.
-    pub lottie_json: Vec<u8>,
+    pub lottie_json: bytes::Bytes,
     /// Uploaded fonts by family.
-    pub fonts: BTreeMap<String, Vec<u8>>,
+    pub fonts: BTreeMap<String, bytes::Bytes>,
     /// The animation of a dotLottie archive to register (its manifest id); None: the
     /// archive's own choice.
     pub animation: Option<String>,

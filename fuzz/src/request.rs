@@ -36,7 +36,7 @@ fn assert_error_bounded(error: &ServiceError, input_len: usize) {
 }
 
 fn render_request(data: &[u8]) {
-    let request = match decode_strictly::<proto::RenderRequest>(data) {
+    let request = match decode_strictly::<proto::RenderRequest>(data.to_vec()) {
         Ok(request) => request,
         Err(error) => {
             assert_eq!(error.code, ServiceErrorCode::InvalidArgument, "{error:?}");
@@ -92,7 +92,7 @@ fn render_request(data: &[u8]) {
 }
 
 fn create_template_request(data: &[u8]) {
-    let request = match decode_strictly::<proto::CreateTemplateRequest>(data) {
+    let request = match decode_strictly::<proto::CreateTemplateRequest>(data.to_vec()) {
         Ok(request) => request,
         Err(error) => {
             assert_eq!(error.code, ServiceErrorCode::InvalidArgument, "{error:?}");

@@ -84,7 +84,7 @@ impl InputHeader {
     /// The header for `template` and `fonts` (the order the bytes follow in).
     pub(crate) fn new<'a>(
         template: &[u8],
-        fonts: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>,
+        fonts: impl IntoIterator<Item = (&'a String, &'a bytes::Bytes)>,
     ) -> InputHeader {
         InputHeader {
             template_bytes: template.len(),
@@ -163,9 +163,9 @@ mod tests {
 
     #[test]
     fn an_input_written_with_its_header_reads_back_the_same() {
-        let fonts: BTreeMap<String, Vec<u8>> = [
-            ("Sans".to_owned(), b"OTTOfont".to_vec()),
-            ("Serif".to_owned(), Vec::new()),
+        let fonts: BTreeMap<String, bytes::Bytes> = [
+            ("Sans".to_owned(), bytes::Bytes::from_static(b"OTTOfont")),
+            ("Serif".to_owned(), bytes::Bytes::new()),
         ]
         .into();
         let template = br#"{"v":"5.7"}"#.to_vec();
@@ -179,7 +179,10 @@ mod tests {
             input,
             AnalysisInput {
                 template,
-                fonts,
+                fonts: fonts
+                    .iter()
+                    .map(|(family, bytes)| (family.clone(), bytes.to_vec()))
+                    .collect(),
                 animation: None
             }
         );

@@ -215,7 +215,7 @@ impl Target {
     ) -> anyhow::Result<Request<proto::CreateTemplateRequest>> {
         let message = proto::CreateTemplateRequest {
             name: name.into(),
-            lottie_json,
+            lottie_json: lottie_json.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         };

@@ -110,7 +110,7 @@ async fn replay(
     let created = TemplateServiceClient::new(channel.clone())
         .create_template(proto::CreateTemplateRequest {
             name: "bench".into(),
-            lottie_json: template.to_vec(),
+            lottie_json: template.to_vec().into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })

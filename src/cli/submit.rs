@@ -96,7 +96,7 @@ fn images_to_proto(
         images.insert(
             image.slot,
             proto::ImageInput {
-                source: Some(proto::image_input::Source::Data(data)),
+                source: Some(proto::image_input::Source::Data(data.into())),
                 fit: fit as i32,
             },
         );

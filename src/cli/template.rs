@@ -67,12 +67,12 @@ pub(crate) fn run(args: TemplateArgs) -> ExitCode {
                     let bytes = std::fs::read(path).map_err(|error| {
                         ClientError::Usage(format!("cannot read font {path}: {error}"))
                     })?;
-                    font_bytes.insert(family.to_owned(), bytes);
+                    font_bytes.insert(family.to_owned(), bytes.into());
                 }
                 let template = client
                     .create_template(proto::CreateTemplateRequest {
                         name,
-                        lottie_json,
+                        lottie_json: lottie_json.into(),
                         fonts: font_bytes,
                         animation_id: animation.unwrap_or_default(),
                     })

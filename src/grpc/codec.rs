@@ -4,15 +4,16 @@
 //! for an undecodable body (a retry storm waiting to happen) and prost drops unknown fields
 //! silently (a typo in a field name would be ignored, not reported).
 //!
-//! Unknown fields are found by decoding the same bytes a second time as a
-//! `prost_reflect::DynamicMessage` against the contract's descriptor set.
+//! Unknown fields, and fields over the contract's bounds, are found by a linear scan of the
+//! bytes against the contract's descriptors ([`super::bounds::wire`]) before prost decodes
+//! them: decoding builds every element, and an element costs far more decoded than sent.
 
 use super::proto::{self, FILE_DESCRIPTOR_SET};
 use crate::error::{FieldViolation, ServiceError};
 use crate::reason::Reason;
 use prost::bytes::Buf;
 use prost::Message;
-use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, ReflectMessage, Value};
+use prost_reflect::DescriptorPool;
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 use tonic::codec::{Codec, DecodeBuf, Decoder};
@@ -66,7 +67,7 @@ contract_messages!(
 pub(crate) const MAX_UNKNOWN_FIELDS_REPORTED: usize = 16;
 
 /// The contract's descriptors, decoded once.
-pub(crate) fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
+pub fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
     static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| e.to_string()))
         .as_ref()
@@ -110,14 +111,22 @@ impl<U: ContractMessage> Decoder for StrictDecoder<U> {
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        // A slice of tonic's buffer, not a copy; prost's `Bytes` fields slice it in turn.
         let bytes = buf.copy_to_bytes(buf.remaining());
-        decode_strictly::<U>(&bytes).map(Some).map_err(Status::from)
+        decode_strictly::<U>(bytes).map(Some).map_err(Status::from)
     }
 }
 
-/// Decodes `bytes` as `U`, refusing undecodable bodies and unknown fields.
-pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceError> {
-    let message = U::decode(bytes).map_err(|error| {
+/// Decodes `bytes` as `U`, refusing undecodable bodies, unknown fields and fields over the
+/// contract's bounds ([`super::bounds`]) from one linear scan before anything is built.
+pub fn decode_strictly<U: ContractMessage>(
+    bytes: impl Into<prost::bytes::Bytes>,
+) -> Result<U, ServiceError> {
+    let bytes: prost::bytes::Bytes = bytes.into();
+    if let Some(name) = U::FULL_NAME {
+        super::bounds::wire::check(super::bounds::Schema::contract()?, name, &bytes)?;
+    }
+    U::decode(bytes).map_err(|error| {
         let description = format!("not a valid protobuf message: {error}");
         ServiceError::invalid_argument(
             Reason::BodyUndecodable,
@@ -127,110 +136,7 @@ pub fn decode_strictly<U: ContractMessage>(bytes: &[u8]) -> Result<U, ServiceErr
                 description,
             }],
         )
-    })?;
-    let Some(name) = U::FULL_NAME else {
-        return Ok(message);
-    };
-    let pool = descriptor_pool().map_err(ServiceError::internal)?;
-    let descriptor = pool
-        .get_message_by_name(name)
-        .ok_or_else(|| ServiceError::internal(format!("{name} is not in the descriptor set")))?;
-    // prost accepted the bytes, so the dynamic decode of the same schema does too; if it
-    // did not, that is a bug of ours, not the caller's.
-    let dynamic = DynamicMessage::decode(descriptor, bytes).map_err(ServiceError::internal)?;
-    let mut unknown = UnknownFields::default();
-    collect_unknown_fields(&dynamic, "", &mut unknown);
-    if unknown.total == 0 {
-        return Ok(message);
-    }
-    let mut message = format!(
-        "the request has fields this service does not know: {}",
-        unknown
-            .named
-            .iter()
-            .map(|v| v.field.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let unnamed = unknown.total - unknown.named.len();
-    if unnamed > 0 {
-        message.push_str(&format!(" and {unnamed} more"));
-    }
-    Err(ServiceError::invalid_argument(
-        Reason::UnknownFields,
-        message,
-        unknown.named,
-    ))
-}
-
-/// The first [`MAX_UNKNOWN_FIELDS_REPORTED`] unknown fields, and how many there are.
-#[derive(Default)]
-struct UnknownFields {
-    named: Vec<FieldViolation>,
-    total: usize,
-}
-
-fn collect_unknown_fields(message: &DynamicMessage, path: &str, unknown: &mut UnknownFields) {
-    for field in message.unknown_fields() {
-        unknown.total += 1;
-        if unknown.named.len() >= MAX_UNKNOWN_FIELDS_REPORTED {
-            continue;
-        }
-        let name = if path.is_empty() {
-            format!("#{}", field.number())
-        } else {
-            format!("{path}.#{}", field.number())
-        };
-        unknown.named.push(FieldViolation {
-            field: name,
-            description: format!(
-                "unknown field number {} in {}",
-                field.number(),
-                message.descriptor().full_name()
-            ),
-        });
-    }
-    for (field, value) in message.fields() {
-        let field_path = if path.is_empty() {
-            field.name().to_owned()
-        } else {
-            format!("{path}.{}", field.name())
-        };
-        match value {
-            Value::Message(inner) => collect_unknown_fields(inner, &field_path, unknown),
-            Value::List(items) => {
-                for (index, item) in items.iter().enumerate() {
-                    if let Value::Message(inner) = item {
-                        collect_unknown_fields(inner, &format!("{field_path}[{index}]"), unknown);
-                    }
-                }
-            }
-            Value::Map(entries) => {
-                for (key, item) in entries {
-                    if let Value::Message(inner) = item {
-                        collect_unknown_fields(
-                            inner,
-                            &format!("{field_path}[{}]", map_key(key)),
-                            unknown,
-                        );
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// A map key as violation paths show it: `["id"]` for strings, `[7]` for numbers.
-fn map_key(key: &MapKey) -> String {
-    match key {
-        MapKey::String(text) => format!("{text:?}"),
-        MapKey::Bool(value) => value.to_string(),
-        MapKey::I32(value) => value.to_string(),
-        MapKey::I64(value) => value.to_string(),
-        MapKey::U32(value) => value.to_string(),
-        MapKey::U64(value) => value.to_string(),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -275,7 +181,7 @@ mod tests {
     fn a_known_message_decodes() {
         let bytes = render_request().encode_to_vec();
         assert_eq!(
-            decode_strictly::<proto::RenderRequest>(&bytes).unwrap(),
+            decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap(),
             render_request()
         );
     }
@@ -283,7 +189,7 @@ mod tests {
     #[test]
     fn garbage_is_invalid_argument_not_internal() {
         for garbage in [&b"\xff\xff\xff\xff"[..], b"\x0a\x05ab", b"\x12\x80"] {
-            let error = decode_strictly::<proto::RenderRequest>(garbage).unwrap_err();
+            let error = decode_strictly::<proto::RenderRequest>(garbage.to_vec()).unwrap_err();
             assert_eq!(
                 (error.code, error.reason),
                 (ServiceErrorCode::InvalidArgument, Reason::BodyUndecodable),
@@ -300,7 +206,7 @@ mod tests {
         for _ in 0..5000 {
             bytes = with_unknown_varint(bytes, 11);
         }
-        let error = decode_strictly::<proto::RenderRequest>(&bytes).unwrap_err();
+        let error = decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap_err();
         assert_eq!(error.reason, Reason::UnknownFields);
         assert_eq!(error.violations.len(), MAX_UNKNOWN_FIELDS_REPORTED);
         assert!(
@@ -322,7 +228,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_named_at_any_depth() {
         let top = with_unknown_varint(render_request().encode_to_vec(), 99);
-        let error = decode_strictly::<proto::RenderRequest>(&top).unwrap_err();
+        let error = decode_strictly::<proto::RenderRequest>(top).unwrap_err();
         assert_eq!(error.reason, Reason::UnknownFields);
         assert_eq!(error.violations[0].field, "#99");
 
@@ -356,7 +262,7 @@ mod tests {
         prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut bytes);
         prost::encoding::encode_varint(modifications.len() as u64, &mut bytes);
         bytes.extend_from_slice(&modifications);
-        let error = decode_strictly::<proto::RenderRequest>(&bytes).unwrap_err();
+        let error = decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap_err();
         assert_eq!(error.violations.len(), 1, "{:?}", error.violations);
         assert_eq!(error.violations[0].field, "modifications.colors[\"bg\"].#7");
     }

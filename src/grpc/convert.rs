@@ -170,7 +170,7 @@ struct GradientStopDraft {
 struct ImageDraft {
     /// The bytes of `source.data` (none when the source is another or missing).
     #[garde(custom(image_header))]
-    data: Option<Vec<u8>>,
+    data: Option<bytes::Bytes>,
     /// `source.image_id`.
     #[garde(custom(uploaded_image_id))]
     image_id: Option<String>,

@@ -360,6 +360,18 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<()>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let id = request.into_inner().image_id;
+        if !crate::storage::images::is_image_id(&id) {
+            let description = "must be an image_id UploadImage answered (64 lowercase hex digits)";
+            return Err(ServiceError::invalid_argument(
+                Reason::RequestInvalid,
+                format!("image_id: {description}"),
+                vec![FieldViolation {
+                    field: "image_id".into(),
+                    description: description.into(),
+                }],
+            )
+            .into());
+        }
         let store = self.store.clone();
         let (owner, image_id) = (tenant.clone(), id.clone());
         blocking(move || {
@@ -430,7 +442,7 @@ mod tests {
     fn create_request(name: &str, json: Vec<u8>) -> Request<proto::CreateTemplateRequest> {
         Request::new(proto::CreateTemplateRequest {
             name: name.into(),
-            lottie_json: json,
+            lottie_json: json.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })
@@ -499,7 +511,7 @@ mod tests {
         request
             .get_mut()
             .fonts
-            .insert("Sans".into(), b"not a font".to_vec());
+            .insert("Sans".into(), bytes::Bytes::from_static(b"not a font"));
         let status = api.create_template(request).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
         assert_eq!(

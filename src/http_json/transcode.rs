@@ -23,6 +23,8 @@ const RAW_TEMPLATE_NAME_PARAMETER: &str = "name";
 const RAW_TEMPLATE_FILE_FIELD: &str = "lottie_json";
 /// The query parameter of a raw upload that picks a dotLottie's animation.
 const RAW_TEMPLATE_ANIMATION_PARAMETER: &str = "animation_id";
+/// A gRPC message's prefix: a compression flag byte and a big-endian u32 length.
+const GRPC_PREFIX_BYTES: usize = 5;
 /// Query parameters one request may carry: the contract's requests have at most two
 /// scalar fields a query sets; more is not a request of ours, and each costs a lookup.
 pub const MAX_QUERY_PARAMETERS: usize = 16;
@@ -112,23 +114,26 @@ impl Head {
         })
     }
 
-    /// The request message, encoded: `body` (JSON, or the raw Lottie file) with the head's
-    /// fields set over it.
-    pub(crate) fn message(&self, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+    /// The request message, encoded and framed as one gRPC message: `body` (JSON, or the
+    /// raw Lottie file) with the head's fields set over it. A raw file is shared into the
+    /// message, not copied; the encoding is written once, with its prefix.
+    pub(crate) fn framed_message(&self, body: bytes::Bytes) -> Result<bytes::Bytes, ServiceError> {
         let mut message = match &self.raw_template_name {
             Some(name) => {
                 let mut message = DynamicMessage::new(self.input.clone());
                 message.set_field_by_name(RAW_TEMPLATE_NAME_PARAMETER, Value::String(name.clone()));
-                message.set_field_by_name(
-                    RAW_TEMPLATE_FILE_FIELD,
-                    Value::Bytes(bytes::Bytes::copy_from_slice(body)),
-                );
+                message.set_field_by_name(RAW_TEMPLATE_FILE_FIELD, Value::Bytes(body));
                 message
             }
             None if body.iter().all(u8::is_ascii_whitespace) => {
                 DynamicMessage::new(self.input.clone())
             }
-            None => from_json(&self.input, body)?,
+            None => {
+                let message = from_json(&self.input, &body)?;
+                // The body's bytes are in the message now: freed before it is encoded.
+                drop(body);
+                message
+            }
         };
         // Beside a raw upload or a JSON body alike: never dropped silently.
         if let Some(animation) = &self.raw_template_animation {
@@ -140,7 +145,21 @@ impl Head {
         for (field, value) in &self.fields {
             message.set_field(field, value.clone());
         }
-        Ok(message.encode_to_vec())
+        let length = message.encoded_len();
+        let prefix = u32::try_from(length).map_err(|_| {
+            ServiceError::invalid_argument(
+                Reason::RequestTooLarge,
+                "the request message is larger than 4 GiB",
+                Vec::new(),
+            )
+        })?;
+        let mut framed = bytes::BytesMut::with_capacity(GRPC_PREFIX_BYTES + length);
+        bytes::BufMut::put_u8(&mut framed, 0);
+        bytes::BufMut::put_u32(&mut framed, prefix);
+        message
+            .encode(&mut framed)
+            .map_err(ServiceError::internal)?;
+        Ok(framed.freeze())
     }
 }
 
@@ -181,6 +200,9 @@ pub(crate) fn from_json(
     descriptor: &MessageDescriptor,
     body: &[u8],
 ) -> Result<DynamicMessage, ServiceError> {
+    // Bounds and duplicate members first: building the message builds every element.
+    let schema = crate::grpc::bounds::Schema::contract()?;
+    crate::grpc::bounds::json::check(schema, descriptor.full_name(), body)?;
     let mut json = serde_json::Deserializer::from_slice(body);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
@@ -241,6 +263,12 @@ pub(crate) fn to_json(descriptor: &MessageDescriptor, bytes: &[u8]) -> Result<Ve
 
 #[cfg(test)]
 mod tests {
+    /// The encoded message `head` makes of `body`, without its gRPC prefix.
+    fn message_of(head: &Head, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+        head.framed_message(bytes::Bytes::copy_from_slice(body))
+            .map(|framed| framed[GRPC_PREFIX_BYTES..].to_vec())
+    }
+
     use super::*;
     use crate::http_json::routes::{Found, Routes};
 
@@ -257,7 +285,7 @@ mod tests {
         let head = head(http::Method::POST, "/v1/renders", None).unwrap();
         let body = br#"{"templateId":"t","modifications":{"texts":{"title":"Hi"}},
             "output":{"format":"FORMAT_GIF","width":64,"height":64}}"#;
-        let bytes = head.message(body).unwrap();
+        let bytes = message_of(&head, body).unwrap();
         let request = crate::grpc::proto::RenderRequest::decode(bytes.as_slice()).unwrap();
         assert_eq!(request.template_id, "t");
         assert_eq!(request.modifications.unwrap().texts["title"], "Hi");
@@ -286,12 +314,12 @@ mod tests {
             ),
             (br#"{"templateId":7}"#, Reason::RequestInvalid, "templateId"),
         ] {
-            let error = head.message(body).unwrap_err();
+            let error = message_of(&head, body).unwrap_err();
             assert_eq!(error.reason, reason, "{}", String::from_utf8_lossy(body));
             assert_eq!(error.violations[0].field, field, "{error:?}");
         }
         // An empty body is the empty message (a cancel has nothing to say).
-        assert!(head.message(b" ").unwrap().is_empty());
+        assert!(message_of(&head, b" ").unwrap().is_empty());
     }
 
     #[test]
@@ -319,6 +347,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(request.name, "intro");
-        assert_eq!(request.lottie_json, b"{\"v\":\"5.7.0\"}");
+        assert_eq!(request.lottie_json, &b"{\"v\":\"5.7.0\"}"[..]);
     }
 }

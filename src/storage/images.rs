@@ -76,7 +76,7 @@ impl TemplateStore {
     pub(crate) fn upload_image(
         &self,
         tenant: &TenantId,
-        bytes: Vec<u8>,
+        bytes: bytes::Bytes,
         header: Header,
     ) -> Result<StoredImage, StorageError> {
         let id = hex_sha256(&bytes);
@@ -139,12 +139,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path(), &runtime);
         let (a, b) = (TenantId::parse("a").unwrap(), TenantId::parse("b").unwrap());
-        let first = store.upload_image(&a, b"one".to_vec(), header()).unwrap();
-        let again = store.upload_image(&a, b"one".to_vec(), header()).unwrap();
+        let first = store
+            .upload_image(&a, bytes::Bytes::from_static(b"one"), header())
+            .unwrap();
+        let again = store
+            .upload_image(&a, bytes::Bytes::from_static(b"one"), header())
+            .unwrap();
         assert_eq!(first, again);
         assert!(is_image_id(&first.id));
         // Another tenant's images are under a key of its own.
-        store.upload_image(&b, b"one".to_vec(), header()).unwrap();
+        store
+            .upload_image(&b, bytes::Bytes::from_static(b"one"), header())
+            .unwrap();
         assert!(store.image_key(&b, &first.id).starts_with("images/62/"));
         store.delete_image(&a, &first.id).unwrap();
         assert!(matches!(

@@ -387,7 +387,9 @@ mod tests {
         )
         .unwrap();
         let fonts = [("Sans".to_owned(), FONT.to_vec())].into();
-        store.create(tenant, "t", JSON, report, &fonts).unwrap()
+        store
+            .create_copied(tenant, "t", JSON, report, &fonts)
+            .unwrap()
     }
 
     /// A store in a temporary directory (on a runtime of its own, kept as long as the store)

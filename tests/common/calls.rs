@@ -69,7 +69,7 @@ pub async fn get_job_through(
 pub fn create_request(name: &str, lottie_json: impl Into<Vec<u8>>) -> proto::CreateTemplateRequest {
     proto::CreateTemplateRequest {
         name: name.into(),
-        lottie_json: lottie_json.into(),
+        lottie_json: lottie_json.into().into(),
         fonts: Default::default(),
         animation_id: String::new(),
     }

@@ -212,7 +212,7 @@ impl TestApp {
         self.templates()
             .create_template(proto::CreateTemplateRequest {
                 name: corpus_name.into(),
-                lottie_json: corpus(corpus_name),
+                lottie_json: corpus(corpus_name).into(),
                 fonts: Default::default(),
                 animation_id: String::new(),
             })

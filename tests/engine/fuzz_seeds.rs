@@ -207,7 +207,7 @@ fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
     };
     let create = proto::CreateTemplateRequest {
         name: "tiny".into(),
-        lottie_json: tiny.clone(),
+        lottie_json: tiny.clone().into(),
         ..Default::default()
     };
     let mut seeds = vec![

@@ -116,7 +116,7 @@ async fn create(target: &Target, template: Value) -> anyhow::Result<String> {
     let answer = client
         .create_template(proto::CreateTemplateRequest {
             name: "hostile".into(),
-            lottie_json: serde_json::to_vec(&template)?,
+            lottie_json: serde_json::to_vec(&template)?.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })
@@ -311,7 +311,7 @@ async fn identical_submissions(target: &Target) -> anyhow::Result<String> {
     let template = templates
         .create_template(proto::CreateTemplateRequest {
             name: "slow".into(),
-            lottie_json: serde_json::to_vec(&slow)?,
+            lottie_json: serde_json::to_vec(&slow)?.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })
@@ -361,7 +361,7 @@ async fn huge_default_text_listing(target: &Target) -> anyhow::Result<String> {
     let created = templates
         .create_template(proto::CreateTemplateRequest {
             name: "huge default".into(),
-            lottie_json: serde_json::to_vec(&template)?,
+            lottie_json: serde_json::to_vec(&template)?.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })

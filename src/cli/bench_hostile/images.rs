@@ -131,7 +131,7 @@ fn render_request(
                     (
                         slot,
                         proto::ImageInput {
-                            source: Some(proto::image_input::Source::Data(data)),
+                            source: Some(proto::image_input::Source::Data(data.into())),
                             fit: proto::ImageFit::Cover as i32,
                         },
                     )
@@ -234,7 +234,7 @@ async fn uploads(target: &Target) -> anyhow::Result<String> {
         let mut image = png_header(1, 1);
         // Distinct images: each a new one for the quota.
         png_chunk(&mut image, b"tEXt", format!("{run} {index}").as_bytes());
-        let request = proto::UploadImageRequest { data: image };
+        let request = proto::UploadImageRequest { data: image.into() };
         let answer = templates
             .upload_image(target.as_tenant(request, ATTACKER_KEY)?)
             .await;

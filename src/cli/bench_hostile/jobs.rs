@@ -86,7 +86,7 @@ pub(super) async fn attackers_template(
         TemplateServiceClient::new(channel).max_decoding_message_size(STOCK_CLIENT_MESSAGE_LIMIT);
     let request = proto::CreateTemplateRequest {
         name: "kept-jobs".into(),
-        lottie_json: serde_json::to_vec(&template)?,
+        lottie_json: serde_json::to_vec(&template)?.into(),
         fonts: Default::default(),
         animation_id: String::new(),
     };

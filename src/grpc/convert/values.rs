@@ -26,7 +26,7 @@ pub(super) fn known_fit(value: &i32, _: &()) -> garde::Result {
 }
 
 /// The header of a replacement image (read, never decoded: the worker decodes it).
-pub(super) fn image_header(data: &Option<Vec<u8>>, _: &()) -> garde::Result {
+pub(super) fn image_header(data: &Option<bytes::Bytes>, _: &()) -> garde::Result {
     // A missing source is the source rule's to report; the size limit is the header's.
     let Some(data) = data else { return Ok(()) };
     images::header(data)
@@ -74,7 +74,7 @@ pub(super) fn image_bytes_together(
     let total: usize = images
         .values()
         .filter_map(|image| image.data.as_ref())
-        .map(Vec::len)
+        .map(bytes::Bytes::len)
         .sum();
     if total > MAX_REQUEST_IMAGE_BYTES {
         return Err(garde::Error::new(format!(

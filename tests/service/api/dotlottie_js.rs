@@ -87,8 +87,8 @@ async fn create_choosing(
     app.templates()
         .create_template(proto::CreateTemplateRequest {
             name: "packed".into(),
-            lottie_json: lottie,
-            fonts,
+            lottie_json: lottie.into(),
+            fonts: fonts.into_iter().map(|(k, v)| (k, v.into())).collect(),
             animation_id: animation_id.into(),
         })
         .await

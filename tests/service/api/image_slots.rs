@@ -84,7 +84,7 @@ pub(crate) fn with_images(
                 (
                     slot.to_owned(),
                     proto::ImageInput {
-                        source: Some(proto::image_input::Source::Data(data)),
+                        source: Some(proto::image_input::Source::Data(data.into())),
                         fit: fit as i32,
                     },
                 )
@@ -381,7 +381,7 @@ async fn an_uploaded_image_is_named_by_its_id_by_its_tenant_only() {
         .into_inner();
     let bytes = png(&quadrants(40, 20));
     let upload = || proto::UploadImageRequest {
-        data: bytes.clone(),
+        data: bytes.clone().into(),
     };
     let image = acme.upload_image(upload()).await.unwrap().into_inner();
     assert_eq!(image.image_id, sha256_hex(&bytes));
@@ -448,7 +448,7 @@ async fn an_uploaded_image_is_named_by_its_id_by_its_tenant_only() {
     // Not an image: refused naming the field; a malformed id likewise.
     let status = acme
         .upload_image(proto::UploadImageRequest {
-            data: b"GIF89a".to_vec(),
+            data: bytes::Bytes::from_static(b"GIF89a"),
         })
         .await
         .unwrap_err();

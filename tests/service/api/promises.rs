@@ -33,7 +33,7 @@ async fn create_ball(server: &ServerProcess) -> Result<proto::Template, tonic::S
     TemplateServiceClient::new(server.channel().await)
         .create_template(proto::CreateTemplateRequest {
             name: "ball".into(),
-            lottie_json: corpus(BALL),
+            lottie_json: corpus(BALL).into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })

@@ -133,8 +133,8 @@ async fn an_uploaded_font_is_used_for_text_and_a_missing_one_is_reported() {
             client
                 .create_template(proto::CreateTemplateRequest {
                     name: "hello".into(),
-                    lottie_json: corpus("slots-text-document-sid.json"),
-                    fonts,
+                    lottie_json: corpus("slots-text-document-sid.json").into(),
+                    fonts: fonts.into_iter().map(|(k, v)| (k, v.into())).collect(),
                     animation_id: String::new(),
                 })
                 .await

@@ -206,7 +206,10 @@ async fn an_uploaded_font_in_the_bucket_is_staged_for_the_worker_and_used() {
     // ./dev installs) is visibly unlike the bundled fallback.
     let font = std::fs::read("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf").unwrap();
     let mut ids = Vec::new();
-    for fonts in [[("Ubuntu".to_owned(), font)].into(), Default::default()] {
+    for fonts in [
+        [("Ubuntu".to_owned(), font.into())].into(),
+        Default::default(),
+    ] {
         let created = app
             .templates()
             .create_template(proto::CreateTemplateRequest {

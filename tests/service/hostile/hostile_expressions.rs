@@ -36,7 +36,7 @@ async fn create(app: &TestApp, lottie_json: Vec<u8>) -> Result<proto::Template, 
     app.templates()
         .create_template(proto::CreateTemplateRequest {
             name: "hostile expressions".into(),
-            lottie_json,
+            lottie_json: lottie_json.into(),
             fonts: Default::default(),
             animation_id: String::new(),
         })

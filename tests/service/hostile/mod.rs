@@ -7,6 +7,7 @@
 mod analysis_shares;
 mod connection_admission;
 mod connections;
+mod contract_bounds;
 mod fair_share;
 mod hostile_assets;
 mod hostile_expressions;
