@@ -92,7 +92,7 @@ fn contract_routes() -> Arc<Routes> {
     static ROUTES: OnceLock<Arc<Routes>> = OnceLock::new();
     ROUTES
         .get_or_init(|| {
-            let routes = crate::grpc::codec::descriptor_pool()
+            let routes = crate::grpc::proto::descriptor_pool()
                 .and_then(Routes::from_pool)
                 .unwrap_or_else(|error| {
                     tracing::error!(%error, "cannot read the HTTP routes; the HTTP door is closed");

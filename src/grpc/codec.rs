@@ -8,14 +8,12 @@
 //! bytes against the contract's descriptors ([`super::bounds::wire`]) before prost decodes
 //! them: decoding builds every element, and an element costs far more decoded than sent.
 
-use super::proto::{self, FILE_DESCRIPTOR_SET};
+use super::proto;
 use crate::error::{FieldViolation, ServiceError};
 use crate::reason::Reason;
 use prost::bytes::Buf;
 use prost::Message;
-use prost_reflect::DescriptorPool;
 use std::marker::PhantomData;
-use std::sync::OnceLock;
 use tonic::codec::{Codec, DecodeBuf, Decoder};
 use tonic::Status;
 use tonic_prost::ProstEncoder;
@@ -60,19 +58,6 @@ contract_messages!(
     DownloadRenderOutputRequest,
     OutputChunk,
 );
-
-/// Unknown fields named in one answer. Each costs the caller two bytes on the wire but a
-/// violation of about a hundred bytes in the answer (found by fuzzing: a 374-byte body drew
-/// a 10 KB error, a 4 MiB one would have drawn hundreds of MiB); a typo needs one or two.
-pub(crate) const MAX_UNKNOWN_FIELDS_REPORTED: usize = 16;
-
-/// The contract's descriptors, decoded once.
-pub fn descriptor_pool() -> Result<&'static DescriptorPool, String> {
-    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(Clone::clone)
-}
 
 /// The codec of every generated service and client (`codec_path` in build.rs).
 #[derive(Debug)]
@@ -208,11 +193,15 @@ mod tests {
         }
         let error = decode_strictly::<proto::RenderRequest>(bytes.clone()).unwrap_err();
         assert_eq!(error.reason, Reason::UnknownFields);
-        assert_eq!(error.violations.len(), MAX_UNKNOWN_FIELDS_REPORTED);
+        assert_eq!(
+            error.violations.len(),
+            crate::grpc::bounds::MAX_UNKNOWN_FIELDS_REPORTED
+        );
         assert!(
-            error
-                .message
-                .ends_with(&format!(" and {} more", 5000 - MAX_UNKNOWN_FIELDS_REPORTED)),
+            error.message.ends_with(&format!(
+                " and {} more",
+                5000 - crate::grpc::bounds::MAX_UNKNOWN_FIELDS_REPORTED
+            )),
             "{}",
             error.message
         );

@@ -317,7 +317,7 @@ impl RenderRequestDraft {
         for (key, draft) in self.modifications.images {
             let fit = image_fit(draft.fit).ok_or("image fit after validation")?;
             let (sha256, source) = match (draft.data, draft.image_id) {
-                (Some(data), _) => (hex_sha256(&data), ImageSource::Sent(data.into())),
+                (Some(data), _) => (hex_sha256(&data), ImageSource::Sent(data)),
                 (None, Some(id)) => (id, ImageSource::Uploaded),
                 (None, None) => return Err("image source missing after validation".into()),
             };

@@ -8,6 +8,17 @@ tonic::include_proto!("lottie.render.v1");
 pub(crate) const FILE_DESCRIPTOR_SET: &[u8] =
     tonic::include_file_descriptor_set!("lottie_render_descriptor");
 
+/// The contract's descriptors, decoded once.
+pub fn descriptor_pool() -> Result<&'static prost_reflect::DescriptorPool, String> {
+    static POOL: std::sync::OnceLock<Result<prost_reflect::DescriptorPool, String>> =
+        std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        prost_reflect::DescriptorPool::decode(FILE_DESCRIPTOR_SET).map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
 #[cfg(test)]
 mod tests {
     use super::FILE_DESCRIPTOR_SET;

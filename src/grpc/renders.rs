@@ -213,7 +213,7 @@ fn webhook_delivery_to_proto(event: EventType, delivery: &Delivery) -> proto::We
 pub(crate) fn job_json(job: &Job) -> serde_json::Value {
     use prost::Message;
     let bytes = job_to_proto(job).encode_to_vec();
-    let json = super::codec::descriptor_pool()
+    let json = super::proto::descriptor_pool()
         .ok()
         .and_then(|pool| pool.get_message_by_name("lottie.render.v1.RenderJob"))
         .and_then(|descriptor| prost_reflect::DynamicMessage::decode(descriptor, &*bytes).ok())

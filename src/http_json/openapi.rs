@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn the_document_names_every_route_and_every_schema_it_refers_to() {
-        let routes = Routes::from_pool(crate::grpc::codec::descriptor_pool().unwrap()).unwrap();
+        let routes = Routes::from_pool(crate::grpc::proto::descriptor_pool().unwrap()).unwrap();
         let document = document(&routes);
         let paths = document["paths"].as_object().unwrap();
         for route in routes.all() {

@@ -217,7 +217,7 @@ mod tests {
     use super::*;
 
     fn routes() -> Routes {
-        Routes::from_pool(crate::grpc::codec::descriptor_pool().unwrap()).unwrap()
+        Routes::from_pool(crate::grpc::proto::descriptor_pool().unwrap()).unwrap()
     }
 
     #[test]

@@ -273,7 +273,7 @@ mod tests {
     use crate::http_json::routes::{Found, Routes};
 
     fn head(verb: http::Method, path: &str, query: Option<&str>) -> Result<Head, ServiceError> {
-        let routes = Routes::from_pool(crate::grpc::codec::descriptor_pool().unwrap()).unwrap();
+        let routes = Routes::from_pool(crate::grpc::proto::descriptor_pool().unwrap()).unwrap();
         let Found::Route(route, fields) = routes.find(&verb, path) else {
             panic!("no route {path}");
         };
@@ -326,13 +326,14 @@ mod tests {
     fn path_and_query_fields_are_typed_and_unknown_ones_refused() {
         let id = "0b9c6b2e-4f7e-4a53-9d3e-2f1d8e0c1a55";
         let listing = head(http::Method::GET, "/v1/templates", Some("pageSize=5")).unwrap();
-        let bytes = listing.message(b"").unwrap();
+        let bytes = message_of(&listing, b"").unwrap();
         let request = crate::grpc::proto::ListTemplatesRequest::decode(bytes.as_slice()).unwrap();
         assert_eq!(request.page_size, 5);
         let job = head(http::Method::GET, &format!("/v1/renders/{id}"), None).unwrap();
-        let request =
-            crate::grpc::proto::GetRenderJobRequest::decode(job.message(b"").unwrap().as_slice())
-                .unwrap();
+        let request = crate::grpc::proto::GetRenderJobRequest::decode(
+            message_of(&job, b"").unwrap().as_slice(),
+        )
+        .unwrap();
         assert_eq!(request.job_id, id);
         for query in ["page_size=lots", "colour=red", "page_size=-1"] {
             assert!(
@@ -343,7 +344,7 @@ mod tests {
         // A raw Lottie upload: the body is the file, the name in the query.
         let raw = head(http::Method::POST, "/v1/templates", Some("name=intro")).unwrap();
         let request = crate::grpc::proto::CreateTemplateRequest::decode(
-            raw.message(b"{\"v\":\"5.7.0\"}").unwrap().as_slice(),
+            message_of(&raw, b"{\"v\":\"5.7.0\"}").unwrap().as_slice(),
         )
         .unwrap();
         assert_eq!(request.name, "intro");

@@ -3,7 +3,7 @@
 
 use super::{json, wire, Schema, Shape, ValueKind};
 use crate::error::ServiceError;
-use crate::grpc::codec::descriptor_pool;
+use crate::grpc::proto::descriptor_pool;
 use crate::reason::Reason;
 use prost::Message;
 use std::collections::BTreeSet;

@@ -151,7 +151,7 @@ pub struct FileFacts {
 pub fn read_chunk(bytes: bytes::Bytes) -> Result<ChunkRead, String> {
     let chunk = <proto::OutputChunk as prost::Message>::decode(bytes).map_err(|e| e.to_string())?;
     Ok(ChunkRead {
-        data: chunk.data.into(),
+        data: chunk.data,
         offset: chunk.offset,
         file: chunk.output.map(|output| FileFacts {
             content_type: output.content_type,
@@ -213,7 +213,7 @@ async fn read_output(
             Ok(data) => {
                 let read = data.len() as u64;
                 let chunk = proto::OutputChunk {
-                    data: data.into(),
+                    data,
                     offset,
                     output: described.take(),
                 };

@@ -10,7 +10,7 @@
 //!   every bound the contract declares is one the service holds.
 
 use crate::helpers::{RawCodec, ServerProcess};
-use lottie_render::grpc::codec::descriptor_pool;
+use lottie_render::grpc::proto::descriptor_pool;
 use lottie_render::middleware::request_body::{json_body_limit, method_body_limit};
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MethodDescriptor, Value};
 use std::time::Duration;
