@@ -14,6 +14,8 @@
 //!   INVALID_ARGUMENT, not tonic's OUT_OF_RANGE; one that does not inflate is too.
 //! - [`request_body`]: the request message is received whole, under a deadline and a global
 //!   byte budget, before load shedding counts the call.
+//! - [`request_bounds`]: the message just received is held to the contract's bounds before
+//!   anything copies or decodes it.
 //! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot
 //!   for as long as it is open.
 //! - [`tenant_rate_limit`]: at most a number of calls per second per tenant, answered
@@ -34,6 +36,7 @@ pub(crate) mod identity;
 pub mod inflation_budget;
 pub(crate) mod load_shed;
 pub mod request_body;
+pub(crate) mod request_bounds;
 pub(crate) mod request_metrics;
 pub(crate) mod request_size;
 pub(crate) mod stream_limit;
@@ -46,6 +49,7 @@ pub(crate) use identity::IdentityLayer;
 pub(crate) use inflation_budget::InflationBudgetLayer;
 pub(crate) use load_shed::LoadShedLayer;
 pub(crate) use request_body::RequestBodyLayer;
+pub(crate) use request_bounds::RequestBoundsLayer;
 pub(crate) use request_metrics::RequestMetricsLayer;
 pub(crate) use request_size::RequestSizeLayer;
 pub(crate) use stream_limit::StreamLimitLayer;

@@ -9,7 +9,7 @@ use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
 use crate::middleware::tenant_rate_limit::TenantRate;
 use crate::middleware::{CatchPanicLayer, IdempotencyKeyLayer, IdentityLayer, LoadShedLayer};
 use crate::middleware::{
-    RequestBodyLayer, StreamLimitLayer, TenantRateLimitLayer, TraceContextLayer,
+    RequestBodyLayer, RequestBoundsLayer, StreamLimitLayer, TenantRateLimitLayer, TraceContextLayer,
 };
 use crate::middleware::{RequestMetricsLayer, RequestSizeLayer};
 use crate::reason::Reason;
@@ -28,18 +28,24 @@ pub type Middleware = Stack<
             Stack<
                 LoadShedLayer,
                 Stack<
-                    RequestBodyLayer,
+                    RequestBoundsLayer,
                     Stack<
-                        IdempotencyKeyLayer,
+                        RequestBodyLayer,
                         Stack<
-                            TenantRateLimitLayer,
+                            IdempotencyKeyLayer,
                             Stack<
-                                IdentityLayer,
+                                TenantRateLimitLayer,
                                 Stack<
-                                    CatchPanicLayer,
+                                    IdentityLayer,
                                     Stack<
-                                        RequestMetricsLayer,
-                                        Stack<TraceContextLayer, Stack<HttpJsonLayer, Identity>>,
+                                        CatchPanicLayer,
+                                        Stack<
+                                            RequestMetricsLayer,
+                                            Stack<
+                                                TraceContextLayer,
+                                                Stack<HttpJsonLayer, Identity>,
+                                            >,
+                                        >,
                                     >,
                                 >,
                             >,
@@ -122,6 +128,10 @@ pub fn middleware_with(
             limits.request_body_timeout,
             REQUEST_BUFFER_BUDGET_BYTES,
         ))
+        // The message just received is held to the contract's bounds (proto/, protovalidate
+        // rules) before tonic copies it to decode it: a message over a bound costs its bytes
+        // once, and load shedding does not count it.
+        .layer(RequestBoundsLayer::default())
         // Beyond the in-flight limit, RESOURCE_EXHAUSTED with a delay instead of queueing.
         .layer(LoadShedLayer::new(limits.max_concurrent_requests))
         // tonic answers an oversized message OUT_OF_RANGE; it is the caller's mistake.

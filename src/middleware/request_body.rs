@@ -405,11 +405,6 @@ impl AroundCall<Body, Body> for RequestBody {
                 },
                 None => bytes,
             };
-            // The contract's bounds, before tonic copies the message to decode it: a body
-            // refused here costs its bytes once.
-            if let Err(error) = crate::grpc::bounds::check_received(parts.uri.path(), &bytes) {
-                return Ok(Status::from(error).into_http());
-            }
             let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
             let response = next.call(request).await;
             // The bytes are decoded by now (the handler answered): they leave the budget.

@@ -310,16 +310,14 @@ async fn refusals_are_problems_with_the_status_of_their_class_and_every_field_pa
         problem(query, StatusCode::UNPROCESSABLE_ENTITY).await["reason"],
         "UNKNOWN_FIELDS"
     );
-    // A body over the method's limit, refused from its Content-Length: 413.
+    // A body over the door's limit for the method (base64 room included), refused from its
+    // Content-Length: 413.
+    use lottie_render::middleware::request_body::{json_body_limit, MAX_RENDER_REQUEST_BYTES};
     let large = client
         .post(url(&app, "/v1/renders"))
         .header("idempotency-key", unique_key())
         .header("content-type", "application/json")
-        .body(vec![
-            b' ';
-            lottie_render::middleware::request_body::MAX_RENDER_REQUEST_BYTES
-                + 1
-        ])
+        .body(vec![b' '; json_body_limit(MAX_RENDER_REQUEST_BYTES) + 1])
         .send()
         .await
         .unwrap();

@@ -1,0 +1,134 @@
+//! `RequestBoundsLayer`: a request message just received whole ([`super::request_body`]) is
+//! held to the contract's bounds ([`crate::grpc::bounds`]) before anything copies or decodes
+//! it. tonic's decoder copies a message into a buffer of its own before our codec scans it,
+//! so a message over a bound refused there cost twice its bytes; refused here, once. Only the
+//! contract's methods are looked at: health, reflection (a stream) and unknown paths pass
+//! untouched. The codec scans again what passes (a compressed message is scanned only
+//! there, once inflated): linear, and what a caller cannot skip by calling from inside.
+
+use super::{AroundCall, AroundLayer, Next, Reply};
+use crate::grpc::bounds::{check_received, Schema};
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use tonic::body::Body;
+use tonic::Status;
+
+/// Holds each contract request to the contract's bounds.
+#[derive(Debug, Clone, Default)]
+pub struct RequestBounds;
+
+pub(crate) type RequestBoundsLayer = AroundLayer<RequestBounds>;
+
+impl AroundCall<Body, Body> for RequestBounds {
+    fn around<S: Next<Body, Body>>(
+        &self,
+        call: Request<Body>,
+        mut next: S,
+    ) -> Reply<Body, S::Error> {
+        let path = call.uri().path().to_owned();
+        let is_contract_method = Schema::contract()
+            .map(|schema| schema.request_of(&path).is_some())
+            .unwrap_or(false);
+        if !is_contract_method {
+            return Box::pin(next.call(call));
+        }
+        Box::pin(async move {
+            let (parts, body) = call.into_parts();
+            // The body layer made the message one frame: collecting takes that frame whole,
+            // it copies nothing.
+            let bytes = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(status) => return Ok(status.into_http()),
+            };
+            if let Err(error) = check_received(&path, &bytes) {
+                return Ok(Status::from(error).into_http());
+            }
+            next.call(Request::from_parts(parts, Body::new(Full::new(bytes))))
+                .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::proto;
+    use bytes::Bytes;
+    use prost::Message;
+    use std::convert::Infallible;
+    use tonic_types::StatusExt;
+    use tower::{service_fn, Layer, ServiceExt};
+
+    /// Answers the number of body bytes it received.
+    async fn counts_bytes(
+        request: http::Request<Body>,
+    ) -> Result<http::Response<Body>, Infallible> {
+        let bytes = request.into_body().collect().await.unwrap().to_bytes();
+        Ok(http::Response::new(Body::new(Full::new(Bytes::from(
+            bytes.len().to_string(),
+        )))))
+    }
+
+    fn framed(message: &[u8]) -> Body {
+        let mut bytes = vec![0u8];
+        bytes.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(message);
+        Body::new(Full::new(Bytes::from(bytes)))
+    }
+
+    fn stops(count: usize) -> Vec<u8> {
+        proto::RenderRequest {
+            modifications: Some(proto::Modifications {
+                gradients: [(
+                    "g".to_owned(),
+                    proto::Gradient {
+                        stops: vec![proto::GradientStop::default(); count],
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    async fn call(path: &str, body: Body) -> http::Response<Body> {
+        let service = RequestBoundsLayer::default().layer(service_fn(counts_bytes));
+        let request = http::Request::builder().uri(path).body(body).unwrap();
+        service.oneshot(request).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_message_over_a_bound_is_refused_before_the_service_and_one_within_passes_whole() {
+        let submit = "/lottie.render.v1.RenderService/SubmitRender";
+        let within = stops(64);
+        let response = call(submit, framed(&within)).await;
+        let answered = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(answered, (within.len() + 5).to_string());
+
+        let response = call(submit, framed(&stops(100_000))).await;
+        let status = Status::from_header_map(response.headers()).expect("a refusal");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        let fields: Vec<String> = status
+            .get_error_details()
+            .bad_request()
+            .map(|bad| {
+                bad.field_violations
+                    .iter()
+                    .map(|v| v.field.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(fields, ["modifications.gradients[\"g\"].stops"]);
+    }
+
+    #[tokio::test]
+    async fn health_and_unknown_paths_pass_untouched() {
+        for path in ["/grpc.health.v1.Health/Check", "/no.Such/Method"] {
+            let response = call(path, framed(&[0xff; 10])).await;
+            let answered = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(answered, "15", "{path}");
+        }
+    }
+}
