@@ -322,10 +322,10 @@ async fn make_room(
 
 /// Reads `body` to the end of its one message ([`Framing`]), each byte charged to `held`
 /// as it arrives (its buffer's growth, in fact), and refused when nothing arrives for
-/// `idle`. A gRPC message declared above its limit is
-/// refused as soon as its prefix is in; a gRPC body longer than the one message it declares
-/// is cut there (the rest is not for a unary call; tonic decodes the first message); a
-/// door's body longer than its length is refused.
+/// `idle`. A gRPC message declared above its limit is refused as soon as its prefix is in;
+/// a gRPC body longer than the one message it declares is cut there (the rest is not for a
+/// unary call; tonic decodes the first message); a door's body longer than its length is
+/// refused.
 async fn receive(
     mut body: Body,
     framing: Framing,
