@@ -5,7 +5,9 @@
 //! it is identified, its peer address before ([`CallerKey`]; an IPv6 /64 counts as one
 //! address, [`AddressGroup`]).
 //!
-//! Three rules, so that no number of callers short of the pool's size can lock out another:
+//! Three rules, so that neither one caller nor eight can lock out another (only more callers
+//! than the reserve has first amounts, each holding one, fill a pool: that is load, not a
+//! hold):
 //! - **Charged for what is held**, as it is taken: a guard grows unit by unit
 //!   ([`ShareGuard::grow`]); a request body is charged for the bytes that arrived, never
 //!   for the length it declares (issue 42: four addresses declaring 64 MiB and sending
@@ -20,6 +22,10 @@
 //!   with them, so a caller that holds nothing always gets a first amount (a small call,
 //!   one slot) whatever the others hold, even when they grabbed the shared part one after
 //!   another before the shares could shrink.
+//!
+//! The fourth rule of the pools table, a minimum rate for what is held open, is each pool
+//! owner's: a request body's idle timeout (`middleware::request_body`), a download's
+//! (`grpc::renders`).
 //!
 //! The alternative, one FIFO semaphore per pool, is what let four silent 64 MiB bodies hold
 //! every request buffer for the body deadline (issue 21): a FIFO is fair between requests,
