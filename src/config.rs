@@ -49,6 +49,10 @@ pub(crate) const DEFAULT_IDEMPOTENCY_LEASE_SECONDS: u64 = 300;
 /// request (64 MiB) at about 20 Mbit/s. A call holds no shedding permit meanwhile, but a
 /// stream and buffered bytes, so it must end.
 pub(crate) const DEFAULT_REQUEST_BODY_TIMEOUT_MS: u64 = 30_000;
+/// Request bytes of the large bodies buffered at once, MiB: four of the largest requests and
+/// the reserve (`middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES`, which a test there
+/// holds this to).
+pub(crate) const DEFAULT_REQUEST_BUFFERS_MB: u64 = 272;
 /// WatchRenderJob streams open at once on one instance, and health Watch streams apart (health
 /// needs no identity): each costs a task, a subscription and a stream; a thousand followers is
 /// far beyond an honest deployment.
@@ -187,12 +191,17 @@ pub struct ServerSettings {
     /// milliseconds; beyond it the call is answered UNAVAILABLE (REQUEST_BODY_TIMEOUT).
     #[arg(long, env = "LOTTIE_RENDER_REQUEST_BODY_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub request_body_timeout_ms: u64,
-    /// WatchRenderJob streams open at once, and health Watch streams apart, a caller (tenant,
-    /// or address before identity) at most a quarter of them; one more is answered
+    /// Request bytes of CreateTemplate, SubmitRender and UploadImage buffered at once, MiB,
+    /// shared fairly between callers (docs/security.md, Pools); beyond a caller's share or
+    /// the whole, a call is answered RESOURCE_EXHAUSTED (REQUEST_BUFFERS_BUSY).
+    #[arg(long, env = "LOTTIE_RENDER_REQUEST_BUFFERS_MB", default_value_t = DEFAULT_REQUEST_BUFFERS_MB, value_parser = clap::value_parser!(u64).range(2..=1_048_576))]
+    pub request_buffers_mb: u64,
+    /// WatchRenderJob streams open at once, and health Watch streams apart, shared fairly
+    /// between callers (tenants, or addresses before identity); one more is answered
     /// RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS).
     #[arg(long, env = "LOTTIE_RENDER_MAX_WATCHERS", default_value_t = DEFAULT_MAX_WATCHERS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_watchers: u32,
-    /// DownloadRenderOutput streams at once, a caller at most a quarter of them; one more is
+    /// DownloadRenderOutput streams at once, shared fairly between callers; one more is
     /// answered RESOURCE_EXHAUSTED (TOO_MANY_DOWNLOADS).
     #[arg(long, env = "LOTTIE_RENDER_MAX_DOWNLOADS", default_value_t = DEFAULT_MAX_DOWNLOADS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_downloads: u32,
@@ -308,6 +317,7 @@ impl ServerSettings {
             max_template_storage_mb_per_tenant: 0,
             min_free_disk_mb: crate::storage::DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024),
             request_body_timeout_ms: DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+            request_buffers_mb: DEFAULT_REQUEST_BUFFERS_MB,
             max_watchers: DEFAULT_MAX_WATCHERS,
             max_downloads: DEFAULT_MAX_DOWNLOADS,
             download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
@@ -439,6 +449,10 @@ impl ServerSettings {
 
     pub(crate) fn request_body_timeout(&self) -> Duration {
         Duration::from_millis(self.request_body_timeout_ms)
+    }
+
+    pub(crate) fn request_buffer_bytes(&self) -> usize {
+        usize::try_from(self.request_buffers_mb << 20).unwrap_or(usize::MAX)
     }
 
     pub(crate) fn download_idle_timeout(&self) -> Duration {

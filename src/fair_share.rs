@@ -1,12 +1,40 @@
-//! `FairShare`: a pool of units (request-body bytes, watch slots, download slots) that
-//! callers take under a key, no key holding more than its share of the pool, so that no
-//! one caller can hold everything and starve the others. A key is the caller: its tenant
-//! once it is identified, its peer address before ([`CallerKey`]; an IPv6 /64 counts as one
-//! address, [`AddressGroup`]). What a caller takes comes back when its guard is dropped.
+//! `FairShare`: the one mechanism by which every pool a caller can hold is shared (the pools
+//! table of docs/security.md lists them: the request buffers' three lanes, watch slots,
+//! download slots). A pool has `capacity` units (bytes, slots); callers take them under a
+//! key and give them back when their guard is dropped. A key is the caller: its tenant once
+//! it is identified, its peer address before ([`CallerKey`]; an IPv6 /64 counts as one
+//! address, [`AddressGroup`]).
+//!
+//! Three rules, so that neither one caller nor eight can lock out another (only more callers
+//! than the reserve has first amounts, each holding one, fill a pool: that is load, not a
+//! hold):
+//! - **Charged for what is held**, as it is taken: a guard grows unit by unit
+//!   ([`ShareGuard::grow`]); a request body is charged for the bytes that arrived, never
+//!   for the length it declares (issue 42: four addresses declaring 64 MiB and sending
+//!   nothing held every buffer).
+//! - **Shares shrink as callers compete**: a key holds at most
+//!   `(capacity - reserve) / (keys holding + 1)`, itself counted among the keys holding, and
+//!   never less than the pool's first amount; so eight keys growing together hold at most
+//!   eight ninths of what is shared and a ninth still finds room. A fixed quarter let four
+//!   callers hold everything (issue 42, findings 2 and 5).
+//! - **A reserve for callers holding nothing**: [`RESERVE_FIRST_AMOUNTS`] first amounts
+//!   (at most half the pool) are given only to keys that hold no more than one first amount
+//!   with them, so a caller that holds nothing always gets a first amount (a small call,
+//!   one slot) whatever the others hold, even when they grabbed the shared part one after
+//!   another before the shares could shrink.
+//!
+//! The fourth rule of the pools table, a minimum rate for what is held open, is each pool
+//! owner's: a request body's idle timeout (`middleware::request_body`), a download's
+//! (`grpc::renders`).
 //!
 //! The alternative, one FIFO semaphore per pool, is what let four silent 64 MiB bodies hold
 //! every request buffer for the body deadline (issue 21): a FIFO is fair between requests,
-//! not between callers.
+//! not between callers. Taking units back from a holder (preemption) was rejected: a body
+//! half received or a stream open cannot be taken back without failing an honest call, and
+//! the reserve gives newcomers room without it.
+//!
+//! TLS handshake slots still use a fixed share per address ([`FairShare::new`]), and the
+//! analysis workers a pool of their own with CPU charges ([`crate::analysis::fair_share`]).
 
 use crate::auth::{Caller, IdentitySource, TenantId};
 use crate::sync::lock;
@@ -18,20 +46,34 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
-/// The share of a pool one key may hold by default: a quarter, so that at least four
-/// callers must together hold a pool before a fifth waits.
-pub const DEFAULT_SHARE_DIVISOR: usize = 4;
+/// The reserve of a shrinking pool, in first amounts: sixteen callers holding nothing get
+/// theirs at once whatever the others hold, twice the eight attackers the pools are tested
+/// against (issue 42); at most half of the pool, the rest being what shares are cut from.
+pub const RESERVE_FIRST_AMOUNTS: usize = 16;
+/// What a caller holding no slot of a pool of slots (watchers, downloads) can always take:
+/// one stream.
+pub const FIRST_SLOTS: usize = 1;
 
 /// Why units were not given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ShareRefusal {
     /// The key already holds its share (or asked for more than a share at once).
     OverShare,
-    /// The pool has not that many units free (within the wait, for [`FairShare::acquire`]).
+    /// The pool has not that many units free (within the wait, for the waiting calls).
     PoolFull,
 }
 
-/// A pool of `capacity` units, each key holding at most `per_key` of them.
+/// How much one key may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShareRule {
+    /// The shared part divided among the keys holding and one more, never below
+    /// `first_amount`; `reserve` units only for keys that hold at most `first_amount`.
+    Shrinking { first_amount: usize, reserve: usize },
+    /// `per_key` whatever the others hold, no reserve.
+    Fixed { per_key: usize },
+}
+
+/// A pool of `capacity` units shared between keys.
 #[derive(Debug)]
 pub(crate) struct FairShare<K> {
     inner: Arc<Pool<K>>,
@@ -48,28 +90,51 @@ impl<K> Clone for FairShare<K> {
 #[derive(Debug)]
 struct Pool<K> {
     capacity: usize,
-    per_key: usize,
+    rule: ShareRule,
     state: Mutex<Held<K>>,
     released: Notify,
 }
 
 #[derive(Debug)]
 struct Held<K> {
-    available: usize,
-    /// Only keys holding at least one unit (a guard's drop removes a key at zero), so at
-    /// most `capacity` entries whatever number of callers come and go.
+    total: usize,
+    /// Only keys holding at least one unit (a key at zero is removed), so at most
+    /// `capacity` entries whatever number of callers come and go.
     by_key: HashMap<K, usize>,
 }
 
 impl<K: Hash + Eq + Clone> FairShare<K> {
-    /// `capacity` units, at most `per_key` (at least 1, at most `capacity`) per key.
+    /// `capacity` units shared by the three rules of this module: a caller holding nothing
+    /// can always take `first_amount` (at least 1), and no key's share shrinks below it.
+    pub(crate) fn shrinking(capacity: usize, first_amount: usize) -> FairShare<K> {
+        let first_amount = first_amount.clamp(1, capacity.max(1));
+        let reserve = first_amount
+            .saturating_mul(RESERVE_FIRST_AMOUNTS)
+            .min(capacity / 2);
+        FairShare::with_rule(
+            capacity,
+            ShareRule::Shrinking {
+                first_amount,
+                reserve,
+            },
+        )
+    }
+
+    /// `capacity` units, at most `per_key` (at least 1, at most `capacity`) per key whatever
+    /// the others hold, no reserve: the TLS handshake slots, a share per address checked
+    /// before anything is held.
     pub(crate) fn new(capacity: usize, per_key: usize) -> FairShare<K> {
+        let per_key = per_key.clamp(1, capacity.max(1));
+        FairShare::with_rule(capacity, ShareRule::Fixed { per_key })
+    }
+
+    fn with_rule(capacity: usize, rule: ShareRule) -> FairShare<K> {
         FairShare {
             inner: Arc::new(Pool {
                 capacity,
-                per_key: per_key.clamp(1, capacity.max(1)),
+                rule,
                 state: Mutex::new(Held {
-                    available: capacity,
+                    total: 0,
                     by_key: HashMap::new(),
                 }),
                 released: Notify::new(),
@@ -77,18 +142,13 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
         }
     }
 
-    /// `capacity` units, a key holding at most a [`DEFAULT_SHARE_DIVISOR`]th (at least 1).
-    pub(crate) fn with_default_share(capacity: usize) -> FairShare<K> {
-        FairShare::new(capacity, capacity / DEFAULT_SHARE_DIVISOR)
-    }
-
     pub(crate) fn capacity(&self) -> usize {
         self.inner.capacity
     }
 
-    /// The most one key may hold.
-    pub(crate) fn per_key(&self) -> usize {
-        self.inner.per_key
+    /// The most `key` may hold now: shrinks as more keys hold units.
+    pub(crate) fn share_of(&self, key: &K) -> usize {
+        self.inner.share(&lock(&self.inner.state), key)
     }
 
     /// What `key` holds now.
@@ -101,46 +161,150 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
             .unwrap_or(0)
     }
 
-    /// `units` for `key` now, or why not.
-    pub(crate) fn try_acquire(&self, key: K, units: usize) -> Result<ShareGuard<K>, ShareRefusal> {
-        let mut held = lock(&self.inner.state);
-        let of_key = held.by_key.get(&key).copied().unwrap_or(0);
-        if of_key.saturating_add(units) > self.inner.per_key {
-            return Err(ShareRefusal::OverShare);
-        }
-        if held.available < units {
-            return Err(ShareRefusal::PoolFull);
-        }
-        held.available -= units;
-        held.by_key.insert(key.clone(), of_key + units);
-        Ok(ShareGuard {
+    /// A guard of `key` holding nothing yet, to grow as what it holds arrives.
+    pub(crate) fn hold(&self, key: K) -> ShareGuard<K> {
+        ShareGuard {
             pool: self.inner.clone(),
             key,
-            units,
-        })
+            units: 0,
+        }
     }
 
-    /// `units` for `key`, waiting up to `wait` for units to come back when the key is at
-    /// its share or the pool is full (an honest caller's own earlier calls end quickly);
-    /// then the last refusal. More than a share at once is refused at once: it never fits.
-    /// Waiters are not served in order, so small requests are not held behind a large one.
+    /// `units` for `key` now, or why not.
+    pub(crate) fn try_acquire(&self, key: K, units: usize) -> Result<ShareGuard<K>, ShareRefusal> {
+        let mut guard = self.hold(key);
+        guard.try_grow(units)?;
+        Ok(guard)
+    }
+
+    /// `units` for `key`, waiting up to `wait` for room (see [`ShareGuard::grow`]).
     pub(crate) async fn acquire(
         &self,
         key: K,
         units: usize,
         wait: Duration,
     ) -> Result<ShareGuard<K>, ShareRefusal> {
-        if units > self.inner.per_key {
+        let mut guard = self.hold(key);
+        guard.grow(units, wait).await?;
+        Ok(guard)
+    }
+}
+
+impl<K: Hash + Eq + Clone> Pool<K> {
+    /// The most `key` may hold in the state `held`.
+    fn share(&self, held: &Held<K>, key: &K) -> usize {
+        match self.rule {
+            ShareRule::Fixed { per_key } => per_key,
+            ShareRule::Shrinking {
+                first_amount,
+                reserve,
+            } => {
+                let holders = held.by_key.len() + usize::from(!held.by_key.contains_key(key));
+                ((self.capacity - reserve) / (holders + 1)).max(first_amount)
+            }
+        }
+    }
+
+    /// Whether a key could never hold `units` at once, even alone in the pool.
+    fn never_fits(&self, units: usize) -> bool {
+        let most = match self.rule {
+            ShareRule::Fixed { per_key } => per_key,
+            ShareRule::Shrinking {
+                first_amount,
+                reserve,
+            } => ((self.capacity - reserve) / 2).max(first_amount),
+        };
+        units > most.min(self.capacity)
+    }
+
+    /// Gives `units` more to `key` (on top of what all its guards hold), or says why not.
+    fn grant(&self, key: &K, units: usize) -> Result<(), ShareRefusal> {
+        if units == 0 {
+            return Ok(());
+        }
+        let mut held = lock(&self.state);
+        let after = held
+            .by_key
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+            .saturating_add(units);
+        if after > self.share(&held, key) {
+            return Err(ShareRefusal::OverShare);
+        }
+        let room = match self.rule {
+            ShareRule::Shrinking {
+                first_amount,
+                reserve,
+            } if after > first_amount => self.capacity - reserve,
+            _ => self.capacity,
+        };
+        if held.total.saturating_add(units) > room {
+            return Err(ShareRefusal::PoolFull);
+        }
+        held.total += units;
+        held.by_key.insert(key.clone(), after);
+        Ok(())
+    }
+}
+
+impl<K: Hash + Eq> Pool<K> {
+    fn give_back(&self, key: &K, units: usize) {
+        if units == 0 {
+            return;
+        }
+        {
+            let mut held = lock(&self.state);
+            held.total = held.total.saturating_sub(units);
+            if let Some(of_key) = held.by_key.get_mut(key) {
+                *of_key = of_key.saturating_sub(units);
+                if *of_key == 0 {
+                    held.by_key.remove(key);
+                }
+            }
+        }
+        self.released.notify_waiters();
+    }
+}
+
+/// Units held by one key, given back when dropped; it grows as its holder takes more.
+#[derive(Debug)]
+pub(crate) struct ShareGuard<K: Hash + Eq> {
+    pool: Arc<Pool<K>>,
+    key: K,
+    units: usize,
+}
+
+impl<K: Hash + Eq + Clone> ShareGuard<K> {
+    /// What this guard holds.
+    pub(crate) fn units(&self) -> usize {
+        self.units
+    }
+
+    /// `units` more now, or why not.
+    pub(crate) fn try_grow(&mut self, units: usize) -> Result<(), ShareRefusal> {
+        self.pool.grant(&self.key, units)?;
+        self.units += units;
+        Ok(())
+    }
+
+    /// `units` more, waiting up to `wait` for room when the key is at its share or the pool
+    /// is full (others' units come back, or fewer keys hold and the share grows); then the
+    /// last refusal. More than a key could ever hold at once is refused at once. Waiters
+    /// are not served in order, so small growths are not held behind a large one.
+    pub(crate) async fn grow(&mut self, units: usize, wait: Duration) -> Result<(), ShareRefusal> {
+        if self.pool.never_fits(self.units.saturating_add(units)) {
             return Err(ShareRefusal::OverShare);
         }
         let deadline = tokio::time::Instant::now() + wait;
+        let pool = self.pool.clone();
         loop {
             // Registered before the attempt, so a release between the two is not missed.
-            let released = self.inner.released.notified();
+            let released = pool.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let refusal = match self.try_acquire(key.clone(), units) {
-                Ok(guard) => return Ok(guard),
+            let refusal = match self.try_grow(units) {
+                Ok(()) => return Ok(()),
                 Err(refusal) => refusal,
             };
             if tokio::time::timeout_at(deadline, released).await.is_err() {
@@ -150,37 +314,11 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
     }
 }
 
-/// Units held by one key, given back when dropped.
-#[derive(Debug)]
-pub(crate) struct ShareGuard<K: Hash + Eq> {
-    pool: Arc<Pool<K>>,
-    key: K,
-    units: usize,
-}
-
-impl<K: Hash + Eq> ShareGuard<K> {
-    #[cfg(test)]
-    pub fn units(&self) -> usize {
-        self.units
-    }
-}
-
 impl<K: Hash + Eq> Drop for ShareGuard<K> {
     fn drop(&mut self) {
-        {
-            let mut held = lock(&self.pool.state);
-            held.available = held.available.saturating_add(self.units);
-            if let Some(of_key) = held.by_key.get_mut(&self.key) {
-                *of_key = of_key.saturating_sub(self.units);
-                if *of_key == 0 {
-                    held.by_key.remove(&self.key);
-                }
-            }
-        }
-        self.pool.released.notify_waiters();
+        self.pool.give_back(&self.key, self.units);
     }
 }
-
 /// A peer address as shares count it: an IPv4 address (an IPv4-mapped IPv6 one as its IPv4
 /// address), or an IPv6 /64, which one subscriber or host holds whole (2^64 addresses), so
 /// counting its addresses apart would give it unbounded shares.
@@ -263,45 +401,103 @@ pub(crate) fn peer_address(extensions: &http::Extensions) -> Option<IpAddr> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_key_holds_at_most_its_share_and_others_are_served_until_the_pool_is_full() {
-        let pool = FairShare::new(100, 25);
-        let one = pool.try_acquire("a", 20).unwrap();
-        assert_eq!(
-            pool.try_acquire("a", 6).unwrap_err(),
-            ShareRefusal::OverShare
-        );
-        let two = pool.try_acquire("a", 5).unwrap();
-        assert_eq!(pool.held_by(&"a"), 25);
-        let others: Vec<_> = ["b", "c", "d"]
-            .into_iter()
-            .map(|key| pool.try_acquire(key, 25).unwrap())
-            .collect();
-        assert_eq!(
-            pool.try_acquire("e", 1).unwrap_err(),
-            ShareRefusal::PoolFull
-        );
-        drop(one);
-        assert_eq!(pool.held_by(&"a"), 5);
-        assert!(pool.try_acquire("e", 20).is_ok());
-        drop((two, others));
-        assert!(lock(&pool.inner.state).by_key.is_empty(), "no key kept");
-        assert_eq!(lock(&pool.inner.state).available, 100);
+    /// Grows a guard of `key` one unit at a time until it is refused; the guard.
+    fn take_all<K: Hash + Eq + Clone>(pool: &FairShare<K>, key: K) -> ShareGuard<K> {
+        let mut guard = pool.hold(key);
+        while guard.try_grow(1).is_ok() {}
+        guard
     }
 
     #[test]
-    fn more_than_a_share_at_once_is_refused_and_the_share_is_at_least_one() {
-        let pool = FairShare::<u8>::new(100, 25);
+    fn shares_shrink_as_keys_compete_so_eight_growing_together_leave_room_for_a_ninth() {
+        // 100 slots, a first amount of 1: 16 kept in reserve, 84 shared.
+        let pool = FairShare::<u8>::shrinking(100, 1);
+        assert_eq!(pool.share_of(&99), 42, "alone: half the shared part");
+        let mut guards: Vec<_> = (0..8).map(|key| pool.hold(key)).collect();
+        // Every key takes a slot in turn, as concurrent callers would, until none can.
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for guard in &mut guards {
+                grew |= guard.try_grow(1).is_ok();
+            }
+        }
+        for guard in &guards {
+            assert_eq!(
+                guard.units(),
+                84 / 9,
+                "each holds a ninth of the shared part"
+            );
+        }
+        let ninth = take_all(&pool, 8);
+        assert!(ninth.units() >= 84 / 10, "the ninth got {}", ninth.units());
+        drop(guards);
+        assert_eq!(pool.held_by(&8), ninth.units());
+        drop(ninth);
+        assert!(lock(&pool.inner.state).by_key.is_empty(), "no key kept");
+        assert_eq!(lock(&pool.inner.state).total, 0);
+    }
+
+    #[test]
+    fn keys_that_grabbed_the_shared_part_in_turn_leave_a_newcomer_its_first_amount() {
+        let pool = FairShare::shrinking(100, 1);
+        // One after another, before the shares could shrink: the first three fill the
+        // shared part (42, 28, 14), the five after them get a first amount each.
+        let grabbers: Vec<_> = (0..8).map(|key| take_all(&pool, key)).collect();
+        let held: Vec<usize> = grabbers.iter().map(ShareGuard::units).collect();
+        assert_eq!(held, [42, 28, 14, 1, 1, 1, 1, 1]);
+        // The first one's share has shrunk to a ninth; none of them takes more from the
+        // reserve, each holding a first amount already.
+        assert_eq!(pool.share_of(&0), 84 / 9);
+        let mut grabbers = grabbers.into_iter();
+        let mut first = grabbers.next().unwrap();
+        assert_eq!(first.try_grow(1), Err(ShareRefusal::OverShare));
+        let mut last = grabbers.next_back().unwrap();
+        assert_eq!(last.try_grow(1), Err(ShareRefusal::PoolFull));
+        // A caller holding nothing gets its first amount, and only that.
+        let mut newcomer = pool.try_acquire(100, 1).unwrap();
+        assert_eq!(newcomer.try_grow(1), Err(ShareRefusal::PoolFull));
+        // The reserve's sixteen first amounts serve ten more newcomers, then it is empty.
+        let newcomers: Vec<_> = (101..111).map(|key| pool.try_acquire(key, 1)).collect();
+        assert!(newcomers.iter().all(Result::is_ok));
         assert_eq!(
-            pool.try_acquire(1, 26).unwrap_err(),
-            ShareRefusal::OverShare
+            pool.try_acquire(111, 1).unwrap_err(),
+            ShareRefusal::PoolFull
         );
-        let small = FairShare::<u8>::with_default_share(3);
-        assert_eq!(small.per_key(), 1);
-        let _held = small.try_acquire(1, 1).unwrap();
+    }
+
+    #[test]
+    fn a_guard_grows_as_units_arrive_and_gives_all_back_when_dropped() {
+        // Bytes: a first amount of 10, a reserve of 160, 840 shared.
+        let pool = FairShare::shrinking(1000, 10);
+        let mut body = pool.hold("a");
+        assert_eq!(pool.held_by(&"a"), 0);
+        for _ in 0..42 {
+            body.try_grow(10).unwrap();
+        }
+        assert_eq!((body.units(), pool.held_by(&"a")), (420, 420));
+        assert_eq!(body.try_grow(1), Err(ShareRefusal::OverShare));
+        // Another guard of the same key counts against the same share.
+        let mut other = pool.hold("a");
+        assert_eq!(other.try_grow(1), Err(ShareRefusal::OverShare));
+        drop(body);
+        other.try_grow(10).unwrap();
+        drop(other);
+        assert!(lock(&pool.inner.state).by_key.is_empty());
+    }
+
+    #[test]
+    fn more_than_a_key_could_ever_hold_is_refused_and_a_first_amount_is_at_least_one() {
+        let pool = FairShare::<u8>::shrinking(100, 0);
+        let mut guard = pool.hold(1);
+        let refused = futures_util::FutureExt::now_or_never(guard.grow(43, Duration::ZERO));
+        assert_eq!(refused, Some(Err(ShareRefusal::OverShare)));
+        // A pool of one slot keeps nothing in reserve: its one slot is for whoever comes.
+        let single = FairShare::<u8>::shrinking(1, 1);
+        let _held = single.try_acquire(1, 1).unwrap();
         assert_eq!(
-            small.try_acquire(1, 1).unwrap_err(),
-            ShareRefusal::OverShare
+            single.try_acquire(2, 1).unwrap_err(),
+            ShareRefusal::PoolFull
         );
     }
 
@@ -322,14 +518,38 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(held);
         assert_eq!(waiter.await.unwrap(), Ok(4));
-        // At its share, a key waits for its own units too; more than a share never fits.
-        let pool = FairShare::new(10, 5);
-        let held = pool.try_acquire("a", 5).unwrap();
-        let refused = pool.acquire("a", 1, Duration::from_millis(20)).await;
-        assert_eq!(refused.unwrap_err(), ShareRefusal::OverShare);
-        drop(held);
-        let refused = pool.acquire("a", 6, Duration::from_secs(10)).await;
-        assert_eq!(refused.unwrap_err(), ShareRefusal::OverShare);
+        // A shrinking share grows back when another key lets go: its waiter is served.
+        let pool = FairShare::shrinking(116, 1);
+        let other = pool.try_acquire("a", 10).unwrap();
+        let mut grower = take_all(&pool, "b");
+        assert_eq!(grower.units(), 100 / 3);
+        let wait = grower.grow(10, Duration::from_secs(10));
+        let let_go = async {
+            tokio::task::yield_now().await;
+            drop(other);
+        };
+        let (grown, ()) = tokio::join!(wait, let_go);
+        assert_eq!(grown, Ok(()));
+    }
+
+    #[test]
+    fn a_fixed_share_holds_whatever_the_others_hold() {
+        let pool = FairShare::new(100, 25);
+        let one = pool.try_acquire("a", 20).unwrap();
+        assert_eq!(
+            pool.try_acquire("a", 6).unwrap_err(),
+            ShareRefusal::OverShare
+        );
+        let others: Vec<_> = ["b", "c", "d"]
+            .into_iter()
+            .map(|key| pool.try_acquire(key, 25).unwrap())
+            .collect();
+        assert_eq!(
+            pool.try_acquire("e", 6).unwrap_err(),
+            ShareRefusal::PoolFull
+        );
+        drop((one, others));
+        assert_eq!(lock(&pool.inner.state).total, 0);
     }
 
     #[test]

@@ -31,8 +31,8 @@
 //!   and readiness health services).
 //! - [`storage`]: templates and outputs on disk (object storage later).
 //! - [`redis_client`]: the Redis connection shared by the key store and shared job records.
-//! - [`fair_share`]: pools whose units each caller (tenant, or peer address before
-//!   identity) holds at most a share of: request buffers, watch and download slots.
+//! - [`fair_share`]: the one mechanism of the pools a caller (tenant, or peer address before
+//!   identity) can hold: request buffers, watch and download slots.
 //! - [`error`]: error classes (deterministic or transient) shared by every module.
 //! - [`reason`]: the wire contract of refusals and failures, one `Reason` enum.
 //! - [`app`]: the application built from its settings (services, health, reflection, the

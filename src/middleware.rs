@@ -12,8 +12,8 @@
 //!   with a retry delay instead of queueing inside the server.
 //! - [`request_size`]: a request above the size limit (inflated, when gzip) is
 //!   INVALID_ARGUMENT, not tonic's OUT_OF_RANGE; one that does not inflate is too.
-//! - [`request_body`]: the request message is received whole, under a deadline and a global
-//!   byte budget, before load shedding counts the call.
+//! - [`request_body`]: the request message is received whole, under a deadline and a minimum
+//!   rate, each byte charged to buffers shared fairly, before load shedding counts the call.
 //! - [`request_bounds`]: the message just received is held to the contract's bounds before
 //!   anything copies or decodes it.
 //! - [`stream_limit`]: at most a number of watch streams open at once, each holding its slot

@@ -64,6 +64,8 @@ pub struct StackLimits {
     pub max_concurrent_requests: usize,
     /// Time a caller has to send its request message once its headers arrived.
     pub request_body_timeout: Duration,
+    /// Request bytes of the large bodies buffered at once.
+    pub request_buffer_bytes: usize,
     /// Watch streams (ours and health's) open at once.
     pub max_watchers: usize,
     /// Calls per second of one tenant (none: not limited).
@@ -85,6 +87,7 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
             request_body_timeout: Duration::from_millis(
                 crate::config::DEFAULT_REQUEST_BODY_TIMEOUT_MS,
             ),
+            request_buffer_bytes: REQUEST_BUFFER_BUDGET_BYTES,
             max_watchers: crate::config::DEFAULT_MAX_WATCHERS as usize,
             tenant_rate: None,
         },
@@ -120,13 +123,14 @@ pub fn middleware_with(
         // Refuses a SubmitRender without a well-formed idempotency-key from its headers,
         // before its body is even received; the handlers claim it once the request is valid.
         .layer(IdempotencyKeyLayer::default())
-        // Receives the request message whole (deadline, per-method limit, a byte budget
-        // shared fairly per caller, health's apart) before anything below counts the call: a
-        // caller that sends headers and no body holds no permit. Inside the identity layer,
-        // so an identified caller's share is its tenant's.
+        // Receives the request message whole (deadline, minimum rate, per-method limit, the
+        // bytes that arrived charged to a budget shared fairly per caller, health's and the
+        // id-only calls' lanes apart) before anything below counts the call: a caller that
+        // sends headers and no body holds no permit. Inside the identity layer, so an
+        // identified caller's share is its tenant's.
         .layer(RequestBodyLayer::new(
             limits.request_body_timeout,
-            REQUEST_BUFFER_BUDGET_BYTES,
+            limits.request_buffer_bytes,
         ))
         // The message just received is held to the contract's bounds (proto/, protovalidate
         // rules) before tonic copies it to decode it: a message over a bound costs its bytes

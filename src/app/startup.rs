@@ -158,6 +158,7 @@ impl App {
             StackLimits {
                 max_concurrent_requests: settings.max_concurrent_requests as usize,
                 request_body_timeout: settings.request_body_timeout(),
+                request_buffer_bytes: settings.request_buffer_bytes(),
                 max_watchers: settings.max_watchers as usize,
                 tenant_rate: settings.tenant_rate(),
             },

@@ -1,32 +1,36 @@
-//! `RequestBodyLayer`: a call's request message is received whole, under a deadline and
-//! within a budget of buffered bytes, before anything inside this layer (load shedding above
-//! all) sees the call. Every RPC of ours and of health carries exactly one request message,
-//! so nothing is lost by waiting for it; what is won is that a caller who sends headers and
-//! then nothing (or a trickle) holds no shedding permit, only its own stream, and only until
-//! [`RequestBodyLayer`]'s deadline (UNAVAILABLE, reason REQUEST_BODY_TIMEOUT, with a retry
-//! delay: a slow network is not the request's fault).
+//! `RequestBodyLayer`: a call's request message is received whole, under a deadline and a
+//! minimum rate and within a budget of buffered bytes, before anything inside this layer
+//! (load shedding above all) sees the call. Every RPC of ours and of health carries exactly
+//! one request message, so nothing is lost by waiting for it; what is won is that a caller
+//! who sends headers and then nothing (or a trickle) holds no shedding permit, only its own
+//! stream, and only until [`REQUEST_BODY_IDLE_TIMEOUT`] passes without a byte or the whole
+//! deadline passes (UNAVAILABLE, reason REQUEST_BODY_TIMEOUT, with a retry delay: a slow
+//! network is not the request's fault).
 //!
 //! Each method has the body limit of its real need ([`method_body`]): health and the
-//! id-only calls a few KiB, SubmitRender 1 MiB, CreateTemplate 64 MiB (a template and its
+//! id-only calls 4 KiB, SubmitRender 33 MiB, CreateTemplate 64 MiB (a template and its
 //! fonts). A body declared above it (by `content-length` or its gRPC length prefix) is
 //! refused at once, INVALID_ARGUMENT REQUEST_TOO_LARGE, before anything is buffered; a path
 //! that is no method of ours is not buffered at all (the router answers UNIMPLEMENTED).
 //!
-//! Once its length prefix is read, a body reserves its declared size from a pool shared
-//! fairly ([`crate::fair_share`]): per peer address before the caller is identified, per
-//! tenant after, no key holding more than a quarter of the pool (one largest request), so
-//! four silent 64 MiB bodies from one caller hold one quarter, not everything. Health
-//! probes have a small pool of their own that nobody else can take. A caller over its
-//! share, or a pool full, for longer than a short wait is answered RESOURCE_EXHAUSTED
-//! (REQUEST_BUFFERS_BUSY) with a retry delay.
+//! The declared length is checked against the limit and for nothing else: a body is
+//! charged for the bytes that arrived, its buffer growing (and charged) as they do, from a
+//! pool shared fairly ([`crate::fair_share`]: per peer address before the caller is
+//! identified, per tenant after, shares shrinking as more callers hold bytes, a reserve for
+//! callers holding nothing). Each method's bodies come from one of three lanes
+//! ([`BodyLane`]): health probes and the id-only calls (Get, List, Watch, Cancel, Delete,
+//! Download) each have a small pool of their own, so they are served whatever the large
+//! bodies hold. A body that finds no room in its caller's share, or in a full pool, for
+//! [`REQUEST_BUFFER_WAIT`] is answered RESOURCE_EXHAUSTED (REQUEST_BUFFERS_BUSY) with a
+//! retry delay.
 //!
 //! Reflection is a bidirectional stream: it is passed through as it comes (its messages
 //! are bounded by the reflection services' own decoding limit).
 
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
-use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
+use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal, RESERVE_FIRST_AMOUNTS};
 use crate::reason::Reason;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
@@ -44,22 +48,20 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_RENDER_FIELDS_BYTES: usize = 1024 * 1024;
 /// Largest RenderService request: its fields and its replacement images
 /// (`grpc::convert::MAX_REQUEST_IMAGE_BYTES`); anything larger is not a render request.
-/// Each call in flight may buffer this much, within its caller's share.
 pub const MAX_RENDER_REQUEST_BYTES: usize =
     MAX_RENDER_FIELDS_BYTES + crate::grpc::convert::MAX_REQUEST_IMAGE_BYTES;
 /// Largest UploadImage request: one image and its field's tag and length.
 pub const MAX_UPLOAD_IMAGE_REQUEST_BYTES: usize = crate::lottie::images::MAX_IMAGE_BYTES + 16;
-/// Request bytes buffered at once, by every call together (health apart): four callers'
-/// shares. Past it, a call waits (briefly) for others to be decoded, so hundreds of callers
-/// announcing 64 MiB each cannot make the server hold their sum; one caller may hold a
-/// quarter of it, [`CALLER_SHARE_BYTES`], so four callers are needed to fill it.
-pub const REQUEST_BUFFER_BUDGET_BYTES: usize = 4 * CALLER_SHARE_BYTES;
-/// What one caller may have buffered at once: one largest request (a template with its
-/// fonts, or a SubmitRender with its images) and room beside it for a few of the others
-/// (four SubmitRenders without images, or a thousand id-sized calls), so that a caller
-/// uploading a template can still poll its jobs.
-pub const CALLER_SHARE_BYTES: usize =
-    MAX_REQUEST_BYTES + GRPC_PREFIX_BYTES + 4 * (MAX_RENDER_FIELDS_BYTES + GRPC_PREFIX_BYTES);
+/// What a caller holding no request buffer can always have buffered in the large bodies'
+/// lane, from its reserve: a SubmitRender without images, a small template or image.
+pub const LARGE_FIRST_AMOUNT_BYTES: usize = MAX_RENDER_FIELDS_BYTES;
+/// Request bytes of the large bodies' lane (CreateTemplate, SubmitRender, UploadImage)
+/// buffered at once by every call together, the default of `--request-buffers-mb`: four of
+/// the largest requests (three callers competing can each have one arriving, a caller
+/// alone two) and the reserve of sixteen first amounts. Hundreds of callers sending 64 MiB
+/// each cannot make the server hold their sum.
+pub const REQUEST_BUFFER_BUDGET_BYTES: usize =
+    4 * MAX_REQUEST_BYTES + RESERVE_FIRST_AMOUNTS * LARGE_FIRST_AMOUNT_BYTES;
 /// Largest health request: a service name (ours are under 50 bytes). tonic's default is
 /// 4 MiB, which a compressed request would inflate to.
 pub const MAX_HEALTH_REQUEST_BYTES: usize = 4 * 1024;
@@ -69,11 +71,23 @@ pub const MAX_REFLECTION_REQUEST_BYTES: usize = 4 * 1024;
 /// page token of some 60 bytes): a few hundred bytes at most, 4 KiB said generously.
 pub const MAX_ID_REQUEST_BYTES: usize = 4 * 1024;
 /// Health requests buffered at once: 256 of the largest, 1 MiB, a lane of their own so
-/// that probes are answered whatever the other calls hold (an address a quarter of it).
+/// that probes are answered whatever the other calls hold.
 pub const HEALTH_BUFFER_BUDGET_BYTES: usize = 256 * (MAX_HEALTH_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+/// Requests of the id-only calls buffered at once: 256 of the largest, 1 MiB, a lane of
+/// their own so that Get, List, Cancel and Delete are served whatever the large bodies hold
+/// (issue 42: four addresses' silent uploads left 2 of 36 of them served).
+pub const ID_BUFFER_BUDGET_BYTES: usize = 256 * (MAX_ID_REQUEST_BYTES + GRPC_PREFIX_BYTES);
+/// What a caller holding nothing in the health or id-only lane can always have buffered:
+/// one request of the largest.
+pub const SMALL_FIRST_AMOUNT_BYTES: usize = MAX_ID_REQUEST_BYTES + GRPC_PREFIX_BYTES;
 /// How long a body waits for room (in its caller's share, or in a full pool) before it is
 /// refused: short, so a caller is told to come back rather than held behind slow bodies.
 pub const REQUEST_BUFFER_WAIT: Duration = Duration::from_secs(1);
+/// The minimum rate of a body: no byte for this long and the call is refused
+/// (REQUEST_BODY_TIMEOUT), whatever is left of its whole deadline. A sender on any working
+/// network sends something every few hundred milliseconds; a trickle of a byte a second
+/// still holds its stream until the deadline, but only what it sent.
+pub const REQUEST_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Retry delay of a call refused for the buffers: a 64 MiB body takes seconds to arrive.
 pub(crate) const REQUEST_BUFFERS_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// Retry delay of a call whose body did not arrive in time: the network may be better soon.
@@ -91,8 +105,10 @@ const GRPC_PREFIX_BYTES: usize = 5;
 pub(crate) enum BodyLane {
     /// Health probes: a small pool nobody else can take.
     Health,
-    /// Every other method.
-    Shared,
+    /// The calls that name one template, job or image, or a list page (4 KiB bodies).
+    IdOnly,
+    /// The calls that carry a template, a render request or an image.
+    Large,
 }
 
 /// What one method's request body may be.
@@ -106,20 +122,20 @@ pub(crate) struct MethodBody {
 /// The body limit and lane of the unary (or server-streaming) method at `path`; `None` for
 /// a path that is no such method of this server.
 pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
-    let shared = |limit| {
-        Some(MethodBody {
-            limit,
-            lane: BodyLane::Shared,
-        })
-    };
+    let body = |limit, lane| Some(MethodBody { limit, lane });
     match path {
-        "/grpc.health.v1.Health/Check" | "/grpc.health.v1.Health/Watch" => Some(MethodBody {
-            limit: MAX_HEALTH_REQUEST_BYTES,
-            lane: BodyLane::Health,
-        }),
-        "/lottie.render.v1.TemplateService/CreateTemplate" => shared(MAX_REQUEST_BYTES),
-        "/lottie.render.v1.RenderService/SubmitRender" => shared(MAX_RENDER_REQUEST_BYTES),
-        "/lottie.render.v1.TemplateService/UploadImage" => shared(MAX_UPLOAD_IMAGE_REQUEST_BYTES),
+        "/grpc.health.v1.Health/Check" | "/grpc.health.v1.Health/Watch" => {
+            body(MAX_HEALTH_REQUEST_BYTES, BodyLane::Health)
+        }
+        "/lottie.render.v1.TemplateService/CreateTemplate" => {
+            body(MAX_REQUEST_BYTES, BodyLane::Large)
+        }
+        "/lottie.render.v1.RenderService/SubmitRender" => {
+            body(MAX_RENDER_REQUEST_BYTES, BodyLane::Large)
+        }
+        "/lottie.render.v1.TemplateService/UploadImage" => {
+            body(MAX_UPLOAD_IMAGE_REQUEST_BYTES, BodyLane::Large)
+        }
         "/lottie.render.v1.TemplateService/GetTemplate"
         | "/lottie.render.v1.TemplateService/ListTemplates"
         | "/lottie.render.v1.TemplateService/DeleteTemplate"
@@ -127,7 +143,9 @@ pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
         | "/lottie.render.v1.RenderService/GetRenderJob"
         | "/lottie.render.v1.RenderService/WatchRenderJob"
         | "/lottie.render.v1.RenderService/CancelRenderJob"
-        | "/lottie.render.v1.RenderService/DownloadRenderOutput" => shared(MAX_ID_REQUEST_BYTES),
+        | "/lottie.render.v1.RenderService/DownloadRenderOutput" => {
+            body(MAX_ID_REQUEST_BYTES, BodyLane::IdOnly)
+        }
         _ => None,
     }
 }
@@ -140,8 +158,8 @@ pub fn method_body_limit(path: &str) -> Option<usize> {
 
 /// A request of the HTTP/JSON door ([`crate::http_json`]): its body is JSON (or a raw Lottie
 /// file) of `length` bytes, known from its headers. It is received whole under the same
-/// deadline, method limit and fair share as a gRPC message, then `convert` turns it into the
-/// method's message (a classified error when it is not one).
+/// deadline, minimum rate, method limit and fair share as a gRPC message, then `convert`
+/// turns it into the method's message (a classified error when it is not one).
 #[derive(Clone)]
 pub(crate) struct JsonBody {
     pub length: u64,
@@ -167,26 +185,47 @@ pub(crate) type ToMessage = Arc<dyn Fn(Bytes) -> Result<Bytes, ServiceError> + S
 #[derive(Debug, Clone)]
 pub struct RequestBody {
     deadline: Duration,
-    shared: FairShare<CallerKey>,
+    /// [`REQUEST_BODY_IDLE_TIMEOUT`] (shorter in unit tests).
+    idle: Duration,
+    large: FairShare<CallerKey>,
+    id_only: FairShare<CallerKey>,
     health: FairShare<CallerKey>,
 }
 
 pub(crate) type RequestBodyLayer = AroundLayer<RequestBody>;
 
 impl RequestBodyLayer {
-    /// Bodies must arrive within `deadline`; at most `budget_bytes` are buffered at once
-    /// (health's apart), a caller holding at most a quarter of them.
+    /// Bodies must arrive within `deadline`; at most `budget_bytes` of the large bodies are
+    /// buffered at once (the small lanes' apart).
     pub(crate) fn new(deadline: Duration, budget_bytes: usize) -> RequestBodyLayer {
         AroundLayer(RequestBody {
             deadline,
-            shared: FairShare::with_default_share(budget_bytes),
-            health: FairShare::with_default_share(HEALTH_BUFFER_BUDGET_BYTES),
+            idle: REQUEST_BODY_IDLE_TIMEOUT,
+            large: FairShare::shrinking(budget_bytes, LARGE_FIRST_AMOUNT_BYTES),
+            id_only: FairShare::shrinking(ID_BUFFER_BUDGET_BYTES, SMALL_FIRST_AMOUNT_BYTES),
+            health: FairShare::shrinking(HEALTH_BUFFER_BUDGET_BYTES, SMALL_FIRST_AMOUNT_BYTES),
         })
     }
 }
 
-/// The whole body, and its hold on the buffers.
-struct Received(Bytes, Option<ShareGuard<CallerKey>>);
+impl RequestBody {
+    fn pool(&self, lane: BodyLane) -> &FairShare<CallerKey> {
+        match lane {
+            BodyLane::Health => &self.health,
+            BodyLane::IdOnly => &self.id_only,
+            BodyLane::Large => &self.large,
+        }
+    }
+}
+
+/// How the end of a body is known.
+#[derive(Debug, Clone, Copy)]
+enum Framing {
+    /// One gRPC message: its prefix declares its length, at most `limit`.
+    Grpc { limit: usize },
+    /// A door's body of `length` bytes (its `content-length`, checked against the limit).
+    Json { length: usize },
+}
 
 /// Why a body was not received.
 enum NotReceived {
@@ -194,19 +233,18 @@ enum NotReceived {
     TooLarge { declared: u64, limit: usize },
     /// No room for it in the caller's share or the pool.
     Busy(ShareRefusal),
+    /// No byte for [`REQUEST_BODY_IDLE_TIMEOUT`].
+    Stalled(Duration),
     /// The stream failed (the caller reset it): nobody reads this answer.
     Failed(Status),
 }
 
-/// The answer to a call whose body did not arrive within `deadline`.
-fn timed_out(deadline: Duration) -> Status {
+/// The answer to a call whose body did not arrive in time: `what` says which limit.
+fn timed_out(what: String) -> Status {
     Status::from(ServiceError::transient(
         ServiceErrorCode::Unavailable,
         Reason::RequestBodyTimeout,
-        format!(
-            "the request message did not arrive within {} ms of its headers",
-            deadline.as_millis()
-        ),
+        what,
         REQUEST_BODY_RETRY_AFTER,
     ))
 }
@@ -229,9 +267,10 @@ fn too_large(declared: u64, limit: usize) -> Status {
 fn busy(refusal: ShareRefusal, key: &CallerKey, pool: &FairShare<CallerKey>) -> Status {
     let message = match refusal {
         ShareRefusal::OverShare => format!(
-            "{key} already holds its share ({} bytes) of this instance's request buffers with \
-             other requests still arriving; retry after the delay",
-            pool.per_key()
+            "{key} already holds its share ({} bytes, less as more callers send) of this \
+             instance's request buffers with other requests still arriving; retry after the \
+             delay",
+            pool.share_of(key)
         ),
         ShareRefusal::PoolFull => "this instance's request buffers are all held by requests \
                                    still arriving; retry after the delay or on another instance"
@@ -245,6 +284,19 @@ fn busy(refusal: ShareRefusal, key: &CallerKey, pool: &FairShare<CallerKey>) -> 
     ))
 }
 
+/// The answer to a body that was not received.
+fn refusal(not_received: NotReceived, key: &CallerKey, pool: &FairShare<CallerKey>) -> Status {
+    match not_received {
+        NotReceived::TooLarge { declared, limit } => too_large(declared, limit),
+        NotReceived::Busy(refusal) => busy(refusal, key, pool),
+        NotReceived::Stalled(idle) => timed_out(format!(
+            "no byte of the request message arrived for {} ms",
+            idle.as_millis()
+        )),
+        NotReceived::Failed(status) => status,
+    }
+}
+
 /// The length `content-length` declares, if it is there and a number.
 fn content_length(headers: &http::HeaderMap) -> Option<u64> {
     headers
@@ -256,83 +308,93 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads `body` to the end of its one message. The message's declared size (its prefix)
-/// is taken from `pool` under `key` before more than its first frame is kept; a message
-/// declared above `limit` is refused then. A body longer than the one message it declares
-/// is cut there (the rest is not for a unary call and is dropped; tonic decodes the first
-/// message).
+/// The message length a gRPC prefix declares, once its five bytes are in `kept` and `next`.
+fn declared_length(kept: &[u8], next: &[u8]) -> Option<usize> {
+    let mut prefix = kept.iter().chain(next).skip(1).take(GRPC_PREFIX_BYTES - 1);
+    let mut length = [0u8; 4];
+    for byte in &mut length {
+        *byte = *prefix.next()?;
+    }
+    Some(usize::try_from(u32::from_be_bytes(length)).unwrap_or(usize::MAX))
+}
+
+/// Makes room in `buffer` for `needed` bytes, charging what it grows by to `held` first
+/// (which holds what the buffer holds): it doubles, so arrival stays linear, but never past
+/// `whole`, what the body declares, so a buffer is at most twice the bytes that arrived.
+async fn make_room(
+    buffer: &mut Vec<u8>,
+    needed: usize,
+    whole: usize,
+    held: &mut ShareGuard<CallerKey>,
+) -> Result<(), NotReceived> {
+    if needed <= buffer.capacity() {
+        return Ok(());
+    }
+    let capacity = buffer.capacity().saturating_mul(2).min(whole).max(needed);
+    held.grow(capacity.saturating_sub(held.units()), REQUEST_BUFFER_WAIT)
+        .await
+        .map_err(NotReceived::Busy)?;
+    buffer.reserve_exact(capacity - buffer.len());
+    Ok(())
+}
+
+/// Reads `body` to the end of its one message ([`Framing`]), each byte charged to `held`
+/// as it arrives (its buffer's growth, in fact), and refused when nothing arrives for
+/// `idle`. A gRPC message declared above its limit is refused as soon as its prefix is in;
+/// a gRPC body longer than the one message it declares is cut there (the rest is not for a
+/// unary call; tonic decodes the first message); a door's body longer than its length is
+/// refused.
 async fn receive(
     mut body: Body,
-    limit: usize,
-    pool: &FairShare<CallerKey>,
-    key: &CallerKey,
-) -> Result<Received, NotReceived> {
-    let mut buffer = BytesMut::new();
-    let mut held: Option<ShareGuard<CallerKey>> = None;
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(NotReceived::Failed)?.into_data() else {
+    framing: Framing,
+    held: &mut ShareGuard<CallerKey>,
+    idle: Duration,
+) -> Result<Bytes, NotReceived> {
+    let mut buffer: Vec<u8> = Vec::new();
+    loop {
+        // Only the wait for the caller's bytes counts: not a wait for room in the buffers.
+        let frame = match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(NotReceived::Stalled(idle)),
+            Ok(None) => break,
+            Ok(Some(frame)) => frame.map_err(NotReceived::Failed)?,
+        };
+        let Ok(data) = frame.into_data() else {
             // Request trailers carry nothing a unary call needs.
             continue;
         };
-        if data.is_empty() {
-            continue;
-        }
-        buffer.extend_from_slice(&data);
-        if buffer.len() < GRPC_PREFIX_BYTES {
-            continue;
-        }
-        let declared = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]);
-        let declared = usize::try_from(declared).unwrap_or(usize::MAX);
-        if declared > limit {
-            return Err(NotReceived::TooLarge {
-                declared: declared as u64,
-                limit,
-            });
-        }
-        let whole = GRPC_PREFIX_BYTES + declared;
-        if held.is_none() {
-            let guard = pool
-                .acquire(key.clone(), whole, REQUEST_BUFFER_WAIT)
-                .await
-                .map_err(NotReceived::Busy)?;
-            held = Some(guard);
-        }
-        if buffer.len() >= whole {
+        let arrived = buffer.len() + data.len();
+        // Where the body ends, and whether it ends there for sure (a gRPC message whose
+        // prefix is in), or only with the stream.
+        let (whole, ends_there) = match framing {
+            Framing::Json { length } if arrived > length => {
+                // More than its headers declared (hyper refuses this on HTTP/1.1; said again).
+                return Err(NotReceived::TooLarge {
+                    declared: arrived as u64,
+                    limit: length,
+                });
+            }
+            Framing::Json { length } => (length, false),
+            Framing::Grpc { limit } => match declared_length(&buffer, &data) {
+                Some(declared) if declared > limit => {
+                    return Err(NotReceived::TooLarge {
+                        declared: declared as u64,
+                        limit,
+                    })
+                }
+                Some(declared) => (GRPC_PREFIX_BYTES + declared, true),
+                None => (arrived, false),
+            },
+        };
+        let kept = arrived.min(whole);
+        make_room(&mut buffer, kept, whole, held).await?;
+        let take = kept - buffer.len();
+        buffer.extend_from_slice(&data[..take]);
+        if ends_there && buffer.len() == whole {
             // The whole message is here; whatever follows is not ours to wait for.
-            buffer.truncate(whole);
             break;
         }
     }
-    Ok(Received(buffer.freeze(), held))
-}
-
-/// Reads a JSON body of `length` bytes, its room in `pool` taken first.
-async fn receive_json(
-    mut body: Body,
-    length: u64,
-    pool: &FairShare<CallerKey>,
-    key: &CallerKey,
-) -> Result<Received, NotReceived> {
-    let size = usize::try_from(length).unwrap_or(usize::MAX);
-    let guard = pool
-        .acquire(key.clone(), size, REQUEST_BUFFER_WAIT)
-        .await
-        .map_err(NotReceived::Busy)?;
-    let mut buffer = BytesMut::with_capacity(size);
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(NotReceived::Failed)?.into_data() else {
-            continue;
-        };
-        if buffer.len() + data.len() > size {
-            // More than its headers declared (hyper refuses this on HTTP/1.1; said again).
-            return Err(NotReceived::TooLarge {
-                declared: (buffer.len() + data.len()) as u64,
-                limit: size,
-            });
-        }
-        buffer.extend_from_slice(&data);
-    }
-    Ok(Received(buffer.freeze(), Some(guard)))
+    Ok(Bytes::from(buffer))
 }
 
 /// The gRPC message the door's `json` body stands for, with its length prefix.
@@ -360,43 +422,42 @@ impl AroundCall<Body, Body> for RequestBody {
             return Box::pin(next.call(Request::from_parts(parts, Body::empty())));
         };
         let json = call.extensions().get::<JsonBody>().cloned();
-        if let Some(json) = &json {
+        let framing = if let Some(json) = &json {
             let limit = json_body_limit(method.limit);
             if json.length > limit as u64 {
                 return super::refuse(too_large(json.length, limit));
             }
-        } else if let Some(declared) = content_length(call.headers()) {
-            if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
-                return super::refuse(too_large(declared, method.limit));
+            Framing::Json {
+                length: usize::try_from(json.length).unwrap_or(usize::MAX),
             }
-        }
-        let pool = match method.lane {
-            BodyLane::Health => self.health.clone(),
-            BodyLane::Shared => self.shared.clone(),
+        } else {
+            if let Some(declared) = content_length(call.headers()) {
+                if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
+                    return super::refuse(too_large(declared, method.limit));
+                }
+            }
+            Framing::Grpc {
+                limit: method.limit,
+            }
         };
+        let pool = self.pool(method.lane).clone();
         let key = CallerKey::of(call.extensions());
-        let deadline = self.deadline;
+        let (deadline, idle) = (self.deadline, self.idle);
         Box::pin(async move {
             let (parts, body) = call.into_parts();
-            let received = match &json {
-                Some(json) => {
-                    tokio::time::timeout(deadline, receive_json(body, json.length, &pool, &key))
-                        .await
+            let mut held = pool.hold(key.clone());
+            let receiving = receive(body, framing, &mut held, idle);
+            let received = tokio::time::timeout(deadline, receiving).await;
+            let bytes = match received {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(not_received)) => return Ok(refusal(not_received, &key, &pool).into_http()),
+                Err(_) => {
+                    return Ok(timed_out(format!(
+                        "the request message did not arrive within {} ms of its headers",
+                        deadline.as_millis()
+                    ))
+                    .into_http())
                 }
-                None => {
-                    tokio::time::timeout(deadline, receive(body, method.limit, &pool, &key)).await
-                }
-            };
-            let (bytes, held) = match received {
-                Ok(Ok(Received(bytes, held))) => (bytes, held),
-                Ok(Err(NotReceived::TooLarge { declared, limit })) => {
-                    return Ok(too_large(declared, limit).into_http())
-                }
-                Ok(Err(NotReceived::Busy(refusal))) => {
-                    return Ok(busy(refusal, &key, &pool).into_http())
-                }
-                Ok(Err(NotReceived::Failed(status))) => return Ok(status.into_http()),
-                Err(_) => return Ok(timed_out(deadline).into_http()),
             };
             let bytes = match &json {
                 Some(json) => match json_to_message(json, bytes) {
@@ -519,6 +580,12 @@ mod tests {
     }
 
     #[test]
+    fn the_request_buffers_flags_default_is_the_budget_of_four_largest_requests_and_the_reserve() {
+        let flag_default = crate::config::DEFAULT_REQUEST_BUFFERS_MB as usize;
+        assert_eq!(flag_default << 20, REQUEST_BUFFER_BUDGET_BYTES);
+    }
+
+    #[test]
     fn every_method_of_our_services_and_healths_has_a_body_limit() {
         use prost::Message as _;
         let mut paths = Vec::new();
@@ -558,59 +625,128 @@ mod tests {
         assert_eq!(answer(response).await, "0");
     }
 
-    #[tokio::test]
-    async fn a_caller_over_its_share_of_the_buffers_is_refused_while_health_has_its_own_lane() {
-        // A budget of four of the largest requests: one caller holds at most one of them.
-        let budget = 4 * (MAX_RENDER_REQUEST_BYTES + GRPC_PREFIX_BYTES);
-        let service =
-            RequestBodyLayer::new(Duration::from_secs(5), budget).layer(service_fn(counts_bytes));
-        let submit = "/lottie.render.v1.RenderService/SubmitRender";
-        // A body declared at the method's limit, its first kilobyte sent, then silence.
-        let (holder, body) = streamed_body();
-        holder
-            .send(Ok(http_body::Frame::data(
-                message(MAX_RENDER_REQUEST_BYTES).slice(..1024),
-            )))
-            .await
-            .unwrap();
-        let held = tokio::spawn(service.clone().oneshot(request(submit, body)));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        // The same caller's next body finds its share held.
-        let response = service
-            .clone()
-            .oneshot(request(submit, Body::new(Full::new(message(10)))))
-            .await
-            .unwrap();
-        assert_eq!(
-            reason_of(&response),
-            (
-                tonic::Code::ResourceExhausted,
-                "REQUEST_BUFFERS_BUSY".into()
-            )
-        );
-        assert_eq!(response.headers()["grpc-retry-pushback-ms"], "2000");
-        // Health is answered from its own lane.
-        let response = service
-            .clone()
-            .oneshot(request(
-                "/grpc.health.v1.Health/Check",
-                Body::new(Full::new(message(10))),
-            ))
-            .await
-            .unwrap();
-        assert_eq!(answer(response).await, "15");
-        // Another caller (another address) is served from the rest of the pool.
-        let mut other = request(submit, Body::new(Full::new(message(10))));
-        other
+    /// `request` as if it came from `address`.
+    fn from(address: &str, mut request: http::Request<Body>) -> http::Request<Body> {
+        request
             .extensions_mut()
             .insert(tonic::transport::server::TcpConnectInfo {
                 local_addr: None,
-                remote_addr: Some("192.0.2.9:1000".parse().unwrap()),
+                remote_addr: Some(format!("{address}:1000").parse().unwrap()),
             });
-        let response = service.oneshot(other).await.unwrap();
-        assert_eq!(answer(response).await, "15");
+        request
+    }
+
+    /// A body that sends `start` and then nothing, until its sender is dropped.
+    async fn silent_after(start: Bytes) -> (FrameSender, Body) {
+        let (sender, body) = streamed_body();
+        sender
+            .send(Ok(http_body::Frame::data(start)))
+            .await
+            .unwrap();
+        (sender, body)
+    }
+
+    const CREATE: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
+
+    #[tokio::test]
+    async fn a_body_is_charged_for_the_bytes_that_arrived_not_for_the_length_it_declares() {
+        // 64 MiB: 16 in reserve, 48 shared, 24 for a caller alone.
+        let service = RequestBodyLayer::new(Duration::from_secs(30), 64 << 20)
+            .layer(service_fn(counts_bytes));
+        // Ten bodies declared at the method's limit and ten door bodies declared at 60 MiB,
+        // each with its first kilobyte sent and never the rest.
+        let mut silent = Vec::new();
+        for _ in 0..10 {
+            let (sender, body) = silent_after(message(MAX_REQUEST_BYTES).slice(..1024)).await;
+            let held = tokio::spawn(service.clone().oneshot(request(CREATE, body)));
+            silent.push((sender, held));
+            let (sender, body) = silent_after(Bytes::from(vec![b' '; 1024])).await;
+            let mut door = request(CREATE, body);
+            door.extensions_mut().insert(JsonBody {
+                length: 60 << 20,
+                convert: Arc::new(|bytes: Bytes| Ok(bytes)),
+            });
+            silent.push((sender, tokio::spawn(service.clone().oneshot(door))));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // They hold kilobytes: the same caller's 20 MiB body is buffered and handled.
+        let large = request(CREATE, Body::new(Full::new(message(20 << 20))));
+        let response = service.clone().oneshot(large).await.unwrap();
+        assert_eq!(answer(response).await, (5 + (20 << 20)).to_string());
+        drop(silent);
+    }
+
+    #[tokio::test]
+    async fn a_caller_over_its_share_is_refused_while_others_and_the_small_lanes_are_served() {
+        let service = RequestBodyLayer::new(Duration::from_secs(30), 64 << 20)
+            .layer(service_fn(counts_bytes));
+        // A caller holds 20 MiB of a body still arriving (its share alone: 24 MiB).
+        let (holder, body) = silent_after(message(40 << 20).slice(..20 << 20)).await;
+        let held = tokio::spawn(service.clone().oneshot(request(CREATE, body)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // More than a caller could ever hold at once is refused at once; 8 MiB more than
+        // its share, after the short wait for room.
+        for size in [30 << 20, 8 << 20] {
+            let body = Body::new(Full::new(message(size)));
+            let response = service
+                .clone()
+                .oneshot(request(CREATE, body))
+                .await
+                .unwrap();
+            assert_eq!(
+                reason_of(&response),
+                (
+                    tonic::Code::ResourceExhausted,
+                    "REQUEST_BUFFERS_BUSY".into()
+                ),
+                "{size}"
+            );
+            assert_eq!(response.headers()["grpc-retry-pushback-ms"], "2000");
+        }
+        // Its id-only calls and health probes have lanes of their own.
+        for path in [
+            "/lottie.render.v1.TemplateService/GetTemplate",
+            "/grpc.health.v1.Health/Check",
+        ] {
+            let small = request(path, Body::new(Full::new(message(10))));
+            let response = service.clone().oneshot(small).await.unwrap();
+            assert_eq!(answer(response).await, "15", "{path}");
+        }
+        // Another caller (another address) is served from the rest of the pool: with two
+        // callers holding, a share is a third of the shared 48 MiB.
+        let other = from(
+            "192.0.2.9",
+            request(CREATE, Body::new(Full::new(message(10 << 20)))),
+        );
+        let response = service.clone().oneshot(other).await.unwrap();
+        assert_eq!(answer(response).await, (5 + (10 << 20)).to_string());
         drop(holder);
         let _ = held.await;
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_arriving_is_refused_after_the_idle_timeout_before_its_deadline() {
+        let mut layer = RequestBodyLayer::new(Duration::from_secs(30), 1 << 20);
+        layer.0.idle = Duration::from_millis(100);
+        let service = layer.layer(service_fn(counts_bytes));
+        let (_sender, body) = silent_after(message(3000).slice(..1000)).await;
+        let started = tokio::time::Instant::now();
+        let response = service
+            .oneshot(request(
+                "/lottie.render.v1.RenderService/SubmitRender",
+                body,
+            ))
+            .await
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not the deadline"
+        );
+        let status = Status::from_header_map(response.headers()).expect("a gRPC status");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().contains("no byte"), "{status:?}");
+        assert_eq!(reason_of(&response).1, "REQUEST_BODY_TIMEOUT");
+        assert_eq!(response.headers()["grpc-retry-pushback-ms"], "1000");
     }
 
     #[tokio::test]

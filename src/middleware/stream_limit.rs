@@ -7,14 +7,16 @@
 //! their own, because health needs no identity (under `--auth required` too), and peers
 //! that are no tenant's must not hold the slots the tenants' WatchRenderJob calls need.
 //!
-//! Each caller (its tenant once identified, its peer address before: [`CallerKey`]) holds at
-//! most a quarter of a budget's slots, so one tenant watching its own job a thousand times
-//! cannot take every slot; one more is refused with the same reason, its message naming the
-//! caller's share.
+//! The slots are shared fairly ([`FairShare`]): each caller (its tenant once identified, its
+//! peer address before: [`CallerKey`]) holds at most a share that shrinks as more callers
+//! hold slots, and a caller holding none always finds one in the reserve; so neither one
+//! tenant watching its own job a thousand times nor eight addresses together can take every
+//! slot (issue 42: four addresses' 256 streams each held all 1,024). One more is refused
+//! with the same reason, its message naming the caller's share.
 
 use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::{ServiceError, ServiceErrorCode};
-use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
+use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal, FIRST_SLOTS};
 use crate::reason::Reason;
 use http::Request;
 use std::pin::Pin;
@@ -44,8 +46,8 @@ pub struct StreamLimit {
 pub(crate) type StreamLimitLayer = AroundLayer<StreamLimit>;
 
 impl StreamLimitLayer {
-    /// At most `limit` streams of `paths` at once, a caller at most a quarter of them; one
-    /// more is refused with `reason`.
+    /// At most `limit` streams of `paths` at once, shared fairly between callers; one more
+    /// is refused with `reason`.
     pub(crate) fn new(
         paths: &'static [&'static str],
         limit: usize,
@@ -53,7 +55,7 @@ impl StreamLimitLayer {
     ) -> StreamLimitLayer {
         AroundLayer(StreamLimit {
             paths,
-            open: FairShare::with_default_share(limit),
+            open: FairShare::shrinking(limit, FIRST_SLOTS),
             reason,
         })
     }
@@ -98,9 +100,10 @@ impl<B> AroundCall<B, Body> for StreamLimit {
             Err(refusal) => {
                 let message = match refusal {
                     ShareRefusal::OverShare => format!(
-                        "{key} already holds its share ({} of {}) of the streams of this kind \
-                         open on this instance; close one, or retry after the delay",
-                        self.open.per_key(),
+                        "{key} already holds its share ({} of {}, fewer as more callers hold \
+                         some) of the streams of this kind open on this instance; close one, \
+                         or retry after the delay",
+                        self.open.share_of(&key),
                         self.open.capacity()
                     ),
                     ShareRefusal::PoolFull => "too many streams of this kind are open on this \
@@ -170,7 +173,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn one_caller_holds_at_most_a_quarter_of_the_slots_and_another_is_served() {
+    async fn one_caller_holds_at_most_its_share_of_the_slots_and_another_is_served() {
+        // 8 slots: 4 in reserve, 4 shared, so 2 for a caller alone.
         let service = StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers)
             .layer(service_fn(streams));
         let from = |address: &str| {
@@ -193,7 +197,7 @@ mod tests {
         let status = Status::from_header_map(refused.headers()).expect("a gRPC status");
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
         assert!(
-            status.message().contains("its share (2 of 8)"),
+            status.message().contains("its share (2 of 8,"),
             "{status:?}"
         );
         let other = service.oneshot(from("192.0.2.2:1")).await.unwrap();

@@ -90,7 +90,7 @@ pub(super) fn cases() -> Vec<Case> {
         },
         Case {
             name: "80-health-watches",
-            expected: "TOO_MANY_WATCHERS beyond the caller's share (16 of 64)",
+            expected: "TOO_MANY_WATCHERS beyond the caller's share (24 of 64 alone)",
             requests: WATCH_STREAMS as u32,
             attack: |target| Box::pin(many_watches(target)),
         },

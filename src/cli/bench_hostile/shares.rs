@@ -32,13 +32,13 @@ pub(super) fn cases() -> Vec<Case> {
     vec![
         Case {
             name: "health-body-flood-4x64mib",
-            expected: "health: REQUEST_TOO_LARGE at once (KiBs); the attacker's CreateTemplates: 1 held, 3 REQUEST_BUFFERS_BUSY (its share); bystander served",
+            expected: "health: REQUEST_TOO_LARGE at once (KiBs); the attacker's CreateTemplates: 2 held (its share alone, 128 MiB), 2 REQUEST_BUFFERS_BUSY; bystander served",
             requests: 2 * FLOOD_BODIES as u32,
             attack: |target| Box::pin(body_flood(target)),
         },
         Case {
             name: "tenant-watchers-over-share",
-            expected: "the attacker's watches beyond its share (16 of 64) TOO_MANY_WATCHERS; the bystander tenant's watch served",
+            expected: "the attacker's watches beyond its share (24 of 64 alone) TOO_MANY_WATCHERS; the bystander tenant's watch served",
             requests: ATTACKER_WATCHES as u32,
             attack: |target| Box::pin(watchers_over_share(target)),
         },

@@ -1,6 +1,8 @@
-//! DownloadRenderOutput's streaming: at most `--max-downloads` at once on this instance, a
-//! caller (tenant, or address before identity) at most a quarter of them (one more is
-//! RESOURCE_EXHAUSTED, reason TOO_MANY_DOWNLOADS, with a retry delay), each
+//! DownloadRenderOutput's streaming: at most `--max-downloads` at once on this instance,
+//! shared fairly between callers (tenants, or addresses before identity: [`FairShare`], a
+//! share that shrinks as more callers download and a reserve for callers downloading
+//! nothing, so that no eight callers hold every slot; one more is RESOURCE_EXHAUSTED, reason
+//! TOO_MANY_DOWNLOADS, with a retry delay), each
 //! read from the store in ranges of one chunk (a bounded request each, with the store's
 //! timeouts and retries, whatever the output's size and however slowly the caller reads),
 //! read ahead by a few chunks, and ended when its caller reads nothing for
@@ -10,7 +12,7 @@
 
 use super::super::proto;
 use crate::error::{ServiceError, ServiceErrorCode};
-use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal};
+use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal, FIRST_SLOTS};
 use crate::reason::Reason;
 use crate::storage::{OutputStore, StorageError};
 use std::sync::Arc;
@@ -36,7 +38,7 @@ pub struct DownloadLimits {
 impl DownloadLimits {
     pub(crate) fn new(max_downloads: usize, idle_timeout: Duration) -> DownloadLimits {
         DownloadLimits {
-            open: FairShare::with_default_share(max_downloads),
+            open: FairShare::shrinking(max_downloads, FIRST_SLOTS),
             idle_timeout,
         }
     }
@@ -47,9 +49,9 @@ impl DownloadLimits {
         self.open.try_acquire(key.clone(), 1).map_err(|refusal| {
             let message = match refusal {
                 ShareRefusal::OverShare => format!(
-                    "{key} already holds its share ({} of {}) of the downloads running on \
-                     this instance; retry after the delay",
-                    self.open.per_key(),
+                    "{key} already holds its share ({} of {}, fewer as more callers download) \
+                     of the downloads running on this instance; retry after the delay",
+                    self.open.share_of(&key),
                     self.open.capacity()
                 ),
                 ShareRefusal::PoolFull => {
@@ -190,15 +192,53 @@ fn take_receiver(receiver: &SharedChunkReceiver) -> Option<ChunkReceiver> {
 /// Reads `output` into `sender` chunk by chunk, holding the download's `slot`, until the
 /// end, an error, the caller going away, or the caller reading nothing for `idle_timeout`
 /// (the read-ahead is then dropped and the stream ends with DOWNLOAD_STALLED when next
-/// polled).
+/// polled). At the end the slot is held until the caller has read what was read ahead for
+/// it, so a download that nobody reads holds its slot for what it holds, not for the time
+/// the store took.
 async fn read_output(
     output: StoredOutput,
-    (range, mut described): (std::ops::Range<u64>, Option<proto::RenderOutput>),
+    (range, described): (std::ops::Range<u64>, Option<proto::RenderOutput>),
     sender: mpsc::Sender<Result<proto::OutputChunk, Status>>,
     receiver: SharedChunkReceiver,
     slot: DownloadSlot,
     idle_timeout: Duration,
 ) {
+    let (job_id, end) = (output.job_id, range.end);
+    let read = send_chunks(&output, (range, described), &sender, idle_timeout).await;
+    let read = match read {
+        ReadAll::Read => drained(&sender, idle_timeout, end).await,
+        other => other,
+    };
+    if let ReadAll::Stalled(offset) = read {
+        tracing::info!(
+            %job_id,
+            offset,
+            idle_seconds = idle_timeout.as_secs_f64(),
+            "a download's caller stopped reading; ending it"
+        );
+        drop(take_receiver(&receiver));
+    }
+    drop(slot);
+}
+
+/// How sending a download's chunks ended.
+enum ReadAll {
+    /// Every chunk is sent (an error ends it too, sent as the last).
+    Read,
+    /// The caller went away, or an error was sent.
+    Ended,
+    /// The caller read nothing for the idle timeout; the offset reached.
+    Stalled(u64),
+}
+
+/// Sends the `range` of `output` into `sender` chunk by chunk, the first carrying
+/// `described`.
+async fn send_chunks(
+    output: &StoredOutput,
+    (range, mut described): (std::ops::Range<u64>, Option<proto::RenderOutput>),
+    sender: &mpsc::Sender<Result<proto::OutputChunk, Status>>,
+    idle_timeout: Duration,
+) -> ReadAll {
     let job_id = output.job_id;
     let (mut offset, size) = (range.start, range.end);
     while offset < size {
@@ -229,20 +269,30 @@ async fn read_output(
         match tokio::time::timeout(idle_timeout, sender.send(chunk)).await {
             Ok(Ok(())) if !failed => {}
             // Sent the error, or the caller went away.
-            Ok(_) => break,
-            Err(_) => {
-                tracing::info!(
-                    %job_id,
-                    offset,
-                    idle_seconds = idle_timeout.as_secs_f64(),
-                    "a download's caller stopped reading; ending it"
-                );
-                drop(take_receiver(&receiver));
-                break;
-            }
+            Ok(_) => return ReadAll::Ended,
+            Err(_) => return ReadAll::Stalled(offset),
         }
     }
-    drop(slot);
+    ReadAll::Read
+}
+
+/// Waits until the caller has taken every chunk read ahead for it (it read one within each
+/// `idle_timeout`), or went away; all was read up to `end`.
+async fn drained(
+    sender: &mpsc::Sender<Result<proto::OutputChunk, Status>>,
+    idle_timeout: Duration,
+    end: u64,
+) -> ReadAll {
+    // Each permit is a chunk the caller took; all of them back, nothing is left to take.
+    let mut taken = Vec::with_capacity(DOWNLOAD_READ_AHEAD);
+    while taken.len() < sender.max_capacity() {
+        match tokio::time::timeout(idle_timeout, sender.reserve()).await {
+            Ok(Ok(permit)) => taken.push(permit),
+            Ok(Err(_)) => return ReadAll::Ended,
+            Err(_) => return ReadAll::Stalled(end),
+        }
+    }
+    ReadAll::Read
 }
 
 impl Default for DownloadLimits {

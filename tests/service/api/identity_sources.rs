@@ -69,6 +69,7 @@ async fn spawn_who_am_i(
             StackLimits {
                 max_concurrent_requests: 16,
                 request_body_timeout: Duration::from_secs(5),
+                request_buffer_bytes: 16 << 20,
                 max_watchers: 4,
                 tenant_rate: None,
             },

@@ -10,8 +10,9 @@ use clap::CommandFactory;
 use std::time::Duration;
 
 const SECURITY_DOC: &str = "docs/security.md";
-/// The headings whose tables are checked: the server's limits and the template fence's.
-const CHECKED_TABLES: [&str; 2] = ["## Limits", "### Template limits (the fence)"];
+/// The headings whose tables are checked: the server's limits, its pools and the template
+/// fence's.
+const CHECKED_TABLES: [&str; 3] = ["## Limits", "### Pools", "### Template limits (the fence)"];
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// What a figure measures, so that `8 MiB` cannot stand for a count of eight million.
@@ -280,8 +281,17 @@ fn constant(name: &str) -> Option<Actual> {
         "middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES" => {
             bytes(request_body::REQUEST_BUFFER_BUDGET_BYTES as f64)
         }
-        "middleware::request_body::CALLER_SHARE_BYTES" => {
-            bytes(request_body::CALLER_SHARE_BYTES as f64)
+        "middleware::request_body::LARGE_FIRST_AMOUNT_BYTES" => {
+            bytes(request_body::LARGE_FIRST_AMOUNT_BYTES as f64)
+        }
+        "middleware::request_body::SMALL_FIRST_AMOUNT_BYTES" => {
+            bytes(request_body::SMALL_FIRST_AMOUNT_BYTES as f64)
+        }
+        "middleware::request_body::ID_BUFFER_BUDGET_BYTES" => {
+            bytes(request_body::ID_BUFFER_BUDGET_BYTES as f64)
+        }
+        "middleware::request_body::REQUEST_BODY_IDLE_TIMEOUT" => {
+            seconds(request_body::REQUEST_BODY_IDLE_TIMEOUT)
         }
         "middleware::request_body::REQUEST_BUFFER_WAIT" => {
             seconds(request_body::REQUEST_BUFFER_WAIT)
@@ -313,7 +323,8 @@ fn constant(name: &str) -> Option<Actual> {
         "auth::known_identities::MAX_IDENTITY_BYTES" => {
             bytes(auth::known_identities::MAX_IDENTITY_BYTES as f64)
         }
-        "fair_share::DEFAULT_SHARE_DIVISOR" => count(fair_share::DEFAULT_SHARE_DIVISOR as f64),
+        "fair_share::RESERVE_FIRST_AMOUNTS" => count(fair_share::RESERVE_FIRST_AMOUNTS as f64),
+        "fair_share::FIRST_SLOTS" => count(fair_share::FIRST_SLOTS as f64),
         "idempotency::store::MAX_MEMORY_KEYS" => count(idempotency::store::MAX_MEMORY_KEYS as f64),
         _ => None,
     }
@@ -623,14 +634,14 @@ fn the_limits_table_check_fails_on_a_changed_figure_an_unknown_name_or_a_missing
             "MAX_IMAGE_SIDE",
         ),
         (
-            "| 272 MiB / 68 MiB / 1 s |",
-            "| 272 MiB / 69 MiB / 1 s |",
-            "CALLER_SHARE_BYTES",
+            "| 272 MiB / 1 MiB / 16 / 1 s / 5 s / 30 s |",
+            "| 272 MiB / 2 MiB / 16 / 1 s / 5 s / 30 s |",
+            "LARGE_FIRST_AMOUNT_BYTES",
         ),
         ("| 5 s / 1 GiB |", "| 5 s / 2 GiB |", "--analysis-memory-mb"),
         (
-            "| 64 / 60 s |",
-            "| 64 / 60 ms |",
+            "| 64 / 1 / 16 / 60 s |",
+            "| 64 / 1 / 16 / 60 ms |",
             "--download-idle-timeout-ms",
         ),
         ("| 128 MiB |", "| 128 |", "MAX_TEMPLATE_IMAGE_DECODED_BYTES"),

@@ -18,6 +18,7 @@ mod image_bombs;
 #[path = "../../engine/kernel_offers.rs"]
 mod kernel_offers;
 mod limits_table;
+mod pools;
 mod retained_jobs;
 mod safe_defaults;
 mod shares;
