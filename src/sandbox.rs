@@ -52,18 +52,31 @@ pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// 100 for H.264, and APNG's `small` quality is slower again; a deadline that ran out on them
 /// would fail a job as transient, to be retried to the same end.
 pub(crate) const SLOW_ENCODER_DEADLINE_FACTOR: f64 = 4.0;
+/// The share of one core over the whole deadline above which a worker that ran out of time
+/// is judged to have been working, not waiting (`deadline_failure`): the deadline gives each
+/// megapixel 5 to 25 times what it takes, so a worker that had most of a core all along and
+/// did not finish needs more than its budget whatever the load.
+pub(crate) const DEADLINE_WORK_SHARE: f64 = 0.9;
 /// How much of the worker's stderr is kept for diagnostics.
 const STDERR_TAIL_BYTES: usize = 16 * 1024;
 
-/// Deadline for a render of `frames` frames of `spec`'s size in its format.
-pub(crate) fn default_deadline(spec: &crate::spec::OutputSpec, frames: u32) -> Duration {
+/// Deadline for a render of `frames` frames of `spec`'s size in its format, with
+/// `image_megapixels` of replacement images to decode and fit: a megapixel of image counts
+/// as one of output (measured: some 65 ms to decode and resample a megapixel of WebP, against
+/// 10–50 ms per output megapixel; 16 images of 4096² took a 100×100 still 17.8 s).
+pub(crate) fn default_deadline(
+    spec: &crate::spec::OutputSpec,
+    frames: u32,
+    image_megapixels: f64,
+) -> Duration {
     let (width, height) = (spec.width.get(), spec.height.get());
     let megapixels = f64::from(frames) * f64::from(width) * f64::from(height) / 1e6;
     let factor = match spec.format {
         Format::Webp | Format::Apng | Format::Mov => SLOW_ENCODER_DEADLINE_FACTOR,
         _ => 1.0,
     };
-    (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(megapixels * factor)).min(MAX_DEADLINE)
+    let work = megapixels * factor + image_megapixels.max(0.0);
+    (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(work)).min(MAX_DEADLINE)
 }
 
 #[derive(Debug, Clone)]
@@ -261,10 +274,23 @@ fn run_worker_process(
         status,
         events.last,
         &stderr_tail,
-        timed_out,
-        cancel.is_cancelled(),
+        Ended {
+            timed_out,
+            cancelled: cancel.is_cancelled(),
+            cpu: worker_usage.cpu,
+        },
         settings,
     )
+}
+
+/// How a worker's run ended, beside its exit status.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    /// The wall-clock deadline passed (the group was killed).
+    timed_out: bool,
+    cancelled: bool,
+    /// The CPU time the worker used, all its threads.
+    cpu: Duration,
 }
 
 /// Gives a spare the job's CPU-time budget counted from now (it was started with the
@@ -339,8 +365,11 @@ fn classify(
     status: std::process::ExitStatus,
     last_event: Option<WorkerEvent>,
     stderr_tail: &str,
-    timed_out: bool,
-    cancelled: bool,
+    Ended {
+        timed_out,
+        cancelled,
+        cpu,
+    }: Ended,
     settings: &SandboxSettings,
 ) -> Result<OutputInfo, WorkerFailure> {
     let failure = |kind, class, reason, message: String| WorkerFailure {
@@ -369,15 +398,7 @@ fn classify(
         ));
     }
     if timed_out {
-        return Err(failure(
-            FailureKind::DeadlineExceeded,
-            ErrorClass::Transient,
-            Reason::RenderDeadlineExceeded,
-            format!(
-                "the render did not finish within its {} s deadline",
-                settings.deadline.as_secs()
-            ),
-        ));
+        return Err(deadline_failure(cpu, settings.deadline));
     }
     let last_event_missing = last_event.is_none();
     let answer = last_event.and_then(|event| match event {
@@ -522,6 +543,39 @@ fn limit_signal(status: std::process::ExitStatus) -> Option<WorkerFailure> {
     None
 }
 
+/// What a worker that ran past its wall-clock `deadline` after `cpu` of CPU time tells. The
+/// deadline is derived from the job's work (output megapixels, images) with a wide margin;
+/// a worker that had at least [`DEADLINE_WORK_SHARE`] of a core for all of it was working,
+/// not waiting: its request needs more than its budget and will again (not retryable, as a
+/// retry would burn the same). One that got less was slowed by the machine: retryable.
+fn deadline_failure(cpu: Duration, deadline: Duration) -> WorkerFailure {
+    let seconds = deadline.as_secs();
+    if cpu >= deadline.mul_f64(DEADLINE_WORK_SHARE) {
+        WorkerFailure {
+            kind: FailureKind::DeadlineExceeded,
+            class: ErrorClass::Deterministic,
+            reason: Reason::RenderDeadlineExceeded,
+            message: format!(
+                "the render did not finish within its {seconds} s deadline though it used {:.0} s \
+                 of CPU: it is more work than its budget (a smaller size, fewer frames or \
+                 smaller images)",
+                cpu.as_secs_f64()
+            ),
+        }
+    } else {
+        WorkerFailure {
+            kind: FailureKind::DeadlineExceeded,
+            class: ErrorClass::Transient,
+            reason: Reason::RenderDeadlineExceeded,
+            message: format!(
+                "the render did not finish within its {seconds} s deadline, having had {:.0} s \
+                 of CPU: the machine is loaded; retry after the delay",
+                cpu.as_secs_f64()
+            ),
+        }
+    }
+}
+
 fn signal_name(signal: i32) -> &'static str {
     match signal {
         libc::SIGSEGV => "SIGSEGV",
@@ -578,6 +632,44 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that ended by itself, neither out of time nor cancelled.
+    fn ended() -> Ended {
+        Ended {
+            timed_out: false,
+            cancelled: false,
+            cpu: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_deadline_the_work_ran_past_is_not_retryable_and_one_the_machine_caused_is() {
+        let deadline = Duration::from_secs(40);
+        // Most of a core for the whole deadline: the request is more work than its budget.
+        let working = deadline_failure(Duration::from_secs(38), deadline);
+        assert_eq!(
+            (working.class, working.reason),
+            (ErrorClass::Deterministic, Reason::RenderDeadlineExceeded)
+        );
+        assert!(
+            working.message.contains("more work than its budget"),
+            "{}",
+            working.message
+        );
+        // Two threads at a core each for half of it: working too.
+        assert_eq!(
+            deadline_failure(Duration::from_secs(40), deadline).class,
+            ErrorClass::Deterministic
+        );
+        // A fifth of a core: the machine was loaded, a retry may well succeed.
+        let waiting = deadline_failure(Duration::from_secs(8), deadline);
+        assert_eq!(waiting.class, ErrorClass::Transient);
+        assert!(
+            waiting.message.contains("the machine is loaded"),
+            "{}",
+            waiting.message
+        );
+    }
     use protocol::exit_code;
 
     #[test]
@@ -630,7 +722,7 @@ mod tests {
         );
         let settings = settings();
         let status = std::process::ExitStatus::from_raw(exit_code::DETERMINISTIC << 8);
-        let failure = classify(status, events.last, "", false, false, &settings).unwrap_err();
+        let failure = classify(status, events.last, "", ended(), &settings).unwrap_err();
         assert_eq!(failure.reason, Reason::RenderCrashed);
         assert_eq!(failure.class, ErrorClass::Transient);
         assert!(matches!(
@@ -644,7 +736,7 @@ mod tests {
         // What the kernel does to a process writing past RLIMIT_FSIZE (SIGXFSZ's default
         // action ends it), with no answer written.
         let status = std::process::ExitStatus::from_raw(libc::SIGXFSZ);
-        let failure = classify(status, None, "", false, false, &settings()).unwrap_err();
+        let failure = classify(status, None, "", ended(), &settings()).unwrap_err();
         assert_eq!(failure.reason, Reason::OutputTooLarge);
         assert_eq!(failure.class, ErrorClass::Deterministic);
         assert!(failure.message.contains("2 GiB"), "{}", failure.message);
@@ -657,7 +749,7 @@ mod tests {
         assert_eq!(serde_json::to_string(&event).unwrap(), line);
         let settings = settings();
         let status = std::process::ExitStatus::from_raw(exit_code::DETERMINISTIC << 8);
-        let failure = classify(status, Some(event), "", false, false, &settings).unwrap_err();
+        let failure = classify(status, Some(event), "", ended(), &settings).unwrap_err();
         assert_eq!(failure.reason, Reason::SlotUnknown);
         assert_eq!(failure.kind, FailureKind::Reported);
     }

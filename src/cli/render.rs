@@ -170,15 +170,19 @@ impl SlotArgs {
     }
 }
 
-/// The `--image` files by SHA-256, each named in `modifications.images` under its slot.
+/// The `--image` files by SHA-256, each named in `modifications.images` under its slot, and
+/// the megapixels they decode to (for the deadline, as the service counts them).
 fn image_files(
     slots: &SlotArgs,
     modifications: &mut Modifications,
-) -> Result<std::collections::BTreeMap<String, PathBuf>, String> {
+) -> Result<(std::collections::BTreeMap<String, PathBuf>, f64), String> {
     let mut images = std::collections::BTreeMap::new();
+    let mut megapixels = 0.0;
     for image in slots.image_args()? {
         let bytes = std::fs::read(&image.file)
             .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
+        megapixels +=
+            crate::spec::ImageSource::Sent(bytes.clone().into()).decoded_pixels() as f64 / 1e6;
         let sha256 = crate::lottie::template::hex_sha256(&bytes);
         let file = std::fs::canonicalize(&image.file)
             .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
@@ -191,7 +195,7 @@ fn image_files(
         );
         images.insert(sha256, file);
     }
-    Ok(images)
+    Ok((images, megapixels))
 }
 
 pub(crate) fn run(args: RenderArgs) -> ExitCode {
@@ -210,7 +214,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     let width = Dimension::try_from(args.width).map_err(|e| format!("--width {e}"))?;
     let height = Dimension::try_from(args.height).map_err(|e| format!("--height {e}"))?;
     let (mut modifications, background) = args.slots.parse()?;
-    let images = image_files(&args.slots, &mut modifications)?;
+    let (images, image_megapixels) = image_files(&args.slots, &mut modifications)?;
     let mut spec = OutputSpec {
         format: args.format,
         fps,
@@ -254,7 +258,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
     let deadline = args
         .timeout
         .map(Duration::from_secs)
-        .unwrap_or_else(|| sandbox::default_deadline(&spec, frames));
+        .unwrap_or_else(|| sandbox::default_deadline(&spec, frames, image_megapixels));
     let settings = SandboxSettings {
         executable: std::env::current_exe()
             .map_err(|e| format!("cannot find own executable: {e}"))?,

@@ -94,11 +94,15 @@ pub(crate) fn admit(
             description: error.to_string(),
         });
     }
+    let image_megapixels = submission.image_megapixels();
     let frames = check_output(
         &mut spec,
         &submission.timing,
         report,
-        limits,
+        Budget {
+            limits,
+            image_megapixels,
+        },
         (&mut reason, &mut violations),
     );
     if let Some(reason) = reason {
@@ -139,7 +143,8 @@ pub(crate) fn admit(
         frames,
     );
     job.notify = submission.notify;
-    let deadline = crate::sandbox::default_deadline(&spec, frames).min(limits.max_duration);
+    let deadline =
+        crate::sandbox::default_deadline(&spec, frames, image_megapixels).min(limits.max_duration);
     let work = RenderWork {
         modifications: submission.modifications,
         animation: record.animation.clone(),
@@ -151,6 +156,13 @@ pub(crate) fn admit(
     Ok((job, work))
 }
 
+/// What a job may cost: the limits, and the work its replacement images add to its output's.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    limits: JobLimits,
+    image_megapixels: f64,
+}
+
 /// Resolves `spec`'s window, loop count and poster from `timing` against the template, and
 /// checks the output against the job budget and the formats' own limits (GIF length, animated
 /// WebP size); each refusal goes into `refusal` (the first reason, every violation). Answers
@@ -159,7 +171,10 @@ fn check_output(
     spec: &mut crate::spec::OutputSpec,
     timing: &crate::spec::TimingRequest,
     report: &crate::storage::record_cache::AdmissionRecord,
-    limits: JobLimits,
+    Budget {
+        limits,
+        image_megapixels,
+    }: Budget,
     (reason, violations): (&mut Option<Reason>, &mut Vec<FieldViolation>),
 ) -> u32 {
     let animation = crate::spec::timing::Animation {
@@ -184,15 +199,22 @@ fn check_output(
         Some(window) => window.range().1,
         None => timeline::frame_count(report.duration_seconds, spec.fps.get()),
     };
-    let megapixels =
+    let output_megapixels =
         f64::from(frames) * f64::from(spec.width.get()) * f64::from(spec.height.get()) / 1e6;
+    let megapixels = output_megapixels + image_megapixels;
     if megapixels > limits.max_megapixels as f64 {
         reason.get_or_insert(Reason::JobTooLarge);
+        let images = if image_megapixels > 0.0 {
+            format!(" and its replacement images {image_megapixels:.0} more")
+        } else {
+            String::new()
+        };
         violations.push(FieldViolation {
             field: "output".into(),
             description: format!(
-                "{frames} frames of {}×{} are {megapixels:.0} megapixels, more than the {} \
-                 megapixel job budget; lower fps, width or height",
+                "{frames} frames of {}×{} are {output_megapixels:.0} megapixels{images}, more \
+                 than the {} megapixel job budget; lower fps, width or height, or send smaller \
+                 images",
                 spec.width.get(),
                 spec.height.get(),
                 limits.max_megapixels

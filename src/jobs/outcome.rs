@@ -118,6 +118,20 @@ pub(super) fn decide(
             },
             Some("the render's expressions ran out of their budget; fingerprint quarantined"),
         ),
+        // A worker that had the CPU and still ran out of its deadline needs more than its
+        // budget (sandbox::deadline_failure): the same request would again.
+        FailureKind::DeadlineExceeded if failure.class == ErrorClass::Deterministic => (
+            JobFailure {
+                reason: failure.reason,
+                message: format!(
+                    "{}; this request is quarantined and will be refused",
+                    failure.message
+                ),
+                retryable: false,
+                retry_after: None,
+            },
+            Some("the render needed more than its deadline's work; fingerprint quarantined"),
+        ),
         _ => {
             let retryable = failure.class == ErrorClass::Transient;
             (
@@ -303,6 +317,20 @@ mod tests {
                 Reason::RenderMemoryExceeded,
                 1,
                 (Reason::RenderMemoryExceeded, Some(RETRY_AFTER), false),
+            ),
+            (
+                FailureKind::DeadlineExceeded,
+                ErrorClass::Transient,
+                Reason::RenderDeadlineExceeded,
+                1,
+                (Reason::RenderDeadlineExceeded, Some(RETRY_AFTER), false),
+            ),
+            (
+                FailureKind::DeadlineExceeded,
+                ErrorClass::Deterministic,
+                Reason::RenderDeadlineExceeded,
+                1,
+                (Reason::RenderDeadlineExceeded, None, true),
             ),
             (
                 FailureKind::Reported,

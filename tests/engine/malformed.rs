@@ -189,12 +189,15 @@ fn hostile_files_are_rejected_clearly_or_render_and_never_take_the_caller_down()
                 && failure.reason.as_str() == "TEMPLATE_UNRENDERABLE")
                 .then_some(())
                 .ok_or(format!("{failure:?}")),
+            // Not retryable when the worker had the CPU all along (its work ran past the
+            // budget), retryable when the machine slowed it: either, as the load here goes.
             (Expect::DeadlineKills, Err(failure)) => (failure.kind
                 == FailureKind::DeadlineExceeded
-                && failure.class == ErrorClass::Transient
-                && failure.reason.as_str() == "RENDER_DEADLINE_EXCEEDED")
-                .then_some(())
-                .ok_or(format!("{failure:?}")),
+                && failure.reason.as_str() == "RENDER_DEADLINE_EXCEEDED"
+                && (failure.class == ErrorClass::Transient)
+                    == failure.message.contains("the machine is loaded"))
+            .then_some(())
+            .ok_or(format!("{failure:?}")),
             (_, other) => Err(format!("{other:?}")),
         };
         if let Err(why) = verdict {

@@ -479,3 +479,34 @@ fn keyed<T>(message: T) -> tonic::Request<T> {
         .insert("idempotency-key", unique_key().parse().unwrap());
     request
 }
+
+/// Replacement images are work of the job as its frames are (issue 42, finding 7): decoded
+/// and fitted in the worker, their pixels count in the job's budget (and its deadline). A
+/// 2000×1000 image (a few KiB of PNG, 2 megapixels decoded) takes a 200² render of five
+/// frames (0.2 megapixels) past a 1-megapixel budget; the same render with the template's own
+/// image is within it. Before, images counted for nothing: 16 solid 4096² WebPs (11 KiB of
+/// request) took a 100×100 still 17.8 s of a worker, then failed on its deadline as
+/// retryable.
+#[tokio::test]
+async fn replacement_images_count_in_the_job_budget_by_the_pixels_they_decode_to() {
+    let app = spawn_app_with(|settings| settings.max_job_megapixels = 1).await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let plain = with_images(&template.template_id, Vec::new());
+    app.submit(plain)
+        .await
+        .expect("within the budget without images");
+    let large = png(&RgbaImage::from_pixel(2000, 1000, RED));
+    let request = with_images(
+        &template.template_id,
+        vec![("photo", large, proto::ImageFit::Cover)],
+    );
+    let status = app.submit(request).await.unwrap_err();
+    assert_eq!(reason(&status), "JOB_TOO_LARGE", "{status:?}");
+    assert_eq!(violated_fields(&status), ["output"], "{status:?}");
+    assert!(
+        status.message().contains("replacement images 2 more"),
+        "{}",
+        status.message()
+    );
+    app.stop().await;
+}

@@ -106,6 +106,23 @@ async fn assert_worker_fails_its_job_retryable(name: &str, then: &str, reason: &
     assert!(server.stop().await);
 }
 
+/// A worker that waits (no CPU) past its deadline was slowed by the machine, not by its
+/// work: retryable, with the delay (issue 42: a deadline is a verdict only when the worker
+/// had the CPU).
+#[tokio::test]
+async fn a_render_worker_that_sleeps_past_its_deadline_fails_its_job_retryable() {
+    let server = ServerProcess::start_with_worker(
+        |dir| stand_in(dir, "sleeping-worker", "sleep 30"),
+        &["--workers", "1", "--max-job-seconds", "1"],
+        &[],
+    );
+    let job = render_until_ended(&server).await;
+    assert_failed_retryable(&job, "RENDER_DEADLINE_EXCEEDED");
+    let message = &job.error.as_ref().unwrap().message;
+    assert!(message.contains("the machine is loaded"), "{message}");
+    assert!(server.stop().await);
+}
+
 #[tokio::test]
 async fn a_render_worker_out_of_cpu_time_fails_its_job_as_render_cpu_exceeded_retryable() {
     // The kernel sends SIGXCPU at the worker's RLIMIT_CPU.
