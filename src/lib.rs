@@ -14,7 +14,8 @@
 //!   memory and wall-clock budgets, from a small pool of its own; the analysis protocol.
 //! - [`os`]: the unsafe calls into libc: rlimits, process groups, resource usage, descriptor
 //!   passing (with the AVX2 colour kernel, the only modules allowed `unsafe_code`).
-//! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`. Its
+//! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`, its bounds
+//!   (protovalidate rules, scanned before anything is built) in `grpc::bounds`. Its
 //!   handlers convert and call one use case each: [`jobs::intake`] (SubmitRender) and
 //!   [`templates`] (CreateTemplate), which take domain types, never tonic's.
 //! - [`idempotency`]: the Idempotency-Key (validated key, tower layer, the steps every keyed
@@ -24,7 +25,7 @@
 //! - [`http_json`]: the HTTP/JSON door, a transcoder in front of the same gRPC stack.
 //! - [`webhooks`]: a job's events POSTed, signed and retried, to its caller's receiver.
 //! - [`middleware`]: tower layers of the server (trace context, request metrics, catch-panic,
-//!   identity, tenant rate, request body deadline and budget, load shedding, request size,
+//!   identity, tenant rate, request body deadline and budget, request bounds, load shedding, request size,
 //!   stream limit, inflation budget), and the request size limits.
 //! - [`metrics`]: Prometheus metrics (served by [`app::http_endpoint`]).
 //! - [`mesh`]: the service mesh and Kubernetes fit (connection age and grace, the liveness

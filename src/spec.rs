@@ -526,37 +526,6 @@ pub enum ImageSource {
     Uploaded,
 }
 
-impl ImageSource {
-    /// The pixels the worker decodes this image to: a sent image's from its header (checked
-    /// at submit); an uploaded one's is not read again at submit, so it counts as the
-    /// largest an upload may be ([`crate::lottie::assets::MAX_IMAGE_PIXELS`]).
-    pub fn decoded_pixels(&self) -> u64 {
-        let largest = crate::lottie::assets::MAX_IMAGE_PIXELS;
-        match self {
-            ImageSource::Sent(bytes) => crate::lottie::images::header(bytes)
-                .map_or(largest, |header| {
-                    u64::from(header.width) * u64::from(header.height)
-                }),
-            ImageSource::Uploaded => largest,
-        }
-    }
-}
-
-impl RenderSubmission {
-    /// Megapixels of replacement images the worker decodes and fits, once per slot that
-    /// shows one: work of the job as much as its output's frames are.
-    pub fn image_megapixels(&self) -> f64 {
-        let pixels: u64 = self
-            .modifications
-            .images
-            .values()
-            .filter_map(|choice| self.images.get(&choice.sha256))
-            .map(ImageSource::decoded_pixels)
-            .sum();
-        pixels as f64 / 1e6
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

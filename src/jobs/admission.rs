@@ -94,7 +94,7 @@ pub(crate) fn admit(
             description: error.to_string(),
         });
     }
-    let image_megapixels = submission.image_megapixels();
+    let image_megapixels = image_megapixels(&submission);
     let frames = check_output(
         &mut spec,
         &submission.timing,
@@ -154,6 +154,19 @@ pub(crate) fn admit(
         trace_parent: None,
     };
     Ok((job, work))
+}
+
+/// Megapixels of replacement images the worker decodes and fits for `submission`, once per
+/// slot that shows one: work of the job as much as its output's frames are.
+fn image_megapixels(submission: &RenderSubmission) -> f64 {
+    let pixels: u64 = submission
+        .modifications
+        .images
+        .values()
+        .filter_map(|choice| submission.images.get(&choice.sha256))
+        .map(crate::lottie::images::decoded_pixels)
+        .sum();
+    pixels as f64 / 1e6
 }
 
 /// What a job may cost: the limits, and the work its replacement images add to its output's.

@@ -119,7 +119,7 @@ pub(super) fn decide(
             Some("the render's expressions ran out of their budget; fingerprint quarantined"),
         ),
         // A worker that had the CPU and still ran out of its deadline needs more than its
-        // budget (sandbox::deadline_failure): the same request would again.
+        // budget (`sandbox::deadline`): the same request would again.
         FailureKind::DeadlineExceeded if failure.class == ErrorClass::Deterministic => (
             JobFailure {
                 reason: failure.reason,

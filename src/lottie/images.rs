@@ -196,6 +196,19 @@ pub fn png_data_uri(pixels: &RgbaImage) -> Result<String, ImageError> {
     Ok(format!("data:image/png;base64,{encoded}"))
 }
 
+/// The pixels the worker decodes `source` to: a sent image's from its header (checked at
+/// submit); an uploaded one's is not read again at submit, so it counts as the largest an
+/// upload may be ([`crate::lottie::assets::MAX_IMAGE_PIXELS`]).
+pub fn decoded_pixels(source: &crate::spec::ImageSource) -> u64 {
+    let largest = crate::lottie::assets::MAX_IMAGE_PIXELS;
+    match source {
+        crate::spec::ImageSource::Sent(bytes) => header(bytes).map_or(largest, |header| {
+            u64::from(header.width) * u64::from(header.height)
+        }),
+        crate::spec::ImageSource::Uploaded => largest,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -332,3 +332,77 @@ fn the_json_scan_keeps_every_key_within_its_bound_and_slack() {
         }
     }
 }
+
+/// A figure as the docs write it: `67,108,864`.
+fn with_commas(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// A string's or bytes' bounds as the docs write them, each part ending with `suffix`.
+fn length_parts(length: super::Length, suffix: &str) -> Vec<String> {
+    let chars = length
+        .max_chars
+        .map(|chars| format!("{} characters{suffix}", with_commas(chars)));
+    let bytes = length
+        .max_bytes
+        .map(|bytes| format!("{} bytes{suffix}", with_commas(bytes)));
+    chars.into_iter().chain(bytes).collect()
+}
+
+/// The row of docs/security.md's "Request bounds" table for `field` of `message`.
+fn docs_row(message: &str, field: &super::FieldPlan) -> Option<String> {
+    let count = |what: &str| {
+        field
+            .max_count
+            .map(|count| format!("{} {what}", with_commas(count)))
+    };
+    let parts: Vec<String> = match field.shape {
+        Shape::Map { .. } => count("entries")
+            .into_iter()
+            .chain(length_parts(field.key_length, " a key"))
+            .chain(length_parts(field.length, " a value"))
+            .collect(),
+        Shape::Repeated => count("items")
+            .into_iter()
+            .chain(length_parts(field.length, " an item"))
+            .collect(),
+        Shape::Singular => length_parts(field.length, ""),
+    };
+    let short = message.rsplit('.').next().unwrap_or(message);
+    (!parts.is_empty()).then(|| format!("| `{short}.{}` | {} |", field.name, parts.join(" / ")))
+}
+
+#[test]
+fn the_request_bounds_table_of_the_security_docs_is_the_contracts() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).unwrap();
+    let start = docs.find("### Request bounds").expect("the section");
+    let table: BTreeSet<String> = docs[start..]
+        .lines()
+        .skip_while(|line| !line.starts_with("| message.field"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(str::to_owned)
+        .collect();
+    let mut contract = BTreeSet::new();
+    for name in request_messages() {
+        let plan = &schema().messages[schema().message(&name).unwrap()];
+        for field in &plan.fields {
+            contract.extend(docs_row(&name, field));
+        }
+    }
+    let missing: Vec<_> = contract.difference(&table).collect();
+    let extra: Vec<_> = table.difference(&contract).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "rows the docs lack: {missing:#?}\nrows the contract lacks: {extra:#?}"
+    );
+}
