@@ -68,7 +68,7 @@ impl Webhooks {
                 crate::error::ServiceErrorCode::FailedPrecondition,
                 Reason::WebhookSecretMissing,
                 format!(
-                    "no webhook secret for tenant {tenant}: the operator adds one to                      --webhook-secrets"
+                    "no webhook secret for tenant {tenant}: the operator adds one to --webhook-secrets"
                 ),
             ));
         }

@@ -141,9 +141,34 @@ fn metadata_and_ids(data: &[u8]) {
     }
 }
 
+/// The bytes as the HTTP door's JSON body of a RenderRequest: the JSON scan (bounds,
+/// duplicate members) and prost-reflect's conversion either refuse it, classified and in
+/// proportion, or make a message the wire scan and prost accept: the two scans of the one
+/// contract agree (a body the door let through over a bound would be built before the wire
+/// scan ever saw it).
+fn render_request_json(data: &[u8]) {
+    let descriptor = lottie_render::grpc::proto::descriptor_pool()
+        .expect("the contract's descriptors")
+        .get_message_by_name("lottie.render.v1.RenderRequest")
+        .expect("RenderRequest");
+    let message = match lottie_render::http_json::transcode::from_json(&descriptor, data) {
+        Ok(message) => message,
+        Err(error) => {
+            assert_eq!(error.code, ServiceErrorCode::InvalidArgument, "{error:?}");
+            assert_error_bounded(&error, data.len());
+            return;
+        }
+    };
+    let bytes = prost::Message::encode_to_vec(&message);
+    if let Err(error) = decode_strictly::<proto::RenderRequest>(bytes) {
+        panic!("the door accepted a body the wire scan refuses: {error:?}");
+    }
+}
+
 /// One input of the target: panics (an assertion) on a broken promise.
 pub fn run(data: &[u8]) {
     render_request(data);
+    render_request_json(data);
     create_template_request(data);
     metadata_and_ids(data);
 }

@@ -196,7 +196,7 @@ fn scalar(field: &FieldDescriptor, value: &str) -> Option<Value> {
 /// `body` as a `descriptor` message by the canonical JSON mapping: BODY_NOT_JSON when it is
 /// not JSON at all (HTTP 400), else a violation naming the JSON path of the first value
 /// that is not what the contract says (HTTP 422).
-pub(crate) fn from_json(
+pub fn from_json(
     descriptor: &MessageDescriptor,
     body: &[u8],
 ) -> Result<DynamicMessage, ServiceError> {

@@ -142,7 +142,8 @@ impl SigningSecrets {
         let secret = Secret::generate();
         tracing::warn!(
             secret = %secret.expose(),
-            "webhooks are signed with this secret, generated at start (no --webhook-secrets):              it changes at every start"
+            "webhooks are signed with this secret, generated at start (no --webhook-secrets): \
+             it changes at every start"
         );
         SigningSecrets {
             by_tenant: std::sync::Mutex::new(HashMap::new()),

@@ -218,6 +218,33 @@ fn the_request_target_keeps_its_promises_on_encoded_requests_and_garbage() {
         ),
         (PathBuf::from("a template as a request"), tiny),
         (PathBuf::from("empty"), Vec::new()),
+        // The door's JSON: within bounds, past them, a member twice, a long key, cut short.
+        (
+            PathBuf::from("RenderRequest JSON"),
+            br#"{"templateId":"0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11","modifications":{"texts":{"t":"Hi"},"gradients":{"g":{"stops":[{"offset":0},{"offset":1}]}},"vectors":{"v":{"values":[1,2]}}},"output":{"format":"FORMAT_GIF"},"notify":{"webhookUrl":"https://example.com/","events":["WEBHOOK_EVENT_FAILED"]}}"#.to_vec(),
+        ),
+        (
+            PathBuf::from("RenderRequest JSON, 65 stops"),
+            format!(
+                r#"{{"modifications":{{"gradients":{{"g":{{"stops":[{}]}}}}}}}}"#,
+                vec!["{}"; 65].join(",")
+            )
+            .into_bytes(),
+        ),
+        (
+            PathBuf::from("RenderRequest JSON, a member twice"),
+            br#"{"theme":"a","theme":"b"}"#.to_vec(),
+        ),
+        (
+            PathBuf::from("RenderRequest JSON, a long key"),
+            format!(r#"{{"modifications":{{"texts":{{"{}":"x"}}}}}}"#, "k".repeat(5000))
+                .into_bytes(),
+        ),
+        (
+            PathBuf::from("RenderRequest JSON, a text four times its bound"),
+            format!(r#"{{"modifications":{{"texts":{{"t":"{}"}}}}}}"#, "y".repeat(800))
+                .into_bytes(),
+        ),
     ];
     // Every prefix of an encoded request: truncated fields, lengths past the end.
     let encoded = seeds[0].1.clone();
