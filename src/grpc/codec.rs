@@ -9,8 +9,7 @@
 //! them: decoding builds every element, and an element costs far more decoded than sent.
 
 use super::proto;
-use crate::error::{FieldViolation, ServiceError};
-use crate::reason::Reason;
+use crate::error::ServiceError;
 use prost::bytes::Buf;
 use prost::Message;
 use std::marker::PhantomData;
@@ -111,23 +110,14 @@ pub fn decode_strictly<U: ContractMessage>(
     if let Some(name) = U::FULL_NAME {
         super::bounds::wire::check(super::bounds::Schema::contract()?, name, &bytes)?;
     }
-    U::decode(bytes).map_err(|error| {
-        let description = format!("not a valid protobuf message: {error}");
-        ServiceError::invalid_argument(
-            Reason::BodyUndecodable,
-            format!("the request body is {description}"),
-            vec![FieldViolation {
-                field: "(body)".into(),
-                description,
-            }],
-        )
-    })
+    U::decode(bytes).map_err(|error| super::bounds::wire::undecodable(&error.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ServiceErrorCode;
+    use crate::reason::Reason;
 
     fn render_request() -> proto::RenderRequest {
         proto::RenderRequest {

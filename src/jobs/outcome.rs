@@ -106,31 +106,15 @@ pub(super) fn decide(
         ),
         // Counted work ran out: the same request always runs out again, so it is refused at
         // once afterwards instead of costing its CPU on every submission.
-        FailureKind::Reported if failure.reason == Reason::ExpressionsCpuExceeded => (
-            JobFailure {
-                reason: failure.reason,
-                message: format!(
-                    "{}; this request is quarantined and will be refused",
-                    failure.message
-                ),
-                retryable: false,
-                retry_after: None,
-            },
-            Some("the render's expressions ran out of their budget; fingerprint quarantined"),
+        FailureKind::Reported if failure.reason == Reason::ExpressionsCpuExceeded => quarantined(
+            failure,
+            "the render's expressions ran out of their budget; fingerprint quarantined",
         ),
         // A worker that had the CPU and still ran out of its deadline needs more than its
         // budget (`sandbox::deadline`): the same request would again.
-        FailureKind::DeadlineExceeded if failure.class == ErrorClass::Deterministic => (
-            JobFailure {
-                reason: failure.reason,
-                message: format!(
-                    "{}; this request is quarantined and will be refused",
-                    failure.message
-                ),
-                retryable: false,
-                retry_after: None,
-            },
-            Some("the render needed more than its deadline's work; fingerprint quarantined"),
+        FailureKind::DeadlineExceeded if failure.class == ErrorClass::Deterministic => quarantined(
+            failure,
+            "the render needed more than its deadline's work; fingerprint quarantined",
         ),
         _ => {
             let retryable = failure.class == ErrorClass::Transient;
@@ -189,6 +173,22 @@ pub(super) fn refused_failure(refused: PushRefused, retry_after: Duration) -> Jo
         retryable: true,
         retry_after: Some(retry_after),
     }
+}
+
+/// A failure its request will meet again: not retryable, its fingerprint quarantined (`why`).
+fn quarantined(failure: WorkerFailure, why: &'static str) -> (JobFailure, Option<&'static str>) {
+    (
+        JobFailure {
+            reason: failure.reason,
+            message: format!(
+                "{}; this request is quarantined and will be refused",
+                failure.message
+            ),
+            retryable: false,
+            retry_after: None,
+        },
+        Some(why),
+    )
 }
 
 /// The failure of a job whose fingerprint was quarantined while it waited.

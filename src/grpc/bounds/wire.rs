@@ -56,8 +56,8 @@ pub(crate) fn check(schema: &Schema, message: &str, bytes: &[u8]) -> Result<(), 
     }
 }
 
-/// The refusal of bytes that are not a protobuf message (as prost's would be).
-fn undecodable(why: &str) -> ServiceError {
+/// The refusal of bytes that are not a protobuf message, found by the scan or by prost.
+pub(crate) fn undecodable(why: &str) -> ServiceError {
     let description = format!("not a valid protobuf message: {why}");
     ServiceError::invalid_argument(
         Reason::BodyUndecodable,
