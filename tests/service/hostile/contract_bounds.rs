@@ -3,9 +3,10 @@
 //! tomorrow is covered without anyone remembering (issue 42, finding 1):
 //! - at its worst: a message holding that one field filled to its method's body limit (empty
 //!   elements, distinct keys, one huge value; through its parents, one each) is refused
-//!   INVALID_ARGUMENT naming the field, through gRPC and through the HTTP door's JSON, and
-//!   the server's peak memory grows by at most twice the body. Before the bounds, one
-//!   16 MiB SubmitRender of empty gradient stops grew the server by 1.6 GB;
+//!   INVALID_ARGUMENT naming the field, through gRPC and through the HTTP door's JSON (or its
+//!   URL, for the methods whose fields come from the path or query), and the server's peak
+//!   memory grows by at most twice the body. Before the bounds, one 16 MiB SubmitRender of
+//!   empty gradient stops grew the server by 1.6 GB;
 //! - one past its declared bound (`(buf.validate.field)`): refused naming the field, so
 //!   every bound the contract declares is one the service holds.
 
@@ -387,6 +388,46 @@ fn json_route(method: &MethodDescriptor) -> Option<String> {
     (body == "*" && !post.is_empty() && !post.contains('{')).then_some(post)
 }
 
+/// Characters of a path or query value the URL cases send: past every bound of an id or a
+/// token with its slack, within the id-only calls' 4 KiB body limit (a longer value makes a
+/// message over it, refused `REQUEST_TOO_LARGE` before it is read at all).
+const URL_VALUE_CHARS: usize = 1024;
+
+/// The door's URL for `target` when its method reads the field from the path or the query
+/// (no body: Get, List, Delete, Watch, Download), with the field's value
+/// [`URL_VALUE_CHARS`] long; the HTTP method with it.
+fn url_request(target: &Target) -> Option<(reqwest::Method, String)> {
+    if !target.parents.is_empty() || target.part != Part::Value {
+        return None;
+    }
+    let pool = descriptor_pool().unwrap();
+    let extension = pool.get_extension_by_name("google.api.http")?;
+    let options = target.method.options();
+    let Value::Message(rule) = options.get_extension(&extension).into_owned() else {
+        return None;
+    };
+    let text = |name: &str| {
+        rule.get_field_by_name(name)
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .filter(|text| !text.is_empty())
+    };
+    let (method, pattern) = match (text("get"), text("delete")) {
+        (Some(get), _) => (reqwest::Method::GET, get),
+        (None, Some(delete)) => (reqwest::Method::DELETE, delete),
+        (None, None) => return None,
+    };
+    let value = "x".repeat(URL_VALUE_CHARS);
+    let variable = format!("{{{}}}", target.field.name());
+    let url = if pattern.contains(&variable) {
+        pattern.replace(&variable, &value)
+    } else if !pattern.contains('{') {
+        format!("{pattern}?{}={value}", target.field.name())
+    } else {
+        return None;
+    };
+    Some((method, url))
+}
+
 fn grpc_path(method: &MethodDescriptor) -> String {
     format!("/{}/{}", method.parent_service().full_name(), method.name())
 }
@@ -531,6 +572,33 @@ async fn every_field_of(service: &str) {
                 .collect();
             assert_named(target, &fields, "JSON");
             assert_memory(target, &server, before, body, "JSON");
+        }
+
+        // Far past its bound, in the door's URL (the methods without a body).
+        if let Some((method, url)) = url_request(target) {
+            let answer = tokio::time::timeout(
+                CALL_LIMIT,
+                http.request(method, format!("http://{}{url}", server.address))
+                    .send(),
+            )
+            .await
+            .expect("the call is answered")
+            .unwrap();
+            let status = answer.status().as_u16();
+            let text = answer.text().await.unwrap();
+            assert!(
+                (400..500).contains(&status) && status != 429,
+                "URL {}: {status} {text}",
+                target.describe()
+            );
+            let problem: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let fields: Vec<String> = problem["errors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|error| error["field"].as_str().map(str::to_owned))
+                .collect();
+            assert_named(target, &fields, "URL");
         }
 
         // One past its declared bound, over gRPC (when that fits the method's limit).
