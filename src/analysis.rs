@@ -11,12 +11,14 @@
 //! call's future is dropped (the caller hung up or its deadline passed), the worker's process
 //! group is killed.
 //!
-//! The workers are shared fairly between tenants ([`fair_share`]): a tenant holds at most
-//! half of them, and each analysis' CPU time is charged to its tenant; a tenant whose
-//! analyses use up their budget is RESOURCE_EXHAUSTED `ANALYSIS_BACKOFF` for a while.
+//! The workers are shared fairly between tenants ([`shares`]): a pool of the one fair-share
+//! mechanism (a tenant's share shrinks as more tenants hold workers, a reserve for tenants
+//! holding none), waiting tenants served in turn, and each analysis' CPU time charged to its
+//! tenant; a tenant whose analyses use up their budget is RESOURCE_EXHAUSTED
+//! `ANALYSIS_BACKOFF` for a while.
 
-pub mod fair_share;
 pub(crate) mod protocol;
+pub mod shares;
 
 use crate::auth::TenantId;
 use crate::error::{ErrorClass, FieldViolation, ServiceError, ServiceErrorCode};
@@ -24,8 +26,8 @@ use crate::lottie::report::InspectReport;
 use crate::os::{self, ResourceLimits};
 use crate::reason::Reason;
 use crate::sandbox::{self, protocol::ReportedFailure};
-use fair_share::{AnalysisSlot, FairShare, Refusal};
 use protocol::{AnalysisOutcome, InputHeader, MAX_OUTPUT_BYTES};
+use shares::{AnalysisShares, AnalysisSlot, Refusal};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -180,16 +182,16 @@ enum Runner {
 #[derive(Debug, Clone)]
 pub(crate) struct AnalysisPool {
     runner: Runner,
-    shares: FairShare,
+    shares: AnalysisShares,
 }
 
 impl AnalysisPool {
-    /// At most `workers` analyses at once (half of them per tenant), each in a `executable
-    /// analyze` child process within `budget`.
+    /// At most `workers` analyses at once (shared between tenants: [`shares`]), each in a
+    /// `executable analyze` child process within `budget`.
     pub(crate) fn new(executable: PathBuf, workers: usize, budget: AnalysisBudget) -> AnalysisPool {
         AnalysisPool {
             runner: Runner::Workers { executable, budget },
-            shares: FairShare::new(workers, Duration::from_secs(budget.cpu_seconds)),
+            shares: AnalysisShares::new(workers, Duration::from_secs(budget.cpu_seconds)),
         }
     }
 
@@ -197,7 +199,7 @@ impl AnalysisPool {
     pub(crate) fn in_process() -> AnalysisPool {
         AnalysisPool {
             runner: Runner::InProcess,
-            shares: FairShare::new(
+            shares: AnalysisShares::new(
                 DEFAULT_ANALYSIS_WORKERS.into(),
                 Duration::from_secs(ANALYSIS_CPU_SECONDS),
             ),

@@ -1,9 +1,10 @@
 //! `FairShare`: the one mechanism by which every pool a caller can hold is shared (the pools
-//! table of docs/security.md lists them: the request buffers' three lanes, watch slots,
-//! download slots). A pool has `capacity` units (bytes, slots); callers take them under a
-//! key and give them back when their guard is dropped. A key is the caller: its tenant once
-//! it is identified, its peer address before ([`CallerKey`]; an IPv6 /64 counts as one
-//! address, [`AddressGroup`]).
+//! table of docs/security.md lists them: open connections and TLS handshakes per address, the
+//! request buffers' three lanes, watch and download slots, the webhook sender's slots and the
+//! analysis workers per tenant). A pool has `capacity` units (bytes, slots, connections);
+//! callers take them under a key and give them back when their guard is dropped. A key is the
+//! caller: its tenant once it is identified, its peer address before ([`CallerKey`]; an IPv6
+//! /64 counts as one address, [`AddressGroup`]).
 //!
 //! Three rules, so that neither one caller nor eight can lock out another (only more callers
 //! than the reserve has first amounts, each holding one, fill a pool: that is load, not a
@@ -16,7 +17,13 @@
 //!   `(capacity - reserve) / (keys holding + 1)`, itself counted among the keys holding, and
 //!   never less than the pool's first amount; so eight keys growing together hold at most
 //!   eight ninths of what is shared and a ninth still finds room. A fixed quarter let four
-//!   callers hold everything (issue 42, findings 2 and 5).
+//!   callers hold everything (issue 42, findings 2 and 5). A pool may also cap a key's share
+//!   whatever the others hold ([`FairShare::shrinking_capped`]: the open connections, whose
+//!   capacity follows the descriptors the process may open, not what one address needs). A
+//!   pool whose units come back on their own within a bounded time (a webhook attempt, an
+//!   analysis) divides the shared part among the keys holding only
+//!   ([`FairShare::shrinking_bounded_holds`]): a key alone may use all of it, and a newcomer
+//!   starts from the reserve while the others' units come back.
 //! - **A reserve for callers holding nothing**: [`RESERVE_FIRST_AMOUNTS`] first amounts
 //!   (at most half the pool) are given only to keys that hold no more than one first amount
 //!   with them, so a caller that holds nothing always gets a first amount (a small call,
@@ -25,16 +32,17 @@
 //!
 //! The fourth rule of the pools table, a minimum rate for what is held open, is each pool
 //! owner's: a request body's idle timeout (`middleware::request_body`), a download's
-//! (`grpc::renders`).
+//! (`grpc::renders`), a connection's first request (`app::first_request`), a handshake's
+//! deadline (`tls::incoming`), a webhook receiver's answer (`webhooks::client`), an
+//! analysis' CPU and wall-clock budget (`analysis`).
 //!
 //! The alternative, one FIFO semaphore per pool, is what let four silent 64 MiB bodies hold
 //! every request buffer for the body deadline (issue 21): a FIFO is fair between requests,
 //! not between callers. Taking units back from a holder (preemption) was rejected: a body
 //! half received or a stream open cannot be taken back without failing an honest call, and
-//! the reserve gives newcomers room without it.
-//!
-//! TLS handshake slots still use a fixed share per address ([`FairShare::new`]), and the
-//! analysis workers a pool of their own with CPU charges ([`crate::analysis::fair_share`]).
+//! the reserve gives newcomers room without it. Pools that serve waiting callers in turn
+//! (the webhook sender, the analysis workers) keep their turns and ask this mechanism, turn
+//! by turn, whether the tenant may take one more.
 
 use crate::auth::{Caller, IdentitySource, TenantId};
 use crate::sync::lock;
@@ -63,16 +71,6 @@ pub(crate) enum ShareRefusal {
     PoolFull,
 }
 
-/// How much one key may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ShareRule {
-    /// The shared part divided among the keys holding and one more, never below
-    /// `first_amount`; `reserve` units only for keys that hold at most `first_amount`.
-    Shrinking { first_amount: usize, reserve: usize },
-    /// `per_key` whatever the others hold, no reserve.
-    Fixed { per_key: usize },
-}
-
 /// A pool of `capacity` units shared between keys.
 #[derive(Debug)]
 pub(crate) struct FairShare<K> {
@@ -87,10 +85,35 @@ impl<K> Clone for FairShare<K> {
     }
 }
 
+/// Whom the shared part of a pool is divided among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Division {
+    /// The keys holding and one more: a key alone holds half of it.
+    HoldersAndOneMore,
+    /// The keys holding: a key alone may hold all of it.
+    Holders,
+}
+
+impl Division {
+    /// The divisor of the shared part when `holders` keys hold units.
+    fn divisor(self, holders: usize) -> usize {
+        match self {
+            Division::HoldersAndOneMore => holders + 1,
+            Division::Holders => holders.max(1),
+        }
+    }
+}
+
+/// A pool and its rule: the shared part (`capacity - reserve`) divided as `division` says,
+/// never below `first_amount` nor above `most_per_key`; `reserve` units only for keys that
+/// hold at most `first_amount`.
 #[derive(Debug)]
 struct Pool<K> {
     capacity: usize,
-    rule: ShareRule,
+    first_amount: usize,
+    reserve: usize,
+    most_per_key: usize,
+    division: Division,
     state: Mutex<Held<K>>,
     released: Notify,
 }
@@ -106,33 +129,58 @@ struct Held<K> {
 impl<K: Hash + Eq + Clone> FairShare<K> {
     /// `capacity` units shared by the three rules of this module: a caller holding nothing
     /// can always take `first_amount` (at least 1), and no key's share shrinks below it.
+    /// The shared part is divided among the keys holding and one more, so that a newcomer
+    /// finds room to grow beside keys that hold for as long as they like (a body, a stream).
     pub(crate) fn shrinking(capacity: usize, first_amount: usize) -> FairShare<K> {
+        FairShare::build(
+            capacity,
+            first_amount,
+            usize::MAX,
+            Division::HoldersAndOneMore,
+        )
+    }
+
+    /// As [`FairShare::shrinking`], and a key never holds more than `most_per_key` (at least
+    /// the first amount) whatever the others hold.
+    pub(crate) fn shrinking_capped(
+        capacity: usize,
+        first_amount: usize,
+        most_per_key: usize,
+    ) -> FairShare<K> {
+        FairShare::build(
+            capacity,
+            first_amount,
+            most_per_key,
+            Division::HoldersAndOneMore,
+        )
+    }
+
+    /// As [`FairShare::shrinking`], for units that come back on their own within a bounded
+    /// time (a webhook attempt, an analysis): the shared part is divided among the keys
+    /// holding only, so a key alone may use all of it (the pool's throughput is not halved
+    /// for a lone caller), and a newcomer starts from the reserve while the others' units
+    /// come back.
+    pub(crate) fn shrinking_bounded_holds(capacity: usize, first_amount: usize) -> FairShare<K> {
+        FairShare::build(capacity, first_amount, usize::MAX, Division::Holders)
+    }
+
+    fn build(
+        capacity: usize,
+        first_amount: usize,
+        most_per_key: usize,
+        division: Division,
+    ) -> FairShare<K> {
         let first_amount = first_amount.clamp(1, capacity.max(1));
         let reserve = first_amount
             .saturating_mul(RESERVE_FIRST_AMOUNTS)
             .min(capacity / 2);
-        FairShare::with_rule(
-            capacity,
-            ShareRule::Shrinking {
-                first_amount,
-                reserve,
-            },
-        )
-    }
-
-    /// `capacity` units, at most `per_key` (at least 1, at most `capacity`) per key whatever
-    /// the others hold, no reserve: the TLS handshake slots, a share per address checked
-    /// before anything is held.
-    pub(crate) fn new(capacity: usize, per_key: usize) -> FairShare<K> {
-        let per_key = per_key.clamp(1, capacity.max(1));
-        FairShare::with_rule(capacity, ShareRule::Fixed { per_key })
-    }
-
-    fn with_rule(capacity: usize, rule: ShareRule) -> FairShare<K> {
         FairShare {
             inner: Arc::new(Pool {
                 capacity,
-                rule,
+                first_amount,
+                reserve,
+                most_per_key: most_per_key.max(first_amount),
+                division,
                 state: Mutex::new(Held {
                     total: 0,
                     by_key: HashMap::new(),
@@ -151,9 +199,13 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
         self.inner.share(&lock(&self.inner.state), key)
     }
 
+    /// What all keys hold now.
+    pub(crate) fn held(&self) -> usize {
+        lock(&self.inner.state).total
+    }
+
     /// What `key` holds now.
-    #[cfg(test)]
-    pub fn held_by(&self, key: &K) -> usize {
+    pub(crate) fn held_by(&self, key: &K) -> usize {
         lock(&self.inner.state)
             .by_key
             .get(key)
@@ -193,27 +245,17 @@ impl<K: Hash + Eq + Clone> FairShare<K> {
 impl<K: Hash + Eq + Clone> Pool<K> {
     /// The most `key` may hold in the state `held`.
     fn share(&self, held: &Held<K>, key: &K) -> usize {
-        match self.rule {
-            ShareRule::Fixed { per_key } => per_key,
-            ShareRule::Shrinking {
-                first_amount,
-                reserve,
-            } => {
-                let holders = held.by_key.len() + usize::from(!held.by_key.contains_key(key));
-                ((self.capacity - reserve) / (holders + 1)).max(first_amount)
-            }
-        }
+        let holders = held.by_key.len() + usize::from(!held.by_key.contains_key(key));
+        ((self.capacity - self.reserve) / self.division.divisor(holders))
+            .max(self.first_amount)
+            .min(self.most_per_key)
     }
 
     /// Whether a key could never hold `units` at once, even alone in the pool.
     fn never_fits(&self, units: usize) -> bool {
-        let most = match self.rule {
-            ShareRule::Fixed { per_key } => per_key,
-            ShareRule::Shrinking {
-                first_amount,
-                reserve,
-            } => ((self.capacity - reserve) / 2).max(first_amount),
-        };
+        let most = ((self.capacity - self.reserve) / self.division.divisor(1))
+            .max(self.first_amount)
+            .min(self.most_per_key);
         units > most.min(self.capacity)
     }
 
@@ -232,12 +274,10 @@ impl<K: Hash + Eq + Clone> Pool<K> {
         if after > self.share(&held, key) {
             return Err(ShareRefusal::OverShare);
         }
-        let room = match self.rule {
-            ShareRule::Shrinking {
-                first_amount,
-                reserve,
-            } if after > first_amount => self.capacity - reserve,
-            _ => self.capacity,
+        let room = if after > self.first_amount {
+            self.capacity - self.reserve
+        } else {
+            self.capacity
         };
         if held.total.saturating_add(units) > room {
             return Err(ShareRefusal::PoolFull);
@@ -503,21 +543,23 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_is_served_when_units_come_back_and_refused_after_its_wait() {
-        let pool = FairShare::new(10, 10);
-        let held = pool.try_acquire("a", 10).unwrap();
-        let refused = pool.acquire("b", 1, Duration::from_millis(20)).await;
+        // Two slots, one of them the reserve: two keys holding one each fill it.
+        let pool = FairShare::shrinking(2, 1);
+        let held = pool.try_acquire("a", 1).unwrap();
+        let _other = pool.try_acquire("b", 1).unwrap();
+        let refused = pool.acquire("c", 1, Duration::from_millis(20)).await;
         assert_eq!(refused.unwrap_err(), ShareRefusal::PoolFull);
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
-                pool.acquire("b", 4, Duration::from_secs(10))
+                pool.acquire("c", 1, Duration::from_secs(10))
                     .await
                     .map(|guard| guard.units())
             })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(held);
-        assert_eq!(waiter.await.unwrap(), Ok(4));
+        assert_eq!(waiter.await.unwrap(), Ok(1));
         // A shrinking share grows back when another key lets go: its waiter is served.
         let pool = FairShare::shrinking(116, 1);
         let other = pool.try_acquire("a", 10).unwrap();
@@ -533,23 +575,43 @@ mod tests {
     }
 
     #[test]
-    fn a_fixed_share_holds_whatever_the_others_hold() {
-        let pool = FairShare::new(100, 25);
-        let one = pool.try_acquire("a", 20).unwrap();
-        assert_eq!(
-            pool.try_acquire("a", 6).unwrap_err(),
-            ShareRefusal::OverShare
-        );
-        let others: Vec<_> = ["b", "c", "d"]
-            .into_iter()
-            .map(|key| pool.try_acquire(key, 25).unwrap())
-            .collect();
-        assert_eq!(
-            pool.try_acquire("e", 6).unwrap_err(),
-            ShareRefusal::PoolFull
-        );
-        drop((one, others));
-        assert_eq!(lock(&pool.inner.state).total, 0);
+    fn a_capped_share_never_passes_its_cap_and_shrinks_below_it_as_keys_compete() {
+        // 100 connections, at most 5 per address: alone, 5 rather than half the shared part.
+        let pool = FairShare::<u8>::shrinking_capped(100, 1, 5);
+        assert_eq!(pool.share_of(&200), 5);
+        let alone = take_all(&pool, 200);
+        assert_eq!(alone.units(), 5);
+        let mut other = pool.hold(201);
+        let refused = futures_util::FutureExt::now_or_never(other.grow(6, Duration::ZERO));
+        assert_eq!(refused, Some(Err(ShareRefusal::OverShare)), "never fits");
+        // Among 20 keys holding, the share is the shared part's: 84 / 21.
+        let many: Vec<_> = (0..19).map(|key| pool.try_acquire(key, 1)).collect();
+        assert!(many.iter().all(Result::is_ok));
+        assert_eq!(pool.share_of(&200), 84 / 21);
+        assert_eq!(pool.held(), 5 + 19);
+        // A cap under the first amount is the first amount.
+        let tiny = FairShare::<u8>::shrinking_capped(100, 10, 1);
+        assert_eq!(tiny.share_of(&1), 10);
+        drop((alone, many));
+        assert_eq!(pool.held(), 0);
+    }
+
+    #[test]
+    fn bounded_holds_lend_a_key_alone_the_whole_shared_part_and_newcomers_start_from_the_reserve() {
+        // 64 slots: 16 kept, 48 shared, all of it for a key alone.
+        let pool = FairShare::<u8>::shrinking_bounded_holds(64, 1);
+        let alone = take_all(&pool, 0);
+        assert_eq!(alone.units(), 48);
+        // Eight newcomers get a first slot each from the reserve and no more while the
+        // shared part is taken; half the reserve stays for the next ones.
+        let newcomers: Vec<_> = (1..=8).map(|key| take_all(&pool, key)).collect();
+        assert!(newcomers.iter().all(|guard| guard.units() == 1));
+        assert_eq!(pool.held(), 56);
+        // As the first key's units come back, the shares are the shared part by nine.
+        drop(alone);
+        assert_eq!(pool.share_of(&1), 48 / 8);
+        let grown = take_all(&pool, 9);
+        assert_eq!(grown.units(), 48 / 9);
     }
 
     #[test]

@@ -1,21 +1,26 @@
 //! `OpenConnections`: the connections of the gRPC listener, counted from accept to close
-//! (plaintext and TLS, the handshake included), in all and per peer address (an IPv6 /64 as
-//! one, [`AddressGroup`]). Each connection holds a file descriptor, so the total is bounded by
-//! the descriptors the process may open less a reserve for its own files, Redis, webhooks and
-//! workers' pipes ([`connection_budget`]); one address holds at most
-//! `--max-connections-per-address` of them; and the last part of the budget
-//! ([`NEWCOMER_SHARE_DIVISOR`]) is kept for addresses that hold no connection yet, so a few
-//! addresses filling the budget still leave a caller arriving with nothing its first one.
+//! (plaintext and TLS, the handshake included), shared between peer addresses (an IPv6 /64
+//! as one, [`AddressGroup`]) by the one fair-share mechanism ([`FairShare`]: a connection is
+//! a unit, an address a key). Each connection holds a file descriptor, so the capacity is the
+//! descriptors the process may open less a reserve for its own files, Redis, webhooks and
+//! workers' pipes ([`connection_budget`]). An address's share shrinks as more addresses
+//! hold connections, and the mechanism's reserve keeps a first connection for addresses
+//! holding none, so a few addresses filling the budget still leave a caller arriving with
+//! nothing its first one (this replaced a fixed eighth of the budget kept for newcomers).
 //!
-//! A connection over any of these is closed at once after accept: its client sees the close
-//! and may retry, instead of hanging in the kernel's backlog behind a server that ran out of
-//! descriptors (the issue 42 finding: 20,000 silent connections filled them in 12 s).
+//! `--max-connections-per-address` stays as a cap on the share: the budget follows the open
+//! files limit (a million on many hosts), so an address alone would otherwise be allowed half
+//! of it, and every connection also costs memory (its HTTP/2 state and buffers) whatever the
+//! descriptors left; the cap bounds what one address's silent or idle connections cost in
+//! absolute terms, while the share bounds it relative to the others.
+//!
+//! A connection over its address's share or the budget is closed at once after accept: its
+//! client sees the close and may retry, instead of hanging in the kernel's backlog behind a
+//! server that ran out of descriptors (the issue 42 finding: 20,000 silent connections
+//! filled them in 12 s).
 
-use crate::fair_share::AddressGroup;
-use crate::sync::lock;
+use crate::fair_share::{AddressGroup, FairShare, ShareGuard, ShareRefusal, FIRST_SLOTS};
 use prometheus_client::metrics::gauge::Gauge;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 /// Descriptors kept for everything that is not a connection of the gRPC listener: at the
 /// defaults the server holds some 300 at most (64 downloads' files, 64 webhook connections,
@@ -23,10 +28,6 @@ use std::sync::{Arc, Mutex};
 /// read and written on the blocking pool); 1,024 leaves room for raised flags. Under a limit
 /// of less than twice this, half the limit is kept instead, so connections still get half.
 pub const DESCRIPTOR_RESERVE: u64 = 1024;
-/// The last eighth of the connection budget goes only to addresses that hold no connection:
-/// a caller arriving while a few addresses hold the rest still gets its first connection,
-/// and an address that already has one waits for its own to close.
-pub const NEWCOMER_SHARE_DIVISOR: usize = 8;
 
 /// Connections the gRPC listener may hold open when the process may open `open_files`
 /// descriptors: all of them less [`DESCRIPTOR_RESERVE`] (or less half, under a low limit).
@@ -40,16 +41,16 @@ pub(crate) fn connection_budget(open_files: u64) -> usize {
 pub(crate) struct ConnectionLimits {
     /// Connections open at once, all addresses together.
     pub(crate) budget: usize,
-    /// Connections open at once from one address.
+    /// Connections open at once from one address, at most (its share may be less).
     pub(crate) per_address: usize,
 }
 
 /// Why a connection was closed at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConnectionRefusal {
-    /// Its address holds `per_address` connections already.
+    /// Its address holds its share already (at most `per_address`).
     AddressFull,
-    /// The budget is spent (or all but the newcomers' part, for an address holding some).
+    /// The budget is spent (or all but the reserve, for an address holding some).
     BudgetFull,
 }
 
@@ -67,35 +68,18 @@ impl ConnectionRefusal {
 /// themselves (each [`ConnectionPermit`] gives its place back when dropped).
 #[derive(Debug, Clone)]
 pub(crate) struct OpenConnections {
-    inner: Arc<Counts>,
-}
-
-#[derive(Debug)]
-struct Counts {
-    limits: ConnectionLimits,
-    state: Mutex<Held>,
-    /// `connections_open`, kept equal to `Held::total`.
+    shares: FairShare<AddressGroup>,
+    /// `connections_open`: one more per permit, one less as each is dropped.
     open: Gauge,
 }
 
-#[derive(Debug, Default)]
-struct Held {
-    total: usize,
-    /// Only addresses holding at least one connection (the last one's close removes its
-    /// entry), so at most `budget` entries whatever number of addresses come and go.
-    by_address: HashMap<AddressGroup, usize>,
-}
-
 impl OpenConnections {
-    /// None open yet; `open` is set to the count as connections come and go.
+    /// None open yet; `open` counts the connections as they come and go.
     pub(crate) fn new(limits: ConnectionLimits, open: Gauge) -> OpenConnections {
         open.set(0);
         OpenConnections {
-            inner: Arc::new(Counts {
-                limits,
-                state: Mutex::new(Held::default()),
-                open,
-            }),
+            shares: FairShare::shrinking_capped(limits.budget, FIRST_SLOTS, limits.per_address),
+            open,
         }
     }
 
@@ -105,66 +89,31 @@ impl OpenConnections {
         &self,
         address: AddressGroup,
     ) -> Result<ConnectionPermit, ConnectionRefusal> {
-        let ConnectionLimits {
-            budget,
-            per_address,
-        } = self.inner.limits;
-        let mut held = lock(&self.inner.state);
-        let of_address = held.by_address.get(&address).copied().unwrap_or(0);
-        if of_address >= per_address {
-            return Err(ConnectionRefusal::AddressFull);
-        }
-        let newcomers_only = budget / NEWCOMER_SHARE_DIVISOR;
-        let open_to_address = if of_address == 0 {
-            budget
-        } else {
-            budget - newcomers_only
-        };
-        if held.total >= open_to_address {
-            return Err(ConnectionRefusal::BudgetFull);
-        }
-        held.total += 1;
-        held.by_address.insert(address, of_address + 1);
-        self.inner
-            .open
-            .set(i64::try_from(held.total).unwrap_or(i64::MAX));
+        let place = self
+            .shares
+            .try_acquire(address, 1)
+            .map_err(|refusal| match refusal {
+                ShareRefusal::OverShare => ConnectionRefusal::AddressFull,
+                ShareRefusal::PoolFull => ConnectionRefusal::BudgetFull,
+            })?;
+        self.open.inc();
         Ok(ConnectionPermit {
-            counts: self.inner.clone(),
-            address,
+            _place: place,
+            open: self.open.clone(),
         })
-    }
-
-    /// Connections open now from `address`.
-    #[cfg(test)]
-    fn held_by(&self, address: AddressGroup) -> usize {
-        lock(&self.inner.state)
-            .by_address
-            .get(&address)
-            .copied()
-            .unwrap_or(0)
     }
 }
 
 /// One open connection's place, given back when dropped (when the connection closes).
 #[derive(Debug)]
 pub(crate) struct ConnectionPermit {
-    counts: Arc<Counts>,
-    address: AddressGroup,
+    _place: ShareGuard<AddressGroup>,
+    open: Gauge,
 }
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        let mut held = lock(&self.counts.state);
-        held.total = held.total.saturating_sub(1);
-        if let Some(of_address) = held.by_address.get_mut(&self.address) {
-            *of_address = of_address.saturating_sub(1);
-            if *of_address == 0 {
-                held.by_address.remove(&self.address);
-            }
-        }
-        self.counts
-            .open
-            .set(i64::try_from(held.total).unwrap_or(i64::MAX));
+        self.open.dec();
     }
 }
 
@@ -206,37 +155,53 @@ mod tests {
         assert!(connections.try_admit(group("2001:db8:0:2::1")).is_ok());
         assert!(connections.try_admit(group("192.0.2.1")).is_ok());
         drop(held);
-        assert_eq!(connections.held_by(group("2001:db8:0:1::1")), 0);
+        assert_eq!(connections.shares.held_by(&group("2001:db8:0:1::1")), 0);
         assert!(connections.try_admit(group("2001:db8:0:1::1")).is_ok());
     }
 
     #[test]
-    fn the_newcomers_part_of_the_budget_is_left_to_addresses_that_hold_nothing() {
-        // A budget of 16: addresses holding a connection fill 14, the last 2 are newcomers'.
-        let connections = open(16, 100);
-        let gauge = connections.inner.open.clone();
-        let flood: Vec<_> = (0..14)
-            .map(|_| connections.try_admit(group("192.0.2.1")).unwrap())
-            .collect();
+    fn an_addresses_share_shrinks_as_others_connect_and_the_reserve_serves_addresses_holding_none()
+    {
+        // A budget of 64: 16 kept for addresses holding none, 48 shared. One address alone
+        // holds half the shared part; the next a third; then the shared part is full.
+        let connections = open(64, 1000);
+        let gauge = connections.open.clone();
+        let admit_all = |address: &str| -> Vec<ConnectionPermit> {
+            std::iter::from_fn(|| connections.try_admit(group(address)).ok()).collect()
+        };
+        let first = admit_all("192.0.2.1");
+        assert_eq!(first.len(), 24);
         assert_eq!(
             connections.try_admit(group("192.0.2.1")).unwrap_err(),
+            ConnectionRefusal::AddressFull
+        );
+        let second = admit_all("192.0.2.2");
+        assert_eq!(second.len(), 16);
+        let third = admit_all("192.0.2.3");
+        assert_eq!(third.len(), 8, "the shared part's last 8");
+        assert_eq!(
+            connections.try_admit(group("192.0.2.3")).unwrap_err(),
             ConnectionRefusal::BudgetFull
         );
-        let newcomer = connections.try_admit(group("192.0.2.2")).unwrap();
+        // Sixteen addresses holding none get their first connection from the reserve, and
+        // only that; a seventeenth finds the budget spent.
+        let newcomers: Vec<_> = (10..26)
+            .map(|host| connections.try_admit(group(&format!("192.0.2.{host}"))))
+            .collect();
+        assert!(newcomers.iter().all(Result::is_ok));
         assert_eq!(
-            connections.try_admit(group("192.0.2.2")).unwrap_err(),
+            connections.try_admit(group("192.0.2.10")).unwrap_err(),
             ConnectionRefusal::BudgetFull,
             "a newcomer that holds one is no longer a newcomer"
         );
-        let last = connections.try_admit(group("192.0.2.3")).unwrap();
         assert_eq!(
-            connections.try_admit(group("192.0.2.4")).unwrap_err(),
+            connections.try_admit(group("192.0.2.99")).unwrap_err(),
             ConnectionRefusal::BudgetFull
         );
-        assert_eq!(gauge.get(), 16);
-        drop((flood, newcomer, last));
+        assert_eq!(gauge.get(), 64);
+        drop((first, second, third, newcomers));
         assert_eq!(gauge.get(), 0);
-        assert!(lock(&connections.inner.state).by_address.is_empty());
+        assert_eq!(connections.shares.held(), 0);
     }
 
     #[test]

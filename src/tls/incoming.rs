@@ -2,16 +2,19 @@
 //! TCP connections come from the listener's one accept loop (`crate::app::accept`: TCP
 //! options, the bound on open connections, the pause after a failed accept), each with what
 //! it holds for its whole life (`H`, passed through); each handshake runs in a task of its
-//! own, so a slow or silent peer never holds up the others, under a deadline, a bound on
-//! handshakes in progress and a smaller one per peer address (an IPv6 /64 counts as one
-//! address).
+//! own, so a slow or silent peer never holds up the others, under a deadline and a bound on
+//! handshakes in progress shared between peer addresses (an IPv6 /64 counts as one) by the
+//! one fair-share mechanism ([`FairShare`]): an address's share shrinks as more addresses
+//! have handshakes in progress, and a reserve keeps a slot for addresses that have none.
 //!
-//! A connection's address's share is checked before it waits for a global slot: a
-//! connection over its address's share is closed at once and never waits, so a few
-//! addresses' silent connections cannot keep honest clients in the kernel's backlog.
+//! An address that has handshakes in progress and is refused one more (over its share, or
+//! the shared part full) has that connection closed at once, never waiting, so a few
+//! addresses' silent connections cannot keep honest clients in the kernel's backlog. Only an
+//! address with none in progress waits for a slot, when even the reserve is spent: more
+//! addresses than the reserve has slots are handshaking, which is load, not a hold.
 
 use super::ReloadableTls;
-use crate::fair_share::{AddressGroup, FairShare, ShareRefusal};
+use crate::fair_share::{AddressGroup, FairShare, ShareRefusal, FIRST_SLOTS};
 use crate::metrics::Metrics;
 use futures_util::{Stream, StreamExt};
 use std::pin::Pin;
@@ -27,18 +30,14 @@ use tokio_rustls::TlsAcceptor;
 /// (well under a second even across continents); a slow-loris peer holds its slot no
 /// longer than this.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Handshakes in progress at once; beyond it new connections wait in the kernel's accept
-/// backlog. Each costs a few KiB and one task, and honest ones last milliseconds: 256 is
-/// far above any real burst of reconnections while bounding what silent peers can hold
-/// (256 slots for at most [`TLS_HANDSHAKE_TIMEOUT`] each).
+/// Handshakes in progress at once, shared between addresses (module documentation). Each
+/// costs a few KiB and one task, and honest ones last milliseconds: 256 is far above any
+/// real burst of reconnections while bounding what silent peers can hold (256 slots for at
+/// most [`TLS_HANDSHAKE_TIMEOUT`] each). An address alone may have 120 in progress, each of
+/// eight addresses 26 (issue 21 measured eight addresses' 64 silent connections each); a
+/// connection over its address's share is closed at once (counted as `address_busy`), and
+/// its client reconnects.
 pub const MAX_TLS_HANDSHAKES_IN_PROGRESS: usize = 256;
-/// Handshakes in progress from one peer address (an IPv6 /64): a sixteenth of all, so eight
-/// addresses' silent connections (64 each, measured in issue 21) hold half the slots at
-/// most, and sixteen are needed to hold them all. Honest handshakes last milliseconds, so
-/// even many clients behind one NAT or load-balancer address rarely have more than a few in
-/// progress; a connection over it is closed at once (counted as `address_busy`), and its
-/// client reconnects.
-pub const MAX_TLS_HANDSHAKES_PER_ADDRESS: usize = 16;
 /// Finished handshakes waiting for tonic to take them: tonic takes each at once, this only
 /// smooths bursts.
 const HANDSHAKED_BACKLOG: usize = 64;
@@ -109,13 +108,13 @@ async fn start_handshakes<H: Send + 'static>(
             continue;
         };
         let address = AddressGroup::of(peer.ip());
-        // The address's share first (over it: closed at once, whatever the global slots),
-        // then a global slot, waited for here: while every slot is busy no other connection
-        // is taken, so the accept loop's queue fills and new peers wait in the backlog
-        // instead of costing a task each. Every slot frees within the handshake deadline,
-        // so the wait ends.
+        // Refused while it has handshakes in progress: closed at once, whatever the others
+        // hold. With none in progress and every slot busy (the reserve too), a slot is
+        // waited for here: no other connection is taken meanwhile, so the accept loop's
+        // queue fills and new peers wait in the backlog instead of costing a task each.
+        // Every slot frees within the handshake deadline, so the wait ends.
         let mut slot = slots.try_acquire(address, 1);
-        while matches!(slot, Err(ShareRefusal::PoolFull)) {
+        while matches!(slot, Err(ShareRefusal::PoolFull)) && slots.held_by(&address) == 0 {
             slot = slots.acquire(address, 1, TLS_HANDSHAKE_TIMEOUT).await;
         }
         let Ok(slot) = slot else {
@@ -151,13 +150,10 @@ async fn start_handshakes<H: Send + 'static>(
     }
 }
 
-/// The handshake slots: [`MAX_TLS_HANDSHAKES_IN_PROGRESS`] in all, an address at most
-/// [`MAX_TLS_HANDSHAKES_PER_ADDRESS`] of them.
+/// The handshake slots: [`MAX_TLS_HANDSHAKES_IN_PROGRESS`] in all, a slot each as a first
+/// amount, shares shrinking as addresses compete.
 fn handshake_slots() -> FairShare<AddressGroup> {
-    FairShare::new(
-        MAX_TLS_HANDSHAKES_IN_PROGRESS,
-        MAX_TLS_HANDSHAKES_PER_ADDRESS,
-    )
+    FairShare::shrinking(MAX_TLS_HANDSHAKES_IN_PROGRESS, FIRST_SLOTS)
 }
 
 #[cfg(test)]
@@ -168,7 +164,9 @@ mod tests {
     fn one_address_or_ipv6_slash_64_holds_at_most_its_share_of_the_slots() {
         let slots = handshake_slots();
         let group = |text: &str| AddressGroup::of(text.parse().unwrap());
-        let held: Vec<_> = (0..MAX_TLS_HANDSHAKES_PER_ADDRESS as u16)
+        // Alone, half the shared part: (256 - 16) / 2.
+        let alone = (MAX_TLS_HANDSHAKES_IN_PROGRESS - crate::fair_share::RESERVE_FIRST_AMOUNTS) / 2;
+        let held: Vec<_> = (0..alone as u16)
             .map(|host| {
                 let address = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, host);
                 slots

@@ -29,7 +29,7 @@ use super::event::{self, EventType};
 use super::retry::{Outcome, Verdict};
 use super::signing::{signature_header, SigningSecrets};
 use super::store::{Deliveries, Full, Kept, StoreError, Stored};
-use super::turns::Slots;
+use super::turns::{SlotGuard, Slots};
 use crate::auth::TenantId;
 use crate::jobs::Job;
 use crate::metrics::{Metrics, WebhookAttemptLabels};
@@ -257,7 +257,7 @@ async fn send_due(
     mut stopping: watch::Receiver<bool>,
 ) {
     let sending = Sending {
-        slots: Slots::new(dispatcher.concurrency),
+        slots: Arc::new(Slots::new(dispatcher.concurrency)),
         destinations: Arc::new(Destinations::default()),
         wake: wake.clone(),
         dispatcher: dispatcher.clone(),
@@ -276,8 +276,8 @@ async fn send_due(
         if sending.slots.free() > 0 {
             match claim_in_turn(&dispatcher, &sending.slots, &mut last_served).await {
                 Ok(claimed) => {
-                    for stored in claimed {
-                        start_attempt(&sending, &mut attempts, stored).await;
+                    for (stored, slot) in claimed {
+                        start_attempt(&sending, &mut attempts, stored, slot).await;
                     }
                 }
                 Err(error) => {
@@ -294,19 +294,34 @@ async fn send_due(
     attempts.end(&dispatcher).await;
 }
 
-/// The due deliveries the free slots take now, tenants served in turn ([`super::turns`]).
+/// The due deliveries the free slots take now, tenants served in turn ([`super::turns`]),
+/// each with its slot.
 async fn claim_in_turn(
     dispatcher: &Dispatcher,
     slots: &Slots,
     last_served: &mut Option<String>,
-) -> Result<Vec<Stored>, StoreError> {
+) -> Result<Vec<(Stored, SlotGuard)>, StoreError> {
     let now = SystemTime::now();
     let due = dispatcher.store.due(now, slots.capacity()).await?;
-    let plan = slots.plan(&due, last_served.as_deref());
-    if plan.last.is_some() {
-        *last_served = plan.last;
+    let mut turn = slots.turn(&due, last_served.as_deref());
+    if turn.last.is_some() {
+        *last_served = turn.last.clone();
     }
-    dispatcher.store.claim(&plan.claims, now).await
+    let claimed = dispatcher.store.claim(&turn.claims, now).await?;
+    let mut with_slots = Vec::with_capacity(claimed.len());
+    for stored in claimed {
+        match turn.slot_for(&stored.tenant) {
+            Some(slot) => with_slots.push((stored, slot)),
+            None => {
+                // The store claims at most the count asked of each tenant: never here. Put
+                // back untried rather than sent over the tenant's share.
+                tracing::warn!(webhook_id = %stored.delivery.id, tenant = %stored.tenant, "a webhook delivery claimed beyond its turn; put back");
+                keep(dispatcher, &stored).await;
+            }
+        }
+    }
+    // The slots the store had no delivery for go back as the turn is dropped.
+    Ok(with_slots)
 }
 
 /// What the sender's attempts share.
@@ -368,9 +383,15 @@ async fn housekeeping(dispatcher: &Dispatcher) {
     }
 }
 
-/// Sends a claimed delivery on a task of its own, or puts it back for later when its
-/// destination is busy or its breaker open.
-async fn start_attempt(sending: &Sending, attempts: &mut Attempts, mut stored: Stored) {
+/// Sends a claimed delivery on a task of its own, holding the `slot` of its tenant's turn,
+/// or puts it back for later (its slot given back) when its destination is busy or its
+/// breaker open.
+async fn start_attempt(
+    sending: &Sending,
+    attempts: &mut Attempts,
+    mut stored: Stored,
+    slot: SlotGuard,
+) {
     let (dispatcher, destinations) = (&sending.dispatcher, &sending.destinations);
     let now = SystemTime::now();
     let destination_key = destination_key(&stored.url);
@@ -382,8 +403,6 @@ async fn start_attempt(sending: &Sending, attempts: &mut Attempts, mut stored: S
         keep(dispatcher, &stored).await;
         return;
     }
-    // Claimed for a free slot of its tenant's turn.
-    let slot = sending.slots.take(&stored.tenant);
     let Sending {
         dispatcher,
         destinations,

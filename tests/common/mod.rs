@@ -136,6 +136,13 @@ pub fn unique_key() -> String {
 #[derive(Clone)]
 pub struct BearerKey(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
 
+impl BearerKey {
+    /// Calls with `key` (none: no authorization header).
+    pub fn of(key: Option<&str>) -> BearerKey {
+        BearerKey(key.map(|key| format!("Bearer {key}").parse().unwrap()))
+    }
+}
+
 impl tonic::service::Interceptor for BearerKey {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         if let Some(value) = &self.0 {
@@ -172,7 +179,7 @@ impl TestApp {
     }
 
     fn bearer(&self, key: Option<&str>) -> BearerKey {
-        BearerKey(key.map(|key| format!("Bearer {key}").parse().unwrap()))
+        BearerKey::of(key)
     }
 
     pub fn templates(&self) -> TemplateServiceClient<Intercepted> {

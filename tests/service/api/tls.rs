@@ -269,10 +269,10 @@ async fn silent_peers_holding_handshakes_open_do_not_hold_up_a_real_client() {
     let tls = server_tls(dir.path(), &ca, None);
     let app = spawn_app_with(|settings| settings.tls = tls).await;
     // Peers that connect and never say a word (slow loris): each costs one handshake slot
-    // until the handshake deadline, and the accept loop goes on. As many as one address
-    // may hold (127.0.0.2; the real client's 127.0.0.1 has its own share).
+    // until the handshake deadline, and the accept loop goes on. Sixteen, from one address
+    // (127.0.0.2; the real client's 127.0.0.1 has its own share).
     let mut silent = Vec::new();
-    for _ in 0..lottie_render::tls::incoming::MAX_TLS_HANDSHAKES_PER_ADDRESS {
+    for _ in 0..16 {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
         silent.push(socket.connect(app.address).await.unwrap());
@@ -304,9 +304,8 @@ async fn silent_peers_holding_handshakes_open_do_not_hold_up_a_real_client() {
 
 #[tokio::test]
 async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_others_are_served() {
-    use lottie_render::tls::incoming::{
-        MAX_TLS_HANDSHAKES_IN_PROGRESS, MAX_TLS_HANDSHAKES_PER_ADDRESS,
-    };
+    use lottie_render::fair_share::RESERVE_FIRST_AMOUNTS;
+    use lottie_render::tls::incoming::MAX_TLS_HANDSHAKES_IN_PROGRESS;
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("test ca");
     let tls = server_tls(dir.path(), &ca, None);
@@ -319,10 +318,11 @@ async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_oth
     .await;
     // More silent connections from one address (127.0.0.2) than the server has handshake
     // slots in all: without a share per address they would hold every slot until the
-    // handshake deadline, and every other client would wait in the backlog. The share is
-    // checked once a connection is accepted, before it waits for a global slot: those over
-    // it are closed at once.
+    // handshake deadline, and every other client would wait in the backlog. The share (an
+    // address alone: half of what the reserve leaves) is checked once a connection is
+    // accepted: those over it are closed at once, never waiting.
     let attempts = MAX_TLS_HANDSHAKES_IN_PROGRESS + 8;
+    let share_alone = (MAX_TLS_HANDSHAKES_IN_PROGRESS - RESERVE_FIRST_AMOUNTS) / 2;
     let mut silent = Vec::new();
     for _ in 0..attempts {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -331,7 +331,7 @@ async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_oth
     }
     // The connections over the address's share are closed at once, not held.
     let busy = "lottie_render_tls_handshake_failures_total{reason=\"address_busy\"}";
-    let refused = (attempts - MAX_TLS_HANDSHAKES_PER_ADDRESS) as f64;
+    let refused = (attempts - share_alone) as f64;
     wait_for_metric(&app, busy, refused).await;
     // A client from another address (127.0.0.1) is served while the address's share still
     // holds its handshakes (none has reached its deadline yet: no clock here, the server's
@@ -348,14 +348,16 @@ async fn silent_peers_from_one_address_hold_only_its_share_of_handshakes_and_oth
 #[tokio::test]
 async fn silent_peers_from_eight_addresses_hold_their_shares_and_an_honest_client_is_served_at_once(
 ) {
-    use lottie_render::tls::incoming::MAX_TLS_HANDSHAKES_PER_ADDRESS;
+    use lottie_render::fair_share::RESERVE_FIRST_AMOUNTS;
+    use lottie_render::tls::incoming::MAX_TLS_HANDSHAKES_IN_PROGRESS;
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("test ca");
     let tls = server_tls(dir.path(), &ca, None);
     let app = spawn_app_with(|settings| settings.tls = tls).await;
     // The attack: 64 silent connections from each of 8 addresses (127.0.0.2 to
     // 127.0.0.9), 512 in all, twice the handshake slots; with a share of 64 per address
-    // they held every slot and honest handshakes waited for their deadline (5 s).
+    // they held every slot and honest handshakes waited for their deadline (5 s). Now the
+    // shares shrink as addresses arrive and the reserve keeps slots for addresses with none.
     let (addresses, per_address) = (8u8, 64usize);
     let mut silent = Vec::new();
     for host in 2..2 + addresses {
@@ -377,9 +379,12 @@ async fn silent_peers_from_eight_addresses_hold_their_shares_and_an_honest_clien
     .await
     .expect("the honest TLS client was not served within a second");
     eprintln!("honest handshake and call: {:?}", started.elapsed());
-    // Each address's connections over its share were closed at once.
+    // Each address's connections over its share were closed at once: all but the shared
+    // part and a first slot of the reserve per address at most.
     let busy = "lottie_render_tls_handshake_failures_total{reason=\"address_busy\"}";
-    let refused = (usize::from(addresses) * (per_address - MAX_TLS_HANDSHAKES_PER_ADDRESS)) as f64;
+    let held_at_most =
+        MAX_TLS_HANDSHAKES_IN_PROGRESS - RESERVE_FIRST_AMOUNTS + usize::from(addresses);
+    let refused = (usize::from(addresses) * per_address - held_at_most) as f64;
     wait_for_metric(&app, busy, refused).await;
     let timeouts = "lottie_render_tls_handshake_failures_total{reason=\"timeout\"}";
     assert_eq!(app.metric(timeouts).await, 0.0);

@@ -2,14 +2,17 @@
 //! connection age"), over real sockets: a connection that sends no first request is closed at
 //! `--first-request-timeout-ms`, plaintext and TLS; an address holds at most
 //! `--max-connections-per-address` open, handshaken ones included; a flood beyond the
-//! descriptors a server may open is closed at once while a newcomer is served; and a server
+//! descriptors a server may open is closed at once past its address's share while a newcomer
+//! is served (the connections' row of the pools table under eight addresses is `pools.rs`'s);
+//! and a server
 //! out of descriptors pauses its accepts instead of spinning a core. Other addresses are
 //! other loopback addresses (127.0.0.2, …: the whole 127/8 is loopback on Linux).
 
 use crate::api::pki::{rustls_connector, server_tls, tls_channel, TestCa};
 use crate::helpers::{grpc_headers, grpc_message, raw_connection, spawn_app_with, ServerProcess};
 use bytes::Bytes;
-use lottie_render::app::open_connections::{DESCRIPTOR_RESERVE, NEWCOMER_SHARE_DIVISOR};
+use lottie_render::app::open_connections::DESCRIPTOR_RESERVE;
+use lottie_render::fair_share::RESERVE_FIRST_AMOUNTS;
 use lottie_render::grpc::proto;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -191,13 +194,14 @@ fn open_files_limits(pid: u32) -> (u64, u64) {
 async fn a_flood_beyond_the_descriptors_a_server_may_open_is_closed_at_once_and_newcomers_are_served(
 ) {
     // A soft limit of 64 and a hard one of 256: the server raises it to 256, keeps half for
-    // its own files (the reserve, under a low limit), and gives 128 to connections, the last
-    // eighth of them to addresses holding none. The issue's attack at this scale: one
-    // address's connections that send nothing, more than the server has descriptors.
+    // its own files (the reserve, under a low limit), and gives 128 to connections, 16 of
+    // them kept for addresses holding none; one address alone holds half the rest. The
+    // issue's attack at this scale: one address's connections that send nothing, more than
+    // the server has descriptors.
     let (soft, hard, flood): (u64, u64, usize) = (64, 256, 400);
     let server = ServerProcess::start_with_open_files(soft, hard, &[]);
     let budget = hard - DESCRIPTOR_RESERVE.min(hard / 2);
-    let held = budget - budget / NEWCOMER_SHARE_DIVISOR as u64;
+    let held = (budget - RESERVE_FIRST_AMOUNTS as u64) / 2;
     let cpu_before = server.cpu_time();
     let mut silent = Vec::new();
     for _ in 0..flood {
@@ -224,10 +228,10 @@ async fn a_flood_beyond_the_descriptors_a_server_may_open_is_closed_at_once_and_
     let cpu = server.cpu_time().saturating_sub(cpu_before);
     println!("flood of {flood} silent connections: server cpu {cpu:?}");
     assert!(cpu < Duration::from_secs(2), "server cpu {cpu:?}");
-    // The flood beyond the part of the budget for addresses holding some was closed at once.
-    let budget_full = "lottie_render_connections_closed_total{reason=\"budget_full\"}";
+    // The flood beyond its address's share was closed at once.
+    let address_full = "lottie_render_connections_closed_total{reason=\"address_full\"}";
     let text = server.metrics_text().await;
-    let closed = crate::helpers::sample_value(&text, budget_full);
+    let closed = crate::helpers::sample_value(&text, address_full);
     assert_eq!(closed, Some((flood as u64 - held) as f64), "{text}");
     assert_eq!(open_files_limits(server.pid()), (hard, hard), "raised");
     drop(silent);

@@ -186,15 +186,15 @@ fn constant(name: &str) -> Option<Actual> {
         }
         "analysis::ANALYSIS_WALL_PER_CPU" => count(f64::from(analysis::ANALYSIS_WALL_PER_CPU)),
         "analysis::WORKER_WAIT" => seconds(analysis::WORKER_WAIT),
-        "analysis::fair_share::FIRST_BACKOFF_BUDGETS" => {
-            count(f64::from(analysis::fair_share::FIRST_BACKOFF_BUDGETS))
+        "analysis::shares::FIRST_BACKOFF_BUDGETS" => {
+            count(f64::from(analysis::shares::FIRST_BACKOFF_BUDGETS))
         }
-        "analysis::fair_share::BACKOFF_MAX" => seconds(analysis::fair_share::BACKOFF_MAX),
-        "analysis::fair_share::TENANT_CPU_SECONDS_PER_SECOND" => {
-            count(analysis::fair_share::TENANT_CPU_SECONDS_PER_SECOND)
+        "analysis::shares::BACKOFF_MAX" => seconds(analysis::shares::BACKOFF_MAX),
+        "analysis::shares::TENANT_CPU_SECONDS_PER_SECOND" => {
+            count(analysis::shares::TENANT_CPU_SECONDS_PER_SECOND)
         }
-        "analysis::fair_share::TENANT_CPU_BURST_BUDGETS" => {
-            count(analysis::fair_share::TENANT_CPU_BURST_BUDGETS)
+        "analysis::shares::TENANT_CPU_BURST_BUDGETS" => {
+            count(analysis::shares::TENANT_CPU_BURST_BUDGETS)
         }
         "grpc::templates::MAX_CONCURRENT_TEMPLATE_PARSES" => {
             count(grpc::templates::MAX_CONCURRENT_TEMPLATE_PARSES as f64)
@@ -237,14 +237,10 @@ fn constant(name: &str) -> Option<Actual> {
         "webhooks::store::MAX_PENDING_DELIVERIES" => {
             count(webhooks::store::MAX_PENDING_DELIVERIES as f64)
         }
-        "webhooks::turns::RESERVE_DIVISOR" => count(webhooks::turns::RESERVE_DIVISOR as f64),
         "webhooks::resolver::RESOLVER_SLOTS" => count(webhooks::resolver::RESOLVER_SLOTS as f64),
         "webhooks::resolver::RESOLVER_SLOT_WAIT" => seconds(webhooks::resolver::RESOLVER_SLOT_WAIT),
         "app::open_connections::DESCRIPTOR_RESERVE" => {
             count(app::open_connections::DESCRIPTOR_RESERVE as f64)
-        }
-        "app::open_connections::NEWCOMER_SHARE_DIVISOR" => {
-            count(app::open_connections::NEWCOMER_SHARE_DIVISOR as f64)
         }
         "app::accept::ACCEPT_ERROR_BACKOFF" => seconds(app::accept::ACCEPT_ERROR_BACKOFF),
         "app::transport::MAX_STREAMS_PER_CONNECTION" => {
@@ -311,9 +307,6 @@ fn constant(name: &str) -> Option<Actual> {
         "tls::incoming::TLS_HANDSHAKE_TIMEOUT" => seconds(tls::incoming::TLS_HANDSHAKE_TIMEOUT),
         "tls::incoming::MAX_TLS_HANDSHAKES_IN_PROGRESS" => {
             count(tls::incoming::MAX_TLS_HANDSHAKES_IN_PROGRESS as f64)
-        }
-        "tls::incoming::MAX_TLS_HANDSHAKES_PER_ADDRESS" => {
-            count(tls::incoming::MAX_TLS_HANDSHAKES_PER_ADDRESS as f64)
         }
         "tls::files::MAX_TLS_FILE_BYTES" => bytes(tls::files::MAX_TLS_FILE_BYTES as f64),
         "auth::files::MAX_IDENTITY_FILE_BYTES" => {

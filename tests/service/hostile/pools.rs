@@ -1,20 +1,25 @@
 //! Every pool of docs/security.md's pools table under eight attackers at once (issue 42,
-//! findings 2 and 5): eight addresses before identity (127.0.0.2 to .9, the attackers'
-//! sockets bound to them), then eight tenants from one address under `--auth required`, each
-//! holding all it can of the pool (bodies sent as fast as the server reads them and left
-//! one byte short, so that they never end; streams opened and never read), while a bystander
-//! calls on: at least 95 % of its calls are served within a second.
+//! findings 2 and 5, and "one fair-share mechanism for every pool a caller can hold"): eight
+//! addresses before identity (127.0.0.2 to .9, the attackers' sockets bound to them), then
+//! eight tenants from one address under `--auth required`, each holding all it can of the
+//! pool (bodies sent as fast as the server reads them and left one byte short, so that they
+//! never end; streams opened and never read; connections and handshakes opened and left
+//! silent; analyses held at their start; deliveries to receivers answering slowly), while a
+//! bystander calls on: at least 95 % of its calls are served within a second.
 //!
 //! The test is a table ([`ROWS`]): a row names its pool as the pools table does, how the
-//! server is set (the pool made small enough to fill in a moment), what the attack and the
-//! bystander's call are. A new pool is covered by adding a row, and a test checks that every
-//! row of the pools table has one.
+//! server is set (the pool made small enough to fill in a moment; the open connections,
+//! whose capacity follows the open files limit, in a server process of its own with a low
+//! one), what the attack and the bystander's call are. A new pool is covered by adding a
+//! row, and a test checks that every row of the pools table has one. The attackers are
+//! [`attackers`], the bystander's calls [`bystander`].
 
-use crate::api::image_slots::{png, quadrants};
-use crate::helpers::{api_keys_file, grpc_headers, grpc_message, reason};
-use crate::helpers::{spawn_app_with, status_of, Hold, TestApp};
-use base64::Engine as _;
-use bytes::Bytes;
+mod attackers;
+mod bystander;
+
+use crate::api::pki::{server_tls, TestCa};
+use crate::api::webhooks::{secrets_file, Answer, Receiver, SECRET};
+use crate::helpers::{api_keys_file, small_request, spawn_app_with, Hold, ServerProcess, TestApp};
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto;
 use lottie_render::middleware::request_body::MAX_ID_REQUEST_BYTES;
@@ -22,9 +27,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 const ATTACKERS: usize = 8;
@@ -36,18 +38,16 @@ const SERVED_AT_LEAST: f64 = 0.95;
 /// The attackers' head start before the bystander calls: enough to fill every pool.
 const RAMP: Duration = Duration::from_millis(800);
 const BYSTANDER_PAUSE: Duration = Duration::from_millis(60);
-/// An attacker's pause between a refused call and its next.
-const RETRY_PAUSE: Duration = Duration::from_millis(50);
-/// What a download attacker's connection lets the server send: nearly nothing.
-const STALLED_WINDOW: u32 = 1024;
-/// Bytes of the outputs downloads hold: far more than the server reads ahead (4 MiB) and
-/// buffers on the way out, so an unread download keeps its slot.
-const LARGE_OUTPUT_BYTES: usize = 12 << 20;
 /// What the large bodies' attackers declare, a gRPC message with its prefix: 4 MiB (issue
 /// 42's SubmitRenders), two of them exactly the fixed quarter of the rows' 32 MiB of buffers
 /// one caller had, so that declaring held it all.
 const DECLARED_LARGE_BODY: usize = 4 << 20;
 const GRPC_PREFIX_BYTES: usize = 5;
+/// The open files limit (hard; the soft one 64) of the connections row's server: 128
+/// connections once half is kept for the server's own files, 16 of them the reserve.
+const ROW_OPEN_FILES: u64 = 256;
+/// The tiny template the analysis row's callers create.
+const TINY: &str = "tiny-solid-layer.json";
 
 /// Who attacks, and who the bystander is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ enum Callers {
     Tenants,
 }
 
-/// What an attacker does, each of its connections holding all it can.
+/// What an attacker does, each of its connections (or calls) holding all it can.
 #[derive(Debug, Clone, Copy)]
 enum Attack {
     /// gRPC calls to `path` declaring `declared` bytes and sending `sent` (fewer), then
@@ -74,6 +74,16 @@ enum Attack {
     DoorBodies { declared: usize, connections: usize },
     /// `streams` server streams of `path` (a watch, a download) opened and never read.
     Streams { path: &'static str, streams: usize },
+    /// `connections` TCP connections that say nothing (plaintext: no request; TLS: no
+    /// handshake), each opened again once the server closes it.
+    SilentConnections { connections: usize },
+    /// `calls` CreateTemplate calls of [`TINY`] at once, each made again once answered (its
+    /// analysis held at its start while the hold is engaged).
+    Creations { calls: usize },
+    /// `events` copies of the attacker's rendered request under fresh keys, each with a
+    /// webhook to one of `receivers` receivers of its own answering in
+    /// [`attackers::SLOW_RECEIVER`].
+    Webhooks { events: usize, receivers: usize },
 }
 
 /// The bystander's call.
@@ -90,6 +100,15 @@ enum Call {
     HealthWatch,
     /// The first 64 KiB of its job's output.
     Download,
+    /// ListTemplates on a connection of its own, opened for the call and closed after.
+    ListOnNewConnection,
+    /// The same over TLS: a handshake per call.
+    TlsListOnNewConnection,
+    /// CreateTemplate of [`TINY`]: an analysis.
+    CreateTemplate,
+    /// Its rendered request under a fresh key with a webhook to a prompt receiver: served
+    /// when the receiver has the delivery.
+    WebhookDelivery,
 }
 
 /// What the row's server holds before the attack, for every caller.
@@ -98,17 +117,37 @@ enum Needs {
     Nothing,
     /// A job that stays unended (its render held before it starts).
     UnendedJob,
-    /// A succeeded job whose output is [`LARGE_OUTPUT_BYTES`].
+    /// A succeeded job whose output is [`attackers::LARGE_OUTPUT_BYTES`].
     LargeOutput,
+    /// TLS, with a certificate of a test CA the bystander trusts.
+    Tls,
+    /// Analyses run by the hold's stand-in, engaged during the ramp: the attackers' analyses
+    /// stop at their start and hold their workers (until the wall-clock deadline) without
+    /// spending CPU; disengaged before the bystander calls.
+    HeldAnalyses,
+    /// Webhooks signed for every tenant, receivers on loopback allowed, and every caller's
+    /// request rendered once (so that copies under fresh keys succeed at once).
+    RenderedRequests,
+}
+
+/// Where the row's server runs.
+#[derive(Clone, Copy)]
+enum Server {
+    /// In this process, its settings adjusted.
+    InProcess(fn(&mut ServerSettings)),
+    /// A `serve` process of its own with an open files limit of this (hard; soft 64).
+    OpenFiles(u64),
 }
 
 struct Row {
     /// The first cell of the pool's row in docs/security.md's pools table.
     pool: &'static str,
     /// The callers it is tried with: a pool keyed by address only (health needs no
-    /// identity) is tried with addresses only.
+    /// identity, connections and handshakes come before it) is tried with addresses, one
+    /// keyed by tenant only (analyses, webhooks: anonymous callers are one tenant) with
+    /// tenants.
     callers: &'static [Callers],
-    configure: fn(&mut ServerSettings),
+    server: Server,
     needs: Needs,
     attack: Attack,
     call: Call,
@@ -116,13 +155,30 @@ struct Row {
 
 const BOTH: &[Callers] = &[Callers::Addresses, Callers::Tenants];
 const ADDRESSES: &[Callers] = &[Callers::Addresses];
+const TENANTS: &[Callers] = &[Callers::Tenants];
 
 /// One row per pool (and per door where a pool has two).
 const ROWS: &[Row] = &[
     Row {
+        pool: "open connections",
+        callers: ADDRESSES,
+        server: Server::OpenFiles(ROW_OPEN_FILES),
+        needs: Needs::Nothing,
+        attack: Attack::SilentConnections { connections: 32 },
+        call: Call::ListOnNewConnection,
+    },
+    Row {
+        pool: "TLS handshakes",
+        callers: ADDRESSES,
+        server: Server::InProcess(|_| {}),
+        needs: Needs::Tls,
+        attack: Attack::SilentConnections { connections: 48 },
+        call: Call::TlsListOnNewConnection,
+    },
+    Row {
         pool: "request buffers: large bodies",
         callers: BOTH,
-        configure: |settings| settings.request_buffers_mb = 32,
+        server: Server::InProcess(|settings| settings.request_buffers_mb = 32),
         needs: Needs::Nothing,
         attack: Attack::Bodies {
             path: "/lottie.render.v1.TemplateService/CreateTemplate",
@@ -135,7 +191,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "request buffers: large bodies",
         callers: BOTH,
-        configure: |settings| settings.request_buffers_mb = 32,
+        server: Server::InProcess(|settings| settings.request_buffers_mb = 32),
         needs: Needs::Nothing,
         attack: Attack::DoorBodies {
             declared: DECLARED_LARGE_BODY,
@@ -146,7 +202,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "request buffers: id-only calls",
         callers: BOTH,
-        configure: |_| {},
+        server: Server::InProcess(|_| {}),
         needs: Needs::Nothing,
         attack: Attack::Bodies {
             path: "/lottie.render.v1.TemplateService/GetTemplate",
@@ -159,7 +215,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "request buffers: health probes",
         callers: ADDRESSES,
-        configure: |_| {},
+        server: Server::InProcess(|_| {}),
         needs: Needs::Nothing,
         attack: Attack::Bodies {
             path: "/grpc.health.v1.Health/Check",
@@ -172,7 +228,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "watch streams",
         callers: BOTH,
-        configure: |settings| settings.max_watchers = 64,
+        server: Server::InProcess(|settings| settings.max_watchers = 64),
         needs: Needs::UnendedJob,
         attack: Attack::Streams {
             path: "/lottie.render.v1.RenderService/WatchRenderJob",
@@ -183,7 +239,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "health watch streams",
         callers: ADDRESSES,
-        configure: |settings| settings.max_watchers = 64,
+        server: Server::InProcess(|settings| settings.max_watchers = 64),
         needs: Needs::Nothing,
         attack: Attack::Streams {
             path: "/grpc.health.v1.Health/Watch",
@@ -194,16 +250,55 @@ const ROWS: &[Row] = &[
     Row {
         pool: "downloads",
         callers: BOTH,
-        configure: |settings| {
+        server: Server::InProcess(|settings| {
             settings.max_downloads = 32;
             settings.workers = Some(2);
-        },
+        }),
         needs: Needs::LargeOutput,
         attack: Attack::Streams {
             path: "/lottie.render.v1.RenderService/DownloadRenderOutput",
             streams: 8,
         },
         call: Call::Download,
+    },
+    Row {
+        pool: "webhook sender slots",
+        callers: TENANTS,
+        // 16 slots: 8 kept for tenants holding none, 8 shared.
+        server: Server::InProcess(|settings| settings.webhooks.webhook_concurrency = 16),
+        needs: Needs::RenderedRequests,
+        attack: Attack::Webhooks {
+            events: 24,
+            receivers: 2,
+        },
+        call: Call::WebhookDelivery,
+    },
+    Row {
+        pool: "webhook pending deliveries",
+        callers: TENANTS,
+        server: Server::InProcess(|settings| {
+            settings.webhooks.webhook_max_pending_per_tenant = 8;
+        }),
+        needs: Needs::RenderedRequests,
+        attack: Attack::Webhooks {
+            events: 24,
+            receivers: 2,
+        },
+        call: Call::WebhookDelivery,
+    },
+    Row {
+        pool: "analysis workers",
+        callers: TENANTS,
+        // Sixteen workers (eight kept for tenants holding none): eight tenants holding all
+        // they can leave one. A CPU budget of 2 s: a held analysis holds its worker to its
+        // wall-clock deadline, 8 s, longer than the row.
+        server: Server::InProcess(|settings| {
+            settings.analysis_workers = 16;
+            settings.analysis_cpu_seconds = 2;
+        }),
+        needs: Needs::HeldAnalyses,
+        attack: Attack::Creations { calls: 8 },
+        call: Call::CreateTemplate,
     },
 ];
 
@@ -238,318 +333,165 @@ impl Caller {
     }
 }
 
+/// What one caller was given before the attack: a job to watch or download, or a request
+/// rendered once to send again.
+#[derive(Debug, Clone, Default)]
+struct Prepared {
+    job: Option<String>,
+    request: Option<proto::RenderRequest>,
+}
+
+/// The server of one row: in this process, or a process of its own.
+enum RowServer {
+    InProcess(TestApp),
+    Process(ServerProcess),
+}
+
+impl RowServer {
+    fn address(&self) -> SocketAddr {
+        match self {
+            RowServer::InProcess(app) => app.address,
+            RowServer::Process(server) => server.address,
+        }
+    }
+
+    /// The in-process server: the rows whose calls need one run in this process.
+    fn app(&self) -> &TestApp {
+        match self {
+            RowServer::InProcess(app) => app,
+            RowServer::Process(_) => panic!("this row's call needs an in-process server"),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            RowServer::InProcess(app) => app.stop().await,
+            RowServer::Process(server) => {
+                server.stop().await;
+            }
+        }
+    }
+}
+
+/// What a row's server is set up with: its directory, a render (or analysis) hold, and the
+/// test CA of a TLS row.
+struct Setup {
+    dir: tempfile::TempDir,
+    hold: Hold,
+    ca: Option<TestCa>,
+}
+
 /// The server of one row, set for `callers`, with a render hold (engaged by the rows that
-/// need an unended job).
-async fn row_server(row: &Row, callers: Callers, dir: &std::path::Path, hold: &Hold) -> TestApp {
-    let keys: Vec<(String, String)> = Caller::attackers(callers)
+/// need an unended job) that is also the analysis executable of the held analyses' row.
+async fn row_server(row: &Row, callers: Callers, setup: &Setup) -> RowServer {
+    let configure = match row.server {
+        Server::OpenFiles(hard) => {
+            return RowServer::Process(ServerProcess::start_with_open_files(64, hard, &[]));
+        }
+        Server::InProcess(configure) => configure,
+    };
+    let dir = setup.dir.path();
+    let tenants: Vec<(String, String)> = Caller::attackers(callers)
         .into_iter()
         .chain([Caller::bystander(callers)])
         .filter_map(|caller| caller.key)
         .enumerate()
         .map(|(index, key)| (format!("tenant{index}"), key))
         .collect();
-    let keys: Vec<(&str, &str, &str)> = keys
+    let keys: Vec<(&str, &str, &str)> = tenants
         .iter()
         .map(|(tenant, key)| (tenant.as_str(), "caller", key.as_str()))
         .collect();
     let keys = (!keys.is_empty()).then(|| api_keys_file(dir, &keys));
-    let script = hold.script.clone();
-    let configure = row.configure;
-    spawn_app_with(move |settings| {
-        if let Some(keys) = keys {
-            settings.auth = lottie_render::auth::AuthMode::Required;
-            settings.api_keys = Some(keys);
-        }
-        settings.worker_executable = Some(script);
-        settings.shutdown_grace_seconds = 0.1;
-        configure(settings);
-    })
-    .await
+    let secrets = (row.needs == Needs::RenderedRequests).then(|| {
+        let lines: String = tenants
+            .iter()
+            .map(|(tenant, _)| format!("{tenant} {SECRET}\n"))
+            .collect();
+        secrets_file(dir, &lines)
+    });
+    let tls = setup.ca.as_ref().map(|ca| server_tls(dir, ca, None));
+    let script = setup.hold.script.clone();
+    let held_analyses = row.needs == Needs::HeldAnalyses;
+    RowServer::InProcess(
+        spawn_app_with(move |settings| {
+            if let Some(keys) = keys {
+                settings.auth = lottie_render::auth::AuthMode::Required;
+                settings.api_keys = Some(keys);
+            }
+            if let Some(secrets) = secrets {
+                settings.webhooks.webhook_secrets = Some(secrets);
+                settings.webhooks.webhook_allow_http = true;
+                settings.webhooks.webhook_allow_networks =
+                    Some(lottie_render::webhooks::settings::Networks(vec![
+                        "127.0.0.0/8".parse().unwrap(),
+                    ]));
+            }
+            if let Some(tls) = tls {
+                settings.tls = tls;
+            }
+            if held_analyses {
+                settings.analysis_executable = Some(script.clone());
+            }
+            settings.worker_executable = Some(script);
+            settings.shutdown_grace_seconds = 0.1;
+            configure(settings);
+        })
+        .await,
+    )
 }
 
-/// The job each of `callers` watches or downloads (one for all when they are one tenant).
-async fn jobs_for(app: &TestApp, hold: &Hold, needs: Needs, callers: &[Caller]) -> Vec<String> {
-    if needs == Needs::Nothing {
-        return Vec::new();
+/// What each of `callers` needs before the attack (one job for all when they are one
+/// tenant).
+async fn prepare(
+    server: &RowServer,
+    hold: &Hold,
+    needs: Needs,
+    callers: &[Caller],
+) -> Vec<Prepared> {
+    match needs {
+        Needs::Nothing | Needs::Tls => return vec![Prepared::default(); callers.len()],
+        Needs::HeldAnalyses => {
+            hold.engage();
+            return vec![Prepared::default(); callers.len()];
+        }
+        Needs::UnendedJob => hold.engage(),
+        Needs::LargeOutput | Needs::RenderedRequests => {}
     }
-    if needs == Needs::UnendedJob {
-        hold.engage();
-    }
-    let mut jobs: Vec<String> = Vec::new();
+    let app = server.app();
+    let mut prepared: Vec<Prepared> = Vec::new();
     for caller in callers {
-        if caller.key.is_none() && !jobs.is_empty() {
-            jobs.push(jobs[0].clone());
+        if caller.key.is_none() && !prepared.is_empty() {
+            prepared.push(prepared[0].clone());
             continue;
         }
         app.use_api_key(caller.key.as_deref());
         let template = app.create_template(BALL).await;
-        let job = app.submit_small(&template, proto::Format::Gif).await;
-        jobs.push(job.job_id);
+        let request = small_request(&template.template_id, proto::Format::Gif);
+        let job = app.submit(request.clone()).await.unwrap();
+        prepared.push(Prepared {
+            job: Some(job.job_id),
+            request: Some(request),
+        });
     }
-    if needs == Needs::LargeOutput {
-        for (caller, job) in callers.iter().zip(&jobs) {
+    if matches!(needs, Needs::LargeOutput | Needs::RenderedRequests) {
+        for (caller, prepared) in callers.iter().zip(&prepared) {
+            let job = prepared.job.as_deref().unwrap_or_default();
             app.use_api_key(caller.key.as_deref());
             app.wait_for_state(job, proto::JobState::Succeeded).await;
-            let output = app.data_dir.path().join(format!("outputs/{job}.gif"));
-            std::fs::write(&output, vec![7u8; LARGE_OUTPUT_BYTES]).unwrap();
+            if needs == Needs::LargeOutput {
+                let output = app.data_dir.path().join(format!("outputs/{job}.gif"));
+                std::fs::write(&output, vec![7u8; attackers::LARGE_OUTPUT_BYTES]).unwrap();
+            }
         }
     }
     app.use_api_key(None);
-    jobs
-}
-
-/// A TCP connection to `server` from `from`.
-async fn connect_from(from: IpAddr, server: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
-    let socket = tokio::net::TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::new(from, 0))?;
-    socket.connect(server).await
-}
-
-/// The headers of a gRPC call to `path` by `caller`.
-fn headers_of(server: SocketAddr, path: &str, caller: &Caller) -> http::Request<()> {
-    let mut headers = grpc_headers(server, path);
-    if let Some(key) = &caller.key {
-        let bearer = format!("Bearer {key}").parse().unwrap();
-        headers.headers_mut().insert("authorization", bearer);
-    }
-    headers
-}
-
-/// A gRPC prefix declaring `declared` bytes and `sent` bytes of the message.
-fn partial_message(declared: usize, sent: usize) -> Bytes {
-    let mut bytes = vec![0u8];
-    bytes.extend_from_slice(&(declared as u32).to_be_bytes());
-    bytes.resize(GRPC_PREFIX_BYTES + sent, 0);
-    Bytes::from(bytes)
-}
-
-/// The request message a server stream of `path` opens with.
-fn stream_request(path: &str, job: Option<&str>) -> Bytes {
-    let job_id = job.unwrap_or_default().to_owned();
-    if path.ends_with("/WatchRenderJob") {
-        grpc_message(&proto::WatchRenderJobRequest { job_id })
-    } else if path.ends_with("/DownloadRenderOutput") {
-        grpc_message(&proto::DownloadRenderOutputRequest {
-            job_id,
-            ..Default::default()
-        })
-    } else {
-        grpc_message(&HealthCheckRequest::default())
-    }
-}
-
-/// Calls `path` on `client` with `message` again and again: each call accepted is held
-/// (never read) for as long as the attack lasts, each refused is counted in `refused` and
-/// made again. Returns when the connection fails.
-async fn hold_calls(
-    client: h2::client::SendRequest<Bytes>,
-    (server, refused): (SocketAddr, Arc<AtomicUsize>),
-    (path, caller): (&'static str, Caller),
-    (message, ends_there): (Bytes, bool),
-) {
-    loop {
-        let Ok(mut ready) = client.clone().ready().await else {
-            return;
-        };
-        let headers = headers_of(server, path, &caller);
-        let Ok((answer, mut stream)) = ready.send_request(headers, false) else {
-            return;
-        };
-        if stream.send_data(message.clone(), ends_there).is_err() {
-            return;
-        }
-        match answer.await {
-            Ok(response) if status_of(&response).is_none() => {
-                let _held = (response, stream);
-                std::future::pending::<()>().await;
-            }
-            _ => {
-                refused.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
-    }
-}
-
-/// One `POST /v1/templates` declaring `declared` bytes, all but the last written, until the
-/// server answers (a refusal: the body never ends).
-async fn door_body(server: SocketAddr, caller: &Caller, declared: usize) -> std::io::Result<()> {
-    let (mut read, mut write) = connect_from(caller.address, server).await?.into_split();
-    let authorization = caller
-        .key
-        .as_ref()
-        .map(|key| format!("authorization: Bearer {key}\r\n"))
-        .unwrap_or_default();
-    let head = format!(
-        "POST /v1/templates HTTP/1.1\r\nhost: {server}\r\ncontent-type: application/json\r\n\
-         content-length: {declared}\r\n{authorization}\r\n"
-    );
-    let spaces = vec![b' '; declared - 1];
-    let writing = async {
-        write.write_all(head.as_bytes()).await?;
-        write.write_all(&spaces).await?;
-        std::future::pending::<std::io::Result<()>>().await
-    };
-    let mut answer = [0u8; 1024];
-    tokio::select! {
-        written = writing => written,
-        read = read.read(&mut answer) => match read {
-            Ok(read) if read > 0 => Err(std::io::Error::other("refused")),
-            _ => Ok(()),
-        },
-    }
-}
-
-/// One attacker, holding all it can until it is aborted, counting its calls refused.
-async fn attacker(
-    attack: Attack,
-    (server, refused): (SocketAddr, Arc<AtomicUsize>),
-    caller: Caller,
-    job: Option<String>,
-) {
-    let (path, message, ends_there, streams, window) = match attack {
-        Attack::DoorBodies {
-            declared,
-            connections,
-        } => {
-            let bodies = (0..connections).map(|_| async {
-                loop {
-                    if door_body(server, &caller, declared).await.is_err() {
-                        refused.fetch_add(1, Ordering::Relaxed);
-                    }
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                }
-            });
-            futures_util::future::join_all(bodies).await;
-            return;
-        }
-        Attack::Bodies {
-            path,
-            declared,
-            sent,
-            streams,
-        } => (path, partial_message(declared, sent), false, streams, None),
-        Attack::Streams { path, streams } => {
-            let message = stream_request(path, job.as_deref());
-            (path, message, true, streams, Some(STALLED_WINDOW))
-        }
-    };
-    loop {
-        if let Ok(tcp) = connect_from(caller.address, server).await {
-            let mut builder = h2::client::Builder::new();
-            if let Some(window) = window {
-                builder.initial_window_size(window);
-            }
-            if let Ok((client, connection)) = builder.handshake::<_, Bytes>(tcp).await {
-                let connection = tokio::spawn(connection);
-                let calls = (0..streams).map(|_| {
-                    let call = (path, caller.clone());
-                    let counted = (server, refused.clone());
-                    hold_calls(client.clone(), counted, call, (message.clone(), ends_there))
-                });
-                futures_util::future::join_all(calls).await;
-                connection.abort();
-            }
-        }
-        tokio::time::sleep(RETRY_PAUSE).await;
-    }
-}
-
-/// A small PNG, the bystander's upload.
-fn small_png() -> Vec<u8> {
-    png(&quadrants(8, 8))
-}
-
-/// The bystander's `turn`th call of kind `call`; an error says why it was not served.
-async fn bystander_call(
-    call: Call,
-    app: &TestApp,
-    (caller, job): (&Caller, Option<&str>),
-    (turn, door): (usize, &reqwest::Client),
-) -> Result<(), String> {
-    let key = caller.key.as_deref();
-    let refused = |status: tonic::Status| format!("{:?} {}", status.code(), reason(&status));
-    match call {
-        Call::UploadAndList if turn % 2 == 0 => {
-            let upload = proto::UploadImageRequest {
-                data: small_png().into(),
-            };
-            let uploaded = app.templates_as(key).upload_image(upload).await;
-            uploaded.map(drop).map_err(refused)
-        }
-        Call::UploadAndList | Call::ListTemplates => {
-            let listing = proto::ListTemplatesRequest::default();
-            let listed = app.templates_as(key).list_templates(listing).await;
-            listed.map(drop).map_err(refused)
-        }
-        Call::DoorUploadAndList => {
-            let url = format!("http://{}", app.address);
-            let request = if turn % 2 == 0 {
-                let data = base64::engine::general_purpose::STANDARD.encode(small_png());
-                door.post(format!("{url}/v1/images"))
-                    .json(&serde_json::json!({ "data": data }))
-            } else {
-                door.get(format!("{url}/v1/templates"))
-            };
-            let request = match key {
-                Some(key) => request.bearer_auth(key),
-                None => request,
-            };
-            let response = request.send().await.map_err(|error| error.to_string())?;
-            let status = response.status();
-            let body = response.text().await.unwrap_or_default();
-            if status.is_success() {
-                Ok(())
-            } else {
-                Err(format!("{status} {body}"))
-            }
-        }
-        Call::HealthCheck => {
-            let checked = HealthClient::new(app.channel.clone())
-                .check(HealthCheckRequest::default())
-                .await;
-            checked.map(drop).map_err(refused)
-        }
-        Call::HealthWatch => {
-            let mut health = HealthClient::new(app.channel.clone());
-            let mut watch = health
-                .watch(HealthCheckRequest::default())
-                .await
-                .map_err(refused)?
-                .into_inner();
-            watch.message().await.map(drop).map_err(refused)
-        }
-        Call::Watch => {
-            let job_id = job.unwrap_or_default().to_owned();
-            let watching = proto::WatchRenderJobRequest { job_id };
-            let mut renders = app.renders_as(key);
-            let mut watch = renders
-                .watch_render_job(watching)
-                .await
-                .map_err(refused)?
-                .into_inner();
-            watch.message().await.map(drop).map_err(refused)
-        }
-        Call::Download => {
-            let asked = proto::DownloadRenderOutputRequest {
-                job_id: job.unwrap_or_default().to_owned(),
-                length: 64 * 1024,
-                ..Default::default()
-            };
-            let mut renders = app.renders_as(key);
-            let mut chunks = renders
-                .download_render_output(asked)
-                .await
-                .map_err(refused)?
-                .into_inner();
-            while chunks.message().await.map_err(refused)?.is_some() {}
-            Ok(())
-        }
-    }
+    prepared
 }
 
 /// What the bystander saw during one row's attack, and how often the attackers were
-/// refused (none would mean they never reached their share: the attack did not attack).
+/// refused or held back (none would mean they never reached their share: the attack did
+/// not attack).
 struct Seen {
     served: usize,
     worst: Duration,
@@ -560,8 +502,12 @@ struct Seen {
 /// Runs `row` with `callers`: its server, the eight attackers, and the bystander's calls.
 async fn run(row: &Row, callers: Callers) -> Seen {
     let dir = tempfile::tempdir().unwrap();
-    let hold = Hold::new(dir.path());
-    let app = row_server(row, callers, dir.path(), &hold).await;
+    let setup = Setup {
+        hold: Hold::new(dir.path()),
+        ca: (row.needs == Needs::Tls).then(|| TestCa::new("pools test ca")),
+        dir,
+    };
+    let server = row_server(row, callers, &setup).await;
     let attackers = Caller::attackers(callers);
     let bystander = Caller::bystander(callers);
     let everyone: Vec<Caller> = attackers
@@ -569,20 +515,37 @@ async fn run(row: &Row, callers: Callers) -> Seen {
         .cloned()
         .chain([bystander.clone()])
         .collect();
-    let jobs = jobs_for(&app, &hold, row.needs, &everyone).await;
-    let job_of = |index: usize| jobs.get(index).cloned();
+    let prepared = prepare(&server, &setup.hold, row.needs, &everyone).await;
     let refused = Arc::new(AtomicUsize::new(0));
     let attacks: Vec<_> = attackers
         .into_iter()
-        .enumerate()
-        .map(|(index, caller)| {
-            let counted = (app.address, refused.clone());
-            tokio::spawn(attacker(row.attack, counted, caller, job_of(index)))
+        .zip(prepared.iter().cloned())
+        .map(|(caller, prepared)| {
+            let target = attackers::Target {
+                server: server.address(),
+                refused: refused.clone(),
+            };
+            tokio::spawn(attackers::attacker(row.attack, target, caller, prepared))
         })
         .collect();
     tokio::time::sleep(RAMP).await;
+    if row.needs == Needs::HeldAnalyses {
+        // The attackers' analyses started so far stay held; the bystander's run.
+        setup.hold.disengage();
+    }
+    let receiver = match row.call {
+        Call::WebhookDelivery => Some(Receiver::start(|_, _| Answer::Status(204)).await),
+        _ => None,
+    };
     let door = reqwest::Client::builder().http1_only().build().unwrap();
-    let job = job_of(ATTACKERS);
+    let context = bystander::Context {
+        server: &server,
+        caller: &bystander,
+        prepared: &prepared[ATTACKERS],
+        ca: setup.ca.as_ref(),
+        receiver: receiver.as_ref(),
+        door: &door,
+    };
     let mut seen = Seen {
         served: 0,
         worst: Duration::ZERO,
@@ -591,7 +554,7 @@ async fn run(row: &Row, callers: Callers) -> Seen {
     };
     for turn in 0..BYSTANDER_CALLS {
         let started = tokio::time::Instant::now();
-        let call = bystander_call(row.call, &app, (&bystander, job.as_deref()), (turn, &door));
+        let call = bystander::call(row.call, &context, turn);
         match tokio::time::timeout(BYSTANDER_LIMIT, call).await {
             Ok(Ok(())) => seen.served += 1,
             Ok(Err(why)) => seen.unserved.push(why),
@@ -606,8 +569,8 @@ async fn run(row: &Row, callers: Callers) -> Seen {
     for attack in attacks {
         attack.abort();
     }
-    hold.let_go();
-    app.stop().await;
+    setup.hold.let_go();
+    server.stop().await;
     seen
 }
 
@@ -618,7 +581,7 @@ async fn every_pool_leaves_the_bystander_served(callers: Callers) {
         let seen = run(row, callers).await;
         eprintln!(
             "{} ({:?}, {callers:?}): {}/{BYSTANDER_CALLS} served, worst {:?}, unserved {:?}; \
-             attackers refused {} times",
+             attackers refused or held back {} times",
             row.pool, row.call, seen.served, seen.worst, seen.unserved, seen.attackers_refused
         );
         if (seen.served as f64) < SERVED_AT_LEAST * BYSTANDER_CALLS as f64 {
@@ -671,7 +634,7 @@ fn pools_of_the_security_doc() -> Vec<String> {
 #[test]
 fn every_pool_of_the_security_docs_table_has_a_row_here_and_every_row_a_pool_there() {
     let documented = pools_of_the_security_doc();
-    assert!(documented.len() >= 6, "{documented:?}");
+    assert!(documented.len() >= 11, "{documented:?}");
     for pool in &documented {
         assert!(
             ROWS.iter().any(|row| row.pool == pool),

@@ -1,13 +1,18 @@
-//! Fair shares of the analysis workers between tenants (issue 21, item 5): the pool is small
-//! (two workers) and one analysis may burn seconds of CPU, so a tenant sending a CPU-hog
-//! template a second held every worker and everyone else's CreateTemplate waited out its
-//! 2 s and failed `ANALYSIS_BUSY` (3 of 30 succeeded).
+//! `AnalysisShares`: the analysis workers shared between tenants (issue 21, item 5): the pool
+//! is small (two workers) and one analysis may burn seconds of CPU, so a tenant sending a
+//! CPU-hog template a second held every worker and everyone else's CreateTemplate waited out
+//! its 2 s and failed `ANALYSIS_BUSY` (3 of 30 succeeded).
 //!
-//! Two rules, one per way to hog:
-//! - **Slots:** a tenant holds at most [`per_tenant_slots`] workers at once (half the pool), so
-//!   the other half is always there for the others; callers over their share wait, and when a
-//!   worker frees, the waiting tenants are served round-robin (a tenant with a hundred waiting
-//!   calls gets one turn like a tenant with one).
+//! Three rules, the first the one fair-share mechanism's:
+//! - **Shares:** the workers are a pool of [`FairShare`], keyed by tenant, a worker a unit (it
+//!   comes back within the analysis' wall-clock budget): a tenant's share is the shared part
+//!   divided among the tenants holding workers, and the mechanism's reserve keeps workers for
+//!   tenants holding none (half the pool, at most sixteen), so a tenant alone holds half the
+//!   workers (one of two) and the rest is always there for the others; of sixteen, eight
+//!   tenants holding all they can leave one free (docs/security.md, Pools).
+//! - **Turns:** callers over their share wait, and when a worker frees, the waiting tenants
+//!   are served round-robin (a tenant with a hundred waiting calls gets one turn like a
+//!   tenant with one), each turn asking the mechanism whether the tenant may take one more.
 //! - **CPU:** each analysis' CPU time is charged to its tenant, read from the worker process
 //!   whether it finished, breached its budget or was killed because its caller went away (so
 //!   hanging up before the budget does not make a hog free). A tenant whose analysis used up
@@ -19,12 +24,13 @@
 //!   CPU debt (drained at [`TENANT_CPU_SECONDS_PER_SECOND`]) passes two budgets.
 //!
 //! The decision rejected: a shorter wait or a queue of hostile calls shed first would still
-//! let one tenant's hogs take every worker for their whole budget; a fixed share that others
-//! cannot borrow costs nothing here, since an honest analysis takes tens of milliseconds.
-//! Tenants are the callers' tenants (anonymous callers are all the `default` tenant), which
-//! the server knows before any analysis.
+//! let one tenant's hogs take every worker for their whole budget; a fixed half per tenant
+//! (before this pool joined the mechanism) let two tenants hold every worker whatever the
+//! pool's size. Tenants are the callers' tenants (anonymous callers are all the `default`
+//! tenant), which the server knows before any analysis.
 
 use crate::auth::TenantId;
+use crate::fair_share::{FairShare, ShareGuard, FIRST_SLOTS};
 use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -49,13 +55,6 @@ pub const TENANT_CPU_SECONDS_PER_SECOND: f64 = 0.5;
 /// whole budgets, so bursts of honest work (a deploy creating hundreds of templates) pass.
 pub const TENANT_CPU_BURST_BUDGETS: f64 = 2.0;
 
-/// Workers one tenant may hold at once: half the pool (at least one), so the other half is
-/// always free for every other tenant. With one worker (`--analysis-workers 1`) nothing is
-/// kept apart; only the CPU charge protects the others then.
-pub(crate) fn per_tenant_slots(workers: usize) -> usize {
-    (workers / 2).max(1)
-}
-
 /// Why no worker was granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -67,20 +66,21 @@ pub(crate) enum Refusal {
 
 /// The analysis workers of one server, shared fairly between tenants.
 #[derive(Debug, Clone)]
-pub(crate) struct FairShare {
+pub(crate) struct AnalysisShares {
     shared: Arc<Shared>,
 }
 
 #[derive(Debug)]
 struct Shared {
+    /// The workers, as the mechanism shares them. Its lock is only ever taken inside
+    /// `state`'s or alone, never the other way round.
+    workers: FairShare<TenantId>,
     state: Mutex<State>,
-    per_tenant: usize,
     cpu_budget: Duration,
 }
 
 #[derive(Debug)]
 struct State {
-    free: usize,
     tenants: HashMap<TenantId, TenantState>,
     /// Tenants with waiting calls, in the order they are served next.
     turns: VecDeque<TenantId>,
@@ -89,7 +89,6 @@ struct State {
 
 #[derive(Debug)]
 struct TenantState {
-    held: usize,
     waiting: VecDeque<Waiter>,
     in_turns: bool,
     /// CPU seconds charged and not yet drained, as of `debt_at`.
@@ -109,7 +108,6 @@ struct Waiter {
 impl TenantState {
     fn new(now: Instant) -> TenantState {
         TenantState {
-            held: 0,
             waiting: VecDeque::new(),
             in_turns: false,
             cpu_debt: 0.0,
@@ -141,10 +139,10 @@ impl TenantState {
         exhausted.max(indebted)
     }
 
-    /// Nothing held, awaited or remembered: the entry can go.
+    /// Nothing awaited or remembered (the caller checks that nothing is held): the entry
+    /// can go.
     fn forgettable(&self, now: Instant, cpu_budget: Duration) -> bool {
-        self.held == 0
-            && self.waiting.is_empty()
+        self.waiting.is_empty()
             && !self.in_turns
             && self.debt(now) == 0.0
             && self.backoff(now, cpu_budget).is_zero()
@@ -161,12 +159,12 @@ impl State {
             .or_insert_with(|| TenantState::new(now))
     }
 
-    /// The next waiting call to serve, its slot already counted: tenants in turn, skipping
-    /// those at their share.
-    fn next_grant(&mut self, per_tenant: usize) -> Option<(TenantId, Waiter)> {
-        if self.free == 0 {
-            return None;
-        }
+    /// The next waiting call to serve, with the worker the mechanism gave its tenant: tenants
+    /// in turn, skipping those it refuses one more (at their share, or the pool full).
+    fn next_grant(
+        &mut self,
+        workers: &FairShare<TenantId>,
+    ) -> Option<(TenantId, Waiter, ShareGuard<TenantId>)> {
         for _ in 0..self.turns.len() {
             let tenant = self.turns.pop_front()?;
             let Some(state) = self.tenants.get_mut(&tenant) else {
@@ -176,47 +174,50 @@ impl State {
                 state.in_turns = false;
                 continue;
             }
-            if state.held >= per_tenant {
+            let Ok(worker) = workers.try_acquire(tenant.clone(), 1) else {
                 self.turns.push_back(tenant);
                 continue;
-            }
+            };
             let waiter = state.waiting.pop_front()?;
-            state.held += 1;
-            self.free -= 1;
             if state.waiting.is_empty() {
                 state.in_turns = false;
             } else {
                 self.turns.push_back(tenant.clone());
             }
-            return Some((tenant, waiter));
+            return Some((tenant, waiter, worker));
         }
         None
     }
 
-    fn forget_if_idle(&mut self, tenant: &TenantId, now: Instant, cpu_budget: Duration) {
-        if self
-            .tenants
-            .get(tenant)
-            .is_some_and(|state| state.forgettable(now, cpu_budget))
+    fn forget_if_idle(
+        &mut self,
+        tenant: &TenantId,
+        now: Instant,
+        cpu_budget: Duration,
+        workers: &FairShare<TenantId>,
+    ) {
+        if workers.held_by(tenant) == 0
+            && self
+                .tenants
+                .get(tenant)
+                .is_some_and(|state| state.forgettable(now, cpu_budget))
         {
             self.tenants.remove(tenant);
         }
     }
 }
 
-impl FairShare {
+impl AnalysisShares {
     /// `workers` analysis workers, each analysis within `cpu_budget`.
-    pub(crate) fn new(workers: usize, cpu_budget: Duration) -> FairShare {
-        let workers = workers.max(1);
-        FairShare {
+    pub(crate) fn new(workers: usize, cpu_budget: Duration) -> AnalysisShares {
+        AnalysisShares {
             shared: Arc::new(Shared {
+                workers: FairShare::shrinking_bounded_holds(workers.max(1), FIRST_SLOTS),
                 state: Mutex::new(State {
-                    free: workers,
                     tenants: HashMap::new(),
                     turns: VecDeque::new(),
                     next_waiter: 0,
                 }),
-                per_tenant: per_tenant_slots(workers),
                 cpu_budget,
             }),
         }
@@ -250,14 +251,16 @@ impl FairShare {
         let (id, granted) = {
             let now = Instant::now();
             let mut state = lock(&self.shared.state);
-            let free = state.free;
-            let per_tenant = self.shared.per_tenant;
             let entry = state.tenant(tenant, now);
-            if free > 0 && entry.held < per_tenant && entry.waiting.is_empty() {
-                entry.held += 1;
-                state.free -= 1;
-                drop(state);
-                return Ok(AnalysisSlot::new(self.shared.clone(), tenant.clone()));
+            if entry.waiting.is_empty() {
+                if let Ok(worker) = self.shared.workers.try_acquire(tenant.clone(), 1) {
+                    drop(state);
+                    return Ok(AnalysisSlot::new(
+                        self.shared.clone(),
+                        tenant.clone(),
+                        worker,
+                    ));
+                }
             }
             let id = state.next_waiter;
             state.next_waiter += 1;
@@ -294,13 +297,15 @@ impl FairShare {
     /// Serves waiting calls while workers are free.
     fn dispatch(shared: &Arc<Shared>) {
         loop {
-            let next = lock(&shared.state).next_grant(shared.per_tenant);
-            let Some((tenant, waiter)) = next else {
+            let next = lock(&shared.state).next_grant(&shared.workers);
+            let Some((tenant, waiter, worker)) = next else {
                 return;
             };
             // A waiter that has just gone away hands the slot back (its drop releases it
             // and dispatches again).
-            let _ = waiter.grant.send(AnalysisSlot::new(shared.clone(), tenant));
+            let _ = waiter
+                .grant
+                .send(AnalysisSlot::new(shared.clone(), tenant, worker));
         }
     }
 }
@@ -325,7 +330,12 @@ impl StopWaitingOnDrop<'_> {
             entry.in_turns = false;
             state.turns.retain(|tenant| tenant != self.tenant);
         }
-        state.forget_if_idle(self.tenant, Instant::now(), self.shared.cpu_budget);
+        state.forget_if_idle(
+            self.tenant,
+            Instant::now(),
+            self.shared.cpu_budget,
+            &self.shared.workers,
+        );
     }
 }
 
@@ -341,11 +351,17 @@ impl Drop for StopWaitingOnDrop<'_> {
 pub(crate) struct AnalysisSlot {
     shared: Arc<Shared>,
     tenant: TenantId,
+    /// The worker, as the mechanism counts it: given back first when the slot is dropped.
+    worker: Option<ShareGuard<TenantId>>,
 }
 
 impl AnalysisSlot {
-    fn new(shared: Arc<Shared>, tenant: TenantId) -> AnalysisSlot {
-        AnalysisSlot { shared, tenant }
+    fn new(shared: Arc<Shared>, tenant: TenantId, worker: ShareGuard<TenantId>) -> AnalysisSlot {
+        AnalysisSlot {
+            shared,
+            tenant,
+            worker: Some(worker),
+        }
     }
 
     /// The tenant's analysis used `cpu`; `exhausted`: it used up its whole budget (CPU or
@@ -390,16 +406,18 @@ impl AnalysisSlot {
 
 impl Drop for AnalysisSlot {
     fn drop(&mut self) {
+        drop(self.worker.take());
         {
             let now = Instant::now();
             let mut state = lock(&self.shared.state);
-            state.free += 1;
-            if let Some(entry) = state.tenants.get_mut(&self.tenant) {
-                entry.held = entry.held.saturating_sub(1);
-            }
-            state.forget_if_idle(&self.tenant, now, self.shared.cpu_budget);
+            state.forget_if_idle(
+                &self.tenant,
+                now,
+                self.shared.cpu_budget,
+                &self.shared.workers,
+            );
         }
-        FairShare::dispatch(&self.shared);
+        AnalysisShares::dispatch(&self.shared);
     }
 }
 
@@ -425,8 +443,9 @@ mod tests {
     const BUDGET: Duration = Duration::from_secs(5);
 
     #[tokio::test]
-    async fn a_tenant_holds_at_most_half_the_workers_and_the_rest_serve_the_others() {
-        let share = FairShare::new(2, BUDGET);
+    async fn a_tenant_holds_its_share_of_the_workers_and_the_reserve_serves_the_others() {
+        // Two workers: one kept for tenants holding none, so a tenant holds one.
+        let share = AnalysisShares::new(2, BUDGET);
         let (hog, other) = (tenant("hog"), tenant("other"));
         let _first = share.acquire(&hog, WAIT).await.unwrap();
         let second = share.acquire(&hog, Duration::from_millis(20)).await;
@@ -435,11 +454,29 @@ mod tests {
             .acquire(&other, Duration::from_millis(20))
             .await
             .unwrap();
+        // Sixteen workers, eight kept: a tenant alone holds the other eight, and eight tenants
+        // holding all they can leave one free.
+        let share = AnalysisShares::new(16, BUDGET);
+        let mut held = Vec::new();
+        for name in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+            while let Ok(slot) = share.acquire(&tenant(name), Duration::ZERO).await {
+                held.push(slot);
+            }
+        }
+        assert_eq!(
+            held.len(),
+            15,
+            "the first alone took eight, the others one each"
+        );
+        let _bystander = share
+            .acquire(&tenant("bystander"), Duration::ZERO)
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
     async fn a_freed_worker_goes_to_the_waiting_tenants_in_turn() {
-        let share = FairShare::new(2, BUDGET);
+        let share = AnalysisShares::new(2, BUDGET);
         let (a, b) = (tenant("a"), tenant("b"));
         let held_a = share.acquire(&a, WAIT).await.unwrap();
         let held_b = share.acquire(&b, WAIT).await.unwrap();
@@ -463,7 +500,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_call_that_goes_away_leaves_no_trace() {
-        let share = FairShare::new(1, BUDGET);
+        let share = AnalysisShares::new(1, BUDGET);
         let a = tenant("a");
         let held = share.acquire(&a, WAIT).await.unwrap();
         let gone = tokio::spawn({
@@ -475,12 +512,13 @@ mod tests {
         let _ = gone.await;
         drop(held);
         let _again = share.acquire(&a, Duration::from_millis(20)).await.unwrap();
-        assert_eq!(lock(&share.shared.state).free, 0);
+        assert_eq!(share.shared.workers.held(), 1);
+        assert!(lock(&share.shared.state).tenants[&a].waiting.is_empty());
     }
 
     #[tokio::test]
     async fn an_exhausted_budget_backs_the_tenant_off_longer_each_time_up_to_the_bound() {
-        let share = FairShare::new(2, BUDGET);
+        let share = AnalysisShares::new(2, BUDGET);
         let (hog, other) = (tenant("hog"), tenant("other"));
         let now = Instant::now();
         let slot = share.acquire(&hog, WAIT).await.unwrap();
@@ -503,7 +541,7 @@ mod tests {
 
     #[tokio::test]
     async fn cpu_under_the_budget_is_charged_and_drains_at_the_tenants_share() {
-        let share = FairShare::new(2, BUDGET);
+        let share = AnalysisShares::new(2, BUDGET);
         let hog = tenant("hog");
         let start = Instant::now();
         let state = || lock(&share.shared.state);
@@ -519,10 +557,5 @@ mod tests {
         let later = start + Duration::from_secs(10);
         assert!(state().tenants[&hog].backoff(later, BUDGET).is_zero());
         drop(slot);
-    }
-
-    #[test]
-    fn the_share_is_half_the_pool_and_never_nothing() {
-        assert_eq!([1, 2, 3, 4, 8].map(per_tenant_slots), [1, 1, 1, 2, 4]);
     }
 }
