@@ -2,8 +2,9 @@
 # Seeds the fuzz corpora (fuzz/corpus/TARGET/, git-ignored) from the shared test corpus at run
 # time, so no corpus file is copied into the repository:
 #   - template, slots, prepare: every JSON template of ../shared/corpus up to MAX_SEED_BYTES
-#     (larger ones would be cut by libFuzzer's -max_len into invalid JSON); template also
-#     a gzipped one (.tgs) and a dotLottie archive of one (.lottie, Python's zipfile);
+#     (larger ones would be cut by libFuzzer's -max_len into invalid JSON) and fuzz/seeds/
+#     (a template with a slot of every kind and markers); template also a gzipped one (.tgs)
+#     and a dotLottie archive of one (.lottie, Python's zipfile);
 #   - image: PNG, JPEG (baseline, progressive, EXIF-rotated) and WebP files ffmpeg makes;
 #   - request: RenderRequest and CreateTemplateRequest bodies encoded by protoc from the
 #     text-format requests below (the smallest corpus templates as lottie_json).
@@ -22,7 +23,7 @@ json_seeds() {
   mkdir -p "$fuzz_dir/corpus/$target"
   while IFS= read -r -d '' file; do
     cp "$file" "$fuzz_dir/corpus/$target/seed-$(basename "$file")"
-  done < <(find "$corpus" -name '*.json' -size -"$((MAX_SEED_BYTES + 1))"c -print0)
+  done < <(find "$corpus" "$fuzz_dir/seeds" -name '*.json' -size -"$((MAX_SEED_BYTES + 1))"c -print0)
   if [ "$target" = template ]; then
     gzip -c "$corpus/tiny-solid-layer.json" > "$fuzz_dir/corpus/$target/seed-tiny.tgs"
     python3 - "$corpus/tiny-solid-layer.json" "$fuzz_dir/corpus/$target/seed-tiny.lottie" <<'PY'

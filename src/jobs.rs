@@ -9,7 +9,7 @@
 //! every job's snapshots there so that all instances see all jobs and share renders, and
 //! its queue ([`shared::queue`]) is the one work queue of every instance.
 
-pub(crate) mod admission;
+pub mod admission;
 pub(crate) mod board;
 pub(crate) mod fingerprint;
 pub(crate) mod intake;

@@ -34,7 +34,7 @@ pub(crate) use index::{
 };
 pub use objects::ObjectStorage;
 pub(crate) use outputs::{OutputStore, POSTER_EXTENSION};
-pub(crate) use record_cache::AdmissionRecord;
+pub use record_cache::AdmissionRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -95,7 +95,7 @@ pub const MAX_TEMPLATE_RECORD_BYTES: usize = 1024 * 1024;
 
 /// What is kept about a template besides its JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TemplateRecord {
+pub struct TemplateRecord {
     pub id: Uuid,
     /// The tenant whose caller created it; only that tenant's callers see it. Records
     /// written before tenants belong to the default tenant.

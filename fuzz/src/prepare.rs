@@ -1,121 +1,293 @@
-//! The worker's steps before rlottie, as `render::prepare` runs them: parse and fence the
-//! template, discover its slots, check a validated render request's modifications, bake
-//! expressions into keyframes (QuickJS under its budget), write the modifications, turn text
-//! layers into glyph shapes in the bundled font (text animators sampled at the output frame
-//! rate), lower mattes, masks and layer effects, retime to the output frame rate. rlottie
-//! itself is not loaded.
+//! A template and a render request through the service's own steps, none copied here:
+//! CreateTemplate's parse (the dotLottie animation it names) and report (`InspectReport`, as
+//! the analysis worker builds it), the template's record and admission record as stored,
+//! the request's conversion from the wire (`RenderSubmission::try_from`), admission against
+//! the record (`jobs::admission::check_against_record`: the theme applied, every modification
+//! checked, the still time and segment resolved, the output's budget), and the worker's
+//! `render::prepare_with_images` (expressions baked, modifications written, replacement
+//! images decoded and fitted, text to glyphs, mattes, masks, layer effects and rlottie's
+//! lowering, retiming, the still or segment cut). rlottie itself is not loaded.
 //!
 //! The input is a template (the first JSON value of the bytes, so corpus files are seeds as
-//! they are) followed by bytes that `arbitrary` turns into a render request: texts and
-//! colours for existing or made-up slots, from a dictionary of hard scripts or arbitrary
-//! Unicode, and the output frame rate. Only requests the gRPC conversion accepts go on, as
-//! in the service.
+//! they are) followed by bytes that `arbitrary` turns into how it is uploaded (as JSON, or as
+//! a dotLottie archive with generated themes of every rule type and a second animation, one
+//! of them chosen) and a render request ([`generate`]) with every kind of modification
+//! (texts, colours, images encoded here as PNG, JPEG or WebP, scalars, vectors, gradients),
+//! a theme, and the output's format, size, frame rate, still time, segment, loop count and
+//! poster.
 //!
-//! Promises checked beyond "no panic": modifications fail only for unknown slots; no text
-//! layer is left for rlottie; every number handed to rlottie is finite (a time scaled to
-//! infinity would be written as `null`); the frame count is the template's duration at the
-//! output rate; warnings stay in proportion to the input; the prepared document stays
-//! within [`MAX_PREPARED_BYTES`]. Time and memory per input are held by libFuzzer's
-//! `-timeout` and `-rss_limit_mb`.
+//! Promises checked beyond "no panic": a refusal at admission is INVALID_ARGUMENT naming
+//! request fields, in proportion to the request; what admission accepted the worker does not
+//! refuse for what admission checked (modifications, the window, the output's length) nor
+//! count otherwise (the same frame count, the same output); its other failures are
+//! classified deterministic; no text layer is left for rlottie; no number of the template
+//! becomes `null` (not finite) on the way; the frame rate is the output's; the prepared
+//! document stays within [`MAX_PREPARED_BYTES`] and the fitted images. Time and memory per
+//! input are held by libFuzzer's `-timeout` and `-rss_limit_mb`.
+//!
+//! [`run_reporting`] answers what reached a prepared render, so the seed test can prove that
+//! every kind of modification, a theme, a still, a segment and a chosen animation do.
+
+mod generate;
+mod upload;
 
 use super::{answer_budget, split_template};
 use arbitrary::{Arbitrary, Unstructured};
-use lottie_render::grpc::proto;
+use lottie_render::error::{Classified, ErrorClass, ServiceErrorCode};
+use lottie_render::jobs::admission::{self, JobLimits};
 use lottie_render::lottie::model::{for_each_layer_list, layer_type};
-use lottie_render::lottie::modifications::{self, ModificationError};
-use lottie_render::lottie::text::{self, fonts::FontBook};
-use lottie_render::lottie::{effects, expressions, fence, mattes, slots, timeline, Template};
-use lottie_render::spec::RenderSubmission;
+use lottie_render::lottie::report::InspectReport;
+use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::lottie::{fence, Template};
+use lottie_render::render::{self, RenderError};
+use lottie_render::spec::{ImageSource, Modifications, RenderSubmission, Window};
+use lottie_render::storage::{AdmissionRecord, TemplateRecord};
+use prost::Message;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The prepared document handed to rlottie: the template plus at most
 /// `text::MAX_GLYPHS_PER_TEMPLATE` glyph outlines; the bundled font's most complex glyphs
-/// take a few KiB of JSON each.
+/// take a few KiB of JSON each. Fitted replacement images come on top.
 const MAX_PREPARED_BYTES: usize = 64 * 1024 * 1024;
 
-/// Texts that stress shaping, bidi, line breaking and fallback.
-const SAMPLE_TEXTS: &[&str] = &[
-    "",
-    " ",
-    "Hello\nWorld",
-    "\n\n\n\n",
-    "Supercalifragilisticexpialidociousantidisestablishmentarianism",
-    "مرحبا بالعالم hello عالم",
-    "שלום עולם 123",
-    "日本語のテキストは単語の間に空白がありません",
-    "한국어 텍스트",
-    "नमस्ते दुनिया",
-    "สวัสดีชาวโลก",
-    "e\u{301}\u{302}\u{303}\u{304}\u{305}\u{306}\u{307}\u{308}",
-    "👩‍👩‍👧‍👦🏳️‍🌈👍🏽",
-    "\u{202E}override\u{202C} \u{2067}isolate\u{2069}",
-    "\u{200B}\u{200B}\u{FEFF}\u{00AD}\u{2028}\u{2029}",
-    "ﷺ ﷽ ﬀﬁﬂﬃﬄ",
-    "\u{10FFFF}\u{E000}\u{FFFD}",
+/// The service's default job budget (`--max-job-megapixels`) and the longest job.
+const LIMITS: JobLimits = JobLimits {
+    max_megapixels: 26_600,
+    max_duration: std::time::Duration::from_secs(600),
+};
+
+/// What of an input reached a prepared render.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Reached {
+    /// A prepared render at all.
+    pub prepared: bool,
+    /// Each kind of modification, in [`modification_kinds`]' order.
+    pub kinds: [bool; MODIFICATION_KINDS.len()],
+    pub theme: bool,
+    pub still: bool,
+    pub segment: bool,
+    /// A dotLottie archive of which CreateTemplate named an animation.
+    pub chosen_animation: bool,
+}
+
+impl Reached {
+    /// Both inputs' reach.
+    pub fn or(self, other: Reached) -> Reached {
+        let mut kinds = self.kinds;
+        for (kind, reached) in kinds.iter_mut().zip(other.kinds) {
+            *kind |= reached;
+        }
+        Reached {
+            prepared: self.prepared || other.prepared,
+            kinds,
+            theme: self.theme || other.theme,
+            still: self.still || other.still,
+            segment: self.segment || other.segment,
+            chosen_animation: self.chosen_animation || other.chosen_animation,
+        }
+    }
+}
+
+/// The kinds of modification a render request carries.
+pub const MODIFICATION_KINDS: [&str; 6] = [
+    "texts",
+    "colors",
+    "images",
+    "scalars",
+    "vectors",
+    "gradients",
 ];
 
-#[derive(Debug, Arbitrary)]
-enum SlotChoice {
-    /// The n-th slot of the template (modulo their number).
-    Existing(u8),
-    /// Any id, mostly one the template lacks.
-    Made(String),
+/// Which kinds `modifications` fills, in [`MODIFICATION_KINDS`]' order.
+pub fn modification_kinds(modifications: &Modifications) -> [bool; MODIFICATION_KINDS.len()] {
+    // No `..`: a new kind of modification fails to compile here until it is counted (and
+    // the seed test then fails until it is generated and reaches a render).
+    let Modifications {
+        texts,
+        colors,
+        images,
+        scalars,
+        vectors,
+        gradients,
+    } = modifications;
+    [
+        !texts.is_empty(),
+        !colors.is_empty(),
+        !images.is_empty(),
+        !scalars.is_empty(),
+        !vectors.is_empty(),
+        !gradients.is_empty(),
+    ]
 }
 
-#[derive(Debug, Arbitrary)]
-enum TextChoice {
-    Sample(u8),
-    Repeated(u8, u8),
-    Free(String),
+/// One input of the target: panics (an assertion) on a broken promise.
+pub fn run(data: &[u8]) {
+    run_reporting(data);
 }
 
-#[derive(Debug, Arbitrary)]
-enum ColorChoice {
-    Bytes([u8; 3], Option<u8>),
-    Free(f64, f64, f64, Option<f64>),
-}
+/// [`run`], answering what reached a prepared render.
+pub fn run_reporting(data: &[u8]) -> Reached {
+    let (template_json, tail) = split_template(data);
+    let Ok(request) = generate::Request::arbitrary_take_rest(Unstructured::new(tail)) else {
+        return Reached::default();
+    };
+    // The themes' rules name the template's slots, found as a render finds them.
+    let Ok(unpacked) = Template::parse(template_json) else {
+        return Reached::default();
+    };
+    let slots = lottie_render::lottie::slots::discover(&unpacked.json);
+    let (upload, animation) = upload::upload(template_json, &request.packing, &slots);
 
-#[derive(Debug, Arbitrary)]
-struct Request {
-    texts: Vec<(SlotChoice, TextChoice)>,
-    colors: Vec<(SlotChoice, ColorChoice)>,
-    sixty_fps: bool,
-}
-
-fn slot_id<T>(choice: SlotChoice, existing: &[T], id: impl Fn(&T) -> &str) -> String {
-    match choice {
-        SlotChoice::Existing(index) if !existing.is_empty() => {
-            id(&existing[usize::from(index) % existing.len()]).to_owned()
+    // CreateTemplate: the parse of the animation it names, the analysis worker's report
+    // (over its budget: TEMPLATE_TOO_COMPLEX, no template).
+    let Ok(template) = Template::parse_animation(&upload, animation.as_deref()) else {
+        return Reached::default();
+    };
+    let Ok(report) = InspectReport::new(&template) else {
+        return Reached::default();
+    };
+    let wire = generate::render_request(&request, &report);
+    let wire_bytes = wire.encoded_len();
+    // What the gRPC boundary refuses never reaches admission.
+    let Ok(mut submission) = RenderSubmission::try_from(wire) else {
+        return Reached::default();
+    };
+    let record = TemplateRecord {
+        id: submission.template_id,
+        tenant: Default::default(),
+        name: "fuzz".to_owned(),
+        created_at_ms: 0,
+        fonts: BTreeMap::new(),
+        font_sha256: BTreeMap::new(),
+        report,
+    };
+    let admission_record = AdmissionRecord::of(&record);
+    let themed = submission.theme.is_some();
+    let frames = match admission::check_against_record(&admission_record, &mut submission, LIMITS) {
+        Ok(frames) => frames,
+        Err(refusal) => {
+            assert_eq!(
+                refusal.code,
+                ServiceErrorCode::InvalidArgument,
+                "{refusal:?}"
+            );
+            assert!(!refusal.violations.is_empty(), "{refusal:?}");
+            let answer = refusal.message.len()
+                + refusal
+                    .violations
+                    .iter()
+                    .map(|v| v.field.len() + v.description.len())
+                    .sum::<usize>();
+            assert!(
+                answer <= 2 * answer_budget(wire_bytes + template.byte_len),
+                "{answer} bytes of refusal for a {wire_bytes} byte request"
+            );
+            return Reached::default();
         }
-        SlotChoice::Existing(_) => "none".to_owned(),
-        SlotChoice::Made(id) => id,
+    };
+
+    // The worker: the images' bytes as staged for it, the animation the record chose.
+    let image_bytes: BTreeMap<String, Vec<u8>> = submission
+        .modifications
+        .images
+        .values()
+        .filter_map(|choice| match submission.images.get(&choice.sha256) {
+            Some(ImageSource::Sent(bytes)) => Some((choice.sha256.clone(), bytes.to_vec())),
+            _ => None,
+        })
+        .collect();
+    let prepared = render::prepare_with_images(
+        (&upload, record.report.animation.as_deref()),
+        &submission.modifications,
+        submission.output,
+        &FontBook::default(),
+        &image_bytes,
+    );
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            assert_refusal_is_the_workers_own(&error, !image_bytes.is_empty());
+            return Reached::default();
+        }
+    };
+    assert_eq!(
+        prepared.frame_count, frames,
+        "admission counted other frames"
+    );
+    assert_eq!(prepared.spec, submission.output);
+    let fps = submission.output.fps.get();
+    assert!(prepared.frame_count >= 1);
+    assert!(f64::from(prepared.frame_count) <= fence::MAX_DURATION_SECONDS * f64::from(fps) + 1.0);
+    let fitted_image_bytes: usize = admission_record
+        .slots
+        .images
+        .iter()
+        .filter(|slot| submission.modifications.images.contains_key(&slot.id))
+        .map(|slot| 6 * slot.width as usize * slot.height as usize + 4096)
+        .sum();
+    let document = prepared.source.json.as_str();
+    assert!(
+        document.len() <= upload.len() + MAX_PREPARED_BYTES + fitted_image_bytes,
+        "prepared document of {} bytes",
+        document.len()
+    );
+    assert_ready_for_rlottie(document, &template.json, fps);
+
+    Reached {
+        prepared: true,
+        kinds: modification_kinds(&submission.modifications),
+        theme: themed,
+        still: matches!(submission.output.window, Some(Window::Still { .. })),
+        segment: matches!(submission.output.window, Some(Window::Segment { .. })),
+        chosen_animation: record.report.animation.is_some(),
     }
 }
 
-fn text(choice: TextChoice) -> String {
-    let sample = |index: u8| SAMPLE_TEXTS[usize::from(index) % SAMPLE_TEXTS.len()];
-    match choice {
-        TextChoice::Sample(index) => sample(index).to_owned(),
-        TextChoice::Repeated(index, times) => sample(index).repeat(usize::from(times)),
-        TextChoice::Free(text) => text,
-    }
+/// A worker's refusal of a request admission accepted: only what admission cannot know
+/// (expressions over their budget, text over its budget, an image that does not decode or
+/// together with the template's own images passes their budget), never what it checked.
+fn assert_refusal_is_the_workers_own(error: &RenderError, images_given: bool) {
+    let its_own = match error {
+        RenderError::ExpressionsOverBudget(_)
+        | RenderError::Text(_)
+        | RenderError::Image { .. } => true,
+        RenderError::Template(_) => images_given,
+        _ => false,
+    };
+    assert!(
+        its_own,
+        "admission accepted what the worker refused: {error}"
+    );
+    assert_eq!(error.class(), ErrorClass::Deterministic, "{error}");
 }
 
-fn color(choice: ColorChoice) -> proto::Color {
-    let unit = |byte: u8| f64::from(byte) / 255.0;
-    match choice {
-        ColorChoice::Bytes([r, g, b], a) => proto::Color {
-            r: unit(r),
-            g: unit(g),
-            b: unit(b),
-            a: a.map(unit),
-        },
-        ColorChoice::Free(r, g, b, a) => proto::Color { r, g, b, a },
+/// The prepared `document` as rlottie gets it: no visible text layer, no number of
+/// `template` turned `null` (a value scaled to infinity is written so), the output's frame
+/// rate.
+fn assert_ready_for_rlottie(document: &str, template: &Value, fps: u32) {
+    let mut json: Value = match serde_json::from_str(document) {
+        Ok(json) => json,
+        Err(error) => panic!("the prepared document is not JSON: {error}"),
+    };
+    for_each_layer_list(&mut json, |layers| {
+        for layer in layers.iter() {
+            let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
+            let ty = layer.get("ty").and_then(Value::as_i64);
+            assert!(
+                hidden || ty != Some(layer_type::TEXT),
+                "a text layer is left for rlottie"
+            );
+        }
+    });
+    if let Some(path) = nulls_where_numbers_were(template, &json, &mut String::new()) {
+        panic!("the number at {path} became null (not finite) on the way to rlottie");
     }
+    assert_eq!(json.get("fr").and_then(Value::as_u64), Some(u64::from(fps)));
 }
 
-/// Every number in `value` (serde_json writes non-finite floats as `null`, so a `null`
-/// where the template had a number is what an overflow looks like).
+/// The first place where `before` has a number and `after` a `null` (serde_json writes
+/// non-finite floats as `null`, so that is what an overflow looks like).
 fn nulls_where_numbers_were(before: &Value, after: &Value, path: &mut String) -> Option<String> {
     match (before, after) {
         (Value::Number(_), Value::Null) => Some(path.clone()),
@@ -139,145 +311,4 @@ fn nulls_where_numbers_were(before: &Value, after: &Value, path: &mut String) ->
         }
         _ => None,
     }
-}
-
-/// One input of the target: panics (an assertion) on a broken promise.
-pub fn run(data: &[u8]) {
-    let (template_bytes, tail) = split_template(data);
-    let Ok(template) = Template::parse(template_bytes) else {
-        return;
-    };
-    let Ok(request) = Request::arbitrary_take_rest(Unstructured::new(tail)) else {
-        return;
-    };
-    let found = slots::discover(&template.json);
-    let texts = request
-        .texts
-        .into_iter()
-        .map(|(slot, choice)| (slot_id(slot, &found.texts, |s| &s.id), text(choice)))
-        .collect();
-    let colors = request
-        .colors
-        .into_iter()
-        .map(|(slot, choice)| (slot_id(slot, &found.colors, |s| &s.id), color(choice)))
-        .collect();
-    let fps = if request.sixty_fps { 60 } else { 30 };
-    let wire = proto::RenderRequest {
-        template_id: "0b8f2f4e-3f6e-4a5e-9a51-6c0d1d7b2c11".to_owned(),
-        modifications: Some(proto::Modifications {
-            texts,
-            colors,
-            ..Default::default()
-        }),
-        output: Some(proto::OutputSpec {
-            format: proto::Format::Webm as i32,
-            fps,
-            width: 0,
-            height: 0,
-            background: None,
-            ..Default::default()
-        }),
-        notify: None,
-        theme: String::new(),
-    };
-    // What the gRPC boundary refuses never reaches the worker.
-    let Ok(submission) = RenderSubmission::try_from(wire) else {
-        return;
-    };
-    let modifications = &submission.modifications;
-    let unknown = modifications
-        .colors
-        .keys()
-        .any(|id| found.color(id).is_none())
-        || modifications
-            .texts
-            .keys()
-            .any(|id| found.text(id).is_none());
-
-    // The worker's steps in `render::prepare`'s order: check, resolve slot references, bake
-    // expressions, write the modifications, text to glyphs, mattes, effects, retime.
-    let mut json = template.json.clone();
-    match modifications::check(&found, modifications)
-        .into_iter()
-        .next()
-    {
-        None => assert!(!unknown, "an unknown slot was accepted"),
-        Some(
-            ModificationError::UnknownColorSlot { .. } | ModificationError::UnknownTextSlot { .. },
-        ) => {
-            assert!(unknown, "a known slot was refused");
-            return;
-        }
-        Some(error) => panic!("a validated request was refused: {error}"),
-    }
-    modifications::resolve_slot_references(&mut json);
-    // An expression budget that runs out is a classified refusal of the render, as in the
-    // worker.
-    if expressions::bake(&mut json, fps).budget_breach.is_some() {
-        return;
-    }
-    modifications::write(&mut json, &found, modifications);
-
-    // Over the text budget is a classified refusal (TEMPLATE_TOO_COMPLEX), as in the worker.
-    // At the output's frame rate, as the worker converts (text animators sampled there).
-    let Ok(report) =
-        text::convert_text_layers_at(&mut json, &FontBook::default(), Some(f64::from(fps)))
-    else {
-        return;
-    };
-    let modification_bytes: usize = modifications
-        .texts
-        .iter()
-        .map(|(id, text)| id.len() + text.len())
-        .sum();
-    let warning_bytes: usize = report.warnings.iter().map(String::len).sum();
-    assert!(
-        warning_bytes <= answer_budget(template_bytes.len() + modification_bytes),
-        "{warning_bytes} bytes of text warnings for a {} byte template",
-        template_bytes.len()
-    );
-    for_each_layer_list(&mut json, |layers| {
-        for layer in layers.iter() {
-            let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
-            let ty = layer.get("ty").and_then(Value::as_i64);
-            assert!(
-                hidden || ty != Some(layer_type::TEXT),
-                "a text layer is left for rlottie"
-            );
-        }
-    });
-
-    // After text, as in the worker: lowered text layers can be matted, and are recoloured by
-    // effects as glyph shapes.
-    mattes::lower_mattes_and_masks(&mut json);
-    effects::lower_layer_effects(&mut json);
-    for_each_layer_list(&mut json, |layers| {
-        for layer in layers.iter() {
-            let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
-            let ty = layer.get("ty").and_then(Value::as_i64);
-            assert!(
-                hidden || ty != Some(layer_type::TEXT),
-                "mattes or effects brought back a text layer for rlottie"
-            );
-        }
-    });
-
-    let converted = json.clone();
-    let timeline = timeline::retime(&mut json, submission.output.fps.get());
-    assert_eq!(
-        timeline.frame_count,
-        timeline::frame_count(template.duration_seconds(), fps)
-    );
-    assert!(timeline.frame_count >= 1);
-    assert!(f64::from(timeline.frame_count) <= fence::MAX_DURATION_SECONDS * f64::from(fps) + 1.0);
-    assert_eq!(json.get("fr").and_then(Value::as_u64), Some(u64::from(fps)));
-    if let Some(path) = nulls_where_numbers_were(&converted, &json, &mut String::new()) {
-        panic!("retiming turned the number at {path} into null (not finite)");
-    }
-    let prepared = json.to_string();
-    assert!(
-        prepared.len() <= template_bytes.len() + MAX_PREPARED_BYTES,
-        "prepared document of {} bytes",
-        prepared.len()
-    );
 }

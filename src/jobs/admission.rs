@@ -15,7 +15,7 @@ use crate::lottie::modifications::{self, ModificationError};
 use crate::lottie::timeline;
 use crate::reason::Reason;
 use crate::spec::{Format, RenderSubmission};
-use crate::storage::{StorageError, TemplateStore};
+use crate::storage::{AdmissionRecord, StorageError, TemplateStore};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -25,7 +25,7 @@ pub(crate) const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Limits applied to every job.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct JobLimits {
+pub struct JobLimits {
     /// Output megapixels: frames × width × height / 10⁶.
     pub max_megapixels: u64,
     /// Longest a worker may run (the deadline derived from the job's size is capped here).
@@ -72,47 +72,9 @@ pub(crate) fn admit(
         Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
         Err(error) => return Err(error.into()),
     };
-    let report = &*record;
-    let mut spec = submission.output;
-    let mut violations = Vec::new();
-    let mut reason = None;
-    if let Some(theme) = submission.theme.take() {
-        match report.themes.get(&theme) {
-            Some(values) => {
-                submission.modifications = values.overridden_by(submission.modifications);
-            }
-            None => {
-                reason.get_or_insert(Reason::ThemeUnknown);
-                violations.push(unknown_theme(&theme, &report.themes));
-            }
-        }
-    }
-    for error in modifications::check(&report.slots, &submission.modifications) {
-        reason.get_or_insert(error.reason());
-        violations.push(FieldViolation {
-            field: modification_field(&error),
-            description: error.to_string(),
-        });
-    }
+    let frames = check_against_record(&record, &mut submission, limits)?;
+    let spec = submission.output;
     let image_megapixels = image_megapixels(&submission);
-    let frames = check_output(
-        &mut spec,
-        &submission.timing,
-        report,
-        Budget {
-            limits,
-            image_megapixels,
-        },
-        (&mut reason, &mut violations),
-    );
-    if let Some(reason) = reason {
-        let message = violations
-            .iter()
-            .map(|v| format!("{}: {}", v.field, v.description))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(ServiceError::invalid_argument(reason, message, violations));
-    }
     // Outputs need disk: a nearly full data directory refuses new renders until it has room.
     templates.check_disk_space()?;
     let fingerprint = Fingerprint::of(
@@ -156,6 +118,63 @@ pub(crate) fn admit(
     Ok((job, work))
 }
 
+/// What admission decides of `submission` against its template's record, storage aside:
+/// the theme's values go under the caller's (into `submission.modifications`), every
+/// modification is checked against the slots, the times are resolved into
+/// `submission.output`, and the output is checked against the job budget and the formats'
+/// limits. Answers the output's frame count, or every refusal at once. Public for the
+/// `prepare` fuzz target, which runs it between the request's conversion and the worker's
+/// `render::prepare_with_images` as the service does.
+pub fn check_against_record(
+    record: &AdmissionRecord,
+    submission: &mut RenderSubmission,
+    limits: JobLimits,
+) -> Result<u32, ServiceError> {
+    let mut violations = Vec::new();
+    let mut reason = None;
+    if let Some(theme) = submission.theme.take() {
+        match record.themes.get(&theme) {
+            Some(values) => {
+                submission.modifications =
+                    values.overridden_by(std::mem::take(&mut submission.modifications));
+            }
+            None => {
+                reason.get_or_insert(Reason::ThemeUnknown);
+                violations.push(unknown_theme(&theme, &record.themes));
+            }
+        }
+    }
+    for error in modifications::check(&record.slots, &submission.modifications) {
+        reason.get_or_insert(error.reason());
+        violations.push(FieldViolation {
+            field: modification_field(&error),
+            description: error.to_string(),
+        });
+    }
+    let image_megapixels = image_megapixels(submission);
+    let frames = check_output(
+        &mut submission.output,
+        &submission.timing,
+        record,
+        Budget {
+            limits,
+            image_megapixels,
+        },
+        (&mut reason, &mut violations),
+    );
+    match reason {
+        None => Ok(frames),
+        Some(reason) => {
+            let message = violations
+                .iter()
+                .map(|v| format!("{}: {}", v.field, v.description))
+                .collect::<Vec<_>>()
+                .join("; ");
+            Err(ServiceError::invalid_argument(reason, message, violations))
+        }
+    }
+}
+
 /// Megapixels of replacement images the worker decodes and fits for `submission`, once per
 /// slot that shows one: work of the job as much as its output's frames are.
 fn image_megapixels(submission: &RenderSubmission) -> f64 {
@@ -183,7 +202,7 @@ struct Budget {
 fn check_output(
     spec: &mut crate::spec::OutputSpec,
     timing: &crate::spec::TimingRequest,
-    report: &crate::storage::record_cache::AdmissionRecord,
+    report: &AdmissionRecord,
     Budget {
         limits,
         image_megapixels,

@@ -32,7 +32,7 @@ const SLOT_OVERHEAD_BYTES: u64 = 96;
 /// What admission reads of a template's record: its owner, slot ids (default colours, never
 /// default texts nor font families), duration, render identity and font files (to pin them).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct AdmissionRecord {
+pub struct AdmissionRecord {
     pub id: Uuid,
     pub tenant: TenantId,
     pub duration_seconds: f64,
@@ -52,7 +52,7 @@ pub(crate) struct AdmissionRecord {
 }
 
 impl AdmissionRecord {
-    pub(crate) fn of(record: &TemplateRecord) -> AdmissionRecord {
+    pub fn of(record: &TemplateRecord) -> AdmissionRecord {
         let slots = &record.report.slots;
         AdmissionRecord {
             themes: record.report.themes.clone(),

@@ -160,9 +160,10 @@ fn the_slots_target_keeps_its_promises_on_the_corpus() {
 
 #[test]
 fn the_prepare_target_keeps_its_promises_on_the_corpus_with_and_without_requests() {
-    let seeds = template_seeds();
+    let mut seeds = template_seeds();
+    seeds.push(every_slot_kind_seed());
     // As seeded: the template alone (its default request), then with a tail of bytes that
-    // `arbitrary` turns into modifications of existing and made-up slots and a frame rate.
+    // `arbitrary` turns into an upload and a request.
     run_on(&seeds, targets::prepare::run);
     let tail: Vec<u8> = (0u8..=255).rev().cycle().take(512).collect();
     let with_requests: Vec<_> = seeds
@@ -173,6 +174,66 @@ fn the_prepare_target_keeps_its_promises_on_the_corpus_with_and_without_requests
         })
         .collect();
     run_on(&with_requests, targets::prepare::run);
+}
+
+/// `fuzz/seeds/every-slot-kind.json`, which `fuzz/seed.sh` adds to the corpus seeds: a
+/// template with a slot of every kind and two markers.
+fn every_slot_kind_seed() -> (PathBuf, Vec<u8>) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/every-slot-kind.json");
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+/// Inputs of generated tails the test below may try before every part of the pipeline has
+/// been reached: it stops as soon as all have (some hundreds of inputs).
+const MAX_GENERATED_INPUTS: usize = 4000;
+
+/// The target generates every kind of modification (`modification_kinds` names each field of
+/// `Modifications`, without `..`, so a new kind fails to compile there and then here until
+/// it is generated), a theme, a still, a segment and a dotLottie animation chosen at
+/// CreateTemplate, and each reaches a prepared render through admission: the target cannot
+/// drift from the pipeline again by leaving a part out.
+#[test]
+fn the_prepare_target_brings_every_kind_of_modification_a_theme_a_still_and_a_segment_to_a_render()
+{
+    use targets::prepare::{run_reporting, Reached, MODIFICATION_KINDS};
+    let (path, template) = every_slot_kind_seed();
+    // xorshift64: the same tails on every run.
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut reached = Reached::default();
+    let mut inputs = 0;
+    let everything = |reached: &Reached| {
+        reached.kinds.iter().all(|kind| *kind)
+            && reached.theme
+            && reached.still
+            && reached.segment
+            && reached.chosen_animation
+    };
+    while !everything(&reached) && inputs < MAX_GENERATED_INPUTS {
+        let length = 32 + (next() % 480) as usize;
+        let mut input = template.clone();
+        input.extend((0..length).map(|_| next() as u8));
+        let outcome = std::panic::catch_unwind(|| run_reporting(&input));
+        let this = outcome
+            .unwrap_or_else(|_| panic!("on {} with generated tail {inputs}", path.display()));
+        reached = reached.or(this);
+        inputs += 1;
+    }
+    println!("every part reached after {inputs} generated inputs");
+    let kinds: Vec<&str> = MODIFICATION_KINDS
+        .iter()
+        .zip(reached.kinds)
+        .filter(|(_, reached)| !reached)
+        .map(|(kind, _)| *kind)
+        .collect();
+    assert!(kinds.is_empty(), "never prepared: {kinds:?}");
+    assert!(everything(&reached), "never prepared: {reached:?}");
 }
 
 #[test]

@@ -7,9 +7,12 @@ use lottie_render::sandbox::FailureKind;
 use lottie_render::spec::{Format, Modifications};
 use std::time::Duration;
 
-/// Worker deadline in these tests: long enough for any legitimate 2 s render at 100×100
-/// under a loaded machine, short enough to keep the hang case quick.
-const DEADLINE: Duration = Duration::from_secs(8);
+/// Worker deadline of the files that render or are refused: far more than a legitimate 2 s
+/// render at 100×100 takes on a saturated 2-core machine (load about 6).
+const DEADLINE: Duration = Duration::from_secs(60);
+/// Worker deadline of the file that hangs rlottie: short, so the case stays quick (it ends
+/// at this deadline whatever the machine).
+const HANG_DEADLINE: Duration = Duration::from_secs(8);
 
 #[derive(Debug, Clone, Copy)]
 enum Expect {
@@ -169,7 +172,10 @@ fn hostile_files_are_rejected_clearly_or_render_and_never_take_the_caller_down()
             Modifications::default(),
             spec(Format::Mp4, 30, 100, 100),
             dir.path(),
-            DEADLINE,
+            match expect {
+                Expect::DeadlineKills => HANG_DEADLINE,
+                _ => DEADLINE,
+            },
         );
         let verdict = match (expect, &result) {
             (Expect::Renders, Ok(output)) => {

@@ -38,8 +38,14 @@ async fn a_tgs_template_has_the_slots_of_its_json_and_renders_the_same_frames() 
     app.stop().await;
 }
 
+/// How long refusing a hostile archive may take: an analysis worker started and the archive
+/// read up to its bound, a fraction of a second; a floor a saturated 2-core machine (load
+/// about 6) holds. The bound itself is proven by the refusal's words ("inflates"): a reader
+/// without it would inflate the whole 64 MiB and answer otherwise.
+const REFUSAL_LIMIT: Duration = Duration::from_secs(10);
+
 #[tokio::test]
-async fn a_gzip_bomb_is_refused_at_the_size_limit_within_a_second() {
+async fn a_gzip_bomb_is_refused_at_the_size_limit_at_once() {
     let app = spawn_app().await;
     // 64 MiB of spaces after a valid start: some 64 KiB gzipped, eight times the limit.
     let mut huge =
@@ -54,7 +60,7 @@ async fn a_gzip_bomb_is_refused_at_the_size_limit_within_a_second() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
     assert_eq!(reason(&status), "TEMPLATE_TOO_LARGE", "{status:?}");
     assert!(status.message().contains("inflates"), "{status:?}");
-    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    assert!(took < REFUSAL_LIMIT, "refused after {took:?}");
     // Not gzip after all: a classified refusal too.
     let status = app
         .create("broken.tgs", vec![0x1f, 0x8b, 8, 0, 0, 0])
@@ -232,7 +238,11 @@ async fn hostile_dotlottie_archives_are_refused_with_their_reason() {
         );
         assert_eq!(reason(&status), expected, "{what}: {status:?}");
         assert!(status.message().contains(words), "{what}: {status:?}");
-        assert!(started.elapsed() < Duration::from_secs(2), "{what}");
+        assert!(
+            started.elapsed() < REFUSAL_LIMIT,
+            "{what}: {:?}",
+            started.elapsed()
+        );
     }
     app.stop().await;
 }

@@ -369,15 +369,17 @@ async fn silent_peers_from_eight_addresses_hold_their_shares_and_an_honest_clien
             silent.push(socket.connect(app.address).await.unwrap());
         }
     }
-    // An honest client (127.0.0.1) handshakes and is answered within a second, while the
-    // eight addresses' shares still hold their handshakes.
+    // An honest client (127.0.0.1) handshakes and is answered while the eight addresses'
+    // shares still hold their handshakes: in milliseconds, within a floor a saturated 2-core
+    // machine holds, a second short of the handshake deadline it waited for before.
+    let honest_limit = lottie_render::tls::incoming::TLS_HANDSHAKE_TIMEOUT - Duration::from_secs(1);
     let started = std::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(1), async {
+    tokio::time::timeout(honest_limit, async {
         let channel = tls_channel(app.address, &ca, None).await.unwrap();
         list_templates(channel).await.unwrap();
     })
     .await
-    .expect("the honest TLS client was not served within a second");
+    .expect("the honest TLS client was not served before the handshake deadline");
     eprintln!("honest handshake and call: {:?}", started.elapsed());
     // Each address's connections over its share were closed at once: all but the shared
     // part and a first slot of the reserve per address at most.

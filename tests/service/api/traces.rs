@@ -287,9 +287,10 @@ async fn spans_reach_the_otlp_endpoint_and_the_last_ones_are_flushed_on_shutdown
 
 /// Listings of a server with and without a silent collector: the one with must take no
 /// more than this many times as long as the one without (measured in the same run), plus
-/// [`SLOWDOWN_FLOOR`]; an export waited for would cost its 5 s timeout on top.
+/// [`SLOWDOWN_FLOOR`]; an export waited for would cost its 5 s timeout on top. The floor
+/// is for a saturated 2-core machine (load about 6), still under that one timeout.
 const SLOWDOWN_FACTOR: u32 = 3;
-const SLOWDOWN_FLOOR: Duration = Duration::from_secs(2);
+const SLOWDOWN_FLOOR: Duration = Duration::from_secs(4);
 
 /// Twenty listings on `app`, timed.
 async fn twenty_listings(app: &TestApp) -> Duration {

@@ -18,12 +18,17 @@ const STRING_SEARCH_HOG: &str =
     "var s = 'a'.repeat(1 << 20), n = 0; while (true) { n += s.indexOf('b'); } n";
 /// How long CreateTemplate of a hog may take: the analysis starts a worker and bakes until the
 /// budget runs out (a fraction of a second of CPU in a release build, 1.4 s in this debug
-/// build, on a test machine that may be loaded several times over); before, it burnt the
-/// analysis' whole 5 s of CPU and failed.
-const CREATE_LIMIT: Duration = Duration::from_secs(10);
+/// build, on a test machine that may be loaded several times over: 2 cores, load about 6);
+/// before, it burnt the analysis' whole 5 s of CPU and failed, which the template's warning
+/// (the work budget stopped it) rules out whatever the machine's load.
+const CREATE_LIMIT: Duration = Duration::from_secs(30);
 /// How long a render of a hog may take to fail: a worker, the template's parse and the bake
 /// until the budget runs out; before, it spun until the job deadline (minutes).
 const FAILURE_LIMIT: Duration = Duration::from_secs(20);
+/// How long the refusal of a quarantined request may take: a submission answered at the
+/// boundary (its answer, RENDER_QUARANTINED instead of a job, is the proof no render ran),
+/// milliseconds, within a floor for a saturated test machine.
+const QUARANTINE_REFUSAL_LIMIT: Duration = Duration::from_secs(10);
 
 /// One red square (its fill named `paint`, a colour slot) whose position is `position`.
 fn template(position: Value, extra: impl FnOnce(&mut Value)) -> Vec<u8> {
@@ -117,7 +122,11 @@ async fn a_hog_in_the_root_slots_object_is_analysed_and_its_render_fails_at_once
     // The same request under a new idempotency key is refused at the boundary.
     let started = Instant::now();
     let status = app.submit(request).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(
+        started.elapsed() < QUARANTINE_REFUSAL_LIMIT,
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(status.code(), Code::InvalidArgument);
     assert_eq!(
         status.get_error_details().error_info().unwrap().reason,
