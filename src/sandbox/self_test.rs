@@ -180,7 +180,11 @@ pub fn self_test(executable: &Path) -> Result<SelfTestReport, SelfTestError> {
     drop(planted);
     let mut child = spawned.map_err(SelfTestError::Spawn)?;
     let process_group = child.id();
-    let watchdog = Watchdog::start(process_group, SELF_TEST_DEADLINE, &CancelToken::default());
+    let limits = crate::sandbox::spawn::WatchLimits {
+        backstop: SELF_TEST_DEADLINE,
+        stall: None,
+    };
+    let watchdog = Watchdog::start(process_group, limits, &CancelToken::default());
     let stderr_reader = child.stderr.take().map(|stderr| {
         std::thread::spawn(move || {
             let mut tail = Vec::new();

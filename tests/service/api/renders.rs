@@ -152,12 +152,12 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
     app.stop().await;
 }
 
-/// A template that never finishes, past a one-second deadline: the verdict is the worker's
-/// CPU time's (sandbox::deadline_failure). With most of a core all along, the request is
-/// more work than its budget: not retryable, quarantined, the same request refused at once;
-/// with less (this machine loaded by the other tests), retryable after a delay. Either way it
-/// says which, and leaves nothing behind. (The retryable verdict alone is pinned by a
-/// sleeping stand-in worker, `promises::a_render_worker_that_sleeps_past_its_deadline…`.)
+/// A template that never finishes, with a one-second budget: its worker burns its CPU budget
+/// (two seconds, a core of each of its threads) and fails for good, RENDER_CPU_EXCEEDED, not
+/// retryable, the same request refused at once afterwards (issue 43: a verdict of its work,
+/// not of the machine). Only on a machine that gives it less than a quarter of a core does the
+/// wall-clock backstop come first: RENDER_DEADLINE_EXCEEDED, retryable, saying so. Either way
+/// it leaves nothing behind.
 #[tokio::test]
 async fn a_render_past_its_deadline_fails_by_its_cpu_time_verdict_and_leaves_nothing_behind() {
     let (_dir, executable) = own_worker();
