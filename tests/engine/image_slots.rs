@@ -196,6 +196,135 @@ fn a_jpeg_with_exif_orientation_6_is_shown_upright() {
     assert_near(&frame, in_box(0.5, 0.85), BLUE);
 }
 
+/// A JPEG of `stored` with EXIF orientation `orientation` (a little-endian TIFF header and
+/// one IFD entry: tag 0x0112, SHORT, the value).
+fn jpeg_with_orientation(stored: &RgbaImage, orientation: u8) -> Vec<u8> {
+    let rgb = image::DynamicImage::ImageRgba8(stored.clone()).into_rgb8();
+    let mut jpeg = Vec::new();
+    let mut encoder = JpegEncoder::new_with_quality(&mut jpeg, 95);
+    let mut exif = b"II\x2a\x00\x08\x00\x00\x00\x01\x00\x12\x01\x03\x00\x01\x00\x00\x00".to_vec();
+    exif.extend_from_slice(&[orientation, 0, 0, 0, 0, 0, 0, 0]);
+    encoder.set_exif_metadata(exif).unwrap();
+    encoder
+        .write_image(
+            rgb.as_raw(),
+            rgb.width(),
+            rgb.height(),
+            image::ExtendedColorType::Rgb8,
+        )
+        .unwrap();
+    jpeg
+}
+
+/// Where the upright image's point `(u, v)` (fractions of its sides) is in the stored
+/// pixels, for each EXIF orientation, as the EXIF specification defines them: 1 as stored,
+/// 2 mirrored left-right, 3 turned 180°, 4 mirrored top-bottom, 5 transposed, 6 turned 90°
+/// clockwise, 7 transversed, 8 turned 90° anticlockwise.
+fn stored_point(orientation: u8, (u, v): (f64, f64)) -> (f64, f64) {
+    match orientation {
+        1 => (u, v),
+        2 => (1.0 - u, v),
+        3 => (1.0 - u, 1.0 - v),
+        4 => (u, 1.0 - v),
+        5 => (v, u),
+        6 => (v, 1.0 - u),
+        7 => (1.0 - v, 1.0 - u),
+        8 => (1.0 - v, u),
+        _ => unreachable!("EXIF orientations are 1..=8"),
+    }
+}
+
+/// Every EXIF orientation in one render: a 400×200 canvas of eight 100² image slots `o1` …
+/// `o8` (four a row), each showing the same stored pixels (quadrants, wider than tall) with
+/// its own orientation, filled into its box; each quadrant of each box is the stored
+/// quadrant the specification's transform puts there.
+#[test]
+fn jpegs_with_each_exif_orientation_are_shown_upright() {
+    use base64::Engine;
+    let dir = tempdir();
+    let default = base64::engine::general_purpose::STANDARD
+        .encode(png(&RgbaImage::from_pixel(BOX, BOX, GREY)));
+    let at = |orientation: u8| {
+        let index = u32::from(orientation - 1);
+        ((index % 4) * BOX, (index / 4) * BOX)
+    };
+    let orientations = 1..=8u8;
+    let assets: Vec<serde_json::Value> = orientations
+        .clone()
+        .map(|o| {
+            serde_json::json!({"id": format!("o{o}"), "w": BOX, "h": BOX, "e": 1, "u": "",
+                "p": format!("data:image/png;base64,{default}")})
+        })
+        .collect();
+    let layers: Vec<serde_json::Value> = orientations
+        .clone()
+        .map(|o| {
+            let (x, y) = at(o);
+            serde_json::json!({"ddd": 0, "ind": o, "ty": 2, "refId": format!("o{o}"), "sr": 1,
+                "ks": {"o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0},
+                    "p": {"a": 0, "k": [x, y, 0]}, "a": {"a": 0, "k": [0, 0, 0]},
+                    "s": {"a": 0, "k": [100, 100, 100]}},
+                "ip": 0, "op": 5, "st": 0, "bm": 0})
+        })
+        .collect();
+    let template = dir.path().join("orientations.json");
+    let json = serde_json::json!({"v": "5.7.0", "fr": 30, "ip": 0, "op": 5, "w": 4 * BOX,
+        "h": 2 * BOX, "assets": assets, "layers": layers});
+    std::fs::write(&template, json.to_string()).unwrap();
+    let stored = quadrants(64, 32);
+    let mut modifications = Modifications::default();
+    let mut images = std::collections::BTreeMap::new();
+    for o in orientations.clone() {
+        let jpeg = jpeg_with_orientation(&stored, o);
+        let sha256 = hex_sha256(&jpeg);
+        let file = dir.path().join(format!("o{o}.jpg"));
+        std::fs::write(&file, &jpeg).unwrap();
+        modifications.images.insert(
+            format!("o{o}"),
+            ImageChoice {
+                sha256: sha256.clone(),
+                fit: Fit::Fill,
+            },
+        );
+        images.insert(sha256, file);
+    }
+    let (output, run) = run_in_worker(
+        &template,
+        modifications,
+        images,
+        spec(Format::Webm, 30, 4 * BOX, 2 * BOX),
+        dir.path(),
+        Duration::from_secs(120),
+    );
+    run.result.unwrap();
+    let frames = decode_rgba(&output, 4 * BOX, 2 * BOX);
+    let frame = RgbaImage::from_raw(4 * BOX, 2 * BOX, frames[0].clone()).unwrap();
+    for o in orientations {
+        let (x, y) = at(o);
+        for shown in [(0.25, 0.25), (0.75, 0.25), (0.25, 0.75), (0.75, 0.75)] {
+            let (su, sv) = stored_point(o, shown);
+            let expected = *stored.get_pixel(
+                (su * f64::from(stored.width())) as u32,
+                (sv * f64::from(stored.height())) as u32,
+            );
+            let pixel = (
+                x + (shown.0 * f64::from(BOX)) as u32,
+                y + (shown.1 * f64::from(BOX)) as u32,
+            );
+            let actual = frame.get_pixel(pixel.0, pixel.1);
+            let close = actual
+                .0
+                .iter()
+                .zip(expected.0)
+                .all(|(a, e)| a.abs_diff(e) <= 48);
+            assert!(
+                close,
+                "orientation {o}, upright point {shown:?}: {actual:?}, expected {expected:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_webp_with_alpha_is_drawn_with_its_transparency() {
     let source = RgbaImage::from_fn(

@@ -2,6 +2,7 @@
 //! outputs probed with ffprobe and decoded with ffmpeg.
 
 mod cli;
+mod cli_promises;
 mod colours;
 mod corpus;
 mod effects;

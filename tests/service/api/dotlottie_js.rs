@@ -15,7 +15,7 @@ const TEXT: &str = "slots-text-document-sid.json";
 
 /// The archive dotlottie-js packs of `spec` (`{"version", "animations": [{"id", "data"}],
 /// "themes": [{"id", "data"}]}`, as `pack.mjs` reads it).
-fn dotlottie_js(spec: serde_json::Value) -> Vec<u8> {
+pub(crate) fn dotlottie_js(spec: serde_json::Value) -> Vec<u8> {
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/dotlottie");
     assert!(
         tool.join("node_modules/@dotlottie/dotlottie-js").is_dir(),

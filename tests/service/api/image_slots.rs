@@ -275,6 +275,71 @@ async fn an_image_over_ten_mebibytes_is_refused_before_it_is_queued() {
     app.stop().await;
 }
 
+/// A PNG whose header says `width`×`height` (RGBA) followed by one pixel row's worth of
+/// image data: what a check of the header reads, checksums included, with nothing to decode
+/// behind it.
+fn png_header_of(width: u32, height: u32) -> Vec<u8> {
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut chunk = |kind: &[u8; 4], data: &[u8]| {
+        png.extend((data.len() as u32).to_be_bytes());
+        let mut crc = flate2::Crc::new();
+        crc.update(kind);
+        crc.update(data);
+        png.extend(kind);
+        png.extend(data);
+        png.extend(crc.sum().to_be_bytes());
+    };
+    let mut header = width.to_be_bytes().to_vec();
+    header.extend(height.to_be_bytes());
+    header.extend([8, 6, 0, 0, 0]);
+    chunk(b"IHDR", &header);
+    let mut row = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut row, &vec![0; 1 + 4 * width as usize]).unwrap();
+    chunk(b"IDAT", &row.finish().unwrap());
+    chunk(b"IEND", &[]);
+    png
+}
+
+/// The README's 16,777,216 pixels (4096²): an image one column past it, within the side
+/// limit, is refused at submit naming its field; one of exactly 4096² passes the boundary
+/// (and fails in the worker, where its missing rows are found: deterministic, naming its
+/// slot).
+#[tokio::test]
+async fn an_image_past_sixteen_megapixels_is_refused_at_submit_and_one_of_exactly_4096_squared_is_not(
+) {
+    let app = spawn_app().await;
+    let template = app.create("photo", template_json()).await.unwrap();
+    let request = |width: u32| {
+        with_images(
+            &template.template_id,
+            vec![("photo", png_header_of(width, 4096), proto::ImageFit::Cover)],
+        )
+    };
+    let status = app.submit(request(4097)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert_eq!(reason(&status), "REQUEST_INVALID", "{status:?}");
+    assert_eq!(
+        violated_fields(&status),
+        ["modifications.images[\"photo\"].data"]
+    );
+    let details = tonic_types::StatusExt::get_error_details(&status);
+    let description = &details.bad_request().unwrap().field_violations[0].description;
+    assert!(
+        description.contains("is 4097×4096 pixels; at most 8192 a side and 16777216 pixels"),
+        "{description}"
+    );
+    let job = app.submit(request(4096)).await.unwrap();
+    let ended = app.finished(&job.job_id).await;
+    assert_eq!(state(&ended), proto::JobState::Failed, "{ended:?}");
+    let error = ended.error.unwrap();
+    assert_eq!(
+        (error.reason.as_str(), error.retryable),
+        ("IMAGE_INVALID", false),
+        "{error:?}"
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_image_is_part_of_the_request_an_idempotency_key_stands_for() {
     let app = spawn_app().await;

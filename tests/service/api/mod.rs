@@ -4,6 +4,8 @@
 
 mod auth;
 mod cli;
+pub(crate) mod cli_flags;
+mod cli_jobs;
 pub(crate) mod dotlottie_js;
 mod downloads;
 mod drain;
@@ -23,6 +25,9 @@ mod renders;
 mod spare_workers;
 mod stickers;
 mod templates;
+mod theme_rules;
 mod tls;
 mod traces;
+mod webhook_answers;
 pub(crate) mod webhooks;
+mod webhooks_https;

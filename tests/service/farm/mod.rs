@@ -8,4 +8,5 @@ mod idempotency;
 mod key_leases;
 mod object_storage;
 mod shared_queue;
+mod signed_urls;
 mod tenancy;
