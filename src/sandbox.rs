@@ -56,7 +56,10 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     fn limits(&self) -> ResourceLimits {
-        worker_limits(self.memory_bytes, self.deadline)
+        worker_limits(
+            self.memory_bytes,
+            deadline::cpu_budget_seconds(self.deadline),
+        )
     }
 }
 

@@ -45,13 +45,13 @@ const WATCHDOG_TICK: Duration = Duration::from_millis(20);
 /// How often the watchdog reads the worker's CPU time to see it progress.
 const PROGRESS_SAMPLE: Duration = Duration::from_secs(1);
 
-/// Resource limits of a worker with `memory_bytes` of address space and a work `budget`
-/// (`crate::sandbox::deadline`): its CPU time is the budget's, the same on any machine, so
-/// that running out of it is a verdict on the request, not on the machine.
-pub fn worker_limits(memory_bytes: u64, budget: Duration) -> ResourceLimits {
+/// Resource limits of a worker with `memory_bytes` of address space and `cpu_seconds` of CPU
+/// time (a render's from its work budget, `crate::sandbox::deadline`: the same on any
+/// machine, so that running out of it is a verdict on the request, not on the machine).
+pub fn worker_limits(memory_bytes: u64, cpu_seconds: u64) -> ResourceLimits {
     ResourceLimits {
         address_space_bytes: memory_bytes,
-        cpu_seconds: crate::sandbox::deadline::cpu_budget_seconds(budget),
+        cpu_seconds,
         file_size_bytes: MAX_OUTPUT_BYTES,
         open_files: WORKER_OPEN_FILES,
         processes: WORKER_MAX_PROCESSES,
