@@ -46,10 +46,17 @@ pub const ANALYSIS_CPU_SECONDS: u64 = 5;
 /// template at the size limit parses to ~100 MiB of JSON values, its text conversion is bounded
 /// by `MAX_TEXT_VERTICES_PER_TEMPLATE` (~350 MiB); the rest is margin.
 pub const ANALYSIS_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
-/// Wall-clock limit of one analysis, in multiples of its CPU budget: four, so that on an idle
-/// machine the CPU budget always fires first, and only a machine too loaded to give the worker
-/// a quarter of a core makes it pass (a transient answer).
-pub const ANALYSIS_WALL_PER_CPU: u32 = 4;
+/// Wall-clock backstop of one analysis, in multiples of its CPU budget: the verdict is the CPU
+/// and memory budgets' (the same template always exhausts them), so a worker that makes
+/// progress runs until they speak, however loaded the machine; only one that gets less than
+/// a sixty-fourth of a core on average, or none at all for [`ANALYSIS_STALL_LIMIT`], is ended
+/// as "the machine is loaded" (transient). With four, a 2-core machine at load average 6 (the
+/// test suite beside two CPU hogs) answered "retry" to templates over the budget.
+pub const ANALYSIS_WALL_PER_CPU: u32 = 64;
+/// An analysis worker that uses no CPU at all for this long is stuck: ended, transient.
+pub const ANALYSIS_STALL_LIMIT: Duration = Duration::from_secs(10);
+/// How often an analysis' progress (its worker's CPU time) is read.
+const PROGRESS_SAMPLE: Duration = Duration::from_secs(1);
 
 /// What one analysis may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,6 +348,39 @@ struct WorkerInput<'a> {
     animation: Option<&'a str>,
 }
 
+/// `work` (an analysis), or None when its worker `pid` made no progress (its CPU time did
+/// not grow) for [`ANALYSIS_STALL_LIMIT`], or `backstop` passed: the wall clock decides
+/// nothing about a worker that progresses (issue 43), its CPU limit does.
+async fn while_progressing<T>(
+    work: impl std::future::Future<Output = T>,
+    pid: Option<u32>,
+    backstop: Duration,
+) -> Option<T> {
+    let mut work = std::pin::pin!(work);
+    let started = Instant::now();
+    let (mut cpu, mut grew) = (None, started);
+    let mut samples = tokio::time::interval(PROGRESS_SAMPLE);
+    loop {
+        tokio::select! {
+            done = &mut work => return Some(done),
+            _ = samples.tick() => {
+                let now = Instant::now();
+                match pid.map(os::cpu_time_of) {
+                    Some(Ok(read)) if Some(read) == cpu => {}
+                    Some(Ok(read)) => (cpu, grew) = (Some(read), now),
+                    // Exiting, or unreadable: its exit ends the wait.
+                    _ => grew = now,
+                }
+                if now.duration_since(started) >= backstop
+                    || now.duration_since(grew) >= ANALYSIS_STALL_LIMIT
+                {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 async fn run_worker(
     executable: &Path,
     budget: AnalysisBudget,
@@ -360,8 +400,9 @@ async fn run_worker(
     })?;
     // Declared after `child`, so dropped first: the group dies while the child is unreaped
     // (its id cannot have been reused).
+    let worker = child.id();
     let mut guard = ChargeAndKillOnDrop {
-        group: child.id(),
+        group: worker,
         slot,
         budget,
         started,
@@ -404,10 +445,10 @@ async fn run_worker(
         (output, stderr_tail, status)
     };
     let deadline = budget.wall_deadline();
-    let finished = tokio::time::timeout(deadline, work).await;
-    let Ok((output, stderr_tail, status)) = finished else {
-        // It held its worker for the whole wall-clock budget: charged as a used-up budget
-        // (its tenant's other analyses wait while this machine is this loaded).
+    let Some((output, stderr_tail, status)) = while_progressing(work, worker, deadline).await
+    else {
+        // Stuck, or starved past the backstop: charged as a used-up budget (its tenant's
+        // other analyses wait while this machine is this loaded).
         guard.exhausted = true;
         return Err(AnalysisError::DeadlineExceeded(deadline.as_secs()));
     };

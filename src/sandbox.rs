@@ -23,11 +23,12 @@ use crate::os;
 pub(crate) use crate::os::{ResourceLimits, ResourceUsage};
 use crate::reason::Reason;
 use crate::render::OutputInfo;
-use deadline::deadline_failure;
+use deadline::{cpu_exhausted, overrun_failure};
 pub(crate) use deadline::{default_deadline, MAX_DEADLINE};
 use lines::{BoundedLines, LineError, MAX_WORKER_LINE_BYTES};
 use protocol::{ReportedFailure, WorkerEvent, WorkerJob};
 pub use self_test::{self_test, SelfTestReport};
+use spawn::Overrun;
 pub use spawn::{
     worker_command, worker_limits, Watchdog, WorkerProcess, MAX_OUTPUT_BYTES, SVT_LOG_ERRORS_ONLY,
     WORKER_ENVIRONMENT, WORKER_MAX_PROCESSES, WORKER_OPEN_FILES,
@@ -55,7 +56,10 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     fn limits(&self) -> ResourceLimits {
-        worker_limits(self.memory_bytes, self.deadline)
+        worker_limits(
+            self.memory_bytes,
+            deadline::cpu_budget_seconds(self.deadline),
+        )
     }
 }
 
@@ -191,7 +195,11 @@ fn run_worker_process(
             .map_err(|error| spawn_failed(format!("cannot start the worker: {error}")))?,
     };
     let process_group = child.pid();
-    let watchdog = Watchdog::start(process_group, settings.deadline, cancel);
+    let watchdog = Watchdog::start(
+        process_group,
+        deadline::watch_limits(settings.deadline),
+        cancel,
+    );
     let stderr_reader = child
         .stderr
         .take()
@@ -206,7 +214,7 @@ fn run_worker_process(
         .map(|stdout| read_events(stdout, process_group, on_event))
         .unwrap_or_default();
     let status = child.wait_with_usage();
-    let timed_out = watchdog.finish();
+    let overrun = watchdog.finish();
     // Whatever happened, nothing of the worker's group may outlive it.
     os::kill_process_group(process_group);
     let stderr_tail = stderr_reader
@@ -223,7 +231,7 @@ fn run_worker_process(
         ..worker_usage
     };
     if let Some(violation) = events.protocol_violation {
-        if !cancel.is_cancelled() && !timed_out {
+        if !cancel.is_cancelled() && overrun.is_none() {
             // A worker that breaks the protocol may be under an attacker's control: a crash
             // (retried once, then its fingerprint quarantined), never a result.
             return Err(WorkerFailure {
@@ -241,7 +249,7 @@ fn run_worker_process(
         events.last,
         &stderr_tail,
         Ended {
-            timed_out,
+            overrun,
             cancelled: cancel.is_cancelled(),
             cpu: worker_usage.cpu,
         },
@@ -252,8 +260,8 @@ fn run_worker_process(
 /// How a worker's run ended, beside its exit status.
 #[derive(Debug, Clone, Copy)]
 struct Ended {
-    /// The wall-clock deadline passed (the group was killed).
-    timed_out: bool,
+    /// The watchdog ended it: past its backstop, or stuck.
+    overrun: Option<Overrun>,
     cancelled: bool,
     /// The CPU time the worker used, all its threads.
     cpu: Duration,
@@ -332,7 +340,7 @@ fn classify(
     last_event: Option<WorkerEvent>,
     stderr_tail: &str,
     Ended {
-        timed_out,
+        overrun,
         cancelled,
         cpu,
     }: Ended,
@@ -363,8 +371,8 @@ fn classify(
             "the render was cancelled".into(),
         ));
     }
-    if timed_out {
-        return Err(deadline_failure(cpu, settings.deadline));
+    if let Some(overrun) = overrun {
+        return Err(overrun_failure(overrun, cpu, settings.deadline));
     }
     let last_event_missing = last_event.is_none();
     let answer = last_event.and_then(|event| match event {
@@ -499,12 +507,7 @@ fn limit_signal(status: std::process::ExitStatus) -> Option<WorkerFailure> {
         ));
     }
     if status.signal() == Some(libc::SIGXCPU) {
-        return Some(failure(
-            FailureKind::CpuLimit,
-            ErrorClass::Transient,
-            Reason::RenderCpuExceeded,
-            "the render used up its CPU-time limit".into(),
-        ));
+        return Some(cpu_exhausted());
     }
     None
 }
@@ -569,7 +572,7 @@ mod tests {
     /// A run that ended by itself, neither out of time nor cancelled.
     fn ended() -> Ended {
         Ended {
-            timed_out: false,
+            overrun: None,
             cancelled: false,
             cpu: Duration::ZERO,
         }

@@ -110,11 +110,11 @@ pub(super) fn decide(
             failure,
             "the render's expressions ran out of their budget; fingerprint quarantined",
         ),
-        // A worker that had the CPU and still ran out of its deadline needs more than its
-        // budget (`sandbox::deadline`): the same request would again.
-        FailureKind::DeadlineExceeded if failure.class == ErrorClass::Deterministic => quarantined(
+        // A worker that used up its CPU budget needs more than its budget
+        // (`sandbox::deadline`), on any machine: the same request would again.
+        FailureKind::CpuLimit if failure.class == ErrorClass::Deterministic => quarantined(
             failure,
-            "the render needed more than its deadline's work; fingerprint quarantined",
+            "the render used up its CPU budget; fingerprint quarantined",
         ),
         _ => {
             let retryable = failure.class == ErrorClass::Transient;
@@ -326,11 +326,11 @@ mod tests {
                 (Reason::RenderDeadlineExceeded, Some(RETRY_AFTER), false),
             ),
             (
-                FailureKind::DeadlineExceeded,
+                FailureKind::CpuLimit,
                 ErrorClass::Deterministic,
-                Reason::RenderDeadlineExceeded,
+                Reason::RenderCpuExceeded,
                 1,
-                (Reason::RenderDeadlineExceeded, None, true),
+                (Reason::RenderCpuExceeded, None, true),
             ),
             (
                 FailureKind::Reported,

@@ -1,11 +1,15 @@
-//! A render's deadline: the wall-clock time its worker gets, derived from the job's work
-//! (output megapixels, slow encoders, replacement images' pixels), and what a worker that ran
-//! past it tells: its request needed more than its budget (it had the CPU), or the machine
-//! slowed it.
+//! A render's budget, derived from the job's work (output megapixels, slow encoders,
+//! replacement images' pixels), and what running out of it means. The verdict is the CPU
+//! time's: a worker that uses up its CPU budget ([`cpu_budget_seconds`], RLIMIT_CPU) needed
+//! more than its budget, and would again on any machine, idle or saturated (not retryable).
+//! Wall-clock time only backstops a worker that makes no progress: past
+//! [`WALL_BACKSTOP_FACTOR`] times the budget, or [`STALL_LIMIT`] without using any CPU, it
+//! is ended as "the machine is loaded" or "stuck" (retryable).
 
 use super::WorkerFailure;
 use crate::error::ErrorClass;
 use crate::reason::Reason;
+use crate::sandbox::spawn::Overrun;
 use crate::sandbox::FailureKind;
 use crate::spec::Format;
 use std::time::Duration;
@@ -22,11 +26,41 @@ pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// 100 for H.264, and APNG's `small` quality is slower again; a deadline that ran out on them
 /// would fail a job as transient, to be retried to the same end.
 const SLOW_ENCODER_DEADLINE_FACTOR: f64 = 4.0;
-/// The share of one core over the whole deadline above which a worker that ran out of time
-/// is judged to have been working, not waiting (`deadline_failure`): the deadline gives each
-/// megapixel 5 to 25 times what it takes, so a worker that had most of a core all along and
-/// did not finish needs more than its budget whatever the load.
-pub(crate) const DEADLINE_WORK_SHARE: f64 = 0.9;
+/// A render's CPU time, in cores of its budget: one, all its threads together. A fixed
+/// figure, not this machine's core count, so that the same request gets the same verdict on
+/// any machine; the total CPU a render takes hardly depends on how many threads share it. The
+/// budget gives each megapixel 2.3 to 25 times the CPU it takes (GIF, the most per megapixel
+/// among the fast encoders: ~107 ms of CPU per 1080² megapixel, against 250 ms; WebP, APNG
+/// and ProRes ~140 ms against 4 × 250 ms).
+pub(crate) const CPU_BUDGET_CORES: u64 = 1;
+/// The wall-clock backstop, in multiples of the budget: a worker that makes progress (its CPU
+/// time grows) is let run until its CPU budget gives the verdict, however loaded the machine;
+/// only one that gets less than a sixty-fourth of a core on average passes this first (then
+/// "the machine is loaded"). A wall limit any tighter is a verdict of the load: with 8, a
+/// render thread (niced, so the encoder goes first) beside four busy loops and the test suite
+/// on two cores was told "retry" for a loop that must fail for good.
+pub(crate) const WALL_BACKSTOP_FACTOR: u32 = 64;
+/// The backstop of the largest budgets: two hours, whatever the budget.
+pub(crate) const MAX_WALL_BACKSTOP: Duration = Duration::from_secs(2 * 60 * 60);
+/// A worker that uses no CPU time at all for this long is stuck (waiting on something that
+/// will not come), whatever its budget: ended, and retryable.
+pub(crate) const STALL_LIMIT: Duration = Duration::from_secs(30);
+
+/// The CPU-time limit (RLIMIT_CPU, seconds) of a render with `budget`.
+pub(crate) fn cpu_budget_seconds(budget: Duration) -> u64 {
+    budget.as_secs().saturating_add(1) * CPU_BUDGET_CORES
+}
+
+/// When the watchdog ends a render with `budget` that neither finishes nor runs out of CPU.
+pub(crate) fn watch_limits(budget: Duration) -> crate::sandbox::spawn::WatchLimits {
+    crate::sandbox::spawn::WatchLimits {
+        backstop: budget
+            .saturating_mul(WALL_BACKSTOP_FACTOR)
+            .min(MAX_WALL_BACKSTOP),
+        stall: Some(STALL_LIMIT),
+    }
+}
+
 /// Deadline for a render of `frames` frames of `spec`'s size in its format, with
 /// `image_megapixels` of replacement images to decode and fit: a megapixel of image counts
 /// as one of output (measured: some 65 ms to decode and resample a megapixel of WebP, against
@@ -46,36 +80,46 @@ pub(crate) fn default_deadline(
     (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(work)).min(MAX_DEADLINE)
 }
 
-/// What a worker that ran past its wall-clock `deadline` after `cpu` of CPU time tells. The
-/// deadline is derived from the job's work (output megapixels, images) with a wide margin;
-/// a worker that had at least [`DEADLINE_WORK_SHARE`] of a core for all of it was working,
-/// not waiting: its request needs more than its budget and will again (not retryable, as a
-/// retry would burn the same). One that got less was slowed by the machine: retryable.
-pub(super) fn deadline_failure(cpu: Duration, deadline: Duration) -> WorkerFailure {
-    let seconds = deadline.as_secs();
-    if cpu >= deadline.mul_f64(DEADLINE_WORK_SHARE) {
-        WorkerFailure {
-            kind: FailureKind::DeadlineExceeded,
-            class: ErrorClass::Deterministic,
-            reason: Reason::RenderDeadlineExceeded,
-            message: format!(
-                "the render did not finish within its {seconds} s deadline though it used {:.0} s \
-                 of CPU: it is more work than its budget (a smaller size, fewer frames or \
-                 smaller images)",
-                cpu.as_secs_f64()
-            ),
-        }
-    } else {
-        WorkerFailure {
-            kind: FailureKind::DeadlineExceeded,
-            class: ErrorClass::Transient,
-            reason: Reason::RenderDeadlineExceeded,
-            message: format!(
-                "the render did not finish within its {seconds} s deadline, having had {:.0} s \
-                 of CPU: the machine is loaded; retry after the delay",
-                cpu.as_secs_f64()
-            ),
-        }
+/// What a worker the watchdog ended (`overrun`) after `cpu` of CPU time, of a CPU budget
+/// [`cpu_budget_seconds`] of `budget`, tells: not that its request is too much (the CPU
+/// limit says that, `RENDER_CPU_EXCEEDED`), but that the machine gave it too little CPU, or
+/// that it got stuck: retryable.
+pub(super) fn overrun_failure(overrun: Overrun, cpu: Duration, budget: Duration) -> WorkerFailure {
+    let message = match overrun {
+        Overrun::Backstop => format!(
+            "the render had {:.0} s of CPU of its {} s budget after {} s: the machine is \
+             loaded; retry after the delay",
+            cpu.as_secs_f64(),
+            cpu_budget_seconds(budget),
+            watch_limits(budget).backstop.as_secs()
+        ),
+        Overrun::Stalled => format!(
+            "the render used no CPU for {} s ({:.0} s of its {} s budget): it was stuck; \
+             retry after the delay",
+            STALL_LIMIT.as_secs(),
+            cpu.as_secs_f64(),
+            cpu_budget_seconds(budget)
+        ),
+    };
+    WorkerFailure {
+        kind: FailureKind::DeadlineExceeded,
+        class: ErrorClass::Transient,
+        reason: Reason::RenderDeadlineExceeded,
+        message,
+    }
+}
+
+/// The failure of a worker that ran out of its CPU time (SIGXCPU): its request is more work
+/// than its budget, and will be again, on any machine (not retryable; quarantined).
+pub(super) fn cpu_exhausted() -> WorkerFailure {
+    WorkerFailure {
+        kind: FailureKind::CpuLimit,
+        class: ErrorClass::Deterministic,
+        reason: Reason::RenderCpuExceeded,
+        message: "the render used up its CPU budget: it is more work than the budget allows \
+                  (frames × pixels, images, expressions); a smaller size, fewer frames or \
+                  smaller images"
+            .into(),
     }
 }
 
@@ -84,31 +128,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_deadline_the_work_ran_past_is_not_retryable_and_one_the_machine_caused_is() {
-        let deadline = Duration::from_secs(40);
-        // Most of a core for the whole deadline: the request is more work than its budget.
-        let working = deadline_failure(Duration::from_secs(38), deadline);
+    fn a_worker_ended_by_the_watchdog_was_slowed_or_stuck_not_too_much() {
+        let budget = Duration::from_secs(40);
+        for overrun in [Overrun::Backstop, Overrun::Stalled] {
+            let failure = overrun_failure(overrun, Duration::from_secs(12), budget);
+            assert_eq!(
+                (failure.class, failure.reason),
+                (ErrorClass::Transient, Reason::RenderDeadlineExceeded),
+                "{overrun:?}"
+            );
+            assert!(
+                failure.message.contains("retry after the delay"),
+                "{}",
+                failure.message
+            );
+        }
+        let exhausted = cpu_exhausted();
         assert_eq!(
-            (working.class, working.reason),
-            (ErrorClass::Deterministic, Reason::RenderDeadlineExceeded)
+            (exhausted.class, exhausted.reason),
+            (ErrorClass::Deterministic, Reason::RenderCpuExceeded)
         );
-        assert!(
-            working.message.contains("more work than its budget"),
-            "{}",
-            working.message
-        );
-        // Two threads at a core each for half of it: working too.
-        assert_eq!(
-            deadline_failure(Duration::from_secs(40), deadline).class,
-            ErrorClass::Deterministic
-        );
-        // A fifth of a core: the machine was loaded, a retry may well succeed.
-        let waiting = deadline_failure(Duration::from_secs(8), deadline);
-        assert_eq!(waiting.class, ErrorClass::Transient);
-        assert!(
-            waiting.message.contains("the machine is loaded"),
-            "{}",
-            waiting.message
-        );
+    }
+
+    #[test]
+    fn the_cpu_budget_is_the_same_on_any_machine_and_the_backstop_is_for_starved_workers_only() {
+        let budget = Duration::from_secs(30);
+        assert_eq!(cpu_budget_seconds(budget), 31);
+        let limits = watch_limits(budget);
+        // A worker with a sixty-fourth of a core all along runs out of CPU as the backstop
+        // comes: its CPU limit speaks first whenever it had more.
+        let least_cpu = limits.backstop.as_secs() / 64;
+        assert!(least_cpu + 1 >= cpu_budget_seconds(budget));
+        assert_eq!(watch_limits(MAX_DEADLINE).backstop, MAX_WALL_BACKSTOP);
     }
 }

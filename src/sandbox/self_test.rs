@@ -170,7 +170,10 @@ pub fn self_test(executable: &Path) -> Result<SelfTestReport, SelfTestError> {
     std::fs::write(&job.neighbour_path, b"not for workers").map_err(SelfTestError::Prepare)?;
     let job_json = serde_json::to_vec(&job)
         .map_err(|error| SelfTestError::Prepare(std::io::Error::other(error)))?;
-    let limits = worker_limits(DEFAULT_WORKER_MEMORY_BYTES, SELF_TEST_DEADLINE);
+    let limits = worker_limits(
+        DEFAULT_WORKER_MEMORY_BYTES,
+        SELF_TEST_DEADLINE.as_secs().saturating_add(1),
+    );
     let mut command = worker_command(executable, ["worker", SELF_TEST_FLAG], limits);
     // An inheritable descriptor open while the worker starts, as a careless library in the
     // server could leave one: the worker must not get it.
@@ -180,7 +183,11 @@ pub fn self_test(executable: &Path) -> Result<SelfTestReport, SelfTestError> {
     drop(planted);
     let mut child = spawned.map_err(SelfTestError::Spawn)?;
     let process_group = child.id();
-    let watchdog = Watchdog::start(process_group, SELF_TEST_DEADLINE, &CancelToken::default());
+    let limits = crate::sandbox::spawn::WatchLimits {
+        backstop: SELF_TEST_DEADLINE,
+        stall: None,
+    };
+    let watchdog = Watchdog::start(process_group, limits, &CancelToken::default());
     let stderr_reader = child.stderr.take().map(|stderr| {
         std::thread::spawn(move || {
             let mut tail = Vec::new();

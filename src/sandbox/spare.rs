@@ -407,7 +407,10 @@ impl SpareWorkers {
     /// budget, lowered to the job's when the job arrives (lowering a limit needs no
     /// privilege, raising one would).
     fn spare_limits(&self) -> os::ResourceLimits {
-        worker_limits(self.settings.memory_bytes, MAX_DEADLINE)
+        worker_limits(
+            self.settings.memory_bytes,
+            super::deadline::cpu_budget_seconds(MAX_DEADLINE),
+        )
     }
 }
 

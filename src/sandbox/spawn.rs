@@ -10,7 +10,6 @@ use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -41,18 +40,18 @@ pub const WORKER_MAX_PROCESSES: u64 = 4096;
 pub const WORKER_OPEN_FILES: u64 = 256;
 /// Largest output file a worker may write.
 pub const MAX_OUTPUT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
-/// How often the watchdog checks for its deadline and for cancellation.
+/// How often the watchdog checks for its backstop and for cancellation.
 const WATCHDOG_TICK: Duration = Duration::from_millis(20);
+/// How often the watchdog reads the worker's CPU time to see it progress.
+const PROGRESS_SAMPLE: Duration = Duration::from_secs(1);
 
-/// Resource limits of a worker with `memory_bytes` of address space and a wall-clock
-/// `deadline`.
-pub fn worker_limits(memory_bytes: u64, deadline: Duration) -> ResourceLimits {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from) as u64;
+/// Resource limits of a worker with `memory_bytes` of address space and `cpu_seconds` of CPU
+/// time (a render's from its work budget, `crate::sandbox::deadline`: the same on any
+/// machine, so that running out of it is a verdict on the request, not on the machine).
+pub fn worker_limits(memory_bytes: u64, cpu_seconds: u64) -> ResourceLimits {
     ResourceLimits {
         address_space_bytes: memory_bytes,
-        // All cores busy for the whole deadline, plus a little: the wall-clock deadline
-        // normally fires first; this catches a worker that escapes it.
-        cpu_seconds: deadline.as_secs().saturating_add(1) * cores + 5,
+        cpu_seconds,
         file_size_bytes: MAX_OUTPUT_BYTES,
         open_files: WORKER_OPEN_FILES,
         processes: WORKER_MAX_PROCESSES,
@@ -156,51 +155,118 @@ impl From<Child> for WorkerProcess {
     }
 }
 
-/// Kills a worker's process group when its deadline passes or it is cancelled, from a thread
-/// of its own, until [`Watchdog::finish`] (which wakes it at once: a finished job does not
-/// wait for the next tick).
+/// When the watchdog ends a worker that is neither finished nor cancelled: never for its
+/// work (the CPU-time limit is the verdict on that), only when it stops making progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// Wall-clock time after which the worker is ended whatever it does.
+    pub backstop: Duration,
+    /// Wall-clock time without a tick of CPU time after which it is ended (none: not
+    /// watched).
+    pub stall: Option<Duration>,
+}
+
+/// Why the watchdog ended a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overrun {
+    /// Past [`WatchLimits::backstop`].
+    Backstop,
+    /// No CPU time used for [`WatchLimits::stall`].
+    Stalled,
+}
+
+/// Kills a worker's process group when it passes its backstop, stalls, or is cancelled,
+/// from a thread of its own, until [`Watchdog::finish`] (which wakes it at once: a finished
+/// job does not wait for the next tick).
 pub struct Watchdog {
     finished: std::sync::mpsc::Sender<()>,
-    timed_out: Arc<AtomicBool>,
+    overrun: Arc<std::sync::Mutex<Option<Overrun>>>,
     thread: JoinHandle<()>,
 }
 
 impl Watchdog {
-    pub(crate) fn start(process_group: u32, deadline: Duration, cancel: &CancelToken) -> Watchdog {
+    pub(crate) fn start(process_group: u32, limits: WatchLimits, cancel: &CancelToken) -> Watchdog {
         let (finished, finishing) = std::sync::mpsc::channel::<()>();
-        let timed_out = Arc::new(AtomicBool::new(false));
+        let overrun = Arc::new(std::sync::Mutex::new(None));
         let thread = {
-            let (timed_out, cancel) = (timed_out.clone(), cancel.clone());
-            let deadline = Instant::now() + deadline;
-            std::thread::spawn(move || loop {
-                let now = Instant::now();
-                if now >= deadline {
-                    timed_out.store(true, Ordering::SeqCst);
+            let (overrun, cancel) = (overrun.clone(), cancel.clone());
+            let started = Instant::now();
+            let backstop = started + limits.backstop;
+            std::thread::spawn(move || {
+                let end = |why| {
+                    *crate::sync::lock(&overrun) = Some(why);
                     os::kill_process_group(process_group);
-                    return;
-                }
-                if cancel.is_cancelled() {
-                    os::kill_process_group(process_group);
-                    return;
-                }
-                match finishing.recv_timeout(WATCHDOG_TICK.min(deadline - now)) {
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    // Finished (the sender sent or was dropped).
-                    _ => return,
+                };
+                let mut progress = Progress::new(process_group, started);
+                loop {
+                    let now = Instant::now();
+                    if now >= backstop {
+                        return end(Overrun::Backstop);
+                    }
+                    if let Some(stall) = limits.stall {
+                        if progress.stalled_for(now) >= stall {
+                            return end(Overrun::Stalled);
+                        }
+                    }
+                    if cancel.is_cancelled() {
+                        os::kill_process_group(process_group);
+                        return;
+                    }
+                    match finishing.recv_timeout(WATCHDOG_TICK.min(backstop - now)) {
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        // Finished (the sender sent or was dropped).
+                        _ => return,
+                    }
                 }
             })
         };
         Watchdog {
             finished,
-            timed_out,
+            overrun,
             thread,
         }
     }
 
-    /// Stops watching; true when the deadline had passed and the group was killed for it.
-    pub(crate) fn finish(self) -> bool {
+    /// Stops watching; why the group was ended for its time, if it was.
+    pub(crate) fn finish(self) -> Option<Overrun> {
         let _ = self.finished.send(());
         let _ = self.thread.join();
-        self.timed_out.load(Ordering::SeqCst)
+        *crate::sync::lock(&self.overrun)
+    }
+}
+
+/// The worker's CPU time, sampled every [`PROGRESS_SAMPLE`]: when it last grew.
+struct Progress {
+    pid: u32,
+    sampled: Instant,
+    cpu: Option<Duration>,
+    grew: Instant,
+}
+
+impl Progress {
+    fn new(pid: u32, now: Instant) -> Progress {
+        Progress {
+            pid,
+            sampled: now,
+            cpu: None,
+            grew: now,
+        }
+    }
+
+    /// How long the worker has used no CPU time, as of `now`. A worker whose CPU time cannot
+    /// be read (it is exiting) counts as progressing: its exit ends the watch.
+    fn stalled_for(&mut self, now: Instant) -> Duration {
+        if now.duration_since(self.sampled) >= PROGRESS_SAMPLE {
+            self.sampled = now;
+            match os::cpu_time_of(self.pid) {
+                Ok(cpu) if Some(cpu) == self.cpu => {}
+                Ok(cpu) => {
+                    self.cpu = Some(cpu);
+                    self.grew = now;
+                }
+                Err(_) => self.grew = now,
+            }
+        }
+        now.duration_since(self.grew)
     }
 }

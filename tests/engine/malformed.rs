@@ -21,7 +21,8 @@ enum Expect {
     Rejected(&'static str),
     /// Loaded, then refused by rlottie itself.
     RendererRefuses,
-    /// Never finishes: the deadline kills the worker.
+    /// Never finishes: the worker runs out of its CPU budget (or, on a machine too loaded to
+    /// give it a quarter of a core, passes its wall-clock backstop).
     DeadlineKills,
 }
 
@@ -195,13 +196,14 @@ fn hostile_files_are_rejected_clearly_or_render_and_never_take_the_caller_down()
                 && failure.reason.as_str() == "TEMPLATE_UNRENDERABLE")
                 .then_some(())
                 .ok_or(format!("{failure:?}")),
-            // Not retryable when the worker had the CPU all along (its work ran past the
-            // budget), retryable when the machine slowed it: either, as the load here goes.
-            (Expect::DeadlineKills, Err(failure)) => (failure.kind
-                == FailureKind::DeadlineExceeded
-                && failure.reason.as_str() == "RENDER_DEADLINE_EXCEEDED"
-                && (failure.class == ErrorClass::Transient)
-                    == failure.message.contains("the machine is loaded"))
+            // Its CPU budget used up: not retryable, whatever the load; only a machine too
+            // loaded to give it a quarter of a core makes the wall backstop come first.
+            (Expect::DeadlineKills, Err(failure)) => ((failure.kind == FailureKind::CpuLimit
+                && failure.class == ErrorClass::Deterministic
+                && failure.reason.as_str() == "RENDER_CPU_EXCEEDED")
+                || (failure.kind == FailureKind::DeadlineExceeded
+                    && failure.class == ErrorClass::Transient
+                    && failure.message.contains("the machine is loaded")))
             .then_some(())
             .ok_or(format!("{failure:?}")),
             (_, other) => Err(format!("{other:?}")),

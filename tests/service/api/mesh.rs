@@ -391,11 +391,15 @@ async fn gzip_call(
 
 #[tokio::test]
 async fn a_gzip_bomb_is_refused_as_too_large_without_inflating_past_the_limit() {
-    let server = ServerProcess::start(&[]);
-    let mut client = raw_connection(server.address, h2::client::Builder::new()).await;
+    // The bombs are made before connecting: a connection that sends no request within the
+    // first-request timeout (10 s; compressing a gibibyte on a loaded machine can take that
+    // long) is closed, rightly.
     // 1 GiB of zeros in about 1 MiB: sixteen times CreateTemplate's 64 MiB limit.
     let bomb = gzip_of_zeros(1024 * 1024 * 1024);
+    let render_bomb = gzip_of_zeros(64 * 1024 * 1024);
     println!("gzip bomb: {} bytes inflating to 1 GiB", bomb.len());
+    let server = ServerProcess::start(&[]);
+    let mut client = raw_connection(server.address, h2::client::Builder::new()).await;
     let before = server.peak_rss_bytes();
     let cases = [
         (
@@ -405,7 +409,7 @@ async fn a_gzip_bomb_is_refused_as_too_large_without_inflating_past_the_limit() 
         ),
         (
             "/lottie.render.v1.RenderService/SubmitRender",
-            compressed_message(&gzip_of_zeros(64 * 1024 * 1024)),
+            compressed_message(&render_bomb),
             "REQUEST_TOO_LARGE",
         ),
         (

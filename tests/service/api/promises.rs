@@ -1,8 +1,9 @@
 //! README promises about failures that no other test provoked, each over the wire with its
 //! reason and its exact retry delay: an analysis worker that cannot be run
-//! (ANALYSIS_UNAVAILABLE, UNAVAILABLE after 2 s), and a render worker that ran out of its CPU
-//! time (RENDER_CPU_EXCEEDED) or was killed from outside, as the OOM killer does
-//! (RENDER_MEMORY_EXCEEDED): the job FAILED, retryable after the queue's delay.
+//! (ANALYSIS_UNAVAILABLE, UNAVAILABLE after 2 s), a render worker killed from outside, as
+//! the OOM killer does (RENDER_MEMORY_EXCEEDED: the job FAILED, retryable after the queue's
+//! delay), and one that ran out of its CPU budget (RENDER_CPU_EXCEEDED: not retryable, the
+//! request quarantined).
 
 use crate::helpers::{
     corpus, get_job_through, refusal_delay, renders_on, small_request, submit_keyed_through,
@@ -119,19 +120,28 @@ async fn a_render_worker_that_sleeps_past_its_deadline_fails_its_job_retryable()
     let job = render_until_ended(&server).await;
     assert_failed_retryable(&job, "RENDER_DEADLINE_EXCEEDED");
     let message = &job.error.as_ref().unwrap().message;
-    assert!(message.contains("the machine is loaded"), "{message}");
+    assert!(message.contains("retry after the delay"), "{message}");
     assert!(server.stop().await);
 }
 
+/// The kernel sends SIGXCPU at the worker's RLIMIT_CPU, its CPU budget: the request is more
+/// work than its budget on any machine (issue 43), so the job fails for good and the same
+/// request is refused at once afterwards, costing no worker.
 #[tokio::test]
-async fn a_render_worker_out_of_cpu_time_fails_its_job_as_render_cpu_exceeded_retryable() {
-    // The kernel sends SIGXCPU at the worker's RLIMIT_CPU.
-    assert_worker_fails_its_job_retryable(
-        "out-of-cpu-worker",
-        "kill -XCPU $$",
-        "RENDER_CPU_EXCEEDED",
-    )
-    .await;
+async fn a_render_worker_out_of_its_cpu_budget_fails_its_job_for_good_and_is_quarantined() {
+    let server = ServerProcess::start_with_worker(
+        |dir| stand_in(dir, "out-of-cpu-worker", "kill -XCPU $$"),
+        &["--workers", "1"],
+        &[],
+    );
+    let job = render_until_ended(&server).await;
+    assert_eq!(job.state, proto::JobState::Failed as i32, "{job:?}");
+    let error = job.error.as_ref().expect("a failed job says why");
+    assert_eq!(error.reason, "RENDER_CPU_EXCEEDED", "{error:?}");
+    assert!(!error.retryable, "{error:?}");
+    assert!(error.retry_after.is_none(), "{error:?}");
+    assert!(error.message.contains("quarantined"), "{error:?}");
+    assert!(server.stop().await);
 }
 
 #[tokio::test]

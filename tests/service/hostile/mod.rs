@@ -22,4 +22,5 @@ mod pools;
 mod retained_jobs;
 mod safe_defaults;
 mod shares;
+mod verdicts_under_load;
 mod webhook_tenants;
