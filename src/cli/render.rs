@@ -52,7 +52,8 @@ pub struct RenderArgs {
     /// Render threads (default: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-    /// Wall-clock limit for the render, seconds (default: derived from frames and size).
+    /// Work budget of the render, seconds: its CPU time (the wall clock only ends a worker that
+    /// makes no progress; default: derived from frames, size and images).
     #[arg(long)]
     pub timeout: Option<u64>,
     /// Address-space limit of the worker process, MiB.
