@@ -43,8 +43,12 @@ pub(crate) const WALL_BACKSTOP_FACTOR: u32 = 64;
 /// The backstop of the largest budgets: two hours, whatever the budget.
 pub(crate) const MAX_WALL_BACKSTOP: Duration = Duration::from_secs(2 * 60 * 60);
 /// A worker that uses no CPU time at all for this long is stuck (waiting on something that
-/// will not come), whatever its budget: ended, and retryable.
+/// will not come): ended, and retryable. A working worker's CPU time grows every second
+/// however loaded the machine (its encoder thread alone would), so a small budget's worker is
+/// given its budget, at least [`MIN_STALL_LIMIT`], not the whole of this.
 pub(crate) const STALL_LIMIT: Duration = Duration::from_secs(30);
+/// The least time without CPU after which a worker is stuck: five of the watchdog's samples.
+pub(crate) const MIN_STALL_LIMIT: Duration = Duration::from_secs(5);
 
 /// The CPU-time limit (RLIMIT_CPU, seconds) of a render with `budget`.
 pub(crate) fn cpu_budget_seconds(budget: Duration) -> u64 {
@@ -57,7 +61,7 @@ pub(crate) fn watch_limits(budget: Duration) -> crate::sandbox::spawn::WatchLimi
         backstop: budget
             .saturating_mul(WALL_BACKSTOP_FACTOR)
             .min(MAX_WALL_BACKSTOP),
-        stall: Some(STALL_LIMIT),
+        stall: Some(budget.clamp(MIN_STALL_LIMIT, STALL_LIMIT)),
     }
 }
 
@@ -96,7 +100,7 @@ pub(super) fn overrun_failure(overrun: Overrun, cpu: Duration, budget: Duration)
         Overrun::Stalled => format!(
             "the render used no CPU for {} s ({:.0} s of its {} s budget): it was stuck; \
              retry after the delay",
-            STALL_LIMIT.as_secs(),
+            budget.clamp(MIN_STALL_LIMIT, STALL_LIMIT).as_secs(),
             cpu.as_secs_f64(),
             cpu_budget_seconds(budget)
         ),
