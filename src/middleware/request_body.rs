@@ -32,7 +32,7 @@ use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal, RESERVE_
 use crate::reason::Reason;
 use bytes::Bytes;
 use http::Request;
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::body::Body;
@@ -98,7 +98,7 @@ const STREAMING_REQUEST_PREFIXES: [&str; 2] = [
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
 /// A gRPC message on the wire: a compression flag byte and a big-endian u32 length.
-const GRPC_PREFIX_BYTES: usize = 5;
+pub(crate) const GRPC_PREFIX_BYTES: usize = 5;
 
 /// The pool a method's bodies are buffered from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -397,24 +397,6 @@ async fn receive(
     Ok(Bytes::from(buffer))
 }
 
-/// The body handed on of a message received whole (`framed`: its prefix, then the message),
-/// as two frames that share its bytes: the prefix, then the message. tonic copies a body into
-/// its decoding buffer and, once a prefix is read, reserves the length it declares on top of
-/// what the buffer holds: handed the whole message in one frame, its buffer was twice the
-/// message (a 63 MiB upload took 126 MiB of address space there, and four of them aborted a
-/// server under a 1 GiB address-space limit); handed the prefix first, the room it reserves
-/// is what the message then fills.
-fn received_body(mut framed: Bytes) -> Body {
-    let prefix = framed.split_to(GRPC_PREFIX_BYTES.min(framed.len()));
-    let frames = [prefix, framed]
-        .into_iter()
-        .filter(|frame| !frame.is_empty())
-        .map(|frame| Ok::<_, std::convert::Infallible>(http_body::Frame::data(frame)));
-    Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
-        frames,
-    )))
-}
-
 /// The gRPC message the door's `json` body stands for, with its length prefix.
 fn json_to_message(json: &JsonBody, body: Bytes) -> Result<Bytes, Status> {
     (json.convert)(body).map_err(Status::from)
@@ -484,7 +466,7 @@ impl AroundCall<Body, Body> for RequestBody {
                 },
                 None => bytes,
             };
-            let request = Request::from_parts(parts, received_body(bytes));
+            let request = Request::from_parts(parts, Body::new(Full::new(bytes)));
             let response = next.call(request).await;
             // The bytes are decoded by now (the handler answered): they leave the budget.
             drop(held);
@@ -497,7 +479,6 @@ impl AroundCall<Body, Body> for RequestBody {
 mod tests {
     use super::*;
     use crate::middleware::BoxFuture;
-    use http_body_util::Full;
     use std::convert::Infallible;
     use tonic_types::StatusExt;
     use tower::{service_fn, Layer, ServiceExt};
@@ -547,50 +528,6 @@ mod tests {
 
     fn request(path: &str, body: Body) -> http::Request<Body> {
         http::Request::builder().uri(path).body(body).unwrap()
-    }
-
-    /// Answers the sizes of the body's data frames, in order ("5,1000").
-    fn frame_sizes(
-        request: http::Request<Body>,
-    ) -> BoxFuture<Result<http::Response<Body>, Infallible>> {
-        Box::pin(async move {
-            let mut body = request.into_body();
-            let mut sizes = Vec::new();
-            while let Some(Ok(frame)) = body.frame().await {
-                if let Ok(data) = frame.into_data() {
-                    sizes.push(data.len().to_string());
-                }
-            }
-            Ok(http::Response::new(Body::new(Full::new(Bytes::from(
-                sizes.join(","),
-            )))))
-        })
-    }
-
-    #[tokio::test]
-    async fn a_message_is_handed_on_as_its_prefix_then_its_bytes_so_tonic_reserves_no_second_copy()
-    {
-        // tonic reserves the length a prefix declares on top of what its buffer holds: handed
-        // the whole message in one frame, its buffer was twice the message (issue 42: four
-        // 63 MiB uploads aborted a server under a 1 GiB address-space limit).
-        let service =
-            RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(service_fn(frame_sizes));
-        let (sender, body) = streamed_body();
-        let call = tokio::spawn(service.oneshot(request(
-            "/lottie.render.v1.TemplateService/GetTemplate",
-            body,
-        )));
-        // The message arrives in pieces, the prefix split among them.
-        let whole = message(1000);
-        for piece in [whole.slice(..3), whole.slice(3..600), whole.slice(600..)] {
-            sender
-                .send(Ok(http_body::Frame::data(piece)))
-                .await
-                .unwrap();
-        }
-        drop(sender);
-        let response = call.await.unwrap().unwrap();
-        assert_eq!(answer(response).await, "5,1000");
     }
 
     #[tokio::test]
