@@ -189,6 +189,81 @@ pub(crate) fn set_open_files_soft_limit(soft: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Address space one glibc malloc arena reserves when it is made (HEAP_MAX_SIZE on 64-bit
+/// Linux: twice the largest mmap threshold), touched only as it is used.
+const MALLOC_ARENA_RESERVE_BYTES: u64 = 64 << 20;
+
+/// The part of an address-space limit (RLIMIT_AS) glibc's malloc arenas may reserve
+/// together, as a divisor: an eighth. glibc makes up to eight arenas a core as threads
+/// contend, 64 MiB of address space each: an idle server on 2 cores had reserved 512 MiB
+/// that way, so under a 1 GiB limit (a container's memory limit) the requests' own buffers
+/// found no room (four 63 MiB uploads aborted the server); 2 arenas serve a server whose
+/// threads mostly wait on sockets, and without a limit nothing changes.
+pub const ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR: u64 = 8;
+
+/// Under an address-space limit (a finite soft RLIMIT_AS), caps glibc's malloc arenas so
+/// that together they reserve at most [`ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR`]th of it (at
+/// least one arena beside the main one). Called before the server starts its threads;
+/// answers the limit and the arenas when it capped them.
+pub(crate) fn fit_malloc_arenas_to_address_space_limit() -> Option<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the rlimit, which lives on our stack.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let arenas =
+        (limit.rlim_cur / ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR / MALLOC_ARENA_RESERVE_BYTES)
+            .clamp(2, 64);
+    cap_malloc_arenas(arenas)?;
+    Some((limit.rlim_cur, arenas))
+}
+
+#[cfg(target_env = "gnu")]
+fn cap_malloc_arenas(arenas: u64) -> Option<()> {
+    let arenas = libc::c_int::try_from(arenas).ok()?;
+    // SAFETY: mallopt only sets a parameter of glibc's allocator (M_ARENA_MAX takes effect
+    // for arenas made from now on); it touches no memory of ours.
+    (unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) } == 1).then_some(())
+}
+
+/// Other C libraries' allocators have no arenas to cap.
+#[cfg(not(target_env = "gnu"))]
+fn cap_malloc_arenas(_arenas: u64) -> Option<()> {
+    None
+}
+
+/// Gives the process `command` starts an address-space limit (RLIMIT_AS) of `bytes` from its
+/// exec on, as a container's memory limit would hold it (`bench-hostile`'s server). Only the
+/// soft limit: the hard one is kept, so the workers that process starts can still give
+/// themselves their own, larger budgets ([`apply_in_child`] sets both limits, and raising
+/// a soft limit up to the hard one needs no privilege where raising a hard one does). The
+/// process never raises its own limit, so the soft limit holds it as a hard one would.
+pub(crate) fn limit_address_space_in_child(command: &mut Command, bytes: u64) {
+    // SAFETY: the closure runs between fork and exec and only calls getrlimit and setrlimit
+    // (async-signal-safe) on a struct on its own stack; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_AS, &mut limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit.rlim_cur = bytes.min(limit.rlim_max);
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// User + system CPU time of process `pid` so far, from `/proc/PID/stat`.
 pub(crate) fn cpu_time_of(pid: u32) -> std::io::Result<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;

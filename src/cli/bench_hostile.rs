@@ -16,16 +16,21 @@ mod jobs;
 mod outputs;
 mod parse;
 pub mod payloads;
+mod raw_calls;
+mod server;
 mod shares;
 mod templates;
+mod third_round;
+mod third_round_pools;
+mod third_round_streams;
 
 use templates::{animation, fonts, image_layer, parent_chain, png_chunk, text_layer};
 
 use crate::grpc::proto;
 use crate::grpc::proto::template_service_client::TemplateServiceClient;
-use std::io::{BufRead, BufReader};
+use server::{start_server, StartedServer, STARTED_SERVER_FLAGS};
 use std::net::SocketAddr;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
@@ -48,6 +53,12 @@ pub struct BenchHostileArgs {
     /// without it.
     #[arg(long)]
     pub redis_url: Option<String>,
+    /// Runs the started servers under an address-space limit (RLIMIT_AS, the soft limit) of
+    /// this many MiB, as a container's memory limit would hold them (`./dev bench-hostile`
+    /// gives 1024; the last one given counts); their workers set their own limits. 0 or
+    /// unset: none.
+    #[arg(long, overrides_with = "server_address_space_mb")]
+    pub server_address_space_mb: Option<u64>,
 }
 
 /// API key of the attacking tenant (`attacker`) on the started server.
@@ -55,25 +66,6 @@ pub(crate) const ATTACKER_KEY: &str = "bench-hostile-attacker-key";
 /// API key of the bystander's tenant (`bystander`) on the started server.
 pub(crate) const BYSTANDER_KEY: &str = "bench-hostile-bystander-key";
 
-/// Flags of the server the bench starts: one worker and a short queue so the fan-out case
-/// shows the bound at small numbers, a 2 s body deadline and 64 watchers so the slow-body
-/// and watcher cases finish quickly (the defaults are 30 s and 1,024), and API keys
-/// optional, so anonymous attacks are the `default` tenant's and the bystander is a tenant
-/// of its own (`--api-keys` is added with the file).
-const STARTED_SERVER_FLAGS: [&str; 10] = [
-    "--workers",
-    "1",
-    "--queue-capacity",
-    "2",
-    "--request-body-timeout-ms",
-    "2000",
-    "--max-watchers",
-    "64",
-    "--auth",
-    "optional",
-];
-/// How long the started server may take to log that it serves.
-const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long one case may take before it is reported as hanging.
 const CASE_LIMIT: Duration = Duration::from_secs(120);
 /// A bystander call slower than this during a case counts as "slowed" (the issue's promise:
@@ -86,93 +78,6 @@ pub(crate) fn run(args: BenchHostileArgs) -> ExitCode {
     super::run_bench(bench(&args))
 }
 
-/// A server started for the run, killed when the run ends.
-pub(super) struct StartedServer {
-    child: Child,
-    _data_dir: tempfile::TempDir,
-}
-
-impl Drop for StartedServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `serve` of this executable with [`STARTED_SERVER_FLAGS`], the two tenants' API keys
-/// and `extra` flags (a case that needs a server of its own, TLS say, starts one too).
-pub(super) fn start_server(extra: &[String]) -> anyhow::Result<(StartedServer, SocketAddr)> {
-    let data_dir = tempfile::tempdir()?;
-    let api_keys = data_dir.path().join("api-keys");
-    std::fs::write(
-        &api_keys,
-        format!(
-            "attacker bench {}\nbystander bench {}\n",
-            crate::auth::api_keys::sha256_hex(ATTACKER_KEY),
-            crate::auth::api_keys::sha256_hex(BYSTANDER_KEY)
-        ),
-    )?;
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(STARTED_SERVER_FLAGS)
-        .arg("--api-keys")
-        .arg(&api_keys)
-        .args(extra)
-        .arg("--data-dir")
-        .arg(data_dir.path().join("data"))
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stderr"))?;
-    let (found, address) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if !sent && line.contains(" serving ") {
-                if let Some(listen) = logged_address(&line) {
-                    let _ = found.send(listen);
-                    sent = true;
-                }
-            }
-        }
-    });
-    let server = StartedServer {
-        child,
-        _data_dir: data_dir,
-    };
-    let address = address
-        .recv_timeout(START_LIMIT)
-        .map_err(|_| anyhow::anyhow!("the server did not start within {START_LIMIT:?}"))?;
-    Ok((server, address))
-}
-
-/// `listen=Some(ADDR)` of a text log line.
-fn logged_address(line: &str) -> Option<SocketAddr> {
-    let start = line.find("listen=Some(")? + "listen=Some(".len();
-    let end = line[start..].find(')')? + start;
-    line[start..end].parse().ok()
-}
-
-/// Peak RSS of a process, MiB (`VmHWM`).
-fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 pub(super) struct Target {
     pub(super) address: SocketAddr,
     pub(super) pid: Option<u32>,
@@ -180,6 +85,9 @@ pub(super) struct Target {
     pub(super) keys: bool,
     /// The started server's Redis and its key prefix, with `--redis-url`.
     pub(super) redis: Option<RedisTarget>,
+    /// The started servers' address-space limit, bytes (`--server-address-space-mb`): a
+    /// case that starts a server of its own starts it under the same.
+    pub(super) address_space_bytes: Option<u64>,
 }
 
 pub(super) struct RedisTarget {
@@ -232,57 +140,67 @@ pub(super) struct Case {
     pub(super) attack: fn(&Target) -> futures_util::future::BoxFuture<'_, anyhow::Result<String>>,
 }
 
-async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
-    let (_server, target) = match args.server {
-        Some(address) => (
-            None,
-            Target {
-                address,
-                pid: args.server_pid,
-                keys: false,
-                redis: None,
-            },
-        ),
-        None => {
-            let redis = args.redis_url.as_ref().map(|url| RedisTarget {
-                url: url.clone(),
-                key_prefix: format!("bench-hostile-{}:", std::process::id()),
-            });
-            let redis_flags: Vec<String> = match &redis {
-                Some(redis) => vec![
-                    "--redis-url".into(),
-                    redis.url.clone(),
-                    "--redis-key-prefix".into(),
-                    redis.key_prefix.clone(),
-                ],
-                None => Vec::new(),
-            };
-            let (server, address) = start_server(&redis_flags)?;
-            let pid = server.child.id();
-            (
-                Some(server),
-                Target {
-                    address,
-                    pid: Some(pid),
-                    keys: true,
-                    redis,
-                },
-            )
-        }
+/// The started server of a run (None against `--server`) and the target it makes.
+fn started_target(args: &BenchHostileArgs) -> anyhow::Result<(Option<StartedServer>, Target)> {
+    let address_space_bytes = args
+        .server_address_space_mb
+        .filter(|mib| *mib > 0)
+        .map(|mib| mib << 20);
+    if let Some(address) = args.server {
+        let target = Target {
+            address,
+            pid: args.server_pid,
+            keys: false,
+            redis: None,
+            address_space_bytes: None,
+        };
+        return Ok((None, target));
+    }
+    let redis = args.redis_url.as_ref().map(|url| RedisTarget {
+        url: url.clone(),
+        key_prefix: format!("bench-hostile-{}:", std::process::id()),
+    });
+    let redis_flags: Vec<String> = match &redis {
+        Some(redis) => vec![
+            "--redis-url".into(),
+            redis.url.clone(),
+            "--redis-key-prefix".into(),
+            redis.key_prefix.clone(),
+        ],
+        None => Vec::new(),
     };
+    let (server, address) = start_server(&redis_flags, address_space_bytes)?;
+    let target = Target {
+        address,
+        pid: Some(server.pid()),
+        keys: true,
+        redis,
+        address_space_bytes,
+    };
+    Ok((Some(server), target))
+}
+
+async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
+    let (mut server, mut target) = started_target(args)?;
     println!(
         "hostile set against {} ({} cores){}",
         target.address,
         std::thread::available_parallelism().map_or(1, usize::from),
         if args.server.is_none() {
             format!(
-                ", started with {} --api-keys (tenants attacker, bystander){}",
+                ", started with {} --api-keys (tenants attacker, bystander){}{}",
                 STARTED_SERVER_FLAGS.join(" "),
                 if target.redis.is_some() {
                     " --redis-url"
                 } else {
                     ""
-                }
+                },
+                target
+                    .address_space_bytes
+                    .map_or(String::new(), |bytes| format!(
+                        ", under an address-space limit (RLIMIT_AS) of {} MiB",
+                        bytes >> 20
+                    ))
             )
         } else {
             String::new()
@@ -292,7 +210,8 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
         "| case | expected | answer | ms | bystander worst ms | server peak RSS MiB | server CPU ms per hostile request |"
     );
     println!("|---|---|---|---|---|---|---|");
-    let bystander_channel = target.channel().await?;
+    let mut bystander_channel = target.channel().await?;
+    let mut exits = 0;
     for case in cases() {
         if args
             .only
@@ -301,52 +220,78 @@ async fn bench(args: &BenchHostileArgs) -> anyhow::Result<()> {
         {
             continue;
         }
-        let started = Instant::now();
-        let cpu_before = target.pid.and_then(|pid| crate::os::cpu_time_of(pid).ok());
-        let (done, finished) = tokio::sync::watch::channel(false);
-        let (answer, bystander) = tokio::join!(
-            async {
-                let answer = tokio::time::timeout(CASE_LIMIT, (case.attack)(&target)).await;
-                let _ = done.send(true);
-                answer
-            },
-            bystander_until(&target, bystander_channel.clone(), finished),
-        );
-        let cpu_after = target.pid.and_then(|pid| crate::os::cpu_time_of(pid).ok());
-        let elapsed = started.elapsed();
-        let answer = match answer {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(error)) => format!("bench error: {error:#}"),
-            Err(_) => format!("no answer within {CASE_LIMIT:?}"),
-        };
-        let bystander = match bystander {
-            Some(worst) if worst <= BYSTANDER_LIMIT => format!("{:.0}", worst.as_secs_f64() * 1e3),
-            Some(worst) => format!("{:.0} (slowed)", worst.as_secs_f64() * 1e3),
-            None => "refused".into(),
-        };
-        let rss = target
-            .pid
-            .and_then(peak_rss_mib)
-            .map_or("?".into(), |mib| format!("{mib:.0}"));
-        let cpu_per_request = match (cpu_before, cpu_after) {
-            (Some(before), Some(after)) => format!(
-                "{:.1}",
-                after.saturating_sub(before).as_secs_f64() * 1e3 / f64::from(case.requests.max(1))
-            ),
-            _ => "?".into(),
-        };
         println!(
-            "| {} | {} | {} | {:.0} | {} | {} | {} |",
-            case.name,
-            case.expected,
-            answer,
-            elapsed.as_secs_f64() * 1e3,
-            bystander,
-            rss,
-            cpu_per_request
+            "{}",
+            run_case(&target, &case, bystander_channel.clone()).await
         );
+        // A server that did not survive the case is reported, and a fresh one takes the rest.
+        if let Some(exit) = server.as_mut().and_then(StartedServer::exited) {
+            exits += 1;
+            println!("\n**the server exited during {}**: {exit}\n", case.name);
+            (server, target) = started_target(args)?;
+            bystander_channel = target.channel().await?;
+        }
     }
+    let address_space = target
+        .pid
+        .and_then(server::peak_address_space_mib)
+        .map_or("?".into(), |mib| format!("{mib:.0} MiB"));
+    println!(
+        "\nserver exits: {exits}; the last server's peak address space (VmPeak): {address_space}"
+    );
     Ok(())
+}
+
+/// Runs one case against `target` while the bystander calls on `bystander_channel`; its row.
+async fn run_case(target: &Target, case: &Case, bystander_channel: Channel) -> String {
+    // Each case's peak RSS its own (the run's high-water mark where it cannot be reset).
+    let peak_reset = target.pid.is_some_and(server::reset_peak_rss);
+    let started = Instant::now();
+    let cpu_before = target.pid.and_then(|pid| crate::os::cpu_time_of(pid).ok());
+    let (done, finished) = tokio::sync::watch::channel(false);
+    let (answer, bystander) = tokio::join!(
+        async {
+            let answer = tokio::time::timeout(CASE_LIMIT, (case.attack)(target)).await;
+            let _ = done.send(true);
+            answer
+        },
+        bystander_until(target, bystander_channel, finished),
+    );
+    let cpu_after = target.pid.and_then(|pid| crate::os::cpu_time_of(pid).ok());
+    let elapsed = started.elapsed();
+    let answer = match answer {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(error)) => format!("bench error: {error:#}"),
+        Err(_) => format!("no answer within {CASE_LIMIT:?}"),
+    };
+    let bystander = match bystander {
+        Some(worst) if worst <= BYSTANDER_LIMIT => format!("{:.0}", worst.as_secs_f64() * 1e3),
+        Some(worst) => format!("{:.0} (slowed)", worst.as_secs_f64() * 1e3),
+        None => "refused".into(),
+    };
+    let rss = target
+        .pid
+        .and_then(server::peak_rss_mib)
+        .map_or("?".into(), |mib| {
+            format!("{mib:.0}{}", if peak_reset { "" } else { " (run)" })
+        });
+    let cpu_per_request = match (cpu_before, cpu_after) {
+        (Some(before), Some(after)) => format!(
+            "{:.1}",
+            after.saturating_sub(before).as_secs_f64() * 1e3 / f64::from(case.requests.max(1))
+        ),
+        _ => "?".into(),
+    };
+    format!(
+        "| {} | {} | {} | {:.0} | {} | {} | {} |",
+        case.name,
+        case.expected,
+        answer,
+        elapsed.as_secs_f64() * 1e3,
+        bystander,
+        rss,
+        cpu_per_request
+    )
 }
 
 /// A bystander of its own tenant on its own connection calls ListTemplates every 50 ms until
@@ -421,6 +366,11 @@ fn cases() -> Vec<Case> {
     cases.extend(archives::cases());
     // Issue 26: the new outputs.
     cases.extend(outputs::cases());
+    // Issue 42, the third round: what one request can do, then the pools and the streams
+    // from eight addresses.
+    cases.extend(third_round::cases());
+    cases.extend(third_round_pools::cases());
+    cases.extend(third_round_streams::cases());
     // Last: its hog case leaves the attacking tenant backed off.
     cases.extend(analysis::cases());
     cases

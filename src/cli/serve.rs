@@ -10,6 +10,14 @@ pub struct ServeArgs {
 }
 
 pub(crate) fn run(args: ServeArgs) -> ExitCode {
+    // Before any thread allocates: arenas are made as threads contend.
+    if let Some((limit, arenas)) = crate::os::fit_malloc_arenas_to_address_space_limit() {
+        tracing::info!(
+            address_space_limit_mib = limit >> 20,
+            arenas,
+            "under an address-space limit: malloc arenas capped"
+        );
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

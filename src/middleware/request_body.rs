@@ -98,7 +98,7 @@ const STREAMING_REQUEST_PREFIXES: [&str; 2] = [
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
 /// A gRPC message on the wire: a compression flag byte and a big-endian u32 length.
-const GRPC_PREFIX_BYTES: usize = 5;
+pub(crate) const GRPC_PREFIX_BYTES: usize = 5;
 
 /// The pool a method's bodies are buffered from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,11 +5,14 @@
 //! contract's methods are looked at: health, reflection (a stream) and unknown paths pass
 //! untouched. The codec scans again what passes (a compressed message is scanned only
 //! there, once inflated): linear, and what a caller cannot skip by calling from inside.
+//! A message that passes goes on to tonic as its prefix, then its bytes ([`handed_on`]), so
+//! that tonic's buffer holds it once.
 
+use super::request_body::GRPC_PREFIX_BYTES;
 use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::grpc::bounds::{check_received, Schema};
 use http::Request;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tonic::body::Body;
 use tonic::Status;
 
@@ -43,10 +46,28 @@ impl AroundCall<Body, Body> for RequestBounds {
             if let Err(error) = check_received(&path, &bytes) {
                 return Ok(Status::from(error).into_http());
             }
-            next.call(Request::from_parts(parts, Body::new(Full::new(bytes))))
+            next.call(Request::from_parts(parts, handed_on(bytes)))
                 .await
         })
     }
+}
+
+/// The body handed to tonic of a message received whole (`framed`: its prefix, then the
+/// message), as two frames that share its bytes: the prefix, then the message. tonic copies
+/// a body into its decoding buffer and, once it has read a prefix, reserves the length it
+/// declares on top of what the buffer holds: handed the whole message in one frame, its
+/// buffer took twice the message of address space (a 63 MiB upload 126 MiB; under a 1 GiB
+/// address-space limit, four of them aborted the server); handed the prefix first, the room
+/// it reserves is what the message then fills.
+fn handed_on(mut framed: bytes::Bytes) -> Body {
+    let prefix = framed.split_to(GRPC_PREFIX_BYTES.min(framed.len()));
+    let frames = [prefix, framed]
+        .into_iter()
+        .filter(|frame| !frame.is_empty())
+        .map(|frame| Ok::<_, std::convert::Infallible>(http_body::Frame::data(frame)));
+    Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+        frames,
+    )))
 }
 
 #[cfg(test)]
@@ -54,6 +75,7 @@ mod tests {
     use super::*;
     use crate::grpc::proto;
     use bytes::Bytes;
+    use http_body_util::Full;
     use prost::Message;
     use std::convert::Infallible;
     use tonic_types::StatusExt;
@@ -121,6 +143,36 @@ mod tests {
             })
             .unwrap_or_default();
         assert_eq!(fields, ["modifications.gradients[\"g\"].stops"]);
+    }
+
+    /// Answers the sizes of the body's data frames, in order ("5,1000").
+    async fn frame_sizes(request: http::Request<Body>) -> Result<http::Response<Body>, Infallible> {
+        let mut body = request.into_body();
+        let mut sizes = Vec::new();
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                sizes.push(data.len().to_string());
+            }
+        }
+        Ok(http::Response::new(Body::new(Full::new(Bytes::from(
+            sizes.join(","),
+        )))))
+    }
+
+    #[tokio::test]
+    async fn a_message_goes_on_to_tonic_as_its_prefix_then_its_bytes_so_it_is_held_once() {
+        // tonic reserves the length a prefix declares on top of what its buffer holds: handed
+        // the whole message in one frame, its buffer was twice the message (issue 42: four
+        // 63 MiB uploads aborted a server under a 1 GiB address-space limit).
+        let within = stops(64);
+        let service = RequestBoundsLayer::default().layer(service_fn(frame_sizes));
+        let request = http::Request::builder()
+            .uri("/lottie.render.v1.RenderService/SubmitRender")
+            .body(framed(&within))
+            .unwrap();
+        let response = service.oneshot(request).await.unwrap();
+        let answered = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(answered, format!("5,{}", within.len()));
     }
 
     #[tokio::test]

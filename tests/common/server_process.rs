@@ -71,6 +71,23 @@ impl ServerProcess {
         ServerProcess::start_command(command, None, super::own_worker_executable, extra_args, &[])
     }
 
+    /// As [`ServerProcess::start`], started under an address-space limit (RLIMIT_AS) of
+    /// `soft` bytes, the hard limit left unlimited (as `bench-hostile` starts its server:
+    /// the workers give themselves larger budgets), by `prlimit`, which execs the server.
+    pub fn start_with_address_space(soft: u64, extra_args: &[&str]) -> ServerProcess {
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--as={soft}:unlimited"))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_lottie-render"));
+        ServerProcess::start_command(command, None, super::own_worker_executable, extra_args, &[])
+    }
+
+    /// Whether the server has exited (its status), without waiting.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// `command` (the server, or a program that execs it with the arguments that follow) with
     /// the arguments of `serve`.
     fn start_command(

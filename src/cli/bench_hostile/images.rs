@@ -72,8 +72,8 @@ fn many_scans() -> Vec<u8> {
     jpeg
 }
 
-/// A template of one image layer showing asset "photo" (100², a 1×1 default).
-fn photo_template() -> serde_json::Value {
+/// A 1×1 transparent PNG as a data URI: an image asset's default, the slot's placeholder.
+pub(super) fn one_pixel_png_uri() -> String {
     use base64::Engine;
     let mut default = b"\x89PNG\r\n\x1a\n".to_vec();
     png_chunk(
@@ -90,13 +90,19 @@ fn photo_template() -> serde_json::Value {
         ],
     );
     png_chunk(&mut default, b"IEND", &[]);
-    let uri = format!(
+    format!(
         "data:image/png;base64,{}",
         base64::engine::general_purpose::STANDARD.encode(default)
-    );
+    )
+}
+
+/// A template of one image layer showing asset "photo" (100², a 1×1 default).
+fn photo_template() -> serde_json::Value {
     animation(
         vec![image_layer("photo")],
-        vec![serde_json::json!({"id": "photo", "w": 100, "h": 100, "e": 1, "u": "", "p": uri})],
+        vec![
+            serde_json::json!({"id": "photo", "w": 100, "h": 100, "e": 1, "u": "", "p": one_pixel_png_uri()}),
+        ],
     )
 }
 

@@ -232,12 +232,13 @@ async fn refusals_in_redis(target: &Target) -> anyhow::Result<String> {
     .iter()
     .map(|flag| (*flag).to_owned())
     .collect();
-    let (_server, address) = start_server(&flags)?;
+    let (_server, address) = start_server(&flags, target.address_space_bytes)?;
     let own = Target {
         address,
         pid: None,
         keys: true,
         redis: None,
+        address_space_bytes: target.address_space_bytes,
     };
     let channel = own.channel().await?;
     // Long enough to hold the tenant's one slot for the whole case.

@@ -69,11 +69,14 @@ fn seconds(duration: Duration) -> Option<Actual> {
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
         analysis, app, auth, config, encode, fair_share, grpc, http_json, idempotency, lottie,
-        middleware, sandbox, spec, storage, tls, webhooks,
+        middleware, os, sandbox, spec, storage, tls, webhooks,
     };
     use middleware::request_body;
     match name {
         "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
+        "os::ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR" => {
+            count(os::ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR as f64)
+        }
         "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
         "lottie::dotlottie::MAX_THEMES" => count(lottie::dotlottie::MAX_THEMES as f64),
         "lottie::text::fonts::MAX_FONTS_PER_TEMPLATE" => {

@@ -1,9 +1,10 @@
 //! The service under hostile callers, over real sockets: bombs and oversized or endless
 //! templates, assets and expressions, the worker sandbox seen from outside, connections
 //! admitted with deadlines, connections and streams held, fair shares of every pool, kept
-//! jobs bounded, safe defaults, and the limits table of docs/security.md checked against the
-//! code.
+//! jobs bounded, a server under an address-space limit, safe defaults, and the limits table
+//! of docs/security.md checked against the code.
 
+mod address_space;
 mod analysis_shares;
 mod connection_admission;
 mod connections;
