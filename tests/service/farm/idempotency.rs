@@ -289,11 +289,23 @@ async fn fifty_keys_with_one_payload_share_one_render(store: Store) {
 }
 
 async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store: Store) {
-    // A 1 s deadline makes the hanging render fail (transiently) quickly; it cannot be the
-    // deadline of the deterministic failure below, which a slow machine could take longer
-    // than 1 s to reach (and would then see as a transient timeout).
+    // A worker that logs its start and then waits, using no CPU: stuck, ended after its
+    // one-second budget's stall limit (5 s) and failed transiently, RENDER_DEADLINE_EXCEEDED.
+    // (A render that runs out of its CPU budget fails for good: issue 43.)
     let dir = tempfile::tempdir().unwrap();
-    let app = app_on(store, dir.path(), |settings| settings.max_job_seconds = 1.0).await;
+    let stuck = crate::helpers::stand_in(
+        &dir.path().join("stuck-worker"),
+        &format!(
+            "echo started >> '{}'\ncat > /dev/null\nsleep 60",
+            dir.path().join("starts").display()
+        ),
+    );
+    let app = spawn_app_with(|settings| {
+        settings.worker_executable = Some(stuck);
+        store.configure(settings);
+        settings.max_job_seconds = 1.0;
+    })
+    .await;
     let hangs = app.create_template(NEVER_FINISHES).await;
 
     let key = unique_key();
@@ -301,7 +313,8 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
     let (first, _) = app.submit_keyed(&key, request.clone()).await.unwrap();
     let done = app.finished(&first.job_id).await;
     assert_eq!(state(&done), JobState::Failed);
-    assert!(done.error.unwrap().retryable);
+    let error = done.error.unwrap();
+    assert!(error.retryable, "{error:?}");
     let (retry, replayed) = app.submit_keyed(&key, request).await.unwrap();
     assert!(!replayed);
     assert_ne!(
