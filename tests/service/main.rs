@@ -8,6 +8,7 @@
 //! - `farm`: several instances on one Redis and one bucket; the Idempotency-Key and tenants
 //!   against both stores.
 //! - `hostile`: hostile callers, limits and fair shares.
+//! - `load`: verdicts with the machine saturated on purpose (busy loops on every core).
 
 /// The helpers every part uses (tests/common/).
 #[path = "../common/mod.rs"]
@@ -16,3 +17,4 @@ mod helpers;
 mod api;
 mod farm;
 mod hostile;
+mod load;

@@ -14,7 +14,7 @@ mod hostile_assets;
 mod hostile_expressions;
 mod hostile_records;
 mod hostile_sandbox;
-mod hostile_templates;
+pub(crate) mod hostile_templates;
 mod image_bombs;
 #[path = "../../engine/kernel_offers.rs"]
 mod kernel_offers;
@@ -23,5 +23,4 @@ mod pools;
 mod retained_jobs;
 mod safe_defaults;
 mod shares;
-mod verdicts_under_load;
 mod webhook_tenants;

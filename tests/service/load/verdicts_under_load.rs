@@ -52,7 +52,7 @@ async fn too_complex_verdict(server: &ServerProcess) -> (String, bool) {
     let status = templates
         .create_template(create_request(
             "bomb",
-            super::hostile_templates::cpu_bomb(1000, 5000),
+            crate::hostile::hostile_templates::cpu_bomb(1000, 5000),
         ))
         .await
         .unwrap_err();
