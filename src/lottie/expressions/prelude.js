@@ -5,9 +5,10 @@
 // performance are gone. Units are the JSON's (opacity 0..100, colours 0..1, degrees), as in
 // lottie-web.
 //
-// The Rust side calls `__lottieExpressions.load(json, frameRate)` once, then
+// The Rust side calls `__lottieExpressions.load(json, frameRate, countEvaluations)` once, then
 // `__lottieExpressions.bake(index, start, step, count)` per expression; the first answers JSON
-// text, the second the array of values.
+// text, the second the array of values. `countEvaluations(n)` charges n evaluations to the
+// template's work budget and answers whether any is left.
 // Non-strict on purpose: expressions assign undeclared variables and are run through direct
 // eval inside a scope that holds the vocabulary.
 
@@ -22,6 +23,16 @@ var __lottieExpressions = (function () {
     var compsByName = new Map();
     var found = [];
     var rngState = 1;
+    // Evaluations not yet charged, charged a batch at a time (a call into Rust costs more
+    // than an evaluation of `time * 100`) and at the end of each bake.
+    var EVALUATION_BATCH = 64;
+    var uncharged = 0;
+    var countEvaluations = function () { return true; };
+    function chargeEvaluations() {
+        var count = uncharged;
+        uncharged = 0;
+        if (count > 0 && !countEvaluations(count)) throw new RangeError('the expression work budget is used up');
+    }
 
     delete globalThis.Date;
     delete globalThis.performance;
@@ -50,6 +61,20 @@ var __lottieExpressions = (function () {
     Math.random = nextRandom;
 
     // ---- values ----
+    // Property and loop names in lower case, each lowered once (through the metered built-in):
+    // expressions name the same few properties at every frame. Short names only, and only
+    // so many, so the cache stays small whatever an expression asks.
+    var MAX_LOWERED_NAME_CHARS = 64;
+    var MAX_LOWERED_NAMES = 4096;
+    var lowered = new Map();
+    function lowerCase(text) {
+        if (text.length > MAX_LOWERED_NAME_CHARS) return text.toLowerCase();
+        var lower = lowered.get(text);
+        if (lower !== undefined) return lower;
+        lower = text.toLowerCase();
+        if (lowered.size < MAX_LOWERED_NAMES) lowered.set(text, lower);
+        return lower;
+    }
     function isNumerable(v) {
         var t = typeof v;
         return t === 'number' || t === 'boolean' || t === 'string' || v instanceof Number;
@@ -83,7 +108,10 @@ var __lottieExpressions = (function () {
     }
     function copy(v) {
         if (isPath(v)) return { c: !!v.c, v: copyPoints(v.v), i: copyPoints(v.i), o: copyPoints(v.o) };
-        return isVector(v) ? Array.prototype.slice.call(v).map(Number) : v;
+        if (!isVector(v)) return v;
+        var out = [];
+        for (var i = 0; i < v.length; i += 1) out.push(Number(v[i]));
+        return out;
     }
     function elementwise(a, b, op) {
         if (isNumerable(a) && isNumerable(b)) return op(Number(a), Number(b));
@@ -141,18 +169,35 @@ var __lottieExpressions = (function () {
     }
     function lerp(a, b, p) { return add(a, mul(sub(b, a), p)); }
 
-    // Cubic bezier easing (x1, y1, x2, y2), y for x, as CSS and Lottie define it.
+    // Cubic bezier easing (x1, y1, x2, y2), y for x, as CSS and Lottie define it: the curve's
+    // parameter for x by Newton's method (a few steps from t = x on the easings designers
+    // use), by bisection where the slope is too flat for it.
     function bezierEase(x1, y1, x2, y2, x) {
         if (x <= 0) return 0;
         if (x >= 1) return 1;
         if (x1 === y1 && x2 === y2) return x;
-        var lo = 0, hi = 1, t = x;
+        // x(t) = ((a t + b) t + c) t
+        var c = 3 * x1, b = 3 * (x2 - x1) - c, a = 1 - c - b;
+        var t = x;
+        for (var n = 0; n < 8; n += 1) {
+            var error = ((a * t + b) * t + c) * t - x;
+            if (Math.abs(error) < 1e-7) return bezierY(y1, y2, t);
+            var slope = (3 * a * t + 2 * b) * t + c;
+            if (Math.abs(slope) < 1e-6) break;
+            t -= error / slope;
+            if (!(t >= 0 && t <= 1)) break;
+        }
+        var lo = 0, hi = 1;
+        t = x;
         for (var i = 0; i < 40; i += 1) {
             var cx = 3 * x1 * t * (1 - t) * (1 - t) + 3 * x2 * t * t * (1 - t) + t * t * t;
             if (Math.abs(cx - x) < 1e-7) break;
             if (cx < x) lo = t; else hi = t;
             t = (lo + hi) / 2;
         }
+        return bezierY(y1, y2, t);
+    }
+    function bezierY(y1, y2, t) {
         return 3 * y1 * t * (1 - t) * (1 - t) + 3 * y2 * t * t * (1 - t) + t * t * t;
     }
     function remap(fn, t, tMin, tMax, v1, v2) {
@@ -204,7 +249,7 @@ var __lottieExpressions = (function () {
         return { c: a.c, v: mix(a.v, b.v), i: mix(a.i, b.i), o: mix(a.o, b.o) };
     }
     function valueAtFrame(data, frame) {
-        if (!isKeyframed(data)) return unwrap(data.k);
+        if (!isKeyframed(data)) return copy(unwrap(data.k));
         var kfs = data.__kfs || (data.__kfs = normalizedKeyframes(data));
         if (frame <= kfs[0].t || kfs.length === 1) return copy(kfs[0].s);
         var last = kfs[kfs.length - 1];
@@ -282,21 +327,35 @@ var __lottieExpressions = (function () {
     // lottie-web and rlottie both read them: `st` shifts only a precomposition's contents.
     Prop.prototype.frameAt = function (t) { return t * frameRate; };
     Prop.prototype.preValueAtTime = function (t) { return valueAtFrame(this.data, this.frameAt(t)); };
-    Prop.prototype.valueAtTime = function (t) {
+    // What an expression reads at another time (`valueAtTime`, `velocityAtTime`, `smooth`,
+    // `toComp(point, t)`) is the property's keyframes, its expression aside, as lottie-web reads
+    // it (and so as designers see it): a chain of layers each reading the previous one a little
+    // earlier is one evaluation per layer and frame, not a cascade through every layer before.
+    Prop.prototype.valueAtTime = Prop.prototype.preValueAtTime;
+    // The value the property shows at `t`, its expression evaluated (once per time: cached).
+    // Its own expression reading it sees the keyframes.
+    Prop.prototype.evaluatedAt = function (t) {
         if (typeof this.data.x !== 'string' || this.evaluating) return this.preValueAtTime(t);
-        if (this.cache.has(t)) return copy(this.cache.get(t));
-        var result = this.evaluate(t);
-        this.cache.set(t, result);
-        return copy(result);
+        var result = this.cache.get(t);
+        if (result === undefined) {
+            result = this.evaluate(t);
+            this.cache.set(t, result);
+        }
+        return result;
     };
+    // The same, a copy the caller may change.
+    Prop.prototype.valueAt = function (t) { return copy(this.evaluatedAt(t)); };
     Prop.prototype.evaluate = function (t) {
+        uncharged += 1;
+        if (uncharged >= EVALUATION_BATCH) chargeEvaluations();
         if (!this.expression) this.expression = compile(this);
         var savedNow = now, savedState = rngState;
         this.evaluating = true;
         try {
             now = t;
             rngState = hash32(FIXED_SEED, this.seed, Math.round(t * 1000000), 0) | 0;
-            return conform(plain(this.expression(t, this.preValueAtTime(t))), this.preValueAtTime(t));
+            var base = this.preValueAtTime(t);
+            return conform(plain(this.expression(t, copy(base))), base);
         } finally {
             this.evaluating = false;
             now = savedNow;
@@ -309,7 +368,7 @@ var __lottieExpressions = (function () {
         var kfs = this.data.__kfs || (this.data.__kfs = normalizedKeyframes(this.data));
         var k = kfs[Math.max(0, Math.min(kfs.length - 1, Math.floor(index) - 1))];
         var v = valueAtFrame(this.data, k.t);
-        var result = isVector(v) ? v.slice() : [v];
+        var result = isVector(v) ? copy(v) : [v];
         result.value = v;
         result.time = k.t / frameRate;
         result.index = index;
@@ -326,8 +385,8 @@ var __lottieExpressions = (function () {
         return this.key(best);
     };
     Prop.prototype.loop = function (out, type, count, isDuration) {
-        if (!isKeyframed(this.data)) return this.valueAtTime(now);
-        type = type ? String(type).toLowerCase() : 'cycle';
+        if (!isKeyframed(this.data)) return this.preValueAtTime(now);
+        type = type ? lowerCase(String(type)) : 'cycle';
         var kfs = this.data.__kfs || (this.data.__kfs = normalizedKeyframes(this.data));
         var frame = this.frameAt(now);
         var first = kfs[0].t, last = kfs[kfs.length - 1].t;
@@ -401,7 +460,7 @@ var __lottieExpressions = (function () {
         var sum = 0;
         for (var i = 0; i < samples; i += 1) {
             var at = samples === 1 ? t : t - width / 2 + width * i / (samples - 1);
-            sum = i === 0 ? copy(this.valueAtTime(at)) : add(sum, this.valueAtTime(at));
+            sum = i === 0 ? this.valueAtTime(at) : add(sum, this.valueAtTime(at));
         }
         return div(sum, samples);
     };
@@ -445,44 +504,61 @@ var __lottieExpressions = (function () {
     }
 
     // The value an expression sees when it reads a property: the value, with the property's
-    // methods on it (as lottie-web gives them).
+    // methods on it (as lottie-web gives them), inherited from the property's prototypes
+    // (made once per property, not per read).
     function expressionValue(prop) {
-        var v = prop.valueAtTime(now);
-        var out = isVector(v) ? v : (v && v.v ? v : new Number(v));
+        var v = prop.valueAt(now);
         if (v && v.v && !isVector(v)) return pathInterface(prop);
-        decorate(out, prop);
-        return out;
+        if (isVector(v)) return Object.setPrototypeOf(v, prop.prototypes().vector);
+        var out = new Number(v);
+        return Object.setPrototypeOf(out, prop.prototypes().number);
     }
+    // The property's methods for an expression, on `target`.
     function decorate(target, prop) {
-        target.valueAtTime = function (t) { return prop.valueAtTime(Number(t)); };
-        target.velocityAtTime = function (t) { return prop.velocityAtTime(Number(t)); };
-        target.speedAtTime = function (t) { return length(prop.velocityAtTime(Number(t))); };
-        target.loopOut = function (type, n) { return prop.loop(true, type, n, false); };
-        target.loopIn = function (type, n) { return prop.loop(false, type, n, false); };
-        target.loopOutDuration = function (type, d) { return prop.loop(true, type, d, true); };
-        target.loopInDuration = function (type, d) { return prop.loop(false, type, d, true); };
-        target.wiggle = function (f, a, o, m, t) { return prop.wiggle(f, a, o, m, t); };
-        target.smooth = function (w, s, t) { return prop.smooth(w, s, t); };
-        target.key = function (i) { return prop.key(i); };
-        target.nearestKey = function (t) { return prop.nearestKey(Number(t)); };
-        target.propertyGroup = function (n) {
-            n = n === undefined ? 1 : n;
-            var group = prop.groups[n - 1];
-            if (!group) throw new Error('no property group ' + n);
-            return group;
+        var methods = {
+            valueAtTime: function (t) { return prop.valueAtTime(Number(t)); },
+            velocityAtTime: function (t) { return prop.velocityAtTime(Number(t)); },
+            speedAtTime: function (t) { return length(prop.velocityAtTime(Number(t))); },
+            loopOut: function (type, n) { return prop.loop(true, type, n, false); },
+            loopIn: function (type, n) { return prop.loop(false, type, n, false); },
+            loopOutDuration: function (type, d) { return prop.loop(true, type, d, true); },
+            loopInDuration: function (type, d) { return prop.loop(false, type, d, true); },
+            wiggle: function (f, a, o, m, t) { return prop.wiggle(f, a, o, m, t); },
+            smooth: function (w, s, t) { return prop.smooth(w, s, t); },
+            key: function (i) { return prop.key(i); },
+            nearestKey: function (t) { return prop.nearestKey(Number(t)); },
+            propertyGroup: function (n) {
+                n = n === undefined ? 1 : n;
+                var group = prop.groups[n - 1];
+                if (!group) throw new Error('no property group ' + n);
+                return group;
+            },
+            propertyIndex: 1
         };
-        Object.defineProperty(target, 'value', { get: function () { return plain(prop.valueAtTime(now)); }, configurable: true });
+        for (var name in methods) target[name] = methods[name];
+        Object.defineProperty(target, 'value', { get: function () { return plain(prop.valueAt(now)); }, configurable: true });
         Object.defineProperty(target, 'velocity', { get: function () { return prop.velocityAtTime(now); }, configurable: true });
         Object.defineProperty(target, 'speed', { get: function () { return length(prop.velocityAtTime(now)); }, configurable: true });
         Object.defineProperty(target, 'numKeys', { get: function () { return prop.numKeys(); }, configurable: true });
         Object.defineProperty(target, 'name', { value: prop.name, configurable: true });
-        target.propertyIndex = 1;
         return target;
     }
+    // Prototypes of the values an expression reads from this property: a vector's (an array's
+    // prototype under the methods) and a number's.
+    Prop.prototype.prototypes = function () {
+        if (!this.protos) {
+            this.protos = {
+                vector: decorate(Object.create(Array.prototype), this),
+                number: decorate(Object.create(Number.prototype), this)
+            };
+        }
+        return this.protos;
+    };
 
     // ---- paths ----
+    // The path now (its expression evaluated), or at time `t` (its keyframes).
     function pathAt(prop, t) {
-        var v = prop.valueAtTime(t === undefined ? now : Number(t));
+        var v = t === undefined ? prop.valueAt(now) : prop.valueAtTime(Number(t));
         return isVector(v) ? v[0] : v;
     }
     function pathSegments(path) {
@@ -600,35 +676,47 @@ var __lottieExpressions = (function () {
     };
     function transformInterface(data, layer, parentGroups) {
         var groups;
-        function get(key) {
-            var json = TRANSFORM_KEYS[typeof key === 'string' ? key.toLowerCase() : key];
+        // The property `key` names: a property, the parts of a separated position (an
+        // array), or undefined.
+        function propFor(key) {
+            var json = TRANSFORM_KEYS[typeof key === 'string' ? lowerCase(key) : key];
             if (json === 'r' && !data.r && data.rz) json = 'rz';
-            if (json === 'p' && data.p && data.p.s) return separatedPosition(data.p, layer, groups);
+            if (json === 'p' && data.p && data.p.s) {
+                return ['x', 'y', 'z'].filter(function (axis) { return data.p[axis]; }).map(function (axis) {
+                    return propOf(data.p[axis], layer, groups, axis + 'Position');
+                });
+            }
             if (!json || !data[json]) return undefined;
-            return expressionValue(propOf(data[json], layer, groups, String(key)));
+            return propOf(data[json], layer, groups, String(key));
         }
-        var props = {};
-        ['position', 'anchorPoint', 'scale', 'rotation', 'opacity', 'skew', 'skewAxis',
-            'xRotation', 'yRotation', 'zRotation', 'orientation'].forEach(function (name) {
-            Object.defineProperty(props, name, { get: function () { return get(name); }, enumerable: true });
-        });
-        ['xPosition', 'yPosition', 'zPosition'].forEach(function (name, i) {
-            Object.defineProperty(props, name, {
-                get: function () {
-                    var part = data.p && data.p.s ? data.p['xyz'[i]] : undefined;
-                    return part ? expressionValue(propOf(part, layer, groups, name)) : get('position')[i];
-                }, enumerable: true
-            });
-        });
-        var iface = callable(get, props);
+        function get(key) {
+            var prop = propFor(key);
+            if (Array.isArray(prop)) return separatedPosition(prop);
+            return prop ? expressionValue(prop) : undefined;
+        }
+        function axis(i) {
+            var part = data.p && data.p.s ? data.p['xyz'[i]] : undefined;
+            return part ? expressionValue(propOf(part, layer, groups, ['xPosition', 'yPosition', 'zPosition'][i])) : get('position')[i];
+        }
+        var iface = Object.setPrototypeOf(callable(get, {}), TRANSFORM_PROTOTYPE);
+        Object.defineProperty(iface, '__propFor', { value: propFor });
+        Object.defineProperty(iface, '__get', { value: get });
+        Object.defineProperty(iface, '__axis', { value: axis });
         groups = [iface].concat(parentGroups);
         return iface;
     }
-    function separatedPosition(p, layer, groups) {
-        var parts = ['x', 'y', 'z'].filter(function (axis) { return p[axis]; }).map(function (axis) {
-            return propOf(p[axis], layer, groups, axis + 'Position');
-        });
-        var v = parts.map(function (part) { return Number(part.valueAtTime(now)); });
+    // The named properties of every transform interface, found by its own `__get`: one
+    // prototype, rather than fourteen getters made for each layer.
+    var TRANSFORM_PROTOTYPE = Object.create(Function.prototype);
+    ['position', 'anchorPoint', 'scale', 'rotation', 'opacity', 'skew', 'skewAxis',
+        'xRotation', 'yRotation', 'zRotation', 'orientation'].forEach(function (name) {
+        Object.defineProperty(TRANSFORM_PROTOTYPE, name, { get: function () { return this.__get(name); }, enumerable: true });
+    });
+    ['xPosition', 'yPosition', 'zPosition'].forEach(function (name, i) {
+        Object.defineProperty(TRANSFORM_PROTOTYPE, name, { get: function () { return this.__axis(i); }, enumerable: true });
+    });
+    function separatedPosition(parts) {
+        var v = parts.map(function (part) { return Number(part.valueAt(now)); });
         v.valueAtTime = function (t) { return parts.map(function (part) { return Number(part.valueAtTime(Number(t))); }); };
         return v;
     }
@@ -668,7 +756,7 @@ var __lottieExpressions = (function () {
         function item(shape, index) {
             var groups;
             function get(key) {
-                var lower = typeof key === 'string' ? key.toLowerCase() : key;
+                var lower = typeof key === 'string' ? lowerCase(key) : key;
                 if (shape.ty === 'gr') {
                     if (lower === 'contents' || lower === 'adbe vectors group' || lower === 2) {
                         return contentsInterface(shape.it || [], layer, groups);
@@ -725,29 +813,31 @@ var __lottieExpressions = (function () {
         return contents;
     }
 
-    function Layer(comp, data) {
+    function Layer(comp, data, position) {
         this.comp = comp;
         this.data = data;
+        this.position = position;
         this.st = typeof data.st === 'number' ? data.st : 0;
         this.iface = null;
     }
     Layer.prototype.parentLayer = function () {
         if (typeof this.data.parent !== 'number') return null;
-        for (var i = 0; i < this.comp.layers.length; i += 1) {
-            if (this.comp.layers[i].data.ind === this.data.parent) return this.comp.layers[i];
-        }
-        return null;
+        return this.comp.layerByIndex().get(this.data.parent) || null;
     };
-    // The 2D affine matrix [a, b, c, d, e, f] of this layer's transform at t.
+    // The 2D affine matrix [a, b, c, d, e, f] of this layer's transform: now, of the values
+    // its expressions give (as the layer is drawn), or at time `t`, of its keyframes (as
+    // lottie-web's `toComp(point, t)` reads them).
     Layer.prototype.matrixAt = function (t) {
         var ks = this.data.ks || {};
-        var iface = this.interface();
-        var tr = iface.transform;
+        var tr = this.interface().transform;
+        function at(prop) { return t === undefined ? prop.valueAt(now) : prop.valueAtTime(t); }
         function val(name, fallback) {
-            var v = tr[name];
-            return v === undefined ? fallback : v.valueAtTime(t);
+            var prop = tr.__propFor(name);
+            if (prop === undefined) return fallback;
+            if (Array.isArray(prop)) return prop.map(function (part) { return Number(at(part)); });
+            return at(prop);
         }
-        var p = ks.p ? (ks.p.s ? tr.position.valueAtTime(t) : val('position', [0, 0])) : [0, 0];
+        var p = ks.p ? val('position', [0, 0]) : [0, 0];
         var a = ks.a ? val('anchorPoint', [0, 0]) : [0, 0];
         var s = ks.s ? val('scale', [100, 100]) : [100, 100];
         var r = (ks.r || ks.rz) ? Number(val('rotation', 0)) : 0;
@@ -790,7 +880,7 @@ var __lottieExpressions = (function () {
         var groups = [];
         var transform, effects, contents;
         function get(key) {
-            var lower = typeof key === 'string' ? key.toLowerCase() : key;
+            var lower = typeof key === 'string' ? lowerCase(key) : key;
             if (lower === 'adbe root vectors group' || lower === 'contents' || lower === 2) return contents;
             if (lower === 'adbe transform group' || lower === 'transform' || lower === 1 || lower === 6) return transform;
             if (lower === 'adbe effect parade' || lower === 'effects' || lower === 4) return effects;
@@ -824,12 +914,12 @@ var __lottieExpressions = (function () {
         if (data.tm) {
             Object.defineProperty(iface, 'timeRemap', { get: function () { return expressionValue(propOf(data.tm, layer, groups, 'Time Remap')); } });
         }
-        iface.toComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? now : Number(t)), point, false); };
+        iface.toComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? t : Number(t)), point, false); };
         iface.toWorld = iface.toComp;
-        iface.fromComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? now : Number(t)), point, true); };
+        iface.fromComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? t : Number(t)), point, true); };
         iface.fromWorld = iface.fromComp;
         iface.toCompVec = function (v, t) {
-            var m = layer.worldMatrixAt(t === undefined ? now : Number(t));
+            var m = layer.worldMatrixAt(t === undefined ? t : Number(t));
             return [m[0] * v[0] + m[2] * v[1], m[1] * v[0] + m[3] * v[1]];
         };
         iface.mask = function (key) { throw new Error('mask() is not supported'); };
@@ -840,14 +930,16 @@ var __lottieExpressions = (function () {
     function Comp(id, name, data, layerList) {
         var comp = this;
         this.id = id;
-        this.layers = (layerList || []).map(function (d) { return new Layer(comp, d); });
+        this.layers = (layerList || []).map(function (d, position) { return new Layer(comp, d, position); });
+        this.byName = null;
+        this.byIndex = null;
         this.iface = {
+            // The first layer named `key` or of index `key`.
             layer: function (key) {
-                for (var i = 0; i < comp.layers.length; i += 1) {
-                    var d = comp.layers[i].data;
-                    if (d.nm === key || d.ind === key) return comp.layers[i].interface();
-                }
-                throw new Error('no layer ' + String(key));
+                var named = comp.layerByName().get(key), indexed = comp.layerByIndex().get(key);
+                var found = named && indexed ? (named.position < indexed.position ? named : indexed) : named || indexed;
+                if (!found) throw new Error('no layer ' + String(key));
+                return found.interface();
             },
             numLayers: this.layers.length,
             width: data.w,
@@ -858,6 +950,17 @@ var __lottieExpressions = (function () {
             name: name || id || ''
         };
     }
+    // The composition's layers by name and by index (`ind`), the first of each, made on first use.
+    function firstByKey(layers, key) {
+        var map = new Map();
+        for (var i = 0; i < layers.length; i += 1) {
+            var value = layers[i].data[key];
+            if (!map.has(value)) map.set(value, layers[i]);
+        }
+        return map;
+    }
+    Comp.prototype.layerByName = function () { return this.byName || (this.byName = firstByKey(this.layers, 'nm')); };
+    Comp.prototype.layerByIndex = function () { return this.byIndex || (this.byIndex = firstByKey(this.layers, 'ind')); };
 
     // ---- evaluation ----
     function compile(prop) {
@@ -965,8 +1068,24 @@ var __lottieExpressions = (function () {
             run = eval('(function () {\nvar $bm_rt;\n' + source + '\n;return $bm_rt;\n})');
         } else {
             // An After Effects expression as written (no Bodymovin `$bm_rt`): its value is the
-            // completion value of its last statement.
-            run = function () { return eval(source); };
+            // completion value of its last statement. One expression (`wiggle(2, 10)`,
+            // `time * 100`, most hand-written ones) is compiled once into a function returning
+            // it; statements are parsed again at each evaluation by eval (which gives that
+            // completion value). A source starting with a brace or a declaration reads
+            // differently as an expression: statements. Trailing semicolons end the one
+            // statement (`wiggle(2, 10);`) and are left out. The source must also compile as
+            // statements on its own, so that no parenthesis of it closes the wrapper's.
+            var single = source.trim();
+            while (single[single.length - 1] === ';') single = single.slice(0, -1).trimEnd();
+            if (!(single[0] === '{' || single.indexOf('function') === 0 || single.indexOf('class') === 0)) {
+                try {
+                    eval('(function () {\n' + source + '\n})');
+                    run = eval('(function () {\nreturn (\n' + single + '\n);\n})');
+                } catch (error) {
+                    if (!(error instanceof SyntaxError)) throw error;
+                }
+            }
+            if (!run) run = function () { return eval(source); };
         }
         return function (t, v) {
             time = t;
@@ -975,20 +1094,42 @@ var __lottieExpressions = (function () {
         };
     }
 
-    function walk(node, pointer, visit) {
-        if (node === null || typeof node !== 'object') return;
+    // The JSON pointer of `parts` (keys and indices, `~` and `/` escaped).
+    function pointerOf(parts) {
+        var pointer = '';
+        for (var i = 0; i < parts.length; i += 1) {
+            var part = String(parts[i]);
+            if (part.indexOf('~') >= 0 || part.indexOf('/') >= 0) part = part.replace(/~/g, '~0').replace(/\//g, '~1');
+            pointer += '/' + part;
+        }
+        return pointer;
+    }
+    // Visits every property with an expression under `node`, with the keys leading to it
+    // (`parts`, a stack: its pointer is made only for what is visited).
+    // Only objects and arrays are walked into (most values of a template are numbers).
+    function walk(node, parts, visit) {
         if (typeof node.x === 'string' && node.k !== undefined) {
-            visit(node, pointer);
+            visit(node, pointerOf(parts));
             return;
         }
+        var i, child;
         if (Array.isArray(node)) {
-            for (var i = 0; i < node.length; i += 1) walk(node[i], pointer + '/' + i, visit);
+            for (i = 0; i < node.length; i += 1) {
+                child = node[i];
+                if (typeof child !== 'object' || child === null) continue;
+                parts.push(i);
+                walk(child, parts, visit);
+                parts.pop();
+            }
             return;
         }
-        for (var key in node) {
-            if (Object.prototype.hasOwnProperty.call(node, key) && key !== '__kfs') {
-                walk(node[key], pointer + '/' + key.replace(/~/g, '~0').replace(/\//g, '~1'), visit);
-            }
+        var keys = Object.keys(node);
+        for (i = 0; i < keys.length; i += 1) {
+            child = node[keys[i]];
+            if (typeof child !== 'object' || child === null || keys[i] === '__kfs') continue;
+            parts.push(keys[i]);
+            walk(child, parts, visit);
+            parts.pop();
         }
     }
     function groupsFor(layer, pointer, layerPointer) {
@@ -1002,8 +1143,9 @@ var __lottieExpressions = (function () {
         }
         return [iface];
     }
-    function load(json, rate) {
+    function load(json, rate, count) {
         frameRate = rate;
+        countEvaluations = count;
         var root = JSON.parse(json);
         comps = [];
         compsByName = new Map();
@@ -1023,7 +1165,7 @@ var __lottieExpressions = (function () {
         comps.forEach(function (entry) {
             entry.comp.layers.forEach(function (layer, layerIndex) {
                 var layerPointer = entry.pointer + '/' + layerIndex;
-                walk(layer.data, layerPointer, function (data, pointer) {
+                walk(layer.data, layerPointer.split('/').slice(1), function (data, pointer) {
                     var rest = pointer.slice(layerPointer.length);
                     var unsupported = null;
                     if (layer.data.ty === 5 && rest.indexOf('/t/') === 0) unsupported = 'text properties';
@@ -1044,8 +1186,10 @@ var __lottieExpressions = (function () {
         var out = [];
         for (var i = 0; i < count; i += 1) {
             var frame = start + i * step;
-            out.push(plain(prop.valueAtTime(frame / frameRate)));
+            // The cached value itself: serialised before any expression runs again.
+            out.push(plain(prop.evaluatedAt(frame / frameRate)));
         }
+        chargeEvaluations();
         // The values stay cached: later expressions reading this property reuse them. The Rust
         // side serialises them itself (QuickJS's C API), not through the global JSON, which
         // the metering charges and an expression may replace.
