@@ -4,8 +4,8 @@
 
 use super::sampling::Sampling;
 use super::{
-    over_budget, BudgetBreach, Found, Metering, BYTES_PER_WORK_UNIT, EVALUATIONS_PER_WORK_UNIT,
-    MAX_EXPRESSION_CPU, MAX_EXPRESSION_MEMORY_BYTES, MAX_EXPRESSION_STACK_BYTES,
+    over_budget, BudgetBreach, Found, Metering, BYTES_PER_WORK_UNIT, MAX_EXPRESSION_CPU,
+    MAX_EXPRESSION_MEMORY_BYTES, MAX_EXPRESSION_STACK_BYTES, POLL_WORK_UNITS,
 };
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Runtime};
 use serde_json::Value;
@@ -18,14 +18,13 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// The wrappers charging built-ins by the bytes they touch, in JavaScript.
 const METERING: &str = include_str!("metering.js");
 
-/// The work budget of one template's expressions, charged by the interrupt handler (a poll),
-/// by the metered built-ins (bytes) and by the prelude (evaluations), on the thread that bakes.
+/// The work budget of one template's expressions, charged by the interrupt handler (a poll)
+/// and by the metered built-ins (bytes), on the thread that bakes.
 pub(super) struct WorkBudget {
     /// Work units the template may use ([`super::work_budget`]).
     limit: u64,
     polls: AtomicU64,
     metered_bytes: AtomicU64,
-    evaluations: AtomicU64,
     cpu_at_start: Duration,
     cpu_exceeded: AtomicBool,
 }
@@ -36,7 +35,6 @@ impl WorkBudget {
             limit,
             polls: AtomicU64::new(0),
             metered_bytes: AtomicU64::new(0),
-            evaluations: AtomicU64::new(0),
             cpu_at_start: crate::os::current_thread_cpu_time(),
             cpu_exceeded: AtomicBool::new(false),
         }
@@ -45,8 +43,8 @@ impl WorkBudget {
     pub(super) fn units(&self) -> u64 {
         self.polls
             .load(Ordering::Relaxed)
+            .saturating_mul(POLL_WORK_UNITS)
             .saturating_add(self.metered_bytes.load(Ordering::Relaxed) / BYTES_PER_WORK_UNIT)
-            .saturating_add(self.evaluations.load(Ordering::Relaxed) / EVALUATIONS_PER_WORK_UNIT)
     }
 
     pub(super) fn limit(&self) -> u64 {
@@ -96,15 +94,6 @@ impl WorkBudget {
         self.check_cpu();
         self.breach().is_none()
     }
-
-    /// Charges `count` evaluations of expressions (reported by the prelude in batches);
-    /// answers whether the budget is left.
-    fn count_evaluations(&self, count: u32) -> bool {
-        self.evaluations
-            .fetch_add(u64::from(count), Ordering::Relaxed);
-        self.check_cpu();
-        self.breach().is_none()
-    }
 }
 
 /// QuickJS with the prelude loaded, the template's expressions found and the built-ins
@@ -134,13 +123,8 @@ impl Engine {
         let context = Context::full(&runtime).map_err(|error| error.to_string())?;
         let found = context.with(|ctx| -> Result<Vec<Found>, String> {
             ctx.eval::<(), _>(PRELUDE).catch(&ctx).map_err(describe)?;
-            let counted = Arc::clone(&budget);
-            let count = Function::new(ctx.clone(), move |evaluations: u32| {
-                counted.count_evaluations(evaluations)
-            })
-            .map_err(|error| error.to_string())?;
             let text: String = api(&ctx, "load")?
-                .call((template, frame_rate, count))
+                .call((template, frame_rate))
                 .catch(&ctx)
                 .map_err(describe)?;
             // Metered from here: loading parsed the template (linear in what the fence let

@@ -5,10 +5,9 @@
 // performance are gone. Units are the JSON's (opacity 0..100, colours 0..1, degrees), as in
 // lottie-web.
 //
-// The Rust side calls `__lottieExpressions.load(json, frameRate, countEvaluations)` once, then
+// The Rust side calls `__lottieExpressions.load(json, frameRate)` once, then
 // `__lottieExpressions.bake(index, start, step, count)` per expression; the first answers JSON
-// text, the second the array of values. `countEvaluations(n)` charges n evaluations to the
-// template's work budget and answers whether any is left.
+// text, the second the array of values.
 // Non-strict on purpose: expressions assign undeclared variables and are run through direct
 // eval inside a scope that holds the vocabulary.
 
@@ -23,16 +22,6 @@ var __lottieExpressions = (function () {
     var compsByName = new Map();
     var found = [];
     var rngState = 1;
-    // Evaluations not yet charged, charged a batch at a time (a call into Rust costs more
-    // than an evaluation of `time * 100`) and at the end of each bake.
-    var EVALUATION_BATCH = 64;
-    var uncharged = 0;
-    var countEvaluations = function () { return true; };
-    function chargeEvaluations() {
-        var count = uncharged;
-        uncharged = 0;
-        if (count > 0 && !countEvaluations(count)) throw new RangeError('the expression work budget is used up');
-    }
 
     delete globalThis.Date;
     delete globalThis.performance;
@@ -106,6 +95,14 @@ var __lottieExpressions = (function () {
         }
         return out;
     }
+    // `fn` of each element of `list` (an array or array-like), as a new array. A loop rather
+    // than `Array.prototype.map`, which makes its result through the array constructor,
+    // metered (a call into the budget for every vector sum).
+    function mapped(list, fn) {
+        var out = [];
+        for (var i = 0; i < list.length; i += 1) out.push(fn(list[i], i));
+        return out;
+    }
     function copy(v) {
         if (isPath(v)) return { c: !!v.c, v: copyPoints(v.v), i: copyPoints(v.i), o: copyPoints(v.o) };
         if (!isVector(v)) return v;
@@ -116,10 +113,10 @@ var __lottieExpressions = (function () {
     function elementwise(a, b, op) {
         if (isNumerable(a) && isNumerable(b)) return op(Number(a), Number(b));
         if (isVector(a) && isNumerable(b)) {
-            return Array.prototype.map.call(a, function (x) { return op(Number(x), Number(b)); });
+            return mapped(a, function (x) { return op(Number(x), Number(b)); });
         }
         if (isNumerable(a) && isVector(b)) {
-            return Array.prototype.map.call(b, function (x) { return op(Number(a), Number(x)); });
+            return mapped(b, function (x) { return op(Number(a), Number(x)); });
         }
         if (isVector(a) && isVector(b)) {
             var out = [];
@@ -144,7 +141,7 @@ var __lottieExpressions = (function () {
     function clamp(v, lo, hi) {
         if (isNumerable(lo) && isNumerable(hi) && Number(lo) > Number(hi)) { var t = lo; lo = hi; hi = t; }
         if (isVector(v)) {
-            return Array.prototype.map.call(v, function (x, i) {
+            return mapped(v, function (x, i) {
                 var l = isVector(lo) ? lo[i] : lo, h = isVector(hi) ? hi[i] : hi;
                 return Math.min(Math.max(Number(x), Number(l)), Number(h));
             });
@@ -243,7 +240,7 @@ var __lottieExpressions = (function () {
     }
     function interpolatePath(a, b, p) {
         function mix(x, y) {
-            return x.map(function (pt, i) { return [pt[0] + (y[i][0] - pt[0]) * p, pt[1] + (y[i][1] - pt[1]) * p]; });
+            return mapped(x, function (pt, i) { return [pt[0] + (y[i][0] - pt[0]) * p, pt[1] + (y[i][1] - pt[1]) * p]; });
         }
         if (!a || !b || a.v.length !== b.v.length) return p < 1 ? a : b;
         return { c: a.c, v: mix(a.v, b.v), i: mix(a.i, b.i), o: mix(a.o, b.o) };
@@ -289,15 +286,34 @@ var __lottieExpressions = (function () {
         return out;
     }
     function cubicAt(p0, p1, p2, p3, t) {
-        var u = 1 - t;
-        return add(add(mul(p0, u * u * u), mul(p1, 3 * u * u * t)), add(mul(p2, 3 * u * t * t), mul(p3, t * t * t)));
+        var u = 1 - t, a = u * u * u, b = 3 * u * u * t, c = 3 * u * t * t, d = t * t * t;
+        var n = p0.length;
+        if (!(isVector(p0) && p1.length === n && p2.length === n && p3.length === n)) {
+            return add(add(mul(p0, a), mul(p1, b)), add(mul(p2, c), mul(p3, d)));
+        }
+        // Points of one dimension (paths, motion paths): component by component.
+        var out = [];
+        for (var i = 0; i < n; i += 1) {
+            out.push(a * Number(p0[i]) + b * Number(p1[i]) + c * Number(p2[i]) + d * Number(p3[i]));
+        }
+        return out;
+    }
+    // The distance between two points of one dimension.
+    function distance(a, b) {
+        if (!(isVector(a) && isVector(b) && a.length === b.length)) return length(sub(a, b));
+        var sum = 0;
+        for (var i = 0; i < a.length; i += 1) {
+            var d = Number(a[i]) - Number(b[i]);
+            sum += d * d;
+        }
+        return Math.sqrt(sum);
     }
     // The point at a fraction of a cubic's arc length (sampled).
     function pointOnCubic(p0, p1, p2, p3, fraction) {
         var steps = 32, lengths = [0], previous = p0, total = 0;
         for (var s = 1; s <= steps; s += 1) {
             var point = cubicAt(p0, p1, p2, p3, s / steps);
-            total += length(sub(point, previous));
+            total += distance(point, previous);
             lengths.push(total);
             previous = point;
         }
@@ -346,8 +362,6 @@ var __lottieExpressions = (function () {
     // The same, a copy the caller may change.
     Prop.prototype.valueAt = function (t) { return copy(this.evaluatedAt(t)); };
     Prop.prototype.evaluate = function (t) {
-        uncharged += 1;
-        if (uncharged >= EVALUATION_BATCH) chargeEvaluations();
         if (!this.expression) this.expression = compile(this);
         var savedNow = now, savedState = rngState;
         this.evaluating = true;
@@ -451,7 +465,7 @@ var __lottieExpressions = (function () {
         }
         var seed = this.seed;
         if (!isVector(base)) return base + offset(seed);
-        return base.map(function (v, d) { return v + offset(seed + d + 1); });
+        return mapped(base, function (v, d) { return v + offset(seed + d + 1); });
     };
     Prop.prototype.smooth = function (width, samples, t) {
         width = width === undefined ? 0.2 : Number(width);
@@ -574,11 +588,11 @@ var __lottieExpressions = (function () {
         fraction = clamp(Number(fraction === undefined ? 0.5 : fraction), 0, 1);
         var segments = pathSegments(path);
         if (!segments.length) return path.v.length ? copy(path.v[0]) : [0, 0];
-        var lengths = segments.map(function (s) {
+        var lengths = mapped(segments, function (s) {
             var total = 0, previous = s[0];
             for (var k = 1; k <= 16; k += 1) {
                 var p = cubicAt(s[0], s[1], s[2], s[3], k / 16);
-                total += length(sub(p, previous));
+                total += distance(p, previous);
                 previous = p;
             }
             return total;
@@ -602,9 +616,9 @@ var __lottieExpressions = (function () {
     }
     function pathInterface(prop) {
         var iface = {
-            points: function (t) { return pathAt(prop, t).v.map(copy); },
-            inTangents: function (t) { return pathAt(prop, t).i.map(copy); },
-            outTangents: function (t) { return pathAt(prop, t).o.map(copy); },
+            points: function (t) { return mapped(pathAt(prop, t).v, copy); },
+            inTangents: function (t) { return mapped(pathAt(prop, t).i, copy); },
+            outTangents: function (t) { return mapped(pathAt(prop, t).o, copy); },
             isClosed: function () { return !!pathAt(prop).c; },
             pointOnPath: function (p, t) { return pathPoint(pathAt(prop, t), p, false); },
             tangentOnPath: function (p, t) { return pathPoint(pathAt(prop, t), p, true); },
@@ -674,6 +688,10 @@ var __lottieExpressions = (function () {
         'adbe vector ellipse size': 's', 'adbe vector ellipse position': 'p',
         'adbe vector rect size': 's', 'adbe vector rect position': 'p', 'adbe vector rect roundness': 'r'
     };
+    // The names of SHAPE_KEYS a shape's interface has as properties (`size`, `color`, not
+    // `adbe vector …`), found once here rather than by a (metered) regular expression each
+    // time a shape is read.
+    var SHAPE_PROPERTY_NAMES = Object.keys(SHAPE_KEYS).filter(function (name) { return /^[a-z]+$/.test(name); });
     function transformInterface(data, layer, parentGroups) {
         var groups;
         // The property `key` names: a property, the parts of a separated position (an
@@ -682,9 +700,12 @@ var __lottieExpressions = (function () {
             var json = TRANSFORM_KEYS[typeof key === 'string' ? lowerCase(key) : key];
             if (json === 'r' && !data.r && data.rz) json = 'rz';
             if (json === 'p' && data.p && data.p.s) {
-                return ['x', 'y', 'z'].filter(function (axis) { return data.p[axis]; }).map(function (axis) {
-                    return propOf(data.p[axis], layer, groups, axis + 'Position');
-                });
+                var parts = [];
+                for (var i = 0; i < 3; i += 1) {
+                    var axis = 'xyz'[i];
+                    if (data.p[axis]) parts.push(propOf(data.p[axis], layer, groups, axis + 'Position'));
+                }
+                return parts;
             }
             if (!json || !data[json]) return undefined;
             return propOf(data[json], layer, groups, String(key));
@@ -702,8 +723,15 @@ var __lottieExpressions = (function () {
         Object.defineProperty(iface, '__propFor', { value: propFor });
         Object.defineProperty(iface, '__get', { value: get });
         Object.defineProperty(iface, '__axis', { value: axis });
-        groups = [iface].concat(parentGroups);
+        groups = chain([iface], parentGroups);
         return iface;
+    }
+    // `head` followed by `rest`: a property's groups, innermost first (a loop, not the metered
+    // `concat`).
+    function chain(head, rest) {
+        var out = head;
+        for (var i = 0; i < rest.length; i += 1) out.push(rest[i]);
+        return out;
     }
     // The named properties of every transform interface, found by its own `__get`: one
     // prototype, rather than fourteen getters made for each layer.
@@ -716,13 +744,17 @@ var __lottieExpressions = (function () {
         Object.defineProperty(TRANSFORM_PROTOTYPE, name, { get: function () { return this.__axis(i); }, enumerable: true });
     });
     function separatedPosition(parts) {
-        var v = parts.map(function (part) { return Number(part.valueAt(now)); });
-        v.valueAtTime = function (t) { return parts.map(function (part) { return Number(part.valueAtTime(Number(t))); }); };
+        var v = mapped(parts, function (part) { return Number(part.valueAt(now)); });
+        v.valueAtTime = function (t) { return mapped(parts, function (part) { return Number(part.valueAtTime(Number(t))); }); };
         return v;
     }
+    // Interfaces of effects and of shapes are made once each (per effect, per shape) and kept:
+    // an expression reads them at every frame.
     function effectsInterface(effects, layer, layerGroups) {
         var parade;
+        var made = new Map();
         function effectGroup(effect, index) {
+            if (made.has(effect)) return made.get(effect);
             var groups;
             function get(key) {
                 var list = effect.ef || [];
@@ -738,7 +770,8 @@ var __lottieExpressions = (function () {
             var iface = callable(get, { numProperties: (effect.ef || []).length, active: effect.en !== 0,
                 propertyIndex: index });
             Object.defineProperty(iface, 'name', { value: effect.nm || '', configurable: true });
-            groups = [iface, parade].concat(layerGroups);
+            groups = chain([iface, parade], layerGroups);
+            made.set(effect, iface);
             return iface;
         }
         parade = callable(function (key) {
@@ -753,19 +786,26 @@ var __lottieExpressions = (function () {
     }
     function contentsInterface(items, layer, parentGroups) {
         var contents;
+        var made = new Map();
+        var visible = items.filter(function (s) { return s.ty !== 'tr'; });
         function item(shape, index) {
-            var groups;
+            if (made.has(shape)) return made.get(shape);
+            var groups, inner, transform;
+            function innerContents() {
+                return inner || (inner = contentsInterface(shape.it || [], layer, groups));
+            }
             function get(key) {
                 var lower = typeof key === 'string' ? lowerCase(key) : key;
                 if (shape.ty === 'gr') {
                     if (lower === 'contents' || lower === 'adbe vectors group' || lower === 2) {
-                        return contentsInterface(shape.it || [], layer, groups);
+                        return innerContents();
                     }
                     if (lower === 'transform' || lower === 'adbe vector transform group') {
                         var tr = (shape.it || []).filter(function (s) { return s.ty === 'tr'; })[0];
-                        return tr ? transformInterface(tr, layer, groups) : undefined;
+                        if (tr && !transform) transform = transformInterface(tr, layer, groups);
+                        return tr ? transform : undefined;
                     }
-                    return contentsInterface(shape.it || [], layer, groups)(key);
+                    return innerContents()(key);
                 }
                 if (shape.ty === 'sh' && (lower === 'path' || lower === 'shape' || lower === 'adbe vector shape' || lower === 2)) {
                     return expressionValue(propOf(shape.ks, layer, groups, 'Path'));
@@ -779,14 +819,15 @@ var __lottieExpressions = (function () {
             var extra = { propertyIndex: index };
             var iface = callable(get, extra);
             Object.defineProperty(iface, 'name', { value: shape.nm || '', configurable: true });
-            groups = [iface, contents].concat(parentGroups);
+            groups = chain([iface, contents], parentGroups);
+            made.set(shape, iface);
             if (shape.ty === 'gr') {
-                Object.defineProperty(iface, 'content', { value: contentsInterface(shape.it || [], layer, groups) });
+                Object.defineProperty(iface, 'content', { value: innerContents() });
                 Object.defineProperty(iface, 'transform', { get: function () { return get('transform'); } });
             }
             if (shape.ty === 'sh') Object.defineProperty(iface, 'path', { get: function () { return get('path'); } });
-            Object.keys(SHAPE_KEYS).forEach(function (name) {
-                if (/^[a-z]+$/.test(name) && !(name in iface)) {
+            SHAPE_PROPERTY_NAMES.forEach(function (name) {
+                if (!(name in iface)) {
                     var json = SHAPE_KEYS[name];
                     if (shape[json] && typeof shape[json] === 'object' && shape[json].k !== undefined) {
                         Object.defineProperty(iface, name, { get: function () { return get(name); } });
@@ -803,12 +844,11 @@ var __lottieExpressions = (function () {
             return iface;
         }
         contents = callable(function (key) {
-            var visible = items.filter(function (s) { return s.ty !== 'tr'; });
             for (var i = 0; i < visible.length; i += 1) {
                 if (visible[i].nm === key || visible[i].mn === key || i + 1 === key) return item(visible[i], i + 1);
             }
             return undefined;
-        }, { numProperties: items.filter(function (s) { return s.ty !== 'tr'; }).length });
+        }, { numProperties: visible.length });
         contents.__item = item;
         return contents;
     }
@@ -834,7 +874,7 @@ var __lottieExpressions = (function () {
         function val(name, fallback) {
             var prop = tr.__propFor(name);
             if (prop === undefined) return fallback;
-            if (Array.isArray(prop)) return prop.map(function (part) { return Number(at(part)); });
+            if (Array.isArray(prop)) return mapped(prop, function (part) { return Number(at(part)); });
             return at(prop);
         }
         var p = ks.p ? val('position', [0, 0]) : [0, 0];
@@ -998,7 +1038,7 @@ var __lottieExpressions = (function () {
             if (b === undefined) { b = a; a = isVector(b) ? mul(b, 0) : 0; }
             if (isVector(b)) {
                 var r = nextRandom();
-                return Array.prototype.map.call(b, function (x, i) { return a[i] + r * (x - a[i]); });
+                return mapped(b, function (x, i) { return a[i] + r * (x - a[i]); });
             }
             return Number(a) + nextRandom() * (Number(b) - Number(a));
         };
@@ -1143,9 +1183,8 @@ var __lottieExpressions = (function () {
         }
         return [iface];
     }
-    function load(json, rate, count) {
+    function load(json, rate) {
         frameRate = rate;
-        countEvaluations = count;
         var root = JSON.parse(json);
         comps = [];
         compsByName = new Map();
@@ -1189,7 +1228,6 @@ var __lottieExpressions = (function () {
             // The cached value itself: serialised before any expression runs again.
             out.push(plain(prop.evaluatedAt(frame / frameRate)));
         }
-        chargeEvaluations();
         // The values stay cached: later expressions reading this property reuse them. The Rust
         // side serialises them itself (QuickJS's C API), not through the global JSON, which
         // the metering charges and an expression may replace.

@@ -127,8 +127,8 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::expressions::MAX_EXPRESSION_WORK_UNITS" => {
             count(lottie::expressions::MAX_EXPRESSION_WORK_UNITS as f64)
         }
-        "lottie::expressions::EVALUATIONS_PER_WORK_UNIT" => {
-            count(lottie::expressions::EVALUATIONS_PER_WORK_UNIT as f64)
+        "lottie::expressions::POLL_WORK_UNITS" => {
+            count(lottie::expressions::POLL_WORK_UNITS as f64)
         }
         "lottie::expressions::BYTES_PER_WORK_UNIT" => {
             bytes(lottie::expressions::BYTES_PER_WORK_UNIT as f64)
