@@ -3,6 +3,7 @@
 
 pub(crate) mod analyze;
 pub(crate) mod bench;
+pub mod bench_expressions;
 pub mod bench_hostile;
 pub(crate) mod bench_replays;
 pub(crate) mod bench_text;
@@ -55,6 +56,8 @@ pub enum Command {
     Worker(worker::WorkerArgs),
     /// Measure rendering, encoding and the whole pipeline on the benchmark templates.
     Bench(bench::BenchArgs),
+    /// Measure what evaluating expressions costs per call, and the generated loaders whole.
+    BenchExpressions(bench_expressions::BenchExpressionsArgs),
     /// Measure how fast idempotent replays are answered (memory and Redis key stores).
     BenchReplays(bench_replays::BenchReplaysArgs),
     /// Measure what drawing text costs (with text versus text layers hidden).
@@ -76,6 +79,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::BenchExpressions(args) => bench_expressions::run(args),
         Command::BenchReplays(args) => bench_replays::run(args),
         Command::BenchText(args) => bench_text::run(args),
         Command::Analyze => analyze::run(),

@@ -47,8 +47,8 @@ pub enum RenderError {
         max: f64,
     },
     #[error(
-        "{0}: the expressions of this template need more than a render allows at this frame \
-         rate; simplify them (CreateTemplate's warnings name each one)"
+        "{0}: the expressions of this template need more than a render allows; simplify \
+         them (CreateTemplate's warnings name each one)"
     )]
     ExpressionsOverBudget(String),
     #[error("modifications.images[\"{slot}\"]: the image {error}")]
@@ -105,7 +105,7 @@ impl Classified for RenderError {
             RenderError::Image { .. } => Reason::ImageInvalid,
             RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
             RenderError::OutputTooLong { .. } => Reason::OutputTooLong,
-            // Expressions that ran out of their budget ([`expressions::MAX_EXPRESSION_WORK_UNITS`],
+            // Expressions that ran out of their budget ([`expressions::work_budget`],
             // [`expressions::MAX_EXPRESSION_CPU`]): the job fails, not retryable, and its
             // fingerprint is quarantined.
             RenderError::ExpressionsOverBudget(_) => Reason::ExpressionsCpuExceeded,

@@ -5,9 +5,9 @@
 //!
 //! The engine runs in the render (or analysis) worker with no I/O (QuickJS without its libc
 //! module: no files, network, timers or modules), a fixed random seed, a memory limit and a
-//! budget for the whole template: deterministic work units (interrupt polls, and the bytes the
-//! built-ins of `metering.js` touch) and, behind them, a cap on the thread's CPU time for work
-//! neither sees. An expression that fails, uses what is not provided, or is left when the
+//! budget for the whole template, by its frames ([`work_budget`]): deterministic work units
+//! (interrupt polls and the bytes the built-ins of `metering.js` touch) and, behind them, a cap
+//! on the thread's CPU time for work neither sees. An expression that fails, uses what is not provided, or is left when the
 //! budget runs out keeps its static value and is named in the warnings with its JSON path; the
 //! report says whether the budget ran out ([`ExpressionReport::budget_breach`]), which a render
 //! treats as a failure of its own. A template without expressions is not touched.
@@ -33,30 +33,49 @@ pub(crate) const MAX_EXPRESSION_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// Native stack QuickJS may use (deep or runaway recursion in an expression stops here with
 /// a catchable error, well within the worker thread's stack).
 pub(crate) const MAX_EXPRESSION_STACK_BYTES: usize = 1024 * 1024;
-/// Work budget of one template's expressions, in work units: one QuickJS interrupt poll
-/// (QuickJS polls the interrupt handler every 10,000 calls and backward jumps, and its regular
-/// expressions every 10,000 steps) or [`BYTES_PER_WORK_UNIT`] bytes touched by a built-in of
-/// `metering.js` (a native search over a megabyte is one call to the polls). Counted, so it
-/// measures work the same way on every run and machine (the same template always bakes the
-/// same values, whatever the load), unlike a clock. An endless loop reaches it in about 2 s of
-/// CPU here (20,000 polls took 0.43 s), inside the analysis worker's 5 s CPU budget
-/// (`crate::analysis::ANALYSIS_CPU_SECONDS`: it builds the report, so it bakes too), so a
-/// runaway expression is a warning, never a failed analysis. The ripple template's six
-/// expressions at 60 fps use about 2,600 units: room for some 200 such expressions.
-pub const MAX_EXPRESSION_WORK_UNITS: u64 = 100_000;
+/// Work budget of a template's expressions for each of its output frames, in work units:
+/// [`POLL_WORK_UNITS`] for each QuickJS interrupt poll (QuickJS polls the interrupt handler
+/// every 10,000 calls and jumps, and its regular expressions every 10,000 steps), one for each
+/// [`BYTES_PER_WORK_UNIT`] bytes touched by a built-in of `metering.js` (a native search over a
+/// megabyte is one call to the polls). Counted, so it measures work the same way on every run
+/// and machine (the same template always bakes the same values, whatever the load), unlike a
+/// clock. Per frame, because honest expression work grows with the frames: every expression is
+/// evaluated at every one. The frames are the template's at the highest output rate (60 fps),
+/// whatever the render's: the analysis bakes at that rate, so a template it finds within budget
+/// renders at any rate ([`work_budget`]). Measured with `lottie-render bench-expressions`
+/// (docs/performance.md): a loader of 300 short expressions (wiggle, loops, `valueAtTime`
+/// delayed by the layer's index, each dot reading the previous one) uses 132 units a frame,
+/// one of 600 uses 261; 1,500 is eleven times the first.
+pub const EXPRESSION_WORK_UNITS_PER_FRAME: u64 = 1_500;
+/// Work budget of one template's expressions whatever its length (a second's at 60 fps), so
+/// that a bake ends within the CPU the analysis may spend: honest expressions use it up in
+/// about 2.4 s of CPU (21–27 µs a unit, measured in a release build), an endless loop in
+/// 0.13 s, a loop of function calls in 0.7 s; all under [`MAX_EXPRESSION_CPU`] and inside the
+/// analysis worker's 5 s CPU budget (`crate::analysis::ANALYSIS_CPU_SECONDS`: it builds the
+/// report, so it bakes too), so a runaway expression is a warning, never a failed analysis.
+/// The 300-expression loader of 60 frames uses 7,895 units of it.
+pub const MAX_EXPRESSION_WORK_UNITS: u64 = 90_000;
+/// Work units an interrupt poll counts. Honest expressions are mostly calls and straight-line
+/// code (the prelude around each evaluation: finding the property, interpolating its
+/// keyframes, checking the value): 250–320 µs of CPU a poll in a release build, measured on
+/// the common expressions and the loaders, where an endless loop, one jump repeated, takes
+/// 17 µs. Twelve units a poll make a unit 21–27 µs of honest work, so the budget counts what
+/// honest templates cost; hogs of loops and calls are charged more than they cost, and stop
+/// sooner.
+pub const POLL_WORK_UNITS: u64 = 12;
 /// Bytes a metered built-in touches per work unit (an array element counts 8 bytes). Measured
-/// in a debug build: the whole budget of megabyte `indexOf` calls (200 MiB) takes 1.4 s of CPU
-/// where the whole budget of polls (an endless loop) takes 8 s; so a unit of plain searching
-/// costs a fifth of a poll's time, on purpose: splitting, replacing and building strings and
-/// arrays cost more per byte than a search, and honest expressions touch little through
-/// built-ins (the ripple template's six: ~1,650 units of bytes beside 958 polls). A loop of
-/// megabyte searches ends in a fraction of the time an endless loop takes.
+/// in the test build: the whole budget of megabyte `indexOf` calls (180 MiB) takes 0.37 s of
+/// CPU, of `split` calls 0.65 s, where honest work takes 30–37 µs a unit there; so a unit of
+/// plain searching costs an eighth of a unit of honest work, on purpose: splitting, replacing and building strings and arrays cost more per byte than a
+/// search, and honest expressions touch little through built-ins (the prelude calls none per
+/// evaluation; the ripple template's six, none).
 pub const BYTES_PER_WORK_UNIT: u64 = 2048;
 /// CPU time of the baking thread the expressions of one template may use: the backstop for
-/// work neither the polls nor the metering count (operators on huge strings or numbers),
-/// checked at every poll and every metered call. Above the ~2 s the work units allow, so an
-/// honest template on a loaded machine meets the counted budget, not the clock; below the
-/// analysis worker's 5 s, so a template over it is a warning, not a failed analysis.
+/// work neither the polls nor the metering count (operators on huge strings or numbers,
+/// parsing what an expression hands `eval`, allocating in a loop), checked at every poll and
+/// every metered call. Above the ~2 s the most work units take, so an honest template meets
+/// the counted budget, not the clock; below the analysis worker's 5 s, so a template over it
+/// is a warning, not a failed analysis.
 pub const MAX_EXPRESSION_CPU: Duration = Duration::from_secs(3);
 /// Baked values per template, all expressions together (each becomes a keyframe of a few
 /// hundred bytes until rlottie has parsed it): a 60 s, 60 fps template with 69 expressions,
@@ -72,8 +91,10 @@ pub struct ExpressionReport {
     pub baked: usize,
     /// One line per expression left at its static value, naming its JSON path and why.
     pub warnings: Vec<String>,
-    /// Work used, in work units (of [`MAX_EXPRESSION_WORK_UNITS`]).
+    /// Work used, in work units.
     pub work_units: u64,
+    /// The template's budget of work units ([`work_budget`]); 0 without expressions.
+    pub work_budget: u64,
     /// Which budget ran out, if one did: the properties left keep their static value (and
     /// the warnings say so); a render fails instead (`EXPRESSIONS_CPU_EXCEEDED`).
     pub budget_breach: Option<BudgetBreach>,
@@ -82,19 +103,40 @@ pub struct ExpressionReport {
 /// The budget a template's expressions ran out of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BudgetBreach {
-    /// [`MAX_EXPRESSION_WORK_UNITS`].
-    WorkUnits,
+    /// Its work units ([`work_budget`]), of which it had `limit`.
+    WorkUnits { limit: u64 },
     /// [`MAX_EXPRESSION_CPU`].
     CpuTime,
+}
+
+/// The work units a template's expressions may use: [`EXPRESSION_WORK_UNITS_PER_FRAME`] for
+/// each output frame it has at `frames_at_highest_rate`, at most [`MAX_EXPRESSION_WORK_UNITS`].
+pub fn work_budget(frames_at_highest_rate: usize) -> u64 {
+    (frames_at_highest_rate as u64)
+        .max(1)
+        .saturating_mul(EXPRESSION_WORK_UNITS_PER_FRAME)
+        .min(MAX_EXPRESSION_WORK_UNITS)
+}
+
+/// The highest output rate: the analysis bakes at it, and every budget is counted in its
+/// frames.
+fn highest_fps() -> u32 {
+    crate::spec::Fps::SUPPORTED
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(60)
 }
 
 impl BudgetBreach {
     /// Why the expressions stopped, as warnings and errors say it.
     pub(crate) fn describe(self) -> String {
         match self {
-            BudgetBreach::WorkUnits => format!(
-                "the template's expressions used up their work budget of \
-                 {MAX_EXPRESSION_WORK_UNITS} units"
+            BudgetBreach::WorkUnits { limit } => format!(
+                "the template's expressions used up their work budget of {limit} units \
+                 ({EXPRESSION_WORK_UNITS_PER_FRAME} a frame at {} fps, at most \
+                 {MAX_EXPRESSION_WORK_UNITS})",
+                highest_fps()
             ),
             BudgetBreach::CpuTime => format!(
                 "the template's expressions used up their work budget: {} s of CPU time",
@@ -140,7 +182,8 @@ fn bake_metered(json: &mut Value, fps: u32, metering: Metering) -> ExpressionRep
         .and_then(Value::as_f64)
         .unwrap_or(f64::from(fps));
     let samplings = sampling::compositions(json, fps);
-    let engine = match Engine::start(&evaluated_copy(json), frame_rate, metering) {
+    let budget = work_budget(sampling::root(json, highest_fps()).count);
+    let engine = match Engine::start(&evaluated_copy(json), frame_rate, budget, metering) {
         Ok(engine) => engine,
         Err(error) => {
             report.warnings.push(format!(
@@ -193,6 +236,7 @@ fn bake_metered(json: &mut Value, fps: u32, metering: Metering) -> ExpressionRep
         }
     }
     report.work_units = engine.budget.units();
+    report.work_budget = engine.budget.limit();
     report.budget_breach = engine.budget.breach();
     report
 }
@@ -424,7 +468,7 @@ mod tests {
             "{:?}",
             report.warnings
         );
-        assert!(report.work_units < MAX_EXPRESSION_WORK_UNITS / 25);
+        assert!(report.work_units < report.work_budget / 20);
         assert_eq!(report.budget_breach, None);
     }
 
@@ -514,7 +558,11 @@ mod tests {
              "ks": {"o": opacity}}]});
         let report = bake(&mut json, 30);
         assert_eq!(report.warnings, Vec::<String>::new());
-        let property = &json["layers"][0]["ks"]["o"];
+        baked_value(&json["layers"][0]["ks"]["o"], frame)
+    }
+
+    /// The value of a baked one-dimensional `property` at `frame`.
+    fn baked_value(property: &Value, frame: f64) -> f64 {
         let number = |value: &Value| {
             value
                 .as_f64()
@@ -573,6 +621,12 @@ mod tests {
                 20.0,
             ),
             ("random() === random() ? 0 : 1", json!(0), 3.0, 1.0),
+            // One expression compiled once, a trailing semicolon and all; statements and a
+            // block evaluated as statements (their completion value).
+            ("time * 30;", json!(0), 12.0, 12.0),
+            ("var x = time * 30; x + 1", json!(0), 12.0, 13.0),
+            ("{ 42 }", json!(0), 12.0, 42.0),
+            ("if (time > 0.5) { 7 } else { 3 }", json!(0), 12.0, 3.0),
         ];
         for (source, k, frame, expected) in cases {
             let animated = k.is_array();
@@ -582,6 +636,73 @@ mod tests {
                 (value - expected).abs() < 0.01,
                 "{source} at frame {frame}: {value}, expected {expected}"
             );
+        }
+    }
+
+    #[test]
+    fn another_propertys_value_at_a_time_is_its_keyframes_as_lottie_web_reads_it() {
+        // A turns 0 → 90° over frames 0..30 and its expression adds 100; B reads A at a time
+        // (its keyframes: lottie-web's `valueAtTime`), C reads A now (its expression's value).
+        let layer = |index: i64, rotation: Value| {
+            json!({"ty": 4, "ind": index, "nm": format!("L{index}"), "ip": 0, "op": 60, "st": 0,
+                   "shapes": [], "ks": {"r": rotation}})
+        };
+        let mut json = json!({"fr": 30, "ip": 0, "op": 60, "w": 10, "h": 10, "layers": [
+            layer(1, json!({"a": 1, "x": "value + 100", "k": [
+                {"t": 0, "s": [0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+                {"t": 30, "s": [90]}]})),
+            layer(2, json!({"a": 0, "k": 0,
+                "x": "thisComp.layer(1).transform.rotation.valueAtTime(time)"})),
+            layer(3, json!({"a": 0, "k": 0, "x": "thisComp.layer(1).transform.rotation"}))]});
+        let report = bake(&mut json, 30);
+        assert_eq!(report.warnings, Vec::<String>::new());
+        let rotation = |layer: usize| baked_value(&json["layers"][layer]["ks"]["r"], 15.0);
+        assert!((rotation(0) - 145.0).abs() < 0.01, "{}", rotation(0));
+        assert!((rotation(1) - 45.0).abs() < 0.01, "{}", rotation(1));
+        assert!((rotation(2) - 145.0).abs() < 0.01, "{}", rotation(2));
+    }
+
+    #[test]
+    fn loaders_of_300_short_expressions_bake_at_60_fps_within_a_tenth_of_their_budget() {
+        for frames in [40, 60] {
+            let mut json = crate::cli::bench_expressions::loaders::loader(50, frames, 60);
+            let report = bake(&mut json, 60);
+            println!(
+                "{frames} frames: {} units of {}",
+                report.work_units, report.work_budget
+            );
+            assert_eq!(
+                (report.baked, report.warnings.len()),
+                (300, 0),
+                "{:?}",
+                report.warnings
+            );
+            assert!(
+                report.work_units * 10 <= report.work_budget,
+                "{frames} frames: {} units of {}",
+                report.work_units,
+                report.work_budget
+            );
+        }
+    }
+
+    #[test]
+    fn an_endless_expression_in_a_short_template_stops_at_the_budget_of_its_frames() {
+        // Ten frames at 60 fps: a render at 30 fps has the same budget as the analysis.
+        let mut template = layer_with_position("while (true) {}");
+        template["fr"] = json!(60);
+        template["op"] = json!(10);
+        for fps in [60, 30] {
+            let mut json = template.clone();
+            let report = bake(&mut json, fps);
+            let limit = 10 * EXPRESSION_WORK_UNITS_PER_FRAME;
+            assert_eq!(report.work_budget, limit);
+            assert_eq!(
+                report.budget_breach,
+                Some(BudgetBreach::WorkUnits { limit })
+            );
+            assert!(report.work_units >= limit && report.work_units < limit + POLL_WORK_UNITS);
+            assert_budget_ran_out(&report, &json, "while (true) {}");
         }
     }
 

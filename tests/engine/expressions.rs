@@ -399,3 +399,33 @@ fn expressions_see_the_templates_colours_not_the_callers() {
         );
     }
 }
+
+#[test]
+fn a_loader_of_600_short_expressions_renders_at_60_fps() {
+    // A hundred dots, six expressions each (wiggle, loopOut, valueAtTime delayed by the
+    // layer's index, each dot's scale reading the previous dot's a little earlier), 40 frames
+    // at 60 fps: the bake used to follow each chain back through every dot before it.
+    use lottie_render::cli::bench_expressions::loaders::{loader, SIDE};
+    let bytes = serde_json::to_vec(&loader(100, 40, 60)).unwrap();
+    let template = Template::parse(&bytes).expect("fenced");
+    let warnings = InspectReport::new(&template).expect("report").warnings;
+    assert!(
+        !warnings
+            .iter()
+            .any(|warning| warning.contains("expression")),
+        "{warnings:?}"
+    );
+    let output = spec(Format::Webm, 60, SIDE, SIDE);
+    let rendered = library_frames(
+        &bytes,
+        &Modifications::default(),
+        &FontBook::default(),
+        output,
+        [0, 20, 39],
+    );
+    for rgba in &rendered {
+        let drawn = rgba.chunks(4).filter(|pixel| pixel[3] > 20).count();
+        assert!(drawn > 100 * 20, "{drawn} pixels drawn");
+    }
+    assert!(rendered[0] != rendered[1], "the loader does not move");
+}

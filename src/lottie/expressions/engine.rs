@@ -5,7 +5,7 @@
 use super::sampling::Sampling;
 use super::{
     over_budget, BudgetBreach, Found, Metering, BYTES_PER_WORK_UNIT, MAX_EXPRESSION_CPU,
-    MAX_EXPRESSION_MEMORY_BYTES, MAX_EXPRESSION_STACK_BYTES, MAX_EXPRESSION_WORK_UNITS,
+    MAX_EXPRESSION_MEMORY_BYTES, MAX_EXPRESSION_STACK_BYTES, POLL_WORK_UNITS,
 };
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Function, Object, Runtime};
 use serde_json::Value;
@@ -21,6 +21,8 @@ const METERING: &str = include_str!("metering.js");
 /// The work budget of one template's expressions, charged by the interrupt handler (a poll)
 /// and by the metered built-ins (bytes), on the thread that bakes.
 pub(super) struct WorkBudget {
+    /// Work units the template may use ([`super::work_budget`]).
+    limit: u64,
     polls: AtomicU64,
     metered_bytes: AtomicU64,
     cpu_at_start: Duration,
@@ -28,8 +30,9 @@ pub(super) struct WorkBudget {
 }
 
 impl WorkBudget {
-    fn new() -> WorkBudget {
+    fn new(limit: u64) -> WorkBudget {
         WorkBudget {
+            limit,
             polls: AtomicU64::new(0),
             metered_bytes: AtomicU64::new(0),
             cpu_at_start: crate::os::current_thread_cpu_time(),
@@ -40,14 +43,19 @@ impl WorkBudget {
     pub(super) fn units(&self) -> u64 {
         self.polls
             .load(Ordering::Relaxed)
+            .saturating_mul(POLL_WORK_UNITS)
             .saturating_add(self.metered_bytes.load(Ordering::Relaxed) / BYTES_PER_WORK_UNIT)
+    }
+
+    pub(super) fn limit(&self) -> u64 {
+        self.limit
     }
 
     pub(super) fn breach(&self) -> Option<BudgetBreach> {
         if self.cpu_exceeded.load(Ordering::Relaxed) {
             Some(BudgetBreach::CpuTime)
-        } else if self.units() >= MAX_EXPRESSION_WORK_UNITS {
-            Some(BudgetBreach::WorkUnits)
+        } else if self.units() >= self.limit {
+            Some(BudgetBreach::WorkUnits { limit: self.limit })
         } else {
             None
         }
@@ -70,10 +78,10 @@ impl WorkBudget {
     /// Charges `bytes` touched by a metered built-in (NaN and negative charge nothing, more
     /// than the whole budget charges the whole budget); answers whether the budget is left.
     fn charge(&self, bytes: f64) -> bool {
-        const WHOLE_BUDGET_BYTES: u64 = MAX_EXPRESSION_WORK_UNITS * BYTES_PER_WORK_UNIT;
+        let whole_budget_bytes = self.limit.saturating_mul(BYTES_PER_WORK_UNIT);
         if bytes > 0.0 {
-            let bytes = if bytes >= WHOLE_BUDGET_BYTES as f64 {
-                WHOLE_BUDGET_BYTES
+            let bytes = if bytes >= whole_budget_bytes as f64 {
+                whole_budget_bytes
             } else {
                 bytes.ceil() as u64
             };
@@ -99,15 +107,17 @@ pub(super) struct Engine {
 }
 
 impl Engine {
+    /// QuickJS for `template`, whose expressions may use `work_units`.
     pub(super) fn start(
         template: &str,
         frame_rate: f64,
+        work_units: u64,
         metering: Metering,
     ) -> Result<Engine, String> {
         let runtime = Runtime::new().map_err(|error| error.to_string())?;
         runtime.set_memory_limit(MAX_EXPRESSION_MEMORY_BYTES);
         runtime.set_max_stack_size(MAX_EXPRESSION_STACK_BYTES);
-        let budget = Arc::new(WorkBudget::new());
+        let budget = Arc::new(WorkBudget::new(work_units));
         let polled = Arc::clone(&budget);
         runtime.set_interrupt_handler(Some(Box::new(move || polled.poll())));
         let context = Context::full(&runtime).map_err(|error| error.to_string())?;

@@ -50,6 +50,20 @@ var __lottieExpressions = (function () {
     Math.random = nextRandom;
 
     // ---- values ----
+    // Property and loop names in lower case, each lowered once (through the metered built-in):
+    // expressions name the same few properties at every frame. Short names only, and only
+    // so many, so the cache stays small whatever an expression asks.
+    var MAX_LOWERED_NAME_CHARS = 64;
+    var MAX_LOWERED_NAMES = 4096;
+    var lowered = new Map();
+    function lowerCase(text) {
+        if (text.length > MAX_LOWERED_NAME_CHARS) return text.toLowerCase();
+        var lower = lowered.get(text);
+        if (lower !== undefined) return lower;
+        lower = text.toLowerCase();
+        if (lowered.size < MAX_LOWERED_NAMES) lowered.set(text, lower);
+        return lower;
+    }
     function isNumerable(v) {
         var t = typeof v;
         return t === 'number' || t === 'boolean' || t === 'string' || v instanceof Number;
@@ -81,17 +95,28 @@ var __lottieExpressions = (function () {
         }
         return out;
     }
+    // `fn` of each element of `list` (an array or array-like), as a new array. A loop rather
+    // than `Array.prototype.map`, which makes its result through the array constructor,
+    // metered (a call into the budget for every vector sum).
+    function mapped(list, fn) {
+        var out = [];
+        for (var i = 0; i < list.length; i += 1) out.push(fn(list[i], i));
+        return out;
+    }
     function copy(v) {
         if (isPath(v)) return { c: !!v.c, v: copyPoints(v.v), i: copyPoints(v.i), o: copyPoints(v.o) };
-        return isVector(v) ? Array.prototype.slice.call(v).map(Number) : v;
+        if (!isVector(v)) return v;
+        var out = [];
+        for (var i = 0; i < v.length; i += 1) out.push(Number(v[i]));
+        return out;
     }
     function elementwise(a, b, op) {
         if (isNumerable(a) && isNumerable(b)) return op(Number(a), Number(b));
         if (isVector(a) && isNumerable(b)) {
-            return Array.prototype.map.call(a, function (x) { return op(Number(x), Number(b)); });
+            return mapped(a, function (x) { return op(Number(x), Number(b)); });
         }
         if (isNumerable(a) && isVector(b)) {
-            return Array.prototype.map.call(b, function (x) { return op(Number(a), Number(x)); });
+            return mapped(b, function (x) { return op(Number(a), Number(x)); });
         }
         if (isVector(a) && isVector(b)) {
             var out = [];
@@ -116,7 +141,7 @@ var __lottieExpressions = (function () {
     function clamp(v, lo, hi) {
         if (isNumerable(lo) && isNumerable(hi) && Number(lo) > Number(hi)) { var t = lo; lo = hi; hi = t; }
         if (isVector(v)) {
-            return Array.prototype.map.call(v, function (x, i) {
+            return mapped(v, function (x, i) {
                 var l = isVector(lo) ? lo[i] : lo, h = isVector(hi) ? hi[i] : hi;
                 return Math.min(Math.max(Number(x), Number(l)), Number(h));
             });
@@ -141,18 +166,35 @@ var __lottieExpressions = (function () {
     }
     function lerp(a, b, p) { return add(a, mul(sub(b, a), p)); }
 
-    // Cubic bezier easing (x1, y1, x2, y2), y for x, as CSS and Lottie define it.
+    // Cubic bezier easing (x1, y1, x2, y2), y for x, as CSS and Lottie define it: the curve's
+    // parameter for x by Newton's method (a few steps from t = x on the easings designers
+    // use), by bisection where the slope is too flat for it.
     function bezierEase(x1, y1, x2, y2, x) {
         if (x <= 0) return 0;
         if (x >= 1) return 1;
         if (x1 === y1 && x2 === y2) return x;
-        var lo = 0, hi = 1, t = x;
+        // x(t) = ((a t + b) t + c) t
+        var c = 3 * x1, b = 3 * (x2 - x1) - c, a = 1 - c - b;
+        var t = x;
+        for (var n = 0; n < 8; n += 1) {
+            var error = ((a * t + b) * t + c) * t - x;
+            if (Math.abs(error) < 1e-7) return bezierY(y1, y2, t);
+            var slope = (3 * a * t + 2 * b) * t + c;
+            if (Math.abs(slope) < 1e-6) break;
+            t -= error / slope;
+            if (!(t >= 0 && t <= 1)) break;
+        }
+        var lo = 0, hi = 1;
+        t = x;
         for (var i = 0; i < 40; i += 1) {
             var cx = 3 * x1 * t * (1 - t) * (1 - t) + 3 * x2 * t * t * (1 - t) + t * t * t;
             if (Math.abs(cx - x) < 1e-7) break;
             if (cx < x) lo = t; else hi = t;
             t = (lo + hi) / 2;
         }
+        return bezierY(y1, y2, t);
+    }
+    function bezierY(y1, y2, t) {
         return 3 * y1 * t * (1 - t) * (1 - t) + 3 * y2 * t * t * (1 - t) + t * t * t;
     }
     function remap(fn, t, tMin, tMax, v1, v2) {
@@ -198,13 +240,13 @@ var __lottieExpressions = (function () {
     }
     function interpolatePath(a, b, p) {
         function mix(x, y) {
-            return x.map(function (pt, i) { return [pt[0] + (y[i][0] - pt[0]) * p, pt[1] + (y[i][1] - pt[1]) * p]; });
+            return mapped(x, function (pt, i) { return [pt[0] + (y[i][0] - pt[0]) * p, pt[1] + (y[i][1] - pt[1]) * p]; });
         }
         if (!a || !b || a.v.length !== b.v.length) return p < 1 ? a : b;
         return { c: a.c, v: mix(a.v, b.v), i: mix(a.i, b.i), o: mix(a.o, b.o) };
     }
     function valueAtFrame(data, frame) {
-        if (!isKeyframed(data)) return unwrap(data.k);
+        if (!isKeyframed(data)) return copy(unwrap(data.k));
         var kfs = data.__kfs || (data.__kfs = normalizedKeyframes(data));
         if (frame <= kfs[0].t || kfs.length === 1) return copy(kfs[0].s);
         var last = kfs[kfs.length - 1];
@@ -244,15 +286,34 @@ var __lottieExpressions = (function () {
         return out;
     }
     function cubicAt(p0, p1, p2, p3, t) {
-        var u = 1 - t;
-        return add(add(mul(p0, u * u * u), mul(p1, 3 * u * u * t)), add(mul(p2, 3 * u * t * t), mul(p3, t * t * t)));
+        var u = 1 - t, a = u * u * u, b = 3 * u * u * t, c = 3 * u * t * t, d = t * t * t;
+        var n = p0.length;
+        if (!(isVector(p0) && p1.length === n && p2.length === n && p3.length === n)) {
+            return add(add(mul(p0, a), mul(p1, b)), add(mul(p2, c), mul(p3, d)));
+        }
+        // Points of one dimension (paths, motion paths): component by component.
+        var out = [];
+        for (var i = 0; i < n; i += 1) {
+            out.push(a * Number(p0[i]) + b * Number(p1[i]) + c * Number(p2[i]) + d * Number(p3[i]));
+        }
+        return out;
+    }
+    // The distance between two points of one dimension.
+    function distance(a, b) {
+        if (!(isVector(a) && isVector(b) && a.length === b.length)) return length(sub(a, b));
+        var sum = 0;
+        for (var i = 0; i < a.length; i += 1) {
+            var d = Number(a[i]) - Number(b[i]);
+            sum += d * d;
+        }
+        return Math.sqrt(sum);
     }
     // The point at a fraction of a cubic's arc length (sampled).
     function pointOnCubic(p0, p1, p2, p3, fraction) {
         var steps = 32, lengths = [0], previous = p0, total = 0;
         for (var s = 1; s <= steps; s += 1) {
             var point = cubicAt(p0, p1, p2, p3, s / steps);
-            total += length(sub(point, previous));
+            total += distance(point, previous);
             lengths.push(total);
             previous = point;
         }
@@ -282,13 +343,24 @@ var __lottieExpressions = (function () {
     // lottie-web and rlottie both read them: `st` shifts only a precomposition's contents.
     Prop.prototype.frameAt = function (t) { return t * frameRate; };
     Prop.prototype.preValueAtTime = function (t) { return valueAtFrame(this.data, this.frameAt(t)); };
-    Prop.prototype.valueAtTime = function (t) {
+    // What an expression reads at another time (`valueAtTime`, `velocityAtTime`, `smooth`,
+    // `toComp(point, t)`) is the property's keyframes, its expression aside, as lottie-web reads
+    // it (and so as designers see it): a chain of layers each reading the previous one a little
+    // earlier is one evaluation per layer and frame, not a cascade through every layer before.
+    Prop.prototype.valueAtTime = Prop.prototype.preValueAtTime;
+    // The value the property shows at `t`, its expression evaluated (once per time: cached).
+    // Its own expression reading it sees the keyframes.
+    Prop.prototype.evaluatedAt = function (t) {
         if (typeof this.data.x !== 'string' || this.evaluating) return this.preValueAtTime(t);
-        if (this.cache.has(t)) return copy(this.cache.get(t));
-        var result = this.evaluate(t);
-        this.cache.set(t, result);
-        return copy(result);
+        var result = this.cache.get(t);
+        if (result === undefined) {
+            result = this.evaluate(t);
+            this.cache.set(t, result);
+        }
+        return result;
     };
+    // The same, a copy the caller may change.
+    Prop.prototype.valueAt = function (t) { return copy(this.evaluatedAt(t)); };
     Prop.prototype.evaluate = function (t) {
         if (!this.expression) this.expression = compile(this);
         var savedNow = now, savedState = rngState;
@@ -296,7 +368,8 @@ var __lottieExpressions = (function () {
         try {
             now = t;
             rngState = hash32(FIXED_SEED, this.seed, Math.round(t * 1000000), 0) | 0;
-            return conform(plain(this.expression(t, this.preValueAtTime(t))), this.preValueAtTime(t));
+            var base = this.preValueAtTime(t);
+            return conform(plain(this.expression(t, copy(base))), base);
         } finally {
             this.evaluating = false;
             now = savedNow;
@@ -309,7 +382,7 @@ var __lottieExpressions = (function () {
         var kfs = this.data.__kfs || (this.data.__kfs = normalizedKeyframes(this.data));
         var k = kfs[Math.max(0, Math.min(kfs.length - 1, Math.floor(index) - 1))];
         var v = valueAtFrame(this.data, k.t);
-        var result = isVector(v) ? v.slice() : [v];
+        var result = isVector(v) ? copy(v) : [v];
         result.value = v;
         result.time = k.t / frameRate;
         result.index = index;
@@ -326,8 +399,8 @@ var __lottieExpressions = (function () {
         return this.key(best);
     };
     Prop.prototype.loop = function (out, type, count, isDuration) {
-        if (!isKeyframed(this.data)) return this.valueAtTime(now);
-        type = type ? String(type).toLowerCase() : 'cycle';
+        if (!isKeyframed(this.data)) return this.preValueAtTime(now);
+        type = type ? lowerCase(String(type)) : 'cycle';
         var kfs = this.data.__kfs || (this.data.__kfs = normalizedKeyframes(this.data));
         var frame = this.frameAt(now);
         var first = kfs[0].t, last = kfs[kfs.length - 1].t;
@@ -392,7 +465,7 @@ var __lottieExpressions = (function () {
         }
         var seed = this.seed;
         if (!isVector(base)) return base + offset(seed);
-        return base.map(function (v, d) { return v + offset(seed + d + 1); });
+        return mapped(base, function (v, d) { return v + offset(seed + d + 1); });
     };
     Prop.prototype.smooth = function (width, samples, t) {
         width = width === undefined ? 0.2 : Number(width);
@@ -401,7 +474,7 @@ var __lottieExpressions = (function () {
         var sum = 0;
         for (var i = 0; i < samples; i += 1) {
             var at = samples === 1 ? t : t - width / 2 + width * i / (samples - 1);
-            sum = i === 0 ? copy(this.valueAtTime(at)) : add(sum, this.valueAtTime(at));
+            sum = i === 0 ? this.valueAtTime(at) : add(sum, this.valueAtTime(at));
         }
         return div(sum, samples);
     };
@@ -445,44 +518,61 @@ var __lottieExpressions = (function () {
     }
 
     // The value an expression sees when it reads a property: the value, with the property's
-    // methods on it (as lottie-web gives them).
+    // methods on it (as lottie-web gives them), inherited from the property's prototypes
+    // (made once per property, not per read).
     function expressionValue(prop) {
-        var v = prop.valueAtTime(now);
-        var out = isVector(v) ? v : (v && v.v ? v : new Number(v));
+        var v = prop.valueAt(now);
         if (v && v.v && !isVector(v)) return pathInterface(prop);
-        decorate(out, prop);
-        return out;
+        if (isVector(v)) return Object.setPrototypeOf(v, prop.prototypes().vector);
+        var out = new Number(v);
+        return Object.setPrototypeOf(out, prop.prototypes().number);
     }
+    // The property's methods for an expression, on `target`.
     function decorate(target, prop) {
-        target.valueAtTime = function (t) { return prop.valueAtTime(Number(t)); };
-        target.velocityAtTime = function (t) { return prop.velocityAtTime(Number(t)); };
-        target.speedAtTime = function (t) { return length(prop.velocityAtTime(Number(t))); };
-        target.loopOut = function (type, n) { return prop.loop(true, type, n, false); };
-        target.loopIn = function (type, n) { return prop.loop(false, type, n, false); };
-        target.loopOutDuration = function (type, d) { return prop.loop(true, type, d, true); };
-        target.loopInDuration = function (type, d) { return prop.loop(false, type, d, true); };
-        target.wiggle = function (f, a, o, m, t) { return prop.wiggle(f, a, o, m, t); };
-        target.smooth = function (w, s, t) { return prop.smooth(w, s, t); };
-        target.key = function (i) { return prop.key(i); };
-        target.nearestKey = function (t) { return prop.nearestKey(Number(t)); };
-        target.propertyGroup = function (n) {
-            n = n === undefined ? 1 : n;
-            var group = prop.groups[n - 1];
-            if (!group) throw new Error('no property group ' + n);
-            return group;
+        var methods = {
+            valueAtTime: function (t) { return prop.valueAtTime(Number(t)); },
+            velocityAtTime: function (t) { return prop.velocityAtTime(Number(t)); },
+            speedAtTime: function (t) { return length(prop.velocityAtTime(Number(t))); },
+            loopOut: function (type, n) { return prop.loop(true, type, n, false); },
+            loopIn: function (type, n) { return prop.loop(false, type, n, false); },
+            loopOutDuration: function (type, d) { return prop.loop(true, type, d, true); },
+            loopInDuration: function (type, d) { return prop.loop(false, type, d, true); },
+            wiggle: function (f, a, o, m, t) { return prop.wiggle(f, a, o, m, t); },
+            smooth: function (w, s, t) { return prop.smooth(w, s, t); },
+            key: function (i) { return prop.key(i); },
+            nearestKey: function (t) { return prop.nearestKey(Number(t)); },
+            propertyGroup: function (n) {
+                n = n === undefined ? 1 : n;
+                var group = prop.groups[n - 1];
+                if (!group) throw new Error('no property group ' + n);
+                return group;
+            },
+            propertyIndex: 1
         };
-        Object.defineProperty(target, 'value', { get: function () { return plain(prop.valueAtTime(now)); }, configurable: true });
+        for (var name in methods) target[name] = methods[name];
+        Object.defineProperty(target, 'value', { get: function () { return plain(prop.valueAt(now)); }, configurable: true });
         Object.defineProperty(target, 'velocity', { get: function () { return prop.velocityAtTime(now); }, configurable: true });
         Object.defineProperty(target, 'speed', { get: function () { return length(prop.velocityAtTime(now)); }, configurable: true });
         Object.defineProperty(target, 'numKeys', { get: function () { return prop.numKeys(); }, configurable: true });
         Object.defineProperty(target, 'name', { value: prop.name, configurable: true });
-        target.propertyIndex = 1;
         return target;
     }
+    // Prototypes of the values an expression reads from this property: a vector's (an array's
+    // prototype under the methods) and a number's.
+    Prop.prototype.prototypes = function () {
+        if (!this.protos) {
+            this.protos = {
+                vector: decorate(Object.create(Array.prototype), this),
+                number: decorate(Object.create(Number.prototype), this)
+            };
+        }
+        return this.protos;
+    };
 
     // ---- paths ----
+    // The path now (its expression evaluated), or at time `t` (its keyframes).
     function pathAt(prop, t) {
-        var v = prop.valueAtTime(t === undefined ? now : Number(t));
+        var v = t === undefined ? prop.valueAt(now) : prop.valueAtTime(Number(t));
         return isVector(v) ? v[0] : v;
     }
     function pathSegments(path) {
@@ -498,11 +588,11 @@ var __lottieExpressions = (function () {
         fraction = clamp(Number(fraction === undefined ? 0.5 : fraction), 0, 1);
         var segments = pathSegments(path);
         if (!segments.length) return path.v.length ? copy(path.v[0]) : [0, 0];
-        var lengths = segments.map(function (s) {
+        var lengths = mapped(segments, function (s) {
             var total = 0, previous = s[0];
             for (var k = 1; k <= 16; k += 1) {
                 var p = cubicAt(s[0], s[1], s[2], s[3], k / 16);
-                total += length(sub(p, previous));
+                total += distance(p, previous);
                 previous = p;
             }
             return total;
@@ -526,9 +616,9 @@ var __lottieExpressions = (function () {
     }
     function pathInterface(prop) {
         var iface = {
-            points: function (t) { return pathAt(prop, t).v.map(copy); },
-            inTangents: function (t) { return pathAt(prop, t).i.map(copy); },
-            outTangents: function (t) { return pathAt(prop, t).o.map(copy); },
+            points: function (t) { return mapped(pathAt(prop, t).v, copy); },
+            inTangents: function (t) { return mapped(pathAt(prop, t).i, copy); },
+            outTangents: function (t) { return mapped(pathAt(prop, t).o, copy); },
             isClosed: function () { return !!pathAt(prop).c; },
             pointOnPath: function (p, t) { return pathPoint(pathAt(prop, t), p, false); },
             tangentOnPath: function (p, t) { return pathPoint(pathAt(prop, t), p, true); },
@@ -598,43 +688,73 @@ var __lottieExpressions = (function () {
         'adbe vector ellipse size': 's', 'adbe vector ellipse position': 'p',
         'adbe vector rect size': 's', 'adbe vector rect position': 'p', 'adbe vector rect roundness': 'r'
     };
+    // The names of SHAPE_KEYS a shape's interface has as properties (`size`, `color`, not
+    // `adbe vector …`), found once here rather than by a (metered) regular expression each
+    // time a shape is read.
+    var SHAPE_PROPERTY_NAMES = Object.keys(SHAPE_KEYS).filter(function (name) { return /^[a-z]+$/.test(name); });
     function transformInterface(data, layer, parentGroups) {
         var groups;
-        function get(key) {
-            var json = TRANSFORM_KEYS[typeof key === 'string' ? key.toLowerCase() : key];
+        // The property `key` names: a property, the parts of a separated position (an
+        // array), or undefined.
+        function propFor(key) {
+            var json = TRANSFORM_KEYS[typeof key === 'string' ? lowerCase(key) : key];
             if (json === 'r' && !data.r && data.rz) json = 'rz';
-            if (json === 'p' && data.p && data.p.s) return separatedPosition(data.p, layer, groups);
+            if (json === 'p' && data.p && data.p.s) {
+                var parts = [];
+                for (var i = 0; i < 3; i += 1) {
+                    var axis = 'xyz'[i];
+                    if (data.p[axis]) parts.push(propOf(data.p[axis], layer, groups, axis + 'Position'));
+                }
+                return parts;
+            }
             if (!json || !data[json]) return undefined;
-            return expressionValue(propOf(data[json], layer, groups, String(key)));
+            return propOf(data[json], layer, groups, String(key));
         }
-        var props = {};
-        ['position', 'anchorPoint', 'scale', 'rotation', 'opacity', 'skew', 'skewAxis',
-            'xRotation', 'yRotation', 'zRotation', 'orientation'].forEach(function (name) {
-            Object.defineProperty(props, name, { get: function () { return get(name); }, enumerable: true });
-        });
-        ['xPosition', 'yPosition', 'zPosition'].forEach(function (name, i) {
-            Object.defineProperty(props, name, {
-                get: function () {
-                    var part = data.p && data.p.s ? data.p['xyz'[i]] : undefined;
-                    return part ? expressionValue(propOf(part, layer, groups, name)) : get('position')[i];
-                }, enumerable: true
-            });
-        });
-        var iface = callable(get, props);
-        groups = [iface].concat(parentGroups);
+        function get(key) {
+            var prop = propFor(key);
+            if (Array.isArray(prop)) return separatedPosition(prop);
+            return prop ? expressionValue(prop) : undefined;
+        }
+        function axis(i) {
+            var part = data.p && data.p.s ? data.p['xyz'[i]] : undefined;
+            return part ? expressionValue(propOf(part, layer, groups, ['xPosition', 'yPosition', 'zPosition'][i])) : get('position')[i];
+        }
+        var iface = Object.setPrototypeOf(callable(get, {}), TRANSFORM_PROTOTYPE);
+        Object.defineProperty(iface, '__propFor', { value: propFor });
+        Object.defineProperty(iface, '__get', { value: get });
+        Object.defineProperty(iface, '__axis', { value: axis });
+        groups = chain([iface], parentGroups);
         return iface;
     }
-    function separatedPosition(p, layer, groups) {
-        var parts = ['x', 'y', 'z'].filter(function (axis) { return p[axis]; }).map(function (axis) {
-            return propOf(p[axis], layer, groups, axis + 'Position');
-        });
-        var v = parts.map(function (part) { return Number(part.valueAtTime(now)); });
-        v.valueAtTime = function (t) { return parts.map(function (part) { return Number(part.valueAtTime(Number(t))); }); };
+    // `head` followed by `rest`: a property's groups, innermost first (a loop, not the metered
+    // `concat`).
+    function chain(head, rest) {
+        var out = head;
+        for (var i = 0; i < rest.length; i += 1) out.push(rest[i]);
+        return out;
+    }
+    // The named properties of every transform interface, found by its own `__get`: one
+    // prototype, rather than fourteen getters made for each layer.
+    var TRANSFORM_PROTOTYPE = Object.create(Function.prototype);
+    ['position', 'anchorPoint', 'scale', 'rotation', 'opacity', 'skew', 'skewAxis',
+        'xRotation', 'yRotation', 'zRotation', 'orientation'].forEach(function (name) {
+        Object.defineProperty(TRANSFORM_PROTOTYPE, name, { get: function () { return this.__get(name); }, enumerable: true });
+    });
+    ['xPosition', 'yPosition', 'zPosition'].forEach(function (name, i) {
+        Object.defineProperty(TRANSFORM_PROTOTYPE, name, { get: function () { return this.__axis(i); }, enumerable: true });
+    });
+    function separatedPosition(parts) {
+        var v = mapped(parts, function (part) { return Number(part.valueAt(now)); });
+        v.valueAtTime = function (t) { return mapped(parts, function (part) { return Number(part.valueAtTime(Number(t))); }); };
         return v;
     }
+    // Interfaces of effects and of shapes are made once each (per effect, per shape) and kept:
+    // an expression reads them at every frame.
     function effectsInterface(effects, layer, layerGroups) {
         var parade;
+        var made = new Map();
         function effectGroup(effect, index) {
+            if (made.has(effect)) return made.get(effect);
             var groups;
             function get(key) {
                 var list = effect.ef || [];
@@ -650,7 +770,8 @@ var __lottieExpressions = (function () {
             var iface = callable(get, { numProperties: (effect.ef || []).length, active: effect.en !== 0,
                 propertyIndex: index });
             Object.defineProperty(iface, 'name', { value: effect.nm || '', configurable: true });
-            groups = [iface, parade].concat(layerGroups);
+            groups = chain([iface, parade], layerGroups);
+            made.set(effect, iface);
             return iface;
         }
         parade = callable(function (key) {
@@ -665,19 +786,26 @@ var __lottieExpressions = (function () {
     }
     function contentsInterface(items, layer, parentGroups) {
         var contents;
+        var made = new Map();
+        var visible = items.filter(function (s) { return s.ty !== 'tr'; });
         function item(shape, index) {
-            var groups;
+            if (made.has(shape)) return made.get(shape);
+            var groups, inner, transform;
+            function innerContents() {
+                return inner || (inner = contentsInterface(shape.it || [], layer, groups));
+            }
             function get(key) {
-                var lower = typeof key === 'string' ? key.toLowerCase() : key;
+                var lower = typeof key === 'string' ? lowerCase(key) : key;
                 if (shape.ty === 'gr') {
                     if (lower === 'contents' || lower === 'adbe vectors group' || lower === 2) {
-                        return contentsInterface(shape.it || [], layer, groups);
+                        return innerContents();
                     }
                     if (lower === 'transform' || lower === 'adbe vector transform group') {
                         var tr = (shape.it || []).filter(function (s) { return s.ty === 'tr'; })[0];
-                        return tr ? transformInterface(tr, layer, groups) : undefined;
+                        if (tr && !transform) transform = transformInterface(tr, layer, groups);
+                        return tr ? transform : undefined;
                     }
-                    return contentsInterface(shape.it || [], layer, groups)(key);
+                    return innerContents()(key);
                 }
                 if (shape.ty === 'sh' && (lower === 'path' || lower === 'shape' || lower === 'adbe vector shape' || lower === 2)) {
                     return expressionValue(propOf(shape.ks, layer, groups, 'Path'));
@@ -691,14 +819,15 @@ var __lottieExpressions = (function () {
             var extra = { propertyIndex: index };
             var iface = callable(get, extra);
             Object.defineProperty(iface, 'name', { value: shape.nm || '', configurable: true });
-            groups = [iface, contents].concat(parentGroups);
+            groups = chain([iface, contents], parentGroups);
+            made.set(shape, iface);
             if (shape.ty === 'gr') {
-                Object.defineProperty(iface, 'content', { value: contentsInterface(shape.it || [], layer, groups) });
+                Object.defineProperty(iface, 'content', { value: innerContents() });
                 Object.defineProperty(iface, 'transform', { get: function () { return get('transform'); } });
             }
             if (shape.ty === 'sh') Object.defineProperty(iface, 'path', { get: function () { return get('path'); } });
-            Object.keys(SHAPE_KEYS).forEach(function (name) {
-                if (/^[a-z]+$/.test(name) && !(name in iface)) {
+            SHAPE_PROPERTY_NAMES.forEach(function (name) {
+                if (!(name in iface)) {
                     var json = SHAPE_KEYS[name];
                     if (shape[json] && typeof shape[json] === 'object' && shape[json].k !== undefined) {
                         Object.defineProperty(iface, name, { get: function () { return get(name); } });
@@ -715,39 +844,40 @@ var __lottieExpressions = (function () {
             return iface;
         }
         contents = callable(function (key) {
-            var visible = items.filter(function (s) { return s.ty !== 'tr'; });
             for (var i = 0; i < visible.length; i += 1) {
                 if (visible[i].nm === key || visible[i].mn === key || i + 1 === key) return item(visible[i], i + 1);
             }
             return undefined;
-        }, { numProperties: items.filter(function (s) { return s.ty !== 'tr'; }).length });
+        }, { numProperties: visible.length });
         contents.__item = item;
         return contents;
     }
 
-    function Layer(comp, data) {
+    function Layer(comp, data, position) {
         this.comp = comp;
         this.data = data;
+        this.position = position;
         this.st = typeof data.st === 'number' ? data.st : 0;
         this.iface = null;
     }
     Layer.prototype.parentLayer = function () {
         if (typeof this.data.parent !== 'number') return null;
-        for (var i = 0; i < this.comp.layers.length; i += 1) {
-            if (this.comp.layers[i].data.ind === this.data.parent) return this.comp.layers[i];
-        }
-        return null;
+        return this.comp.layerByIndex().get(this.data.parent) || null;
     };
-    // The 2D affine matrix [a, b, c, d, e, f] of this layer's transform at t.
+    // The 2D affine matrix [a, b, c, d, e, f] of this layer's transform: now, of the values
+    // its expressions give (as the layer is drawn), or at time `t`, of its keyframes (as
+    // lottie-web's `toComp(point, t)` reads them).
     Layer.prototype.matrixAt = function (t) {
         var ks = this.data.ks || {};
-        var iface = this.interface();
-        var tr = iface.transform;
+        var tr = this.interface().transform;
+        function at(prop) { return t === undefined ? prop.valueAt(now) : prop.valueAtTime(t); }
         function val(name, fallback) {
-            var v = tr[name];
-            return v === undefined ? fallback : v.valueAtTime(t);
+            var prop = tr.__propFor(name);
+            if (prop === undefined) return fallback;
+            if (Array.isArray(prop)) return mapped(prop, function (part) { return Number(at(part)); });
+            return at(prop);
         }
-        var p = ks.p ? (ks.p.s ? tr.position.valueAtTime(t) : val('position', [0, 0])) : [0, 0];
+        var p = ks.p ? val('position', [0, 0]) : [0, 0];
         var a = ks.a ? val('anchorPoint', [0, 0]) : [0, 0];
         var s = ks.s ? val('scale', [100, 100]) : [100, 100];
         var r = (ks.r || ks.rz) ? Number(val('rotation', 0)) : 0;
@@ -790,7 +920,7 @@ var __lottieExpressions = (function () {
         var groups = [];
         var transform, effects, contents;
         function get(key) {
-            var lower = typeof key === 'string' ? key.toLowerCase() : key;
+            var lower = typeof key === 'string' ? lowerCase(key) : key;
             if (lower === 'adbe root vectors group' || lower === 'contents' || lower === 2) return contents;
             if (lower === 'adbe transform group' || lower === 'transform' || lower === 1 || lower === 6) return transform;
             if (lower === 'adbe effect parade' || lower === 'effects' || lower === 4) return effects;
@@ -824,12 +954,12 @@ var __lottieExpressions = (function () {
         if (data.tm) {
             Object.defineProperty(iface, 'timeRemap', { get: function () { return expressionValue(propOf(data.tm, layer, groups, 'Time Remap')); } });
         }
-        iface.toComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? now : Number(t)), point, false); };
+        iface.toComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? t : Number(t)), point, false); };
         iface.toWorld = iface.toComp;
-        iface.fromComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? now : Number(t)), point, true); };
+        iface.fromComp = function (point, t) { return applyMatrix(layer.worldMatrixAt(t === undefined ? t : Number(t)), point, true); };
         iface.fromWorld = iface.fromComp;
         iface.toCompVec = function (v, t) {
-            var m = layer.worldMatrixAt(t === undefined ? now : Number(t));
+            var m = layer.worldMatrixAt(t === undefined ? t : Number(t));
             return [m[0] * v[0] + m[2] * v[1], m[1] * v[0] + m[3] * v[1]];
         };
         iface.mask = function (key) { throw new Error('mask() is not supported'); };
@@ -840,14 +970,16 @@ var __lottieExpressions = (function () {
     function Comp(id, name, data, layerList) {
         var comp = this;
         this.id = id;
-        this.layers = (layerList || []).map(function (d) { return new Layer(comp, d); });
+        this.layers = (layerList || []).map(function (d, position) { return new Layer(comp, d, position); });
+        this.byName = null;
+        this.byIndex = null;
         this.iface = {
+            // The first layer named `key` or of index `key`.
             layer: function (key) {
-                for (var i = 0; i < comp.layers.length; i += 1) {
-                    var d = comp.layers[i].data;
-                    if (d.nm === key || d.ind === key) return comp.layers[i].interface();
-                }
-                throw new Error('no layer ' + String(key));
+                var named = comp.layerByName().get(key), indexed = comp.layerByIndex().get(key);
+                var found = named && indexed ? (named.position < indexed.position ? named : indexed) : named || indexed;
+                if (!found) throw new Error('no layer ' + String(key));
+                return found.interface();
             },
             numLayers: this.layers.length,
             width: data.w,
@@ -858,6 +990,17 @@ var __lottieExpressions = (function () {
             name: name || id || ''
         };
     }
+    // The composition's layers by name and by index (`ind`), the first of each, made on first use.
+    function firstByKey(layers, key) {
+        var map = new Map();
+        for (var i = 0; i < layers.length; i += 1) {
+            var value = layers[i].data[key];
+            if (!map.has(value)) map.set(value, layers[i]);
+        }
+        return map;
+    }
+    Comp.prototype.layerByName = function () { return this.byName || (this.byName = firstByKey(this.layers, 'nm')); };
+    Comp.prototype.layerByIndex = function () { return this.byIndex || (this.byIndex = firstByKey(this.layers, 'ind')); };
 
     // ---- evaluation ----
     function compile(prop) {
@@ -895,7 +1038,7 @@ var __lottieExpressions = (function () {
             if (b === undefined) { b = a; a = isVector(b) ? mul(b, 0) : 0; }
             if (isVector(b)) {
                 var r = nextRandom();
-                return Array.prototype.map.call(b, function (x, i) { return a[i] + r * (x - a[i]); });
+                return mapped(b, function (x, i) { return a[i] + r * (x - a[i]); });
             }
             return Number(a) + nextRandom() * (Number(b) - Number(a));
         };
@@ -965,8 +1108,24 @@ var __lottieExpressions = (function () {
             run = eval('(function () {\nvar $bm_rt;\n' + source + '\n;return $bm_rt;\n})');
         } else {
             // An After Effects expression as written (no Bodymovin `$bm_rt`): its value is the
-            // completion value of its last statement.
-            run = function () { return eval(source); };
+            // completion value of its last statement. One expression (`wiggle(2, 10)`,
+            // `time * 100`, most hand-written ones) is compiled once into a function returning
+            // it; statements are parsed again at each evaluation by eval (which gives that
+            // completion value). A source starting with a brace or a declaration reads
+            // differently as an expression: statements. Trailing semicolons end the one
+            // statement (`wiggle(2, 10);`) and are left out. The source must also compile as
+            // statements on its own, so that no parenthesis of it closes the wrapper's.
+            var single = source.trim();
+            while (single[single.length - 1] === ';') single = single.slice(0, -1).trimEnd();
+            if (!(single[0] === '{' || single.indexOf('function') === 0 || single.indexOf('class') === 0)) {
+                try {
+                    eval('(function () {\n' + source + '\n})');
+                    run = eval('(function () {\nreturn (\n' + single + '\n);\n})');
+                } catch (error) {
+                    if (!(error instanceof SyntaxError)) throw error;
+                }
+            }
+            if (!run) run = function () { return eval(source); };
         }
         return function (t, v) {
             time = t;
@@ -975,20 +1134,42 @@ var __lottieExpressions = (function () {
         };
     }
 
-    function walk(node, pointer, visit) {
-        if (node === null || typeof node !== 'object') return;
+    // The JSON pointer of `parts` (keys and indices, `~` and `/` escaped).
+    function pointerOf(parts) {
+        var pointer = '';
+        for (var i = 0; i < parts.length; i += 1) {
+            var part = String(parts[i]);
+            if (part.indexOf('~') >= 0 || part.indexOf('/') >= 0) part = part.replace(/~/g, '~0').replace(/\//g, '~1');
+            pointer += '/' + part;
+        }
+        return pointer;
+    }
+    // Visits every property with an expression under `node`, with the keys leading to it
+    // (`parts`, a stack: its pointer is made only for what is visited).
+    // Only objects and arrays are walked into (most values of a template are numbers).
+    function walk(node, parts, visit) {
         if (typeof node.x === 'string' && node.k !== undefined) {
-            visit(node, pointer);
+            visit(node, pointerOf(parts));
             return;
         }
+        var i, child;
         if (Array.isArray(node)) {
-            for (var i = 0; i < node.length; i += 1) walk(node[i], pointer + '/' + i, visit);
+            for (i = 0; i < node.length; i += 1) {
+                child = node[i];
+                if (typeof child !== 'object' || child === null) continue;
+                parts.push(i);
+                walk(child, parts, visit);
+                parts.pop();
+            }
             return;
         }
-        for (var key in node) {
-            if (Object.prototype.hasOwnProperty.call(node, key) && key !== '__kfs') {
-                walk(node[key], pointer + '/' + key.replace(/~/g, '~0').replace(/\//g, '~1'), visit);
-            }
+        var keys = Object.keys(node);
+        for (i = 0; i < keys.length; i += 1) {
+            child = node[keys[i]];
+            if (typeof child !== 'object' || child === null || keys[i] === '__kfs') continue;
+            parts.push(keys[i]);
+            walk(child, parts, visit);
+            parts.pop();
         }
     }
     function groupsFor(layer, pointer, layerPointer) {
@@ -1023,7 +1204,7 @@ var __lottieExpressions = (function () {
         comps.forEach(function (entry) {
             entry.comp.layers.forEach(function (layer, layerIndex) {
                 var layerPointer = entry.pointer + '/' + layerIndex;
-                walk(layer.data, layerPointer, function (data, pointer) {
+                walk(layer.data, layerPointer.split('/').slice(1), function (data, pointer) {
                     var rest = pointer.slice(layerPointer.length);
                     var unsupported = null;
                     if (layer.data.ty === 5 && rest.indexOf('/t/') === 0) unsupported = 'text properties';
@@ -1044,7 +1225,8 @@ var __lottieExpressions = (function () {
         var out = [];
         for (var i = 0; i < count; i += 1) {
             var frame = start + i * step;
-            out.push(plain(prop.valueAtTime(frame / frameRate)));
+            // The cached value itself: serialised before any expression runs again.
+            out.push(plain(prop.evaluatedAt(frame / frameRate)));
         }
         // The values stay cached: later expressions reading this property reuse them. The Rust
         // side serialises them itself (QuickJS's C API), not through the global JSON, which

@@ -39,19 +39,8 @@ struct Span {
 /// Compositions never shown (unreferenced assets) have none.
 pub(crate) fn compositions(json: &Value, fps: u32) -> HashMap<Option<String>, Sampling> {
     let number = |value: &Value, key: &str| value.get(key).and_then(Value::as_f64);
-    let frame_rate = number(json, "fr").unwrap_or(f64::from(fps));
-    let ip = number(json, "ip").unwrap_or(0.0);
-    let op = number(json, "op").unwrap_or(ip + 1.0);
-    let count = crate::lottie::timeline::frame_count((op - ip) / frame_rate, fps) as usize;
     let mut samplings = HashMap::new();
-    samplings.insert(
-        None,
-        Sampling {
-            start: ip,
-            step: frame_rate / f64::from(fps),
-            count: count.min(MAX_SAMPLES_PER_COMPOSITION),
-        },
-    );
+    samplings.insert(None, root(json, fps));
     let assets: HashMap<&str, &[Value]> = json
         .get("assets")
         .and_then(Value::as_array)
@@ -119,6 +108,20 @@ pub(crate) fn compositions(json: &Value, fps: u32) -> HashMap<Option<String>, Sa
         }
     }
     samplings
+}
+
+/// The samples of the root composition: every output frame of an `fps` render.
+pub(crate) fn root(json: &Value, fps: u32) -> Sampling {
+    let number = |key: &str| json.get(key).and_then(Value::as_f64);
+    let frame_rate = number("fr").unwrap_or(f64::from(fps));
+    let ip = number("ip").unwrap_or(0.0);
+    let op = number("op").unwrap_or(ip + 1.0);
+    let count = crate::lottie::timeline::frame_count((op - ip) / frame_rate, fps) as usize;
+    Sampling {
+        start: ip,
+        step: frame_rate / f64::from(fps),
+        count: count.min(MAX_SAMPLES_PER_COMPOSITION),
+    }
 }
 
 /// The asset a precomposition layer (`ty` 0) shows, when it exists.

@@ -646,10 +646,12 @@ async fn an_http1_only_client_is_served_over_tls() {
 #[tokio::test]
 async fn a_key_still_being_handled_is_409_with_a_delay_then_replayed() {
     let app = spawn_app().await;
-    // A template whose analysis takes seconds: an endless expression, baked until its CPU
-    // budget runs out (then registered with a warning).
+    // A template whose analysis takes seconds: an endless loop allocating arrays (more work
+    // per poll than the work units count), baked until the expressions' CPU cap ends it
+    // (then registered with a warning).
     let slow = lottie_render::cli::bench_hostile::payloads::red_square(json!({
-        "a": 0, "k": [50, 50], "x": "var $bm_rt; while (true) {} $bm_rt = [0, 0];"
+        "a": 0, "k": [50, 50],
+        "x": "var $bm_rt, a; while (true) { a = [time, {x: time}]; } $bm_rt = [0, 0];"
     }));
     let body = serde_json::to_vec(&slow).unwrap();
     let key = unique_key();

@@ -3,8 +3,11 @@
 //! instead of failing after the analysis' whole CPU budget; the root `slots` object is
 //! analysed as a render resolves it; a caller's colours never reach an expression; and a render
 //! whose expressions run out of their budget fails at once, not retryable, and is quarantined.
+//! Meanwhile what designers write fits the budget many times over (issue 43, item 2): a loader
+//! of 300 short expressions renders at 60 fps.
 
 use crate::helpers::{assert_warns, color, small_request, spawn_app, TestApp, WATCH_LIMIT};
+use lottie_render::cli::bench_expressions::loaders::loader;
 use lottie_render::cli::bench_hostile::payloads::red_square;
 use lottie_render::grpc::proto::{self, JobState};
 use serde_json::{json, Value};
@@ -165,6 +168,34 @@ async fn a_hog_gated_on_a_colour_the_caller_sets_never_runs() {
     });
     let job = app.submit(request).await.unwrap();
     let job = ended(&app, &job.job_id, WATCH_LIMIT.min(FAILURE_LIMIT)).await;
+    assert_eq!(
+        JobState::try_from(job.state).unwrap(),
+        JobState::Succeeded,
+        "{:?}",
+        job.error
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_loader_of_300_short_expressions_is_created_without_warnings_and_renders_at_60_fps() {
+    let app = spawn_app().await;
+    let bytes = serde_json::to_vec(&loader(50, 60, 60)).unwrap();
+    let created = create(&app, bytes).await.expect("created");
+    assert!(
+        !created
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("expression")),
+        "{:?}",
+        created.warnings
+    );
+    let mut request = small_request(&created.template_id, proto::Format::Gif);
+    if let Some(output) = request.output.as_mut() {
+        output.fps = 60;
+    }
+    let job = app.submit(request).await.unwrap();
+    let job = ended(&app, &job.job_id, WATCH_LIMIT).await;
     assert_eq!(
         JobState::try_from(job.state).unwrap(),
         JobState::Succeeded,

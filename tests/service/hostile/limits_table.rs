@@ -124,8 +124,14 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::text::MAX_TEXT_VERTICES_PER_TEMPLATE" => {
             count(lottie::text::MAX_TEXT_VERTICES_PER_TEMPLATE as f64)
         }
+        "lottie::expressions::EXPRESSION_WORK_UNITS_PER_FRAME" => {
+            count(lottie::expressions::EXPRESSION_WORK_UNITS_PER_FRAME as f64)
+        }
         "lottie::expressions::MAX_EXPRESSION_WORK_UNITS" => {
             count(lottie::expressions::MAX_EXPRESSION_WORK_UNITS as f64)
+        }
+        "lottie::expressions::POLL_WORK_UNITS" => {
+            count(lottie::expressions::POLL_WORK_UNITS as f64)
         }
         "lottie::expressions::BYTES_PER_WORK_UNIT" => {
             bytes(lottie::expressions::BYTES_PER_WORK_UNIT as f64)
