@@ -175,6 +175,24 @@ mod tests {
         assert_eq!(answered, format!("5,{}", within.len()));
     }
 
+    #[test]
+    fn a_templates_file_may_be_as_large_as_the_largest_request() {
+        // Held here, not in grpc::bounds' tests: the middleware depends on grpc, not the reverse.
+        let schema = Schema::contract().unwrap();
+        let plan = &schema.messages[schema
+            .message("lottie.render.v1.CreateTemplateRequest")
+            .unwrap()];
+        let file = plan
+            .fields
+            .iter()
+            .find(|f| f.name == "lottie_json")
+            .unwrap();
+        assert_eq!(
+            file.length.max_bytes,
+            Some(crate::middleware::request_body::MAX_REQUEST_BYTES as u64)
+        );
+    }
+
     #[tokio::test]
     async fn health_and_unknown_paths_pass_untouched() {
         for path in ["/grpc.health.v1.Health/Check", "/no.Such/Method"] {

@@ -140,10 +140,6 @@ fn the_declared_bounds_are_the_limits_the_domain_checks() {
         field(create, "animation_id").length.max_chars,
         as_u64(crate::lottie::dotlottie::MAX_ANIMATION_ID_CHARS)
     );
-    assert_eq!(
-        field(create, "lottie_json").length.max_bytes,
-        as_u64(crate::middleware::request_body::MAX_REQUEST_BYTES)
-    );
     for (message, name) in [
         ("lottie.render.v1.TimePoint", "marker"),
         ("lottie.render.v1.Segment", "marker"),
