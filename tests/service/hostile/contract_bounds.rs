@@ -491,6 +491,17 @@ async fn json_call(
     (status, answer.text().await.unwrap())
 }
 
+/// The field paths an RFC 9457 problem of the door names.
+fn problem_fields(problem: &str) -> Vec<String> {
+    let problem: serde_json::Value = serde_json::from_str(problem).unwrap();
+    problem["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|error| error["field"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Resets the server's peak RSS to its RSS now (Linux's `clear_refs` 5); answers it.
 fn reset_peak(server: &ServerProcess) -> u64 {
     std::fs::write(format!("/proc/{}/clear_refs", server.pid()), "5").unwrap();
@@ -563,13 +574,7 @@ async fn every_field_of(service: &str) {
                 "JSON {}: {status} {problem}",
                 target.describe()
             );
-            let problem: serde_json::Value = serde_json::from_str(&problem).unwrap();
-            let fields: Vec<String> = problem["errors"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|error| error["field"].as_str().map(str::to_owned))
-                .collect();
+            let fields = problem_fields(&problem);
             assert_named(target, &fields, "JSON");
             assert_memory(target, &server, before, body, "JSON");
         }
@@ -591,13 +596,7 @@ async fn every_field_of(service: &str) {
                 "URL {}: {status} {text}",
                 target.describe()
             );
-            let problem: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let fields: Vec<String> = problem["errors"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|error| error["field"].as_str().map(str::to_owned))
-                .collect();
+            let fields = problem_fields(&text);
             assert_named(target, &fields, "URL");
         }
 
