@@ -9,7 +9,9 @@
   files that are test modules themselves are not product);
 - product functions over MAX_FUNCTION_LINES lines (from the `fn` line to its closing
   brace, found by brace matching on the source with comments, strings and chars blanked);
-- README.md over MAX_README_LINES lines.
+- README.md over MAX_README_LINES lines;
+- and, not failing, DESIGN's soft signs: product files over SOFT_FILE_LINES lines and
+  functions over SOFT_FUNCTION_LINES, listed so the trend is visible between sessions.
 
 Exit status 0 when nothing is found, 1 otherwise. Usage, from the project root:
 
@@ -29,6 +31,10 @@ from collections import defaultdict
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 120
 MAX_README_LINES = 400
+# DESIGN's soft signs ("a file over ~500 lines, a function over ~80"): places to look at when
+# one is there anyway, not failures; the list is printed so a change that grows it is seen.
+SOFT_FILE_LINES = 500
+SOFT_FUNCTION_LINES = 80
 
 
 # ---------------------------------------------------------------------------------------
@@ -630,6 +636,30 @@ def top_module(info):
 # Main.
 
 
+def lengths(crate):
+    """(findings, soft signs): product files and functions over the hard limits (failures)
+    and over the soft signs only (listed, not failing), each as one line of text."""
+    findings, signs = [], []
+    for path in sorted(crate.files):
+        info = crate.files[path]
+        if info.module in crate.test_modules:
+            continue
+        product_lines = info.lines - info.test_lines
+        if product_lines > MAX_FILE_LINES:
+            findings.append(f"file over {MAX_FILE_LINES} lines: {path} ({product_lines} without tests)")
+        elif product_lines > SOFT_FILE_LINES:
+            signs.append(f"file over {SOFT_FILE_LINES} lines: {path} ({product_lines} without tests)")
+        for name, first, last, test in info.functions:
+            if test:
+                continue
+            length = last - first + 1
+            if length > MAX_FUNCTION_LINES:
+                findings.append(f"function over {MAX_FUNCTION_LINES} lines: {path}:{first} {name} ({length})")
+            elif length > SOFT_FUNCTION_LINES:
+                signs.append(f"function over {SOFT_FUNCTION_LINES} lines: {path}:{first} {name} ({length})")
+    return findings, signs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=".", help="the project root (default: .)")
@@ -659,21 +689,10 @@ def main():
             if wanted in (a, b, ma, mb):
                 print(f"edge {a}:{line} -> {b}")
 
-    for path in sorted(crate.files):
-        info = crate.files[path]
-        if info.module in crate.test_modules:
-            continue
-        product_lines = info.lines - info.test_lines
-        if product_lines > MAX_FILE_LINES:
-            print(f"file over {MAX_FILE_LINES} lines: {path} ({product_lines} without tests)")
-            problems += 1
-        for name, first, last, test in info.functions:
-            if test:
-                continue
-            length = last - first + 1
-            if length > MAX_FUNCTION_LINES:
-                print(f"function over {MAX_FUNCTION_LINES} lines: {path}:{first} {name} ({length})")
-                problems += 1
+    limits, signs = lengths(crate)
+    for line in limits:
+        print(line)
+    problems += len(limits)
 
     readme = os.path.join(args.root, "README.md")
     if os.path.exists(readme):
@@ -684,6 +703,9 @@ def main():
             problems += 1
 
     if not args.quiet:
+        for line in signs:
+            print(f"soft sign: {line}")
+        print(f"structure: {len(signs)} soft signs (not failures)")
         print(f"structure: {len(crate.files)} files, {len(set((a, b) for a, b, _ in edges))} file edges, {problems} found")
     return 1 if problems else 0
 

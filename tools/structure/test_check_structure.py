@@ -117,6 +117,26 @@ class Lengths(unittest.TestCase):
         functions = {name: (first, last) for name, first, last, _ in loaded.files["src/a.rs"].functions}
         self.assertEqual(functions, {"long": (4, 10)})
 
+    def test_soft_signs_are_listed_apart_from_the_limits(self):
+        def function(name, lines):
+            return f"fn {name}() {{\n" + "    let x = 1;\n" * (lines - 2) + "}\n"
+
+        loaded = crate(
+            {
+                "src/lib.rs": "pub mod a;\npub mod b;\n",
+                "src/a.rs": function("soft", check_structure.SOFT_FUNCTION_LINES + 1)
+                + function("hard", check_structure.MAX_FUNCTION_LINES + 1)
+                + function("short", check_structure.SOFT_FUNCTION_LINES),
+                "src/b.rs": "// line\n" * (check_structure.SOFT_FILE_LINES + 1),
+            }
+        )
+        findings, signs = check_structure.lengths(loaded)
+        self.assertEqual(len(findings), 1)
+        self.assertIn("hard", findings[0])
+        self.assertEqual(len(signs), 2)
+        self.assertTrue(any("a.rs" in s and "soft" in s for s in signs))
+        self.assertTrue(any(s.startswith("file over") and "b.rs" in s for s in signs))
+
 
 if __name__ == "__main__":
     unittest.main()
