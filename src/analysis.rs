@@ -49,12 +49,14 @@ pub const ANALYSIS_MEMORY_BYTES: u64 = 1024 * 1024 * 1024;
 /// Wall-clock backstop of one analysis, in multiples of its CPU budget: the verdict is the CPU
 /// and memory budgets' (the same template always exhausts them), so a worker that makes
 /// progress runs until they speak, however loaded the machine; only one that gets less than
-/// a sixty-fourth of a core on average, or none at all for [`ANALYSIS_STALL_LIMIT`], is ended
+/// a sixty-fourth of a core on average, or none at all for [`ANALYSIS_STALL_SECONDS`], is ended
 /// as "the machine is loaded" (transient). With four, a 2-core machine at load average 6 (the
 /// test suite beside two CPU hogs) answered "retry" to templates over the budget.
 pub const ANALYSIS_WALL_PER_CPU: u32 = 64;
-/// An analysis worker that uses no CPU at all for this long is stuck: ended, transient.
-pub const ANALYSIS_STALL_LIMIT: Duration = Duration::from_secs(10);
+/// An analysis worker that uses no CPU at all for this long is stuck: ended, transient (by
+/// default; `--analysis-stall-seconds`, hidden, lets a test hold analyses longer). A working
+/// worker's CPU time grows every second however loaded the machine.
+pub const ANALYSIS_STALL_SECONDS: u64 = 10;
 /// How often an analysis' progress (its worker's CPU time) is read.
 const PROGRESS_SAMPLE: Duration = Duration::from_secs(1);
 
@@ -65,6 +67,8 @@ pub(crate) struct AnalysisBudget {
     pub memory_bytes: u64,
     /// CPU time, seconds ([`ANALYSIS_CPU_SECONDS`] by default).
     pub cpu_seconds: u64,
+    /// Seconds without any CPU after which a worker is stuck ([`ANALYSIS_STALL_SECONDS`]).
+    pub stall_seconds: u64,
 }
 
 impl Default for AnalysisBudget {
@@ -72,6 +76,7 @@ impl Default for AnalysisBudget {
         AnalysisBudget {
             memory_bytes: ANALYSIS_MEMORY_BYTES,
             cpu_seconds: ANALYSIS_CPU_SECONDS,
+            stall_seconds: ANALYSIS_STALL_SECONDS,
         }
     }
 }
@@ -80,6 +85,11 @@ impl AnalysisBudget {
     /// The wall-clock limit ([`ANALYSIS_WALL_PER_CPU`] times the CPU budget).
     pub(crate) fn wall_deadline(&self) -> Duration {
         Duration::from_secs(self.cpu_seconds).saturating_mul(ANALYSIS_WALL_PER_CPU)
+    }
+
+    /// How long a worker may use no CPU at all before it is stuck.
+    pub(crate) fn stall_limit(&self) -> Duration {
+        Duration::from_secs(self.stall_seconds)
     }
 }
 /// How long a call waits for a free analysis worker before UNAVAILABLE: a few honest analyses
@@ -349,12 +359,13 @@ struct WorkerInput<'a> {
 }
 
 /// `work` (an analysis), or None when its worker `pid` made no progress (its CPU time did
-/// not grow) for [`ANALYSIS_STALL_LIMIT`], or `backstop` passed: the wall clock decides
+/// not grow) for `stall`, or `backstop` passed: the wall clock decides
 /// nothing about a worker that progresses (issue 43), its CPU limit does.
 async fn while_progressing<T>(
     work: impl std::future::Future<Output = T>,
     pid: Option<u32>,
     backstop: Duration,
+    stall: Duration,
 ) -> Option<T> {
     let mut work = std::pin::pin!(work);
     let started = Instant::now();
@@ -372,7 +383,7 @@ async fn while_progressing<T>(
                     _ => grew = now,
                 }
                 if now.duration_since(started) >= backstop
-                    || now.duration_since(grew) >= ANALYSIS_STALL_LIMIT
+                    || now.duration_since(grew) >= stall
                 {
                     return None;
                 }
@@ -445,7 +456,8 @@ async fn run_worker(
         (output, stderr_tail, status)
     };
     let deadline = budget.wall_deadline();
-    let Some((output, stderr_tail, status)) = while_progressing(work, worker, deadline).await
+    let Some((output, stderr_tail, status)) =
+        while_progressing(work, worker, deadline, budget.stall_limit()).await
     else {
         // Stuck, or starved past the backstop: charged as a used-up budget (its tenant's
         // other analyses wait while this machine is this loaded).

@@ -154,6 +154,11 @@ pub struct ServerSettings {
     /// as long. At most ten minutes: past that no honest template is waiting for its answer.
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_CPU_SECONDS", default_value_t = crate::analysis::ANALYSIS_CPU_SECONDS, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub analysis_cpu_seconds: u64,
+    /// Seconds an analysis worker may use no CPU at all before it is ended as stuck
+    /// (UNAVAILABLE, retryable) [default: 10]. Hidden: the tests hold analyses stopped for
+    /// longer than a bystander may wait on a loaded machine.
+    #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_STALL_SECONDS", default_value_t = crate::analysis::ANALYSIS_STALL_SECONDS, value_parser = clap::value_parser!(u64).range(1..=600), hide = true)]
+    pub analysis_stall_seconds: u64,
     /// The program run as `analyze` for each new template's report [default: this
     /// executable; not `--worker-executable`, which may be a render-only stand-in].
     #[arg(long, env = "LOTTIE_RENDER_ANALYSIS_EXECUTABLE", hide = true)]
@@ -310,6 +315,7 @@ impl ServerSettings {
             analysis_workers: crate::analysis::DEFAULT_ANALYSIS_WORKERS,
             analysis_memory_mb: crate::analysis::ANALYSIS_MEMORY_BYTES / (1024 * 1024),
             analysis_cpu_seconds: crate::analysis::ANALYSIS_CPU_SECONDS,
+            analysis_stall_seconds: crate::analysis::ANALYSIS_STALL_SECONDS,
             analysis_executable: None,
             max_templates: crate::storage::DEFAULT_MAX_TEMPLATES,
             max_template_storage_mb: crate::storage::DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024),

@@ -455,6 +455,7 @@ fn analysis_pool(settings: &ServerSettings) -> Result<AnalysisPool, ServerError>
         AnalysisBudget {
             memory_bytes: settings.analysis_memory_mb.saturating_mul(1024 * 1024),
             cpu_seconds: settings.analysis_cpu_seconds,
+            stall_seconds: settings.analysis_stall_seconds,
         },
     ))
 }

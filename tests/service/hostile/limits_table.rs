@@ -194,7 +194,9 @@ fn constant(name: &str) -> Option<Actual> {
             seconds(Duration::from_secs_f64(encode::gif::MAX_GIF_SECONDS))
         }
         "analysis::ANALYSIS_WALL_PER_CPU" => count(f64::from(analysis::ANALYSIS_WALL_PER_CPU)),
-        "analysis::ANALYSIS_STALL_LIMIT" => seconds(analysis::ANALYSIS_STALL_LIMIT),
+        "analysis::ANALYSIS_STALL_SECONDS" => {
+            seconds(Duration::from_secs(analysis::ANALYSIS_STALL_SECONDS))
+        }
         "analysis::WORKER_WAIT" => seconds(analysis::WORKER_WAIT),
         "analysis::shares::FIRST_BACKOFF_BUDGETS" => {
             count(f64::from(analysis::shares::FIRST_BACKOFF_BUDGETS))
