@@ -122,8 +122,14 @@ async fn plaintext_connections_that_send_no_first_request_are_closed_and_a_promp
     // Past the timeout the honest connection is still served: only a first request is timed.
     assert!(list_templates_on(&honest, app.address).await);
     // The test's own channel connected at start and stayed idle past the timeout too: it
-    // was closed, and its next call reconnects by itself.
-    list_templates(app.channel.clone()).await.unwrap();
+    // was closed, and a call after it reconnects by itself. On a loaded machine the client's
+    // connection task may not have read the close yet when the call goes out, and that one
+    // call meets the reset (as any client's may when a server closes an idle connection):
+    // the channel then knows, and the next call reconnects.
+    if let Err(status) = list_templates(app.channel.clone()).await {
+        assert_eq!(status.code(), tonic::Code::Unknown, "{status:?}");
+        list_templates(app.channel.clone()).await.unwrap();
+    }
     assert!(app.metric(FIRST_REQUEST_TIMEOUTS).await >= 3.0);
     app.stop().await;
 }
