@@ -165,7 +165,13 @@ impl EncoderSettings {
                 self.width.next_multiple_of(2),
                 self.height.next_multiple_of(2),
             ),
-            _ => (self.width, self.height),
+            Format::Webm
+            | Format::Gif
+            | Format::Png
+            | Format::Jpeg
+            | Format::Webp
+            | Format::Apng
+            | Format::Mov => (self.width, self.height),
         }
     }
 }

@@ -76,6 +76,45 @@ pub struct FieldViolation {
     pub description: String,
 }
 
+/// The refusals of one stage of a request, gathered so that the caller gets all of them at
+/// once: the first one's reason leads ([`Violations::into_result`]).
+#[derive(Debug, Default)]
+pub struct Violations {
+    reason: Option<Reason>,
+    fields: Vec<FieldViolation>,
+}
+
+impl Violations {
+    /// Adds a refusal of `field`.
+    pub fn push(
+        &mut self,
+        reason: Reason,
+        field: impl Into<String>,
+        description: impl Into<String>,
+    ) {
+        self.reason.get_or_insert(reason);
+        self.fields.push(FieldViolation {
+            field: field.into(),
+            description: description.into(),
+        });
+    }
+
+    /// `value` when nothing was refused, else one INVALID_ARGUMENT listing every refusal (its
+    /// message each `field: description`, joined with `; `).
+    pub fn into_result<T>(self, value: T) -> Result<T, ServiceError> {
+        let Some(reason) = self.reason else {
+            return Ok(value);
+        };
+        let message = self
+            .fields
+            .iter()
+            .map(|v| format!("{}: {}", v.field, v.description))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(ServiceError::invalid_argument(reason, message, self.fields))
+    }
+}
+
 /// An error as the service reports it to a caller.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceError {

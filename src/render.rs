@@ -5,7 +5,6 @@
 
 pub(crate) mod frames;
 
-use crate::encode::gif::MAX_GIF_SECONDS;
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
 use crate::lottie::modifications::{self, ModificationError};
@@ -15,7 +14,8 @@ use crate::lottie::{
 };
 use crate::lottie::{effects, lowering};
 use crate::reason::Reason;
-use crate::spec::{Format, Modifications, OutputSpec};
+use crate::spec::output::{self, OutputViolation};
+use crate::spec::{Modifications, OutputSpec};
 use frames::FrameSource;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -40,12 +40,10 @@ pub enum RenderError {
     Resources(String),
     #[error(transparent)]
     Encode(#[from] EncodeError),
-    #[error("a {format} output may last at most {max} s; this one would last {seconds:.1} s")]
-    OutputTooLong {
-        format: &'static str,
-        seconds: f64,
-        max: f64,
-    },
+    /// What admission refuses of an output ([`output::check`]), met by a template that changed
+    /// since, or by the CLI, which has no admission.
+    #[error("{field}: {0}", field = .0.field())]
+    Output(OutputViolation),
     #[error(
         "{0}: the expressions of this template need more than a render allows; simplify \
          them (CreateTemplate's warnings name each one)"
@@ -60,8 +58,6 @@ pub enum RenderError {
     ImageMissing { slot: String },
     #[error("output: {0}")]
     WindowOutside(String),
-    #[error("output: {0}")]
-    OutputTooLarge(String),
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -76,10 +72,9 @@ impl Classified for RenderError {
             RenderError::Text(error) => error.class(),
             // Counted work: the same request always runs out the same way.
             RenderError::RendererRefused
-            | RenderError::OutputTooLong { .. }
+            | RenderError::Output(_)
             | RenderError::ExpressionsOverBudget(_)
             | RenderError::WindowOutside(_)
-            | RenderError::OutputTooLarge(_)
             | RenderError::Image { .. } => ErrorClass::Deterministic,
             // Staging lost a file: another attempt stages it again.
             RenderError::ImageMissing { .. } => ErrorClass::Transient,
@@ -101,10 +96,9 @@ impl Classified for RenderError {
             RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => Reason::TemplateUnrenderable,
             RenderError::WindowOutside(_) => Reason::RequestInvalid,
-            RenderError::OutputTooLarge(_) => Reason::OutputTooLong,
+            RenderError::Output(violation) => violation.reason(),
             RenderError::Image { .. } => Reason::ImageInvalid,
             RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
-            RenderError::OutputTooLong { .. } => Reason::OutputTooLong,
             // Expressions that ran out of their budget ([`expressions::work_budget`],
             // [`expressions::MAX_EXPRESSION_CPU`]): the job fails, not retryable, and its
             // fingerprint is quarantined.
@@ -134,6 +128,19 @@ pub struct PreparedRender {
     pub frame_count: u32,
 }
 
+/// What a render is made of: the template (its bytes and, for a dotLottie archive, the
+/// animation its record chose; None: the archive's own choice), the caller's modifications
+/// and the bytes of the replacement images they name (SHA-256 → bytes), the output, and the
+/// uploaded fonts.
+pub struct RenderInput<'a> {
+    pub template: &'a [u8],
+    pub animation: Option<&'a str>,
+    pub modifications: &'a Modifications,
+    pub images: &'a BTreeMap<String, Vec<u8>>,
+    pub output: OutputSpec,
+    pub fonts: &'a FontBook,
+}
+
 /// Parses and fences `template_bytes` (image assets included: they must be embedded data),
 /// bakes expressions into keyframes, applies `modifications`, turns text layers into glyph
 /// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts
@@ -144,54 +151,35 @@ pub fn prepare(
     spec: OutputSpec,
     fonts: &FontBook,
 ) -> Result<PreparedRender, RenderError> {
-    prepare_with_images(
-        (template_bytes, None),
+    prepare_with_images(RenderInput {
+        template: template_bytes,
+        animation: None,
         modifications,
-        spec,
+        images: &BTreeMap::new(),
+        output: spec,
         fonts,
-        &BTreeMap::new(),
-    )
+    })
 }
 
-/// [`prepare`] with the bytes of the replacement images `modifications.images` names
-/// (SHA-256 → bytes): each is decoded and fitted to its slot's box here, in the worker
-/// ([`crate::lottie::images`]). The template is its bytes and, for a dotLottie archive, the
-/// animation its record chose (None: the archive's own choice).
-pub fn prepare_with_images(
-    (template_bytes, animation): (&[u8], Option<&str>),
-    modifications: &Modifications,
-    spec: OutputSpec,
-    fonts: &FontBook,
-    image_bytes: &BTreeMap<String, Vec<u8>>,
-) -> Result<PreparedRender, RenderError> {
+/// [`prepare`] of a whole [`RenderInput`]: with the replacement images, each decoded and
+/// fitted to its slot's box here, in the worker ([`crate::lottie::images`]), and the
+/// animation of a dotLottie archive. The output is held to its format's limits
+/// ([`output::check`]) before anything heavy starts.
+pub fn prepare_with_images(input: RenderInput<'_>) -> Result<PreparedRender, RenderError> {
+    let RenderInput {
+        template: template_bytes,
+        animation,
+        modifications,
+        images: image_bytes,
+        output: spec,
+        fonts,
+    } = input;
     let mut template = Template::parse_animation(template_bytes, animation)?;
     // A dotLottie's own fonts, under the uploaded ones.
     let fonts = &fonts.with_template_fonts(std::mem::take(&mut template.fonts));
-    let seconds = match spec.window {
-        Some(window) => f64::from(window.range().1) / f64::from(spec.fps.get()),
-        None => template.duration_seconds(),
-    };
-    if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
-        return Err(RenderError::OutputTooLong {
-            format: "GIF",
-            seconds,
-            max: MAX_GIF_SECONDS,
-        });
-    }
-    let frames = match spec.window {
-        Some(window) => window.range().1,
-        None => timeline::frame_count(seconds, spec.fps.get()),
-    };
-    let still = matches!(spec.window, Some(crate::spec::Window::Still { .. }));
-    if spec.format == Format::Webp && !still {
-        let (width, height) = (spec.width.get(), spec.height.get());
-        if let Some(megapixels) = encode::web::webp_animation_over_limit(frames, width, height) {
-            return Err(RenderError::OutputTooLarge(format!(
-                "an animated WebP may have at most {} megapixels; this one would have \
-                 {megapixels:.0}",
-                encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS
-            )));
-        }
+    let frames = output::frames(&spec, template.duration_seconds());
+    if let Some(violation) = output::check(&spec, frames).into_iter().next() {
+        return Err(RenderError::Output(violation));
     }
     let mut json = template.json;
     let slots = slots::discover(&json);

@@ -1,6 +1,7 @@
 //! What a render asks for, as domain types that can only hold valid values: colours with
 //! channels in 0..=1, output sizes and frame rates from the supported sets, the output
-//! format. Wire and file forms become these exactly once (parse, don't validate).
+//! format ([`output`]: each format's facts and limits). Wire and file forms become these
+//! exactly once (parse, don't validate).
 
 use crate::error::{Classified, ErrorClass};
 use crate::reason::Reason;
@@ -10,9 +11,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub mod notify;
+pub mod output;
 pub mod timing;
 pub use notify::{EventType, Notify};
-pub use timing::{Marker, SegmentRef, TimeRef, TimingRequest, Window};
+pub use output::{Format, Window};
+pub use timing::{Marker, SegmentRef, TimeRef, TimingRequest};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
@@ -180,110 +183,6 @@ impl fmt::Display for Rgba {
             write!(f, "{a:02x}")?;
         }
         Ok(())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// H.264 in MP4, yuv420p, composited over the background colour.
-    Mp4,
-    /// VP9 in WebM with an alpha channel.
-    Webm,
-    /// Animated GIF (gifski), binary transparency.
-    Gif,
-    /// A still PNG with alpha (`at` names its time).
-    Png,
-    /// A still JPEG, composited over the background colour (`at` names its time).
-    Jpeg,
-    /// WebP with alpha: a still with `at`, else animated.
-    Webp,
-    /// Animated PNG with alpha.
-    Apng,
-    /// ProRes 4444 with alpha in a QuickTime file, for editing software.
-    Mov,
-    /// H.265 (HEVC) in MP4, tagged `hvc1`, composited over the background colour.
-    Hevc,
-    /// AV1 (SVT-AV1) in MP4, composited over the background colour.
-    Av1,
-}
-
-impl Format {
-    pub const ALL: [Format; 10] = [
-        Format::Mp4,
-        Format::Webm,
-        Format::Gif,
-        Format::Png,
-        Format::Jpeg,
-        Format::Webp,
-        Format::Apng,
-        Format::Mov,
-        Format::Hevc,
-        Format::Av1,
-    ];
-
-    pub(crate) fn content_type(self) -> &'static str {
-        match self {
-            Format::Mp4 | Format::Hevc | Format::Av1 => "video/mp4",
-            Format::Webm => "video/webm",
-            Format::Gif => "image/gif",
-            Format::Png => "image/png",
-            Format::Jpeg => "image/jpeg",
-            Format::Webp => "image/webp",
-            Format::Apng => "image/apng",
-            Format::Mov => "video/quicktime",
-        }
-    }
-
-    pub fn extension(self) -> &'static str {
-        match self {
-            Format::Mp4 | Format::Hevc | Format::Av1 => "mp4",
-            Format::Webm => "webm",
-            Format::Gif => "gif",
-            Format::Png | Format::Apng => "png",
-            Format::Jpeg => "jpg",
-            Format::Webp => "webp",
-            Format::Mov => "mov",
-        }
-    }
-
-    /// As messages name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Mp4 => "MP4",
-            Format::Webm => "WebM",
-            Format::Gif => "GIF",
-            Format::Png => "PNG",
-            Format::Jpeg => "JPEG",
-            Format::Webp => "WebP",
-            Format::Apng => "APNG",
-            Format::Mov => "ProRes 4444 MOV",
-            Format::Hevc => "HEVC MP4",
-            Format::Av1 => "AV1 MP4",
-        }
-    }
-
-    /// Whether the output keeps transparency; the others are composited over the background.
-    pub fn has_alpha(self) -> bool {
-        !matches!(
-            self,
-            Format::Mp4 | Format::Hevc | Format::Av1 | Format::Jpeg
-        )
-    }
-
-    /// Only ever one frame (`at` is required).
-    pub fn is_still_only(self) -> bool {
-        matches!(self, Format::Png | Format::Jpeg)
-    }
-
-    /// May be one frame (`at` is allowed).
-    pub fn can_be_still(self) -> bool {
-        matches!(self, Format::Png | Format::Jpeg | Format::Webp)
-    }
-
-    /// Animated, with a loop count (`loop_count` is allowed).
-    pub fn loops(self) -> bool {
-        matches!(self, Format::Gif | Format::Webp | Format::Apng)
     }
 }
 

@@ -197,13 +197,14 @@ pub fn run_reporting(data: &[u8]) -> Reached {
             _ => None,
         })
         .collect();
-    let prepared = render::prepare_with_images(
-        (&upload, record.report.animation.as_deref()),
-        &submission.modifications,
-        submission.output,
-        &FontBook::default(),
-        &image_bytes,
-    );
+    let prepared = render::prepare_with_images(render::RenderInput {
+        template: &upload,
+        animation: record.report.animation.as_deref(),
+        modifications: &submission.modifications,
+        images: &image_bytes,
+        output: submission.output,
+        fonts: &FontBook::default(),
+    });
     let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(error) => {

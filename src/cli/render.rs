@@ -4,7 +4,7 @@
 
 use super::exit;
 use crate::error::ErrorClass;
-use crate::lottie::{timeline, Template};
+use crate::lottie::Template;
 use crate::sandbox::protocol::{WorkerEvent, WorkerJob};
 use crate::sandbox::{self, CancelToken, FailureKind, SandboxSettings};
 use crate::spec::{Dimension, Fit, Format, Fps, ImageChoice, Modifications, OutputSpec, Rgba};
@@ -254,10 +254,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         })?;
         modifications = theme.overridden_by(modifications);
     }
-    let frames = match spec.window {
-        Some(window) => window.range().1,
-        None => timeline::frame_count(template.duration_seconds(), spec.fps.get()),
-    };
+    let frames = crate::spec::output::frames(&spec, template.duration_seconds());
     let deadline = args
         .timeout
         .map(Duration::from_secs)

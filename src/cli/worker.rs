@@ -196,13 +196,14 @@ fn execute(job: &WorkerJob, steps: &mut Steps) -> Result<render::OutputInfo, Fai
         threads,
     } = inputs?;
     let step = steps.start();
-    let prepared = render::prepare_with_images(
-        (&template, job.animation.as_deref()),
-        &job.modifications,
-        job.output,
-        &fonts,
-        &images,
-    );
+    let prepared = render::prepare_with_images(render::RenderInput {
+        template: &template,
+        animation: job.animation.as_deref(),
+        modifications: &job.modifications,
+        images: &images,
+        output: job.output,
+        fonts: &fonts,
+    });
     steps.end(step, "prepare", Vec::new(), prepared.is_err());
     let prepared = prepared?;
     steps.frames = Some(prepared.frame_count);

@@ -27,9 +27,6 @@ pub(crate) fn gif_quality(quality: crate::spec::Quality) -> u8 {
 }
 /// Shortest frame delay browsers honour, centiseconds; shorter ones are slowed to 10 cs.
 pub const MIN_FRAME_DELAY_CS: i64 = 2;
-/// Longest GIF rendered, seconds. gifski caps one frame's delay at 300 s, so a longer GIF
-/// whose picture stands still would play short; no real use wants a longer GIF anyway.
-pub const MAX_GIF_SECONDS: f64 = 300.0;
 
 pub(crate) struct GifEncoder {
     collector: Option<Collector>,

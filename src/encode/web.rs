@@ -1,5 +1,7 @@
 //! The formats for the web and chat: WebP (libwebp through FFmpeg; animated, or a still when
 //! the output is one frame) and APNG (FFmpeg's encoder), both with alpha and a loop count.
+//! libwebp's animation encoder holds every frame until it writes the file: how large an
+//! animated WebP may be is its format's row in [`crate::spec::output`].
 
 use super::video::{VideoCodec, VideoEncoder};
 use super::{EncodeError, EncoderSettings};
@@ -12,21 +14,6 @@ use std::path::Path;
 /// BT.601 limited-range matrix) decoded 3/255 further off on flat purples, as `yuv.rs` tunes
 /// its chroma for Chromium's video path, not libwebp's.
 pub(crate) const WEBP_PIXEL_FORMAT: Pixel = Pixel::BGRA;
-
-/// Output megapixels (frames × width × height / 10⁶) an animated WebP may have. libwebp's
-/// animation encoder holds the animation in memory until it writes the file: measured with
-/// `./dev bench --format webp` at 1080², peak RSS grew by 1.6 MiB a frame on the emoji file
-/// and 3.7 MiB a frame on the tractor (2.3 GiB for its 534 frames, 624 megapixels), about
-/// 3.2 bytes a pixel at worst. 600 megapixels keep a worker near 2 GiB, under its 4 GiB
-/// limit (17 s at 1080² and 30 fps, 68 s at 540²; chat stickers last 3 s).
-pub const MAX_WEBP_ANIMATION_MEGAPIXELS: f64 = 600.0;
-
-/// Whether an animated WebP of `frames` frames of `width` × `height` is within
-/// [`MAX_WEBP_ANIMATION_MEGAPIXELS`]; the megapixels it has otherwise.
-pub(crate) fn webp_animation_over_limit(frames: u32, width: u32, height: u32) -> Option<f64> {
-    let megapixels = f64::from(frames) * f64::from(width) * f64::from(height) / 1e6;
-    (megapixels > MAX_WEBP_ANIMATION_MEGAPIXELS).then_some(megapixels)
-}
 
 /// libwebp's lossy quality (0..=100). 95 is the lowest that keeps flat colours within 2/255:
 /// measured on #AF52DE with libwebp's own decoder, 90 leaves chroma blocks 3/255 off, 95 and

@@ -1,27 +1,23 @@
-//! Admission: the checks a valid render request passes before it becomes a queued job.
-//! Against its template ([`admit`]: the template exists, every slot id is one of its slots,
-//! frames × pixels within the job budget, the GIF length, disk room for the output), then
-//! against the quarantine ([`Scheduler::check_quarantine`]), then for capacity (the queue and
-//! the tenant's share, [`Scheduler::accept`]). Every refusal comes back as the
-//! [`ServiceError`] the caller sees, with its retry delay when it is worth retrying.
+//! Admission: what a valid render request must be against its template, decided by one pure
+//! function ([`admit`]) of the request and the template's record: the theme applied, every
+//! slot id one of the template's, the times resolved, the output within the job budget and
+//! its format's limits ([`crate::spec::output`]). It answers the [`Plan`] of the job or every
+//! refusal at once (INVALID_ARGUMENT); reading the record, the disk, the pins, the quarantine
+//! and the queue are the intake's steps ([`super::intake`]).
 
-use super::scheduler::SubmitRefused;
-use super::{Fingerprint, Job, RenderWork, Scheduler};
+use super::{Fingerprint, Job, RenderWork};
 use crate::auth::TenantId;
-use crate::encode::gif::MAX_GIF_SECONDS;
-use crate::error::{Classified, FieldViolation, ServiceError, ServiceErrorCode};
-use crate::jobs::queue::PushRefused;
+use crate::error::{Classified, ServiceError, Violations};
 use crate::lottie::modifications::{self, ModificationError};
-use crate::lottie::timeline;
 use crate::reason::Reason;
-use crate::spec::{Format, RenderSubmission};
-use crate::storage::{AdmissionRecord, StorageError, TemplateStore};
+use crate::spec::output;
+use crate::spec::{ImageSource, Modifications, Notify, OutputSpec, RenderSubmission};
+use crate::storage::pins::TemplatePin;
+use crate::storage::AdmissionRecord;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
-
-/// Retry delay while the server drains: long enough for the mesh to route elsewhere.
-pub(crate) const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Limits applied to every job.
 #[derive(Debug, Clone, Copy)]
@@ -32,96 +28,88 @@ pub struct JobLimits {
     pub max_duration: Duration,
 }
 
-/// The refusal of a server that is shutting down.
-pub(crate) fn server_draining() -> ServiceError {
-    ServiceError::transient(
-        ServiceErrorCode::Unavailable,
-        Reason::ServerDraining,
-        "the server is shutting down; submit to another instance or retry later",
-        DRAINING_RETRY_AFTER,
-    )
+/// An admitted request: the job it becomes once the template's files are pinned for it.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub tenant: TenantId,
+    pub template_id: Uuid,
+    /// The theme's values under the caller's, every one checked against the slots.
+    pub modifications: Modifications,
+    /// The window, loop count and poster resolved against the template.
+    pub output: OutputSpec,
+    pub notify: Option<Notify>,
+    /// The replacement images' bytes, to pin for the worker.
+    pub images: BTreeMap<String, ImageSource>,
+    /// The dotLottie animation the template's record chose.
+    pub animation: Option<String>,
+    pub frames: u32,
+    pub fingerprint: Fingerprint,
+    /// One worker run's budget, from the job's work.
+    pub deadline: Duration,
 }
 
-/// A template id that is well-formed but names no template of the caller's tenant (unknown,
-/// deleted, or another tenant's: the same answer): the request is wrong (DESIGN.md), not a
-/// missing resource.
-fn template_not_found(template_id: Uuid) -> ServiceError {
-    let description = format!("template {template_id} does not exist");
-    ServiceError::invalid_argument(
-        Reason::TemplateNotFound,
-        description.clone(),
-        vec![FieldViolation {
-            field: "template_id".into(),
-            description,
-        }],
-    )
+impl Plan {
+    /// The queued job `job_id` and its work, with the template's files `pin`ned for it.
+    pub(crate) fn into_job(self, job_id: Uuid, pin: TemplatePin) -> (Job, RenderWork) {
+        let mut job = Job::queued(
+            job_id,
+            self.tenant,
+            self.template_id,
+            self.fingerprint,
+            self.output.format,
+            self.frames,
+        );
+        job.notify = self.notify;
+        let work = RenderWork {
+            modifications: self.modifications,
+            animation: self.animation,
+            output: self.output,
+            deadline: self.deadline,
+            pin: Some(Arc::new(pin)),
+            trace_parent: None,
+        };
+        (job, work)
+    }
 }
 
-/// Checks `submission` of a caller of `tenant` against its template; answers the job and
-/// the work to queue (with the template's files pinned for it). Blocking (reads the
-/// template's record, checks the disk).
+/// Decides `submission` of a caller of `tenant` against its template's `record`: the plan of
+/// its job (fingerprint, frames, deadline), or every refusal at once. Pure: reading the record,
+/// the disk and pinning the files are the intake's.
 pub(crate) fn admit(
-    templates: &TemplateStore,
     tenant: TenantId,
+    record: &AdmissionRecord,
     mut submission: RenderSubmission,
     limits: JobLimits,
-) -> Result<(Job, RenderWork), ServiceError> {
-    let template_id = submission.template_id;
-    let record = match templates.admission_record(&tenant, template_id) {
-        Ok(record) => record,
-        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
-        Err(error) => return Err(error.into()),
-    };
-    let frames = check_against_record(&record, &mut submission, limits)?;
-    let spec = submission.output;
+) -> Result<Plan, ServiceError> {
+    let frames = check_against_record(record, &mut submission, limits)?;
     let image_megapixels = image_megapixels(&submission);
-    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
-    templates.check_disk_space()?;
+    let output = submission.output;
     let fingerprint = Fingerprint::of(
         &tenant,
         &record.render_identity,
         &submission.modifications,
-        &spec,
+        &output,
     );
-    let job_id = Uuid::new_v4();
-    // Deleted since the record was read: refused as if the deletion came first.
-    let pin = match templates.pin_files(
-        record.id,
-        &record.fonts,
-        &tenant,
-        &submission.images,
-        job_id,
-    ) {
-        Ok(pin) => pin,
-        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
-        Err(error) => return Err(error.into()),
-    };
-    let mut job = Job::queued(
-        job_id,
+    let deadline = crate::sandbox::default_deadline(&output, frames, image_megapixels)
+        .min(limits.max_duration);
+    Ok(Plan {
         tenant,
-        template_id,
-        fingerprint,
-        spec.format,
-        frames,
-    );
-    job.notify = submission.notify;
-    let deadline =
-        crate::sandbox::default_deadline(&spec, frames, image_megapixels).min(limits.max_duration);
-    let work = RenderWork {
+        template_id: submission.template_id,
         modifications: submission.modifications,
+        output,
+        notify: submission.notify,
+        images: submission.images,
         animation: record.animation.clone(),
-        output: spec,
+        frames,
+        fingerprint,
         deadline,
-        pin: Some(Arc::new(pin)),
-        trace_parent: None,
-    };
-    Ok((job, work))
+    })
 }
 
 /// What admission decides of `submission` against its template's record, storage aside:
 /// the theme's values go under the caller's (into `submission.modifications`), every
 /// modification is checked against the slots, the times are resolved into
-/// `submission.output`, and the output is checked against the job budget and the formats'
+/// `submission.output`, and the output is checked against the job budget and its format's
 /// limits. Answers the output's frame count, or every refusal at once. Public for the
 /// `prepare` fuzz target, which runs it between the request's conversion and the worker's
 /// `render::prepare_with_images` as the service does.
@@ -130,26 +118,26 @@ pub fn check_against_record(
     submission: &mut RenderSubmission,
     limits: JobLimits,
 ) -> Result<u32, ServiceError> {
-    let mut violations = Vec::new();
-    let mut reason = None;
+    let mut violations = Violations::default();
     if let Some(theme) = submission.theme.take() {
         match record.themes.get(&theme) {
             Some(values) => {
                 submission.modifications =
                     values.overridden_by(std::mem::take(&mut submission.modifications));
             }
-            None => {
-                reason.get_or_insert(Reason::ThemeUnknown);
-                violations.push(unknown_theme(&theme, &record.themes));
-            }
+            None => violations.push(
+                Reason::ThemeUnknown,
+                "theme",
+                unknown_theme(&theme, &record.themes),
+            ),
         }
     }
     for error in modifications::check(&record.slots, &submission.modifications) {
-        reason.get_or_insert(error.reason());
-        violations.push(FieldViolation {
-            field: modification_field(&error),
-            description: error.to_string(),
-        });
+        violations.push(
+            error.reason(),
+            modification_field(&error),
+            error.to_string(),
+        );
     }
     let image_megapixels = image_megapixels(submission);
     let frames = check_output(
@@ -160,19 +148,9 @@ pub fn check_against_record(
             limits,
             image_megapixels,
         },
-        (&mut reason, &mut violations),
+        &mut violations,
     );
-    match reason {
-        None => Ok(frames),
-        Some(reason) => {
-            let message = violations
-                .iter()
-                .map(|v| format!("{}: {}", v.field, v.description))
-                .collect::<Vec<_>>()
-                .join("; ");
-            Err(ServiceError::invalid_argument(reason, message, violations))
-        }
-    }
+    violations.into_result(frames)
 }
 
 /// Megapixels of replacement images the worker decodes and fits for `submission`, once per
@@ -196,18 +174,17 @@ struct Budget {
 }
 
 /// Resolves `spec`'s window, loop count and poster from `timing` against the template, and
-/// checks the output against the job budget and the formats' own limits (GIF length, animated
-/// WebP size); each refusal goes into `refusal` (the first reason, every violation). Answers
-/// the output's frame count.
+/// checks the output against the job budget and its format's limits ([`output::check`]);
+/// each refusal goes into `violations`. Answers the output's frame count.
 fn check_output(
-    spec: &mut crate::spec::OutputSpec,
+    spec: &mut OutputSpec,
     timing: &crate::spec::TimingRequest,
     report: &AdmissionRecord,
     Budget {
         limits,
         image_megapixels,
     }: Budget,
-    (reason, violations): (&mut Option<Reason>, &mut Vec<FieldViolation>),
+    violations: &mut Violations,
 ) -> u32 {
     let animation = crate::spec::timing::Animation {
         duration_seconds: report.duration_seconds,
@@ -220,30 +197,22 @@ fn check_output(
             spec.poster = resolved.poster;
         }
         Err(crate::spec::SpecError::Invalid { field, message }) => {
-            reason.get_or_insert(Reason::RequestInvalid);
-            violations.push(FieldViolation {
-                field,
-                description: message,
-            });
+            violations.push(Reason::RequestInvalid, field, message);
         }
     }
-    let frames = match spec.window {
-        Some(window) => window.range().1,
-        None => timeline::frame_count(report.duration_seconds, spec.fps.get()),
-    };
-    let output_megapixels =
-        f64::from(frames) * f64::from(spec.width.get()) * f64::from(spec.height.get()) / 1e6;
+    let frames = output::frames(spec, report.duration_seconds);
+    let output_megapixels = output::megapixels(spec, frames);
     let megapixels = output_megapixels + image_megapixels;
     if megapixels > limits.max_megapixels as f64 {
-        reason.get_or_insert(Reason::JobTooLarge);
         let images = if image_megapixels > 0.0 {
             format!(" and its replacement images {image_megapixels:.0} more")
         } else {
             String::new()
         };
-        violations.push(FieldViolation {
-            field: "output".into(),
-            description: format!(
+        violations.push(
+            Reason::JobTooLarge,
+            "output",
+            format!(
                 "{frames} frames of {}×{} are {output_megapixels:.0} megapixels{images}, more \
                  than the {} megapixel job budget; lower fps, width or height, or send smaller \
                  images",
@@ -251,53 +220,23 @@ fn check_output(
                 spec.height.get(),
                 limits.max_megapixels
             ),
-        });
+        );
     }
-    let seconds = f64::from(frames) / f64::from(spec.fps.get());
-    if spec.format == Format::Gif && seconds > MAX_GIF_SECONDS {
-        reason.get_or_insert(Reason::OutputTooLong);
-        violations.push(FieldViolation {
-            field: "output.format".into(),
-            description: format!(
-                "a GIF may last at most {MAX_GIF_SECONDS} s; this one would last {seconds:.1} s \
-                 (a segment can shorten it)"
-            ),
-        });
-    }
-    let still = matches!(spec.window, Some(crate::spec::Window::Still { .. }));
-    if spec.format == Format::Webp && !still {
-        if let Some(megapixels) = crate::encode::web::webp_animation_over_limit(
-            frames,
-            spec.width.get(),
-            spec.height.get(),
-        ) {
-            reason.get_or_insert(Reason::OutputTooLong);
-            violations.push(FieldViolation {
-                field: "output.format".into(),
-                description: format!(
-                    "an animated WebP may have at most {} megapixels (frames × width × height; \
-                     its encoder holds them all in memory); this one would have {megapixels:.0}: \
-                     a segment, a smaller size or 30 fps shortens it",
-                    crate::encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS
-                ),
-            });
-        }
+    for violation in output::check(spec, frames) {
+        violations.push(violation.reason(), violation.field(), violation.to_string());
     }
     frames
 }
 
 /// The refusal of a theme the template has not, naming those it has.
-fn unknown_theme(theme: &str, themes: &crate::lottie::dotlottie::Themes) -> FieldViolation {
+fn unknown_theme(theme: &str, themes: &crate::lottie::dotlottie::Themes) -> String {
     let names: Vec<&str> = themes.keys().map(String::as_str).collect();
     let names = if names.is_empty() {
         "(none)".to_owned()
     } else {
         names.join(", ")
     };
-    FieldViolation {
-        field: "theme".into(),
-        description: format!("the template has no theme {theme:?}; its themes: {names}"),
-    }
+    format!("the template has no theme {theme:?}; its themes: {names}")
 }
 
 /// The request field a modification error is about.
@@ -316,83 +255,6 @@ fn modification_field(error: &ModificationError) -> String {
         ModificationError::VectorShape { id, .. } => format!("modifications.vectors[{id:?}]"),
         ModificationError::GradientStopCount { id, .. } => {
             format!("modifications.gradients[{id:?}]")
-        }
-    }
-}
-
-impl Scheduler {
-    /// Refuses `job` when its fingerprint is quarantined (here or, with shared jobs, by any
-    /// instance): this exact request crashed the renderer twice, or its expressions ran out
-    /// of their budget.
-    pub(crate) async fn check_quarantine(&self, job: &Job) -> Result<(), ServiceError> {
-        if !self.is_quarantined(&job.fingerprint).await? {
-            return Ok(());
-        }
-        tracing::warn!(
-            template_id = %job.template_id,
-            fingerprint = %job.fingerprint,
-            "refused a quarantined request"
-        );
-        Err(ServiceError::invalid_argument(
-            Reason::RenderQuarantined,
-            "this exact request crashed the renderer twice or ran its expressions out of \
-             their budget, and is quarantined; change the template or the modifications",
-            Vec::new(),
-        ))
-    }
-
-    /// Adds an admitted job ([`Scheduler::submit`]); a refusal comes back as the caller sees
-    /// it, with the delay after which the queue or the tenant's share likely has room.
-    pub(crate) async fn accept(
-        self: &Arc<Self>,
-        job: Job,
-        work: RenderWork,
-    ) -> Result<Job, ServiceError> {
-        let tenant = job.tenant.clone();
-        self.submit(job, work)
-            .await
-            .map_err(|refused| self.refusal(&tenant, refused))
-    }
-
-    fn refusal(&self, tenant: &TenantId, refused: SubmitRefused) -> ServiceError {
-        match refused {
-            SubmitRefused::Queue(PushRefused::TenantFull { held, limit }) => {
-                ServiceError::transient(
-                    ServiceErrorCode::ResourceExhausted,
-                    Reason::TenantJobLimit,
-                    format!(
-                        "tenant {tenant} has {held} jobs queued or running, its limit \
-                         ({limit}); retry when one has ended"
-                    ),
-                    self.tenant_retry_after(tenant),
-                )
-            }
-            SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
-                ServiceErrorCode::ResourceExhausted,
-                Reason::QueueFull,
-                format!("the render queue is full ({length} jobs waiting)"),
-                self.retry_after_waiting(length),
-            ),
-            SubmitRefused::Queue(PushRefused::Closed) => server_draining(),
-            SubmitRefused::Queue(PushRefused::RetainedJobsFull(full)) => {
-                let (whose, delay) = if full.per_tenant {
-                    (format!("tenant {tenant}"), self.tenant_retry_after(tenant))
-                } else {
-                    ("this instance".to_owned(), self.queue_retry_after())
-                };
-                ServiceError::transient(
-                    ServiceErrorCode::ResourceExhausted,
-                    Reason::RetainedJobsFull,
-                    format!(
-                        "{whose} keeps {} jobs, its limit ({}), and none of them has ended \
-                         (ended jobs would be forgotten to make room); retry when one has ended",
-                        full.retained, full.limit
-                    ),
-                    delay,
-                )
-            }
-            SubmitRefused::Shared(error) => error.into(),
-            SubmitRefused::Internal(error) => ServiceError::internal(error),
         }
     }
 }

@@ -1,23 +1,33 @@
-//! SubmitRender as one call, whatever door it came through (gRPC today, HTTP next): a valid
-//! submission is checked against its template ([`admission::admit`]), its Idempotency-Key
-//! claimed or an earlier call's job answered again ([`crate::idempotency::once`]), checked
-//! against the quarantine, accepted by the scheduler (queued, following an identical render,
-//! or reusing its output), and the key bound to the job. Domain types in and out: the door
-//! converts the wire request to a [`RenderSubmission`] and the [`Submitted`] job back.
+//! SubmitRender as one call, whatever door it came through (gRPC or the HTTP door): a valid
+//! submission is checked against its stored template (the record read, [`admission::admit`]
+//! deciding, the disk's room, the template's files pinned), its Idempotency-Key claimed or an
+//! earlier call's job answered again ([`crate::idempotency::once`]), checked against the
+//! quarantine, submitted to the scheduler (queued, following an identical render, or reusing
+//! its output) with its refusals as the caller sees them, and the key bound to the job. Domain
+//! types in and out: the door converts the wire request to a [`RenderSubmission`] and the
+//! [`Submitted`] job back.
 
-use super::admission::{self, server_draining, JobLimits};
+use super::admission::{self, JobLimits};
+use super::scheduler::SubmitRefused;
 use super::{Job, JobState, RenderWork, Scheduler};
 use crate::auth::TenantId;
-use crate::error::ServiceError;
+use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::once::{self, NextAction};
 use crate::idempotency::IdempotencyKey;
+use crate::jobs::queue::PushRefused;
+use crate::reason::Reason;
 use crate::spec::Notify;
 use crate::spec::RenderSubmission;
-use crate::storage::TemplateStore;
+use crate::storage::{StorageError, TemplateStore};
 use opentelemetry::trace::SpanContext;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Retry delay while the server drains: long enough for the mesh to route elsewhere.
+const DRAINING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Keys are scoped per method: the same key on another method is another key.
 const SUBMIT_RENDER_SCOPE: &str = "SubmitRender";
@@ -120,11 +130,10 @@ impl Intake {
             (self.webhooks.0)(&tenant, notify)?;
         }
         let (templates, limits) = (self.templates.clone(), self.limits);
-        let (job, mut work) = tokio::task::spawn_blocking(move || {
-            admission::admit(&templates, tenant, request, limits)
-        })
-        .await
-        .map_err(ServiceError::internal)??;
+        let (job, mut work) =
+            tokio::task::spawn_blocking(move || admit_stored(&templates, tenant, request, limits))
+                .await
+                .map_err(ServiceError::internal)??;
         work.trace_parent = trace_parent;
         // From here on the call records and creates things: it runs to its end on its own
         // task even if the caller goes away (a timed-out call is exactly what gets retried).
@@ -177,8 +186,8 @@ impl Intake {
         };
         // After the key: a retry of a request that crashed the renderer replays its failed
         // job; only a new request with a quarantined fingerprint is refused.
-        let submitted = match self.scheduler.check_quarantine(&job).await {
-            Ok(()) => self.scheduler.accept(job, work).await,
+        let submitted = match self.check_quarantine(&job).await {
+            Ok(()) => self.submit_to_scheduler(job, work).await,
             Err(refused) => Err(refused),
         };
         // Bound to the job, or freed for the retry when no job was created.
@@ -196,5 +205,135 @@ impl Intake {
             "job accepted"
         );
         Ok(Submitted::Accepted(job))
+    }
+
+    /// Refuses `job` when its fingerprint is quarantined (here or, with shared jobs, by any
+    /// instance): this exact request crashed the renderer twice, or its expressions ran out
+    /// of their budget.
+    async fn check_quarantine(&self, job: &Job) -> Result<(), ServiceError> {
+        if !self.scheduler.is_quarantined(&job.fingerprint).await? {
+            return Ok(());
+        }
+        tracing::warn!(
+            template_id = %job.template_id,
+            fingerprint = %job.fingerprint,
+            "refused a quarantined request"
+        );
+        Err(ServiceError::invalid_argument(
+            Reason::RenderQuarantined,
+            "this exact request crashed the renderer twice or ran its expressions out of \
+             their budget, and is quarantined; change the template or the modifications",
+            Vec::new(),
+        ))
+    }
+
+    /// Adds an admitted job ([`Scheduler::submit`]); a refusal comes back as the caller sees
+    /// it, with the delay after which the queue or the tenant's share likely has room.
+    async fn submit_to_scheduler(&self, job: Job, work: RenderWork) -> Result<Job, ServiceError> {
+        let tenant = job.tenant.clone();
+        self.scheduler
+            .submit(job, work)
+            .await
+            .map_err(|refused| refusal(&self.scheduler, &tenant, refused))
+    }
+}
+
+/// The refusal of a server that is shutting down.
+fn server_draining() -> ServiceError {
+    ServiceError::transient(
+        ServiceErrorCode::Unavailable,
+        Reason::ServerDraining,
+        "the server is shutting down; submit to another instance or retry later",
+        DRAINING_RETRY_AFTER,
+    )
+}
+
+/// A template id that is well-formed but names no template of the caller's tenant (unknown,
+/// deleted, or another tenant's: the same answer): the request is wrong (DESIGN.md), not a
+/// missing resource.
+fn template_not_found(template_id: Uuid) -> ServiceError {
+    let description = format!("template {template_id} does not exist");
+    ServiceError::invalid_argument(
+        Reason::TemplateNotFound,
+        description.clone(),
+        vec![FieldViolation {
+            field: "template_id".into(),
+            description,
+        }],
+    )
+}
+
+/// Admits `submission` of a caller of `tenant` against its stored template
+/// ([`admission::admit`]) and answers the job and the work to queue, with the template's
+/// files pinned for it. Blocking (reads the template's record, checks the disk, copies the
+/// files).
+fn admit_stored(
+    templates: &TemplateStore,
+    tenant: TenantId,
+    submission: RenderSubmission,
+    limits: JobLimits,
+) -> Result<(Job, RenderWork), ServiceError> {
+    let template_id = submission.template_id;
+    let record = match templates.admission_record(&tenant, template_id) {
+        Ok(record) => record,
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+        Err(error) => return Err(error.into()),
+    };
+    let plan = admission::admit(tenant, &record, submission, limits)?;
+    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
+    templates.check_disk_space()?;
+    let job_id = Uuid::new_v4();
+    // Deleted since the record was read: refused as if the deletion came first.
+    let pin =
+        match templates.pin_files(record.id, &record.fonts, &plan.tenant, &plan.images, job_id) {
+            Ok(pin) => pin,
+            Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+            Err(error) => return Err(error.into()),
+        };
+    Ok(plan.into_job(job_id, pin))
+}
+
+/// What the caller sees of the scheduler's refusal of a job of `tenant`: the queue or the
+/// tenant's share full (with the delay after which it likely has room), the server draining.
+fn refusal(scheduler: &Scheduler, tenant: &TenantId, refused: SubmitRefused) -> ServiceError {
+    match refused {
+        SubmitRefused::Queue(PushRefused::TenantFull { held, limit }) => ServiceError::transient(
+            ServiceErrorCode::ResourceExhausted,
+            Reason::TenantJobLimit,
+            format!(
+                "tenant {tenant} has {held} jobs queued or running, its limit ({limit}); retry \
+                 when one has ended"
+            ),
+            scheduler.tenant_retry_after(tenant),
+        ),
+        SubmitRefused::Queue(PushRefused::Full { length }) => ServiceError::transient(
+            ServiceErrorCode::ResourceExhausted,
+            Reason::QueueFull,
+            format!("the render queue is full ({length} jobs waiting)"),
+            scheduler.retry_after_waiting(length),
+        ),
+        SubmitRefused::Queue(PushRefused::Closed) => server_draining(),
+        SubmitRefused::Queue(PushRefused::RetainedJobsFull(full)) => {
+            let (whose, delay) = if full.per_tenant {
+                (
+                    format!("tenant {tenant}"),
+                    scheduler.tenant_retry_after(tenant),
+                )
+            } else {
+                ("this instance".to_owned(), scheduler.queue_retry_after())
+            };
+            ServiceError::transient(
+                ServiceErrorCode::ResourceExhausted,
+                Reason::RetainedJobsFull,
+                format!(
+                    "{whose} keeps {} jobs, its limit ({}), and none of them has ended (ended \
+                     jobs would be forgotten to make room); retry when one has ended",
+                    full.retained, full.limit
+                ),
+                delay,
+            )
+        }
+        SubmitRefused::Shared(error) => error.into(),
+        SubmitRefused::Internal(error) => ServiceError::internal(error),
     }
 }

@@ -15,7 +15,7 @@ pub struct Timeline {
     pub fps: u32,
 }
 
-pub use crate::spec::timing::frame_count;
+pub use crate::spec::output::frame_count;
 
 /// Rescales `json` (a fenced template) in place to `fps`.
 pub fn retime(json: &mut Value, fps: u32) -> Timeline {

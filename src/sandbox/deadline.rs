@@ -11,7 +11,6 @@ use crate::error::ErrorClass;
 use crate::reason::Reason;
 use crate::sandbox::spawn::Overrun;
 use crate::sandbox::FailureKind;
-use crate::spec::Format;
 use std::time::Duration;
 
 /// Fixed part of a render's deadline: process start, template load, encoder set-up.
@@ -21,11 +20,6 @@ const DEADLINE_BASE: Duration = Duration::from_secs(30);
 const DEADLINE_PER_MEGAPIXEL: Duration = Duration::from_millis(250);
 /// No render may run longer than this, whatever its size.
 pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(30 * 60);
-/// How many times [`DEADLINE_PER_MEGAPIXEL`] the slow encoders get: WebP, APNG and ProRes
-/// 4444 encode 1080² at 10–14 frames a second on two cores (docs/formats.md), against about
-/// 100 for H.264, and APNG's `small` quality is slower again; a deadline that ran out on them
-/// would fail a job as transient, to be retried to the same end.
-const SLOW_ENCODER_DEADLINE_FACTOR: f64 = 4.0;
 /// A render's CPU time, in cores of its budget: one, all its threads together. A fixed
 /// figure, not this machine's core count, so that the same request gets the same verdict on
 /// any machine; the total CPU a render takes hardly depends on how many threads share it. The
@@ -65,7 +59,8 @@ pub(crate) fn watch_limits(budget: Duration) -> crate::sandbox::spawn::WatchLimi
     }
 }
 
-/// Deadline for a render of `frames` frames of `spec`'s size in its format, with
+/// Deadline for a render of `frames` frames of `spec`'s size in its format (its encoder's
+/// cost per megapixel, [`crate::spec::output::FormatFacts::encoding_cost`]), with
 /// `image_megapixels` of replacement images to decode and fit: a megapixel of image counts
 /// as one of output (measured: some 65 ms to decode and resample a megapixel of WebP, against
 /// 10–50 ms per output megapixel; 16 images of 4096² took a 100×100 still 17.8 s).
@@ -74,13 +69,8 @@ pub(crate) fn default_deadline(
     frames: u32,
     image_megapixels: f64,
 ) -> Duration {
-    let (width, height) = (spec.width.get(), spec.height.get());
-    let megapixels = f64::from(frames) * f64::from(width) * f64::from(height) / 1e6;
-    let factor = match spec.format {
-        Format::Webp | Format::Apng | Format::Mov => SLOW_ENCODER_DEADLINE_FACTOR,
-        _ => 1.0,
-    };
-    let work = megapixels * factor + image_megapixels.max(0.0);
+    let megapixels = crate::spec::output::megapixels(spec, frames);
+    let work = megapixels * spec.format.facts().encoding_cost + image_megapixels.max(0.0);
     (DEADLINE_BASE + DEADLINE_PER_MEGAPIXEL.mul_f64(work)).min(MAX_DEADLINE)
 }
 

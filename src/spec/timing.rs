@@ -5,6 +5,7 @@
 //! starts (the CLI). The fingerprint and the worker see only the resolved frames, so two
 //! requests naming the same frames one by marker and one by seconds are one render.
 
+use super::output::{frame_count, Window};
 use super::{Format, SpecError};
 use serde::{Deserialize, Serialize};
 
@@ -58,34 +59,6 @@ pub struct Marker {
     pub duration_seconds: f64,
 }
 
-/// What an output shows, in output frames: resolved, checked against the animation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Window {
-    /// One frame, as a still image.
-    Still { frame: u32 },
-    /// `count` frames from `start`; the output's first frame shows frame `start`.
-    Segment { start: u32, count: u32 },
-}
-
-impl Window {
-    /// The first output frame of the animation shown and how many follow.
-    pub fn range(self) -> (u32, u32) {
-        match self {
-            Window::Still { frame } => (frame, 1),
-            Window::Segment { start, count } => (start, count),
-        }
-    }
-}
-
-/// Number of output frames for a template lasting `duration_seconds` at `fps`: the
-/// duration rounded to whole frames, at least one (retiming makes that many,
-/// `lottie::timeline`).
-pub fn frame_count(duration_seconds: f64, fps: u32) -> u32 {
-    let frames = (duration_seconds * f64::from(fps)).round();
-    frames.clamp(1.0, f64::from(u32::MAX)) as u32
-}
-
 /// The most times a loop count may name: GIF's, WebP's and APNG's field is 16 bits.
 pub const MAX_LOOP_COUNT: u32 = 65_535;
 
@@ -117,8 +90,9 @@ pub fn resolve(
                 return Err(SpecError::invalid(
                     "output.at",
                     format!(
-                        "only a still (PNG, JPEG or WebP) shows one time; {} is an animation: \
-                         use segment for part of it",
+                        "only a still ({}) shows one time; {} is an animation: use segment \
+                         for part of it",
+                        Format::names_where(Format::can_be_still, "or"),
                         format.name()
                     ),
                 ));
@@ -155,7 +129,8 @@ pub fn resolve(
             return Err(SpecError::invalid(
                 "output.loop_count",
                 format!(
-                    "only animated GIF, WebP and APNG loop; {} cannot (asked {count})",
+                    "only animated {} loop; {} cannot (asked {count})",
+                    Format::names_where(Format::loops, "and"),
                     if still { "a still" } else { format.name() }
                 ),
             ))

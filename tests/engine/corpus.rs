@@ -2,11 +2,11 @@
 //! every output is what ffprobe says it should be.
 
 use crate::helpers::{corpus, probe, render_in_worker, spec, tempdir};
-use lottie_render::encode::gif::MAX_GIF_SECONDS;
 use lottie_render::error::ErrorClass;
 use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::{modifications, slots, timeline, Template};
 use lottie_render::render;
+use lottie_render::spec::output::MAX_GIF_SECONDS;
 use lottie_render::spec::{Format, Modifications};
 use std::time::Duration;
 

@@ -147,10 +147,26 @@ fn known_format(value: &i32, _: &()) -> garde::Result {
     match domain_format(*value) {
         Some(_) => Ok(()),
         None => Err(garde::Error::new(format!(
-            "must be one of FORMAT_MP4, _WEBM, _GIF, _PNG, _JPEG, _WEBP, _APNG, \
-             _MOV_PRORES_4444, _MP4_HEVC or _MP4_AV1, got {value}"
+            "must be one of {}, got {value}",
+            wire_format_names()
         ))),
     }
+}
+
+/// The wire names of every format, as a refusal lists them: `FORMAT_MP4, _WEBM, … or
+/// _MP4_AV1` (the formats' table order, [`Format::ALL`]).
+fn wire_format_names() -> String {
+    let mut names: Vec<&str> = Format::ALL
+        .iter()
+        .map(|format| wire_format(*format).as_str_name())
+        .enumerate()
+        .map(|(index, name)| match name.strip_prefix("FORMAT") {
+            Some(rest) if index > 0 => rest,
+            _ => name,
+        })
+        .collect();
+    let last = names.pop().unwrap_or_default();
+    format!("{} or {last}", names.join(", "))
 }
 
 fn domain_quality(value: i32) -> Option<Quality> {
@@ -249,5 +265,19 @@ fn size_choice(value: &u32, _: &()) -> garde::Result {
             Dimension::MIN,
             Dimension::MAX
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_format_is_told_every_wire_name() {
+        assert_eq!(
+            wire_format_names(),
+            "FORMAT_MP4, _WEBM, _GIF, _PNG, _JPEG, _WEBP, _APNG, _MOV_PRORES_4444, _MP4_HEVC \
+             or _MP4_AV1"
+        );
     }
 }

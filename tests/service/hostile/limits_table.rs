@@ -68,8 +68,8 @@ fn seconds(duration: Duration) -> Option<Actual> {
 /// The constants the tables may name, by their path in the crate.
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
-        analysis, app, auth, config, encode, fair_share, grpc, http_json, idempotency, lottie,
-        middleware, os, sandbox, spec, storage, tls, webhooks,
+        analysis, app, auth, config, fair_share, grpc, http_json, idempotency, lottie, middleware,
+        os, sandbox, spec, storage, tls, webhooks,
     };
     use middleware::request_body;
     match name {
@@ -187,11 +187,11 @@ fn constant(name: &str) -> Option<Actual> {
         }
         "spec::timing::MAX_LOOP_COUNT" => count(f64::from(spec::timing::MAX_LOOP_COUNT)),
         "sandbox::MAX_OUTPUT_BYTES" => bytes(sandbox::MAX_OUTPUT_BYTES as f64),
-        "encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS" => {
-            count(encode::web::MAX_WEBP_ANIMATION_MEGAPIXELS)
+        "spec::output::MAX_WEBP_ANIMATION_MEGAPIXELS" => {
+            count(spec::output::MAX_WEBP_ANIMATION_MEGAPIXELS)
         }
-        "encode::gif::MAX_GIF_SECONDS" => {
-            seconds(Duration::from_secs_f64(encode::gif::MAX_GIF_SECONDS))
+        "spec::output::MAX_GIF_SECONDS" => {
+            seconds(Duration::from_secs_f64(spec::output::MAX_GIF_SECONDS))
         }
         "analysis::ANALYSIS_WALL_PER_CPU" => count(f64::from(analysis::ANALYSIS_WALL_PER_CPU)),
         "analysis::ANALYSIS_STALL_SECONDS" => {
