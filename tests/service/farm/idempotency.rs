@@ -40,10 +40,11 @@ async fn app_on(
     .await
 }
 
-/// Attempts of [`submit_until_answered`]: ABORTED asks for 200 ms, so 50 cover ten seconds
-/// of a concurrent call creating its job; UNAVAILABLE asks for a second, so a slow Redis
-/// gets most of a minute to come back.
-const SUBMIT_ATTEMPTS: usize = 50;
+/// Attempts of [`submit_until_answered`]: ABORTED asks for 200 ms, so 300 cover a minute of
+/// a concurrent call creating its job (50, ten seconds, ran out beside two busy loops and
+/// five builds on 2 cores, load 30, with 200 calls on two instances); UNAVAILABLE asks for a
+/// second, so a slow Redis gets minutes to come back. A call never answered still fails.
+const SUBMIT_ATTEMPTS: usize = 300;
 
 /// Submits, retrying what the server says is worth retrying as a well-behaved client does:
 /// ABORTED (a concurrent call with the key is creating its job) and UNAVAILABLE (the key
