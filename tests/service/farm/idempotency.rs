@@ -15,6 +15,7 @@ use lottie_render::grpc::proto::{self, JobState};
 use lottie_render::idempotency::redis_store::RedisStore;
 use lottie_render::idempotency::store::IdempotencyStore;
 use lottie_render::redis_client::{RedisClient, RedisSettings};
+use std::error::Error as _;
 use std::path::Path;
 use std::time::Duration;
 use tonic::{Code, Status};
@@ -65,6 +66,12 @@ async fn submit_until_answered(
                     .and_then(|info| info.retry_delay)
                     .unwrap_or_else(|| panic!("a retryable refusal without a delay: {status:?}"));
                 tokio::time::sleep(delay).await;
+            }
+            // The call's connection closed under it (a transport error, not an answer: seen
+            // once beside two busy loops at load 17 after minutes of ABORTED retries); the
+            // key makes sending it again safe, as a client's retry policy would.
+            Err(status) if status.code() == Code::Cancelled && status.source().is_some() => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
             Err(status) => panic!("{status:?}"),
         }
