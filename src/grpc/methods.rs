@@ -303,11 +303,10 @@ methods! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prost::Message as _;
     use prost_reflect::{DescriptorPool, MethodDescriptor};
 
-    /// Every method of the services this server serves, from their descriptor sets.
-    fn served_methods() -> Vec<MethodDescriptor> {
+    /// The descriptor sets of the services this server serves, in one pool.
+    fn served_pool() -> DescriptorPool {
         let sets = [
             crate::grpc::proto::FILE_DESCRIPTOR_SET,
             tonic_health::pb::FILE_DESCRIPTOR_SET,
@@ -316,10 +315,16 @@ mod tests {
         ];
         let mut pool = DescriptorPool::new();
         for set in sets {
-            let set = prost_types::FileDescriptorSet::decode(set).unwrap();
-            pool.add_file_descriptor_set(set).unwrap();
+            // Decoded by the pool itself, which keeps the options' extensions (google.api.http).
+            pool.decode_file_descriptor_set(set).unwrap();
         }
-        pool.services()
+        pool
+    }
+
+    /// Every method of the services this server serves.
+    fn served_methods() -> Vec<MethodDescriptor> {
+        served_pool()
+            .services()
             .flat_map(|service| service.methods().collect::<Vec<_>>())
             .collect()
     }
@@ -357,13 +362,14 @@ mod tests {
 
     #[test]
     fn each_row_says_what_its_descriptor_says() {
-        let http = crate::grpc::proto::descriptor_pool()
-            .unwrap()
-            .get_extension_by_name("google.api.http")
-            .unwrap();
-        for descriptor in served_methods() {
+        let pool = served_pool();
+        let http = pool.get_extension_by_name("google.api.http").unwrap();
+        for descriptor in pool
+            .services()
+            .flat_map(|service| service.methods().collect::<Vec<_>>())
+        {
             let path = path_of(&descriptor);
-            let method = Method::of(&path).unwrap();
+            let method = Method::of(&path).unwrap_or_else(|| panic!("{path} has no row"));
             assert_eq!(method.request(), descriptor.input().full_name(), "{path}");
             assert_eq!(method.response(), descriptor.output().full_name(), "{path}");
             // Only reflection's requests are streams, passed through unbuffered.

@@ -157,7 +157,8 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
         assert_eq!(refused.headers()["grpc-retry-pushback-ms"], "5000");
         // Other methods are not counted, and the other cap's streams (health's) have slots
-        // of their own.
+        // of their own (held here while they are open).
+        let mut others = Vec::new();
         for path in [
             "/a/B",
             Method::DownloadRenderOutput.path(),
@@ -165,6 +166,7 @@ mod tests {
         ] {
             let other = service.clone().oneshot(request(path)).await.unwrap();
             assert!(Status::from_header_map(other.headers()).is_none(), "{path}");
+            others.push(other);
         }
         let refused = service
             .clone()
@@ -172,6 +174,7 @@ mod tests {
             .await
             .unwrap();
         assert!(Status::from_header_map(refused.headers()).is_some());
+        drop(others);
         // Once the stream's body is gone (read to its end here), its slot is free again.
         let body = open.into_body();
         drop(body.collect().await.unwrap());
