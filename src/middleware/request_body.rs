@@ -159,7 +159,8 @@ pub(crate) fn service_message_limit(service: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// [`service_message_limit`] of the service `_service` is (`app::startup` builds them).
+/// The [`service_message_limit`] of the service `_service` serves (`app::startup` asks it
+/// of each service it builds, so no limit there is written by hand).
 pub(crate) fn message_limit_of<S: tonic::server::NamedService>(_service: &S) -> usize {
     service_message_limit(S::NAME)
 }
@@ -423,6 +424,7 @@ impl AroundCall<Body, Body> for RequestBody {
             return Box::pin(next.call(Request::from_parts(parts, Body::empty())));
         };
         let (limit, Some(lane)) = (message_limit(method.body()), lane_of(method.body())) else {
+            // A stream of messages (reflection): passed through as it comes.
             return Box::pin(next.call(call));
         };
         let door = call.extensions_mut().remove::<DoorBody>();
