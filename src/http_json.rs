@@ -4,12 +4,16 @@
 //! It is a transcoder, as Envoy's gRPC-JSON transcoder is, in front of the very same tower
 //! stack and services: a request that is not gRPC (told apart by its content type) is
 //! matched to a route of the contract's `google.api.http` annotations ([`routes`]), its
-//! path, query and JSON body become the method's request message ([`transcode`]), and it
-//! goes through the whole stack as that gRPC call (identity, tenant rate, idempotency key,
-//! body deadline, fair byte budget, load shedding, metrics, traces, handlers). The gRPC
-//! answer comes back as HTTP ([`answer`]): JSON, an RFC 9457 problem with the status the
-//! same classification gives ([`problem`]), Server-Sent Events, or the output file
-//! ([`download`]). The door holds no logic of its own, so the two protocols cannot drift.
+//! path and query are read into the fields they set ([`transcode`]), and it goes through the
+//! whole stack as that gRPC call (identity, tenant rate, idempotency key, body deadline,
+//! fair byte budget, load shedding, metrics, traces, handlers); its JSON body becomes the
+//! method's request message in the body layer, once it is received
+//! ([`crate::middleware::request_body::DoorBody`], [`crate::grpc::json`]). The gRPC answer
+//! comes back as HTTP ([`answer`]), as the method's row in [`crate::grpc::methods`] says:
+//! JSON (with the status and `Location` of what it created), Server-Sent Events, or the
+//! output file ([`download`]); a refusal as an RFC 9457 problem with the status the same
+//! classification gives ([`problem`]). The door holds no logic of its own, so the two
+//! protocols cannot drift.
 //!
 //! Why not axum (already built, tonic routes with it): its router would be a second table
 //! of the routes the annotations already say (and has no custom verbs, `{id}:cancel`), its
@@ -25,42 +29,24 @@ pub(crate) mod routes;
 pub mod transcode;
 
 use crate::error::{FieldViolation, ServiceError};
+use crate::grpc::json::message_named;
+use crate::grpc::methods::DoorAnswer;
 use crate::metrics::{HttpLabels, Metrics};
-use crate::middleware::request_body::JsonBody;
+use crate::middleware::request_body::DoorBody;
 use crate::middleware::{AroundCall, AroundLayer, Next, Reply};
 use crate::reason::Reason;
-use answer::Created;
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request, StatusCode};
+use http::{HeaderValue, Method, Request};
 use http_body_util::Full;
 use keep_alive::BodyRead;
 use prost_reflect::Value;
 use routes::{Found, Route, Routes};
 use std::sync::{Arc, OnceLock};
 use tonic::body::Body;
-use transcode::Head;
 
 /// Where the OpenAPI document of the door is served (no identity needed: it is the
 /// contract, the same for everyone).
 pub const OPENAPI_PATH: &str = "/openapi.json";
-/// The gRPC method whose route answers the output file.
-const DOWNLOAD_METHOD: &str = "/lottie.render.v1.RenderService/DownloadRenderOutput";
-/// What each creating call answers: its HTTP status, where the new resource lives and the
-/// answer's field that names it.
-const CREATING: [(&str, StatusCode, &str, &str); 2] = [
-    (
-        "/lottie.render.v1.TemplateService/CreateTemplate",
-        StatusCode::CREATED,
-        "/v1/templates/",
-        "templateId",
-    ),
-    (
-        "/lottie.render.v1.RenderService/SubmitRender",
-        StatusCode::ACCEPTED,
-        "/v1/renders/",
-        "jobId",
-    ),
-];
 
 /// The door, in front of the stack ([`crate::app::stack`]).
 #[derive(Debug, Clone)]
@@ -137,11 +123,18 @@ impl AroundCall<Body, Body> for HttpJson {
             }
         };
         let head_only = call.method() == Method::HEAD;
-        let asked = (route.grpc_path == DOWNLOAD_METHOD)
+        // Every route's method has its door answer (a test of `grpc::methods` holds it).
+        let door = route.rpc.door().unwrap_or(DoorAnswer::Json);
+        let asked = (door == DoorAnswer::File)
             .then(|| download::Asked::of(call.headers()))
             .flatten();
-        let grpc = match to_grpc(call, &route, path_fields, asked) {
-            Ok(grpc) => grpc,
+        // The answer is converted as the message the method's row names.
+        let converted = message_named(route.rpc.response()).and_then(|output| {
+            let grpc = to_grpc(call, &route, path_fields, asked)?;
+            Ok((grpc, output))
+        });
+        let (grpc, output) = match converted {
+            Ok(converted) => converted,
             Err(error) => {
                 let answer = body_read.mark(problem::of_error(error));
                 return self.answer_now(route.method.name(), answer);
@@ -150,13 +143,12 @@ impl AroundCall<Body, Body> for HttpJson {
         let metrics = self.metrics.clone();
         Box::pin(async move {
             let response = next.call(grpc).await?;
-            let output = route.method.output();
-            let answer = if route.grpc_path == DOWNLOAD_METHOD {
-                download::file(response, asked, head_only).await
-            } else if route.streams() {
-                answer::events(response, &output).await
-            } else {
-                answer::unary(response, &output, &created(&route)).await
+            let answer = match door {
+                DoorAnswer::File => download::file(response, asked, head_only).await,
+                DoorAnswer::Events => answer::events(response, &output).await,
+                DoorAnswer::Json | DoorAnswer::Created { .. } => {
+                    answer::unary(response, &output, door).await
+                }
             };
             count(&metrics, route.method.name(), &answer);
             Ok(body_read.mark(answer))
@@ -191,35 +183,22 @@ fn count(metrics: &Metrics, method: &str, answer: &http::Response<Body>) {
         .inc();
 }
 
-/// How a successful answer of `route` is given.
-fn created(route: &Route) -> Created {
-    CREATING
-        .iter()
-        .find(|(path, ..)| *path == route.grpc_path)
-        .map_or(Created::No, |(_, status, location_prefix, id_field)| {
-            Created::Yes {
-                status: *status,
-                location_prefix,
-                id_field,
-            }
-        })
-}
-
 /// The gRPC call an HTTP request to `route` stands for: the same headers (identity, key,
 /// trace context) and connection, the method's path, and its request message (built now
-/// for a route without a body; from the body, once it is received, for one with).
+/// for a route without a body; for one with, by the body layer once the body is received,
+/// from the [`DoorBody`] left in the extensions).
 fn to_grpc(
     call: Request<Body>,
     route: &Route,
     path_fields: Vec<(String, String)>,
     asked: Option<download::Asked>,
 ) -> Result<Request<Body>, ServiceError> {
-    let mut head = Head::of(route, path_fields, call.uri().query())?;
+    let mut request = transcode::door_request(route, path_fields, call.uri().query())?;
     if let Some(asked) = asked {
-        let input = &head.input;
+        let input = route.method.input();
         for (name, value) in [("offset", asked.first), ("length", asked.length())] {
             if let Some(field) = input.get_field_by_name(name) {
-                head.fields.push((field, Value::U64(value)));
+                request.fields.push((field, Value::U64(value)));
             }
         }
     }
@@ -238,18 +217,15 @@ fn to_grpc(
                 "the body must be application/json",
             ));
         }
-        let head = Arc::new(head);
-        parts.extensions.insert(JsonBody {
-            length,
-            convert: Arc::new(move |bytes: Bytes| head.framed_message(bytes)),
-        });
+        parts.extensions.insert(DoorBody { length, request });
         body
     } else {
         // A route without a body reads none (GET, DELETE): its message is the head's.
-        Body::new(Full::new(head.framed_message(Bytes::new())?))
+        let message = request.framed_message(&route.method.input(), Bytes::new())?;
+        Body::new(Full::new(message))
     };
-    let grpc_path = http::uri::PathAndQuery::try_from(route.grpc_path.as_str())
-        .map_err(ServiceError::internal)?;
+    let grpc_path =
+        http::uri::PathAndQuery::try_from(route.rpc.path()).map_err(ServiceError::internal)?;
     parts.uri = http::Uri::from_parts({
         let mut uri = http::uri::Parts::default();
         uri.path_and_query = Some(grpc_path);

@@ -15,8 +15,8 @@
 //! - [`os`]: the unsafe calls into libc: rlimits, process groups, resource usage, descriptor
 //!   passing (with the AVX2 colour kernel, the only modules allowed `unsafe_code`).
 //! - [`grpc`]: the gRPC boundary; the generated contract stays in `grpc::proto`, its bounds
-//!   (protovalidate rules, scanned before anything is built) in `grpc::bounds`. Its
-//!   handlers convert and call one use case each: [`jobs::intake`] (SubmitRender) and
+//!   (protovalidate rules, scanned before anything is built) in `grpc::bounds`, every RPC
+//!   and what the layers do with it in one table, `grpc::methods`. Its handlers convert and call one use case each: [`jobs::intake`] (SubmitRender) and
 //!   [`templates`] (CreateTemplate), which take domain types, never tonic's.
 //! - [`idempotency`]: the Idempotency-Key (validated key, tower layer, the steps every keyed
 //!   use case takes in `idempotency::once`, memory and Redis stores).

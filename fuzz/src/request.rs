@@ -151,7 +151,7 @@ fn render_request_json(data: &[u8]) {
         .expect("the contract's descriptors")
         .get_message_by_name("lottie.render.v1.RenderRequest")
         .expect("RenderRequest");
-    let message = match lottie_render::http_json::transcode::from_json(&descriptor, data) {
+    let message = match lottie_render::grpc::json::from_json(&descriptor, data) {
         Ok(message) => message,
         Err(error) => {
             assert_eq!(error.code, ServiceErrorCode::InvalidArgument, "{error:?}");

@@ -5,7 +5,6 @@ use crate::auth::{ApiKeys, Identities};
 use crate::http_json::HttpJsonLayer;
 use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
-use crate::middleware::stream_limit::{HEALTH_WATCH_PATHS, RENDER_WATCH_PATHS};
 use crate::middleware::tenant_rate_limit::TenantRate;
 use crate::middleware::{CatchPanicLayer, IdempotencyKeyLayer, IdentityLayer, LoadShedLayer};
 use crate::middleware::{
@@ -22,30 +21,24 @@ use tower::layer::util::{Identity, Stack};
 pub type Middleware = Stack<
     StreamLimitLayer,
     Stack<
-        StreamLimitLayer,
+        RequestSizeLayer,
         Stack<
-            RequestSizeLayer,
+            LoadShedLayer,
             Stack<
-                LoadShedLayer,
+                RequestBoundsLayer,
                 Stack<
-                    RequestBoundsLayer,
+                    RequestBodyLayer,
                     Stack<
-                        RequestBodyLayer,
+                        IdempotencyKeyLayer,
                         Stack<
-                            IdempotencyKeyLayer,
+                            TenantRateLimitLayer,
                             Stack<
-                                TenantRateLimitLayer,
+                                IdentityLayer,
                                 Stack<
-                                    IdentityLayer,
+                                    CatchPanicLayer,
                                     Stack<
-                                        CatchPanicLayer,
-                                        Stack<
-                                            RequestMetricsLayer,
-                                            Stack<
-                                                TraceContextLayer,
-                                                Stack<HttpJsonLayer, Identity>,
-                                            >,
-                                        >,
+                                        RequestMetricsLayer,
+                                        Stack<TraceContextLayer, Stack<HttpJsonLayer, Identity>>,
                                     >,
                                 >,
                             >,
@@ -145,12 +138,6 @@ pub fn middleware_with(
         // watchers (who need no identity) have theirs apart from WatchRenderJob's, so peers
         // that are no tenant's cannot take the slots the tenants need.
         .layer(StreamLimitLayer::new(
-            &RENDER_WATCH_PATHS,
-            limits.max_watchers,
-            Reason::TooManyWatchers,
-        ))
-        .layer(StreamLimitLayer::new(
-            &HEALTH_WATCH_PATHS,
             limits.max_watchers,
             Reason::TooManyWatchers,
         ))

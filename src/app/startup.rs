@@ -23,8 +23,7 @@ use crate::jobs::Scheduler;
 use crate::mesh::probes::{Probes, ReadinessSources};
 use crate::metrics::Metrics;
 use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES, INFLATION_WAIT};
-use crate::middleware::request_body::{MAX_HEALTH_REQUEST_BYTES, MAX_REFLECTION_REQUEST_BYTES};
-use crate::middleware::request_body::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
+use crate::middleware::request_body::message_limit_of;
 use crate::middleware::InflationBudgetLayer;
 use crate::redis_client::RedisClient;
 use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
@@ -514,8 +513,9 @@ struct Services {
 }
 
 impl Services {
-    /// The template, render and health services, each with its message limit, gzip both
-    /// ways, and its service's limit held from one shared inflation budget.
+    /// The template, render and health services, each with its message limit (the largest
+    /// of its methods', [`message_limit_of`]), gzip both ways, and that limit held from one
+    /// shared inflation budget.
     fn routes(self, settings: &ServerSettings) -> Routes {
         // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
         let inflation = shared_budget(INFLATION_BUDGET_BYTES);
@@ -526,13 +526,15 @@ impl Services {
             self.templates.clone(),
             self.keys.clone(),
             self.analysis,
-        ))
-        .max_decoding_message_size(MAX_REQUEST_BYTES)
-        // gzip both ways (responses only to clients that accept it); tonic bounds the inflated
-        // size by max_decoding_message_size.
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip);
-        let templates = inflation_layer(MAX_REQUEST_BYTES).layer(templates);
+        ));
+        let templates_limit = message_limit_of(&templates);
+        let templates = templates
+            .max_decoding_message_size(templates_limit)
+            // gzip both ways (responses only to clients that accept it); tonic bounds the
+            // inflated size by max_decoding_message_size.
+            .accept_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Gzip);
+        let templates = inflation_layer(templates_limit).layer(templates);
         let renders = RenderServiceServer::new(
             RenderApi::new(Intake::new(
                 self.templates,
@@ -550,16 +552,20 @@ impl Services {
                 settings.download_idle_timeout(),
             ))
             .with_webhook_deliveries(self.webhooks.store),
-        )
-        .max_decoding_message_size(MAX_RENDER_REQUEST_BYTES)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .send_compressed(CompressionEncoding::Gzip);
-        let renders = inflation_layer(MAX_RENDER_REQUEST_BYTES).layer(renders);
-        let health = HealthServer::new(HealthService::from_health_reporter(self.health))
-            .max_decoding_message_size(MAX_HEALTH_REQUEST_BYTES)
+        );
+        let renders_limit = message_limit_of(&renders);
+        let renders = renders
+            .max_decoding_message_size(renders_limit)
             .accept_compressed(CompressionEncoding::Gzip)
             .send_compressed(CompressionEncoding::Gzip);
-        let health = inflation_layer(MAX_HEALTH_REQUEST_BYTES).layer(health);
+        let renders = inflation_layer(renders_limit).layer(renders);
+        let health = HealthServer::new(HealthService::from_health_reporter(self.health));
+        let health_limit = message_limit_of(&health);
+        let health = health
+            .max_decoding_message_size(health_limit)
+            .accept_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Gzip);
+        let health = inflation_layer(health_limit).layer(health);
         Routes::new(health)
             .add_service(templates)
             .add_service(renders)
@@ -569,12 +575,12 @@ impl Services {
 /// Server reflection, both versions grpcurl may ask for.
 fn with_reflection(routes: Routes) -> Result<Routes, ServerError> {
     // Requests name a file or a symbol; tonic's default would let each message be 4 MiB.
-    let reflection_v1 = reflection()
-        .build_v1()?
-        .max_decoding_message_size(MAX_REFLECTION_REQUEST_BYTES);
-    let reflection_v1alpha = reflection()
-        .build_v1alpha()?
-        .max_decoding_message_size(MAX_REFLECTION_REQUEST_BYTES);
+    let reflection_v1 = reflection().build_v1()?;
+    let limit = message_limit_of(&reflection_v1);
+    let reflection_v1 = reflection_v1.max_decoding_message_size(limit);
+    let reflection_v1alpha = reflection().build_v1alpha()?;
+    let limit = message_limit_of(&reflection_v1alpha);
+    let reflection_v1alpha = reflection_v1alpha.max_decoding_message_size(limit);
     Ok(routes
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha))

@@ -214,7 +214,7 @@ mod tests {
         headers
     }
 
-    const SUBMIT: &str = "/lottie.render.v1.RenderService/SubmitRender";
+    const SUBMIT: &str = crate::grpc::methods::Method::SubmitRender.path();
 
     #[test]
     fn each_mode_resolves_or_refuses_as_documented() {

@@ -20,6 +20,7 @@
 pub(crate) mod json;
 pub(crate) mod wire;
 
+use super::methods::Method;
 use super::proto::descriptor_pool;
 use crate::error::{FieldViolation, ServiceError};
 use crate::reason::Reason;
@@ -63,13 +64,14 @@ pub(crate) enum Unknown<'a> {
     Name(&'a str),
 }
 
-/// Holds a gRPC request body just received for the method at `path` (`body`: one message
-/// with its 5-byte prefix) to the contract, before tonic copies it into its decoding buffer:
-/// a refused body costs its bytes once. A compressed message is checked after it is
-/// inflated, by the codec; a path of no contract method, not at all.
-pub(crate) fn check_received(path: &str, body: &[u8]) -> Result<(), ServiceError> {
+/// Holds a gRPC request body just received for `method` (`body`: one message with its
+/// 5-byte prefix) to the contract, before tonic copies it into its decoding buffer: a
+/// refused body costs its bytes once. A compressed message is checked after it is
+/// inflated, by the codec; a method whose request is no contract message, not at all.
+pub(crate) fn check_received(method: Method, body: &[u8]) -> Result<(), ServiceError> {
     let schema = Schema::contract()?;
-    let (Some(message), Some((0, bytes))) = (schema.request_of(path), body.split_first()) else {
+    let message = method.request();
+    let (true, Some((0, bytes))) = (schema.plans_request_of(method), body.split_first()) else {
         return Ok(());
     };
     match bytes.get(4..) {
@@ -181,8 +183,6 @@ impl MessagePlan {
 pub(crate) struct Schema {
     pub messages: Vec<MessagePlan>,
     by_name: HashMap<String, usize>,
-    /// Each method's request message, by the method's path (`/package.Service/Method`).
-    requests: HashMap<String, usize>,
 }
 
 impl Schema {
@@ -200,7 +200,6 @@ impl Schema {
         let mut schema = Schema {
             messages: Vec::new(),
             by_name: HashMap::new(),
-            requests: HashMap::new(),
         };
         let descriptors: Vec<MessageDescriptor> = pool.all_messages().collect();
         for descriptor in &descriptors {
@@ -214,20 +213,13 @@ impl Schema {
             let index = schema.index_of(descriptor);
             schema.messages[index].fields = fields;
         }
-        for service in pool.services() {
-            for method in service.methods() {
-                let path = format!("/{}/{}", service.full_name(), method.name());
-                let index = schema.index_of(&method.input());
-                schema.requests.insert(path, index);
-            }
-        }
         Ok(schema)
     }
 
-    /// The full name of the request message of the method at `path`.
-    pub(crate) fn request_of(&self, path: &str) -> Option<&str> {
-        let index = *self.requests.get(path)?;
-        Some(&self.messages[index].full_name)
+    /// Whether `method`'s request is a message of the contract (not health's or
+    /// reflection's), so that its bounds are declared here.
+    pub(crate) fn plans_request_of(&self, method: Method) -> bool {
+        self.by_name.contains_key(method.request())
     }
 
     /// The index of `name`'s plan.

@@ -3,10 +3,11 @@
 //! watch stream as Server-Sent Events, a download as the file itself.
 
 use super::problem;
-use super::transcode::to_json;
+use crate::grpc::json::to_json;
+use crate::grpc::methods::DoorAnswer;
 use crate::idempotency::claim::REPLAYED_HEADER;
 use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderValue, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
 use prost_reflect::MessageDescriptor;
 use tonic::body::Body;
@@ -22,25 +23,12 @@ pub const SSE_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15
 /// A gRPC message on the wire: a compression flag byte and a big-endian u32 length.
 const GRPC_PREFIX_BYTES: usize = 5;
 
-/// How a successful unary answer is given.
-#[derive(Debug, Clone)]
-pub(crate) enum Created {
-    /// 200 OK.
-    No,
-    /// 201 or 202 with `Location`: the path prefix and the answer's field naming the new
-    /// resource (`/v1/templates/` + `templateId`).
-    Yes {
-        status: StatusCode,
-        location_prefix: &'static str,
-        id_field: &'static str,
-    },
-}
-
-/// The whole answer of a unary call, as HTTP.
+/// The whole answer of a unary call, as HTTP: 200, or what its method's row says it
+/// created (`DoorAnswer::Created`: 201 or 202 with `Location`).
 pub(crate) async fn unary(
     response: Response<Body>,
     output: &MessageDescriptor,
-    created: &Created,
+    door: DoorAnswer,
 ) -> Response<Body> {
     if let Some(status) = trailers_only(&response) {
         return problem::of_status(&status);
@@ -69,16 +57,16 @@ pub(crate) async fn unary(
     if let Some(replayed) = replayed {
         answer.headers_mut().insert("idempotent-replayed", replayed);
     }
-    if let Created::Yes {
+    if let DoorAnswer::Created {
         status,
         location_prefix,
         id_field,
-    } = created
+    } = door
     {
-        *answer.status_mut() = *status;
+        *answer.status_mut() = status;
         let id = serde_json::from_slice::<serde_json::Value>(&json)
             .ok()
-            .and_then(|value| value.get(*id_field)?.as_str().map(str::to_owned));
+            .and_then(|value| value.get(id_field)?.as_str().map(str::to_owned));
         if let Some(location) =
             id.and_then(|id| HeaderValue::from_str(&format!("{location_prefix}{id}")).ok())
         {

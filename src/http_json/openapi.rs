@@ -6,7 +6,7 @@
 //! members (`additionalProperties: false`), as the door does.
 
 use super::routes::{Route, Routes};
-use super::transcode::RAW_TEMPLATE_METHOD;
+use crate::grpc::methods::{DoorAnswer, KeyRule};
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -99,17 +99,18 @@ fn operation(route: &Route) -> Value {
             }));
         }
     }
-    if route.grpc_path == RAW_TEMPLATE_METHOD {
+    if route.rpc.raw_upload().is_some() {
         parameters.push(json!({
             "name": "name", "in": "query", "required": false,
             "description": "With it, the body is the Lottie file itself (its name is this).",
             "schema": {"type": "string"},
         }));
     }
-    if route.grpc_path.ends_with("/SubmitRender") || route.grpc_path == RAW_TEMPLATE_METHOD {
+    let key = route.rpc.key();
+    if key != KeyRule::Ignored {
         parameters.push(json!({
             "name": "Idempotency-Key", "in": "header",
-            "required": route.grpc_path.ends_with("/SubmitRender"),
+            "required": key == KeyRule::Required,
             "description": "1..=255 visible ASCII characters; a retry with the same key answers the first call's answer.",
             "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
         }));
@@ -131,30 +132,32 @@ fn operation(route: &Route) -> Value {
 fn responses(route: &Route) -> Value {
     let output = route.method.output();
     let mut responses = Map::new();
-    let (status, content) = if route.grpc_path.ends_with("/DownloadRenderOutput") {
-        let file = json!({"*/*": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}});
-        responses.insert(
-            "206".into(),
-            json!({"description": "The range asked for (Range: bytes=A-B).", "content": file}),
-        );
-        ("200", file)
-    } else if route.streams() {
-        let events = json!({"text/event-stream": {"schema": {"type": "string",
-            "description": "Events `job` (data: the job as JSON) until a terminal state, or one `error` (data: a problem)."}}});
-        ("200", events)
-    } else {
-        let status = match route.grpc_path.rsplit('/').next() {
-            Some("CreateTemplate") => "201",
-            Some("SubmitRender") => "202",
-            _ => "200",
-        };
-        (
-            status,
-            json!({"application/json": {"schema": reference(&output)}}),
-        )
+    let door = route.rpc.door().unwrap_or(DoorAnswer::Json);
+    let (status, content) = match door {
+        DoorAnswer::File => {
+            let file = json!({"*/*": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}});
+            responses.insert(
+                "206".into(),
+                json!({"description": "The range asked for (Range: bytes=A-B).", "content": file}),
+            );
+            (http::StatusCode::OK, file)
+        }
+        DoorAnswer::Events => {
+            let events = json!({"text/event-stream": {"schema": {"type": "string",
+                "description": "Events `job` (data: the job as JSON) until a terminal state, or one `error` (data: a problem)."}}});
+            (http::StatusCode::OK, events)
+        }
+        DoorAnswer::Json | DoorAnswer::Created { .. } => {
+            let status = match door {
+                DoorAnswer::Created { status, .. } => status,
+                _ => http::StatusCode::OK,
+            };
+            let message = json!({"application/json": {"schema": reference(&output)}});
+            (status, message)
+        }
     };
     responses.insert(
-        status.into(),
+        status.as_str().into(),
         json!({"description": "The answer.", "content": content}),
     );
     for (status, description) in REFUSALS {

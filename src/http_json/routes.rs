@@ -1,8 +1,10 @@
 //! The door's routes, read from the `google.api.http` annotations of the contract's
 //! descriptors (the proto files are the one place they are written): each is a verb, a
 //! path template (`/v1/renders/{job_id}:cancel`), whether the request body is the whole
-//! request message (`body: "*"`), and the gRPC method it stands for.
+//! request message (`body: "*"`), and the gRPC method it stands for (its row in
+//! [`crate::grpc::methods`] says how the door answers it).
 
+use crate::grpc::methods::Method;
 use prost_reflect::{DescriptorPool, MethodDescriptor};
 
 /// One route of the door.
@@ -15,8 +17,8 @@ pub(crate) struct Route {
     /// Whether the request body is the whole request message (`body: "*"`).
     pub has_body: bool,
     pub method: MethodDescriptor,
-    /// The gRPC path the route stands for (`/lottie.render.v1.RenderService/GetRenderJob`).
-    pub grpc_path: String,
+    /// The method the route stands for.
+    pub rpc: Method,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,12 +79,15 @@ impl Routes {
                     .unwrap_or_default();
                 let (segments, custom) = parse_template(&template)
                     .ok_or_else(|| format!("{}: bad path template {template}", method.name()))?;
+                let path = format!("/{}/{}", service.full_name(), method.name());
+                let rpc =
+                    Method::of(&path).ok_or_else(|| format!("{path}: no row in grpc::methods"))?;
                 routes.push(Route {
                     verb,
                     segments,
                     custom,
                     has_body: body == "*",
-                    grpc_path: format!("/{}/{}", service.full_name(), method.name()),
+                    rpc,
                     method,
                 });
             }
@@ -175,11 +180,6 @@ impl Route {
             Segment::Field(field) => Some(field.as_str()),
             Segment::Literal(_) => None,
         })
-    }
-
-    /// Whether the gRPC method answers a stream of messages.
-    pub(crate) fn streams(&self) -> bool {
-        self.method.is_server_streaming()
     }
 }
 

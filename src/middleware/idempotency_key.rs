@@ -1,19 +1,16 @@
-//! `IdempotencyKeyLayer`: a SubmitRender without a well-formed `idempotency-key` (or a
-//! CreateTemplate with a malformed one; there it is optional) is answered INVALID_ARGUMENT
-//! (reason IDEMPOTENCY_KEY_MISSING or _INVALID, pushback -1) straight from the HTTP/2
-//! headers, before the body is read or decoded. A valid key travels on to the handler as a
+//! `IdempotencyKeyLayer`: a call to a method whose key is required (SubmitRender) without a
+//! well-formed `idempotency-key`, or to one whose key is optional (CreateTemplate) with a
+//! malformed one, is answered INVALID_ARGUMENT (reason IDEMPOTENCY_KEY_MISSING or _INVALID,
+//! pushback -1) straight from the HTTP/2 headers, before the body is read or decoded. Each
+//! method's rule is its row's ([`crate::grpc::methods::KeyRule`]). A valid key travels on to the handler as a
 //! request extension ([`IdempotencyKey`]), which claims it in the key store once the request
 //! is validated (`crate::idempotency::once`).
 
 use super::{AroundCall, AroundLayer, Next, Reply};
+use crate::grpc::methods::{KeyRule, Method};
 use crate::idempotency::key::{IdempotencyKey, IDEMPOTENCY_KEY_HEADER};
 use http::Request;
 use tonic::Status;
-
-/// The gRPC path of the method that requires a key.
-pub(crate) const SUBMIT_RENDER_PATH: &str = "/lottie.render.v1.RenderService/SubmitRender";
-/// The gRPC path of the method that takes one when given (a malformed one is refused).
-pub(crate) const CREATE_TEMPLATE_PATH: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
 
 /// Checks the key of the methods that take one.
 #[derive(Debug, Clone, Default)]
@@ -23,13 +20,16 @@ pub(crate) type IdempotencyKeyLayer = AroundLayer<IdempotencyKeyCheck>;
 
 impl<B, R: Default + Send + 'static> AroundCall<B, R> for IdempotencyKeyCheck {
     fn around<S: Next<B, R>>(&self, mut call: Request<B>, mut next: S) -> Reply<R, S::Error> {
-        let path = call.uri().path();
+        let rule = Method::of(call.uri().path()).map_or(KeyRule::Ignored, Method::key);
         let header = call
             .headers()
             .get(IDEMPOTENCY_KEY_HEADER)
             .map(|value| value.as_bytes());
-        let checked =
-            path == SUBMIT_RENDER_PATH || (path == CREATE_TEMPLATE_PATH && header.is_some());
+        let checked = match rule {
+            KeyRule::Required => true,
+            KeyRule::Optional => header.is_some(),
+            KeyRule::Ignored => false,
+        };
         if checked {
             match IdempotencyKey::from_header(header) {
                 Ok(key) => {
@@ -95,7 +95,7 @@ mod tests {
             let calls = Arc::new(AtomicUsize::new(0));
             let service = IdempotencyKeyLayer::default().layer(inner(calls.clone()));
             let response = service
-                .oneshot(request(SUBMIT_RENDER_PATH, key))
+                .oneshot(request(Method::SubmitRender.path(), key))
                 .await
                 .unwrap();
             assert_eq!(
@@ -124,18 +124,40 @@ mod tests {
         let service = IdempotencyKeyLayer::default().layer(inner(calls.clone()));
         let response = service
             .clone()
-            .oneshot(request(SUBMIT_RENDER_PATH, Some("order-42")))
+            .oneshot(request(Method::SubmitRender.path(), Some("order-42")))
             .await
             .unwrap();
         assert_eq!(response.body(), "order-42");
         let response = service
-            .oneshot(request(
-                "/lottie.render.v1.RenderService/GetRenderJob",
-                None,
-            ))
+            .oneshot(request(Method::GetRenderJob.path(), None))
             .await
             .unwrap();
         assert_eq!(response.body(), "");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_optional_key_is_checked_only_when_given() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let service = IdempotencyKeyLayer::default().layer(inner(calls.clone()));
+        let create = Method::CreateTemplate.path();
+        let response = service
+            .clone()
+            .oneshot(request(create, None))
+            .await
+            .unwrap();
+        assert_eq!(header(&response, "grpc-status"), None);
+        let response = service
+            .clone()
+            .oneshot(request(create, Some("t-1")))
+            .await
+            .unwrap();
+        assert_eq!(response.body(), "t-1");
+        let response = service
+            .oneshot(request(create, Some("two words")))
+            .await
+            .unwrap();
+        assert_eq!(header(&response, "grpc-status"), Some("3"));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 }

@@ -139,7 +139,8 @@ mod tests {
     }
 
     fn request(encoding: Option<&str>, hold: bool) -> http::Request<()> {
-        let mut builder = http::Request::builder().uri("/lottie.render.v1.TemplateService/X");
+        let mut builder =
+            http::Request::builder().uri(crate::grpc::methods::Method::CreateTemplate.path());
         if let Some(encoding) = encoding {
             builder = builder.header("grpc-encoding", encoding);
         }

@@ -7,33 +7,40 @@
 //! deadline passes (UNAVAILABLE, reason REQUEST_BODY_TIMEOUT, with a retry delay: a slow
 //! network is not the request's fault).
 //!
-//! Each method has the body limit of its real need ([`method_body`]): health and the
-//! id-only calls 4 KiB, SubmitRender 33 MiB, CreateTemplate 64 MiB (a template and its
-//! fonts). A body declared above it (by `content-length` or its gRPC length prefix) is
-//! refused at once, INVALID_ARGUMENT REQUEST_TOO_LARGE, before anything is buffered; a path
-//! that is no method of ours is not buffered at all (the router answers UNIMPLEMENTED).
+//! Each method's row in [`crate::grpc::methods`] names the kind of its request body
+//! ([`RequestKind`]); this layer gives each kind the limit of its real need
+//! ([`message_limit`]): health and the id-only calls 4 KiB, SubmitRender 33 MiB,
+//! CreateTemplate 64 MiB (a template and its fonts). A body declared above it (by
+//! `content-length` or its gRPC length prefix) is refused at once, INVALID_ARGUMENT
+//! REQUEST_TOO_LARGE, before anything is buffered; a path that is no method of ours is not
+//! buffered at all (the router answers UNIMPLEMENTED).
 //!
 //! The declared length is checked against the limit and for nothing else: a body is
 //! charged for the bytes that arrived, its buffer growing (and charged) as they do, from a
 //! pool shared fairly ([`crate::fair_share`]: per peer address before the caller is
 //! identified, per tenant after, shares shrinking as more callers hold bytes, a reserve for
-//! callers holding nothing). Each method's bodies come from one of three lanes
+//! callers holding nothing). Each kind's bodies come from one of three lanes
 //! ([`BodyLane`]): health probes and the id-only calls (Get, List, Watch, Cancel, Delete,
 //! Download) each have a small pool of their own, so they are served whatever the large
 //! bodies hold. A body that finds no room in its caller's share, or in a full pool, for
 //! [`REQUEST_BUFFER_WAIT`] is answered RESOURCE_EXHAUSTED (REQUEST_BUFFERS_BUSY) with a
 //! retry delay.
 //!
-//! Reflection is a bidirectional stream: it is passed through as it comes (its messages
-//! are bounded by the reflection services' own decoding limit).
+//! A body of the HTTP/JSON door ([`DoorBody`] in the request's extensions: JSON, or a raw
+//! file) is received the same way and then written as its method's request message
+//! ([`crate::grpc::json`]), the message its row names, so that every layer below sees gRPC.
+//!
+//! Reflection is a bidirectional stream ([`RequestKind::Stream`]): it is passed through as
+//! it comes (its messages are bounded by the reflection services' own decoding limit).
 
 use crate::error::{FieldViolation, ServiceError, ServiceErrorCode};
 use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal, RESERVE_FIRST_AMOUNTS};
+use crate::grpc::json::{message_named, DoorRequest};
+use crate::grpc::methods::{Method, RequestKind};
 use crate::reason::Reason;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::{BodyExt, Full};
-use std::sync::Arc;
 use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
@@ -92,11 +99,6 @@ pub const REQUEST_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const REQUEST_BUFFERS_RETRY_AFTER: Duration = Duration::from_secs(2);
 /// Retry delay of a call whose body did not arrive in time: the network may be better soon.
 pub(crate) const REQUEST_BODY_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// Calls whose request is a stream of messages, passed through unbuffered.
-const STREAMING_REQUEST_PREFIXES: [&str; 2] = [
-    "/grpc.reflection.v1.ServerReflection/",
-    "/grpc.reflection.v1alpha.ServerReflection/",
-];
 /// A gRPC message on the wire: a compression flag byte and a big-endian u32 length.
 pub(crate) const GRPC_PREFIX_BYTES: usize = 5;
 
@@ -111,59 +113,67 @@ pub(crate) enum BodyLane {
     Large,
 }
 
-/// What one method's request body may be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MethodBody {
-    /// Largest message, bytes (without its 5-byte prefix).
-    pub limit: usize,
-    pub lane: BodyLane,
-}
-
-/// The body limit and lane of the unary (or server-streaming) method at `path`; `None` for
-/// a path that is no such method of this server.
-pub(crate) fn method_body(path: &str) -> Option<MethodBody> {
-    let body = |limit, lane| Some(MethodBody { limit, lane });
-    match path {
-        "/grpc.health.v1.Health/Check" | "/grpc.health.v1.Health/Watch" => {
-            body(MAX_HEALTH_REQUEST_BYTES, BodyLane::Health)
-        }
-        "/lottie.render.v1.TemplateService/CreateTemplate" => {
-            body(MAX_REQUEST_BYTES, BodyLane::Large)
-        }
-        "/lottie.render.v1.RenderService/SubmitRender" => {
-            body(MAX_RENDER_REQUEST_BYTES, BodyLane::Large)
-        }
-        "/lottie.render.v1.TemplateService/UploadImage" => {
-            body(MAX_UPLOAD_IMAGE_REQUEST_BYTES, BodyLane::Large)
-        }
-        "/lottie.render.v1.TemplateService/GetTemplate"
-        | "/lottie.render.v1.TemplateService/ListTemplates"
-        | "/lottie.render.v1.TemplateService/DeleteTemplate"
-        | "/lottie.render.v1.TemplateService/DeleteImage"
-        | "/lottie.render.v1.RenderService/GetRenderJob"
-        | "/lottie.render.v1.RenderService/WatchRenderJob"
-        | "/lottie.render.v1.RenderService/CancelRenderJob"
-        | "/lottie.render.v1.RenderService/DownloadRenderOutput" => {
-            body(MAX_ID_REQUEST_BYTES, BodyLane::IdOnly)
-        }
-        _ => None,
+/// The most one request message of `kind` may be, bytes (without its 5-byte prefix): the
+/// real need of the methods of that kind.
+pub(crate) const fn message_limit(kind: RequestKind) -> usize {
+    match kind {
+        RequestKind::Probe => MAX_HEALTH_REQUEST_BYTES,
+        RequestKind::IdOnly => MAX_ID_REQUEST_BYTES,
+        RequestKind::Template => MAX_REQUEST_BYTES,
+        RequestKind::Render => MAX_RENDER_REQUEST_BYTES,
+        RequestKind::Image => MAX_UPLOAD_IMAGE_REQUEST_BYTES,
+        // Each message of reflection's stream (the layer does not buffer it; its services'
+        // decoding limit holds it).
+        RequestKind::Stream => MAX_REFLECTION_REQUEST_BYTES,
     }
 }
 
-/// The most a request message of the method at `path` may be, bytes (`None`: no method of
-/// this server with a body of one message).
+/// The pool a body of `kind` is buffered from; `None`: a stream, passed through as it
+/// comes.
+const fn lane_of(kind: RequestKind) -> Option<BodyLane> {
+    match kind {
+        RequestKind::Probe => Some(BodyLane::Health),
+        RequestKind::IdOnly => Some(BodyLane::IdOnly),
+        RequestKind::Template | RequestKind::Render | RequestKind::Image => Some(BodyLane::Large),
+        RequestKind::Stream => None,
+    }
+}
+
+/// The most a request message of the method at `path` may be (`None`: no method of this
+/// server with a body of one message).
 pub fn method_body_limit(path: &str) -> Option<usize> {
-    method_body(path).map(|method| method.limit)
+    let kind = Method::of(path)?.body();
+    lane_of(kind).map(|_| message_limit(kind))
+}
+
+/// The most a request message of any method of `service` (its full name) may be: the
+/// service's decoding limit in tonic and its weight in the inflation budget, so that a
+/// method is never refused below its own limit, and a method added to a service raises the
+/// service's limit with it.
+pub(crate) fn service_message_limit(service: &str) -> usize {
+    Method::ALL
+        .iter()
+        .filter(|method| method.service() == service)
+        .map(|method| message_limit(method.body()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The [`service_message_limit`] of the service `_service` serves (`app::startup` asks it
+/// of each service it builds, so no limit there is written by hand).
+pub(crate) fn message_limit_of<S: tonic::server::NamedService>(_service: &S) -> usize {
+    service_message_limit(S::NAME)
 }
 
 /// A request of the HTTP/JSON door ([`crate::http_json`]): its body is JSON (or a raw Lottie
 /// file) of `length` bytes, known from its headers. It is received whole under the same
-/// deadline, minimum rate, method limit and fair share as a gRPC message, then `convert`
-/// turns it into the method's message (a classified error when it is not one).
-#[derive(Clone)]
-pub(crate) struct JsonBody {
+/// deadline, minimum rate, method limit and fair share as a gRPC message, then written as
+/// the request message its method's row names, from the body and what the door read of the
+/// path and query (`request`; a classified error when the body is not the message).
+#[derive(Debug, Clone)]
+pub(crate) struct DoorBody {
     pub length: u64,
-    pub convert: ToMessage,
+    pub request: DoorRequest,
 }
 
 /// The most a door's JSON body may be for a method whose message may be `limit` bytes:
@@ -176,10 +186,6 @@ pub(crate) struct JsonBody {
 pub fn json_body_limit(limit: usize) -> usize {
     (limit / 3 * 4 + limit / 4 + 16).min(MAX_REQUEST_BYTES)
 }
-
-/// Turns a door's body into its method's message, framed as gRPC frames it (the body is
-/// moved in, so that it is freed as soon as the message is built).
-pub(crate) type ToMessage = Arc<dyn Fn(Bytes) -> Result<Bytes, ServiceError> + Send + Sync>;
 
 /// Receives each call's request message whole before passing the call on.
 #[derive(Debug, Clone)]
@@ -397,50 +403,48 @@ async fn receive(
     Ok(Bytes::from(buffer))
 }
 
-/// The gRPC message the door's `json` body stands for, with its length prefix.
-fn json_to_message(json: &JsonBody, body: Bytes) -> Result<Bytes, Status> {
-    (json.convert)(body).map_err(Status::from)
+/// The gRPC message, with its length prefix, that the door's `body` stands for: the
+/// request message of `method`. The body is moved in, so that it is freed as soon as the
+/// message is built.
+fn door_message(method: Method, door: &DoorBody, body: Bytes) -> Result<Bytes, Status> {
+    let input = message_named(method.request())?;
+    Ok(door.request.framed_message(&input, body)?)
 }
 
 /// The request body is read and replaced, so this middleware takes tonic's `Body` only.
 impl AroundCall<Body, Body> for RequestBody {
     fn around<S: Next<Body, Body>>(
         &self,
-        call: Request<Body>,
+        mut call: Request<Body>,
         mut next: S,
     ) -> Reply<Body, S::Error> {
-        let path = call.uri().path();
-        if STREAMING_REQUEST_PREFIXES
-            .iter()
-            .any(|prefix| path.starts_with(prefix))
-        {
-            return Box::pin(next.call(call));
-        }
-        let Some(method) = method_body(path) else {
+        let Some(method) = Method::of(call.uri().path()) else {
             // No method of ours: its body is never read (the router answers UNIMPLEMENTED).
             let (parts, _) = call.into_parts();
             return Box::pin(next.call(Request::from_parts(parts, Body::empty())));
         };
-        let json = call.extensions().get::<JsonBody>().cloned();
-        let framing = if let Some(json) = &json {
-            let limit = json_body_limit(method.limit);
-            if json.length > limit as u64 {
-                return super::refuse(too_large(json.length, limit));
+        let (limit, Some(lane)) = (message_limit(method.body()), lane_of(method.body())) else {
+            // A stream of messages (reflection): passed through as it comes.
+            return Box::pin(next.call(call));
+        };
+        let door = call.extensions_mut().remove::<DoorBody>();
+        let framing = if let Some(door) = &door {
+            let limit = json_body_limit(limit);
+            if door.length > limit as u64 {
+                return super::refuse(too_large(door.length, limit));
             }
             Framing::Json {
-                length: usize::try_from(json.length).unwrap_or(usize::MAX),
+                length: usize::try_from(door.length).unwrap_or(usize::MAX),
             }
         } else {
             if let Some(declared) = content_length(call.headers()) {
-                if declared > (method.limit + GRPC_PREFIX_BYTES) as u64 {
-                    return super::refuse(too_large(declared, method.limit));
+                if declared > (limit + GRPC_PREFIX_BYTES) as u64 {
+                    return super::refuse(too_large(declared, limit));
                 }
             }
-            Framing::Grpc {
-                limit: method.limit,
-            }
+            Framing::Grpc { limit }
         };
-        let pool = self.pool(method.lane).clone();
+        let pool = self.pool(lane).clone();
         let key = CallerKey::of(call.extensions());
         let (deadline, idle) = (self.deadline, self.idle);
         Box::pin(async move {
@@ -459,8 +463,8 @@ impl AroundCall<Body, Body> for RequestBody {
                     .into_http())
                 }
             };
-            let bytes = match &json {
-                Some(json) => match json_to_message(json, bytes) {
+            let bytes = match &door {
+                Some(door) => match door_message(method, door, bytes) {
                     Ok(message) => message,
                     Err(status) => return Ok(status.into_http()),
                 },
@@ -536,7 +540,7 @@ mod tests {
         let service =
             RequestBodyLayer::new(Duration::from_secs(5), 1 << 20).layer(service_fn(counts_bytes));
         let whole = request(
-            "/lottie.render.v1.TemplateService/GetTemplate",
+            Method::GetTemplate.path(),
             Body::new(Full::new(message(1000))),
         );
         let response = service.clone().oneshot(whole).await.unwrap();
@@ -544,15 +548,9 @@ mod tests {
         // Declared above the method's limit, with only its first kilobyte sent (and never
         // the rest): refused from the prefix, at once.
         for (path, declared) in [
-            (
-                "/lottie.render.v1.RenderService/SubmitRender",
-                MAX_RENDER_REQUEST_BYTES + 1,
-            ),
+            (Method::SubmitRender.path(), MAX_RENDER_REQUEST_BYTES + 1),
             ("/grpc.health.v1.Health/Check", MAX_REQUEST_BYTES + 4),
-            (
-                "/lottie.render.v1.TemplateService/ListTemplates",
-                MAX_ID_REQUEST_BYTES + 1,
-            ),
+            (Method::ListTemplates.path(), MAX_ID_REQUEST_BYTES + 1),
         ] {
             let start = message(declared).slice(..1024);
             let (sender, body) = streamed_body();
@@ -586,31 +584,34 @@ mod tests {
     }
 
     #[test]
-    fn every_method_of_our_services_and_healths_has_a_body_limit() {
-        use prost::Message as _;
-        let mut paths = Vec::new();
-        for set in [
-            crate::grpc::proto::FILE_DESCRIPTOR_SET,
-            tonic_health::pb::FILE_DESCRIPTOR_SET,
+    fn each_services_message_limit_is_its_largest_methods_and_streams_have_no_body_limit() {
+        // The services' decoding limits (app::startup) as they were written before the
+        // table of methods: a new method may raise its service's, never lower it.
+        for (service, limit) in [
+            ("lottie.render.v1.TemplateService", MAX_REQUEST_BYTES),
+            ("lottie.render.v1.RenderService", MAX_RENDER_REQUEST_BYTES),
+            ("grpc.health.v1.Health", MAX_HEALTH_REQUEST_BYTES),
+            (
+                "grpc.reflection.v1.ServerReflection",
+                MAX_REFLECTION_REQUEST_BYTES,
+            ),
         ] {
-            let set = prost_types::FileDescriptorSet::decode(set).unwrap();
-            for file in set.file {
-                for service in &file.service {
-                    for method in &service.method {
-                        paths.push(format!(
-                            "/{}.{}/{}",
-                            file.package(),
-                            service.name(),
-                            method.name()
-                        ));
-                    }
-                }
-            }
+            assert_eq!(service_message_limit(service), limit, "{service}");
         }
-        assert!(paths.len() >= 11, "{paths:?}");
-        for path in paths {
-            assert!(method_body(&path).is_some(), "{path} has no body limit");
+        for method in Method::ALL {
+            let limit = method_body_limit(method.path());
+            assert_eq!(
+                limit.is_none(),
+                method.body() == RequestKind::Stream,
+                "{method:?}"
+            );
+            assert!(limit.unwrap_or(0) <= service_message_limit(method.service()));
         }
+        assert_eq!(
+            method_body_limit(Method::UploadImage.path()),
+            Some(MAX_UPLOAD_IMAGE_REQUEST_BYTES)
+        );
+        assert_eq!(method_body_limit("/evil.Service/Hold"), None);
     }
 
     #[tokio::test]
@@ -646,7 +647,7 @@ mod tests {
         (sender, body)
     }
 
-    const CREATE: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
+    const CREATE: &str = Method::CreateTemplate.path();
 
     #[tokio::test]
     async fn a_body_is_charged_for_the_bytes_that_arrived_not_for_the_length_it_declares() {
@@ -662,9 +663,12 @@ mod tests {
             silent.push((sender, held));
             let (sender, body) = silent_after(Bytes::from(vec![b' '; 1024])).await;
             let mut door = request(CREATE, body);
-            door.extensions_mut().insert(JsonBody {
+            door.extensions_mut().insert(DoorBody {
                 length: 60 << 20,
-                convert: Arc::new(|bytes: Bytes| Ok(bytes)),
+                request: DoorRequest {
+                    form: crate::grpc::json::BodyForm::Json,
+                    fields: Vec::new(),
+                },
             });
             silent.push((sender, tokio::spawn(service.clone().oneshot(door))));
         }
@@ -704,10 +708,7 @@ mod tests {
             assert_eq!(response.headers()["grpc-retry-pushback-ms"], "2000");
         }
         // Its id-only calls and health probes have lanes of their own.
-        for path in [
-            "/lottie.render.v1.TemplateService/GetTemplate",
-            "/grpc.health.v1.Health/Check",
-        ] {
+        for path in [Method::GetTemplate.path(), "/grpc.health.v1.Health/Check"] {
             let small = request(path, Body::new(Full::new(message(10))));
             let response = service.clone().oneshot(small).await.unwrap();
             assert_eq!(answer(response).await, "15", "{path}");
@@ -732,10 +733,7 @@ mod tests {
         let (_sender, body) = silent_after(message(3000).slice(..1000)).await;
         let started = tokio::time::Instant::now();
         let response = service
-            .oneshot(request(
-                "/lottie.render.v1.RenderService/SubmitRender",
-                body,
-            ))
+            .oneshot(request(Method::SubmitRender.path(), body))
             .await
             .unwrap();
         assert!(
@@ -755,7 +753,7 @@ mod tests {
             .layer(service_fn(counts_bytes));
         let (sender, body) = streamed_body();
         let request = http::Request::builder()
-            .uri("/lottie.render.v1.RenderService/GetRenderJob")
+            .uri(Method::GetRenderJob.path())
             .body(Body::new(body))
             .unwrap();
         let response = service.oneshot(request).await.unwrap();

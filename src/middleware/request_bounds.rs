@@ -11,6 +11,7 @@
 use super::request_body::GRPC_PREFIX_BYTES;
 use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::grpc::bounds::{check_received, Schema};
+use crate::grpc::methods::Method;
 use http::Request;
 use http_body_util::BodyExt;
 use tonic::body::Body;
@@ -28,13 +29,12 @@ impl AroundCall<Body, Body> for RequestBounds {
         call: Request<Body>,
         mut next: S,
     ) -> Reply<Body, S::Error> {
-        let path = call.uri().path().to_owned();
-        let is_contract_method = Schema::contract()
-            .map(|schema| schema.request_of(&path).is_some())
-            .unwrap_or(false);
-        if !is_contract_method {
+        let contract_method = Method::of(call.uri().path()).filter(|method| {
+            Schema::contract().is_ok_and(|schema| schema.plans_request_of(*method))
+        });
+        let Some(method) = contract_method else {
             return Box::pin(next.call(call));
-        }
+        };
         Box::pin(async move {
             let (parts, body) = call.into_parts();
             // The body layer made the message one frame: collecting takes that frame whole,
@@ -43,7 +43,7 @@ impl AroundCall<Body, Body> for RequestBounds {
                 Ok(collected) => collected.to_bytes(),
                 Err(status) => return Ok(status.into_http()),
             };
-            if let Err(error) = check_received(&path, &bytes) {
+            if let Err(error) = check_received(method, &bytes) {
                 return Ok(Status::from(error).into_http());
             }
             next.call(Request::from_parts(parts, handed_on(bytes)))
@@ -123,7 +123,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_message_over_a_bound_is_refused_before_the_service_and_one_within_passes_whole() {
-        let submit = "/lottie.render.v1.RenderService/SubmitRender";
+        let submit = Method::SubmitRender.path();
         let within = stops(64);
         let response = call(submit, framed(&within)).await;
         let answered = response.into_body().collect().await.unwrap().to_bytes();
@@ -167,7 +167,7 @@ mod tests {
         let within = stops(64);
         let service = RequestBoundsLayer::default().layer(service_fn(frame_sizes));
         let request = http::Request::builder()
-            .uri("/lottie.render.v1.RenderService/SubmitRender")
+            .uri(Method::SubmitRender.path())
             .body(framed(&within))
             .unwrap();
         let response = service.oneshot(request).await.unwrap();

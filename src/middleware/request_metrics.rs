@@ -7,50 +7,21 @@
 //! is a success whose status follows in the trailers.
 
 use super::{AroundCall, AroundLayer, Next, Reply};
+use crate::grpc::methods::Method;
 use crate::metrics::Metrics;
 use http::Request;
 use std::sync::Arc;
 use tonic::Status;
 use tonic_types::StatusExt;
 
-/// Services whose methods are counted by name: the contract's, health and reflection.
-const KNOWN_SERVICES: [&str; 5] = [
-    "/lottie.render.v1.TemplateService/",
-    "/lottie.render.v1.RenderService/",
-    "/grpc.health.v1.Health/",
-    "/grpc.reflection.v1.ServerReflection/",
-    "/grpc.reflection.v1alpha.ServerReflection/",
-];
 /// Label of every other path: callers choose paths, and a label per path would let them grow
 /// the registry without bound.
 const UNKNOWN_METHOD: &str = "unknown";
-/// Their methods.
-const KNOWN_METHODS: [&str; 15] = [
-    "CreateTemplate",
-    "GetTemplate",
-    "ListTemplates",
-    "DeleteTemplate",
-    "UploadImage",
-    "DeleteImage",
-    "SubmitRender",
-    "GetRenderJob",
-    "WatchRenderJob",
-    "CancelRenderJob",
-    "DownloadRenderOutput",
-    "Check",
-    "Watch",
-    "List",
-    "ServerReflectionInfo",
-];
 
-/// "/package.Service/Method" → "Method" for the known services, else "unknown".
-fn method_label(path: &str) -> String {
-    KNOWN_SERVICES
-        .iter()
-        .find_map(|service| path.strip_prefix(service))
-        .filter(|method| KNOWN_METHODS.contains(method))
-        .unwrap_or(UNKNOWN_METHOD)
-        .to_owned()
+/// The method's name for the methods of this server (its row in [`crate::grpc::methods`]:
+/// ours, health's, reflection's), else "unknown".
+fn method_label(path: &str) -> &'static str {
+    Method::of(path).map_or(UNKNOWN_METHOD, Method::name)
 }
 
 /// Counts and times every call into `metrics`.
@@ -75,17 +46,17 @@ impl<B, R: Send + 'static> AroundCall<B, R> for RequestMetrics {
         let answer = next.call(call);
         Box::pin(async move {
             let response = answer.await?;
-            metrics.request_duration(&method, started.elapsed());
+            metrics.request_duration(method, started.elapsed());
             match Status::from_header_map(response.headers()) {
                 Some(status) if status.code() != tonic::Code::Ok => {
-                    metrics.request(&method, &format!("{:?}", status.code()));
+                    metrics.request(method, &format!("{:?}", status.code()));
                     let details = status.get_error_details();
                     let reason = details
                         .error_info()
                         .map_or("UNSPECIFIED", |info| info.reason.as_str());
                     metrics.rejection(reason);
                 }
-                _ => metrics.request(&method, "Ok"),
+                _ => metrics.request(method, "Ok"),
             }
             Ok(response)
         })
@@ -94,18 +65,20 @@ impl<B, R: Send + 'static> AroundCall<B, R> for RequestMetrics {
 
 #[cfg(test)]
 mod tests {
-    use super::method_label;
+    use super::*;
 
     #[test]
     fn only_the_services_methods_get_a_label_of_their_own() {
-        assert_eq!(
-            method_label("/lottie.render.v1.RenderService/SubmitRender"),
-            "SubmitRender"
-        );
+        assert_eq!(method_label(Method::SubmitRender.path()), "SubmitRender");
         assert_eq!(method_label("/grpc.health.v1.Health/Check"), "Check");
+        assert_eq!(
+            method_label("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"),
+            "ServerReflectionInfo"
+        );
         for path in [
             "/lottie.render.v1.RenderService/NoSuchMethod",
             "/lottie.render.v1.RenderService/SubmitRender/x",
+            "/grpc.health.v1.Health/SubmitRender",
             "/evil/GetTemplate",
             "/",
         ] {

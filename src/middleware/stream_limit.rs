@@ -1,11 +1,12 @@
-//! `StreamLimitLayer`: at most `limit` response streams of some methods open at once on this
-//! instance; one more is answered RESOURCE_EXHAUSTED (with its reason and a retry delay) at
-//! once, from its headers. The slot is held for the life of the response stream (until its
-//! body ends or is dropped, when the caller goes away), not just until the headers: a watch
-//! costs for as long as it is open. Used for watchers, which load shedding does not count
-//! once their headers are answered: WatchRenderJob and health Watch each have a budget of
-//! their own, because health needs no identity (under `--auth required` too), and peers
-//! that are no tenant's must not hold the slots the tenants' WatchRenderJob calls need.
+//! `StreamLimitLayer`: at most `limit` response streams of each cap ([`StreamCap`], named
+//! in each method's row in [`crate::grpc::methods`]) open at once on this instance; one
+//! more is answered RESOURCE_EXHAUSTED (with its reason and a retry delay) at once, from its
+//! headers. The slot is held for the life of the response stream (until its body ends or is
+//! dropped, when the caller goes away), not just until the headers: a watch costs for as
+//! long as it is open. Used for watchers, which load shedding does not count once their
+//! headers are answered: WatchRenderJob and health Watch each have slots of their own,
+//! because health needs no identity (under `--auth required` too), and peers that are no
+//! tenant's must not hold the slots the tenants' WatchRenderJob calls need.
 //!
 //! The slots are shared fairly ([`FairShare`]): each caller (its tenant once identified, its
 //! peer address before: [`CallerKey`]) holds at most a share that shrinks as more callers
@@ -17,6 +18,7 @@
 use super::{AroundCall, AroundLayer, Next, Reply};
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::fair_share::{CallerKey, FairShare, ShareGuard, ShareRefusal, FIRST_SLOTS};
+use crate::grpc::methods::{Method, StreamCap};
 use crate::reason::Reason;
 use http::Request;
 use std::pin::Pin;
@@ -25,39 +27,37 @@ use std::time::Duration;
 use tonic::body::Body;
 use tonic::Status;
 
-/// The paths of the watch methods (ours and health's).
-#[cfg(test)]
-pub const WATCH_PATHS: [&str; 2] = [RENDER_WATCH_PATHS[0], HEALTH_WATCH_PATHS[0]];
-/// The watch of the contract: its callers are the tenants.
-pub(crate) const RENDER_WATCH_PATHS: [&str; 1] = ["/lottie.render.v1.RenderService/WatchRenderJob"];
-/// Health's watch: open to anyone who can connect.
-pub(crate) const HEALTH_WATCH_PATHS: [&str; 1] = ["/grpc.health.v1.Health/Watch"];
 /// Retry delay of a refused watcher: watches end as jobs end, within seconds to minutes.
 pub(crate) const TOO_MANY_STREAMS_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// Holds a slot per open stream of its paths.
+/// Holds a slot per open stream of the methods of each cap, from that cap's own slots.
 #[derive(Debug, Clone)]
 pub struct StreamLimit {
-    paths: &'static [&'static str],
-    open: FairShare<CallerKey>,
+    render_watchers: FairShare<CallerKey>,
+    health_watchers: FairShare<CallerKey>,
     reason: Reason,
 }
 
 pub(crate) type StreamLimitLayer = AroundLayer<StreamLimit>;
 
 impl StreamLimitLayer {
-    /// At most `limit` streams of `paths` at once, shared fairly between callers; one more
-    /// is refused with `reason`.
-    pub(crate) fn new(
-        paths: &'static [&'static str],
-        limit: usize,
-        reason: Reason,
-    ) -> StreamLimitLayer {
+    /// At most `limit` streams of the methods of each cap at once, shared fairly between
+    /// callers; one more is refused with `reason`.
+    pub(crate) fn new(limit: usize, reason: Reason) -> StreamLimitLayer {
         AroundLayer(StreamLimit {
-            paths,
-            open: FairShare::shrinking(limit, FIRST_SLOTS),
+            render_watchers: FairShare::shrinking(limit, FIRST_SLOTS),
+            health_watchers: FairShare::shrinking(limit, FIRST_SLOTS),
             reason,
         })
+    }
+}
+
+impl StreamLimit {
+    fn slots(&self, cap: StreamCap) -> &FairShare<CallerKey> {
+        match cap {
+            StreamCap::RenderWatchers => &self.render_watchers,
+            StreamCap::HealthWatchers => &self.health_watchers,
+        }
     }
 }
 
@@ -91,11 +91,12 @@ impl http_body::Body for SlotBody {
 /// `Body` only.
 impl<B> AroundCall<B, Body> for StreamLimit {
     fn around<S: Next<B, Body>>(&self, call: Request<B>, mut next: S) -> Reply<Body, S::Error> {
-        if !self.paths.contains(&call.uri().path()) {
+        let Some(cap) = Method::of(call.uri().path()).and_then(Method::watch) else {
             return Box::pin(next.call(call));
-        }
+        };
+        let open = self.slots(cap);
         let key = CallerKey::of(call.extensions());
-        let slot = match self.open.try_acquire(key.clone(), 1) {
+        let slot = match open.try_acquire(key.clone(), 1) {
             Ok(slot) => slot,
             Err(refusal) => {
                 let message = match refusal {
@@ -103,8 +104,8 @@ impl<B> AroundCall<B, Body> for StreamLimit {
                         "{key} already holds its share ({} of {}, fewer as more callers hold \
                          some) of the streams of this kind open on this instance; close one, \
                          or retry after the delay",
-                        self.open.share_of(&key),
-                        self.open.capacity()
+                        open.share_of(&key),
+                        open.capacity()
                     ),
                     ShareRefusal::PoolFull => "too many streams of this kind are open on this \
                                                instance; retry after the delay or on another \
@@ -145,40 +146,48 @@ mod tests {
         http::Request::builder().uri(path).body(()).unwrap()
     }
 
+    const WATCH: &str = Method::WatchRenderJob.path();
+
     #[tokio::test]
     async fn a_stream_beyond_the_limit_is_refused_until_an_open_one_is_dropped() {
-        let service = StreamLimitLayer::new(&WATCH_PATHS, 1, Reason::TooManyWatchers)
-            .layer(service_fn(streams));
-        let open = service
-            .clone()
-            .oneshot(request(WATCH_PATHS[1]))
-            .await
-            .unwrap();
-        let refused = service
-            .clone()
-            .oneshot(request(WATCH_PATHS[0]))
-            .await
-            .unwrap();
+        let service = StreamLimitLayer::new(1, Reason::TooManyWatchers).layer(service_fn(streams));
+        let open = service.clone().oneshot(request(WATCH)).await.unwrap();
+        let refused = service.clone().oneshot(request(WATCH)).await.unwrap();
         let status = Status::from_header_map(refused.headers()).expect("a gRPC status");
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
         assert_eq!(refused.headers()["grpc-retry-pushback-ms"], "5000");
-        // Other methods are not counted.
-        let other = service.clone().oneshot(request("/a/B")).await.unwrap();
-        assert!(Status::from_header_map(other.headers()).is_none());
+        // Other methods are not counted, and the other cap's streams (health's) have slots
+        // of their own (held here while they are open).
+        let mut others = Vec::new();
+        for path in [
+            "/a/B",
+            Method::DownloadRenderOutput.path(),
+            Method::HealthWatch.path(),
+        ] {
+            let other = service.clone().oneshot(request(path)).await.unwrap();
+            assert!(Status::from_header_map(other.headers()).is_none(), "{path}");
+            others.push(other);
+        }
+        let refused = service
+            .clone()
+            .oneshot(request(Method::HealthWatch.path()))
+            .await
+            .unwrap();
+        assert!(Status::from_header_map(refused.headers()).is_some());
+        drop(others);
         // Once the stream's body is gone (read to its end here), its slot is free again.
         let body = open.into_body();
         drop(body.collect().await.unwrap());
-        let again = service.oneshot(request(WATCH_PATHS[0])).await.unwrap();
+        let again = service.oneshot(request(WATCH)).await.unwrap();
         assert!(Status::from_header_map(again.headers()).is_none());
     }
 
     #[tokio::test]
     async fn one_caller_holds_at_most_its_share_of_the_slots_and_another_is_served() {
         // 8 slots: 4 in reserve, 4 shared, so 2 for a caller alone.
-        let service = StreamLimitLayer::new(&WATCH_PATHS, 8, Reason::TooManyWatchers)
-            .layer(service_fn(streams));
+        let service = StreamLimitLayer::new(8, Reason::TooManyWatchers).layer(service_fn(streams));
         let from = |address: &str| {
-            let mut request = request(WATCH_PATHS[0]);
+            let mut request = request(Method::HealthWatch.path());
             request
                 .extensions_mut()
                 .insert(tonic::transport::server::TcpConnectInfo {

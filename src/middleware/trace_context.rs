@@ -8,6 +8,7 @@
 //! ([`CallSpan`]) so a job can keep it. With traces off, calls pass untouched.
 
 use super::{AroundCall, AroundLayer, Next, Reply};
+use crate::grpc::methods::Method;
 use crate::telemetry::traces::{CallSpan, Tracing};
 use http::Request;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
@@ -39,9 +40,13 @@ impl TraceContextLayer {
     }
 }
 
-/// "/package.Service/Method" → ("package.Service", "Method"), each a bounded dotted word;
-/// "unknown" for anything else.
+/// "/package.Service/Method" → ("package.Service", "Method"): a method of ours by its row in
+/// [`crate::grpc::methods`], another path by its words when each is a bounded dotted word
+/// (a caller's mistaken service is worth seeing in a trace); "unknown" for anything else.
 fn rpc_names(path: &str) -> (&str, &str) {
+    if let Some(method) = Method::of(path) {
+        return (method.service(), method.name());
+    }
     let readable = |name: &str| {
         !name.is_empty()
             && name.len() <= MAX_NAME_BYTES
@@ -133,14 +138,15 @@ impl<B, R: Send + 'static> AroundCall<B, R> for TraceContext {
 
 #[cfg(test)]
 mod tests {
-    use super::rpc_names;
+    use super::*;
 
     #[test]
     fn rpc_names_come_from_readable_paths_only() {
         assert_eq!(
-            rpc_names("/lottie.render.v1.RenderService/SubmitRender"),
+            rpc_names(Method::SubmitRender.path()),
             ("lottie.render.v1.RenderService", "SubmitRender")
         );
+        assert_eq!(rpc_names("/no.Such/Method"), ("no.Such", "Method"));
         let long = format!("/{}/Method", "a".repeat(200));
         for path in [
             "/",

@@ -102,7 +102,7 @@ async fn body_flood(target: &Target) -> anyhow::Result<String> {
     let mut create = BTreeMap::new();
     flood(
         target,
-        "/lottie.render.v1.TemplateService/CreateTemplate",
+        crate::grpc::methods::Method::CreateTemplate.path(),
         Some(ATTACKER_KEY),
         &mut create,
     )

@@ -35,8 +35,8 @@ const JOB_END_LIMIT: Duration = Duration::from_secs(90);
 /// just under CreateTemplate's 64 MiB.
 const RAW_UPLOADS: usize = 4;
 const RAW_UPLOAD_BYTES: usize = 63 << 20;
-const SUBMIT_RENDER: &str = "/lottie.render.v1.RenderService/SubmitRender";
-const CREATE_TEMPLATE: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
+const SUBMIT_RENDER: &str = crate::grpc::methods::Method::SubmitRender.path();
+const CREATE_TEMPLATE: &str = crate::grpc::methods::Method::CreateTemplate.path();
 
 /// Webhook URLs whose hosts stand for loopback, link-local or special addresses, each as
 /// the issue found it accepted (or accepted at submit): NAT64, 6to4, Teredo, SIIT,

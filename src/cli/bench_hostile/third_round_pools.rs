@@ -41,8 +41,8 @@ const FIRST_REQUEST_DEADLINE: Duration = Duration::from_secs(11);
 const TLS_SILENT: usize = 300;
 /// The door's raw template upload, whose body is the Lottie file.
 const RAW_UPLOAD: &str = "/v1/templates?name=declared";
-const SUBMIT_RENDER: &str = "/lottie.render.v1.RenderService/SubmitRender";
-const CREATE_TEMPLATE: &str = "/lottie.render.v1.TemplateService/CreateTemplate";
+const SUBMIT_RENDER: &str = crate::grpc::methods::Method::SubmitRender.path();
+const CREATE_TEMPLATE: &str = crate::grpc::methods::Method::CreateTemplate.path();
 
 pub(super) fn cases() -> Vec<Case> {
     vec![

@@ -31,8 +31,8 @@ const DOWNLOADS_PER_ADDRESS: usize = 16;
 /// The side of the attackers' output to download, a still of noise: 1800² pixels of RGB,
 /// some 10 MB, more than the 4 MiB a download reads ahead.
 const NOISE_SIDE: u32 = 1800;
-const WATCH: &str = "/lottie.render.v1.RenderService/WatchRenderJob";
-const DOWNLOAD: &str = "/lottie.render.v1.RenderService/DownloadRenderOutput";
+const WATCH: &str = crate::grpc::methods::Method::WatchRenderJob.path();
+const DOWNLOAD: &str = crate::grpc::methods::Method::DownloadRenderOutput.path();
 
 pub(super) fn cases() -> Vec<Case> {
     vec![
