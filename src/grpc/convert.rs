@@ -201,48 +201,7 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
         let modifications = request.modifications.unwrap_or_default();
         RenderRequestDraft {
             template_id: request.template_id,
-            modifications: ModificationsDraft {
-                texts: modifications
-                    .texts
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), TextDraft(v)))
-                    .collect(),
-                colors: modifications
-                    .colors
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), ColorDraft::from(v)))
-                    .collect(),
-                images: modifications
-                    .images
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), ImageDraft::from(v)))
-                    .collect(),
-                scalars: modifications
-                    .scalars
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), ScalarDraft(v)))
-                    .collect(),
-                vectors: modifications
-                    .vectors
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), VectorDraft { values: v.values }))
-                    .collect(),
-                gradients: modifications
-                    .gradients
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let stops = v
-                            .stops
-                            .into_iter()
-                            .map(|stop| GradientStopDraft {
-                                offset: stop.offset,
-                                color: stop.color.map(ColorDraft::from),
-                            })
-                            .collect();
-                        (SlotKey(k), GradientDraft { stops })
-                    })
-                    .collect(),
-            },
+            modifications: ModificationsDraft::from(modifications),
             output: request.output.map(OutputDraft::from),
             notify: request.notify.map(|notify| NotifyDraft {
                 webhook_url: notify.webhook_url,
@@ -250,6 +209,70 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
             }),
             theme: request.theme,
         }
+    }
+}
+
+impl From<proto::Modifications> for ModificationsDraft {
+    fn from(modifications: proto::Modifications) -> ModificationsDraft {
+        // Destructured so that a new kind of slot on the wire is a compile error here.
+        let proto::Modifications {
+            texts,
+            colors,
+            images,
+            scalars,
+            vectors,
+            gradients,
+        } = modifications;
+        ModificationsDraft {
+            texts: drafts(texts),
+            colors: drafts(colors),
+            images: drafts(images),
+            scalars: drafts(scalars),
+            vectors: drafts(vectors),
+            gradients: drafts(gradients),
+        }
+    }
+}
+
+/// A wire map of slot values as drafts, by slot id.
+fn drafts<W, D: From<W>>(values: impl IntoIterator<Item = (String, W)>) -> BTreeMap<SlotKey, D> {
+    values
+        .into_iter()
+        .map(|(id, value)| (SlotKey(id), D::from(value)))
+        .collect()
+}
+
+impl From<String> for TextDraft {
+    fn from(text: String) -> TextDraft {
+        TextDraft(text)
+    }
+}
+
+impl From<f64> for ScalarDraft {
+    fn from(value: f64) -> ScalarDraft {
+        ScalarDraft(value)
+    }
+}
+
+impl From<proto::Vector> for VectorDraft {
+    fn from(vector: proto::Vector) -> VectorDraft {
+        VectorDraft {
+            values: vector.values,
+        }
+    }
+}
+
+impl From<proto::Gradient> for GradientDraft {
+    fn from(gradient: proto::Gradient) -> GradientDraft {
+        let stops = gradient
+            .stops
+            .into_iter()
+            .map(|stop| GradientStopDraft {
+                offset: stop.offset,
+                color: stop.color.map(ColorDraft::from),
+            })
+            .collect();
+        GradientDraft { stops }
     }
 }
 
@@ -297,97 +320,137 @@ impl RenderRequestDraft {
     fn into_domain(self) -> Result<RenderSubmission, String> {
         let template_id =
             parse_hyphenated_uuid(&self.template_id).ok_or("template_id after validation")?;
-        let color = |draft: ColorDraft| {
-            Rgba::new(draft.r, draft.g, draft.b, draft.a).map_err(|e| e.to_string())
-        };
-        let texts = self
-            .modifications
-            .texts
-            .into_iter()
-            .map(|(key, text)| (key.0, text.0))
-            .collect();
-        let colors = self
-            .modifications
-            .colors
-            .into_iter()
-            .map(|(key, draft)| Ok((key.0, color(draft)?)))
-            .collect::<Result<_, String>>()?;
-        let mut image_bytes = BTreeMap::new();
-        let mut images = BTreeMap::new();
-        for (key, draft) in self.modifications.images {
-            let fit = image_fit(draft.fit).ok_or("image fit after validation")?;
-            let (sha256, source) = match (draft.data, draft.image_id) {
-                (Some(data), _) => (hex_sha256(&data), ImageSource::Sent(data)),
-                (None, Some(id)) => (id, ImageSource::Uploaded),
-                (None, None) => return Err("image source missing after validation".into()),
-            };
-            images.insert(
-                key.0,
-                ImageChoice {
-                    sha256: sha256.clone(),
-                    fit,
-                },
-            );
-            // Bytes sent with the request win over an upload of the same bytes.
-            match image_bytes.get(&sha256) {
-                Some(ImageSource::Sent(_)) => {}
-                _ => {
-                    image_bytes.insert(sha256, source);
-                }
-            }
-        }
-        let scalars = self
-            .modifications
-            .scalars
-            .into_iter()
-            .map(|(key, value)| (key.0, value.0))
-            .collect();
-        let vectors = self
-            .modifications
-            .vectors
-            .into_iter()
-            .map(|(key, value)| (key.0, value.values))
-            .collect();
-        let gradients = self
-            .modifications
-            .gradients
-            .into_iter()
-            .map(|(key, gradient)| {
-                let stops = gradient
-                    .stops
-                    .into_iter()
-                    .map(|stop| {
-                        let draft = stop.color.ok_or("stop colour after validation")?;
-                        Ok(GradientStop {
-                            offset: stop.offset,
-                            color: color(draft)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()?;
-                Ok((key.0, stops))
-            })
-            .collect::<Result<_, String>>()?;
+        let (modifications, images) = self.modifications.into_domain()?;
         let (output, timing) = self
             .output
             .ok_or("output missing after validation")?
-            .into_domain(&color)?;
+            .into_domain(&ColorDraft::into_value)?;
         Ok(RenderSubmission {
             template_id,
-            modifications: Modifications {
-                texts,
-                colors,
-                images,
-                scalars,
-                vectors,
-                gradients,
-            },
+            modifications,
             output,
             notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
-            images: image_bytes,
+            images,
             theme: (!self.theme.is_empty()).then_some(self.theme),
             timing,
         })
     }
+}
+
+impl ModificationsDraft {
+    /// The request's slot values, and where its images' bytes are (by SHA-256).
+    fn into_domain(self) -> Result<(Modifications, BTreeMap<String, ImageSource>), String> {
+        let ModificationsDraft {
+            texts,
+            colors,
+            images,
+            scalars,
+            vectors,
+            gradients,
+        } = self;
+        let (images, image_bytes) = image_choices(values(images)?);
+        let modifications = Modifications {
+            texts: values(texts)?,
+            colors: values(colors)?,
+            images,
+            scalars: values(scalars)?,
+            vectors: values(vectors)?,
+            gradients: values(gradients)?,
+        };
+        Ok((modifications, image_bytes))
+    }
+}
+
+/// A slot value's draft as its domain value (valid drafts only).
+trait IntoValue {
+    type Value;
+    fn into_value(self) -> Result<Self::Value, String>;
+}
+
+/// A map of valid slot value drafts as domain values, by slot id.
+fn values<D: IntoValue>(
+    drafts: BTreeMap<SlotKey, D>,
+) -> Result<BTreeMap<String, D::Value>, String> {
+    drafts
+        .into_iter()
+        .map(|(key, draft)| Ok((key.0, draft.into_value()?)))
+        .collect()
+}
+
+impl IntoValue for TextDraft {
+    type Value = String;
+    fn into_value(self) -> Result<String, String> {
+        Ok(self.0)
+    }
+}
+
+impl IntoValue for ColorDraft {
+    type Value = Rgba;
+    fn into_value(self) -> Result<Rgba, String> {
+        Rgba::new(self.r, self.g, self.b, self.a).map_err(|e| e.to_string())
+    }
+}
+
+impl IntoValue for ScalarDraft {
+    type Value = f64;
+    fn into_value(self) -> Result<f64, String> {
+        Ok(self.0)
+    }
+}
+
+impl IntoValue for VectorDraft {
+    type Value = Vec<f64>;
+    fn into_value(self) -> Result<Vec<f64>, String> {
+        Ok(self.values)
+    }
+}
+
+impl IntoValue for GradientDraft {
+    type Value = Vec<GradientStop>;
+    fn into_value(self) -> Result<Vec<GradientStop>, String> {
+        self.stops
+            .into_iter()
+            .map(|stop| {
+                let color = stop.color.ok_or("stop colour after validation")?;
+                Ok(GradientStop {
+                    offset: stop.offset,
+                    color: color.into_value()?,
+                })
+            })
+            .collect()
+    }
+}
+
+impl IntoValue for ImageDraft {
+    /// The slot's choice, and where the image's bytes are.
+    type Value = (ImageChoice, ImageSource);
+    fn into_value(self) -> Result<(ImageChoice, ImageSource), String> {
+        let fit = image_fit(self.fit).ok_or("image fit after validation")?;
+        let (sha256, source) = match (self.data, self.image_id) {
+            (Some(data), _) => (hex_sha256(&data), ImageSource::Sent(data)),
+            (None, Some(id)) => (id, ImageSource::Uploaded),
+            (None, None) => return Err("image source missing after validation".into()),
+        };
+        Ok((ImageChoice { sha256, fit }, source))
+    }
+}
+
+/// Each image slot's choice, and each image's bytes once, by SHA-256.
+fn image_choices(
+    images: BTreeMap<String, (ImageChoice, ImageSource)>,
+) -> (BTreeMap<String, ImageChoice>, BTreeMap<String, ImageSource>) {
+    let mut image_bytes = BTreeMap::new();
+    let choices = images
+        .into_iter()
+        .map(|(slot, (choice, source))| {
+            // Bytes sent with the request win over an upload of the same bytes.
+            if !matches!(image_bytes.get(&choice.sha256), Some(ImageSource::Sent(_))) {
+                image_bytes.insert(choice.sha256.clone(), source);
+            }
+            (slot, choice)
+        })
+        .collect();
+    (choices, image_bytes)
 }
 
 impl NotifyDraft {
