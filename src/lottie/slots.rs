@@ -1,28 +1,18 @@
 //! Slot kinds and their shared discovery (DESIGN.md § Slots). A slot is a named place a render
 //! request may fill; its kind says what it is found on and what value it takes. Every kind is
-//! one row of the [`slot_kinds!`] table below and one file under `slots/` implementing [`Slot`]:
-//! - colour slots (`colour.rs`): a Lottie `sid` on a fill/stroke colour, else the name (`nm`)
-//!   of a fill (`fl`) or stroke (`st`) item, in shape groups and precomps alike;
-//! - text slots (`text.rs`): text layers (`ty` 5) by the `sid` of their document, else `ln`,
-//!   else `nm`;
-//! - image slots (`image.rs`): image assets (an asset with a `p`) by their `sid`, else their
-//!   `id`, whose box (`w` × `h`) is within the embedded images' limits;
-//! - scalar, vector and gradient slots (`scalar.rs`, `vector.rs`, `gradient.rs`; the Lottie
-//!   slots specification's other kinds): any other animatable property of a layer or shape
-//!   carrying a `sid`, by the kind of its value (one number; two or three; a gradient fill's or
-//!   stroke's `g`).
+//! one row of the [`slot_kinds!`] table below and one file under `slots/` implementing [`Slot`]
+//! (`colour.rs`: fills' and strokes' colours; `text.rs`: text layers; `image.rs`: image assets;
+//! `scalar.rs`, `vector.rs`, `gradient.rs`: the Lottie slots specification's other kinds, any
+//! property carrying a `sid`, by its value's kind). Each file's head says how its slots are
+//! found and named. Every property bound to a slot is recorded as a JSON pointer, so
+//! modifications write the tree directly; duplicate ids bind all of their properties.
 //!
-//! Values a `sid` property shows may come from the root `slots` object. Every property bound to
-//! a slot is recorded as a JSON pointer, so modifications write the tree directly. Duplicate ids
-//! bind all of their properties.
-//!
-//! What uses every kind loops over them generically ([`for_each_kind`], or a method of [`Slots`]
-//! the table writes), or destructures [`Slots`] or a struct with a field per kind, so that a
-//! new row is a compile error wherever it must be handled: the check and the writing
-//! (`lottie::modifications`), the admission copy (`storage::record_cache`), the summary
-//! (`storage::summary`), the request's values (`spec::Modifications`, `grpc::convert`), the
-//! answer (`grpc::templates`) and the CLI's print (`cli::client`); `grpc::proto`'s tests hold
-//! the wire contract to the table.
+//! What uses every kind loops over them ([`for_each_kind`], or a method of [`Slots`] the table
+//! writes) or destructures a struct with a field per kind, so that a new row is a compile
+//! error wherever it must be handled: the check and the writing (`lottie::modifications`), the
+//! admission copy (`storage::record_cache`), the summary (`storage::summary`), the request's
+//! values (`spec::Modifications`, `grpc::convert`), the answer (`grpc::templates`) and the
+//! CLI's print (`cli::client`); `grpc::proto`'s tests hold the wire contract to the table.
 
 mod colour;
 mod gradient;
@@ -53,13 +43,10 @@ pub const MAX_PROPERTY_MAGNITUDE: f64 = 1e6;
 /// fields): a rough, generous figure for the record cache's byte budget.
 const KEPT_SLOT_BYTES: usize = 96;
 
-/// Declares the slot kinds from one table (the model is `reasons!` in `src/reason.rs`):
-/// [`SlotKind`] and its names, [`Slots`] with a list per kind, each kind's [`TableRow`] (where
-/// its slots are in [`Slots`] and its values in [`Modifications`], which must agree with the
-/// row) and [`for_each_kind`]. A row names the kind, its [`Slot`] type, the value a request
-/// gives it, its list (the field of [`Slots`], of `Modifications` and of the request, and the
-/// start of its field paths: `modifications.colors["bg"]`), one slot (its accessor and its
-/// wire name: `Template.color_slots`) and how messages say it.
+/// Declares the slot kinds from one table (the model is `reasons!` in `src/reason.rs`). A row
+/// names the kind, its [`Slot`] type, the value a request gives it, its list (the field of
+/// [`Slots`], of [`Modifications`] and of the request: `modifications.colors["bg"]`), one slot
+/// (its accessor, its wire name: `Template.color_slots`) and how messages say it.
 macro_rules! slot_kinds {
     ($($kind:ident => $slot:ident {
         value: $value:ty, list: $list:ident, one: $one:ident, said: $said:literal $(,)?
@@ -186,9 +173,8 @@ macro_rules! slot_kinds {
     };
 }
 
-// The order of the rows is the order a request's values are checked, so the order its
-// refusals are listed in (pinned on the wire by the tests); what is written first is each
-// kind's `WRITE_STEP`.
+// The rows' order is the order a request's values are checked, so the order its refusals are
+// listed in (pinned on the wire by tests); what is written first is each kind's `WRITE_STEP`.
 slot_kinds! {
     Color => ColorSlot { value: Rgba, list: colors, one: color, said: "colour" },
     Text => TextSlot { value: String, list: texts, one: text, said: "text" },
