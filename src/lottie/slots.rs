@@ -1,6 +1,6 @@
 //! Slot kinds and their shared discovery (DESIGN.md § Slots). A slot is a named place a render
 //! request may fill; its kind says what it is found on and what value it takes. Every kind is
-//! one row of the [`slot_kinds!`] table below and one file under `slots/` implementing [`Slot`]
+//! one row of the `slot_kinds!` table below and one file under `slots/` implementing [`Slot`]
 //! (`colour.rs`: fills' and strokes' colours; `text.rs`: text layers; `image.rs`: image assets;
 //! `scalar.rs`, `vector.rs`, `gradient.rs`: the Lottie slots specification's other kinds, any
 //! property carrying a `sid`, by its value's kind). Each file's head says how its slots are
@@ -186,7 +186,7 @@ slot_kinds! {
     },
 }
 
-/// A kind's row of the table, written by [`slot_kinds!`]: its kind, where its slots and its
+/// A kind's row of the table, written by `slot_kinds!`: its kind, where its slots and its
 /// values are, and what every slot has (an id, the JSON pointers it binds).
 pub trait TableRow: Sized {
     const KIND: SlotKind;
