@@ -331,7 +331,10 @@ impl OutputSpec {
     }
 }
 
-/// Slot values a render fills in: slot id → text, slot id → colour, slot id → image.
+/// Slot values a render fills in: a map (slot id → value) per kind of slot. Each kind's row
+/// in `lottie::slots` names its map here and the map's value type, and does not compile
+/// until they agree. The fields' order is the fingerprint's (serialised in this order): a
+/// new map goes last, left out when empty, so fingerprints of requests without it stay.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Modifications {
     #[serde(default)]
@@ -356,13 +359,22 @@ pub struct Modifications {
 impl Modifications {
     /// These values (a theme's) under `explicit` ones: each slot `explicit` fills is its.
     pub fn overridden_by(&self, explicit: Modifications) -> Modifications {
+        // Destructured so that a new kind of slot (`lottie::slots`) is a compile error here.
+        let Modifications {
+            texts,
+            colors,
+            images,
+            scalars,
+            vectors,
+            gradients,
+        } = explicit;
         let mut merged = self.clone();
-        merged.texts.extend(explicit.texts);
-        merged.colors.extend(explicit.colors);
-        merged.images.extend(explicit.images);
-        merged.scalars.extend(explicit.scalars);
-        merged.vectors.extend(explicit.vectors);
-        merged.gradients.extend(explicit.gradients);
+        merged.texts.extend(texts);
+        merged.colors.extend(colors);
+        merged.images.extend(images);
+        merged.scalars.extend(scalars);
+        merged.vectors.extend(vectors);
+        merged.gradients.extend(gradients);
         merged
     }
 }

@@ -282,84 +282,131 @@ pub(crate) fn print_job(job: &proto::RenderJob) {
 }
 
 pub(crate) fn print_template(template: &proto::Template) {
-    println!("template   {}", template.template_id);
-    println!("name       {}", template.name);
+    // Destructured so that a new field (a new kind of slot) is a compile error here until it
+    // is printed or said not to be.
+    let proto::Template {
+        template_id,
+        name,
+        width,
+        height,
+        frame_rate,
+        in_frame,
+        out_frame,
+        duration_seconds,
+        sha256,
+        text_slots,
+        color_slots,
+        image_slots,
+        scalar_slots,
+        vector_slots,
+        gradient_slots,
+        themes,
+        animations,
+        animation_id,
+        warnings,
+        created_at: _,
+        markers: _,
+        slots_truncated: _,
+        warnings_truncated: _,
+    } = template;
+    println!("template   {template_id}");
+    println!("name       {name}");
     println!(
-        "canvas     {}×{}, {} fps, frames {}..{} ({:.2} s)",
-        template.width,
-        template.height,
-        template.frame_rate,
-        template.in_frame,
-        template.out_frame,
-        template.duration_seconds
+        "canvas     {width}×{height}, {frame_rate} fps, frames {in_frame}..{out_frame} \
+         ({duration_seconds:.2} s)"
     );
-    println!("sha256     {}", template.sha256);
-    for slot in &template.text_slots {
-        println!(
-            "text slot  {} = {:?} (font {})",
-            slot.id, slot.default_text, slot.font_family
-        );
+    println!("sha256     {sha256}");
+    print_slots(text_slots);
+    print_slots(color_slots);
+    print_slots(image_slots);
+    print_slots(scalar_slots);
+    print_slots(vector_slots);
+    print_slots(gradient_slots);
+    if !themes.is_empty() {
+        println!("themes     {}", themes.join(", "));
     }
-    for slot in &template.color_slots {
-        if let Some(c) = &slot.default_color {
-            println!(
-                "color slot {} = r {:.3} g {:.3} b {:.3}{}",
-                slot.id,
-                c.r,
-                c.g,
-                c.b,
-                c.a.map(|a| format!(" a {a:.3}")).unwrap_or_default()
-            );
-        }
-    }
-    for slot in &template.image_slots {
-        println!(
-            "image slot {} = {}×{} box{}",
-            slot.id,
-            slot.width,
-            slot.height,
-            if slot.has_default {
-                ""
-            } else {
-                ", no default image"
-            }
-        );
-    }
-    for slot in &template.scalar_slots {
-        println!(
-            "scalar slot {} = {} ({}, {}..={})",
-            slot.id, slot.default_value, slot.property, slot.min, slot.max
-        );
-    }
-    for slot in &template.vector_slots {
-        println!(
-            "vector slot {} = {:?} ({})",
-            slot.id, slot.default_value, slot.property
-        );
-    }
-    for slot in &template.gradient_slots {
-        println!(
-            "gradient slot {} = {} stops",
-            slot.id,
-            slot.default_stops.len()
-        );
-    }
-    if !template.themes.is_empty() {
-        println!("themes     {}", template.themes.join(", "));
-    }
-    if !template.animations.is_empty() {
-        let chosen = if template.animation_id.is_empty() {
+    if !animations.is_empty() {
+        let chosen = if animation_id.is_empty() {
             "the archive's own choice"
         } else {
-            &template.animation_id
+            animation_id
         };
         println!(
             "animations {} (this template: {chosen})",
-            template.animations.join(", ")
+            animations.join(", ")
         );
     }
-    for warning in &template.warnings {
+    for warning in warnings {
         println!("warning    {warning}");
+    }
+}
+
+/// A line per slot, for the ones that have something to show.
+fn print_slots(slots: &[impl SlotLine]) {
+    for line in slots.iter().filter_map(SlotLine::line) {
+        println!("{line}");
+    }
+}
+
+/// How `template` prints a slot of a kind.
+trait SlotLine {
+    fn line(&self) -> Option<String>;
+}
+
+impl SlotLine for proto::TextSlot {
+    fn line(&self) -> Option<String> {
+        let (id, text, font) = (&self.id, &self.default_text, &self.font_family);
+        Some(format!("text slot  {id} = {text:?} (font {font})"))
+    }
+}
+
+impl SlotLine for proto::ColorSlot {
+    fn line(&self) -> Option<String> {
+        let c = self.default_color.as_ref()?;
+        let alpha = c.a.map(|a| format!(" a {a:.3}")).unwrap_or_default();
+        Some(format!(
+            "color slot {} = r {:.3} g {:.3} b {:.3}{alpha}",
+            self.id, c.r, c.g, c.b
+        ))
+    }
+}
+
+impl SlotLine for proto::ImageSlot {
+    fn line(&self) -> Option<String> {
+        let default = if self.has_default {
+            ""
+        } else {
+            ", no default image"
+        };
+        Some(format!(
+            "image slot {} = {}×{} box{default}",
+            self.id, self.width, self.height
+        ))
+    }
+}
+
+impl SlotLine for proto::ScalarSlot {
+    fn line(&self) -> Option<String> {
+        Some(format!(
+            "scalar slot {} = {} ({}, {}..={})",
+            self.id, self.default_value, self.property, self.min, self.max
+        ))
+    }
+}
+
+impl SlotLine for proto::VectorSlot {
+    fn line(&self) -> Option<String> {
+        Some(format!(
+            "vector slot {} = {:?} ({})",
+            self.id, self.default_value, self.property
+        ))
+    }
+}
+
+impl SlotLine for proto::GradientSlot {
+    fn line(&self) -> Option<String> {
+        let stops = self.default_stops.len();
+        Some(format!("gradient slot {} = {stops} stops", self.id))
     }
 }
 

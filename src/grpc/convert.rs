@@ -4,25 +4,19 @@
 //! `modifications.colors["primary_bg"].r`; only then is the draft turned into domain types,
 //! which cannot hold invalid values.
 
+mod modifications;
 mod output;
-mod values;
 
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
-use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS};
-use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
-use crate::spec::{ImageChoice, ImageSource, Modifications, Notify, RenderSubmission, Rgba};
+use crate::spec::{Notify, RenderSubmission, Rgba};
 use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;
 use crate::webhooks::event::EventType;
 use garde::Validate;
+use modifications::{IntoValue, ModificationsDraft};
 pub(crate) use output::wire_format;
 use output::OutputDraft;
-use std::collections::BTreeMap;
-use values::{
-    ascending_offsets, finite_magnitude, image_bytes_together, image_fit, image_header, known_fit,
-    uploaded_image_id,
-};
 
 /// Entries allowed in `modifications.texts` and in `modifications.colors`.
 pub const MAX_MODIFICATIONS_PER_MAP: usize = 256;
@@ -55,16 +49,7 @@ impl TryFrom<proto::RenderRequest> for RenderSubmission {
                 })
                 .collect(),
         };
-        // The one rule garde cannot say per field: an image names its source.
-        for (slot, image) in &draft.modifications.images {
-            if image.data.is_none() && image.image_id.is_none() {
-                violations.push(FieldViolation {
-                    field: format!("modifications.images[{slot}].data"),
-                    description: "an image needs its data or the image_id of an uploaded one"
-                        .into(),
-                });
-            }
-        }
+        violations.extend(draft.modifications.images_without_source());
         if !violations.is_empty() {
             let message = match violations.as_slice() {
                 [only] => format!("{}: {}", only.field, only.description),
@@ -77,23 +62,6 @@ impl TryFrom<proto::RenderRequest> for RenderSubmission {
             ));
         }
         draft.into_domain().map_err(ServiceError::internal)
-    }
-}
-
-/// A slot id as a map key: garde shows it as `["id"]` in violation paths.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct SlotKey(String);
-
-impl std::fmt::Display for SlotKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Debug-quoting escapes quotes and control characters in hostile keys.
-        write!(f, "{:?}", self.0)
-    }
-}
-
-impl garde::error::PathComponentKind for SlotKey {
-    fn component_kind() -> garde::error::Kind {
-        garde::error::Kind::Index
     }
 }
 
@@ -121,69 +89,6 @@ struct NotifyDraft {
     events: Vec<i32>,
 }
 
-#[derive(Debug, Default, Validate)]
-struct ModificationsDraft {
-    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
-    texts: BTreeMap<SlotKey, TextDraft>,
-    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
-    colors: BTreeMap<SlotKey, ColorDraft>,
-    #[garde(
-        length(max = MAX_IMAGES_PER_REQUEST),
-        custom(slot_ids),
-        custom(image_bytes_together),
-        dive
-    )]
-    images: BTreeMap<SlotKey, ImageDraft>,
-    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
-    scalars: BTreeMap<SlotKey, ScalarDraft>,
-    #[garde(length(max = MAX_MODIFICATIONS_PER_MAP), custom(slot_ids), dive)]
-    vectors: BTreeMap<SlotKey, VectorDraft>,
-    #[garde(length(max = MAX_GRADIENTS_PER_REQUEST), custom(slot_ids), dive)]
-    gradients: BTreeMap<SlotKey, GradientDraft>,
-}
-
-#[derive(Debug, Validate)]
-#[garde(transparent)]
-struct ScalarDraft(#[garde(custom(finite_magnitude))] f64);
-
-#[derive(Debug, Validate)]
-struct VectorDraft {
-    #[garde(length(min = 2, max = 3), inner(custom(finite_magnitude)))]
-    values: Vec<f64>,
-}
-
-#[derive(Debug, Validate)]
-struct GradientDraft {
-    #[garde(length(min = 1, max = MAX_GRADIENT_STOPS), custom(ascending_offsets), dive)]
-    stops: Vec<GradientStopDraft>,
-}
-
-#[derive(Debug, Validate)]
-struct GradientStopDraft {
-    #[garde(custom(unit_channel))]
-    offset: f64,
-    #[garde(required, dive)]
-    color: Option<ColorDraft>,
-}
-
-#[derive(Debug, Validate)]
-struct ImageDraft {
-    /// The bytes of `source.data` (none when the source is another or missing).
-    #[garde(custom(image_header))]
-    data: Option<bytes::Bytes>,
-    /// `source.image_id`.
-    #[garde(custom(uploaded_image_id))]
-    image_id: Option<String>,
-    #[garde(custom(known_fit))]
-    fit: i32,
-}
-
-#[derive(Debug, Validate)]
-#[garde(transparent)]
-struct TextDraft(
-    #[garde(length(chars, max = MAX_TEXT_CHARS), custom(no_control_characters))] String,
-);
-
 #[derive(Debug, Clone, Copy, Validate)]
 struct ColorDraft {
     #[garde(custom(unit_channel))]
@@ -201,70 +106,13 @@ impl From<proto::RenderRequest> for RenderRequestDraft {
         let modifications = request.modifications.unwrap_or_default();
         RenderRequestDraft {
             template_id: request.template_id,
-            modifications: ModificationsDraft {
-                texts: modifications
-                    .texts
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), TextDraft(v)))
-                    .collect(),
-                colors: modifications
-                    .colors
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), ColorDraft::from(v)))
-                    .collect(),
-                images: modifications
-                    .images
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), ImageDraft::from(v)))
-                    .collect(),
-                scalars: modifications
-                    .scalars
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), ScalarDraft(v)))
-                    .collect(),
-                vectors: modifications
-                    .vectors
-                    .into_iter()
-                    .map(|(k, v)| (SlotKey(k), VectorDraft { values: v.values }))
-                    .collect(),
-                gradients: modifications
-                    .gradients
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let stops = v
-                            .stops
-                            .into_iter()
-                            .map(|stop| GradientStopDraft {
-                                offset: stop.offset,
-                                color: stop.color.map(ColorDraft::from),
-                            })
-                            .collect();
-                        (SlotKey(k), GradientDraft { stops })
-                    })
-                    .collect(),
-            },
+            modifications: ModificationsDraft::from(modifications),
             output: request.output.map(OutputDraft::from),
             notify: request.notify.map(|notify| NotifyDraft {
                 webhook_url: notify.webhook_url,
                 events: notify.events,
             }),
             theme: request.theme,
-        }
-    }
-}
-
-impl From<proto::ImageInput> for ImageDraft {
-    fn from(image: proto::ImageInput) -> ImageDraft {
-        // Moved, never copied: the data may be 10 MiB.
-        let (data, image_id) = match image.source {
-            Some(proto::image_input::Source::Data(data)) => (Some(data), None),
-            Some(proto::image_input::Source::ImageId(id)) => (None, Some(id)),
-            None => (None, None),
-        };
-        ImageDraft {
-            data,
-            image_id,
-            fit: image.fit,
         }
     }
 }
@@ -297,93 +145,17 @@ impl RenderRequestDraft {
     fn into_domain(self) -> Result<RenderSubmission, String> {
         let template_id =
             parse_hyphenated_uuid(&self.template_id).ok_or("template_id after validation")?;
-        let color = |draft: ColorDraft| {
-            Rgba::new(draft.r, draft.g, draft.b, draft.a).map_err(|e| e.to_string())
-        };
-        let texts = self
-            .modifications
-            .texts
-            .into_iter()
-            .map(|(key, text)| (key.0, text.0))
-            .collect();
-        let colors = self
-            .modifications
-            .colors
-            .into_iter()
-            .map(|(key, draft)| Ok((key.0, color(draft)?)))
-            .collect::<Result<_, String>>()?;
-        let mut image_bytes = BTreeMap::new();
-        let mut images = BTreeMap::new();
-        for (key, draft) in self.modifications.images {
-            let fit = image_fit(draft.fit).ok_or("image fit after validation")?;
-            let (sha256, source) = match (draft.data, draft.image_id) {
-                (Some(data), _) => (hex_sha256(&data), ImageSource::Sent(data)),
-                (None, Some(id)) => (id, ImageSource::Uploaded),
-                (None, None) => return Err("image source missing after validation".into()),
-            };
-            images.insert(
-                key.0,
-                ImageChoice {
-                    sha256: sha256.clone(),
-                    fit,
-                },
-            );
-            // Bytes sent with the request win over an upload of the same bytes.
-            match image_bytes.get(&sha256) {
-                Some(ImageSource::Sent(_)) => {}
-                _ => {
-                    image_bytes.insert(sha256, source);
-                }
-            }
-        }
-        let scalars = self
-            .modifications
-            .scalars
-            .into_iter()
-            .map(|(key, value)| (key.0, value.0))
-            .collect();
-        let vectors = self
-            .modifications
-            .vectors
-            .into_iter()
-            .map(|(key, value)| (key.0, value.values))
-            .collect();
-        let gradients = self
-            .modifications
-            .gradients
-            .into_iter()
-            .map(|(key, gradient)| {
-                let stops = gradient
-                    .stops
-                    .into_iter()
-                    .map(|stop| {
-                        let draft = stop.color.ok_or("stop colour after validation")?;
-                        Ok(GradientStop {
-                            offset: stop.offset,
-                            color: color(draft)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()?;
-                Ok((key.0, stops))
-            })
-            .collect::<Result<_, String>>()?;
+        let (modifications, images) = self.modifications.into_domain()?;
         let (output, timing) = self
             .output
             .ok_or("output missing after validation")?
-            .into_domain(&color)?;
+            .into_domain(&ColorDraft::into_value)?;
         Ok(RenderSubmission {
             template_id,
-            modifications: Modifications {
-                texts,
-                colors,
-                images,
-                scalars,
-                vectors,
-                gradients,
-            },
+            modifications,
             output,
             notify: self.notify.map(NotifyDraft::into_domain).transpose()?,
-            images: image_bytes,
+            images,
             theme: (!self.theme.is_empty()).then_some(self.theme),
             timing,
         })
@@ -466,28 +238,6 @@ fn hyphenated_uuid(value: &str, _: &()) -> garde::Result {
         None => Err(garde::Error::new(format!(
             "must be a hyphenated UUID, got {value:?}"
         ))),
-    }
-}
-
-fn slot_ids<V>(map: &BTreeMap<SlotKey, V>, _: &()) -> garde::Result {
-    match map
-        .keys()
-        .find(|key| !(1..=MAX_SLOT_ID_CHARS).contains(&key.0.chars().count()))
-    {
-        Some(key) => Err(garde::Error::new(format!(
-            "slot id {key} must be 1..={MAX_SLOT_ID_CHARS} characters"
-        ))),
-        None => Ok(()),
-    }
-}
-
-fn no_control_characters(text: &str, _: &()) -> garde::Result {
-    match text.chars().find(|c| c.is_control() && *c != '\n') {
-        Some(c) => Err(garde::Error::new(format!(
-            "control character U+{:04X} is not allowed (only \\n)",
-            u32::from(c)
-        ))),
-        None => Ok(()),
     }
 }
 

@@ -240,6 +240,35 @@ mod tests {
         )));
     }
 
+    /// A new row of `lottie::slots`' table fails here until the contract has its map in
+    /// `Modifications` and its list in `Template`, and the reverse: a kind on the wire that
+    /// the table does not know.
+    #[test]
+    fn every_slot_kind_has_its_map_in_modifications_and_its_list_in_template() {
+        use crate::lottie::slots::SlotKind;
+        let set = FileDescriptorSet::decode(FILE_DESCRIPTOR_SET).unwrap();
+        let names = |message: &str| -> Vec<String> {
+            fields(&set, message)
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let maps: Vec<&str> = SlotKind::ALL.iter().map(|kind| kind.list()).collect();
+        let mut wire_maps = names("Modifications");
+        wire_maps.sort_by_key(|name| maps.iter().position(|list| list == name));
+        assert_eq!(wire_maps, maps);
+        let lists: Vec<String> = SlotKind::ALL
+            .iter()
+            .map(|kind| format!("{}_slots", kind.wire_name()))
+            .collect();
+        let mut wire_lists: Vec<String> = names("Template")
+            .into_iter()
+            .filter(|name| name.ends_with("_slots"))
+            .collect();
+        wire_lists.sort_by_key(|name| lists.iter().position(|list| list == name));
+        assert_eq!(wire_lists, lists);
+    }
+
     /// Each method's `google.api.http` rule as the descriptor set carries it: (method, verb,
     /// path template, body).
     fn http_rules() -> Vec<(String, String, String, String)> {

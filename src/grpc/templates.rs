@@ -7,6 +7,8 @@
 //! the tenant's own. Deleting is immediate for every caller; jobs already accepted keep
 //! rendering from their pinned files (`storage::pins`).
 
+mod slots;
+
 use super::blocking;
 use super::proto::{self, template_service_server::TemplateService};
 use crate::analysis::AnalysisPool;
@@ -76,83 +78,53 @@ fn to_proto(record: &TemplateRecord) -> proto::Template {
 }
 
 fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
+    // Destructured so that a new field of the summary (a new kind of slot) is a compile
+    // error here until the answer shows it or says why not.
+    let TemplateSummary {
+        id,
+        tenant: _,
+        name,
+        created_at_ms: _,
+        sha256,
+        width,
+        height,
+        frame_rate,
+        in_frame,
+        out_frame,
+        duration_seconds,
+        text_slots,
+        color_slots,
+        image_slots,
+        scalar_slots,
+        vector_slots,
+        gradient_slots,
+        themes,
+        animations,
+        animation,
+        markers,
+        slots_truncated,
+        warnings,
+        warnings_truncated,
+    } = summary;
     proto::Template {
-        template_id: summary.id.to_string(),
-        name: summary.name.clone(),
-        width: u32::try_from(summary.width).unwrap_or_default(),
-        height: u32::try_from(summary.height).unwrap_or_default(),
-        frame_rate: summary.frame_rate,
-        in_frame: summary.in_frame,
-        out_frame: summary.out_frame,
-        duration_seconds: summary.duration_seconds,
-        text_slots: summary
-            .text_slots
-            .iter()
-            .map(|slot| proto::TextSlot {
-                id: slot.id.clone(),
-                default_text: slot.default_text.clone(),
-                font_family: slot.font_family.clone(),
-                default_text_truncated: slot.default_text_truncated,
-            })
-            .collect(),
-        color_slots: summary
-            .color_slots
-            .iter()
-            .map(|slot| proto::ColorSlot {
-                id: slot.id.clone(),
-                default_color: Some(slot.default_color.into()),
-            })
-            .collect(),
-        image_slots: summary
-            .image_slots
-            .iter()
-            .map(|slot| proto::ImageSlot {
-                id: slot.id.clone(),
-                width: slot.width,
-                height: slot.height,
-                has_default: slot.has_default,
-            })
-            .collect(),
-        scalar_slots: summary
-            .scalar_slots
-            .iter()
-            .map(|slot| proto::ScalarSlot {
-                id: slot.id.clone(),
-                property: slot.property.clone(),
-                default_value: slot.default_value,
-                min: slot.min,
-                max: slot.max,
-            })
-            .collect(),
-        vector_slots: summary
-            .vector_slots
-            .iter()
-            .map(|slot| proto::VectorSlot {
-                id: slot.id.clone(),
-                property: slot.property.clone(),
-                default_value: slot.default_value.clone(),
-            })
-            .collect(),
-        gradient_slots: summary
-            .gradient_slots
-            .iter()
-            .map(|slot| proto::GradientSlot {
-                id: slot.id.clone(),
-                default_stops: slot
-                    .default_stops
-                    .iter()
-                    .map(|stop| proto::GradientStop {
-                        offset: stop.offset,
-                        color: Some(stop.color.into()),
-                    })
-                    .collect(),
-            })
-            .collect(),
-        themes: summary.themes.clone(),
-        animations: summary.animations.clone(),
-        animation_id: summary.animation.clone().unwrap_or_default(),
-        markers: summary
-            .markers
+        template_id: id.to_string(),
+        name: name.clone(),
+        width: u32::try_from(*width).unwrap_or_default(),
+        height: u32::try_from(*height).unwrap_or_default(),
+        frame_rate: *frame_rate,
+        in_frame: *in_frame,
+        out_frame: *out_frame,
+        duration_seconds: *duration_seconds,
+        text_slots: slots::to_proto(text_slots),
+        color_slots: slots::to_proto(color_slots),
+        image_slots: slots::to_proto(image_slots),
+        scalar_slots: slots::to_proto(scalar_slots),
+        vector_slots: slots::to_proto(vector_slots),
+        gradient_slots: slots::to_proto(gradient_slots),
+        themes: themes.clone(),
+        animations: animations.clone(),
+        animation_id: animation.clone().unwrap_or_default(),
+        markers: markers
             .iter()
             .map(|marker| proto::Marker {
                 name: marker.name.clone(),
@@ -160,11 +132,11 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
                 duration_seconds: marker.duration_seconds,
             })
             .collect(),
-        sha256: summary.sha256.clone(),
+        sha256: sha256.clone(),
         created_at: Some(prost_types::Timestamp::from(summary.created_at())),
-        warnings: summary.warnings.clone(),
-        warnings_truncated: summary.warnings_truncated,
-        slots_truncated: summary.slots_truncated,
+        warnings: warnings.clone(),
+        warnings_truncated: *warnings_truncated,
+        slots_truncated: *slots_truncated,
     }
 }
 

@@ -8,7 +8,7 @@
 use super::{Fingerprint, Job, RenderWork};
 use crate::auth::TenantId;
 use crate::error::{Classified, ServiceError, Violations};
-use crate::lottie::modifications::{self, ModificationError};
+use crate::lottie::modifications;
 use crate::reason::Reason;
 use crate::spec::output;
 use crate::spec::{ImageSource, Modifications, Notify, OutputSpec, RenderSubmission};
@@ -133,11 +133,7 @@ pub fn check_against_record(
         }
     }
     for error in modifications::check(&record.slots, &submission.modifications) {
-        violations.push(
-            error.reason(),
-            modification_field(&error),
-            error.to_string(),
-        );
+        violations.push(error.reason(), error.field(), error.to_string());
     }
     let image_megapixels = image_megapixels(submission);
     let frames = check_output(
@@ -237,24 +233,4 @@ fn unknown_theme(theme: &str, themes: &crate::lottie::dotlottie::Themes) -> Stri
         names.join(", ")
     };
     format!("the template has no theme {theme:?}; its themes: {names}")
-}
-
-/// The request field a modification error is about.
-fn modification_field(error: &ModificationError) -> String {
-    match error {
-        ModificationError::UnknownColorSlot { id, .. } => format!("modifications.colors[{id:?}]"),
-        ModificationError::UnknownTextSlot { id, .. }
-        | ModificationError::ControlCharacter { id, .. } => {
-            format!("modifications.texts[{id:?}]")
-        }
-        ModificationError::UnknownImageSlot { id, .. } => format!("modifications.images[{id:?}]"),
-        ModificationError::UnknownSlot { kind, id, .. } => format!("modifications.{kind}[{id:?}]"),
-        ModificationError::ScalarOutOfRange { id, .. } => {
-            format!("modifications.scalars[{id:?}]")
-        }
-        ModificationError::VectorShape { id, .. } => format!("modifications.vectors[{id:?}]"),
-        ModificationError::GradientStopCount { id, .. } => {
-            format!("modifications.gradients[{id:?}]")
-        }
-    }
 }

@@ -3,60 +3,41 @@
 //! stay integers.
 //!
 //! First every `sid` property takes its value from the root `slots` object (rlottie ignores
-//! slots), then the requested colours and texts replace what their slots bind.
+//! slots), then the requested values replace what their slots bind. What a kind of slot
+//! refuses and how it writes a value is the kind's own (`slots/`, the [`Slot`] trait); this
+//! file loops over the kinds. It belongs with them in the slots' room, and stays at this
+//! path while `lottie/` is given its rooms.
 
-use super::slots::{slot_property, GradientStop, Slots, MAX_PROPERTY_MAGNITUDE};
+use super::slots::{
+    for_each_kind, slot_property, EachKind, Slot, SlotKind, Slots, ValueProblem, WriteStep,
+};
 use crate::error::{Classified, ErrorClass};
 use crate::reason::Reason;
-use crate::spec::{Modifications, Rgba};
-use serde_json::{json, Value};
+use crate::spec::Modifications;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// Why a render's values do not fit its template's slots. Every variant names the value's
+/// kind and slot id, so its field is [`ModificationError::field`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModificationError {
     #[error(
-        "colors[\"{id}\"]: the template has no colour slot '{id}'; valid colour slots: {valid}"
+        "{}[\"{id}\"]: the template has no {} slot '{id}'; valid {} slots: {valid}",
+        .kind.list(),
+        .kind.said(),
+        .kind.said()
     )]
-    UnknownColorSlot { id: String, valid: String },
-    #[error("texts[\"{id}\"]: the template has no text slot '{id}'; valid text slots: {valid}")]
-    UnknownTextSlot { id: String, valid: String },
-    #[error("images[\"{id}\"]: the template has no image slot '{id}'; valid image slots: {valid}")]
-    UnknownImageSlot { id: String, valid: String },
-    #[error("{kind}[\"{id}\"]: the template has no {singular} slot '{id}'; valid {singular} slots: {valid}")]
     UnknownSlot {
-        kind: &'static str,
-        singular: &'static str,
+        kind: SlotKind,
         id: String,
         valid: String,
     },
-    #[error(
-        "scalars[\"{id}\"]: the slot sets the {property}, which takes {min}..={max}; got {value}"
-    )]
-    ScalarOutOfRange {
+    #[error("{}[\"{id}\"]: {problem}", .kind.list())]
+    InvalidValue {
+        kind: SlotKind,
         id: String,
-        property: String,
-        min: f64,
-        max: f64,
-        value: f64,
+        problem: ValueProblem,
     },
-    #[error(
-        "vectors[\"{id}\"]: the slot sets the {property}, which takes {expected} numbers each \
-         within ±{MAX_PROPERTY_MAGNITUDE}; got {got}"
-    )]
-    VectorShape {
-        id: String,
-        property: String,
-        expected: usize,
-        got: String,
-    },
-    #[error("gradients[\"{id}\"]: the gradient has {expected} stops; got {got}")]
-    GradientStopCount {
-        id: String,
-        expected: usize,
-        got: usize,
-    },
-    #[error("texts[\"{id}\"]: control character U+{code:04X} is not allowed (only newline)")]
-    ControlCharacter { id: String, code: u32 },
 }
 
 impl Classified for ModificationError {
@@ -65,15 +46,32 @@ impl Classified for ModificationError {
     }
     fn reason(&self) -> Reason {
         match self {
-            ModificationError::UnknownColorSlot { .. }
-            | ModificationError::UnknownTextSlot { .. }
-            | ModificationError::UnknownImageSlot { .. }
-            | ModificationError::UnknownSlot { .. } => Reason::SlotUnknown,
-            ModificationError::ScalarOutOfRange { .. }
-            | ModificationError::VectorShape { .. }
-            | ModificationError::GradientStopCount { .. } => Reason::SlotValueInvalid,
-            ModificationError::ControlCharacter { .. } => Reason::TextInvalid,
+            ModificationError::UnknownSlot { .. } => Reason::SlotUnknown,
+            ModificationError::InvalidValue { problem, .. } => problem.reason(),
         }
+    }
+}
+
+impl ModificationError {
+    /// The kind of the value refused.
+    pub fn kind(&self) -> SlotKind {
+        match self {
+            ModificationError::UnknownSlot { kind, .. }
+            | ModificationError::InvalidValue { kind, .. } => *kind,
+        }
+    }
+
+    /// The slot id of the value refused.
+    pub fn id(&self) -> &str {
+        match self {
+            ModificationError::UnknownSlot { id, .. }
+            | ModificationError::InvalidValue { id, .. } => id,
+        }
+    }
+
+    /// The request field refused: `modifications.colors["bg"]`.
+    pub fn field(&self) -> String {
+        format!("modifications.{}[{:?}]", self.kind().list(), self.id())
     }
 }
 
@@ -82,162 +80,77 @@ impl Classified for ModificationError {
 /// once per unknown id, that large.
 pub const MAX_LISTED_SLOTS: usize = 20;
 
-/// Checks every modification against the template's slots; all problems at once.
+/// Checks every modification against the template's slots; all problems at once, kind by
+/// kind in the table's order (`slots::SlotKind::ALL`), each kind's by slot id.
 pub fn check(slots: &Slots, modifications: &Modifications) -> Vec<ModificationError> {
-    let list = |ids: Vec<&str>| {
-        if ids.is_empty() {
-            "(none)".to_owned()
-        } else if ids.len() > MAX_LISTED_SLOTS {
-            format!(
-                "{} and {} more",
-                ids[..MAX_LISTED_SLOTS].join(", "),
-                ids.len() - MAX_LISTED_SLOTS
-            )
-        } else {
-            ids.join(", ")
-        }
+    let mut check = Check {
+        slots,
+        modifications,
+        errors: Vec::new(),
     };
-    let mut errors = Vec::new();
-    for id in modifications.colors.keys() {
-        if slots.color(id).is_none() {
-            errors.push(ModificationError::UnknownColorSlot {
-                id: id.clone(),
-                valid: list(slots.colors.iter().map(|s| s.id.as_str()).collect()),
-            });
-        }
-    }
-    for (id, text) in &modifications.texts {
-        if slots.text(id).is_none() {
-            errors.push(ModificationError::UnknownTextSlot {
-                id: id.clone(),
-                valid: list(slots.texts.iter().map(|s| s.id.as_str()).collect()),
-            });
-        }
-        if let Some(control) = text.chars().find(|c| c.is_control() && *c != '\n') {
-            errors.push(ModificationError::ControlCharacter {
-                id: id.clone(),
-                code: u32::from(control),
-            });
-        }
-    }
-    for id in modifications.images.keys() {
-        if slots.image(id).is_none() {
-            errors.push(ModificationError::UnknownImageSlot {
-                id: id.clone(),
-                valid: list(slots.images.iter().map(|s| s.id.as_str()).collect()),
-            });
-        }
-    }
-    for (id, value) in &modifications.scalars {
-        match slots.scalar(id) {
-            None => errors.push(ModificationError::UnknownSlot {
-                kind: "scalars",
-                singular: "scalar",
-                id: id.clone(),
-                valid: list(slots.scalars.iter().map(|s| s.id.as_str()).collect()),
-            }),
-            Some(slot) if !(slot.min..=slot.max).contains(value) => {
-                errors.push(ModificationError::ScalarOutOfRange {
+    for_each_kind(&mut check);
+    check.errors
+}
+
+/// [`check`], kind by kind.
+struct Check<'a> {
+    slots: &'a Slots,
+    modifications: &'a Modifications,
+    errors: Vec<ModificationError>,
+}
+
+impl EachKind for Check<'_> {
+    fn visit<S: Slot>(&mut self) {
+        for (id, value) in S::values(self.modifications) {
+            let problem = match S::find(self.slots, id) {
+                None => {
+                    self.errors.push(ModificationError::UnknownSlot {
+                        kind: S::KIND,
+                        id: id.clone(),
+                        valid: listed(S::all(self.slots)),
+                    });
+                    None
+                }
+                Some(slot) => slot.refusal(value),
+            };
+            for problem in problem.into_iter().chain(S::refusal_by_any(value)) {
+                self.errors.push(ModificationError::InvalidValue {
+                    kind: S::KIND,
                     id: id.clone(),
-                    property: slot.property.clone(),
-                    min: slot.min,
-                    max: slot.max,
-                    value: *value,
+                    problem,
                 });
             }
-            Some(_) => {}
         }
     }
-    for (id, values) in &modifications.vectors {
-        match slots.vector(id) {
-            None => errors.push(ModificationError::UnknownSlot {
-                kind: "vectors",
-                singular: "vector",
-                id: id.clone(),
-                valid: list(slots.vectors.iter().map(|s| s.id.as_str()).collect()),
-            }),
-            Some(slot)
-                if values.len() != slot.default_value.len()
-                    || !values
-                        .iter()
-                        .all(|v| v.is_finite() && v.abs() <= MAX_PROPERTY_MAGNITUDE) =>
-            {
-                errors.push(ModificationError::VectorShape {
-                    id: id.clone(),
-                    property: slot.property.clone(),
-                    expected: slot.default_value.len(),
-                    got: format!("{values:?}"),
-                });
-            }
-            Some(_) => {}
-        }
+}
+
+/// The ids of `slots` for a refusal, at most [`MAX_LISTED_SLOTS`] of them.
+fn listed<S: Slot>(slots: &[S]) -> String {
+    let ids: Vec<&str> = slots.iter().map(|slot| slot.id()).collect();
+    if ids.is_empty() {
+        "(none)".to_owned()
+    } else if ids.len() > MAX_LISTED_SLOTS {
+        format!(
+            "{} and {} more",
+            ids[..MAX_LISTED_SLOTS].join(", "),
+            ids.len() - MAX_LISTED_SLOTS
+        )
+    } else {
+        ids.join(", ")
     }
-    for (id, stops) in &modifications.gradients {
-        match slots.gradient(id) {
-            None => errors.push(ModificationError::UnknownSlot {
-                kind: "gradients",
-                singular: "gradient",
-                id: id.clone(),
-                valid: list(slots.gradients.iter().map(|s| s.id.as_str()).collect()),
-            }),
-            Some(slot) if stops.len() != slot.stop_count => {
-                errors.push(ModificationError::GradientStopCount {
-                    id: id.clone(),
-                    expected: slot.stop_count,
-                    got: stops.len(),
-                });
-            }
-            Some(_) => {}
-        }
-    }
-    errors
 }
 
 /// Takes out of `modifications` the value `error` refuses.
 pub(crate) fn remove_refused(modifications: &mut Modifications, error: &ModificationError) {
-    match error {
-        ModificationError::UnknownColorSlot { id, .. } => {
-            modifications.colors.remove(id);
-        }
-        ModificationError::UnknownTextSlot { id, .. }
-        | ModificationError::ControlCharacter { id, .. } => {
-            modifications.texts.remove(id);
-        }
-        ModificationError::UnknownImageSlot { id, .. } => {
-            modifications.images.remove(id);
-        }
-        ModificationError::UnknownSlot { kind, id, .. } => {
-            match *kind {
-                "scalars" => modifications.scalars.remove(id).map(|_| ()),
-                "vectors" => modifications.vectors.remove(id).map(|_| ()),
-                _ => modifications.gradients.remove(id).map(|_| ()),
-            };
-        }
-        ModificationError::ScalarOutOfRange { id, .. } => {
-            modifications.scalars.remove(id);
-        }
-        ModificationError::VectorShape { id, .. } => {
-            modifications.vectors.remove(id);
-        }
-        ModificationError::GradientStopCount { id, .. } => {
-            modifications.gradients.remove(id);
-        }
-    }
+    error.kind().remove_value(modifications, error.id());
 }
 
 /// Writes fitted replacement images (slot id → PNG data URI of the slot's box) into the
 /// image assets their slots bind, as embedded images; ids [`check`]ed first.
 pub fn write_images(json: &mut Value, slots: &Slots, images: &BTreeMap<String, String>) {
     for (id, data_uri) in images {
-        let Some(slot) = slots.image(id) else {
-            continue;
-        };
-        for pointer in &slot.bindings {
-            if let Some(Value::Object(asset)) = json.pointer_mut(pointer) {
-                asset.insert("e".to_owned(), json!(1));
-                asset.insert("u".to_owned(), json!(""));
-                asset.insert("p".to_owned(), json!(data_uri));
-            }
+        if let Some(slot) = slots.image(id) {
+            slot.write_fitted(json, data_uri);
         }
     }
 }
@@ -256,65 +169,39 @@ pub fn apply(
     Ok(())
 }
 
-/// Writes the requested colours, texts, numbers and gradients into what their slots bind, in
-/// `json` whose slot references are already resolved ([`resolve_slot_references`]); values
-/// [`check`]ed first. A scalar, vector or gradient slot replaces its whole property (the
-/// slots specification): an animated one becomes static.
+/// Writes the requested values into what their slots bind, in `json` whose slot references
+/// are already resolved ([`resolve_slot_references`]); values [`check`]ed first. Kinds that
+/// replace whole properties first (scalars, vectors, gradients: an animated property becomes
+/// static, as the slots specification says), then kinds that set parts of items (colours,
+/// texts), each step in the table's order ([`WriteStep`]); images are written once fitted
+/// ([`write_images`]).
 pub fn write(json: &mut Value, slots: &Slots, modifications: &Modifications) {
-    let mut set = |bindings: &[String], value: &Value| {
-        for pointer in bindings {
-            if let Some(property) = json.pointer_mut(pointer) {
-                *property = value.clone();
-            }
-        }
-    };
-    for (id, value) in &modifications.scalars {
-        if let Some(slot) = slots.scalar(id) {
-            set(&slot.bindings, &json!({"a": 0, "k": value}));
-        }
+    for step in [WriteStep::WholeProperty, WriteStep::ItemParts] {
+        for_each_kind(&mut Writer {
+            json: &mut *json,
+            slots,
+            modifications,
+            step,
+        });
     }
-    for (id, values) in &modifications.vectors {
-        if let Some(slot) = slots.vector(id) {
-            set(&slot.bindings, &json!({"a": 0, "k": values}));
-        }
-    }
-    for (id, stops) in &modifications.gradients {
-        if let Some(slot) = slots.gradient(id) {
-            set(&slot.bindings, &gradient_property(stops));
-        }
-    }
-    write_colors_and_texts(json, slots, modifications);
 }
 
-/// A gradient's `g`: its stop count and its flat values, colour stops then opacity stops.
-fn gradient_property(stops: &[GradientStop]) -> Value {
-    let mut flat: Vec<f64> = Vec::with_capacity(stops.len() * 6);
-    for stop in stops {
-        flat.extend([stop.offset, stop.color.r(), stop.color.g(), stop.color.b()]);
-    }
-    for stop in stops {
-        flat.extend([stop.offset, stop.color.a().unwrap_or(1.0)]);
-    }
-    json!({"p": stops.len(), "k": {"a": 0, "k": flat}})
+/// [`write`]'s one step, kind by kind.
+struct Writer<'a> {
+    json: &'a mut Value,
+    slots: &'a Slots,
+    modifications: &'a Modifications,
+    step: WriteStep,
 }
 
-fn write_colors_and_texts(json: &mut Value, slots: &Slots, modifications: &Modifications) {
-    for (id, color) in &modifications.colors {
-        let Some(slot) = slots.color(id) else {
-            continue;
-        };
-        for pointer in &slot.bindings {
-            if let Some(item) = json.pointer_mut(pointer) {
-                set_color(item, color);
-            }
+impl EachKind for Writer<'_> {
+    fn visit<S: Slot>(&mut self) {
+        if S::WRITE_STEP != self.step {
+            return;
         }
-    }
-    for (id, text) in &modifications.texts {
-        let Some(slot) = slots.text(id) else { continue };
-        let lottie_text = text.replace('\n', "\r");
-        for pointer in &slot.bindings {
-            if let Some(layer) = json.pointer_mut(pointer) {
-                set_text(layer, &lottie_text);
+        for (id, value) in S::values(self.modifications) {
+            if let Some(slot) = S::find(self.slots, id) {
+                slot.write(self.json, value);
             }
         }
     }
@@ -357,38 +244,12 @@ pub fn resolve_slot_references(json: &mut Value) {
     }
 }
 
-/// A fill/stroke item takes a static colour; a given alpha sets the item's opacity.
-fn set_color(item: &mut Value, color: &Rgba) {
-    let Some(item) = item.as_object_mut() else {
-        return;
-    };
-    let sid = item.get("c").and_then(|c| c.get("sid")).cloned();
-    let mut property = json!({"a": 0, "k": [color.r(), color.g(), color.b(), 1]});
-    if let (Some(sid), Some(map)) = (sid, property.as_object_mut()) {
-        map.insert("sid".to_owned(), sid);
-    }
-    item.insert("c".to_owned(), property);
-    if let Some(alpha) = color.a() {
-        item.insert("o".to_owned(), json!({"a": 0, "k": alpha * 100.0}));
-    }
-}
-
-/// Every keyframe of the layer's text document shows the new text.
-fn set_text(layer: &mut Value, text: &str) {
-    let Some(keyframes) = layer.pointer_mut("/t/d/k").and_then(Value::as_array_mut) else {
-        return;
-    };
-    for keyframe in keyframes {
-        if let Some(document) = keyframe.get_mut("s").and_then(Value::as_object_mut) {
-            document.insert("t".to_owned(), Value::from(text));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lottie::slots::{discover, ColorSlot};
+    use crate::spec::Rgba;
+    use serde_json::json;
 
     fn template() -> Value {
         json!({
@@ -485,5 +346,173 @@ mod tests {
         let message = errors[0].to_string();
         assert!(message.ends_with("slot-0019 and 980 more"), "{message}");
         assert!(message.len() < 600, "{}", message.len());
+    }
+
+    /// One slot of every kind: colour `Fill` (whose opacity is scalar `fade`), text `Title`,
+    /// image `logo`, vector `where` (a position of two numbers), gradient `sky` (two stops).
+    fn every_kind() -> Value {
+        json!({
+            "assets": [{"id": "logo", "w": 10, "h": 10, "p": "data:image/png;base64,AA"}],
+            "layers": [
+                {"ty": 4, "nm": "a", "ks": {"p": {"a": 0, "k": [5, 5], "sid": "where"}}, "shapes": [
+                    {"ty": "fl", "nm": "Fill", "c": {"a": 0, "k": [1, 0, 0, 1]},
+                     "o": {"a": 0, "k": 100, "sid": "fade"}},
+                    {"ty": "gf", "g": {"p": 2, "k": {"a": 0, "k": [0, 0, 0, 0, 1, 1, 1, 1]}, "sid": "sky"}}
+                ]},
+                {"ty": 5, "nm": "Title", "t": {"d": {"k": [{"s": {"t": "Hi", "f": "Sans"}, "t": 0}]}}}
+            ]
+        })
+    }
+
+    /// What `check` says of `modifications`: each refusal's kind, field, message and reason.
+    fn refusals(modifications: &Modifications) -> Vec<(SlotKind, String, String, Reason)> {
+        check(&discover(&every_kind()), modifications)
+            .iter()
+            .map(|e| (e.kind(), e.field(), e.to_string(), e.reason()))
+            .collect()
+    }
+
+    #[test]
+    fn an_unknown_slot_of_each_kind_is_refused_naming_its_field_and_slots_in_table_order() {
+        // A literal of every map: a new kind of slot is a compile error here until it has a
+        // row below.
+        let mut modifications = Modifications {
+            texts: [("nope".into(), "x".into())].into(),
+            colors: [("nope".into(), Rgba::WHITE)].into(),
+            images: [(
+                "nope".into(),
+                crate::spec::ImageChoice {
+                    sha256: "00".into(),
+                    fit: crate::spec::Fit::Cover,
+                },
+            )]
+            .into(),
+            scalars: [("nope".into(), 1.0)].into(),
+            vectors: [("nope".into(), vec![1.0, 2.0])].into(),
+            gradients: [("nope".into(), Vec::new())].into(),
+        };
+        let expected = [
+            (SlotKind::Color, "colors", "colour", "Fill"),
+            (SlotKind::Text, "texts", "text", "Title"),
+            (SlotKind::Image, "images", "image", "logo"),
+            (SlotKind::Scalar, "scalars", "scalar", "fade"),
+            (SlotKind::Vector, "vectors", "vector", "where"),
+            (SlotKind::Gradient, "gradients", "gradient", "sky"),
+        ]
+        .map(|(kind, list, said, valid)| {
+            (
+                kind,
+                format!("modifications.{list}[\"nope\"]"),
+                format!(
+                    "{list}[\"nope\"]: the template has no {said} slot 'nope'; valid {said} \
+                     slots: {valid}"
+                ),
+                Reason::SlotUnknown,
+            )
+        });
+        assert_eq!(refusals(&modifications), expected);
+        let kinds: Vec<SlotKind> = expected.iter().map(|(kind, ..)| *kind).collect();
+        assert_eq!(kinds, SlotKind::ALL, "a row per kind, in the table's order");
+        // A theme's refused values are taken out kind by kind.
+        for error in check(&discover(&every_kind()), &modifications.clone()) {
+            remove_refused(&mut modifications, &error);
+        }
+        assert_eq!(modifications, Modifications::default());
+    }
+
+    #[test]
+    fn a_value_its_slot_does_not_take_is_refused_naming_its_field_and_why() {
+        let stop = crate::spec::GradientStop {
+            offset: 0.0,
+            color: Rgba::WHITE,
+        };
+        let modifications = Modifications {
+            texts: [
+                ("Title".into(), "tab\there".into()),
+                ("nope".into(), "bell\u{7}".into()),
+            ]
+            .into(),
+            scalars: [("fade".into(), 150.0)].into(),
+            vectors: [("where".into(), vec![1.0, 2.0, 3.0])].into(),
+            gradients: [("sky".into(), vec![stop])].into(),
+            ..Modifications::default()
+        };
+        let expected = [
+            (
+                SlotKind::Text,
+                "modifications.texts[\"Title\"]",
+                "texts[\"Title\"]: control character U+0009 is not allowed (only newline)",
+                Reason::TextInvalid,
+            ),
+            (
+                SlotKind::Text,
+                "modifications.texts[\"nope\"]",
+                "texts[\"nope\"]: the template has no text slot 'nope'; valid text slots: Title",
+                Reason::SlotUnknown,
+            ),
+            (
+                SlotKind::Text,
+                "modifications.texts[\"nope\"]",
+                "texts[\"nope\"]: control character U+0007 is not allowed (only newline)",
+                Reason::TextInvalid,
+            ),
+            (
+                SlotKind::Scalar,
+                "modifications.scalars[\"fade\"]",
+                "scalars[\"fade\"]: the slot sets the opacity, which takes 0..=100; got 150",
+                Reason::SlotValueInvalid,
+            ),
+            (
+                SlotKind::Vector,
+                "modifications.vectors[\"where\"]",
+                "vectors[\"where\"]: the slot sets the position, which takes 2 numbers each \
+                 within ±1000000; got [1.0, 2.0, 3.0]",
+                Reason::SlotValueInvalid,
+            ),
+            (
+                SlotKind::Gradient,
+                "modifications.gradients[\"sky\"]",
+                "gradients[\"sky\"]: the gradient has 2 stops; got 1",
+                Reason::SlotValueInvalid,
+            ),
+        ]
+        .map(|(kind, field, message, reason)| (kind, field.to_owned(), message.to_owned(), reason));
+        assert_eq!(refusals(&modifications), expected);
+    }
+
+    #[test]
+    fn whole_properties_are_written_before_parts_of_items_so_a_colours_alpha_wins() {
+        let steps = [
+            WriteStep::WholeProperty,
+            WriteStep::ItemParts,
+            WriteStep::AfterFitting,
+        ];
+        let written: Vec<SlotKind> = steps
+            .iter()
+            .flat_map(|step| {
+                let kinds = SlotKind::ALL.iter();
+                kinds.filter(move |kind| kind.write_step() == *step)
+            })
+            .copied()
+            .collect();
+        use SlotKind::*;
+        assert_eq!(written, [Scalar, Vector, Gradient, Color, Text, Image]);
+
+        // `Fill`'s opacity is the scalar slot `fade`: a colour with alpha sets it after.
+        let render = |colour: Rgba| {
+            let mut json = every_kind();
+            let slots = discover(&json);
+            let modifications = Modifications {
+                colors: [("Fill".into(), colour)].into(),
+                scalars: [("fade".into(), 20.0)].into(),
+                ..Modifications::default()
+            };
+            apply(&mut json, &slots, &modifications).unwrap();
+            json.pointer("/layers/0/shapes/0/o").cloned()
+        };
+        let translucent = Rgba::new(0.0, 0.0, 1.0, Some(0.5)).unwrap();
+        assert_eq!(render(translucent), Some(json!({"a": 0, "k": 50.0})));
+        let opaque = Rgba::new(0.0, 0.0, 1.0, None).unwrap();
+        assert_eq!(render(opaque), Some(json!({"a": 0, "k": 20.0})));
     }
 }

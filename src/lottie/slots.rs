@@ -1,338 +1,480 @@
-//! Slot discovery (DESIGN.md § Slots). A slot is a named place a render request may fill:
-//! - colour slots: a Lottie `sid` on a fill/stroke colour (values may come from the root
-//!   `slots` object), else the name (`nm`) of a fill (`fl`) or stroke (`st`) item, in shape
-//!   groups and precomps alike;
-//! - text slots: text layers (`ty` 5) by the `sid` of their document, else `ln`, else `nm`;
-//! - image slots: image assets (an asset with a `p`) by their `sid`, else their `id`, whose
-//!   box (`w` × `h`) is within the embedded images' limits;
-//! - scalar, vector and gradient slots (the Lottie slots specification's other kinds): any
-//!   other animatable property of a layer or shape carrying a `sid`, by the kind of its value
-//!   (one number; two or three; a gradient fill's or stroke's `g`).
+//! Slot kinds and their shared discovery (DESIGN.md § Slots). A slot is a named place a render
+//! request may fill; its kind says what it is found on and what value it takes. Every kind is
+//! one row of the `slot_kinds!` table below and one file under `slots/` implementing [`Slot`]
+//! (`colour.rs`: fills' and strokes' colours; `text.rs`: text layers; `image.rs`: image assets;
+//! `scalar.rs`, `vector.rs`, `gradient.rs`: the Lottie slots specification's other kinds, any
+//! property carrying a `sid`, by its value's kind). Each file's head says how its slots are
+//! found and named. Every property bound to a slot is recorded as a JSON pointer, so
+//! modifications write the tree directly; duplicate ids bind all of their properties.
 //!
-//! Every property bound to a slot is recorded as a JSON pointer, so modifications write the
-//! tree directly. Duplicate ids bind all of their properties.
+//! What uses every kind loops over them ([`for_each_kind`], or a method of [`Slots`] the table
+//! writes) or destructures a struct with a field per kind, so that a new row is a compile
+//! error wherever it must be handled: the check and the writing (`lottie::modifications`), the
+//! admission copy (`storage::record_cache`), the summary (`storage::summary`), the request's
+//! values (`spec::Modifications`, `grpc::convert`), the answer (`grpc::templates`) and the
+//! CLI's print (`cli::client`); `grpc::proto`'s tests hold the wire contract to the table.
 
-use super::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
-use super::model::{layer_type, property_initial_value};
+mod colour;
+mod gradient;
+mod image;
+mod scalar;
+mod text;
+mod vector;
+
+use super::model::property_initial_value;
+use crate::reason::Reason;
 pub use crate::spec::GradientStop;
-use crate::spec::Rgba;
+use crate::spec::{Modifications, Rgba};
+pub use colour::{ColorSlot, ColorSlotSummary};
+pub use gradient::{GradientSlot, GradientSlotSummary, MAX_GRADIENT_STOPS};
+pub use image::{ImageSlot, ImageSlotSummary};
+pub use scalar::{ScalarSlot, ScalarSlotSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// Longest font family a text slot reports, characters: the limit on an uploaded font's
-/// family (`grpc::templates::MAX_TEMPLATE_NAME_CHARS`), so no longer name could match one
-/// anyway. Every text slot set in a font repeats its family: unbounded, one long family in
-/// the font list and many text layers made a report far larger than the template (caught
-/// by the `slots` fuzz target's report budget: 16 KB of template, 500 KB of report).
-pub(crate) const MAX_FONT_FAMILY_CHARS: usize = 128;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ColorSlot {
-    pub id: String,
-    /// The colour the template shows when the slot is not modified (first keyframe if animated).
-    pub default_color: Rgba,
-    /// JSON pointers to the fill/stroke items whose colour (`c`) this slot sets.
-    #[serde(skip)]
-    pub bindings: Vec<String>,
-    pub binding_count: usize,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TextSlot {
-    pub id: String,
-    pub default_text: String,
-    /// Font family of the first keyframe's document, from the template's font list.
-    pub font_family: String,
-    /// JSON pointers to the text layers this slot sets.
-    #[serde(skip)]
-    pub bindings: Vec<String>,
-    pub binding_count: usize,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ImageSlot {
-    pub id: String,
-    /// The asset's box, pixels: a replacement image is fitted to it.
-    pub width: u32,
-    pub height: u32,
-    /// Whether the template embeds an image the slot shows when not filled.
-    pub has_default: bool,
-    /// JSON pointers to the image assets this slot sets.
-    #[serde(skip)]
-    pub bindings: Vec<String>,
-    pub binding_count: usize,
-}
-
-/// A property holding one number (an opacity, a rotation, a stroke width).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ScalarSlot {
-    pub id: String,
-    /// What the property is ("opacity", "rotation", "stroke width", or its Lottie key).
-    pub property: String,
-    pub default_value: f64,
-    /// The values it accepts.
-    pub min: f64,
-    pub max: f64,
-    /// JSON pointers to the properties this slot sets.
-    #[serde(skip)]
-    pub bindings: Vec<String>,
-    pub binding_count: usize,
-}
-
-/// A property holding two or three numbers (a position, a scale, a size, an anchor).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct VectorSlot {
-    pub id: String,
-    pub property: String,
-    /// Its length is the dimension a value must have.
-    pub default_value: Vec<f64>,
-    #[serde(skip)]
-    pub bindings: Vec<String>,
-    pub binding_count: usize,
-}
-
-/// A gradient fill's or stroke's colours (`g`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct GradientSlot {
-    pub id: String,
-    /// The stops a value must have: the gradient's `p`.
-    pub stop_count: usize,
-    pub default_stops: Vec<GradientStop>,
-    /// JSON pointers to the gradients' `g` objects this slot sets.
-    #[serde(skip)]
-    pub bindings: Vec<String>,
-    pub binding_count: usize,
-}
+pub use text::{TextSlot, TextSlotSummary, MAX_DEFAULT_TEXT_CHARS};
+pub use vector::{VectorSlot, VectorSlotSummary};
 
 /// Bound of a scalar or vector slot's values where the property sets none of its own: far
 /// past any canvas (8192) or rotation anyone means, and short of what makes geometry
 /// overflow.
 pub const MAX_PROPERTY_MAGNITUDE: f64 = 1e6;
-/// Stops of a gradient slot: Lottie exporters write 2 to a few dozen.
-pub const MAX_GRADIENT_STOPS: usize = 64;
+/// What a slot kept for admission costs in memory besides its strings (the struct, its own
+/// fields): a rough, generous figure for the record cache's byte budget.
+const KEPT_SLOT_BYTES: usize = 96;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Slots {
-    pub colors: Vec<ColorSlot>,
-    pub texts: Vec<TextSlot>,
-    /// Absent from records written before image slots: none.
-    #[serde(default)]
-    pub images: Vec<ImageSlot>,
-    /// Absent from records written before these kinds: none.
-    #[serde(default)]
-    pub scalars: Vec<ScalarSlot>,
-    #[serde(default)]
-    pub vectors: Vec<VectorSlot>,
-    #[serde(default)]
-    pub gradients: Vec<GradientSlot>,
+/// Declares the slot kinds from one table (the model is `reasons!` in `src/reason.rs`). A row
+/// names the kind, its [`Slot`] type, the value a request gives it, its list (the field of
+/// [`Slots`], of [`Modifications`] and of the request: `modifications.colors["bg"]`), one slot
+/// (its accessor, its wire name: `Template.color_slots`) and how messages say it.
+macro_rules! slot_kinds {
+    ($($kind:ident => $slot:ident {
+        value: $value:ty, list: $list:ident, one: $one:ident, said: $said:literal $(,)?
+    },)+) => {
+        /// A kind of slot: a row of the table.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum SlotKind {
+            $($kind,)+
+        }
+
+        impl SlotKind {
+            /// Every kind, in the table's order.
+            pub const ALL: &'static [SlotKind] = &[$(SlotKind::$kind,)+];
+
+            /// Its list in a request's `modifications` and in [`Slots`] (`colors`).
+            pub const fn list(self) -> &'static str {
+                match self {
+                    $(SlotKind::$kind => stringify!($list),)+
+                }
+            }
+
+            /// One slot of it on the wire (`color`, as in `Template.color_slots`).
+            pub const fn wire_name(self) -> &'static str {
+                match self {
+                    $(SlotKind::$kind => stringify!($one),)+
+                }
+            }
+
+            /// How messages say one slot of it (`colour`).
+            pub const fn said(self) -> &'static str {
+                match self {
+                    $(SlotKind::$kind => $said,)+
+                }
+            }
+
+            /// When its values are written into a render's template.
+            pub const fn write_step(self) -> WriteStep {
+                match self {
+                    $(SlotKind::$kind => <$slot as Slot>::WRITE_STEP,)+
+                }
+            }
+
+            /// Takes the value for its slot `id` out of `modifications`.
+            pub fn remove_value(self, modifications: &mut Modifications, id: &str) {
+                match self {
+                    $(SlotKind::$kind => {
+                        modifications.$list.remove(id);
+                    })+
+                }
+            }
+        }
+
+        /// A template's slots, a list per kind, each sorted by id.
+        #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+        pub struct Slots {
+            $(
+                #[doc = concat!("The ", $said, " slots (absent from records written before \
+                                 the kind: none).")]
+                #[serde(default)]
+                pub $list: Vec<$slot>,
+            )+
+        }
+
+        impl Slots {
+            $(
+                #[doc = concat!("The ", $said, " slot `id`.")]
+                pub fn $one(&self, id: &str) -> Option<&$slot> {
+                    <$slot as TableRow>::find(self, id)
+                }
+            )+
+
+            /// Every kind's slots of `template`.
+            fn discovered(template: &Discovery) -> Slots {
+                Slots {
+                    $($list: <$slot as Slot>::discover(template),)+
+                }
+            }
+
+            /// The slots as admission keeps them ([`Slot::for_admission`]).
+            pub fn for_admission(&self) -> Slots {
+                Slots {
+                    $($list: self.$list.iter().map(Slot::for_admission).collect(),)+
+                }
+            }
+
+            /// About the bytes the slots hold in memory as admission keeps them.
+            pub fn admission_bytes(&self) -> usize {
+                0 $(+ self.$list.iter().map(Slot::admission_bytes).sum::<usize>())+
+            }
+        }
+
+        $(
+            impl TableRow for $slot {
+                const KIND: SlotKind = SlotKind::$kind;
+                type Value = $value;
+
+                fn all(slots: &Slots) -> &[$slot] {
+                    &slots.$list
+                }
+
+                fn values(modifications: &Modifications) -> &BTreeMap<String, $value> {
+                    &modifications.$list
+                }
+
+                fn id(&self) -> &str {
+                    &self.id
+                }
+
+                fn bindings(&self) -> &[String] {
+                    &self.bindings
+                }
+
+                fn bind(&mut self, pointer: String) {
+                    self.bindings.push(pointer);
+                    self.binding_count = self.bindings.len();
+                }
+            }
+        )+
+
+        /// Calls `visitor` once per kind, in the table's order.
+        pub fn for_each_kind(visitor: &mut impl EachKind) {
+            $(visitor.visit::<$slot>();)+
+        }
+    };
 }
 
-impl Slots {
-    pub fn color(&self, id: &str) -> Option<&ColorSlot> {
-        self.colors.iter().find(|slot| slot.id == id)
+// The rows' order is the order a request's values are checked, so the order its refusals are
+// listed in (pinned on the wire by tests); what is written first is each kind's `WRITE_STEP`.
+slot_kinds! {
+    Color => ColorSlot { value: Rgba, list: colors, one: color, said: "colour" },
+    Text => TextSlot { value: String, list: texts, one: text, said: "text" },
+    Image => ImageSlot { value: crate::spec::ImageChoice, list: images, one: image, said: "image" },
+    Scalar => ScalarSlot { value: f64, list: scalars, one: scalar, said: "scalar" },
+    Vector => VectorSlot { value: Vec<f64>, list: vectors, one: vector, said: "vector" },
+    Gradient => GradientSlot {
+        value: Vec<GradientStop>, list: gradients, one: gradient, said: "gradient",
+    },
+}
+
+/// A kind's row of the table, written by `slot_kinds!`: its kind, where its slots and its
+/// values are, and what every slot has (an id, the JSON pointers it binds).
+pub trait TableRow: Sized {
+    const KIND: SlotKind;
+    /// What a request gives a slot of the kind (the value type of its `Modifications` map).
+    type Value;
+    /// The template's slots of the kind.
+    fn all(slots: &Slots) -> &[Self];
+    /// The request's values for slots of the kind, by slot id.
+    fn values(modifications: &Modifications) -> &BTreeMap<String, Self::Value>;
+    fn id(&self) -> &str;
+    /// JSON pointers to what the slot sets (empty in the copy admission keeps).
+    fn bindings(&self) -> &[String];
+    /// Records one more property the slot sets.
+    fn bind(&mut self, pointer: String);
+
+    /// The slot `id` of the kind.
+    fn find<'a>(slots: &'a Slots, id: &str) -> Option<&'a Self> {
+        Self::all(slots).iter().find(|slot| slot.id() == id)
     }
-    pub fn text(&self, id: &str) -> Option<&TextSlot> {
-        self.texts.iter().find(|slot| slot.id == id)
+}
+
+/// What a kind of slot is beyond its row: how a template's slots of it are found, which values
+/// they refuse, how a value is written, what admission keeps of a slot and what GetTemplate
+/// shows of it. One implementation per file under `slots/`.
+pub trait Slot: TableRow + Clone {
+    /// What GetTemplate and ListTemplates show of a slot (kept in the template's summary).
+    type Summary;
+    /// When its values are written ([`WriteStep`]).
+    const WRITE_STEP: WriteStep;
+
+    /// The template's slots of the kind, sorted by id.
+    fn discover(template: &Discovery) -> Vec<Self>;
+
+    /// Why no slot of the kind takes `value` (checked for an unknown slot id too).
+    fn refusal_by_any(_value: &Self::Value) -> Option<ValueProblem> {
+        None
     }
-    pub fn image(&self, id: &str) -> Option<&ImageSlot> {
-        self.images.iter().find(|slot| slot.id == id)
+
+    /// Why this slot does not take `value`.
+    fn refusal(&self, _value: &Self::Value) -> Option<ValueProblem> {
+        None
     }
-    pub fn scalar(&self, id: &str) -> Option<&ScalarSlot> {
-        self.scalars.iter().find(|slot| slot.id == id)
-    }
-    pub fn vector(&self, id: &str) -> Option<&VectorSlot> {
-        self.vectors.iter().find(|slot| slot.id == id)
-    }
-    pub fn gradient(&self, id: &str) -> Option<&GradientSlot> {
-        self.gradients.iter().find(|slot| slot.id == id)
+
+    /// Writes `value` (checked) into every property the slot binds in `json`, whose slot
+    /// references are resolved.
+    fn write(&self, json: &mut Value, value: &Self::Value);
+
+    /// The slot as admission keeps it in memory: its id and what [`Slot::refusal`] reads.
+    fn for_admission(&self) -> Self;
+
+    /// About the bytes [`Slot::for_admission`]'s copy holds.
+    fn admission_bytes(&self) -> usize;
+
+    /// What GetTemplate shows of the slot, and about the bytes its strings and numbers take
+    /// on the wire (for the slot list's budget, `storage::summary`).
+    fn summary(&self) -> (Self::Summary, usize);
+}
+
+/// Something done once per kind, with the kind's type in hand ([`for_each_kind`]).
+pub trait EachKind {
+    fn visit<S: Slot>(&mut self);
+}
+
+/// When a kind's values are written into a render's template (`modifications::write`), so
+/// that kinds binding the same item write it in a known order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteStep {
+    /// First: the value replaces a whole property (`{"a": 0, "k": …}`).
+    WholeProperty,
+    /// Then: the value sets parts of an item (a fill's colour and its opacity, a text
+    /// document's text), so a colour's alpha sets its fill's opacity over an opacity slot.
+    ItemParts,
+    /// Not by `modifications::write`: the worker decodes and fits the value first, and
+    /// `modifications::write_images` writes what it made.
+    AfterFitting,
+}
+
+/// Why a slot does not take a value: the part of a refusal after the value's field.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ValueProblem {
+    #[error("the slot sets the {property}, which takes {min}..={max}; got {value}")]
+    OutOfRange {
+        property: String,
+        min: f64,
+        max: f64,
+        value: f64,
+    },
+    #[error(
+        "the slot sets the {property}, which takes {expected} numbers each within \
+         ±{MAX_PROPERTY_MAGNITUDE}; got {got}"
+    )]
+    Dimension {
+        property: String,
+        expected: usize,
+        got: String,
+    },
+    #[error("the gradient has {expected} stops; got {got}")]
+    StopCount { expected: usize, got: usize },
+    #[error("control character U+{code:04X} is not allowed (only newline)")]
+    ControlCharacter { code: u32 },
+}
+
+impl ValueProblem {
+    pub fn reason(&self) -> Reason {
+        match self {
+            ValueProblem::OutOfRange { .. }
+            | ValueProblem::Dimension { .. }
+            | ValueProblem::StopCount { .. } => Reason::SlotValueInvalid,
+            ValueProblem::ControlCharacter { .. } => Reason::TextInvalid,
+        }
     }
 }
 
 /// Finds every slot of a template (already through the fence).
 pub fn discover(json: &Value) -> Slots {
-    let root_slots = json.get("slots");
-    let font_families = font_families(json);
-    let mut colors: BTreeMap<String, ColorSlot> = BTreeMap::new();
-    let mut texts: BTreeMap<String, TextSlot> = BTreeMap::new();
-    let mut compositions = vec![("/layers".to_owned(), json.get("layers"))];
-    if let Some(assets) = json.get("assets").and_then(Value::as_array) {
-        for (index, asset) in assets.iter().enumerate() {
-            compositions.push((format!("/assets/{index}/layers"), asset.get("layers")));
-        }
-    }
-    let mut properties = PropertySlots::default();
-    for (pointer, layers) in &compositions {
-        if let Some(layers) = layers.and_then(Value::as_array) {
-            for (index, layer) in layers.iter().enumerate() {
-                properties.walk(layer, &format!("{pointer}/{index}"), None, None, root_slots);
+    Slots::discovered(&Discovery::of(json))
+}
+
+/// What the kinds' discovery reads of a template, gathered once.
+pub struct Discovery<'a> {
+    pub json: &'a Value,
+    /// The root `slots` object: values for `sid` properties.
+    pub root_slots: Option<&'a Value>,
+    /// Every composition's layers with their JSON pointers: the root's, then each asset's.
+    pub layers: Vec<(String, &'a Value)>,
+    /// The properties of layers and shapes carrying a `sid`, in document order (a fill's or
+    /// stroke's colour, a colour slot's, and text documents left out).
+    pub properties: Vec<SidProperty<'a>>,
+}
+
+/// A property carrying a `sid`.
+pub struct SidProperty<'a> {
+    pub sid: &'a str,
+    /// Its key in its object, and that object's `ty`: what the property is.
+    pub key: &'a str,
+    pub parent_ty: Option<&'a str>,
+    /// What it shows: the root `slots` entry for its `sid` when there is one, else itself.
+    pub shown: &'a Value,
+    pub pointer: String,
+}
+
+impl<'a> Discovery<'a> {
+    fn of(json: &'a Value) -> Discovery<'a> {
+        let root_slots = json.get("slots");
+        let mut compositions = vec![("/layers".to_owned(), json.get("layers"))];
+        if let Some(assets) = json.get("assets").and_then(Value::as_array) {
+            for (index, asset) in assets.iter().enumerate() {
+                compositions.push((format!("/assets/{index}/layers"), asset.get("layers")));
             }
         }
-    }
-    for (pointer, layers) in compositions {
-        let Some(layers) = layers.and_then(Value::as_array) else {
-            continue;
-        };
-        for (index, layer) in layers.iter().enumerate() {
-            let layer_pointer = format!("{pointer}/{index}");
-            if layer.get("ty").and_then(Value::as_i64) == Some(layer_type::TEXT) {
-                discover_text(
-                    layer,
-                    &layer_pointer,
-                    root_slots,
-                    &font_families,
-                    &mut texts,
-                );
-            }
-            if let Some(shapes) = layer.get("shapes").and_then(Value::as_array) {
-                discover_colors(
-                    shapes,
-                    &format!("{layer_pointer}/shapes"),
-                    root_slots,
-                    &mut colors,
-                );
+        let mut layers = Vec::new();
+        for (pointer, composition) in compositions {
+            if let Some(composition) = composition.and_then(Value::as_array) {
+                for (index, layer) in composition.iter().enumerate() {
+                    layers.push((format!("{pointer}/{index}"), layer));
+                }
             }
         }
-    }
-    Slots {
-        colors: colors.into_values().collect(),
-        texts: texts.into_values().collect(),
-        images: discover_images(json),
-        scalars: properties.scalars.into_values().collect(),
-        vectors: properties.vectors.into_values().collect(),
-        gradients: properties.gradients.into_values().collect(),
+        let mut properties = Vec::new();
+        for (pointer, layer) in &layers {
+            find_sid_properties(layer, pointer, None, None, root_slots, &mut properties);
+        }
+        Discovery {
+            json,
+            root_slots,
+            layers,
+            properties,
+        }
     }
 }
 
-/// The scalar, vector and gradient slots found so far, by id.
-#[derive(Default)]
-struct PropertySlots {
-    scalars: BTreeMap<String, ScalarSlot>,
-    vectors: BTreeMap<String, VectorSlot>,
-    gradients: BTreeMap<String, GradientSlot>,
+/// Adds the properties with a `sid` in `value` (at `pointer`, under `key` of an object whose
+/// `ty` is `parent_ty`) to `found`. A property with a `sid` is not looked into (its keyframes
+/// hold no slots).
+fn find_sid_properties<'a>(
+    value: &'a Value,
+    pointer: &str,
+    key: Option<&'a str>,
+    parent_ty: Option<&'a str>,
+    root_slots: Option<&'a Value>,
+    found: &mut Vec<SidProperty<'a>>,
+) {
+    match value {
+        Value::Object(map) => {
+            if let (Some(sid), Some(key)) = (map.get("sid").and_then(Value::as_str), key) {
+                // A fill's or stroke's colour is a colour slot (found by its own kind).
+                let colour = key == "c" && matches!(parent_ty, Some("fl" | "st"));
+                if !sid.is_empty() && !colour {
+                    found.push(SidProperty {
+                        sid,
+                        key,
+                        parent_ty,
+                        shown: slot_property(root_slots, sid).unwrap_or(value),
+                        pointer: pointer.to_owned(),
+                    });
+                }
+                return;
+            }
+            let ty = map.get("ty").and_then(Value::as_str);
+            for (child_key, child) in map {
+                // Text documents are text slots (found by their own kind).
+                if child_key == "t" && map.get("ty").and_then(Value::as_i64) == Some(5) {
+                    continue;
+                }
+                let child_pointer = format!("{pointer}/{}", escape_pointer(child_key));
+                find_sid_properties(
+                    child,
+                    &child_pointer,
+                    Some(child_key),
+                    ty,
+                    root_slots,
+                    found,
+                );
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let item_pointer = format!("{pointer}/{index}");
+                find_sid_properties(item, &item_pointer, None, None, root_slots, found);
+            }
+        }
+        _ => {}
+    }
 }
 
-impl PropertySlots {
-    /// Looks for `sid` properties in `value` (at `pointer`, under `key` of an object whose
-    /// `ty` is `parent_ty`). A property with a `sid` is not looked into (its keyframes hold
-    /// no slots).
-    fn walk(
-        &mut self,
-        value: &Value,
-        pointer: &str,
-        key: Option<&str>,
-        parent_ty: Option<&str>,
-        root_slots: Option<&Value>,
-    ) {
-        match value {
-            Value::Object(map) => {
-                if let (Some(sid), Some(key)) = (map.get("sid").and_then(Value::as_str), key) {
-                    if !sid.is_empty() {
-                        let shown = slot_property(root_slots, sid).unwrap_or(value);
-                        self.add(sid, key, parent_ty, shown, pointer);
-                    }
-                    return;
-                }
-                let ty = map.get("ty").and_then(Value::as_str);
-                for (child_key, child) in map {
-                    // Text documents and the colours of fills and strokes are slots of their
-                    // own kinds (found above).
-                    if child_key == "t" && map.get("ty").and_then(Value::as_i64) == Some(5) {
-                        continue;
-                    }
-                    let child_pointer = format!("{pointer}/{}", escape_pointer(child_key));
-                    self.walk(child, &child_pointer, Some(child_key), ty, root_slots);
-                }
-            }
-            Value::Array(items) => {
-                for (index, item) in items.iter().enumerate() {
-                    self.walk(item, &format!("{pointer}/{index}"), None, None, root_slots);
-                }
-            }
-            _ => {}
-        }
+impl SidProperty<'_> {
+    /// A gradient fill's or stroke's colours: a gradient slot's, whatever its value.
+    pub fn is_gradient(&self) -> bool {
+        self.key == "g" && matches!(self.parent_ty, Some("gf" | "gs"))
     }
 
-    /// Records the property `shown` (its value, from the root `slots` when given there) at
-    /// `pointer` as slot `sid`, by its kind.
-    fn add(&mut self, sid: &str, key: &str, parent_ty: Option<&str>, shown: &Value, pointer: &str) {
-        let pointer = pointer.to_owned();
-        if key == "c" && matches!(parent_ty, Some("fl" | "st")) {
-            return;
+    /// The numbers it shows first (a number, or an array of numbers), all finite.
+    pub fn numbers(&self) -> Option<Vec<f64>> {
+        if self.is_gradient() {
+            return None;
         }
-        if key == "g" && matches!(parent_ty, Some("gf" | "gs")) {
-            let stop_count = shown
-                .get("p")
-                .and_then(Value::as_u64)
-                .and_then(|p| usize::try_from(p).ok())
-                .filter(|p| (1..=MAX_GRADIENT_STOPS).contains(p));
-            let Some(stop_count) = stop_count else { return };
-            let values = shown.get("k").and_then(property_initial_value);
-            let default_stops = values
-                .and_then(Value::as_array)
-                .map(|flat| gradient_stops(flat, stop_count))
-                .unwrap_or_default();
-            let slot = self
-                .gradients
-                .entry(sid.to_owned())
-                .or_insert_with(|| GradientSlot {
-                    id: sid.to_owned(),
-                    stop_count,
-                    default_stops,
-                    bindings: Vec::new(),
-                    binding_count: 0,
-                });
-            if slot.stop_count == stop_count {
-                slot.bindings.push(pointer);
-                slot.binding_count = slot.bindings.len();
-            }
-            return;
-        }
-        let numbers: Option<Vec<f64>> = match property_initial_value(shown) {
+        let numbers: Option<Vec<f64>> = match property_initial_value(self.shown) {
             Some(Value::Number(number)) => number.as_f64().map(|n| vec![n]),
             Some(Value::Array(items)) => items.iter().map(Value::as_f64).collect(),
             _ => None,
         };
-        let Some(numbers) = numbers.filter(|n| n.iter().all(|v| v.is_finite())) else {
-            return;
+        numbers.filter(|numbers| numbers.iter().all(|n| n.is_finite()))
+    }
+
+    /// What the property is, for the report.
+    pub fn name(&self) -> String {
+        let name = match (self.key, self.parent_ty) {
+            ("o", _) => "opacity",
+            ("r", Some("rc")) => "roundness",
+            ("r", _) => "rotation",
+            ("w", _) => "stroke width",
+            ("p", _) => "position",
+            ("a", _) => "anchor",
+            ("s", Some("rc" | "el")) => "size",
+            ("s", Some("tm")) => "trim start",
+            ("e", Some("tm")) => "trim end",
+            ("s", Some("gf" | "gs")) => "gradient start",
+            ("e", Some("gf" | "gs")) => "gradient end",
+            ("s", _) => "scale",
+            ("sk", _) => "skew",
+            ("sa", _) => "skew axis",
+            (other, _) => other,
         };
-        let property = property_name(key, parent_ty);
-        match numbers.len() {
-            1 => {
-                let (min, max) = scalar_range(key, parent_ty);
-                let slot = self
-                    .scalars
-                    .entry(sid.to_owned())
-                    .or_insert_with(|| ScalarSlot {
-                        id: sid.to_owned(),
-                        property,
-                        default_value: numbers[0],
-                        min,
-                        max,
-                        bindings: Vec::new(),
-                        binding_count: 0,
-                    });
-                slot.bindings.push(pointer);
-                slot.binding_count = slot.bindings.len();
-            }
-            2 | 3 => {
-                let slot = self
-                    .vectors
-                    .entry(sid.to_owned())
-                    .or_insert_with(|| VectorSlot {
-                        id: sid.to_owned(),
-                        property,
-                        default_value: numbers.clone(),
-                        bindings: Vec::new(),
-                        binding_count: 0,
-                    });
-                // One dimension per slot: a property of another one is left to its value.
-                if slot.default_value.len() == numbers.len() {
-                    slot.bindings.push(pointer);
-                    slot.binding_count = slot.bindings.len();
-                }
-            }
-            _ => {}
+        name.to_owned()
+    }
+}
+
+/// Adds `property` (a slot's value, at `pointer`) to the slot `id` in `found`, making the slot
+/// with `new` when it is the first; a slot whose `takes` refuses the property is left as it
+/// was (one dimension or stop count per slot: a property of another is left to its value).
+fn bind_property<S: TableRow>(
+    found: &mut BTreeMap<String, S>,
+    id: &str,
+    pointer: String,
+    new: impl FnOnce() -> S,
+    takes: impl FnOnce(&S) -> bool,
+) {
+    let slot = found.entry(id.to_owned()).or_insert_with(new);
+    if takes(slot) {
+        slot.bind(pointer);
+    }
+}
+
+/// Replaces every property `bindings` points to in `json` with `property`.
+fn replace_bound(json: &mut Value, bindings: &[String], property: &Value) {
+    for pointer in bindings {
+        if let Some(bound) = json.pointer_mut(pointer) {
+            *bound = property.clone();
         }
     }
 }
@@ -342,212 +484,12 @@ fn escape_pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// What a property is, for the report.
-fn property_name(key: &str, parent_ty: Option<&str>) -> String {
-    let name = match (key, parent_ty) {
-        ("o", _) => "opacity",
-        ("r", Some("rc")) => "roundness",
-        ("r", _) => "rotation",
-        ("w", _) => "stroke width",
-        ("p", _) => "position",
-        ("a", _) => "anchor",
-        ("s", Some("rc" | "el")) => "size",
-        ("s", Some("tm")) => "trim start",
-        ("e", Some("tm")) => "trim end",
-        ("s", Some("gf" | "gs")) => "gradient start",
-        ("e", Some("gf" | "gs")) => "gradient end",
-        ("s", _) => "scale",
-        ("sk", _) => "skew",
-        ("sa", _) => "skew axis",
-        (other, _) => other,
-    };
-    name.to_owned()
-}
-
-/// The values a scalar property accepts.
-fn scalar_range(key: &str, parent_ty: Option<&str>) -> (f64, f64) {
-    match (key, parent_ty) {
-        // Percentages.
-        ("o", _) | ("s" | "e", Some("tm")) => (0.0, 100.0),
-        ("w", _) | ("r", Some("rc")) => (0.0, MAX_PROPERTY_MAGNITUDE),
-        _ => (-MAX_PROPERTY_MAGNITUDE, MAX_PROPERTY_MAGNITUDE),
+/// `text` cut to `max_chars` characters (at a character boundary), and whether it was cut.
+pub(crate) fn cut(text: &str, max_chars: usize) -> (String, bool) {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => (text[..end].to_owned(), true),
+        None => (text.to_owned(), false),
     }
-}
-
-/// The stops of a Lottie gradient's flat values: `count` × (offset, r, g, b), then optionally
-/// `count` × (offset, alpha) (channels 0..=1).
-fn gradient_stops(flat: &[Value], count: usize) -> Vec<GradientStop> {
-    let number = |index: usize| flat.get(index).and_then(Value::as_f64);
-    let has_alpha = flat.len() >= count * 6;
-    (0..count)
-        .filter_map(|stop| {
-            let base = stop * 4;
-            let alpha = if has_alpha {
-                number(count * 4 + stop * 2 + 1)
-            } else {
-                None
-            };
-            let color = Rgba::new(
-                number(base + 1)?.clamp(0.0, 1.0),
-                number(base + 2)?.clamp(0.0, 1.0),
-                number(base + 3)?.clamp(0.0, 1.0),
-                alpha.map(|a| a.clamp(0.0, 1.0)),
-            )
-            .ok()?;
-            Some(GradientStop {
-                offset: number(base)?,
-                color,
-            })
-        })
-        .collect()
-}
-
-/// Image assets by `sid`, else `id`. An asset whose box is outside the embedded images'
-/// limits (or missing) is no slot: no replacement could be fitted to it within them.
-fn discover_images(json: &Value) -> Vec<ImageSlot> {
-    let mut images: BTreeMap<String, ImageSlot> = BTreeMap::new();
-    let Some(assets) = json.get("assets").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    for (index, asset) in assets.iter().enumerate() {
-        // rlottie takes any asset with a `p` for an image (`assets` module).
-        let Some(reference) = asset.get("p") else {
-            continue;
-        };
-        let id = asset
-            .get("sid")
-            .and_then(Value::as_str)
-            .or_else(|| asset.get("id").and_then(Value::as_str));
-        let Some(id) = id.filter(|id| !id.is_empty()) else {
-            continue;
-        };
-        let side = |key: &str| {
-            asset
-                .get(key)
-                .and_then(Value::as_f64)
-                .filter(|side| side.is_finite() && *side >= 1.0 && *side <= MAX_IMAGE_SIDE as f64)
-                .map(|side| side.round() as u32)
-        };
-        let (Some(width), Some(height)) = (side("w"), side("h")) else {
-            continue;
-        };
-        if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
-            continue;
-        }
-        let has_default = reference
-            .as_str()
-            .is_some_and(|reference| reference.starts_with("data:"));
-        let slot = images.entry(id.to_owned()).or_insert_with(|| ImageSlot {
-            id: id.to_owned(),
-            width,
-            height,
-            has_default,
-            bindings: Vec::new(),
-            binding_count: 0,
-        });
-        slot.bindings.push(format!("/assets/{index}"));
-        slot.binding_count = slot.bindings.len();
-    }
-    images.into_values().collect()
-}
-
-fn discover_colors(
-    shapes: &[Value],
-    pointer: &str,
-    root_slots: Option<&Value>,
-    colors: &mut BTreeMap<String, ColorSlot>,
-) {
-    for (index, shape) in shapes.iter().enumerate() {
-        let item_pointer = format!("{pointer}/{index}");
-        match shape.get("ty").and_then(Value::as_str) {
-            Some("gr") => {
-                if let Some(items) = shape.get("it").and_then(Value::as_array) {
-                    discover_colors(items, &format!("{item_pointer}/it"), root_slots, colors);
-                }
-            }
-            Some("fl" | "st") => {
-                let color = shape.get("c");
-                let sid = color.and_then(|c| c.get("sid")).and_then(Value::as_str);
-                let id = sid.or_else(|| shape.get("nm").and_then(Value::as_str));
-                let Some(id) = id.filter(|id| !id.is_empty()) else {
-                    continue;
-                };
-                let shown = sid.and_then(|sid| slot_property(root_slots, sid)).or(color);
-                let default_color = shown
-                    .and_then(property_initial_value)
-                    .and_then(Rgba::from_lottie)
-                    .unwrap_or(Rgba::OPAQUE_BLACK);
-                let slot = colors.entry(id.to_owned()).or_insert_with(|| ColorSlot {
-                    id: id.to_owned(),
-                    default_color,
-                    bindings: Vec::new(),
-                    binding_count: 0,
-                });
-                slot.bindings.push(item_pointer);
-                slot.binding_count = slot.bindings.len();
-            }
-            _ => {}
-        }
-    }
-}
-
-fn discover_text(
-    layer: &Value,
-    layer_pointer: &str,
-    root_slots: Option<&Value>,
-    font_families: &BTreeMap<String, String>,
-    texts: &mut BTreeMap<String, TextSlot>,
-) {
-    let document = layer.pointer("/t/d");
-    let sid = document.and_then(|d| d.get("sid")).and_then(Value::as_str);
-    let id = sid
-        .or_else(|| layer.get("ln").and_then(Value::as_str))
-        .or_else(|| layer.get("nm").and_then(Value::as_str));
-    let Some(id) = id.filter(|id| !id.is_empty()) else {
-        return;
-    };
-    let shown = sid
-        .and_then(|sid| slot_property(root_slots, sid))
-        .or(document);
-    let first = shown.and_then(|d| d.pointer("/k/0/s"));
-    let default_text = first
-        .and_then(|s| s.get("t"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .replace('\r', "\n");
-    let font_name = first
-        .and_then(|s| s.get("f"))
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let font_family: String = font_families
-        .get(font_name)
-        .map_or(font_name, String::as_str)
-        .chars()
-        .take(MAX_FONT_FAMILY_CHARS)
-        .collect();
-    let slot = texts.entry(id.to_owned()).or_insert_with(|| TextSlot {
-        id: id.to_owned(),
-        default_text,
-        font_family,
-        bindings: Vec::new(),
-        binding_count: 0,
-    });
-    slot.bindings.push(layer_pointer.to_owned());
-    slot.binding_count = slot.bindings.len();
-}
-
-/// `fonts.list[].fName` → `fFamily`.
-fn font_families(json: &Value) -> BTreeMap<String, String> {
-    json.pointer("/fonts/list")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|font| {
-            let name = font.get("fName")?.as_str()?;
-            let family = font.get("fFamily").and_then(Value::as_str).unwrap_or(name);
-            Some((name.to_owned(), family.to_owned()))
-        })
-        .collect()
 }
 
 /// The property a root `slots` entry provides for `sid`.
@@ -557,8 +499,50 @@ pub(crate) fn slot_property<'a>(root_slots: Option<&'a Value>, sid: &str) -> Opt
 
 #[cfg(test)]
 mod tests {
+    use super::text::MAX_FONT_FAMILY_CHARS;
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_table_names_each_kind_once_in_its_order() {
+        let lists: Vec<&str> = SlotKind::ALL.iter().map(|kind| kind.list()).collect();
+        assert_eq!(
+            lists,
+            [
+                "colors",
+                "texts",
+                "images",
+                "scalars",
+                "vectors",
+                "gradients"
+            ]
+        );
+        let wire: Vec<&str> = SlotKind::ALL.iter().map(|k| k.wire_name()).collect();
+        assert_eq!(
+            wire,
+            ["color", "text", "image", "scalar", "vector", "gradient"]
+        );
+        assert_eq!(SlotKind::Color.said(), "colour");
+    }
+
+    #[test]
+    fn slot_lists_keep_their_record_names_and_older_records_read_as_none() {
+        let slots: Slots = serde_json::from_value(json!({"colors": [], "texts": []})).unwrap();
+        assert_eq!(slots, Slots::default());
+        let written = serde_json::to_value(Slots::default()).unwrap();
+        let keys: Vec<&String> = written.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "colors",
+                "texts",
+                "images",
+                "scalars",
+                "vectors",
+                "gradients"
+            ]
+        );
+    }
 
     #[test]
     fn a_long_font_family_shared_by_many_text_layers_keeps_the_report_small() {
@@ -615,5 +599,44 @@ mod tests {
         let found = discover(&template);
         assert_eq!(found.text("listed").unwrap().font_family, "Sans");
         assert_eq!(found.text("unlisted").unwrap().font_family, "Serif");
+    }
+
+    #[test]
+    fn sid_properties_are_slots_of_their_values_kind_and_colours_and_texts_of_their_own() {
+        let template = json!({
+            "slots": {"wide": {"p": {"a": 0, "k": [1, 2, 3]}}},
+            "layers": [{"ty": 4, "ks": {
+                "o": {"a": 0, "k": 80, "sid": "fade"},
+                "p": {"a": 0, "k": [0, 0], "sid": "wide"},
+                "s": {"a": 0, "k": [100, 100], "sid": "wide"}
+            }, "shapes": [
+                {"ty": "fl", "nm": "Fill", "c": {"a": 0, "k": [1, 0, 0], "sid": "paint"},
+                 "o": {"a": 0, "k": 100, "sid": "fade"}},
+                {"ty": "gf", "g": {"p": 2, "k": {"a": 0, "k": [0, 1, 0, 0, 1, 0, 0, 1]}, "sid": "sky"}},
+                {"ty": "gf", "g": {"p": 0, "k": {"a": 0, "k": []}, "sid": "broken"}}
+            ]}]
+        });
+        let found = discover(&template);
+        let fade = found.scalar("fade").unwrap();
+        assert_eq!(
+            (
+                fade.property.as_str(),
+                fade.default_value,
+                fade.binding_count
+            ),
+            ("opacity", 80.0, 2)
+        );
+        assert_eq!((fade.min, fade.max), (0.0, 100.0));
+        // Both bound to the root slot's value: one dimension, three numbers.
+        let wide = found.vector("wide").unwrap();
+        assert_eq!(wide.default_value, [1.0, 2.0, 3.0]);
+        assert_eq!(wide.binding_count, 2);
+        assert_eq!(found.gradient("sky").unwrap().stop_count, 2);
+        assert!(found.gradient("broken").is_none() && found.vector("broken").is_none());
+        assert_eq!(
+            found.color("paint").unwrap().bindings,
+            ["/layers/0/shapes/0"]
+        );
+        assert!(found.scalar("paint").is_none());
     }
 }

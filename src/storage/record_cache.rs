@@ -11,9 +11,7 @@
 
 use super::TemplateRecord;
 use crate::auth::TenantId;
-use crate::lottie::slots::{
-    ColorSlot, GradientSlot, ImageSlot, ScalarSlot, Slots, TextSlot, VectorSlot,
-};
+use crate::lottie::slots::Slots;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
@@ -24,10 +22,9 @@ pub const MAX_CACHED_RECORDS: usize = 256;
 /// uploaded. A template's slot ids are within its record's limit, so even the largest fit
 /// dozens of times; honest ones (a few KiB) all 256.
 pub const MAX_CACHED_RECORD_BYTES: u64 = 64 * 1024 * 1024;
-/// What an admission record costs besides its strings (the struct, the map entry, each
-/// slot's own fields): a rough, generous figure for the byte budget.
+/// What an admission record costs besides its strings and slots (the struct, the map entry;
+/// a slot's own is `Slot::admission_bytes`): a rough, generous figure for the byte budget.
 const ENTRY_OVERHEAD_BYTES: u64 = 512;
-const SLOT_OVERHEAD_BYTES: u64 = 96;
 
 /// What admission reads of a template's record: its owner, slot ids (default colours, never
 /// default texts nor font families), duration, render identity and font files (to pin them).
@@ -40,8 +37,8 @@ pub struct AdmissionRecord {
     pub render_identity: String,
     /// Font family → file name under `fonts/` (as in the record).
     pub fonts: BTreeMap<String, String>,
-    /// The template's slots with their ids (and default colours) only: what a modification
-    /// is checked against.
+    /// The template's slots as admission keeps them (`Slot::for_admission`: ids and what a
+    /// value is checked against, never bindings, default texts nor font families).
     pub slots: Slots,
     /// A dotLottie's themes (name → slot values), for `RenderRequest.theme`.
     pub themes: crate::lottie::dotlottie::Themes,
@@ -53,7 +50,6 @@ pub struct AdmissionRecord {
 
 impl AdmissionRecord {
     pub fn of(record: &TemplateRecord) -> AdmissionRecord {
-        let slots = &record.report.slots;
         AdmissionRecord {
             themes: record.report.themes.clone(),
             animation: record.report.animation.clone(),
@@ -63,102 +59,12 @@ impl AdmissionRecord {
             duration_seconds: record.report.duration_seconds,
             render_identity: record.render_identity(),
             fonts: record.fonts.clone(),
-            slots: Slots {
-                colors: slots
-                    .colors
-                    .iter()
-                    .map(|slot| ColorSlot {
-                        id: slot.id.clone(),
-                        default_color: slot.default_color,
-                        bindings: Vec::new(),
-                        binding_count: slot.binding_count,
-                    })
-                    .collect(),
-                texts: slots
-                    .texts
-                    .iter()
-                    .map(|slot| TextSlot {
-                        id: slot.id.clone(),
-                        default_text: String::new(),
-                        font_family: String::new(),
-                        bindings: Vec::new(),
-                        binding_count: slot.binding_count,
-                    })
-                    .collect(),
-                images: slots
-                    .images
-                    .iter()
-                    .map(|slot| ImageSlot {
-                        bindings: Vec::new(),
-                        ..slot.clone()
-                    })
-                    .collect(),
-                scalars: slots
-                    .scalars
-                    .iter()
-                    .map(|slot| ScalarSlot {
-                        bindings: Vec::new(),
-                        ..slot.clone()
-                    })
-                    .collect(),
-                vectors: slots
-                    .vectors
-                    .iter()
-                    .map(|slot| VectorSlot {
-                        bindings: Vec::new(),
-                        ..slot.clone()
-                    })
-                    .collect(),
-                // Admission needs the stop count only.
-                gradients: slots
-                    .gradients
-                    .iter()
-                    .map(|slot| GradientSlot {
-                        default_stops: Vec::new(),
-                        bindings: Vec::new(),
-                        ..slot.clone()
-                    })
-                    .collect(),
-            },
+            slots: record.report.slots.for_admission(),
         }
     }
 
     /// About the bytes it holds in memory, for the cache's budget.
     pub(crate) fn weight(&self) -> u64 {
-        let slots = self.slots.colors.len()
-            + self.slots.texts.len()
-            + self.slots.images.len()
-            + self.slots.scalars.len()
-            + self.slots.gradients.len();
-        // A vector slot holds its default's numbers.
-        let vector_bytes: usize = self
-            .slots
-            .vectors
-            .iter()
-            .map(|slot| 64 + 8 * slot.default_value.len())
-            .sum();
-        let ids: usize = self
-            .slots
-            .colors
-            .iter()
-            .map(|slot| slot.id.len())
-            .chain(self.slots.texts.iter().map(|slot| slot.id.len()))
-            .chain(self.slots.images.iter().map(|slot| slot.id.len()))
-            .chain(
-                self.slots
-                    .scalars
-                    .iter()
-                    .map(|slot| slot.id.len() + slot.property.len()),
-            )
-            .chain(
-                self.slots
-                    .vectors
-                    .iter()
-                    .map(|slot| slot.id.len() + slot.property.len()),
-            )
-            .chain(self.slots.gradients.iter().map(|slot| slot.id.len()))
-            .sum::<usize>()
-            + vector_bytes;
         let fonts: usize = self
             .fonts
             .iter()
@@ -178,8 +84,7 @@ impl AdmissionRecord {
             .sum();
         ENTRY_OVERHEAD_BYTES
             + (themes + markers) as u64
-            + slots as u64 * SLOT_OVERHEAD_BYTES
-            + (ids + fonts + self.render_identity.len()) as u64
+            + (self.slots.admission_bytes() + fonts + self.render_identity.len()) as u64
             + self.animation.as_ref().map_or(0, |id| id.len() as u64)
     }
 }

@@ -6,13 +6,15 @@
 
 use super::TemplateRecord;
 use crate::auth::TenantId;
-use crate::spec::Rgba;
+use crate::lottie::slots::{
+    cut, ColorSlotSummary, GradientSlotSummary, ImageSlotSummary, ScalarSlotSummary, Slot, Slots,
+    TextSlotSummary, VectorSlotSummary,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// Characters of a text slot's default text shown. A render may set at most 200 characters
-/// (`grpc::convert::MAX_TEXT_CHARS`); 1,000 shows every real headline or paragraph whole.
-pub const MAX_DEFAULT_TEXT_CHARS: usize = 1000;
+/// Characters of a text slot's default text shown (the text slot's summary cuts it).
+pub use crate::lottie::slots::MAX_DEFAULT_TEXT_CHARS;
 /// Warnings shown. They are deduplicated already; a real template has a handful.
 pub const MAX_WARNINGS_SHOWN: usize = 50;
 /// Characters of one warning shown (a warning may quote template text, such as a font name).
@@ -71,98 +73,30 @@ pub(crate) struct TemplateSummary {
     pub warnings_truncated: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TextSlotSummary {
-    pub id: String,
-    pub default_text: String,
-    pub default_text_truncated: bool,
-    pub font_family: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ScalarSlotSummary {
-    pub id: String,
-    pub property: String,
-    pub default_value: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct VectorSlotSummary {
-    pub id: String,
-    pub property: String,
-    pub default_value: Vec<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct GradientSlotSummary {
-    pub id: String,
-    pub default_stops: Vec<crate::lottie::slots::GradientStop>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ImageSlotSummary {
-    pub id: String,
-    pub width: u32,
-    pub height: u32,
-    pub has_default: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ColorSlotSummary {
-    pub id: String,
-    pub default_color: Rgba,
-}
-
 impl TemplateSummary {
     /// The bounded view of `record`.
     pub(crate) fn of(record: &TemplateRecord) -> TemplateSummary {
         let report = &record.report;
-        let mut budget = MAX_SLOT_LIST_BYTES;
-        let mut slots_truncated = false;
-        let mut text_slots = Vec::new();
-        for slot in &report.slots.texts {
-            let (default_text, default_text_truncated) =
-                cut(&slot.default_text, MAX_DEFAULT_TEXT_CHARS);
-            let size = slot.id.len() + default_text.len() + slot.font_family.len();
-            if !take(&mut budget, size + SLOT_OVERHEAD_BYTES) {
-                slots_truncated = true;
-                break;
-            }
-            text_slots.push(TextSlotSummary {
-                id: slot.id.clone(),
-                default_text,
-                default_text_truncated,
-                font_family: slot.font_family.clone(),
-            });
-        }
-        let mut color_slots = Vec::new();
-        for slot in &report.slots.colors {
-            if !take(&mut budget, slot.id.len() + SLOT_OVERHEAD_BYTES) {
-                slots_truncated = true;
-                break;
-            }
-            color_slots.push(ColorSlotSummary {
-                id: slot.id.clone(),
-                default_color: slot.default_color,
-            });
-        }
-        let mut image_slots = Vec::new();
-        for slot in &report.slots.images {
-            if !take(&mut budget, slot.id.len() + SLOT_OVERHEAD_BYTES) {
-                slots_truncated = true;
-                break;
-            }
-            image_slots.push(ImageSlotSummary {
-                id: slot.id.clone(),
-                width: slot.width,
-                height: slot.height,
-                has_default: slot.has_default,
-            });
-        }
-        let (scalar_slots, vector_slots, gradient_slots) =
-            property_slots(&report.slots, &mut budget, &mut slots_truncated);
+        // Destructured so that a new kind of slot is a compile error here: its list needs a
+        // field of the summary. The budget is spent in this order: texts first.
+        let Slots {
+            colors,
+            texts,
+            images,
+            scalars,
+            vectors,
+            gradients,
+        } = &report.slots;
+        let mut shown = ShownSlots {
+            budget: MAX_SLOT_LIST_BYTES,
+            truncated: false,
+        };
+        let text_slots = shown.take(texts);
+        let color_slots = shown.take(colors);
+        let image_slots = shown.take(images);
+        let scalar_slots = shown.take(scalars);
+        let vector_slots = shown.take(vectors);
+        let gradient_slots = shown.take(gradients);
         let mut warnings_truncated = report.warnings.len() > MAX_WARNINGS_SHOWN;
         let warnings = report
             .warnings
@@ -196,7 +130,7 @@ impl TemplateSummary {
             animations: report.animations.clone(),
             animation: report.animation.clone(),
             markers: report.markers.clone(),
-            slots_truncated,
+            slots_truncated: shown.truncated,
             warnings,
             warnings_truncated,
         }
@@ -207,80 +141,31 @@ impl TemplateSummary {
     }
 }
 
-/// Takes `size` from `budget` when it fits.
-fn take(budget: &mut usize, size: usize) -> bool {
-    match budget.checked_sub(size) {
-        Some(left) => {
-            *budget = left;
-            true
-        }
-        None => false,
-    }
+/// The slot list's budget as it is spent, kind by kind.
+struct ShownSlots {
+    /// Bytes left of [`MAX_SLOT_LIST_BYTES`].
+    budget: usize,
+    /// Some slots were left out.
+    truncated: bool,
 }
 
-/// `text` cut to `max_chars` characters (at a character boundary), and whether it was cut.
-fn cut(text: &str, max_chars: usize) -> (String, bool) {
-    match text.char_indices().nth(max_chars) {
-        Some((end, _)) => (text[..end].to_owned(), true),
-        None => (text.to_owned(), false),
-    }
-}
-
-/// The scalar, vector and gradient slots of `slots` within what is left of `budget` (set
-/// `truncated` when some are left out).
-fn property_slots(
-    slots: &crate::lottie::slots::Slots,
-    budget: &mut usize,
-    truncated: &mut bool,
-) -> (
-    Vec<ScalarSlotSummary>,
-    Vec<VectorSlotSummary>,
-    Vec<GradientSlotSummary>,
-) {
-    let mut scalar_slots = Vec::new();
-    for slot in &slots.scalars {
-        if !take(
-            budget,
-            slot.id.len() + slot.property.len() + SLOT_OVERHEAD_BYTES,
-        ) {
-            *truncated = true;
-            break;
+impl ShownSlots {
+    /// What GetTemplate shows of `slots`: their summaries, in order, while they fit.
+    fn take<S: Slot>(&mut self, slots: &[S]) -> Vec<S::Summary> {
+        let mut shown = Vec::new();
+        for slot in slots {
+            let (summary, bytes) = slot.summary();
+            match self.budget.checked_sub(bytes + SLOT_OVERHEAD_BYTES) {
+                Some(left) => self.budget = left,
+                None => {
+                    self.truncated = true;
+                    break;
+                }
+            }
+            shown.push(summary);
         }
-        scalar_slots.push(ScalarSlotSummary {
-            id: slot.id.clone(),
-            property: slot.property.clone(),
-            default_value: slot.default_value,
-            min: slot.min,
-            max: slot.max,
-        });
+        shown
     }
-    let mut vector_slots = Vec::new();
-    for slot in &slots.vectors {
-        let size = slot.id.len() + slot.property.len() + 9 * slot.default_value.len();
-        if !take(budget, size + SLOT_OVERHEAD_BYTES) {
-            *truncated = true;
-            break;
-        }
-        vector_slots.push(VectorSlotSummary {
-            id: slot.id.clone(),
-            property: slot.property.clone(),
-            default_value: slot.default_value.clone(),
-        });
-    }
-    let mut gradient_slots = Vec::new();
-    for slot in &slots.gradients {
-        // A stop: its offset and a colour of four channels, with their tags.
-        let size = slot.id.len() + slot.default_stops.len() * SLOT_OVERHEAD_BYTES;
-        if !take(budget, size + SLOT_OVERHEAD_BYTES) {
-            *truncated = true;
-            break;
-        }
-        gradient_slots.push(GradientSlotSummary {
-            id: slot.id.clone(),
-            default_stops: slot.default_stops.clone(),
-        });
-    }
-    (scalar_slots, vector_slots, gradient_slots)
 }
 
 #[cfg(test)]

@@ -188,3 +188,76 @@ async fn property_slots_are_listed_filled_and_refused_naming_their_field() {
     }
     app.stop().await;
 }
+
+/// Each refusal's field and description, in the order of the answer's `BadRequest`.
+fn violations(status: &tonic::Status) -> Vec<(String, String)> {
+    use tonic_types::StatusExt;
+    let details = status.get_error_details();
+    let request = details.bad_request().expect("a BadRequest");
+    request
+        .field_violations
+        .iter()
+        .map(|v| (v.field.clone(), v.description.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_unknown_slot_of_every_kind_is_refused_with_its_field_and_message_in_kind_order() {
+    let app = spawn_app().await;
+    let template = app.create("slots", template_json()).await.unwrap();
+    let image = super::image_slots::png(&super::image_slots::quadrants(4, 4));
+    // A literal of every map: a new kind of slot on the wire is a compile error here until
+    // it has a row below.
+    let modifications = proto::Modifications {
+        texts: [("nope".to_owned(), "hi".to_owned())].into(),
+        colors: [("nope".to_owned(), color(0.0, 0.0, 0.0))].into(),
+        images: [(
+            "nope".to_owned(),
+            proto::ImageInput {
+                source: Some(proto::image_input::Source::Data(image.into())),
+                fit: 0,
+            },
+        )]
+        .into(),
+        scalars: [("nope".to_owned(), 1.0)].into(),
+        vectors: [(
+            "nope".to_owned(),
+            proto::Vector {
+                values: vec![1.0, 2.0],
+            },
+        )]
+        .into(),
+        gradients: [(
+            "nope".to_owned(),
+            proto::Gradient {
+                stops: vec![stop(0.0, 0.0, 0.0, 0.0)],
+            },
+        )]
+        .into(),
+    };
+    let mut request = small_request(&template.template_id, proto::Format::Gif);
+    request.modifications = Some(modifications);
+    let status = app.submit(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert_eq!(reason(&status), "SLOT_UNKNOWN", "{status:?}");
+    // The kinds in the order admission checks them (`lottie::slots::SlotKind::ALL`).
+    let expected = [
+        ("colors", "colour", "(none)"),
+        ("texts", "text", "(none)"),
+        ("images", "image", "(none)"),
+        ("scalars", "scalar", "fade"),
+        ("vectors", "vector", "where"),
+        ("gradients", "gradient", "sky"),
+    ]
+    .map(|(list, said, valid)| {
+        (
+            format!("modifications.{list}[\"nope\"]"),
+            format!(
+                "{list}[\"nope\"]: the template has no {said} slot 'nope'; valid {said} slots: \
+                 {valid}"
+            ),
+        )
+    });
+    assert_eq!(violations(&status), expected);
+    app.stop().await;
+}
