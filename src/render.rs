@@ -7,12 +7,11 @@ pub(crate) mod frames;
 
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
+use crate::lottie::lowering::text::{self, fonts::FontBook};
+use crate::lottie::lowering::{self, effects, expressions, mattes};
 use crate::lottie::modifications::{self, ModificationError};
-use crate::lottie::text::{self, fonts::FontBook};
-use crate::lottie::{
-    assets, expressions, images, mattes, slots, timeline, Template, TemplateError,
-};
-use crate::lottie::{effects, lowering};
+use crate::lottie::reading::{assets, images};
+use crate::lottie::{slots, timeline, Template, TemplateError};
 use crate::reason::Reason;
 use crate::spec::output::{self, OutputViolation};
 use crate::spec::{Modifications, OutputSpec};
@@ -52,7 +51,7 @@ pub enum RenderError {
     #[error("modifications.images[\"{slot}\"]: the image {error}")]
     Image {
         slot: String,
-        error: crate::lottie::images::ImageError,
+        error: crate::lottie::reading::images::ImageError,
     },
     #[error("modifications.images[\"{slot}\"]: the image's bytes were not given to the worker")]
     ImageMissing { slot: String },
@@ -162,7 +161,7 @@ pub fn prepare(
 }
 
 /// [`prepare`] of a whole [`RenderInput`]: with the replacement images, each decoded and
-/// fitted to its slot's box here, in the worker ([`crate::lottie::images`]), and the
+/// fitted to its slot's box here, in the worker ([`crate::lottie::reading::images`]), and the
 /// animation of a dotLottie archive. The output is held to its format's limits
 /// ([`output::check`]) before anything heavy starts.
 pub fn prepare_with_images(input: RenderInput<'_>) -> Result<PreparedRender, RenderError> {
@@ -404,7 +403,7 @@ pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
         size += read as u64;
         hasher.update(&buffer[..read]);
     }
-    let hex = crate::lottie::template::lowercase_hex(&hasher.finalize());
+    let hex = crate::lottie::reading::template::lowercase_hex(&hasher.finalize());
     Ok((size, hex))
 }
 
@@ -413,5 +412,5 @@ pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
 /// directory would resolve relative names against the worker's working directory and take
 /// absolute ones as they are. `/dev/null` is a character device, never a directory, so the
 /// kernel refuses every path through it with ENOTDIR, `..` included: whatever slipped past
-/// [`crate::lottie::assets`], rlottie can read no file with it.
+/// [`crate::lottie::reading::assets`], rlottie can read no file with it.
 pub(crate) const NO_RESOURCE_DIR: &str = "/dev/null/";

@@ -9,8 +9,8 @@ mod values;
 
 use super::proto;
 use crate::error::{FieldViolation, ServiceError};
+use crate::lottie::reading::template::hex_sha256;
 use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS};
-use crate::lottie::template::hex_sha256;
 use crate::reason::Reason;
 use crate::spec::{ImageChoice, ImageSource, Modifications, Notify, RenderSubmission, Rgba};
 use crate::webhooks::destination::MAX_WEBHOOK_URL_BYTES;

@@ -5,15 +5,19 @@
 //! round corners on rectangles ([`corners`]). What cannot be lowered, and what rlottie does
 //! not draw at all ([`unsupported`]), is said in the template's report. Parse-time quirks (a solid
 //! without a colour, a static time remap, colours of documents older than 4.1.9) are the
-//! template's own: [`super::template`].
+//! template's own: [`super::reading::template`].
 //!
 //! Each step is linear in the JSON it visits except the easing's resampling, which adds at
 //! most [`easing::MAX_RESAMPLED_KEYFRAMES`] keyframes to a template.
 
 pub mod corners;
 pub mod easing;
+pub mod effects;
+pub mod expressions;
 pub mod gradients;
+pub mod mattes;
 pub mod skew;
+pub mod text;
 pub mod unsupported;
 
 use serde_json::Value;

@@ -4,13 +4,10 @@
 //! whose cost grows faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
-use super::effects;
-use super::expressions;
-use super::lowering;
-use super::mattes;
+use super::lowering::text::{self, fonts::FontBook, TextError};
+use super::lowering::{self, effects, expressions, mattes};
+use super::reading::{dotlottie, Template};
 use super::slots::{self, Slots};
-use super::template::Template;
-use super::text::{self, fonts::FontBook, TextError};
 use crate::spec::{Fps, Marker};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,7 +31,7 @@ pub struct InspectReport {
     /// A dotLottie's themes, each with only the values its template's slots take (absent
     /// from reports before themes: none).
     #[serde(default)]
-    pub themes: super::dotlottie::Themes,
+    pub themes: dotlottie::Themes,
     /// A dotLottie's animation ids (none for JSON and `.tgs`) and the one CreateTemplate
     /// chose (`animation_id`; None: the archive's own choice). A render unpacks the same one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -178,9 +175,9 @@ impl InspectReport {
 /// refuses, is left out (a theme is the designer's, not the caller's: what it cannot do is
 /// not an error of the render that names it), and said in a warning per theme.
 pub(crate) fn valid_themes(
-    themes: &super::dotlottie::Themes,
+    themes: &dotlottie::Themes,
     slots: &Slots,
-) -> (super::dotlottie::Themes, Vec<String>) {
+) -> (dotlottie::Themes, Vec<String>) {
     let mut warnings = Vec::new();
     let themes = themes
         .iter()

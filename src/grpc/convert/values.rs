@@ -3,7 +3,7 @@
 
 use super::{GradientStopDraft, ImageDraft, SlotKey, MAX_REQUEST_IMAGE_BYTES};
 use crate::grpc::proto;
-use crate::lottie::images;
+use crate::lottie::reading::images;
 use crate::lottie::slots::MAX_PROPERTY_MAGNITUDE;
 use crate::spec::Fit;
 use std::collections::BTreeMap;
