@@ -16,6 +16,7 @@ pub mod report;
 pub mod slots;
 pub mod timeline;
 
+pub use lowering::{lower, Lowering};
 pub use reading::{Template, TemplateError};
 // The slots room names `super::assets` and `super::model`; its files are being rewritten
 // beside this change (issue 44, item 1), so the two names stay visible inside `lottie` until
