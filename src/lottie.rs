@@ -1,13 +1,19 @@
-//! The Bodymovin side of a render, in three rooms and two steps that use them:
+//! The Bodymovin side of a render, in rooms: what reads a template, what it offers to modify,
+//! what lowers it for rlottie; then the steps that use them. One bullet per module (a test of
+//! `./dev structure` holds this map to the `mod` list below):
 //!
-//! - [`reading`]: bytes → a [`Template`] (parsing, the fence in front of rlottie, image assets,
-//!   dotLottie archives), or the [`TemplateError`] saying why not.
-//! - [`slots`]: what a template offers to modify; [`modifications`]: a caller's values checked
-//!   against those slots and written into the JSON.
-//! - [`lowering`]: what rlottie cannot draw rewritten into what it can (expressions, text,
-//!   mattes, effects and rlottie's reading differences).
-//! - [`timeline`]: retiming to the output frame rate.
-//! - [`report`]: the `inspect` report (slots, warnings, markers, themes) of a template.
+//! - [`reading`]: bytes (JSON, `.tgs`, a dotLottie archive) → a [`Template`]: parsing, the
+//!   fence in front of rlottie, image assets, dotLottie archives, replacement images and the
+//!   parse-time quirks; or the [`TemplateError`] saying why not.
+//! - [`slots`]: what a template offers to modify (colour, text, image, scalar, vector and
+//!   gradient slots, and a dotLottie's themes of them).
+//! - [`modifications`]: a caller's values checked against those slots and written into the
+//!   template's JSON.
+//! - [`lowering`]: what rlottie cannot draw rewritten into what it can, every pass in its
+//!   order by [`lower`] (expressions, the caller's modifications, text, mattes, effects, and
+//!   what else rlottie reads unlike lottie-web).
+//! - [`timeline`]: retiming a lowered template to the output frame rate.
+//! - [`report`]: the `inspect` report (slots, warnings from the lowering, markers, themes).
 
 pub mod lowering;
 pub mod modifications;

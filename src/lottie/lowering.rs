@@ -1,18 +1,20 @@
 //! Lowering: what rlottie 0.1 does not draw, or reads unlike lottie-web (the designers' player,
 //! DESIGN.md "Fidelity"), rewritten on a render's JSON into what it draws alike. [`lower`] runs
 //! the passes in their order, the one place that order is written, for a render and for the
-//! inspect report alike; each pass is a module of this room:
+//! inspect report alike. Each pass is a module of this room (a test of `./dev structure` holds
+//! this map to the `mod` list below):
 //!
 //! - [`expressions`]: expressions baked into keyframes at the output's frame times (QuickJS,
 //!   under a work budget).
 //! - [`text`]: text layers turned into shape layers of glyph outlines.
 //! - [`mattes`]: track mattes and masks drawn as lottie-web draws them.
 //! - [`effects`]: layer effects written into colours and copied layers.
-//! - what else rlottie reads unlike lottie-web, on the caller's values too: skewed transforms
-//!   ([`skew`]), then in one walk gradients whose opacity stops sit at offsets of their own
-//!   ([`gradients`]), keyframes eased per axis ([`easing`]) and round corners on rectangles
-//!   ([`corners`]). What cannot be lowered, and what rlottie does not draw at all
-//!   ([`unsupported`]), is said in the template's report.
+//! - [`skew`]: skewed transforms as nested groups (rlottie has no skew), before the walk below.
+//! - [`gradients`], [`easing`], [`corners`]: in one walk over the JSON, gradients whose opacity
+//!   stops sit at offsets of their own, keyframes eased per axis and round corners on
+//!   rectangles, written the way rlottie reads them.
+//! - [`unsupported`]: what rlottie does not draw at all, noted in the same walk for the
+//!   template's report (as is what the passes above could not lower).
 //!
 //! Parse-time quirks (a solid without a colour, a static time remap, colours of documents older
 //! than 4.1.9) are the template's own, written when it is read: [`super::reading`]. Retiming to

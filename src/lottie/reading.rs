@@ -1,7 +1,8 @@
 //! Reading a template: bytes (Bodymovin JSON, a gzipped `.tgs`, a dotLottie archive) become a
 //! [`Template`] whose JSON tree, typed model and images every later step can trust, or a
 //! [`TemplateError`] saying why not. Nothing here draws or rewrites for rlottie beyond the
-//! parse-time quirks every reader must see alike; that is [`super::lowering`]'s.
+//! parse-time quirks every reader must see alike; that is [`super::lowering`]'s. One bullet
+//! per module (a test of `./dev structure` holds this map to the `mod` list below):
 //!
 //! - [`template`]: bytes → [`Template`]: the size, nesting and value-count limits, parsing,
 //!   the typed model, the image assets and the fence, in that order.
