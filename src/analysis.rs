@@ -279,7 +279,7 @@ impl AnalysisPool {
                             reason: crate::error::Classified::reason(&e),
                             message: e.to_string(),
                         })?;
-                    let fonts = crate::lottie::text::fonts::FontBook::new(fonts);
+                    let fonts = crate::lottie::lowering::text::fonts::FontBook::new(fonts);
                     InspectReport::with_fonts(&template, &fonts)
                         .map_err(|error| AnalysisError::TooComplex(error.to_string()))
                 })

@@ -1,5 +1,5 @@
-//! A render from template bytes to an encoded file: [`prepare`] validates, modifies and
-//! retimes the template; [`run`] renders frames in parallel ([`frames`]), converts them for
+//! A render from template bytes to an encoded file: [`prepare`] validates, modifies, lowers
+//! ([`crate::lottie::lower`]) and retimes the template; [`run`] renders frames in parallel ([`frames`]), converts them for
 //! the encoder on the render threads (`encode::FramePreparer`) and feeds them in
 //! order to the encoder, reporting progress as it goes.
 
@@ -7,12 +7,10 @@ pub(crate) mod frames;
 
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
+use crate::lottie::lowering::text::{self, fonts::FontBook};
 use crate::lottie::modifications::{self, ModificationError};
-use crate::lottie::text::{self, fonts::FontBook};
-use crate::lottie::{
-    assets, expressions, images, mattes, slots, timeline, Template, TemplateError,
-};
-use crate::lottie::{effects, lowering};
+use crate::lottie::reading::{assets, images};
+use crate::lottie::{self, slots, timeline, Lowering, Template, TemplateError};
 use crate::reason::Reason;
 use crate::spec::output::{self, OutputViolation};
 use crate::spec::{Modifications, OutputSpec};
@@ -52,7 +50,7 @@ pub enum RenderError {
     #[error("modifications.images[\"{slot}\"]: the image {error}")]
     Image {
         slot: String,
-        error: crate::lottie::images::ImageError,
+        error: crate::lottie::reading::images::ImageError,
     },
     #[error("modifications.images[\"{slot}\"]: the image's bytes were not given to the worker")]
     ImageMissing { slot: String },
@@ -99,8 +97,8 @@ impl Classified for RenderError {
             RenderError::Output(violation) => violation.reason(),
             RenderError::Image { .. } => Reason::ImageInvalid,
             RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
-            // Expressions that ran out of their budget ([`expressions::work_budget`],
-            // [`expressions::MAX_EXPRESSION_CPU`]): the job fails, not retryable, and its
+            // Expressions that ran out of their budget (`lottie::lowering::expressions`:
+            // `work_budget`, `MAX_EXPRESSION_CPU`): the job fails, not retryable, and its
             // fingerprint is quarantined.
             RenderError::ExpressionsOverBudget(_) => Reason::ExpressionsCpuExceeded,
             RenderError::RenderThreadDied => Reason::RenderThreadDied,
@@ -142,8 +140,9 @@ pub struct RenderInput<'a> {
 }
 
 /// Parses and fences `template_bytes` (image assets included: they must be embedded data),
-/// bakes expressions into keyframes, applies `modifications`, turns text layers into glyph
-/// shapes in `fonts` and retimes to the output frame rate. Fails before anything heavy starts
+/// lowers it for rlottie ([`lottie::lower`]: expressions baked into keyframes, text layers
+/// turned into glyph shapes in `fonts`, …) with `modifications` applied, and retimes it to the
+/// output frame rate. Fails before anything heavy starts
 /// when the template or a slot is at fault.
 pub fn prepare(
     template_bytes: &[u8],
@@ -162,7 +161,7 @@ pub fn prepare(
 }
 
 /// [`prepare`] of a whole [`RenderInput`]: with the replacement images, each decoded and
-/// fitted to its slot's box here, in the worker ([`crate::lottie::images`]), and the
+/// fitted to its slot's box here, in the worker ([`crate::lottie::reading::images`]), and the
 /// animation of a dotLottie archive. The output is held to its format's limits
 /// ([`output::check`]) before anything heavy starts.
 pub fn prepare_with_images(input: RenderInput<'_>) -> Result<PreparedRender, RenderError> {
@@ -189,37 +188,20 @@ pub fn prepare_with_images(input: RenderInput<'_>) -> Result<PreparedRender, Ren
     {
         return Err(error.into());
     }
-    modifications::resolve_slot_references(&mut json);
-    // rlottie ignores expressions: their values at the output frame times become keyframes
-    // (before text conversion, which keeps the baked transforms of text layers). Before the
-    // caller's colours and texts are written: expressions see the template as CreateTemplate
-    // analysed it, so no modification can steer one into work the analysis never saw. A
-    // budget that runs out fails the render (it would show static values nobody was warned
-    // of, and cost its CPU again on every retry).
-    let baked = expressions::bake(&mut json, spec.fps.get());
-    if let Some(breach) = baked.budget_breach {
-        return Err(RenderError::ExpressionsOverBudget(breach.describe()));
-    }
-    modifications::write(&mut json, &slots, modifications);
-    let images = fitted_images(&slots, modifications, image_bytes)?;
-    if !images.is_empty() {
-        modifications::write_images(&mut json, &slots, &images);
-        // The replacements' sizes count against the template's image budget as its own
-        // images did (`assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES`).
-        assets::check(&json)?;
-    }
-    // rlottie draws no text layers: they become glyph shapes first (warnings are the
-    // report's business, computed when the template is registered).
-    text::convert_text_layers_at(&mut json, fonts, Some(f64::from(spec.fps.get())))?;
-    // After text: lowered text layers can be matted or matte sources like any shape layer.
-    mattes::lower_mattes_and_masks(&mut json);
-    // rlottie ignores layer effects: the colour maps and drop shadows lottie-web draws are
-    // written into the layers, after text so that text layers are recoloured as glyph shapes
-    // (and after the matte lowering, as the inspect report does).
-    effects::lower_layer_effects(&mut json);
-    // What else rlottie reads unlike lottie-web (gradient opacity stops, per-axis easing,
-    // skew), last: on the caller's gradients and on the shapes text and mattes made too.
-    lowering::lower_for_rlottie(&mut json);
+    // What rlottie cannot draw, rewritten into what it can: the passes in their order
+    // (`lottie::lower`), the caller's values written once expressions are baked.
+    lottie::lower(
+        &mut json,
+        Lowering::for_render(fonts, spec.fps),
+        |json, breach| {
+            // A budget that runs out fails the render (it would show static values nobody was
+            // warned of, and cost its CPU again on every retry).
+            if let Some(breach) = breach {
+                return Err(RenderError::ExpressionsOverBudget(breach.describe()));
+            }
+            write_modifications(json, &slots, modifications, image_bytes)
+        },
+    )?;
     let timeline = timeline::retime(&mut json, spec.fps.get());
     let frame_count = match spec.window {
         Some(window) => show_window(&mut json, window, timeline.frame_count)?,
@@ -267,6 +249,25 @@ fn show_window(
         );
     }
     Ok(count)
+}
+
+/// The caller's modifications written into the template, its replacement images decoded and
+/// fitted to their slots' boxes.
+fn write_modifications(
+    json: &mut serde_json::Value,
+    slots: &slots::Slots,
+    modifications: &Modifications,
+    image_bytes: &BTreeMap<String, Vec<u8>>,
+) -> Result<(), RenderError> {
+    modifications::write(json, slots, modifications);
+    let images = fitted_images(slots, modifications, image_bytes)?;
+    if !images.is_empty() {
+        modifications::write_images(json, slots, &images);
+        // The replacements' sizes count against the template's image budget as its own
+        // images did (`assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES`).
+        assets::check(json)?;
+    }
+    Ok(())
 }
 
 /// Each replacement image decoded and fitted to its slot's box: slot id → PNG data URI.
@@ -404,7 +405,7 @@ pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
         size += read as u64;
         hasher.update(&buffer[..read]);
     }
-    let hex = crate::lottie::template::lowercase_hex(&hasher.finalize());
+    let hex = crate::lottie::reading::template::lowercase_hex(&hasher.finalize());
     Ok((size, hex))
 }
 
@@ -413,5 +414,5 @@ pub(crate) fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
 /// directory would resolve relative names against the worker's working directory and take
 /// absolute ones as they are. `/dev/null` is a character device, never a directory, so the
 /// kernel refuses every path through it with ENOTDIR, `..` included: whatever slipped past
-/// [`crate::lottie::assets`], rlottie can read no file with it.
+/// [`crate::lottie::reading::assets`], rlottie can read no file with it.
 pub(crate) const NO_RESOURCE_DIR: &str = "/dev/null/";

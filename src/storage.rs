@@ -132,7 +132,9 @@ impl TemplateRecord {
             .iter()
             .map(|(family, sha256)| format!("{family:?}={sha256}"))
             .collect();
-        crate::lottie::template::hex_sha256(format!("{template}+{}", fonts.join(",")).as_bytes())
+        crate::lottie::reading::template::hex_sha256(
+            format!("{template}+{}", fonts.join(",")).as_bytes(),
+        )
     }
 }
 
@@ -216,7 +218,10 @@ impl TemplateStore {
             let file = format!("{index}.font");
             objects.push((self.font_key(id, &file), bytes.clone()));
             font_files.insert(family.clone(), file);
-            font_sha256.insert(family.clone(), crate::lottie::template::hex_sha256(bytes));
+            font_sha256.insert(
+                family.clone(),
+                crate::lottie::reading::template::hex_sha256(bytes),
+            );
         }
         let created_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)

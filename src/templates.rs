@@ -12,7 +12,7 @@ use crate::error::{Classified, FieldViolation, ServiceError, ServiceErrorCode};
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::once::{self, NextAction};
 use crate::idempotency::IdempotencyKey;
-use crate::lottie::template::{hex_sha256, MAX_TEMPLATE_BYTES};
+use crate::lottie::reading::template::{hex_sha256, MAX_TEMPLATE_BYTES};
 use crate::lottie::Template;
 use crate::reason::Reason;
 use crate::storage::{StorageError, TemplateRecord, TemplateStore};
@@ -23,8 +23,8 @@ use tokio::sync::Semaphore;
 
 /// Longest template name, characters.
 pub const MAX_TEMPLATE_NAME_CHARS: usize = 128;
-pub(crate) use crate::lottie::dotlottie::MAX_ANIMATION_ID_CHARS;
-pub(crate) use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+pub(crate) use crate::lottie::lowering::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+pub(crate) use crate::lottie::reading::dotlottie::MAX_ANIMATION_ID_CHARS;
 /// Templates syntax-checked at once in the server ([`Template::check_syntax`]). The check
 /// keeps nothing per value (an 8 MB template of 119,000 tiny fills once took ~550 MB of JSON
 /// tree here; its tree is now built in an analysis worker only), but its CPU is linear in the
@@ -284,7 +284,7 @@ pub(crate) fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
                 format!("font family must be 1..={MAX_TEMPLATE_NAME_CHARS} characters"),
             );
         }
-        if !crate::lottie::text::fonts::is_font_file(bytes) {
+        if !crate::lottie::lowering::text::fonts::is_font_file(bytes) {
             violation(
                 field,
                 format!("must be a TrueType or OpenType font of at most {MAX_FONT_BYTES} bytes"),
@@ -298,7 +298,7 @@ pub(crate) fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
                 "animation_id".into(),
                 format!("must be 1..={MAX_ANIMATION_ID_CHARS} characters without '/'"),
             );
-        } else if !crate::lottie::dotlottie::is_zip(&request.lottie_json) {
+        } else if !crate::lottie::reading::dotlottie::is_zip(&request.lottie_json) {
             violation(
                 "animation_id".into(),
                 "names an animation of a .lottie archive; this template is not one".into(),
@@ -317,8 +317,8 @@ pub(crate) fn validate(request: &NewTemplate) -> (Vec<FieldViolation>, Reason) {
             ),
         );
         reason = Reason::TemplateTooLarge;
-    } else if crate::lottie::template::is_gzip(&request.lottie_json)
-        || crate::lottie::dotlottie::is_zip(&request.lottie_json)
+    } else if crate::lottie::reading::template::is_gzip(&request.lottie_json)
+        || crate::lottie::reading::dotlottie::is_zip(&request.lottie_json)
     {
         // A Telegram sticker (.tgs) or a dotLottie archive: unpacked and checked in its
         // analysis worker, never here (a decompressor on caller bytes is the workers').

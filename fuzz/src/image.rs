@@ -6,8 +6,8 @@
 //! whatever the header says, decoding a small input stays within the decoder's allocation
 //! limit (an error, never an abort).
 
-use lottie_render::lottie::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
-use lottie_render::lottie::images;
+use lottie_render::lottie::reading::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+use lottie_render::lottie::reading::images;
 use lottie_render::spec::Fit;
 
 /// The box the fuzzed image is fitted to: small, so a run stays fast, and not square, so

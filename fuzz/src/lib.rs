@@ -27,14 +27,15 @@ pub fn answer_budget(input_len: usize) -> usize {
 /// Whether `data` is a packed template (a gzipped `.tgs` or a dotLottie archive), which the
 /// workers unpack before anything else.
 pub fn is_packed(data: &[u8]) -> bool {
-    lottie_render::lottie::template::is_gzip(data) || lottie_render::lottie::dotlottie::is_zip(data)
+    lottie_render::lottie::reading::template::is_gzip(data)
+        || lottie_render::lottie::reading::dotlottie::is_zip(data)
 }
 
 /// The largest answer allowed for the template `data`: in proportion to it, or for a packed
 /// one (a few bytes may inflate to the whole size limit) to what it may unpack to.
 pub fn template_answer_budget(data: &[u8]) -> usize {
     if is_packed(data) {
-        answer_budget(lottie_render::lottie::template::MAX_TEMPLATE_BYTES)
+        answer_budget(lottie_render::lottie::reading::template::MAX_TEMPLATE_BYTES)
     } else {
         answer_budget(data.len())
     }

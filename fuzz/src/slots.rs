@@ -6,8 +6,8 @@
 //! distinct; the slot report a caller gets back stays in proportion to the template.
 
 use super::template_answer_budget;
-use lottie_render::lottie::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
-use lottie_render::lottie::model::layer_type;
+use lottie_render::lottie::reading::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+use lottie_render::lottie::reading::model::layer_type;
 use lottie_render::lottie::{slots, Template};
 use serde_json::Value;
 use std::collections::HashSet;

@@ -11,7 +11,7 @@
 //! per input are held by libFuzzer's `-timeout` and `-rss_limit_mb`.
 
 use super::{first_difference, is_packed, template_answer_budget};
-use lottie_render::lottie::fence;
+use lottie_render::lottie::reading::fence;
 use lottie_render::lottie::{Template, TemplateError};
 use std::collections::HashSet;
 

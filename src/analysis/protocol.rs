@@ -11,9 +11,9 @@
 //!    over a budget it checks itself), 75 transient. Death by a signal or any other exit is
 //!    classified by the parent (`crate::analysis`). Diagnostics go to stderr.
 
+use crate::lottie::lowering::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+use crate::lottie::reading::template::MAX_TEMPLATE_BYTES;
 use crate::lottie::report::InspectReport;
-use crate::lottie::template::MAX_TEMPLATE_BYTES;
-use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 use crate::sandbox::protocol::ReportedFailure;
 use crate::storage::MAX_TEMPLATE_RECORD_BYTES;
 use serde::{Deserialize, Serialize};
@@ -116,7 +116,7 @@ impl InputHeader {
         if self.fonts.len() > MAX_FONTS_PER_TEMPLATE
             || self.fonts.iter().any(|font| font.bytes > MAX_FONT_BYTES)
             || self.animation.as_ref().is_some_and(|id| {
-                id.chars().count() > crate::lottie::dotlottie::MAX_ANIMATION_ID_CHARS
+                id.chars().count() > crate::lottie::reading::dotlottie::MAX_ANIMATION_ID_CHARS
             })
         {
             return Err(ProtocolError::TooLarge("fonts".into()));

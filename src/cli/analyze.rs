@@ -6,8 +6,8 @@
 
 use crate::analysis::protocol::{self, AnalysisOutcome, MAX_OUTPUT_BYTES, MAX_REPORT_BYTES};
 use crate::error::{Classified, ErrorClass};
+use crate::lottie::lowering::text::fonts::FontBook;
 use crate::lottie::report::InspectReport;
-use crate::lottie::text::fonts::FontBook;
 use crate::lottie::Template;
 use crate::reason::Reason;
 use crate::sandbox::confine::{confine, FilePolicy};

@@ -157,7 +157,7 @@ impl Bench<'_> {
             &bytes,
             &Modifications::default(),
             self.spec(Format::Webm)?,
-            &crate::lottie::text::fonts::FontBook::default(),
+            &crate::lottie::lowering::text::fonts::FontBook::default(),
         )
         .map_err(|e| format!("{file}: {e}"))?;
         let frames = prepared.frame_count;
@@ -182,7 +182,7 @@ impl Bench<'_> {
     /// and WebP, next to the render of the first template (`render`: its name, frames and
     /// single-threaded cost). A slot's image is fitted once per render.
     fn image_slots(&self, render: &(String, u32, Measure)) -> Result<(), String> {
-        use crate::lottie::images;
+        use crate::lottie::reading::images;
         use image::{ImageEncoder, RgbImage};
         let (file, frames, render_cost) = render;
         let side = self.args.size;
@@ -337,7 +337,7 @@ impl Bench<'_> {
                     &subject.bytes,
                     &Modifications::default(),
                     spec,
-                    &crate::lottie::text::fonts::FontBook::default(),
+                    &crate::lottie::lowering::text::fonts::FontBook::default(),
                 )
                 .map_err(|e| e.to_string())
             })?;

@@ -3,13 +3,13 @@
 //! expression ([`loaders::CASES`]) it bakes `--layers` layers carrying it over one frame and
 //! over `--frames` frames, and prints the CPU time of a property's first call (finding it,
 //! compiling the expression and the first evaluation) and of each further call, in µs, with
-//! the work units ([`crate::lottie::expressions`]) charged per thousand calls; then the
+//! the work units ([`crate::lottie::lowering::expressions`]) charged per thousand calls; then the
 //! generated loaders ([`loaders::loader`]) whole: work units per output frame, against the
 //! budget. Each figure is the median of `--repeat` runs.
 
 pub mod loaders;
 
-use crate::lottie::expressions::{self, ExpressionReport};
+use crate::lottie::lowering::expressions::{self, ExpressionReport};
 use crate::os::current_thread_cpu_time;
 use serde_json::Value;
 use std::process::ExitCode;

@@ -3,7 +3,7 @@
 //! layers turned into glyph shapes) and with its text layers hidden (`hd`), and prints the
 //! ratio (issue #5's bound: at most 1.3×), each the median of `--repeat` runs.
 
-use crate::lottie::text::fonts::FontBook;
+use crate::lottie::lowering::text::fonts::FontBook;
 use crate::render;
 use crate::spec::{Dimension, Format, Fps, Modifications, OutputSpec};
 use serde_json::Value;
@@ -44,7 +44,7 @@ pub(crate) fn run(args: BenchTextArgs) -> ExitCode {
 
 /// The template with every text layer hidden.
 fn hide_text(json: &mut Value) {
-    crate::lottie::model::for_each_layer_list(json, |layers| {
+    crate::lottie::reading::model::for_each_layer_list(json, |layers| {
         for layer in layers.iter_mut() {
             if layer.get("ty").and_then(Value::as_i64) == Some(5) {
                 if let Value::Object(layer) = layer {
@@ -101,9 +101,12 @@ fn bench(args: &BenchTextArgs) -> Result<(), String> {
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut json: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
         let mut converted = json.clone();
-        let layers = crate::lottie::text::convert_text_layers(&mut converted, &FontBook::default())
-            .map_err(|e| e.to_string())?
-            .converted_layers;
+        let layers = crate::lottie::lowering::text::convert_text_layers(
+            &mut converted,
+            &FontBook::default(),
+        )
+        .map_err(|e| e.to_string())?
+        .converted_layers;
         hide_text(&mut json);
         let hidden = serde_json::to_vec(&json).map_err(|e| e.to_string())?;
         let with_text = pipeline_wall(&bytes, spec, args)?;

@@ -148,7 +148,7 @@ pub(crate) async fn download(
             .write_all(&chunk.data)
             .map_err(|error| ClientError::Io(format!("cannot write the output: {error}")))?;
     }
-    let digest = crate::lottie::template::lowercase_hex(&hasher.finalize());
+    let digest = crate::lottie::reading::template::lowercase_hex(&hasher.finalize());
     let expected = match part {
         proto::OutputPart::Poster => job
             .output

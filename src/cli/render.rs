@@ -182,11 +182,11 @@ fn image_files(
     for image in slots.image_args()? {
         let bytes = std::fs::read(&image.file)
             .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
-        megapixels += crate::lottie::images::decoded_pixels(&crate::spec::ImageSource::Sent(
-            bytes.clone().into(),
-        )) as f64
+        megapixels += crate::lottie::reading::images::decoded_pixels(
+            &crate::spec::ImageSource::Sent(bytes.clone().into()),
+        ) as f64
             / 1e6;
-        let sha256 = crate::lottie::template::hex_sha256(&bytes);
+        let sha256 = crate::lottie::reading::template::hex_sha256(&bytes);
         let file = std::fs::canonicalize(&image.file)
             .map_err(|e| format!("--image {}: {e}", image.file.display()))?;
         modifications.images.insert(

@@ -9,7 +9,7 @@
 //! workers ([`crate::sandbox::zygote`]), each of which then carries on here as a worker.
 
 use crate::error::{Classified, ErrorClass};
-use crate::lottie::text::fonts::FontBook;
+use crate::lottie::lowering::text::fonts::FontBook;
 use crate::os::PeakRssProbe;
 use crate::reason::Reason;
 use crate::render::{self, RenderError};

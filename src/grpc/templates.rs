@@ -16,7 +16,7 @@ use crate::auth::{Caller, TenantId};
 use crate::error::{FieldViolation, ServiceError};
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::IdempotencyKey;
-use crate::lottie::images;
+use crate::lottie::reading::images;
 use crate::reason::Reason;
 use crate::storage::images::StoredImage;
 use crate::storage::summary::TemplateSummary;
@@ -26,7 +26,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
-pub use crate::lottie::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+pub use crate::lottie::lowering::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 pub use crate::templates::{MAX_CONCURRENT_TEMPLATE_PARSES, MAX_TEMPLATE_NAME_CHARS, PARSE_WAIT};
 /// ListTemplates page size when the request says 0, and the largest allowed.
 pub(crate) const DEFAULT_PAGE_SIZE: usize = 50;

@@ -157,7 +157,7 @@ fn image_megapixels(submission: &RenderSubmission) -> f64 {
         .images
         .values()
         .filter_map(|choice| submission.images.get(&choice.sha256))
-        .map(crate::lottie::images::decoded_pixels)
+        .map(crate::lottie::reading::images::decoded_pixels)
         .sum();
     pixels as f64 / 1e6
 }
@@ -225,7 +225,7 @@ fn check_output(
 }
 
 /// The refusal of a theme the template has not, naming those it has.
-fn unknown_theme(theme: &str, themes: &crate::lottie::dotlottie::Themes) -> String {
+fn unknown_theme(theme: &str, themes: &crate::lottie::reading::dotlottie::Themes) -> String {
     let names: Vec<&str> = themes.keys().map(String::as_str).collect();
     let names = if names.is_empty() {
         "(none)".to_owned()

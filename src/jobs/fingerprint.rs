@@ -9,7 +9,7 @@
 //! so neither field order nor map order on the wire changes it.
 
 use crate::auth::TenantId;
-use crate::lottie::template::hex_sha256;
+use crate::lottie::reading::template::hex_sha256;
 use crate::spec::{Modifications, OutputSpec};
 use serde::{Deserialize, Serialize};
 

@@ -1,17 +1,14 @@
 //! The `inspect` report: what a template is, what it offers to modify and what will not
-//! render as designed. Building it runs text conversion (shaping, layout, glyph outlines) and
-//! effect lowering,
-//! whose cost grows faster than the template: the service builds it in an analysis worker
+//! render as designed. Building it lowers the template as a render does ([`lowering::lower`]:
+//! expressions, text shaping, layout and glyph outlines, mattes, effects), whose cost grows
+//! faster than the template: the service builds it in an analysis worker
 //! process (`crate::analysis`), never in the server.
 
-use super::effects;
-use super::expressions;
-use super::lowering;
-use super::mattes;
+use super::lowering::text::{fonts::FontBook, TextError};
+use super::lowering::{self, Lowering};
+use super::reading::{dotlottie, Template};
 use super::slots::{self, Slots};
-use super::template::Template;
-use super::text::{self, fonts::FontBook, TextError};
-use crate::spec::{Fps, Marker};
+use crate::spec::Marker;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -34,7 +31,7 @@ pub struct InspectReport {
     /// A dotLottie's themes, each with only the values its template's slots take (absent
     /// from reports before themes: none).
     #[serde(default)]
-    pub themes: super::dotlottie::Themes,
+    pub themes: dotlottie::Themes,
     /// A dotLottie's animation ids (none for JSON and `.tgs`) and the one CreateTemplate
     /// chose (`animation_id`; None: the archive's own choice). A render unpacks the same one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -100,11 +97,11 @@ impl InspectReport {
         InspectReport::with_fonts(template, &FontBook::default())
     }
 
-    /// The report, expression warnings (each expression left at its static value), text
-    /// warnings (font fallbacks, unsupported text features, characters no font has) and
-    /// matte and mask warnings ([`mattes`]) included, for a template whose uploaded fonts are
-    /// `fonts`. Fails when the template's text is over its budget
-    /// ([`text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
+    /// The report, with the warnings of every lowering pass ([`lowering::lower`]: each
+    /// expression left at its static value, font fallbacks, unsupported text features,
+    /// characters no font has, mattes, masks, effects and what else rlottie cannot draw), for a
+    /// template whose uploaded fonts are `fonts`. Fails when the template's text is over its
+    /// budget ([`super::lowering::text::MAX_TEXT_VERTICES_PER_TEMPLATE`]).
     pub(crate) fn with_fonts(
         template: &Template,
         fonts: &FontBook,
@@ -115,28 +112,12 @@ impl InspectReport {
         let mut converted = template.json.clone();
         // A dotLottie's own fonts, under the uploaded ones, as a render has them.
         let fonts = &fonts.with_template_fonts(template.fonts.clone());
-        // As a render sees it: the root `slots` values in place, so expressions there are
-        // evaluated (and charged) here too.
-        super::modifications::resolve_slot_references(&mut converted);
-        // Baked at the highest output rate: every expression that bakes there bakes at any.
-        let report_fps = Fps::SUPPORTED.iter().copied().max().unwrap_or(60);
-        let baked = expressions::bake(&mut converted, report_fps);
-        let text_warnings = text::convert_text_layers(&mut converted, fonts)?.warnings;
-        let matte_warnings = mattes::lower_mattes_and_masks(&mut converted).warnings;
-        for warning in baked
-            .warnings
-            .into_iter()
-            .chain(text_warnings)
-            .chain(matte_warnings)
-        {
-            if seen.insert(warning.clone()) {
-                warnings.push(warning);
-            }
-        }
-        // Effects are lowered after text, as a render does (text layers are shapes by then).
-        let effect_warnings = effects::lower_layer_effects(&mut converted).warnings;
-        let lowering_warnings = lowering::lower_for_rlottie(&mut converted).warnings;
-        for warning in effect_warnings.into_iter().chain(lowering_warnings) {
+        // Lowered as a render lowers it (the same passes in the same order), without a
+        // caller's modifications: what a render cannot draw as designed is in the warnings.
+        let lowered = lowering::lower(&mut converted, Lowering::for_report(fonts), |_, _| {
+            Ok::<(), TextError>(())
+        })?;
+        for warning in lowered.warnings {
             if seen.insert(warning.clone()) {
                 warnings.push(warning);
             }
@@ -178,9 +159,9 @@ impl InspectReport {
 /// refuses, is left out (a theme is the designer's, not the caller's: what it cannot do is
 /// not an error of the render that names it), and said in a warning per theme.
 pub(crate) fn valid_themes(
-    themes: &super::dotlottie::Themes,
+    themes: &dotlottie::Themes,
     slots: &Slots,
-) -> (super::dotlottie::Themes, Vec<String>) {
+) -> (dotlottie::Themes, Vec<String>) {
     let mut warnings = Vec::new();
     let themes = themes
         .iter()

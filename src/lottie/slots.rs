@@ -21,7 +21,7 @@ mod scalar;
 mod text;
 mod vector;
 
-use super::model::property_initial_value;
+use super::reading::model::property_initial_value;
 use crate::reason::Reason;
 pub use crate::spec::GradientStop;
 use crate::spec::{Modifications, Rgba};

@@ -34,7 +34,7 @@ pub fn retime(json: &mut Value, fps: u32) -> Timeline {
         scale_field(root, "ip", factor);
         scale_field(root, "op", factor);
     }
-    super::model::for_each_layer_list(json, |layers| scale_layers(layers, factor));
+    crate::lottie::reading::model::for_each_layer_list(json, |layers| scale_layers(layers, factor));
     if let Some(markers) = json.get_mut("markers").and_then(Value::as_array_mut) {
         for marker in markers.iter_mut().filter_map(Value::as_object_mut) {
             scale_field(marker, "tm", factor);

@@ -58,7 +58,8 @@ pub const MAX_RENDER_FIELDS_BYTES: usize = 1024 * 1024;
 pub const MAX_RENDER_REQUEST_BYTES: usize =
     MAX_RENDER_FIELDS_BYTES + crate::grpc::convert::MAX_REQUEST_IMAGE_BYTES;
 /// Largest UploadImage request: one image and its field's tag and length.
-pub const MAX_UPLOAD_IMAGE_REQUEST_BYTES: usize = crate::lottie::images::MAX_IMAGE_BYTES + 16;
+pub const MAX_UPLOAD_IMAGE_REQUEST_BYTES: usize =
+    crate::lottie::reading::images::MAX_IMAGE_BYTES + 16;
 /// What a caller holding no request buffer can always have buffered in the large bodies'
 /// lane, from its reserve: a SubmitRender without images, a small template or image.
 pub const LARGE_FIRST_AMOUNT_BYTES: usize = MAX_RENDER_FIELDS_BYTES;

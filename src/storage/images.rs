@@ -11,8 +11,8 @@
 
 use super::{StorageError, TemplateStore};
 use crate::auth::TenantId;
-use crate::lottie::images::Header;
-use crate::lottie::template::hex_sha256;
+use crate::lottie::reading::images::Header;
+use crate::lottie::reading::template::hex_sha256;
 
 /// Top directory of the uploaded images' keys.
 const IMAGES: &str = "images";

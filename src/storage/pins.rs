@@ -476,7 +476,7 @@ mod tests {
     fn a_jobs_images_are_pinned_staged_read_by_a_borrower_and_removed_with_the_pin() {
         let (_runtime, _dir, store, record) = stored_template();
         let job = Uuid::new_v4();
-        let sha256 = crate::lottie::template::hex_sha256(b"image bytes");
+        let sha256 = crate::lottie::reading::template::hex_sha256(b"image bytes");
         let images = [(
             sha256.clone(),
             ImageSource::Sent(bytes::Bytes::from_static(b"image bytes")),

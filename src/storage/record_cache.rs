@@ -41,7 +41,7 @@ pub struct AdmissionRecord {
     /// value is checked against, never bindings, default texts nor font families).
     pub slots: Slots,
     /// A dotLottie's themes (name → slot values), for `RenderRequest.theme`.
-    pub themes: crate::lottie::dotlottie::Themes,
+    pub themes: crate::lottie::reading::dotlottie::Themes,
     /// The dotLottie animation the template is (its record's choice).
     pub animation: Option<String>,
     /// The template's markers, for a render's still time and segment.

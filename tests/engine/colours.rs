@@ -433,7 +433,7 @@ fn rlottie_draws_the_gradient_ramp_close_to_its_geometry() {
     let (width, height) = (640, 480);
     let template = template(width, height, [0, 0, width, height], gradient_fill(width));
     let output = spec(Format::Webm, FPS, width, height);
-    let fonts = lottie_render::lottie::text::fonts::FontBook::default();
+    let fonts = lottie_render::lottie::lowering::text::fonts::FontBook::default();
     let bytes = template.to_string().into_bytes();
     let rgba = library_frames(&bytes, &Modifications::default(), &fonts, output, [0]).remove(0);
     let worst = worst_error(&[rgba], width, width, height, |x| {

@@ -3,7 +3,7 @@
 
 use crate::helpers::{corpus, probe, render_in_worker, spec, tempdir};
 use lottie_render::error::ErrorClass;
-use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::lottie::lowering::text::fonts::FontBook;
 use lottie_render::lottie::{modifications, slots, timeline, Template};
 use lottie_render::render;
 use lottie_render::spec::output::MAX_GIF_SECONDS;

@@ -2,9 +2,9 @@
 //! is computed from the expression and the template's keyframes, never read from our output.
 
 use lottie_render::error::{Classified, ErrorClass};
-use lottie_render::lottie::expressions::MAX_EXPRESSION_CPU;
+use lottie_render::lottie::lowering::expressions::MAX_EXPRESSION_CPU;
+use lottie_render::lottie::lowering::text::fonts::FontBook;
 use lottie_render::lottie::report::InspectReport;
-use lottie_render::lottie::text::fonts::FontBook;
 use lottie_render::lottie::Template;
 use lottie_render::os::current_thread_cpu_time;
 use lottie_render::render::{self, RenderError};

@@ -503,7 +503,7 @@ fn a_path_expression_past_the_path_limits_keeps_the_static_path() {
     // Two frames: the limit, not the CPU budget, is what stops it.
     json["op"] = json!(2);
     json["layers"][0]["op"] = json!(2);
-    let report = lottie_render::lottie::expressions::bake(&mut json, 30);
+    let report = lottie_render::lottie::lowering::expressions::bake(&mut json, 30);
     assert_eq!(report.baked, 0);
     assert!(
         report

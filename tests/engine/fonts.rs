@@ -5,8 +5,8 @@
 //! font file itself, and shown to differ from the faces it must not get.
 
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
-use lottie_render::lottie::text::convert_text_layers;
-use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::lottie::lowering::text::convert_text_layers;
+use lottie_render::lottie::lowering::text::fonts::FontBook;
 use lottie_render::spec::{Format, Modifications};
 use serde_json::json;
 use std::collections::BTreeMap;

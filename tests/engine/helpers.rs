@@ -2,7 +2,7 @@
 //! and decoding outputs with the real ffprobe/ffmpeg.
 
 use lottie_render::encode::pixels::{convert, PixelLayout};
-use lottie_render::lottie::text::fonts::FontBook;
+use lottie_render::lottie::lowering::text::fonts::FontBook;
 use lottie_render::render::OutputInfo;
 use lottie_render::sandbox::protocol::WorkerJob;
 use lottie_render::sandbox::{self, CancelToken, SandboxSettings, WorkerFailure};

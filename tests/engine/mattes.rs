@@ -1,4 +1,4 @@
-//! Mattes and masks drawn as lottie-web draws them (see `lottie::mattes`). Each template is a
+//! Mattes and masks drawn as lottie-web draws them (see `lottie::lowering::mattes`). Each template is a
 //! 100×100 canvas of plain geometry; frames are rendered by the library directly (no codec)
 //! and every pixel is checked against where the geometry puts it: inside a circle and a
 //! square computed from the template's own numbers, with a margin for antialiased edges.

@@ -33,7 +33,7 @@ fn raw_frames(
 ) -> Vec<Vec<u8>> {
     let bytes = std::fs::read(corpus(file)).unwrap();
     let output = spec(Format::Webm, fps, size, size);
-    let fonts = lottie_render::lottie::text::fonts::FontBook::default();
+    let fonts = lottie_render::lottie::lowering::text::fonts::FontBook::default();
     library_frames(&bytes, modifications, &fonts, output, frames)
 }
 

@@ -5,7 +5,7 @@
 
 use crate::helpers::{corpus, library_frame, library_frames, sans_font, spec, text_layer_template};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
-use lottie_render::lottie::text::fonts::{FontBook, BUNDLED_FONT};
+use lottie_render::lottie::lowering::text::fonts::{FontBook, BUNDLED_FONT};
 use lottie_render::spec::{Format, Modifications};
 use serde_json::json;
 
@@ -346,7 +346,7 @@ const SERIF: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf";
 
 #[test]
 fn characters_the_chosen_font_lacks_are_drawn_by_the_bundled_one() {
-    use lottie_render::lottie::text::layout::{FontSource, GlyphSource};
+    use lottie_render::lottie::lowering::text::layout::{FontSource, GlyphSource};
     let serif = std::fs::read(SERIF).unwrap();
     let source = FontSource::with_fallbacks(&serif, &[BUNDLED_FONT]).unwrap();
     let shaped = source.shape("Hello سلام");

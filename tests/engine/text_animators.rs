@@ -6,9 +6,9 @@
 
 use crate::helpers::{library_frame, sans_font, text_layer_template};
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
+use lottie_render::lottie::lowering::text::animators::MAX_ANIMATOR_SAMPLES;
+use lottie_render::lottie::lowering::text::fonts::BUNDLED_FONT;
 use lottie_render::lottie::report::InspectReport;
-use lottie_render::lottie::text::animators::MAX_ANIMATOR_SAMPLES;
-use lottie_render::lottie::text::fonts::BUNDLED_FONT;
 use lottie_render::lottie::Template;
 use serde_json::{json, Value};
 

@@ -2,7 +2,7 @@
 //
 // Which face Chromium draws a font family in that it does not have: the same SVG text drawn in
 // unknown families and in generic and named ones, screenshots compared byte for byte. The
-// evidence for src/lottie/text/faces.rs's UNKNOWN_FAMILY_CLASS (docs/fidelity.md, Fonts). Weight 200 and
+// evidence for src/lottie/lowering/text/faces.rs's UNKNOWN_FAMILY_CLASS (docs/fidelity.md, Fonts). Weight 200 and
 // italic too, as lottie-web asks for "Light Italic".
 const puppeteer = require('puppeteer-core');
 (async () => {

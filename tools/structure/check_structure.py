@@ -10,6 +10,7 @@
 - product functions over MAX_FUNCTION_LINES lines (from the `fn` line to its closing
   brace, found by brace matching on the source with comments, strings and chars blanked);
 - README.md over MAX_README_LINES lines;
+- the module maps of `module_maps.MAPPED_FILES` against their `mod` lists (issue 44);
 - and, not failing, DESIGN's soft signs: product files over SOFT_FILE_LINES lines and
   functions over SOFT_FUNCTION_LINES, listed so the trend is visible between sessions.
 
@@ -25,6 +26,8 @@ import os
 import re
 import sys
 from collections import defaultdict
+
+import module_maps
 
 # The limits of issue 22 ("a house a newcomer can walk"): a file a reader can hold in
 # mind, a function that fits on two screens, a README that is an introduction.
@@ -693,6 +696,11 @@ def main():
     for line in limits:
         print(line)
     problems += len(limits)
+
+    maps = module_maps.check(args.root)
+    for line in maps:
+        print(line)
+    problems += len(maps)
 
     readme = os.path.join(args.root, "README.md")
     if os.path.exists(readme):

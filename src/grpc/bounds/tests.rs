@@ -109,13 +109,13 @@ fn the_declared_bounds_are_the_limits_the_domain_checks() {
         field("lottie.render.v1.ImageInput", "data")
             .length
             .max_bytes,
-        as_u64(crate::lottie::images::MAX_IMAGE_BYTES)
+        as_u64(crate::lottie::reading::images::MAX_IMAGE_BYTES)
     );
     assert_eq!(
         field("lottie.render.v1.UploadImageRequest", "data")
             .length
             .max_bytes,
-        as_u64(crate::lottie::images::MAX_IMAGE_BYTES)
+        as_u64(crate::lottie::reading::images::MAX_IMAGE_BYTES)
     );
     assert_eq!(
         field("lottie.render.v1.Notify", "webhook_url")
@@ -130,15 +130,15 @@ fn the_declared_bounds_are_the_limits_the_domain_checks() {
     );
     assert_eq!(
         field(create, "fonts").max_count,
-        as_u64(crate::lottie::text::fonts::MAX_FONTS_PER_TEMPLATE)
+        as_u64(crate::lottie::lowering::text::fonts::MAX_FONTS_PER_TEMPLATE)
     );
     assert_eq!(
         field(create, "fonts").length.max_bytes,
-        as_u64(crate::lottie::text::fonts::MAX_FONT_BYTES)
+        as_u64(crate::lottie::lowering::text::fonts::MAX_FONT_BYTES)
     );
     assert_eq!(
         field(create, "animation_id").length.max_chars,
-        as_u64(crate::lottie::dotlottie::MAX_ANIMATION_ID_CHARS)
+        as_u64(crate::lottie::reading::dotlottie::MAX_ANIMATION_ID_CHARS)
     );
     for (message, name) in [
         ("lottie.render.v1.TimePoint", "marker"),
@@ -300,7 +300,7 @@ fn json_bytes_are_measured_decoded() {
             body.as_bytes(),
         )
     };
-    let at = crate::lottie::images::MAX_IMAGE_BYTES as u64 / 3 * 3;
+    let at = crate::lottie::reading::images::MAX_IMAGE_BYTES as u64 / 3 * 3;
     check(image(at)).unwrap();
     let error = check(image(at + 3)).unwrap_err();
     assert_eq!(error.violations[0].field, "data");

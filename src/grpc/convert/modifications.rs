@@ -9,9 +9,9 @@ use super::{
 };
 use crate::error::FieldViolation;
 use crate::grpc::proto;
-use crate::lottie::images;
+use crate::lottie::reading::images;
+use crate::lottie::reading::template::hex_sha256;
 use crate::lottie::slots::{GradientStop, MAX_GRADIENT_STOPS, MAX_PROPERTY_MAGNITUDE};
-use crate::lottie::template::hex_sha256;
 use crate::spec::{Fit, ImageChoice, ImageSource, Modifications, Rgba};
 use garde::Validate;
 use std::collections::BTreeMap;

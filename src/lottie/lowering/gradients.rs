@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 /// Stops of a resampled gradient: the fence's limit on a gradient's colour stops.
-const MAX_RESAMPLED_STOPS: usize = crate::lottie::fence::MAX_GRADIENT_STOPS as usize;
+const MAX_RESAMPLED_STOPS: usize = crate::lottie::reading::fence::MAX_GRADIENT_STOPS as usize;
 /// Offsets closer than this are one stop.
 const SAME_OFFSET: f64 = 1e-6;
 /// Pieces an interval whose opacity changes is cut into: the premultiplied interpolation's

@@ -3,7 +3,7 @@
 //! blend modes (`bm`, drawn as normal), layer styles (`sy`), and the shape modifiers Round
 //! Corners (`rd`, where [`super::corners`] could not lower it), Pucker & Bloat (`pb`), Zig Zag
 //! (`zz`), Offset Path (`op`) and Twist (`tw`), each ignored. Merge paths are warned about by
-//! the fence; effects by [`crate::lottie::effects`].
+//! the fence; effects by [`crate::lottie::lowering::effects`].
 
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;

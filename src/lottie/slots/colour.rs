@@ -3,7 +3,7 @@
 //! alpha sets the item's opacity.
 
 use super::{slot_property, Discovery, Slot, WriteStep, KEPT_SLOT_BYTES};
-use crate::lottie::model::property_initial_value;
+use crate::lottie::reading::model::property_initial_value;
 use crate::spec::Rgba;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 
 use super::{bind_property, replace_bound, Discovery, Slot, ValueProblem, WriteStep};
 use super::{GradientStop, KEPT_SLOT_BYTES};
-use crate::lottie::model::property_initial_value;
+use crate::lottie::reading::model::property_initial_value;
 use crate::spec::Rgba;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

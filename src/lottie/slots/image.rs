@@ -1,9 +1,9 @@
 //! Image slots: image assets (an asset with a `p`) by their `sid`, else their `id`, whose box
 //! (`w` × `h`) is within the embedded images' limits. A value names an image and its fit; the
-//! worker decodes and fits it (`lottie::images`), then [`ImageSlot::write_fitted`] embeds it.
+//! worker decodes and fits it (`lottie::reading::images`), then [`ImageSlot::write_fitted`] embeds it.
 
 use super::{Discovery, Slot, WriteStep, KEPT_SLOT_BYTES};
-use crate::lottie::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+use crate::lottie::reading::assets::{MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
 use crate::spec::ImageChoice;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

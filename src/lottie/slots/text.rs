@@ -3,7 +3,7 @@
 //! its only control characters.
 
 use super::{cut, slot_property, Discovery, Slot, ValueProblem, WriteStep, KEPT_SLOT_BYTES};
-use crate::lottie::model::layer_type;
+use crate::lottie::reading::model::layer_type;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

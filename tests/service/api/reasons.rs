@@ -14,7 +14,7 @@ use crate::helpers::{
 };
 use lottie_render::grpc::proto::template_service_client::TemplateServiceClient;
 use lottie_render::grpc::proto::{self, JobState};
-use lottie_render::lottie::template::MAX_TEMPLATE_BYTES;
+use lottie_render::lottie::reading::template::MAX_TEMPLATE_BYTES;
 use lottie_render::middleware::inflation_budget::{INFLATION_BUDGET_BYTES, INFLATION_RETRY_AFTER};
 use lottie_render::middleware::request_body::MAX_REQUEST_BYTES;
 use std::time::Duration;

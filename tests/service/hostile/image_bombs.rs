@@ -18,7 +18,7 @@ use tonic_types::StatusExt;
 /// the check, which stops inflating past a few pages: 30 ms in this debug build. Inflating
 /// the whole GiB costs only some 100 ms more (miniz_oxide is optimised even here), so this
 /// bound says the refusal is cheap; that the check stops early is its unit tests' to prove
-/// (`lottie::assets`).
+/// (`lottie::reading::assets`).
 const REFUSAL_CPU: Duration = Duration::from_millis(500);
 /// How long the server may take to log an ended analysis' charge.
 const CHARGE_LOGGED_WITHIN: Duration = Duration::from_secs(10);

@@ -73,30 +73,38 @@ fn constant(name: &str) -> Option<Actual> {
     };
     use middleware::request_body;
     match name {
-        "lottie::assets::MAX_IMAGE_SIDE" => count(lottie::assets::MAX_IMAGE_SIDE as f64),
+        "lottie::reading::assets::MAX_IMAGE_SIDE" => {
+            count(lottie::reading::assets::MAX_IMAGE_SIDE as f64)
+        }
         "os::ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR" => {
             count(os::ARENA_SHARE_OF_ADDRESS_SPACE_DIVISOR as f64)
         }
-        "lottie::images::MAX_IMAGE_BYTES" => bytes(lottie::images::MAX_IMAGE_BYTES as f64),
-        "lottie::dotlottie::MAX_THEMES" => count(lottie::dotlottie::MAX_THEMES as f64),
-        "lottie::text::fonts::MAX_FONTS_PER_TEMPLATE" => {
-            count(lottie::text::fonts::MAX_FONTS_PER_TEMPLATE as f64)
+        "lottie::reading::images::MAX_IMAGE_BYTES" => {
+            bytes(lottie::reading::images::MAX_IMAGE_BYTES as f64)
         }
-        "lottie::text::fonts::MAX_FONT_BYTES" => bytes(lottie::text::fonts::MAX_FONT_BYTES as f64),
-        "lottie::dotlottie::MAX_LISTED_ANIMATIONS" => {
-            count(lottie::dotlottie::MAX_LISTED_ANIMATIONS as f64)
+        "lottie::reading::dotlottie::MAX_THEMES" => {
+            count(lottie::reading::dotlottie::MAX_THEMES as f64)
         }
-        "lottie::dotlottie::MAX_ANIMATION_ID_CHARS" => {
-            count(lottie::dotlottie::MAX_ANIMATION_ID_CHARS as f64)
+        "lottie::lowering::text::fonts::MAX_FONTS_PER_TEMPLATE" => {
+            count(lottie::lowering::text::fonts::MAX_FONTS_PER_TEMPLATE as f64)
         }
-        "lottie::dotlottie::MAX_ARCHIVE_ENTRIES" => {
-            count(lottie::dotlottie::MAX_ARCHIVE_ENTRIES as f64)
+        "lottie::lowering::text::fonts::MAX_FONT_BYTES" => {
+            bytes(lottie::lowering::text::fonts::MAX_FONT_BYTES as f64)
         }
-        "lottie::dotlottie::MAX_INFLATED_BYTES" => {
-            bytes(lottie::dotlottie::MAX_INFLATED_BYTES as f64)
+        "lottie::reading::dotlottie::MAX_LISTED_ANIMATIONS" => {
+            count(lottie::reading::dotlottie::MAX_LISTED_ANIMATIONS as f64)
         }
-        "lottie::dotlottie::MAX_IMAGE_ENTRY_BYTES" => {
-            bytes(lottie::dotlottie::MAX_IMAGE_ENTRY_BYTES as f64)
+        "lottie::reading::dotlottie::MAX_ANIMATION_ID_CHARS" => {
+            count(lottie::reading::dotlottie::MAX_ANIMATION_ID_CHARS as f64)
+        }
+        "lottie::reading::dotlottie::MAX_ARCHIVE_ENTRIES" => {
+            count(lottie::reading::dotlottie::MAX_ARCHIVE_ENTRIES as f64)
+        }
+        "lottie::reading::dotlottie::MAX_INFLATED_BYTES" => {
+            bytes(lottie::reading::dotlottie::MAX_INFLATED_BYTES as f64)
+        }
+        "lottie::reading::dotlottie::MAX_IMAGE_ENTRY_BYTES" => {
+            bytes(lottie::reading::dotlottie::MAX_IMAGE_ENTRY_BYTES as f64)
         }
         "storage::images::MAX_IMAGES_PER_TENANT" => {
             count(storage::images::MAX_IMAGES_PER_TENANT as f64)
@@ -113,41 +121,47 @@ fn constant(name: &str) -> Option<Actual> {
         "grpc::convert::MAX_REQUEST_IMAGE_BYTES" => {
             bytes(grpc::convert::MAX_REQUEST_IMAGE_BYTES as f64)
         }
-        "lottie::assets::MAX_IMAGE_PIXELS" => count(lottie::assets::MAX_IMAGE_PIXELS as f64),
-        "lottie::assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES" => {
-            bytes(lottie::assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES as f64)
+        "lottie::reading::assets::MAX_IMAGE_PIXELS" => {
+            count(lottie::reading::assets::MAX_IMAGE_PIXELS as f64)
         }
-        "lottie::assets::PNG_EXTRA_IMAGE_DATA_BYTES" => {
-            bytes(lottie::assets::PNG_EXTRA_IMAGE_DATA_BYTES as f64)
+        "lottie::reading::assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES" => {
+            bytes(lottie::reading::assets::MAX_TEMPLATE_IMAGE_DECODED_BYTES as f64)
         }
-        "lottie::assets::MAX_JPEG_SCANS" => count(lottie::assets::MAX_JPEG_SCANS as f64),
-        "lottie::text::MAX_TEXT_VERTICES_PER_TEMPLATE" => {
-            count(lottie::text::MAX_TEXT_VERTICES_PER_TEMPLATE as f64)
+        "lottie::reading::assets::PNG_EXTRA_IMAGE_DATA_BYTES" => {
+            bytes(lottie::reading::assets::PNG_EXTRA_IMAGE_DATA_BYTES as f64)
         }
-        "lottie::expressions::EXPRESSION_WORK_UNITS_PER_FRAME" => {
-            count(lottie::expressions::EXPRESSION_WORK_UNITS_PER_FRAME as f64)
+        "lottie::reading::assets::MAX_JPEG_SCANS" => {
+            count(lottie::reading::assets::MAX_JPEG_SCANS as f64)
         }
-        "lottie::expressions::MAX_EXPRESSION_WORK_UNITS" => {
-            count(lottie::expressions::MAX_EXPRESSION_WORK_UNITS as f64)
+        "lottie::lowering::text::MAX_TEXT_VERTICES_PER_TEMPLATE" => {
+            count(lottie::lowering::text::MAX_TEXT_VERTICES_PER_TEMPLATE as f64)
         }
-        "lottie::expressions::POLL_WORK_UNITS" => {
-            count(lottie::expressions::POLL_WORK_UNITS as f64)
+        "lottie::lowering::expressions::EXPRESSION_WORK_UNITS_PER_FRAME" => {
+            count(lottie::lowering::expressions::EXPRESSION_WORK_UNITS_PER_FRAME as f64)
         }
-        "lottie::expressions::BYTES_PER_WORK_UNIT" => {
-            bytes(lottie::expressions::BYTES_PER_WORK_UNIT as f64)
+        "lottie::lowering::expressions::MAX_EXPRESSION_WORK_UNITS" => {
+            count(lottie::lowering::expressions::MAX_EXPRESSION_WORK_UNITS as f64)
         }
-        "lottie::expressions::MAX_EXPRESSION_CPU" => {
-            seconds(lottie::expressions::MAX_EXPRESSION_CPU)
+        "lottie::lowering::expressions::POLL_WORK_UNITS" => {
+            count(lottie::lowering::expressions::POLL_WORK_UNITS as f64)
+        }
+        "lottie::lowering::expressions::BYTES_PER_WORK_UNIT" => {
+            bytes(lottie::lowering::expressions::BYTES_PER_WORK_UNIT as f64)
+        }
+        "lottie::lowering::expressions::MAX_EXPRESSION_CPU" => {
+            seconds(lottie::lowering::expressions::MAX_EXPRESSION_CPU)
         }
         "lottie::modifications::MAX_LISTED_SLOTS" => {
             count(lottie::modifications::MAX_LISTED_SLOTS as f64)
         }
-        "lottie::template::MAX_TEMPLATE_BYTES" => {
-            bytes(lottie::template::MAX_TEMPLATE_BYTES as f64)
+        "lottie::reading::template::MAX_TEMPLATE_BYTES" => {
+            bytes(lottie::reading::template::MAX_TEMPLATE_BYTES as f64)
         }
-        "lottie::template::MAX_JSON_DEPTH" => count(lottie::template::MAX_JSON_DEPTH as f64),
-        "lottie::expressions::paths::MAX_BAKED_PATH_VERTICES" => {
-            count(lottie::expressions::paths::MAX_BAKED_PATH_VERTICES as f64)
+        "lottie::reading::template::MAX_JSON_DEPTH" => {
+            count(lottie::reading::template::MAX_JSON_DEPTH as f64)
+        }
+        "lottie::lowering::expressions::paths::MAX_BAKED_PATH_VERTICES" => {
+            count(lottie::lowering::expressions::paths::MAX_BAKED_PATH_VERTICES as f64)
         }
         "lottie::lowering::easing::MAX_RESAMPLED_KEYFRAMES" => {
             count(lottie::lowering::easing::MAX_RESAMPLED_KEYFRAMES as f64)
@@ -164,23 +178,43 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH" => {
             count(lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH as f64)
         }
-        "lottie::template::MAX_JSON_VALUES" => count(lottie::template::MAX_JSON_VALUES as f64),
-        "lottie::fence::MAX_FRAME_RATE" => count(lottie::fence::MAX_FRAME_RATE),
-        "lottie::fence::MAX_CANVAS_SIDE" => count(lottie::fence::MAX_CANVAS_SIDE as f64),
-        "lottie::fence::MAX_DURATION_SECONDS" => {
-            seconds(Duration::from_secs_f64(lottie::fence::MAX_DURATION_SECONDS))
+        "lottie::reading::template::MAX_JSON_VALUES" => {
+            count(lottie::reading::template::MAX_JSON_VALUES as f64)
         }
-        "lottie::fence::MAX_LAYERS_TOTAL" => count(lottie::fence::MAX_LAYERS_TOTAL as f64),
-        "lottie::fence::MAX_PRECOMP_DEPTH" => count(lottie::fence::MAX_PRECOMP_DEPTH as f64),
-        "lottie::fence::MAX_REPEATER_COPIES" => count(lottie::fence::MAX_REPEATER_COPIES),
-        "lottie::fence::MAX_NESTED_REPEATER_COPIES" => {
-            count(lottie::fence::MAX_NESTED_REPEATER_COPIES)
+        "lottie::reading::fence::MAX_FRAME_RATE" => count(lottie::reading::fence::MAX_FRAME_RATE),
+        "lottie::reading::fence::MAX_CANVAS_SIDE" => {
+            count(lottie::reading::fence::MAX_CANVAS_SIDE as f64)
         }
-        "lottie::fence::MAX_POLYSTAR_POINTS" => count(lottie::fence::MAX_POLYSTAR_POINTS),
-        "lottie::fence::MAX_PATH_VERTICES" => count(lottie::fence::MAX_PATH_VERTICES as f64),
-        "lottie::fence::MAX_PATH_COORDINATE" => count(lottie::fence::MAX_PATH_COORDINATE),
-        "lottie::fence::MAX_GRADIENT_STOPS" => count(lottie::fence::MAX_GRADIENT_STOPS as f64),
-        "lottie::fence::MAX_EXPRESSIONS" => count(lottie::fence::MAX_EXPRESSIONS as f64),
+        "lottie::reading::fence::MAX_DURATION_SECONDS" => seconds(Duration::from_secs_f64(
+            lottie::reading::fence::MAX_DURATION_SECONDS,
+        )),
+        "lottie::reading::fence::MAX_LAYERS_TOTAL" => {
+            count(lottie::reading::fence::MAX_LAYERS_TOTAL as f64)
+        }
+        "lottie::reading::fence::MAX_PRECOMP_DEPTH" => {
+            count(lottie::reading::fence::MAX_PRECOMP_DEPTH as f64)
+        }
+        "lottie::reading::fence::MAX_REPEATER_COPIES" => {
+            count(lottie::reading::fence::MAX_REPEATER_COPIES)
+        }
+        "lottie::reading::fence::MAX_NESTED_REPEATER_COPIES" => {
+            count(lottie::reading::fence::MAX_NESTED_REPEATER_COPIES)
+        }
+        "lottie::reading::fence::MAX_POLYSTAR_POINTS" => {
+            count(lottie::reading::fence::MAX_POLYSTAR_POINTS)
+        }
+        "lottie::reading::fence::MAX_PATH_VERTICES" => {
+            count(lottie::reading::fence::MAX_PATH_VERTICES as f64)
+        }
+        "lottie::reading::fence::MAX_PATH_COORDINATE" => {
+            count(lottie::reading::fence::MAX_PATH_COORDINATE)
+        }
+        "lottie::reading::fence::MAX_GRADIENT_STOPS" => {
+            count(lottie::reading::fence::MAX_GRADIENT_STOPS as f64)
+        }
+        "lottie::reading::fence::MAX_EXPRESSIONS" => {
+            count(lottie::reading::fence::MAX_EXPRESSIONS as f64)
+        }
         "lottie::report::MAX_MARKERS" => count(lottie::report::MAX_MARKERS as f64),
         "lottie::report::MAX_MARKER_NAME_CHARS" => {
             count(lottie::report::MAX_MARKER_NAME_CHARS as f64)
@@ -652,8 +686,8 @@ fn the_limits_table_check_fails_on_a_changed_figure_an_unknown_name_or_a_missing
         ("| 128 MiB |", "| 128 |", "MAX_TEMPLATE_IMAGE_DECODED_BYTES"),
         ("| off |", "| 1 |", "--tenant-requests-per-second"),
         (
-            "`lottie::fence::MAX_LAYERS_TOTAL`",
-            "`lottie::fence::MAX_LAYER_TOTAL`",
+            "`lottie::reading::fence::MAX_LAYERS_TOTAL`",
+            "`lottie::reading::fence::MAX_LAYER_TOTAL`",
             "MAX_LAYER_TOTAL",
         ),
         ("| 2,000,000 |", "| 2 million |", "2 million"),

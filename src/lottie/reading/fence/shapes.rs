@@ -6,8 +6,8 @@ use super::{
     Warnings, MAX_GRADIENT_STOPS, MAX_NESTED_REPEATER_COPIES, MAX_PATH_COORDINATE,
     MAX_PATH_VERTICES, MAX_POLYSTAR_POINTS, MAX_REPEATER_COPIES,
 };
-use crate::lottie::error::TemplateError;
-use crate::lottie::model::{property_values, Shape};
+use crate::lottie::reading::error::TemplateError;
+use crate::lottie::reading::model::{property_values, Shape};
 use serde_json::Value;
 
 pub(super) fn check_shapes(

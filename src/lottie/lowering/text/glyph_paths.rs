@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 pub(super) fn drawable(origin: [f64; 2]) -> bool {
     origin
         .iter()
-        .all(|v| v.is_finite() && v.abs() <= super::super::fence::MAX_PATH_COORDINATE)
+        .all(|v| v.is_finite() && v.abs() <= crate::lottie::reading::fence::MAX_PATH_COORDINATE)
 }
 
 /// Slants `contour` about the baseline through `origin` by [`fonts::OBLIQUE_SLANT`]: a

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 /// the piecewise-linear map is within a few 8-bit levels of the effect's curve.
 const GRADIENT_SUBDIVISIONS: usize = 8;
 /// Colour stops of a mapped gradient: the fence's limit for a template's own gradients.
-const MAX_SUBDIVIDED_STOPS: usize = crate::lottie::fence::MAX_GRADIENT_STOPS as usize;
+const MAX_SUBDIVIDED_STOPS: usize = crate::lottie::reading::fence::MAX_GRADIENT_STOPS as usize;
 
 /// Applies `map` to every fill, stroke and gradient of a shape list, groups included.
 pub(super) fn recolour_shapes(shapes: &mut [Value], map: &ColourMap) {
@@ -73,7 +73,7 @@ fn recolour_gradient(gradient: &mut Value, map: &ColourMap) {
         return;
     };
     let well_formed = stops >= 2
-        && crate::lottie::model::property_values(property)
+        && crate::lottie::reading::model::property_values(property)
             .iter()
             .all(|value| {
                 value.as_array().is_some_and(|items| {

@@ -198,9 +198,9 @@ pub fn png_data_uri(pixels: &RgbaImage) -> Result<String, ImageError> {
 
 /// The pixels the worker decodes `source` to: a sent image's from its header (checked at
 /// submit); an uploaded one's is not read again at submit, so it counts as the largest an
-/// upload may be ([`crate::lottie::assets::MAX_IMAGE_PIXELS`]).
+/// upload may be ([`crate::lottie::reading::assets::MAX_IMAGE_PIXELS`]).
 pub fn decoded_pixels(source: &crate::spec::ImageSource) -> u64 {
-    let largest = crate::lottie::assets::MAX_IMAGE_PIXELS;
+    let largest = crate::lottie::reading::assets::MAX_IMAGE_PIXELS;
     match source {
         crate::spec::ImageSource::Sent(bytes) => header(bytes).map_or(largest, |header| {
             u64::from(header.width) * u64::from(header.height)

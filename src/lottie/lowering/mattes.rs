@@ -28,7 +28,7 @@
 //! Difference masks (`f`) stay as rlottie draws them (exclusive or, as After Effects does),
 //! where lottie-web adds them.
 
-use super::model::{for_each_layer_list, layer_type, property_values};
+use crate::lottie::reading::model::{for_each_layer_list, layer_type, property_values};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -37,7 +37,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 /// source directly above its layer. The limit keeps a hostile template (one large source
 /// named by thousands of layers) from multiplying its size: copies may at most double a
 /// template of the largest accepted size.
-pub(crate) const MAX_MATTE_SOURCE_COPY_BYTES: usize = super::template::MAX_TEMPLATE_BYTES;
+pub(crate) const MAX_MATTE_SOURCE_COPY_BYTES: usize =
+    crate::lottie::reading::template::MAX_TEMPLATE_BYTES;
 /// Prefix of the ids of the precomposition assets wrapping matted layers.
 const WRAPPER_ASSET_PREFIX: &str = "lottie-render-matted-";
 

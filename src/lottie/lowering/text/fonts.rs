@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// DejaVu Sans 2.37: Latin, Greek, Cyrillic, Arabic, Hebrew and many symbols.
-pub const BUNDLED_FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+pub const BUNDLED_FONT: &[u8] = include_bytes!("../../../../assets/fonts/DejaVuSans.ttf");
 /// Fonts uploaded per template: a title card uses one or two families.
 pub const MAX_FONTS_PER_TEMPLATE: usize = 16;
 /// Largest uploaded font file: full CJK fonts reach ~16 MiB.

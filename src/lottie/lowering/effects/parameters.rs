@@ -59,7 +59,7 @@ pub(super) fn is_animated(property: &Value) -> bool {
 }
 
 fn first_value(property: &Value) -> Option<&Value> {
-    crate::lottie::model::property_initial_value(property)
+    crate::lottie::reading::model::property_initial_value(property)
 }
 
 fn number_parameter(effect: &Value, index: usize) -> Option<f64> {

@@ -71,7 +71,7 @@ pub(crate) fn check(model: &Animation, json: &Value) -> Result<Vec<String>, Temp
             )?;
         }
     }
-    // Expressions are evaluated in the worker (`super::expressions`), within its work, memory
+    // Expressions are evaluated in the worker (`crate::lottie::lowering::expressions`), within its work, memory
     // and baked-value budgets; the ones it cannot evaluate are warned about in the report, by
     // path. Their number is bounded here so that finding and compiling them stays small too.
     let expressions = count_expressions(json);

@@ -29,7 +29,7 @@
 
 use super::error::TemplateError;
 use super::images;
-use super::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
+use crate::lottie::lowering::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 use base64::Engine;
 use serde_json::Value;
 use std::io::{Cursor, Read};
@@ -232,7 +232,7 @@ fn read_fonts(
         }
         let Some(bytes) = found else { continue };
         let field = format!("$.fonts.list[{index}].fPath");
-        if !super::text::fonts::is_font_file(&bytes) {
+        if !crate::lottie::lowering::text::fonts::is_font_file(&bytes) {
             return Err(TemplateError::invalid(
                 field,
                 "names a file of the archive that is not a TrueType or OpenType font",

@@ -4,7 +4,7 @@
 // see it. Each built-in here is replaced by a wrapper that charges the bytes it touches
 // (its receiver, its arguments and what it builds; an element of an array counts as
 // ELEMENT_BYTES) to the template's work budget before it runs, and refuses to run once the
-// budget is spent. The Rust side (src/lottie/expressions.rs) converts bytes into the same
+// budget is spent. The Rust side (src/lottie/lowering/expressions.rs) converts bytes into the same
 // units as the polls.
 //
 // This script is a function expression evaluated on its own, after the prelude, and called

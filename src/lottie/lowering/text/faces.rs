@@ -241,7 +241,7 @@ macro_rules! liberation {
                 bold: $bold,
                 italic: $italic,
             },
-            data: include_bytes!(concat!("../../../assets/fonts/", $prefix, $style)),
+            data: include_bytes!(concat!("../../../../assets/fonts/", $prefix, $style)),
             copy: OnceLock::new(),
         }
     };

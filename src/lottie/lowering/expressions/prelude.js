@@ -1,5 +1,5 @@
 // The After Effects expression vocabulary Bodymovin templates use, over the template's own
-// JSON: evaluated by QuickJS in the render worker (src/lottie/expressions.rs), never in a
+// JSON: evaluated by QuickJS in the render worker (src/lottie/lowering/expressions.rs), never in a
 // browser. Everything is deterministic: Math.random and `random()` draw from a generator seeded
 // per property and per sample time, `wiggle` is smooth value noise from a hash, Date and
 // performance are gone. Units are the JSON's (opacity 0..100, colours 0..1, degrees), as in

@@ -2,7 +2,7 @@
 //! template is parsed, before anything else sees the tree (slots, the fence, the report and
 //! every render see the same): a solid without a colour, a static time remap, and the
 //! colours of documents older than Bodymovin 4.1.9. Render-time lowerings, which must also
-//! reach the caller's values, are [`super::lowering`]'s.
+//! reach the caller's values, are [`crate::lottie::lowering`]'s.
 
 use serde_json::Value;
 

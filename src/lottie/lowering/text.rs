@@ -168,7 +168,7 @@ pub fn convert_text_layers_at(
         _ => 1.0,
     };
     let mut failure = None;
-    super::model::for_each_layer_list(json, |layers| {
+    crate::lottie::reading::model::for_each_layer_list(json, |layers| {
         for layer in layers.iter_mut() {
             if failure.is_some() {
                 return;
@@ -546,7 +546,7 @@ mod tests {
     #[test]
     fn hostile_text_documents_are_bounded() {
         let long = "W".repeat(20_000);
-        let limit = super::super::fence::MAX_PATH_COORDINATE;
+        let limit = crate::lottie::reading::fence::MAX_PATH_COORDINATE;
         // Absurd size and tracking, centred: the size is cut to MAX_FONT_SIZE, the tracking
         // to 10 em, the text to MAX_TEXT_CHARS; each W then stands its advance plus 10 em
         // after the one before, and the line is centred on x = 0.

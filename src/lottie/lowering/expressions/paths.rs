@@ -3,7 +3,7 @@
 //! fence's path limits here, and all of a template's together to
 //! [`MAX_BAKED_PATH_VERTICES`], before rlottie sees them.
 
-use crate::lottie::fence::{MAX_PATH_COORDINATE, MAX_PATH_VERTICES};
+use crate::lottie::reading::fence::{MAX_PATH_COORDINATE, MAX_PATH_VERTICES};
 use serde_json::Value;
 
 /// Vertices of all the paths a template's expressions bake: a rigged character's dozen

@@ -64,13 +64,13 @@ pub(crate) struct CharsSource {
 /// the fence allows (a glyph is drawn a hundred times its size at most, so the limit holds
 /// with room after scaling).
 fn bounded(path: &Value) -> bool {
-    let limit = crate::lottie::fence::MAX_PATH_COORDINATE / 100.0;
+    let limit = crate::lottie::reading::fence::MAX_PATH_COORDINATE / 100.0;
     let Some(shape) = path.pointer("/ks/k") else {
         return false;
     };
     ["v", "i", "o"].iter().all(|key| match shape.get(*key) {
         Some(Value::Array(points)) => {
-            points.len() <= crate::lottie::fence::MAX_PATH_VERTICES
+            points.len() <= crate::lottie::reading::fence::MAX_PATH_VERTICES
                 && points.iter().all(|point| {
                     point.as_array().is_some_and(|xy| {
                         xy.len() >= 2
