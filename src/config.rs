@@ -439,18 +439,22 @@ impl ServerSettings {
         Ok(())
     }
 
-    /// The template quota and the disk watermark.
-    pub(crate) fn storage_limits(&self) -> crate::storage::StorageLimits {
+    /// The template quota.
+    pub(crate) fn template_quota(&self) -> crate::storage::TemplateQuota {
         const MIB: u64 = 1024 * 1024;
-        crate::storage::StorageLimits {
+        crate::storage::TemplateQuota {
             max_templates: self.max_templates,
             max_template_bytes: self.max_template_storage_mb.saturating_mul(MIB),
             max_templates_per_tenant: self.max_templates_per_tenant,
             max_template_bytes_per_tenant: self
                 .max_template_storage_mb_per_tenant
                 .saturating_mul(MIB),
-            min_free_disk_bytes: self.min_free_disk_mb.saturating_mul(MIB),
         }
+    }
+
+    /// The disk watermark, bytes (0: none).
+    pub(crate) fn min_free_disk_bytes(&self) -> u64 {
+        self.min_free_disk_mb.saturating_mul(1024 * 1024)
     }
 
     pub(crate) fn request_body_timeout(&self) -> Duration {

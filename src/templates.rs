@@ -15,7 +15,7 @@ use crate::idempotency::IdempotencyKey;
 use crate::lottie::template::{hex_sha256, MAX_TEMPLATE_BYTES};
 use crate::lottie::Template;
 use crate::reason::Reason;
-use crate::storage::{StorageError, TemplateRecord, TemplateStore};
+use crate::storage::{StorageError, TemplateRecord, Templates};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,7 +70,7 @@ pub(crate) enum Created {
 /// server's parse slots.
 #[derive(Debug, Clone)]
 pub(crate) struct Intake {
-    store: TemplateStore,
+    store: Templates,
     keys: KeyPolicy,
     analysis: AnalysisPool,
     /// Parse slots: at most [`MAX_CONCURRENT_TEMPLATE_PARSES`] templates parsed at once.
@@ -101,7 +101,7 @@ impl NewTemplate {
 }
 
 impl Intake {
-    pub(crate) fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> Intake {
+    pub(crate) fn new(store: Templates, keys: KeyPolicy, analysis: AnalysisPool) -> Intake {
         Intake {
             store,
             keys,

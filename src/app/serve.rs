@@ -15,7 +15,7 @@ use crate::grpc::templates::TemplateApi;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
 use crate::mesh::probes::{HttpProbes, Probes};
-use crate::storage::TemplateStore;
+use crate::storage::Pins;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,7 +51,7 @@ impl App {
         let (dispatcher, snapshots) = self.webhook_loops;
         let webhook_sender = dispatcher.start(snapshots, &mut background);
         let (scheduler, retention) = (self.scheduler.clone(), self.settings.retention());
-        background.spawn(sweep_expired(scheduler, self.templates, retention));
+        background.spawn(sweep_expired(scheduler, self.pins, retention));
         self.configuration_watcher
             .spawn_in(self.metrics.clone(), &mut background);
         // Before "serving" is logged: the open files limit is raised and read once.
@@ -183,17 +183,17 @@ async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>
     }
 }
 
-async fn sweep_expired(scheduler: Arc<Scheduler>, templates: TemplateStore, retention: Duration) {
+async fn sweep_expired(scheduler: Arc<Scheduler>, pins: Pins, retention: Duration) {
     let mut interval =
         tokio::time::interval((retention / 4).clamp(MIN_SWEEP_INTERVAL, MAX_SWEEP_INTERVAL));
     loop {
         interval.tick().await;
-        let (scheduler, templates) = (scheduler.clone(), templates.clone());
+        let (scheduler, pins) = (scheduler.clone(), pins.clone());
         // File removal blocks; it runs off the runtime.
         let _ = tokio::task::spawn_blocking(move || {
             scheduler.expire(retention);
             // Template files pinned by jobs of an instance that stopped without ending them.
-            match templates.sweep_pins(retention) {
+            match pins.sweep(retention) {
                 Ok(0) => {}
                 Ok(removed) => tracing::info!(removed, "removed template files of lost jobs"),
                 Err(error) => tracing::warn!(%error, "cannot sweep template files of lost jobs"),

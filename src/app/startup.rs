@@ -27,7 +27,7 @@ use crate::middleware::request_body::{MAX_HEALTH_REQUEST_BYTES, MAX_REFLECTION_R
 use crate::middleware::request_body::{MAX_RENDER_REQUEST_BYTES, MAX_REQUEST_BYTES};
 use crate::middleware::InflationBudgetLayer;
 use crate::redis_client::RedisClient;
-use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
+use crate::storage::{ObjectStorage, OutputStore, Pins, Stores};
 use crate::telemetry::traces::Tracing;
 use crate::tls::watch::{WatchedFiles, Watcher};
 use crate::tls::ReloadableTls;
@@ -79,7 +79,8 @@ pub struct App {
     pub(super) configuration_watcher: Watcher,
     pub(super) scheduler: Arc<Scheduler>,
     pub(super) shared_jobs: Option<Arc<SharedJobs>>,
-    pub(super) templates: TemplateStore,
+    /// The jobs' pinned files, swept of those lost jobs left.
+    pub(super) pins: Pins,
     pub(super) health: HealthReporter,
     pub(super) probes: Arc<Probes>,
     /// Set on shutdown: new submissions are answered UNAVAILABLE.
@@ -105,7 +106,7 @@ impl App {
             Some(files) => Some(Arc::new(ReloadableTls::load(files)?)),
             None => None,
         };
-        let (templates, outputs) = stores(&settings)?;
+        let stores = stores(&settings)?;
         let executable = executable(settings.worker_executable.clone())?;
         sandbox_self_test(&executable, &metrics).await;
         let redis = redis(&settings)?;
@@ -118,7 +119,7 @@ impl App {
         let scheduler = scheduler(
             &settings,
             executable,
-            outputs,
+            stores.outputs.clone(),
             &metrics,
             &tracing,
             &shared_jobs,
@@ -131,7 +132,7 @@ impl App {
         let draining = Arc::new(AtomicBool::new(false));
         let health = HealthReporter::new();
         let services = Services {
-            templates: templates.clone(),
+            stores: stores.clone(),
             scheduler: scheduler.clone(),
             analysis,
             keys,
@@ -174,7 +175,7 @@ impl App {
             configuration_watcher,
             scheduler,
             shared_jobs,
-            templates,
+            pins: stores.pins,
             health,
             probes,
             draining,
@@ -390,8 +391,8 @@ fn identity_file_watch(
     }
 }
 
-/// Templates and outputs in the object store of the settings.
-fn stores(settings: &ServerSettings) -> Result<(TemplateStore, OutputStore), ServerError> {
+/// Templates, images, pins and outputs in the object store of the settings.
+fn stores(settings: &ServerSettings) -> Result<Stores, ServerError> {
     let objects = ObjectStorage::open(
         &settings.storage,
         &settings.data_dir,
@@ -401,18 +402,22 @@ fn stores(settings: &ServerSettings) -> Result<(TemplateStore, OutputStore), Ser
         store = objects.describe(),
         "templates and outputs in object storage"
     );
-    let templates = TemplateStore::new(objects.clone())?.with_limits(settings.storage_limits());
-    let outputs = OutputStore::open(objects, settings.storage.download_url_expiry())?;
+    let stores = Stores::open(
+        objects,
+        settings.template_quota(),
+        settings.min_free_disk_bytes(),
+        settings.storage.download_url_expiry(),
+    )?;
     // The index's repair lists the templates: off the runtime and not waited for, so a
     // store that is slow or down at start-up delays nothing (calls meanwhile are answered
     // as the store allows: UNAVAILABLE while it is down).
-    let store = templates.clone();
+    let store = stores.templates.clone();
     tokio::task::spawn_blocking(move || {
         if let Err(error) = store.complete_index() {
             tracing::warn!(%error, "cannot repair the template index; the next start tries again");
         }
     });
-    Ok((templates, outputs))
+    Ok(stores)
 }
 
 /// The executable that runs as a worker: the one given, or this one.
@@ -504,7 +509,7 @@ fn key_policy(settings: &ServerSettings, redis: Option<&Arc<RedisClient>>) -> Ke
 
 /// What the gRPC services are built from.
 struct Services {
-    templates: TemplateStore,
+    stores: Stores,
     scheduler: Arc<Scheduler>,
     analysis: AnalysisPool,
     keys: KeyPolicy,
@@ -523,7 +528,8 @@ impl Services {
         let inflation_layer =
             |limit| InflationBudgetLayer::new(inflation.clone(), limit).with_wait(inflation_wait);
         let templates = TemplateServiceServer::new(TemplateApi::new(
-            self.templates.clone(),
+            self.stores.templates.clone(),
+            self.stores.images,
             self.keys.clone(),
             self.analysis,
         ))
@@ -535,7 +541,8 @@ impl Services {
         let templates = inflation_layer(MAX_REQUEST_BYTES).layer(templates);
         let renders = RenderServiceServer::new(
             RenderApi::new(Intake::new(
-                self.templates,
+                self.stores.templates,
+                self.stores.pins,
                 self.scheduler,
                 JobLimits {
                     max_megapixels: settings.max_job_megapixels,
