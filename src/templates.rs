@@ -69,7 +69,7 @@ pub(crate) enum Created {
 /// What CreateTemplate needs: the store, how keys are kept, the analysis workers and the
 /// server's parse slots.
 #[derive(Debug, Clone)]
-pub(crate) struct Intake {
+pub(crate) struct TemplateIntake {
     store: Templates,
     keys: KeyPolicy,
     analysis: AnalysisPool,
@@ -100,9 +100,9 @@ impl NewTemplate {
     }
 }
 
-impl Intake {
-    pub(crate) fn new(store: Templates, keys: KeyPolicy, analysis: AnalysisPool) -> Intake {
-        Intake {
+impl TemplateIntake {
+    pub(crate) fn new(store: Templates, keys: KeyPolicy, analysis: AnalysisPool) -> TemplateIntake {
+        TemplateIntake {
             store,
             keys,
             analysis,

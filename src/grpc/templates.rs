@@ -1,5 +1,5 @@
 //! TemplateService: registering, reading, listing and deleting templates. CreateTemplate
-//! converts the wire request to a [`NewTemplate`] and hands it to [`Intake::create`], the use
+//! converts the wire request to a [`NewTemplate`] and hands it to [`TemplateIntake::create`], the use
 //! case (checks, analysis in a worker, storage, the Idempotency-Key); Get, List and Delete
 //! read the store here. File work runs on blocking threads, never on the runtime.
 //! Templates belong to the caller's tenant: Get, List and Delete see only that tenant's (another
@@ -19,7 +19,7 @@ use crate::reason::Reason;
 use crate::storage::images::StoredImage;
 use crate::storage::summary::TemplateSummary;
 use crate::storage::{Images, IndexEntry, StorageError, TemplateRecord, Templates};
-use crate::templates::{validate, Created, Intake, NewTemplate};
+use crate::templates::{validate, Created, NewTemplate, TemplateIntake};
 use prost::Message;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
@@ -38,7 +38,7 @@ pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 pub(crate) struct TemplateApi {
     templates: Templates,
     images: Images,
-    intake: Intake,
+    intake: TemplateIntake,
 }
 
 impl TemplateApi {
@@ -49,7 +49,7 @@ impl TemplateApi {
         analysis: AnalysisPool,
     ) -> TemplateApi {
         TemplateApi {
-            intake: Intake::new(templates.clone(), keys, analysis),
+            intake: TemplateIntake::new(templates.clone(), keys, analysis),
             templates,
             images,
         }
