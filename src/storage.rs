@@ -30,11 +30,9 @@ pub(crate) mod templates;
 
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::reason::Reason;
-pub(crate) use disk::{DiskWatermark, DEFAULT_MIN_FREE_DISK_BYTES};
+pub(crate) use disk::DiskWatermark;
 pub(crate) use images::Images;
-pub(crate) use index::{
-    IndexEntry, TemplateQuota, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES,
-};
+pub(crate) use index::IndexEntry;
 pub use objects::ObjectStorage;
 pub(crate) use outputs::{OutputStore, POSTER_EXTENSION};
 pub(crate) use pins::Pins;
@@ -93,22 +91,20 @@ pub(crate) struct Stores {
 }
 
 impl Stores {
-    /// Each store over `objects`: the templates under `quota`, every store that adds data
-    /// keeping `min_free_disk_bytes` free, the outputs' signed links valid for
-    /// `download_url_expiry`. Reads nothing from the store (only local directories are made);
-    /// the templates' index is repaired by [`Templates::complete_index`].
+    /// Each store over `objects` under `settings` (the template quota, the free disk every
+    /// store that adds data keeps, the outputs' signed links' expiry). Reads nothing from the
+    /// store (only local directories are made); the templates' index is repaired by
+    /// [`Templates::complete_index`].
     pub(crate) fn open(
         objects: ObjectStorage,
-        quota: TemplateQuota,
-        min_free_disk_bytes: u64,
-        download_url_expiry: Duration,
+        settings: &settings::StorageSettings,
     ) -> Result<Stores, StorageError> {
-        let disk = DiskWatermark::new(&objects, min_free_disk_bytes);
+        let disk = DiskWatermark::new(&objects, settings.min_free_disk_bytes());
         Ok(Stores {
-            templates: Templates::new(objects.clone(), quota, disk.clone())?,
+            templates: Templates::new(objects.clone(), settings.into(), disk.clone())?,
             images: Images::new(objects.clone(), disk.clone()),
             pins: Pins::new(objects.clone(), disk)?,
-            outputs: OutputStore::open(objects, download_url_expiry)?,
+            outputs: OutputStore::open(objects, settings.download_url_expiry())?,
         })
     }
 }

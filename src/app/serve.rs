@@ -50,7 +50,7 @@ impl App {
         }
         let (dispatcher, snapshots) = self.webhook_loops;
         let webhook_sender = dispatcher.start(snapshots, &mut background);
-        let (scheduler, retention) = (self.scheduler.clone(), self.settings.retention());
+        let (scheduler, retention) = (self.scheduler.clone(), self.settings.jobs.retention());
         background.spawn(sweep_expired(scheduler, self.pins, retention));
         self.configuration_watcher
             .spawn_in(self.metrics.clone(), &mut background);
@@ -63,7 +63,7 @@ impl App {
             probes: self.probes,
             scheduler: self.scheduler.clone(),
             draining: self.draining,
-            grace: self.settings.shutdown_grace(),
+            grace: self.settings.application.shutdown_grace(),
             reachable_for: self.settings.mesh.drain_min(),
         };
         let drained = async move {
@@ -123,16 +123,16 @@ impl App {
 fn log_serving(settings: &ServerSettings, listener: &TcpListener, tls: bool) {
     tracing::info!(
         listen = ?listener.local_addr().ok(),
-        data_dir = %settings.data_dir.display(),
-        workers = settings.worker_count(),
-        queue_capacity = settings.queue_capacity,
+        data_dir = %settings.application.data_dir.display(),
+        workers = settings.render_workers.worker_count(),
+        queue_capacity = settings.jobs.queue_capacity,
         tls = match (tls, &settings.tls.tls_client_ca) {
             (false, _) => "off",
             (true, None) => "tls",
             (true, Some(_)) => "mtls",
         },
         tenant_max_jobs = ?settings.tenant_job_limit(),
-        tenant_rate = ?settings.tenant_rate(),
+        tenant_rate = ?settings.limits.tenant_rate(),
         "serving"
     );
 }

@@ -424,7 +424,7 @@ mod tests {
             let objects = crate::storage::ObjectStorage::local(&path, runtime)?;
             let disk = crate::storage::DiskWatermark::new(
                 &objects,
-                crate::storage::DEFAULT_MIN_FREE_DISK_BYTES,
+                crate::storage::settings::DEFAULT_MIN_FREE_DISK_BYTES,
             );
             let images = Images::new(objects.clone(), disk);
             Ok::<_, StorageError>((Templates::open(objects)?, images))

@@ -7,11 +7,6 @@ use super::objects::ObjectStorage;
 use super::StorageError;
 use std::path::PathBuf;
 
-/// Free space kept on the data directory's file system: below it, new templates and renders
-/// are refused so that running renders can still write their outputs (a two-minute
-/// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
-pub(crate) const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
-
 /// The free bytes the data directory's file system keeps (0: no watermark).
 #[derive(Debug, Clone)]
 pub(crate) struct DiskWatermark {

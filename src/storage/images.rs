@@ -135,7 +135,10 @@ mod tests {
 
     fn store(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) -> Images {
         let objects = ObjectStorage::local(dir, runtime.handle().clone()).unwrap();
-        let disk = DiskWatermark::new(&objects, crate::storage::DEFAULT_MIN_FREE_DISK_BYTES);
+        let disk = DiskWatermark::new(
+            &objects,
+            crate::storage::settings::DEFAULT_MIN_FREE_DISK_BYTES,
+        );
         Images::new(objects, disk)
     }
 

@@ -12,6 +12,7 @@
 //! `Templates::complete_index`).
 
 use super::objects::ObjectStorage;
+use super::settings::{StorageSettings, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES};
 use super::{StorageError, TEMPLATES};
 use crate::auth::TenantId;
 use uuid::Uuid;
@@ -24,13 +25,6 @@ pub(super) const INDEX_DIR: &str = ".index";
 fn index_prefix() -> String {
     format!("{TEMPLATES}/{INDEX_DIR}")
 }
-
-/// Templates stored at most (all callers together). Ten thousand templates are far more
-/// than a product uses; the figure bounds a listing's index read and the disk templates take.
-pub(crate) const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
-/// Bytes of stored templates (JSON, fonts, summary and record) at most: 16 GiB, about two thousand templates
-/// at the largest size with a font each, or hundreds of thousands of typical ones.
-pub(crate) const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
 
 /// The template quota: templates and their bytes at most, all tenants' and each tenant's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +44,20 @@ impl Default for TemplateQuota {
             max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
             max_templates_per_tenant: 0,
             max_template_bytes_per_tenant: 0,
+        }
+    }
+}
+
+impl From<&StorageSettings> for TemplateQuota {
+    fn from(settings: &StorageSettings) -> TemplateQuota {
+        const MIB: u64 = 1024 * 1024;
+        TemplateQuota {
+            max_templates: settings.max_templates,
+            max_template_bytes: settings.max_template_storage_mb.saturating_mul(MIB),
+            max_templates_per_tenant: settings.max_templates_per_tenant,
+            max_template_bytes_per_tenant: settings
+                .max_template_storage_mb_per_tenant
+                .saturating_mul(MIB),
         }
     }
 }

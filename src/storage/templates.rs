@@ -50,7 +50,10 @@ impl Templates {
     /// ([`Templates::complete_index`]). Blocking.
     #[cfg(test)]
     pub fn open(objects: ObjectStorage) -> Result<Templates, StorageError> {
-        let disk = DiskWatermark::new(&objects, super::disk::DEFAULT_MIN_FREE_DISK_BYTES);
+        let disk = DiskWatermark::new(
+            &objects,
+            crate::storage::settings::DEFAULT_MIN_FREE_DISK_BYTES,
+        );
         let templates = Templates::new(objects, TemplateQuota::default(), disk)?;
         templates.complete_index()?;
         Ok(templates)
