@@ -414,7 +414,7 @@ mod tests {
 
     /// The templates and pins of a store in a temporary directory (on a runtime of its own,
     /// kept as long as the store) with one template of the default tenant.
-    struct Stored {
+    struct PinFixture {
         runtime: tokio::runtime::Runtime,
         dir: tempfile::TempDir,
         templates: Templates,
@@ -422,7 +422,7 @@ mod tests {
         record: TemplateRecord,
     }
 
-    fn stored_template() -> Stored {
+    fn stored_template() -> PinFixture {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let objects = ObjectStorage::local(dir.path(), runtime.handle().clone()).unwrap();
@@ -430,7 +430,7 @@ mod tests {
         // No watermark: these tests are about the files, not the disk.
         let pins = Pins::new(objects.clone(), DiskWatermark::new(&objects, 0)).unwrap();
         let record = store_template(&templates, &TenantId::default_tenant());
-        Stored {
+        PinFixture {
             runtime,
             dir,
             templates,
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_pinned_template_outlives_its_deletion_until_the_pin_is_dropped() {
-        let Stored {
+        let PinFixture {
             dir,
             templates,
             pins,
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn a_borrowed_pin_reads_the_owners_files_leaves_them_when_dropped_and_names_no_others() {
-        let Stored {
+        let PinFixture {
             templates,
             pins,
             record,
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_jobs_images_are_pinned_staged_read_by_a_borrower_and_removed_with_the_pin() {
-        let Stored {
+        let PinFixture {
             templates,
             pins,
             record,
@@ -577,7 +577,7 @@ mod tests {
 
     #[test]
     fn the_sweep_removes_only_pins_older_than_any_job_lives() {
-        let Stored {
+        let PinFixture {
             dir,
             pins,
             record,
