@@ -18,6 +18,7 @@
 //! `ANALYSIS_BACKOFF` for a while.
 
 pub(crate) mod protocol;
+pub mod settings;
 pub mod shares;
 
 use crate::auth::TenantId;

@@ -45,7 +45,7 @@ pub enum ServerError {
         reason: String,
     },
     #[error(transparent)]
-    UnauthenticatedNetwork(#[from] crate::config::UnauthenticatedNetworkListen),
+    UnauthenticatedNetwork(#[from] crate::auth::settings::UnauthenticatedNetworkListen),
     #[error("cannot set up TLS: {0}")]
     Tls(#[from] crate::tls::TlsFilesError),
     #[error("the gRPC server failed: {0}")]

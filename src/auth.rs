@@ -9,6 +9,7 @@ pub mod files;
 pub(crate) mod identity;
 pub mod known_identities;
 pub(crate) mod peer_certificate;
+pub mod settings;
 pub(crate) mod sidecar;
 
 pub use api_keys::ApiKeys;

@@ -11,6 +11,7 @@ pub(crate) mod claim;
 pub mod key;
 pub(crate) mod once;
 pub mod redis_store;
+pub mod settings;
 pub mod store;
 
 pub use key::IdempotencyKey;

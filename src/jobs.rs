@@ -20,6 +20,7 @@ pub(crate) mod quarantine;
 pub(crate) mod queue;
 pub(crate) mod retention;
 pub(crate) mod scheduler;
+pub mod settings;
 pub(crate) mod shared;
 #[cfg(test)]
 mod test_support;

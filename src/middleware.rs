@@ -39,6 +39,7 @@ pub mod request_body;
 pub(crate) mod request_bounds;
 pub(crate) mod request_metrics;
 pub(crate) mod request_size;
+pub mod settings;
 pub(crate) mod stream_limit;
 pub(crate) mod tenant_rate_limit;
 pub(crate) mod trace_context;

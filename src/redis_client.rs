@@ -6,6 +6,8 @@
 //! fail (and callers answer UNAVAILABLE), never the server. However many callers watch,
 //! the instance holds at most `pool_size` + 1 connections.
 
+pub mod settings;
+
 use deadpool_redis::redis::{self, AsyncCommands, Script};
 use deadpool_redis::{Config, Pool, PoolConfig, Runtime, Timeouts};
 use futures_util::StreamExt;

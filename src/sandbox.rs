@@ -14,6 +14,7 @@ pub mod lines;
 pub mod protocol;
 pub(crate) mod seccomp;
 pub mod self_test;
+pub mod settings;
 pub(crate) mod spare;
 pub(crate) mod spawn;
 pub mod zygote;

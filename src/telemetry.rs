@@ -2,6 +2,7 @@
 //! for people or JSON lines for log collectors. OpenTelemetry traces (per server, exported
 //! over OTLP) are in [`traces`]; the spans a worker reports back, in [`worker_spans`].
 
+pub mod settings;
 pub mod traces;
 pub(crate) mod worker_spans;
 

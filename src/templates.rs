@@ -15,7 +15,7 @@ use crate::idempotency::IdempotencyKey;
 use crate::lottie::reading::template::{hex_sha256, MAX_TEMPLATE_BYTES};
 use crate::lottie::Template;
 use crate::reason::Reason;
-use crate::storage::{StorageError, TemplateRecord, TemplateStore};
+use crate::storage::{StorageError, TemplateRecord, Templates};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,8 +69,8 @@ pub(crate) enum Created {
 /// What CreateTemplate needs: the store, how keys are kept, the analysis workers and the
 /// server's parse slots.
 #[derive(Debug, Clone)]
-pub(crate) struct Intake {
-    store: TemplateStore,
+pub(crate) struct TemplateIntake {
+    store: Templates,
     keys: KeyPolicy,
     analysis: AnalysisPool,
     /// Parse slots: at most [`MAX_CONCURRENT_TEMPLATE_PARSES`] templates parsed at once.
@@ -100,9 +100,9 @@ impl NewTemplate {
     }
 }
 
-impl Intake {
-    pub(crate) fn new(store: TemplateStore, keys: KeyPolicy, analysis: AnalysisPool) -> Intake {
-        Intake {
+impl TemplateIntake {
+    pub(crate) fn new(store: Templates, keys: KeyPolicy, analysis: AnalysisPool) -> TemplateIntake {
+        TemplateIntake {
             store,
             keys,
             analysis,

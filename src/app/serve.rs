@@ -15,7 +15,7 @@ use crate::grpc::templates::TemplateApi;
 use crate::jobs::shared::SharedJobs;
 use crate::jobs::Scheduler;
 use crate::mesh::probes::{HttpProbes, Probes};
-use crate::storage::TemplateStore;
+use crate::storage::Pins;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -50,8 +50,8 @@ impl App {
         }
         let (dispatcher, snapshots) = self.webhook_loops;
         let webhook_sender = dispatcher.start(snapshots, &mut background);
-        let (scheduler, retention) = (self.scheduler.clone(), self.settings.retention());
-        background.spawn(sweep_expired(scheduler, self.templates, retention));
+        let (scheduler, retention) = (self.scheduler.clone(), self.settings.jobs.retention());
+        background.spawn(sweep_expired(scheduler, self.pins, retention));
         self.configuration_watcher
             .spawn_in(self.metrics.clone(), &mut background);
         // Before "serving" is logged: the open files limit is raised and read once.
@@ -63,7 +63,7 @@ impl App {
             probes: self.probes,
             scheduler: self.scheduler.clone(),
             draining: self.draining,
-            grace: self.settings.shutdown_grace(),
+            grace: self.settings.application.shutdown_grace(),
             reachable_for: self.settings.mesh.drain_min(),
         };
         let drained = async move {
@@ -123,16 +123,16 @@ impl App {
 fn log_serving(settings: &ServerSettings, listener: &TcpListener, tls: bool) {
     tracing::info!(
         listen = ?listener.local_addr().ok(),
-        data_dir = %settings.data_dir.display(),
-        workers = settings.worker_count(),
-        queue_capacity = settings.queue_capacity,
+        data_dir = %settings.application.data_dir.display(),
+        workers = settings.render_workers.worker_count(),
+        queue_capacity = settings.jobs.queue_capacity,
         tls = match (tls, &settings.tls.tls_client_ca) {
             (false, _) => "off",
             (true, None) => "tls",
             (true, Some(_)) => "mtls",
         },
         tenant_max_jobs = ?settings.tenant_job_limit(),
-        tenant_rate = ?settings.tenant_rate(),
+        tenant_rate = ?settings.limits.tenant_rate(),
         "serving"
     );
 }
@@ -183,17 +183,17 @@ async fn serve_remote_cancels(shared: Arc<SharedJobs>, scheduler: Arc<Scheduler>
     }
 }
 
-async fn sweep_expired(scheduler: Arc<Scheduler>, templates: TemplateStore, retention: Duration) {
+async fn sweep_expired(scheduler: Arc<Scheduler>, pins: Pins, retention: Duration) {
     let mut interval =
         tokio::time::interval((retention / 4).clamp(MIN_SWEEP_INTERVAL, MAX_SWEEP_INTERVAL));
     loop {
         interval.tick().await;
-        let (scheduler, templates) = (scheduler.clone(), templates.clone());
+        let (scheduler, pins) = (scheduler.clone(), pins.clone());
         // File removal blocks; it runs off the runtime.
         let _ = tokio::task::spawn_blocking(move || {
             scheduler.expire(retention);
             // Template files pinned by jobs of an instance that stopped without ending them.
-            match templates.sweep_pins(retention) {
+            match pins.sweep(retention) {
                 Ok(0) => {}
                 Ok(removed) => tracing::info!(removed, "removed template files of lost jobs"),
                 Err(error) => tracing::warn!(%error, "cannot sweep template files of lost jobs"),

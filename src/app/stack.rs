@@ -5,7 +5,7 @@ use crate::auth::{ApiKeys, Identities};
 use crate::http_json::HttpJsonLayer;
 use crate::metrics::Metrics;
 use crate::middleware::request_body::REQUEST_BUFFER_BUDGET_BYTES;
-use crate::middleware::tenant_rate_limit::TenantRate;
+use crate::middleware::settings::{RequestLimitSettings, TenantRate};
 use crate::middleware::{CatchPanicLayer, IdempotencyKeyLayer, IdentityLayer, LoadShedLayer};
 use crate::middleware::{
     RequestBodyLayer, RequestBoundsLayer, StreamLimitLayer, TenantRateLimitLayer, TraceContextLayer,
@@ -65,6 +65,18 @@ pub struct StackLimits {
     pub tenant_rate: Option<TenantRate>,
 }
 
+impl From<&RequestLimitSettings> for StackLimits {
+    fn from(settings: &RequestLimitSettings) -> StackLimits {
+        StackLimits {
+            max_concurrent_requests: settings.max_concurrent_requests as usize,
+            request_body_timeout: settings.request_body_timeout(),
+            request_buffer_bytes: settings.request_buffer_bytes(),
+            max_watchers: settings.max_watchers as usize,
+            tenant_rate: settings.tenant_rate(),
+        }
+    }
+}
+
 /// Builds the tower stack with the default body deadline and watcher cap (public so tests
 /// can put it in front of services of their own).
 pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Middleware {
@@ -78,10 +90,10 @@ pub fn middleware(metrics: Arc<Metrics>, max_concurrent_requests: usize) -> Midd
         StackLimits {
             max_concurrent_requests,
             request_body_timeout: Duration::from_millis(
-                crate::config::DEFAULT_REQUEST_BODY_TIMEOUT_MS,
+                crate::middleware::settings::DEFAULT_REQUEST_BODY_TIMEOUT_MS,
             ),
             request_buffer_bytes: REQUEST_BUFFER_BUDGET_BYTES,
-            max_watchers: crate::config::DEFAULT_MAX_WATCHERS as usize,
+            max_watchers: crate::middleware::settings::DEFAULT_MAX_WATCHERS as usize,
             tenant_rate: None,
         },
     )

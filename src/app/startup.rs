@@ -4,18 +4,21 @@
 use super::stack::{middleware_with, StackLimits};
 use super::transport::{grpc_router, GrpcRouter};
 use super::ServerError;
-use crate::analysis::{AnalysisBudget, AnalysisPool};
+use crate::analysis::settings::AnalysisSettings;
+use crate::analysis::AnalysisPool;
+use crate::auth::settings::AuthSettings;
 use crate::auth::{ApiKeys, Identities, KnownIdentities};
+use crate::config::application::ApplicationSettings;
 use crate::config::ServerSettings;
 use crate::grpc::proto::render_service_server::RenderServiceServer;
 use crate::grpc::proto::template_service_server::TemplateServiceServer;
 use crate::grpc::proto::FILE_DESCRIPTOR_SET;
-use crate::grpc::renders::{DownloadLimits, RenderApi};
+use crate::grpc::renders::RenderApi;
 use crate::grpc::templates::TemplateApi;
 use crate::idempotency::claim::KeyPolicy;
 use crate::idempotency::redis_store::RedisStore;
+use crate::idempotency::settings::IdempotencySettings;
 use crate::idempotency::store::{IdempotencyStore, MemoryStore};
-use crate::jobs::admission::JobLimits;
 use crate::jobs::intake::{Intake, NotifyCheck};
 use crate::jobs::scheduler::SchedulerSettings;
 use crate::jobs::shared::SharedJobs;
@@ -25,19 +28,24 @@ use crate::metrics::Metrics;
 use crate::middleware::inflation_budget::{shared_budget, INFLATION_BUDGET_BYTES, INFLATION_WAIT};
 use crate::middleware::request_body::message_limit_of;
 use crate::middleware::InflationBudgetLayer;
+use crate::redis_client::settings::RedisConnectionSettings;
 use crate::redis_client::RedisClient;
-use crate::storage::{ObjectStorage, OutputStore, TemplateStore};
+use crate::storage::settings::StorageSettings;
+use crate::storage::{ObjectStorage, OutputStore, Pins, Stores};
+use crate::telemetry::settings::TelemetrySettings;
 use crate::telemetry::traces::Tracing;
 use crate::tls::watch::{WatchedFiles, Watcher};
 use crate::tls::ReloadableTls;
 use crate::webhooks::client::Sender as WebhookSender;
 use crate::webhooks::dispatch::Dispatcher;
+use crate::webhooks::settings::WebhookSettings;
 use crate::webhooks::signing::{parse_secrets_file, Secret, SigningSecrets};
 use crate::webhooks::store::{Deliveries, DirectoryDeliveries, RedisDeliveries};
 use crate::webhooks::Webhooks;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tonic::codec::CompressionEncoding;
@@ -56,7 +64,7 @@ pub struct Listeners {
 
 impl Listeners {
     /// Binds the addresses of `settings`.
-    pub(crate) async fn bind(settings: &ServerSettings) -> std::io::Result<Listeners> {
+    pub(crate) async fn bind(settings: &ApplicationSettings) -> std::io::Result<Listeners> {
         let grpc = TcpListener::bind(settings.listen).await?;
         let metrics = match settings.metrics_listen {
             Some(address) => Some(TcpListener::bind(address).await?),
@@ -78,7 +86,8 @@ pub struct App {
     pub(super) configuration_watcher: Watcher,
     pub(super) scheduler: Arc<Scheduler>,
     pub(super) shared_jobs: Option<Arc<SharedJobs>>,
-    pub(super) templates: TemplateStore,
+    /// The jobs' pinned files, swept of those lost jobs left.
+    pub(super) pins: Pins,
     pub(super) health: HealthReporter,
     pub(super) probes: Arc<Probes>,
     /// Set on shutdown: new submissions are answered UNAVAILABLE.
@@ -96,41 +105,44 @@ impl App {
         settings: ServerSettings,
     ) -> Result<App, ServerError> {
         // Before anything starts: a deployment that would answer anyone is not served at all.
-        settings.check_exposure(listeners.grpc.local_addr().unwrap_or(settings.listen))?;
+        let listen = settings.application.listen;
+        (settings.auth).check_exposure(listeners.grpc.local_addr().unwrap_or(listen))?;
         let metrics = Metrics::new();
-        let (tracing, own_tracing) = tracing_of(&settings)?;
-        let identities = identities(&settings)?;
+        let (tracing, own_tracing) = tracing_of(&settings.telemetry)?;
+        let identities = identities(&settings.auth)?;
         let tls = match settings.tls.files() {
             Some(files) => Some(Arc::new(ReloadableTls::load(files)?)),
             None => None,
         };
-        let (templates, outputs) = stores(&settings)?;
-        let executable = executable(settings.worker_executable.clone())?;
+        let stores = stores(&settings.storage, &settings.application.data_dir)?;
+        let executable = executable(settings.render_workers.worker_executable.clone())?;
         sandbox_self_test(&executable, &metrics).await;
-        let redis = redis(&settings)?;
+        let redis = redis(&settings.redis)?;
+        let retention = settings.jobs.retention();
         let shared_jobs = redis
             .as_ref()
-            .map(|redis| Arc::new(SharedJobs::new(redis.clone(), settings.retention())));
-        let analysis = analysis_pool(&settings)?;
+            .map(|redis| Arc::new(SharedJobs::new(redis.clone(), retention)));
+        let analysis = analysis_pool(&settings.analysis)?;
         let webhooks = webhooks(&settings, redis.as_ref())?;
         let (announcements, snapshots) = mpsc::unbounded_channel();
         let scheduler = scheduler(
             &settings,
             executable,
-            outputs,
+            stores.outputs.clone(),
             &metrics,
             &tracing,
             &shared_jobs,
             announcements,
         );
-        let webhook_loops = (dispatcher(&settings, &webhooks, &metrics)?, snapshots);
+        let dispatcher = dispatcher(&settings.webhooks, retention, &webhooks, &metrics)?;
+        let webhook_loops = (dispatcher, snapshots);
         let configuration_watcher =
             configuration_watcher(&settings, &identities, tls.as_ref(), &webhooks);
-        let keys = key_policy(&settings, redis.as_ref());
+        let keys = key_policy(&settings.idempotency, retention, redis.as_ref());
         let draining = Arc::new(AtomicBool::new(false));
         let health = HealthReporter::new();
         let services = Services {
-            templates: templates.clone(),
+            stores: stores.clone(),
             scheduler: scheduler.clone(),
             analysis,
             keys,
@@ -154,13 +166,7 @@ impl App {
             tracing.clone(),
             metrics.clone(),
             identities,
-            StackLimits {
-                max_concurrent_requests: settings.max_concurrent_requests as usize,
-                request_body_timeout: settings.request_body_timeout(),
-                request_buffer_bytes: settings.request_buffer_bytes(),
-                max_watchers: settings.max_watchers as usize,
-                tenant_rate: settings.tenant_rate(),
-            },
+            StackLimits::from(&settings.limits),
         );
         let router = grpc_router(&settings, stack, routes);
         Ok(App {
@@ -173,7 +179,7 @@ impl App {
             configuration_watcher,
             scheduler,
             shared_jobs,
-            templates,
+            pins: stores.pins,
             health,
             probes,
             draining,
@@ -185,7 +191,7 @@ impl App {
 
 /// The server's traces: the settings' own handle (tests), or OTLP export to
 /// `--otlp-endpoint`, or off. Also answers whether the server built it (and so shuts it down).
-fn tracing_of(settings: &ServerSettings) -> Result<(Tracing, bool), ServerError> {
+fn tracing_of(settings: &TelemetrySettings) -> Result<(Tracing, bool), ServerError> {
     if let Some(tracing) = &settings.tracing {
         return Ok((tracing.clone(), false));
     }
@@ -200,8 +206,8 @@ fn tracing_of(settings: &ServerSettings) -> Result<(Tracing, bool), ServerError>
 }
 
 /// Who may call: the auth mode, the API keys and the known identities of the settings.
-fn identities(settings: &ServerSettings) -> Result<Arc<Identities>, ServerError> {
-    let mut identities = Identities::new(settings.auth, load_api_keys(settings)?)
+fn identities(settings: &AuthSettings) -> Result<Arc<Identities>, ServerError> {
+    let mut identities = Identities::new(settings.mode, load_api_keys(settings)?)
         .trusting_sidecar_identity(settings.trust_sidecar_identity);
     if let Some(known) = load_known_identities(settings)? {
         identities = identities.with_known_identities(known);
@@ -210,7 +216,7 @@ fn identities(settings: &ServerSettings) -> Result<Arc<Identities>, ServerError>
 }
 
 /// The API keys of `--api-keys`, none when unset.
-fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
+fn load_api_keys(settings: &AuthSettings) -> Result<ApiKeys, ServerError> {
     let Some(path) = &settings.api_keys else {
         return Ok(ApiKeys::default());
     };
@@ -218,14 +224,12 @@ fn load_api_keys(settings: &ServerSettings) -> Result<ApiKeys, ServerError> {
         path: path.clone(),
         reason: error.reason,
     })?;
-    tracing::info!(path = %path.display(), keys = keys.len(), mode = ?settings.auth, "api keys loaded");
+    tracing::info!(path = %path.display(), keys = keys.len(), mode = ?settings.mode, "api keys loaded");
     Ok(keys)
 }
 
 /// The certificate and sidecar identities of `--identities`, none when unset.
-fn load_known_identities(
-    settings: &ServerSettings,
-) -> Result<Option<KnownIdentities>, ServerError> {
+fn load_known_identities(settings: &AuthSettings) -> Result<Option<KnownIdentities>, ServerError> {
     let Some(path) = &settings.identities else {
         return Ok(None);
     };
@@ -248,8 +252,8 @@ fn configuration_watcher(
     webhooks: &Webhooks,
 ) -> Watcher {
     let mut watched = identity_file_watches(
-        settings.api_keys.as_deref(),
-        settings.identities.as_deref(),
+        settings.auth.api_keys.as_deref(),
+        settings.auth.identities.as_deref(),
         identities,
     );
     watched.extend(tls.map(crate::tls::watch));
@@ -294,16 +298,16 @@ fn webhooks(
     };
     let caps = settings
         .webhooks
-        .pending_caps(settings.retained_jobs.max_retained_jobs_per_tenant);
+        .pending_caps(settings.jobs.retained.max_retained_jobs_per_tenant);
     let store = match redis {
         // Kept through their retry window, then as long as jobs are.
         Some(redis) => Deliveries::Redis(Arc::new(RedisDeliveries::new(
             redis.clone(),
-            settings.webhooks.window() + settings.retention(),
+            settings.webhooks.window() + settings.jobs.retention(),
             caps,
         ))),
         None => Deliveries::Directory(Arc::new(
-            DirectoryDeliveries::open(&settings.data_dir, caps)
+            DirectoryDeliveries::open(&settings.application.data_dir, caps)
                 .map_err(|error| ServerError::Webhooks(error.to_string()))?,
         )),
     };
@@ -322,15 +326,17 @@ fn notify_check(webhooks: &Webhooks) -> NotifyCheck {
     }))
 }
 
-/// The loops that deliver webhooks.
+/// The loops that deliver webhooks; what they delivered is kept as long as jobs are
+/// (`retention`).
 fn dispatcher(
-    settings: &ServerSettings,
+    settings: &WebhookSettings,
+    retention: Duration,
     webhooks: &Webhooks,
     metrics: &Arc<Metrics>,
 ) -> Result<Dispatcher, ServerError> {
     let mut sender = WebhookSender::new(webhooks.policy.clone())
         .map_err(|error| ServerError::Webhooks(error.to_string()))?;
-    if let Some(timeout) = settings.webhooks.answer_timeout {
+    if let Some(timeout) = settings.answer_timeout {
         sender = sender.with_answer_timeout(timeout);
     }
     Ok(Dispatcher {
@@ -340,9 +346,9 @@ fn dispatcher(
         secrets: webhooks.secrets.clone(),
         metrics: metrics.clone(),
         job_json: Arc::new(crate::grpc::renders::job_json),
-        window: settings.webhooks.window(),
-        concurrency: settings.webhooks.webhook_concurrency as usize,
-        kept: settings.retention(),
+        window: settings.window(),
+        concurrency: settings.webhook_concurrency as usize,
+        kept: retention,
     })
 }
 
@@ -389,29 +395,25 @@ fn identity_file_watch(
     }
 }
 
-/// Templates and outputs in the object store of the settings.
-fn stores(settings: &ServerSettings) -> Result<(TemplateStore, OutputStore), ServerError> {
-    let objects = ObjectStorage::open(
-        &settings.storage,
-        &settings.data_dir,
-        tokio::runtime::Handle::current(),
-    )?;
+/// Templates, images, pins and outputs in the object store of the settings (`data_dir`
+/// holds the objects locally, and the scratch files in either mode).
+fn stores(settings: &StorageSettings, data_dir: &Path) -> Result<Stores, ServerError> {
+    let objects = ObjectStorage::open(settings, data_dir, tokio::runtime::Handle::current())?;
     tracing::info!(
         store = objects.describe(),
         "templates and outputs in object storage"
     );
-    let templates = TemplateStore::new(objects.clone())?.with_limits(settings.storage_limits());
-    let outputs = OutputStore::open(objects, settings.storage.download_url_expiry())?;
+    let stores = Stores::open(objects, settings)?;
     // The index's repair lists the templates: off the runtime and not waited for, so a
     // store that is slow or down at start-up delays nothing (calls meanwhile are answered
     // as the store allows: UNAVAILABLE while it is down).
-    let store = templates.clone();
+    let store = stores.templates.clone();
     tokio::task::spawn_blocking(move || {
         if let Err(error) = store.complete_index() {
             tracing::warn!(%error, "cannot repair the template index; the next start tries again");
         }
     });
-    Ok((templates, outputs))
+    Ok(stores)
 }
 
 /// The executable that runs as a worker: the one given, or this one.
@@ -436,8 +438,8 @@ async fn sandbox_self_test(executable: &std::path::Path, metrics: &Arc<Metrics>)
 }
 
 /// The Redis client of `--redis-url`, none when unset.
-fn redis(settings: &ServerSettings) -> Result<Option<Arc<RedisClient>>, ServerError> {
-    let Some(redis) = settings.redis() else {
+fn redis(settings: &RedisConnectionSettings) -> Result<Option<Arc<RedisClient>>, ServerError> {
+    let Some(redis) = settings.connection() else {
         return Ok(None);
     };
     tracing::info!(prefix = %redis.key_prefix, "keys and job records in Redis");
@@ -447,19 +449,16 @@ fn redis(settings: &ServerSettings) -> Result<Option<Arc<RedisClient>>, ServerEr
 }
 
 /// The pool of `analyze` processes that build new templates' reports.
-fn analysis_pool(settings: &ServerSettings) -> Result<AnalysisPool, ServerError> {
+fn analysis_pool(settings: &AnalysisSettings) -> Result<AnalysisPool, ServerError> {
     Ok(AnalysisPool::new(
         executable(settings.analysis_executable.clone())?,
         usize::from(settings.analysis_workers),
-        AnalysisBudget {
-            memory_bytes: settings.analysis_memory_mb.saturating_mul(1024 * 1024),
-            cpu_seconds: settings.analysis_cpu_seconds,
-            stall_seconds: settings.analysis_stall_seconds,
-        },
+        settings.budget(),
     ))
 }
 
-/// The scheduler with its worker loops started.
+/// The scheduler with its worker loops started: the render workers' settings, the jobs', and
+/// each tenant's job limit under the authentication mode.
 fn scheduler(
     settings: &ServerSettings,
     executable: PathBuf,
@@ -471,39 +470,44 @@ fn scheduler(
 ) -> Arc<Scheduler> {
     Scheduler::start(
         SchedulerSettings {
-            workers: settings.worker_count(),
+            workers: settings.render_workers.worker_count(),
             executable,
-            worker_memory_bytes: settings.worker_memory_mb.saturating_mul(1024 * 1024),
+            worker_memory_bytes: settings.render_workers.worker_memory_bytes(),
             tenant_max_jobs: settings.tenant_job_limit(),
             tracing: tracing.clone(),
-            spare_workers: usize::from(settings.spare_workers),
-            job_lease: settings.job_lease(),
-            retained: settings.retained_jobs.limits(),
+            spare_workers: usize::from(settings.render_workers.spare_workers),
+            job_lease: settings.jobs.job_lease(),
+            retained: settings.jobs.retained.limits(),
             announcements: Some(announcements),
         },
-        settings.queue_capacity as usize,
+        settings.jobs.queue_capacity as usize,
         outputs,
         metrics.clone(),
         shared_jobs.clone(),
     )
 }
 
-/// Idempotency keys in Redis when there is one, else in memory.
-fn key_policy(settings: &ServerSettings, redis: Option<&Arc<RedisClient>>) -> KeyPolicy {
+/// Idempotency keys in Redis when there is one, else in memory; a key's record is kept as
+/// long as jobs are (`retention`).
+fn key_policy(
+    settings: &IdempotencySettings,
+    retention: Duration,
+    redis: Option<&Arc<RedisClient>>,
+) -> KeyPolicy {
     let store: Arc<dyn IdempotencyStore> = match redis {
         Some(redis) => Arc::new(RedisStore::new(redis.clone())),
         None => Arc::new(MemoryStore::default()),
     };
     KeyPolicy {
         store,
-        lease: settings.idempotency_lease(),
-        retention: settings.retention(),
+        lease: settings.lease(),
+        retention,
     }
 }
 
 /// What the gRPC services are built from.
 struct Services {
-    templates: TemplateStore,
+    stores: Stores,
     scheduler: Arc<Scheduler>,
     analysis: AnalysisPool,
     keys: KeyPolicy,
@@ -519,11 +523,12 @@ impl Services {
     fn routes(self, settings: &ServerSettings) -> Routes {
         // Inflated bytes of compressed requests, shared by the services (middleware::inflation_budget).
         let inflation = shared_budget(INFLATION_BUDGET_BYTES);
-        let inflation_wait = settings.inflation_wait.unwrap_or(INFLATION_WAIT);
+        let inflation_wait = settings.limits.inflation_wait.unwrap_or(INFLATION_WAIT);
         let inflation_layer =
             |limit| InflationBudgetLayer::new(inflation.clone(), limit).with_wait(inflation_wait);
         let templates = TemplateServiceServer::new(TemplateApi::new(
-            self.templates.clone(),
+            self.stores.templates.clone(),
+            self.stores.images,
             self.keys.clone(),
             self.analysis,
         ));
@@ -537,20 +542,15 @@ impl Services {
         let templates = inflation_layer(templates_limit).layer(templates);
         let renders = RenderServiceServer::new(
             RenderApi::new(Intake::new(
-                self.templates,
+                self.stores.templates,
+                self.stores.pins,
                 self.scheduler,
-                JobLimits {
-                    max_megapixels: settings.max_job_megapixels,
-                    max_duration: settings.max_job_duration(),
-                },
+                settings.jobs.job_limits(),
                 self.keys,
                 self.draining,
                 notify_check(&self.webhooks),
             ))
-            .with_download_limits(DownloadLimits::new(
-                settings.max_downloads as usize,
-                settings.download_idle_timeout(),
-            ))
+            .with_download_limits(settings.downloads.limits())
             .with_webhook_deliveries(self.webhooks.store),
         );
         let renders_limit = message_limit_of(&renders);

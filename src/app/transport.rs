@@ -64,7 +64,7 @@ pub(crate) fn grpc_router(
         .accept_http1(true)
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .concurrency_limit_per_connection(per_connection_concurrency(
-            settings.max_concurrent_requests as usize,
+            settings.limits.max_concurrent_requests as usize,
         ))
         .http2_keepalive_interval(Some(settings.mesh.http2_keepalive_interval()))
         .http2_keepalive_timeout(Some(settings.mesh.http2_keepalive_timeout()))

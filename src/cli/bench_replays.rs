@@ -64,15 +64,16 @@ async fn bench(args: &BenchReplaysArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let mut settings = ServerSettings::new(address, data_dir.path().to_path_buf());
-        settings.worker_executable = Some(executable.clone());
-        settings.max_concurrent_requests = (args.concurrency * 4) as u32;
+        settings.render_workers.worker_executable = Some(executable.clone());
+        settings.limits.max_concurrent_requests = (args.concurrency * 4) as u32;
         let label = match &redis {
             Some(_) => "Redis",
             None => "memory",
         };
         if let Some(url) = &redis {
-            settings.redis_url = Some(url.clone());
-            settings.redis_key_prefix = format!("lottie-render-bench:{}:", uuid::Uuid::new_v4());
+            settings.redis.redis_url = Some(url.clone());
+            settings.redis.redis_key_prefix =
+                format!("lottie-render-bench:{}:", uuid::Uuid::new_v4());
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = tokio::spawn(app::run(

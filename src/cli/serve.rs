@@ -28,12 +28,12 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
     runtime.block_on(async {
         // Before the socket exists: a client may connect (and an orchestrator signal) at once.
         let shutdown = crate::app::shutdown_signal();
-        let listeners = match crate::app::Listeners::bind(&args.settings).await {
+        let listeners = match crate::app::Listeners::bind(&args.settings.application).await {
             Ok(listeners) => listeners,
             Err(error) => {
                 eprintln!(
                     "error: cannot listen on {} (or the metrics address): {error}",
-                    args.settings.listen
+                    args.settings.application.listen
                 );
                 return ExitCode::FAILURE;
             }

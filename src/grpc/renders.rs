@@ -12,7 +12,7 @@
 
 mod download;
 
-pub use download::{read_chunk, DownloadLimits, DownloadStream, StoredOutput};
+pub use download::{read_chunk, DownloadLimits, DownloadSettings, DownloadStream, StoredOutput};
 
 use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};

@@ -1,5 +1,5 @@
 //! TemplateService: registering, reading, listing and deleting templates. CreateTemplate
-//! converts the wire request to a [`NewTemplate`] and hands it to [`Intake::create`], the use
+//! converts the wire request to a [`NewTemplate`] and hands it to [`TemplateIntake::create`], the use
 //! case (checks, analysis in a worker, storage, the Idempotency-Key); Get, List and Delete
 //! read the store here. File work runs on blocking threads, never on the runtime.
 //! Templates belong to the caller's tenant: Get, List and Delete see only that tenant's (another
@@ -20,8 +20,8 @@ use crate::lottie::reading::images;
 use crate::reason::Reason;
 use crate::storage::images::StoredImage;
 use crate::storage::summary::TemplateSummary;
-use crate::storage::{IndexEntry, StorageError, TemplateRecord, TemplateStore};
-use crate::templates::{validate, Created, Intake, NewTemplate};
+use crate::storage::{Images, IndexEntry, StorageError, TemplateRecord, Templates};
+use crate::templates::{validate, Created, NewTemplate, TemplateIntake};
 use prost::Message;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
@@ -38,19 +38,22 @@ pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub(crate) struct TemplateApi {
-    store: TemplateStore,
-    intake: Intake,
+    templates: Templates,
+    images: Images,
+    intake: TemplateIntake,
 }
 
 impl TemplateApi {
     pub(crate) fn new(
-        store: TemplateStore,
+        templates: Templates,
+        images: Images,
         keys: KeyPolicy,
         analysis: AnalysisPool,
     ) -> TemplateApi {
         TemplateApi {
-            intake: Intake::new(store.clone(), keys, analysis),
-            store,
+            intake: TemplateIntake::new(templates.clone(), keys, analysis),
+            templates,
+            images,
         }
     }
 }
@@ -144,12 +147,12 @@ fn summary_to_proto(summary: &TemplateSummary) -> proto::Template {
 /// most `page_size` of them and at most [`MAX_PAGE_BYTES`] encoded. Reads the summaries of
 /// the templates shown only.
 fn list_page(
-    store: &TemplateStore,
+    store: &Templates,
     tenant: &TenantId,
     after: Option<(u64, Uuid)>,
     page_size: usize,
 ) -> Result<proto::ListTemplatesResponse, ServiceError> {
-    let index = store.index_of(tenant).map_err(ServiceError::from)?;
+    let index = store.index().of(tenant).map_err(ServiceError::from)?;
     // Newest first, ties by id: the page starts after the token's position.
     let start = after.map_or(0, |(millis, id)| {
         index
@@ -233,7 +236,7 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<proto::Template>, Status> {
         let (tenant, id) =
             super::tenant_and_id(&request, "template_id", &request.get_ref().template_id)?;
-        let store = self.store.clone();
+        let store = self.templates.clone();
         let summary =
             blocking(move || store.summary(&tenant, id).map_err(ServiceError::from)).await?;
         Ok(Response::new(summary_to_proto(&summary)))
@@ -277,7 +280,7 @@ impl TemplateService for TemplateApi {
             )
             .into());
         }
-        let store = self.store.clone();
+        let store = self.templates.clone();
         let page = blocking(move || list_page(&store, &tenant, after, page_size)).await?;
         Ok(Response::new(page))
     }
@@ -288,7 +291,7 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<()>, Status> {
         let (tenant, id) =
             super::tenant_and_id(&request, "template_id", &request.get_ref().template_id)?;
-        let store = self.store.clone();
+        let store = self.templates.clone();
         let owner = tenant.clone();
         blocking(move || store.delete(&owner, id).map_err(ServiceError::from)).await?;
         tracing::info!(template_id = %id, %tenant, "template deleted");
@@ -301,7 +304,7 @@ impl TemplateService for TemplateApi {
     ) -> Result<Response<proto::Image>, Status> {
         let tenant = Caller::of(request.extensions()).tenant;
         let data = request.into_inner().data;
-        let store = self.store.clone();
+        let images = self.images.clone();
         let owner = tenant.clone();
         // The header only (linear, nothing decoded: the worker decodes it when a render names
         // it), the hash and the store, on a blocking thread.
@@ -317,8 +320,8 @@ impl TemplateService for TemplateApi {
                     }],
                 )
             })?;
-            store
-                .upload_image(&owner, data, header)
+            images
+                .upload(&owner, data, header)
                 .map_err(ServiceError::from)
         })
         .await?;
@@ -344,14 +347,9 @@ impl TemplateService for TemplateApi {
             )
             .into());
         }
-        let store = self.store.clone();
+        let images = self.images.clone();
         let (owner, image_id) = (tenant.clone(), id.clone());
-        blocking(move || {
-            store
-                .delete_image(&owner, &image_id)
-                .map_err(ServiceError::from)
-        })
-        .await?;
+        blocking(move || images.delete(&owner, &image_id).map_err(ServiceError::from)).await?;
         tracing::info!(image_id = %id, %tenant, "image deleted");
         Ok(Response::new(()))
     }
@@ -394,8 +392,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Opening reads the store (blocking): on a thread of its own, off the test's runtime.
         let (path, runtime) = (dir.path().to_path_buf(), tokio::runtime::Handle::current());
-        let store = std::thread::spawn(move || {
-            TemplateStore::open(crate::storage::ObjectStorage::local(&path, runtime)?)
+        let (templates, images) = std::thread::spawn(move || {
+            let objects = crate::storage::ObjectStorage::local(&path, runtime)?;
+            let disk = crate::storage::DiskWatermark::new(
+                &objects,
+                crate::storage::settings::DEFAULT_MIN_FREE_DISK_BYTES,
+            );
+            let images = Images::new(objects.clone(), disk);
+            Ok::<_, StorageError>((Templates::open(objects)?, images))
         })
         .join()
         .unwrap()
@@ -407,7 +411,7 @@ mod tests {
         };
         (
             dir,
-            TemplateApi::new(store, keys, AnalysisPool::in_process()),
+            TemplateApi::new(templates, images, keys, AnalysisPool::in_process()),
         )
     }
 

@@ -19,7 +19,7 @@ use crate::jobs::queue::PushRefused;
 use crate::reason::Reason;
 use crate::spec::Notify;
 use crate::spec::RenderSubmission;
-use crate::storage::{StorageError, TemplateStore};
+use crate::storage::{Pins, StorageError, Templates};
 use opentelemetry::trace::SpanContext;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,7 +36,8 @@ const SUBMIT_RENDER_SCOPE: &str = "SubmitRender";
 /// every job, how keys are kept, and whether the server drains.
 #[derive(Debug, Clone)]
 pub(crate) struct Intake {
-    templates: TemplateStore,
+    templates: Templates,
+    pins: Pins,
     scheduler: Arc<Scheduler>,
     limits: JobLimits,
     keys: KeyPolicy,
@@ -92,7 +93,8 @@ fn releases_key(job: &Job) -> bool {
 
 impl Intake {
     pub(crate) fn new(
-        templates: TemplateStore,
+        templates: Templates,
+        pins: Pins,
         scheduler: Arc<Scheduler>,
         limits: JobLimits,
         keys: KeyPolicy,
@@ -101,6 +103,7 @@ impl Intake {
     ) -> Intake {
         Intake {
             templates,
+            pins,
             scheduler,
             limits,
             keys,
@@ -129,11 +132,12 @@ impl Intake {
         if let Some(notify) = &request.notify {
             (self.webhooks.0)(&tenant, notify)?;
         }
-        let (templates, limits) = (self.templates.clone(), self.limits);
-        let (job, mut work) =
-            tokio::task::spawn_blocking(move || admit_stored(&templates, tenant, request, limits))
-                .await
-                .map_err(ServiceError::internal)??;
+        let (templates, pins, limits) = (self.templates.clone(), self.pins.clone(), self.limits);
+        let (job, mut work) = tokio::task::spawn_blocking(move || {
+            admit_stored(&templates, &pins, tenant, request, limits)
+        })
+        .await
+        .map_err(ServiceError::internal)??;
         work.trace_parent = trace_parent;
         // From here on the call records and creates things: it runs to its end on its own
         // task even if the caller goes away (a timed-out call is exactly what gets retried).
@@ -268,7 +272,8 @@ fn template_not_found(template_id: Uuid) -> ServiceError {
 /// files pinned for it. Blocking (reads the template's record, checks the disk, copies the
 /// files).
 fn admit_stored(
-    templates: &TemplateStore,
+    templates: &Templates,
+    pins: &Pins,
     tenant: TenantId,
     submission: RenderSubmission,
     limits: JobLimits,
@@ -280,16 +285,15 @@ fn admit_stored(
         Err(error) => return Err(error.into()),
     };
     let plan = admission::admit(tenant, &record, submission, limits)?;
-    // Outputs need disk: a nearly full data directory refuses new renders until it has room.
-    templates.check_disk_space()?;
     let job_id = Uuid::new_v4();
-    // Deleted since the record was read: refused as if the deletion came first.
-    let pin =
-        match templates.pin_files(record.id, &record.fonts, &plan.tenant, &plan.images, job_id) {
-            Ok(pin) => pin,
-            Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
-            Err(error) => return Err(error.into()),
-        };
+    // Outputs need disk: a nearly full data directory refuses new renders until it has room
+    // (the pins' first step). Deleted since the record was read: refused as if the deletion
+    // came first.
+    let pin = match pins.pin_files(record.id, &record.fonts, &plan.tenant, &plan.images, job_id) {
+        Ok(pin) => pin,
+        Err(StorageError::NotFound(_)) => return Err(template_not_found(template_id)),
+        Err(error) => return Err(error.into()),
+    };
     Ok(plan.into_job(job_id, pin))
 }
 

@@ -51,7 +51,7 @@ pub(crate) struct SchedulerSettings {
     /// Workers kept started ahead of their job ([`crate::sandbox::spare`]); 0: none.
     pub spare_workers: usize,
     /// With shared jobs: the lease of a job taken from the shared queue
-    /// ([`crate::config::DEFAULT_JOB_LEASE_MS`]).
+    /// ([`crate::jobs::settings::DEFAULT_JOB_LEASE_MS`]).
     pub job_lease: Duration,
     /// The bounds of the jobs kept ([`crate::jobs::retention`]).
     pub retained: RetentionLimits,

@@ -580,7 +580,7 @@ mod tests {
 
     #[test]
     fn the_request_buffers_flags_default_is_the_budget_of_four_largest_requests_and_the_reserve() {
-        let flag_default = crate::config::DEFAULT_REQUEST_BUFFERS_MB as usize;
+        let flag_default = crate::middleware::settings::DEFAULT_REQUEST_BUFFERS_MB as usize;
         assert_eq!(flag_default << 20, REQUEST_BUFFER_BUDGET_BYTES);
     }
 

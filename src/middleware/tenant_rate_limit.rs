@@ -36,7 +36,7 @@ pub(crate) const FORGET_IDLE_TENANTS_EVERY: Duration = Duration::from_secs(60);
 /// pushback of 0 would mean "retry at once".
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
-pub(crate) use crate::config::TenantRate;
+pub(crate) use super::settings::TenantRate;
 
 type TenantLimiter = DefaultKeyedRateLimiter<crate::auth::TenantId>;
 

@@ -1,5 +1,5 @@
-//! Uploaded images (UploadImage): a tenant's images for image slots, stored once and named
-//! in any number of renders by their SHA-256. Each is one object,
+//! Uploaded images (UploadImage, DeleteImage: [`Images`]): a tenant's images for image slots,
+//! stored once and named in any number of renders by their SHA-256. Each is one object,
 //! `images/<tenant>/<sha256>` (the tenant hex-encoded: any tenant name is a safe key), in the
 //! same store as the templates (the data directory or the bucket), so every instance of a
 //! farm sees the same images. The same bytes uploaded twice are one image. A render names
@@ -9,7 +9,9 @@
 //! The quota is counted from one listing of the tenant's prefix per upload (no record to
 //! keep right): two uploads racing at the edge of the quota may both pass it, by one image.
 
-use super::{StorageError, TemplateStore};
+use super::disk::DiskWatermark;
+use super::objects::ObjectStorage;
+use super::StorageError;
 use crate::auth::TenantId;
 use crate::lottie::reading::images::Header;
 use crate::lottie::reading::template::hex_sha256;
@@ -65,15 +67,26 @@ fn check_quota(count: usize, held: u64, size_bytes: u64) -> Result<(), StorageEr
     Ok(())
 }
 
-impl TemplateStore {
+/// The uploaded images of one object store, refused below the disk watermark.
+#[derive(Debug, Clone)]
+pub(crate) struct Images {
+    objects: ObjectStorage,
+    disk: DiskWatermark,
+}
+
+impl Images {
+    pub(crate) fn new(objects: ObjectStorage, disk: DiskWatermark) -> Images {
+        Images { objects, disk }
+    }
+
     /// The key of `tenant`'s image `id` (checked by [`is_image_id`] first).
-    pub(crate) fn image_key(&self, tenant: &TenantId, id: &str) -> String {
+    pub(crate) fn key(tenant: &TenantId, id: &str) -> String {
         format!("{}/{id}", tenant_prefix(tenant))
     }
 
     /// Stores `bytes` (their header already checked: `header`) as one of `tenant`'s images,
     /// or answers the image already stored with the same bytes. Blocking.
-    pub(crate) fn upload_image(
+    pub(crate) fn upload(
         &self,
         tenant: &TenantId,
         bytes: bytes::Bytes,
@@ -86,7 +99,7 @@ impl TemplateStore {
             header,
             size_bytes,
         };
-        let key = self.image_key(tenant, &id);
+        let key = Images::key(tenant, &id);
         let objects = &self.objects;
         let stored = objects.block_on(objects.list(&tenant_prefix(tenant)))?;
         if stored.iter().any(|object| object.key == key) {
@@ -94,19 +107,19 @@ impl TemplateStore {
         }
         let held: u64 = stored.iter().map(|object| object.size).sum();
         check_quota(stored.len(), held, size_bytes)?;
-        self.check_disk_space()?;
+        self.disk.check()?;
         objects.block_on(objects.put(&key, bytes))?;
         Ok(image)
     }
 
     /// Deletes `tenant`'s image `id`. Blocking.
-    pub(crate) fn delete_image(&self, tenant: &TenantId, id: &str) -> Result<(), StorageError> {
+    pub(crate) fn delete(&self, tenant: &TenantId, id: &str) -> Result<(), StorageError> {
         let missing = || StorageError::ImageNotFound(id.to_owned());
         if !is_image_id(id) {
             return Err(missing());
         }
         let objects = &self.objects;
-        let key = self.image_key(tenant, id);
+        let key = Images::key(tenant, id);
         match objects.block_on(objects.size(&key)) {
             Ok(_) => {}
             Err(StorageError::ObjectMissing(_)) => return Err(missing()),
@@ -119,10 +132,14 @@ impl TemplateStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::ObjectStorage;
 
-    fn store(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) -> TemplateStore {
-        TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone()).unwrap()).unwrap()
+    fn store(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) -> Images {
+        let objects = ObjectStorage::local(dir, runtime.handle().clone()).unwrap();
+        let disk = DiskWatermark::new(
+            &objects,
+            crate::storage::settings::DEFAULT_MIN_FREE_DISK_BYTES,
+        );
+        Images::new(objects, disk)
     }
 
     fn header() -> Header {
@@ -140,29 +157,29 @@ mod tests {
         let store = store(dir.path(), &runtime);
         let (a, b) = (TenantId::parse("a").unwrap(), TenantId::parse("b").unwrap());
         let first = store
-            .upload_image(&a, bytes::Bytes::from_static(b"one"), header())
+            .upload(&a, bytes::Bytes::from_static(b"one"), header())
             .unwrap();
         let again = store
-            .upload_image(&a, bytes::Bytes::from_static(b"one"), header())
+            .upload(&a, bytes::Bytes::from_static(b"one"), header())
             .unwrap();
         assert_eq!(first, again);
         assert!(is_image_id(&first.id));
         // Another tenant's images are under a key of its own.
         store
-            .upload_image(&b, bytes::Bytes::from_static(b"one"), header())
+            .upload(&b, bytes::Bytes::from_static(b"one"), header())
             .unwrap();
-        assert!(store.image_key(&b, &first.id).starts_with("images/62/"));
-        store.delete_image(&a, &first.id).unwrap();
+        assert!(Images::key(&b, &first.id).starts_with("images/62/"));
+        store.delete(&a, &first.id).unwrap();
         assert!(matches!(
-            store.delete_image(&a, &first.id),
+            store.delete(&a, &first.id),
             Err(StorageError::ImageNotFound(_))
         ));
         assert!(matches!(
-            store.delete_image(&a, "../../templates"),
+            store.delete(&a, "../../templates"),
             Err(StorageError::ImageNotFound(_))
         ));
         // B's copy is untouched by A's delete.
-        store.delete_image(&b, &first.id).unwrap();
+        store.delete(&b, &first.id).unwrap();
     }
 
     #[test]

@@ -1,19 +1,20 @@
-//! The listing index and the quota of [`TemplateStore`]: `templates/.index/` holds one empty
-//! object per template named `<created ms>.<id>.<stored bytes>`, followed by `.<tenant>` for
-//! a template of any tenant but the default one (whose entries keep the name they had before
-//! tenants). Listing order, a tenant's templates, the template count and the bytes stored
-//! come from key names alone (one listing, a page per thousand templates in a bucket), so a
-//! listing or a quota check reads no record, and every instance on the same store sees the
-//! same figures. The index lives in the store itself rather than in Redis: it is then true
-//! wherever the templates are (the embedded default has no Redis), and it cannot disagree
-//! with them after one of the two was restored from a backup. An entry is written once its
-//! template is in place and removed when it is deleted, so an entry always names a whole
-//! template (one whose deletion was interrupted is dropped when a store opens).
+//! The listing index and the quota of the templates ([`TemplateIndex`]): `templates/.index/`
+//! holds one empty object per template named `<created ms>.<id>.<stored bytes>`, followed by
+//! `.<tenant>` for a template of any tenant but the default one (whose entries keep the name
+//! they had before tenants). Listing order, a tenant's templates, the template count and the
+//! bytes stored come from key names alone (one listing, a page per thousand templates in a
+//! bucket), so a listing or a quota check reads no record, and every instance on the same
+//! store sees the same figures. The index lives in the store itself rather than in Redis: it
+//! is then true wherever the templates are (the embedded default has no Redis), and it cannot
+//! disagree with them after one of the two was restored from a backup. An entry is written
+//! once its template is in place and removed when it is deleted, so an entry always names a
+//! whole template (the template store drops one whose deletion was interrupted when it opens:
+//! `Templates::complete_index`).
 
-use super::summary::TemplateSummary;
-use super::{template_key, to_json, StorageError, TemplateStore, RECORD, SUMMARY, TEMPLATES};
+use super::objects::ObjectStorage;
+use super::settings::{StorageSettings, DEFAULT_MAX_TEMPLATES, DEFAULT_MAX_TEMPLATE_BYTES};
+use super::{StorageError, TEMPLATES};
 use crate::auth::TenantId;
-use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 /// Directory of the listing index, under the templates directory (not an id, so never taken
@@ -25,38 +26,38 @@ fn index_prefix() -> String {
     format!("{TEMPLATES}/{INDEX_DIR}")
 }
 
-/// Templates stored at most (all callers together). Ten thousand templates are far more
-/// than a product uses; the figure bounds a listing's index read and the disk templates take.
-pub(crate) const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
-/// Bytes of stored templates (JSON, fonts, summary and record) at most: 16 GiB, about two thousand templates
-/// at the largest size with a font each, or hundreds of thousands of typical ones.
-pub(crate) const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
-/// Free space kept on the data directory's file system: below it, new templates and renders
-/// are refused so that running renders can still write their outputs (a two-minute
-/// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
-pub(crate) const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
-
-/// Named limits on what the stores keep.
+/// The template quota: templates and their bytes at most, all tenants' and each tenant's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StorageLimits {
+pub(crate) struct TemplateQuota {
     pub max_templates: u64,
     pub max_template_bytes: u64,
     /// A tenant's share of the two above (0: none of its own, only the shared limits), so
     /// that one tenant cannot fill the store for all.
     pub max_templates_per_tenant: u64,
     pub max_template_bytes_per_tenant: u64,
-    /// Free bytes the data directory's file system keeps (0: no watermark).
-    pub min_free_disk_bytes: u64,
 }
 
-impl Default for StorageLimits {
-    fn default() -> StorageLimits {
-        StorageLimits {
+impl Default for TemplateQuota {
+    fn default() -> TemplateQuota {
+        TemplateQuota {
             max_templates: DEFAULT_MAX_TEMPLATES,
             max_template_bytes: DEFAULT_MAX_TEMPLATE_BYTES,
             max_templates_per_tenant: 0,
             max_template_bytes_per_tenant: 0,
-            min_free_disk_bytes: DEFAULT_MIN_FREE_DISK_BYTES,
+        }
+    }
+}
+
+impl From<&StorageSettings> for TemplateQuota {
+    fn from(settings: &StorageSettings) -> TemplateQuota {
+        const MIB: u64 = 1024 * 1024;
+        TemplateQuota {
+            max_templates: settings.max_templates,
+            max_template_bytes: settings.max_template_storage_mb.saturating_mul(MIB),
+            max_templates_per_tenant: settings.max_templates_per_tenant,
+            max_template_bytes_per_tenant: settings
+                .max_template_storage_mb_per_tenant
+                .saturating_mul(MIB),
         }
     }
 }
@@ -73,7 +74,7 @@ pub(crate) struct IndexEntry {
 }
 
 impl IndexEntry {
-    pub(super) fn file_name(&self) -> String {
+    fn file_name(&self) -> String {
         let name = format!(
             "{:020}.{}.{}",
             self.created_at_ms, self.id, self.stored_bytes
@@ -101,10 +102,36 @@ impl IndexEntry {
     }
 }
 
-impl TemplateStore {
+/// The index of the templates in one object store, and the quota it counts.
+#[derive(Debug, Clone)]
+pub(crate) struct TemplateIndex {
+    objects: ObjectStorage,
+    quota: TemplateQuota,
+}
+
+impl TemplateIndex {
+    /// The index in `objects` under `quota`. Locally its directory is made here and must
+    /// stay: if it vanishes (a volume unmounted under the server), calls are refused rather
+    /// than writing into a fresh directory on another disk ([`TemplateIndex::entries`]).
+    pub(super) fn open(
+        objects: ObjectStorage,
+        quota: TemplateQuota,
+    ) -> Result<TemplateIndex, StorageError> {
+        if let Some(dir) = objects.local_path(&index_prefix()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(TemplateIndex { objects, quota })
+    }
+
+    /// The same index under another quota.
+    #[cfg(test)]
+    pub(super) fn with_quota(self, quota: TemplateQuota) -> TemplateIndex {
+        TemplateIndex { quota, ..self }
+    }
+
     /// Every template in the index, newest first (ties by id). Reads key names only.
     /// Blocking.
-    pub(crate) fn index(&self) -> Result<Vec<IndexEntry>, StorageError> {
+    pub(crate) fn entries(&self) -> Result<Vec<IndexEntry>, StorageError> {
         let prefix = index_prefix();
         if let Some(dir) = self.objects.local_path(&prefix) {
             // Made when the store opened: gone means the data directory went from under us.
@@ -123,152 +150,65 @@ impl TemplateStore {
     }
 
     /// The templates of `tenant` in the index, newest first (ties by id).
-    pub(crate) fn index_of(&self, tenant: &TenantId) -> Result<Vec<IndexEntry>, StorageError> {
-        let mut entries = self.index()?;
+    pub(crate) fn of(&self, tenant: &TenantId) -> Result<Vec<IndexEntry>, StorageError> {
+        let mut entries = self.entries()?;
         entries.retain(|entry| entry.tenant == *tenant);
         Ok(entries)
     }
 
-    /// Refuses new data when the data directory's file system is nearly full (the
-    /// watermark): it holds the objects locally, and the scratch files of renders in either
-    /// mode.
-    pub(crate) fn check_disk_space(&self) -> Result<(), StorageError> {
-        let watermark_bytes = self.limits.min_free_disk_bytes;
-        if watermark_bytes == 0 {
-            return Ok(());
-        }
-        let free_bytes = crate::os::available_disk_bytes(self.objects.data_dir())?;
-        if free_bytes < watermark_bytes {
-            return Err(StorageError::DiskFull {
-                free_bytes,
-                watermark_bytes,
-            });
-        }
-        Ok(())
-    }
-
     /// Refuses a new template of `bytes` for `tenant` over the count or byte quota (all
-    /// tenants' or `tenant`'s own), or on a full disk. Instances sharing the store read the
-    /// same index, so the quota is shared; two creations racing may overshoot it by one
-    /// template each.
-    pub(crate) fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
-        self.check_disk_space()?;
-        let index = self.index()?;
+    /// tenants' or `tenant`'s own). Instances sharing the store read the same index, so the
+    /// quota is shared; two creations racing may overshoot it by one template each.
+    pub(super) fn check_room_for(&self, tenant: &TenantId, bytes: u64) -> Result<(), StorageError> {
+        let index = self.entries()?;
         let (own_count, own_bytes) = index
             .iter()
             .filter(|entry| entry.tenant == *tenant)
             .fold((0u64, 0u64), |(count, stored), entry| {
                 (count + 1, stored.saturating_add(entry.stored_bytes))
             });
-        let limits = &self.limits;
-        if limits.max_templates_per_tenant > 0 && own_count >= limits.max_templates_per_tenant {
+        let quota = &self.quota;
+        if quota.max_templates_per_tenant > 0 && own_count >= quota.max_templates_per_tenant {
             return Err(StorageError::QuotaExceeded(format!(
                 "your tenant stores {own_count} templates, its limit is {}; delete some first",
-                limits.max_templates_per_tenant
+                quota.max_templates_per_tenant
             )));
         }
-        if limits.max_template_bytes_per_tenant > 0
-            && own_bytes.saturating_add(bytes) > limits.max_template_bytes_per_tenant
+        if quota.max_template_bytes_per_tenant > 0
+            && own_bytes.saturating_add(bytes) > quota.max_template_bytes_per_tenant
         {
             return Err(StorageError::QuotaExceeded(format!(
                 "your tenant's templates take {own_bytes} bytes; {bytes} more would pass its \
                  {} byte limit; delete some first",
-                limits.max_template_bytes_per_tenant
+                quota.max_template_bytes_per_tenant
             )));
         }
         let count = index.len() as u64;
-        if count >= self.limits.max_templates {
+        if count >= quota.max_templates {
             return Err(StorageError::QuotaExceeded(format!(
                 "{count} templates are stored, the limit is {}; delete some first",
-                self.limits.max_templates
+                quota.max_templates
             )));
         }
         let stored: u64 = index.iter().map(|entry| entry.stored_bytes).sum();
-        if stored.saturating_add(bytes) > self.limits.max_template_bytes {
+        if stored.saturating_add(bytes) > quota.max_template_bytes {
             return Err(StorageError::QuotaExceeded(format!(
                 "templates take {stored} bytes; {bytes} more would pass the {} byte limit; \
                  delete some first",
-                self.limits.max_template_bytes
+                quota.max_template_bytes
             )));
         }
         Ok(())
     }
 
-    /// Writes the summary and index entry of templates that lack them (stored by an earlier
-    /// version, or whose creation was interrupted after its record) and drops index entries
-    /// whose template is gone (a deletion interrupted). One listing of the templates' keys;
-    /// run when a store opens. Blocking.
-    pub(crate) fn complete_index(&self) -> Result<(), StorageError> {
-        let indexed: HashSet<Uuid> = self.index()?.into_iter().map(|entry| entry.id).collect();
-        let objects = self.objects.block_on(self.objects.list(TEMPLATES))?;
-        // Per template: whether it has its record and summary, and its files' bytes.
-        #[derive(Default)]
-        struct Found {
-            record: bool,
-            summary: bool,
-            stored_bytes: u64,
-        }
-        let mut found: HashMap<Uuid, Found> = HashMap::new();
-        for object in &objects {
-            let Some(rest) = object
-                .key
-                .strip_prefix(TEMPLATES)
-                .and_then(|r| r.strip_prefix('/'))
-            else {
-                continue;
-            };
-            let Some((id, file)) = rest.split_once('/') else {
-                continue;
-            };
-            let Ok(id) = Uuid::try_parse(id) else {
-                continue;
-            };
-            let entry = found.entry(id).or_default();
-            match file {
-                RECORD => entry.record = true,
-                SUMMARY => entry.summary = true,
-                _ => {}
-            }
-            // Every object of the template: what the quota counts.
-            entry.stored_bytes += object.size;
-        }
-        for (id, template) in &found {
-            if !template.record || indexed.contains(id) {
-                continue;
-            }
-            let record = match self.read_record(*id) {
-                Ok(record) => record,
-                Err(StorageError::NotFound(_)) => continue,
-                Err(error) => return Err(error),
-            };
-            let mut stored_bytes = template.stored_bytes;
-            if !template.summary {
-                let summary = to_json(&TemplateSummary::of(&record))?;
-                stored_bytes += summary.len() as u64;
-                self.objects
-                    .block_on(self.objects.put(&template_key(*id, SUMMARY), summary))?;
-            }
-            self.write_index_entry(IndexEntry {
-                created_at_ms: record.created_at_ms,
-                id: *id,
-                stored_bytes,
-                tenant: record.tenant.clone(),
-            })?;
-        }
-        for entry in self.index()? {
-            if !found.get(&entry.id).is_some_and(|template| template.record) {
-                self.remove_index_entry(&entry)?;
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn write_index_entry(&self, entry: IndexEntry) -> Result<(), StorageError> {
+    /// Adds `entry` (its template is whole in place).
+    pub(super) fn write(&self, entry: &IndexEntry) -> Result<(), StorageError> {
         let key = format!("{}/{}", index_prefix(), entry.file_name());
         self.objects.block_on(self.objects.put(&key, Vec::new()))
     }
 
-    pub(super) fn remove_index_entry(&self, entry: &IndexEntry) -> Result<(), StorageError> {
+    /// Removes `entry` (its template is being deleted, or is gone).
+    pub(super) fn remove(&self, entry: &IndexEntry) -> Result<(), StorageError> {
         let key = format!("{}/{}", index_prefix(), entry.file_name());
         self.objects.block_on(self.objects.delete(&key))
     }

@@ -4,11 +4,13 @@
 //! and the job renders from there. Deleting the template then removes only the template's
 //! own objects (it is gone for every caller at once) while the jobs already accepted keep
 //! their copies, which go when the job ends ([`TemplatePin`] is dropped) or, for pins a
-//! crashed instance left, with the retention sweep ([`TemplateStore::sweep_pins`]). A copy
+//! crashed instance left, with the retention sweep ([`Pins::sweep`]). A copy
 //! at admission was chosen over deferring the template's deletion until its jobs end: a
 //! deferred delete needs a count of the jobs using each template that every instance keeps
 //! right through crashes, while a job-scoped copy needs nothing shared and its key says
-//! which job it belongs to. Pins take no quota.
+//! which job it belongs to. Pins take no quota, but keep the disk watermark: a job's files
+//! and its output need room. [`Pins`] owns the `templates/.jobs/` keys; it copies from the
+//! keys [`Templates`] and [`Images`] own.
 //!
 //! A render's replacement images (image slots) are written into its pin at admission,
 //! `images/<sha256>` (their bytes came with the request; they are the job's alone), and go
@@ -18,9 +20,11 @@
 //! pinned files into its own scratch directory ([`TemplatePin::stage`]; locally the pin's
 //! files are read where they are), never through a shared file system.
 
-use super::images::is_image_id;
+use super::disk::DiskWatermark;
+use super::images::{is_image_id, Images};
 use super::objects::ObjectStorage;
-use super::{StorageError, TemplateStore, TEMPLATES};
+use super::templates::Templates;
+use super::{StorageError, TEMPLATES};
 use crate::spec::ImageSource;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -229,7 +233,23 @@ impl TemplatePin {
     }
 }
 
-impl TemplateStore {
+/// The pins of accepted jobs in one object store.
+#[derive(Debug, Clone)]
+pub(crate) struct Pins {
+    objects: ObjectStorage,
+    disk: DiskWatermark,
+}
+
+impl Pins {
+    /// The pins in `objects`, refused below the `disk` watermark (only the pins' directory is
+    /// made, in local mode).
+    pub(crate) fn new(objects: ObjectStorage, disk: DiskWatermark) -> Result<Pins, StorageError> {
+        if let Some(dir) = objects.local_path(&format!("{TEMPLATES}/{PINS_DIR}")) {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(Pins { objects, disk })
+    }
+
     /// Pins `record`'s files for job `job`. A template deleted meanwhile is `NotFound` (its
     /// objects are gone, so nothing can be copied): the submission is refused as if it had
     /// come after the deletion. Blocking.
@@ -248,9 +268,9 @@ impl TemplateStore {
         )
     }
 
-    /// [`TemplateStore::pin`] of template `id` whose font files (family → file, from its
-    /// record) are `fonts`, with the job's replacement images (SHA-256 → bytes) written
-    /// beside them.
+    /// [`Pins::pin`] of template `id` whose font files (family → file, from its record) are
+    /// `fonts`, with the job's replacement images (SHA-256 → bytes) written beside them.
+    /// Refused first on a nearly full disk: the job's output will need room.
     pub(crate) fn pin_files(
         &self,
         id: Uuid,
@@ -259,6 +279,7 @@ impl TemplateStore {
         images: &BTreeMap<String, ImageSource>,
         job: Uuid,
     ) -> Result<TemplatePin, StorageError> {
+        self.disk.check()?;
         let prefix = pin_prefix(job);
         // From here on, dropping the pin removes whatever was copied.
         let mut pin = TemplatePin {
@@ -274,13 +295,16 @@ impl TemplateStore {
             other => other,
         };
         self.objects
-            .block_on(self.objects.copy(&self.json_key(id), &pin.template_key))
+            .block_on(
+                self.objects
+                    .copy(&Templates::json_key(id), &pin.template_key),
+            )
             .map_err(gone)?;
         for (family, file) in fonts {
             // File names come from the record (numbered by us), never from the caller.
             let key = format!("{prefix}/{file}");
             self.objects
-                .block_on(self.objects.copy(&self.font_key(id, file), &key))
+                .block_on(self.objects.copy(&Templates::font_key(id, file), &key))
                 .map_err(gone)?;
             pin.font_keys.insert(family.clone(), key);
         }
@@ -299,7 +323,7 @@ impl TemplateStore {
                     .block_on(self.objects.put(&key, bytes.clone()))?,
                 ImageSource::Uploaded => self
                     .objects
-                    .block_on(self.objects.copy(&self.image_key(tenant, sha256), &key))
+                    .block_on(self.objects.copy(&Images::key(tenant, sha256), &key))
                     .map_err(|error| match error {
                         StorageError::ObjectMissing(_) => {
                             StorageError::ImageNotFound(sha256.clone())
@@ -314,11 +338,11 @@ impl TemplateStore {
     /// Removes pins older than `retention` (and [`MIN_LOST_PIN_AGE`]): no job waits or
     /// renders that long, so they were left by an instance that stopped without ending its
     /// jobs. Answers how many. Blocking.
-    pub(crate) fn sweep_pins(&self, retention: Duration) -> Result<usize, StorageError> {
-        self.sweep_pins_older_than(retention.max(MIN_LOST_PIN_AGE))
+    pub(crate) fn sweep(&self, retention: Duration) -> Result<usize, StorageError> {
+        self.sweep_older_than(retention.max(MIN_LOST_PIN_AGE))
     }
 
-    fn sweep_pins_older_than(&self, age_limit: Duration) -> Result<usize, StorageError> {
+    fn sweep_older_than(&self, age_limit: Duration) -> Result<usize, StorageError> {
         let now = SystemTime::now();
         let old =
             |modified: SystemTime| now.duration_since(modified).unwrap_or_default() >= age_limit;
@@ -373,38 +397,46 @@ mod tests {
     use crate::auth::TenantId;
     use crate::storage::TemplateRecord;
 
-    fn store(dir: &Path, runtime: &tokio::runtime::Runtime) -> TemplateStore {
-        TemplateStore::open(ObjectStorage::local(dir, runtime.handle().clone()).unwrap()).unwrap()
-    }
-
     /// JSON of the template [`store_template`] stores (with a font "Sans" of [`FONT`]).
     const JSON: &[u8] = br#"{"v":"5","fr":30,"ip":0,"op":30,"w":10,"h":10,"layers":[]}"#;
     const FONT: &[u8] = b"OTTO....";
 
-    fn store_template(store: &TemplateStore, tenant: &TenantId) -> TemplateRecord {
+    fn store_template(templates: &Templates, tenant: &TenantId) -> TemplateRecord {
         let report = crate::lottie::report::InspectReport::new(
             &crate::lottie::Template::parse(JSON).unwrap(),
         )
         .unwrap();
         let fonts = [("Sans".to_owned(), FONT.to_vec())].into();
-        store
+        templates
             .create_copied(tenant, "t", JSON, report, &fonts)
             .unwrap()
     }
 
-    /// A store in a temporary directory (on a runtime of its own, kept as long as the store)
-    /// with one template of the default tenant.
-    fn stored_template() -> (
-        tokio::runtime::Runtime,
-        tempfile::TempDir,
-        TemplateStore,
-        TemplateRecord,
-    ) {
+    /// The templates and pins of a store in a temporary directory (on a runtime of its own,
+    /// kept as long as the store) with one template of the default tenant.
+    struct PinFixture {
+        runtime: tokio::runtime::Runtime,
+        dir: tempfile::TempDir,
+        templates: Templates,
+        pins: Pins,
+        record: TemplateRecord,
+    }
+
+    fn stored_template() -> PinFixture {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let store = store(dir.path(), &runtime);
-        let record = store_template(&store, &TenantId::default_tenant());
-        (runtime, dir, store, record)
+        let objects = ObjectStorage::local(dir.path(), runtime.handle().clone()).unwrap();
+        let templates = Templates::open(objects.clone()).unwrap();
+        // No watermark: these tests are about the files, not the disk.
+        let pins = Pins::new(objects.clone(), DiskWatermark::new(&objects, 0)).unwrap();
+        let record = store_template(&templates, &TenantId::default_tenant());
+        PinFixture {
+            runtime,
+            dir,
+            templates,
+            pins,
+            record,
+        }
     }
 
     /// Stages `pin`, checks that the staged files hold the template's JSON and font, drops the
@@ -418,13 +450,20 @@ mod tests {
 
     #[test]
     fn a_pinned_template_outlives_its_deletion_until_the_pin_is_dropped() {
-        let (_runtime, dir, store, record) = stored_template();
-        let pin = store.pin(&record, Uuid::new_v4()).unwrap();
-        store
+        let PinFixture {
+            dir,
+            templates,
+            pins,
+            record,
+            // Kept to the test's end: the store's calls run on it.
+            runtime: _runtime,
+        } = stored_template();
+        let pin = pins.pin(&record, Uuid::new_v4()).unwrap();
+        templates
             .delete(&TenantId::default_tenant(), record.id)
             .unwrap();
         assert!(matches!(
-            store.pin(&record, Uuid::new_v4()),
+            pins.pin(&record, Uuid::new_v4()),
             Err(StorageError::NotFound(id)) if id == record.id
         ));
         let pinned = staged_and_dropped(pin);
@@ -436,12 +475,20 @@ mod tests {
 
     #[test]
     fn a_borrowed_pin_reads_the_owners_files_leaves_them_when_dropped_and_names_no_others() {
-        let (_runtime, _dir, store, record) = stored_template();
+        let PinFixture {
+            templates,
+            pins,
+            record,
+            // Kept to the test's end: the store's calls run on it.
+            runtime: _runtime,
+            // The store's directory, removed when dropped.
+            dir: _dir,
+        } = stored_template();
         let job = Uuid::new_v4();
-        let owner = store.pin(&record, job).unwrap();
+        let owner = pins.pin(&record, job).unwrap();
         let borrow = |template: &str, fonts: &BTreeMap<String, String>| {
             TemplatePin::borrowed(
-                store.objects().clone(),
+                templates.objects().clone(),
                 job,
                 template.to_owned(),
                 fonts.clone(),
@@ -454,7 +501,7 @@ mod tests {
         // Keys outside the job's own pins: the template itself, another job's pin, a way up.
         let other_job = format!("{}/{PINS_DIR}/{}/template.json", TEMPLATES, Uuid::new_v4());
         let up = format!("{}/../../{}/template.json", pin_prefix(job), record.id);
-        for template in [store.json_key(record.id), other_job, up] {
+        for template in [Templates::json_key(record.id), other_job, up] {
             assert!(
                 matches!(
                     borrow(&template, &BTreeMap::new()),
@@ -463,7 +510,7 @@ mod tests {
                 "{template} was accepted"
             );
         }
-        let font = [("Sans".to_owned(), store.font_key(record.id, "0.font"))].into();
+        let font = [("Sans".to_owned(), Templates::font_key(record.id, "0.font"))].into();
         assert!(matches!(
             borrow(owner.template_key(), &font),
             Err(StorageError::Damaged(_))
@@ -474,7 +521,15 @@ mod tests {
 
     #[test]
     fn a_jobs_images_are_pinned_staged_read_by_a_borrower_and_removed_with_the_pin() {
-        let (_runtime, _dir, store, record) = stored_template();
+        let PinFixture {
+            templates,
+            pins,
+            record,
+            // Kept to the test's end: the store's calls run on it.
+            runtime: _runtime,
+            // The store's directory, removed when dropped.
+            dir: _dir,
+        } = stored_template();
         let job = Uuid::new_v4();
         let sha256 = crate::lottie::reading::template::hex_sha256(b"image bytes");
         let images = [(
@@ -482,7 +537,7 @@ mod tests {
             ImageSource::Sent(bytes::Bytes::from_static(b"image bytes")),
         )]
         .into();
-        let owner = store
+        let owner = pins
             .pin_files(record.id, &record.fonts, &record.tenant, &images, job)
             .unwrap();
         let staged = owner.stage().unwrap();
@@ -491,7 +546,7 @@ mod tests {
             b"image bytes"
         );
         let borrowed = TemplatePin::borrowed(
-            store.objects().clone(),
+            templates.objects().clone(),
             job,
             owner.template_key().to_owned(),
             owner.font_keys().clone(),
@@ -506,7 +561,7 @@ mod tests {
         for hostile in ["../../record.json", "ABC", ""] {
             assert!(matches!(
                 TemplatePin::borrowed(
-                    store.objects().clone(),
+                    templates.objects().clone(),
                     job,
                     owner.template_key().to_owned(),
                     BTreeMap::new(),
@@ -522,16 +577,22 @@ mod tests {
 
     #[test]
     fn the_sweep_removes_only_pins_older_than_any_job_lives() {
-        let (_runtime, dir, store, record) = stored_template();
-        let pin = store.pin(&record, Uuid::new_v4()).unwrap();
+        let PinFixture {
+            dir,
+            pins,
+            record,
+            runtime: _runtime,
+            ..
+        } = stored_template();
+        let pin = pins.pin(&record, Uuid::new_v4()).unwrap();
         let staged = pin.stage().unwrap();
         // What a process killed mid-render left staged (bucket mode) for another job.
         let left_staged = dir.path().join(STAGED_DIR).join(Uuid::new_v4().to_string());
         std::fs::create_dir_all(&left_staged).unwrap();
         std::fs::write(left_staged.join("template.json"), JSON).unwrap();
-        assert_eq!(store.sweep_pins(Duration::ZERO).unwrap(), 0, "too young");
+        assert_eq!(pins.sweep(Duration::ZERO).unwrap(), 0, "too young");
         assert!(staged.template_path.exists() && left_staged.exists());
-        assert_eq!(store.sweep_pins_older_than(Duration::ZERO).unwrap(), 1);
+        assert_eq!(pins.sweep_older_than(Duration::ZERO).unwrap(), 1);
         assert!(!staged.template_path.exists());
         assert!(!left_staged.exists(), "staged inputs left behind");
     }

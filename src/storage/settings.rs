@@ -1,9 +1,23 @@
 //! Where templates, fonts and outputs are kept (`--storage-url`) and the bounds of every call
 //! to that store: a request timeout, a connect timeout and a retry budget, so that a store
 //! that stops answering costs a caller a bounded wait and then UNAVAILABLE with a retry
-//! delay, never a hung call. Flattened into `serve`'s flags.
+//! delay, never a hung call; and what the stores keep at most (the template quota, the free
+//! disk). Flattened into `serve`'s flags.
 
 use std::time::Duration;
+
+const MIB: u64 = 1024 * 1024;
+
+/// Templates stored at most (all callers together). Ten thousand templates are far more
+/// than a product uses; the figure bounds a listing's index read and the disk templates take.
+pub(crate) const DEFAULT_MAX_TEMPLATES: u64 = 10_000;
+/// Bytes of stored templates (JSON, fonts, summary and record) at most: 16 GiB, about two thousand templates
+/// at the largest size with a font each, or hundreds of thousands of typical ones.
+pub(crate) const DEFAULT_MAX_TEMPLATE_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+/// Free space kept on the data directory's file system: below it, new templates and renders
+/// are refused so that running renders can still write their outputs (a two-minute
+/// 1920×1920 output is a few hundred MiB) and the rest of the machine keeps working.
+pub(crate) const DEFAULT_MIN_FREE_DISK_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// One request to the store (a part of an upload, a chunk of a download, a listing page) may
 /// take this long, milliseconds: an 8 MiB part at 5 MB/s takes under 2 s, so 30 s only ends
@@ -83,6 +97,35 @@ pub struct StorageSettings {
     /// with a store that signs URLs: S3).
     #[arg(long, env = "LOTTIE_RENDER_DOWNLOAD_URL_EXPIRY_SECONDS", default_value_t = DEFAULT_DOWNLOAD_URL_EXPIRY_SECONDS, value_parser = clap::value_parser!(u64).range(1..=MAX_DOWNLOAD_URL_EXPIRY_SECONDS))]
     pub download_url_expiry_seconds: u64,
+    /// Templates stored at most; CreateTemplate beyond it is answered RESOURCE_EXHAUSTED
+    /// (TEMPLATE_QUOTA_EXCEEDED).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_TEMPLATES", default_value_t = DEFAULT_MAX_TEMPLATES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_templates: u64,
+    /// Stored template bytes (JSON and fonts) at most, MiB; beyond it CreateTemplate is
+    /// answered RESOURCE_EXHAUSTED (TEMPLATE_QUOTA_EXCEEDED).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_TEMPLATE_STORAGE_MB", default_value_t = DEFAULT_MAX_TEMPLATE_BYTES / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_template_storage_mb: u64,
+    /// Templates one tenant stores at most (within `--max-templates`); 0: no limit of its
+    /// own. Beyond it that tenant's CreateTemplate is answered RESOURCE_EXHAUSTED
+    /// (TEMPLATE_QUOTA_EXCEEDED).
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_MAX_TEMPLATES_PER_TENANT",
+        default_value_t = 0
+    )]
+    pub max_templates_per_tenant: u64,
+    /// Template bytes one tenant stores at most, MiB (within `--max-template-storage-mb`);
+    /// 0: no limit of its own.
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_MAX_TEMPLATE_STORAGE_MB_PER_TENANT",
+        default_value_t = 0
+    )]
+    pub max_template_storage_mb_per_tenant: u64,
+    /// Free space kept on the data directory's file system, MiB: below it SubmitRender and
+    /// CreateTemplate are answered RESOURCE_EXHAUSTED (DISK_FULL); 0 turns the check off.
+    #[arg(long, env = "LOTTIE_RENDER_MIN_FREE_DISK_MB", default_value_t = DEFAULT_MIN_FREE_DISK_BYTES / (1024 * 1024))]
+    pub min_free_disk_mb: u64,
 }
 
 impl Default for StorageSettings {
@@ -98,6 +141,11 @@ impl Default for StorageSettings {
             storage_max_retries: DEFAULT_STORAGE_MAX_RETRIES,
             storage_retry_timeout_ms: DEFAULT_STORAGE_RETRY_TIMEOUT_MS,
             download_url_expiry_seconds: DEFAULT_DOWNLOAD_URL_EXPIRY_SECONDS,
+            max_templates: DEFAULT_MAX_TEMPLATES,
+            max_template_storage_mb: DEFAULT_MAX_TEMPLATE_BYTES / MIB,
+            max_templates_per_tenant: 0,
+            max_template_storage_mb_per_tenant: 0,
+            min_free_disk_mb: DEFAULT_MIN_FREE_DISK_BYTES / MIB,
         }
     }
 }
@@ -117,5 +165,10 @@ impl StorageSettings {
 
     pub(crate) fn download_url_expiry(&self) -> Duration {
         Duration::from_secs(self.download_url_expiry_seconds)
+    }
+
+    /// The disk watermark, bytes (0: none).
+    pub(crate) fn min_free_disk_bytes(&self) -> u64 {
+        self.min_free_disk_mb.saturating_mul(MIB)
     }
 }

@@ -63,12 +63,14 @@ async fn spawn_configured_app(
     let address = listener.local_addr().unwrap();
     let metrics_address = metrics.local_addr().unwrap();
     let mut settings = ServerSettings::new(address, data_dir.path().to_path_buf());
-    settings.worker_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
+    settings.render_workers.worker_executable =
+        Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
     // This test binary cannot run `analyze`; the real one can.
-    settings.analysis_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
-    settings.workers = Some(1);
+    settings.analysis.analysis_executable =
+        Some(PathBuf::from(env!("CARGO_BIN_EXE_lottie-render")));
+    settings.render_workers.workers = Some(1);
     // Tests count the worker processes their jobs start; the spare-worker tests turn it on.
-    settings.spare_workers = 0;
+    settings.render_workers.spare_workers = 0;
     configure(&mut settings);
     let tls = settings.tls.files().is_some();
     let (shutdown, stop) = oneshot::channel::<()>();
@@ -111,8 +113,8 @@ pub async fn spawn_app_with_keys(
 ) -> TestApp {
     let keys = api_keys_file(dir, keys);
     spawn_app_with(|settings| {
-        settings.auth = lottie_render::auth::AuthMode::Required;
-        settings.api_keys = Some(keys);
+        settings.auth.mode = lottie_render::auth::AuthMode::Required;
+        settings.auth.api_keys = Some(keys);
         configure(settings);
     })
     .await

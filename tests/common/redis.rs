@@ -15,8 +15,8 @@ impl Store {
     /// Puts the server of `settings` on this store (a key prefix of its own on Redis).
     pub fn configure(self, settings: &mut lottie_render::config::ServerSettings) {
         if self == Store::Redis {
-            settings.redis_url = Some(redis_url());
-            settings.redis_key_prefix = unique_prefix();
+            settings.redis.redis_url = Some(redis_url());
+            settings.redis.redis_key_prefix = unique_prefix();
         }
     }
 }

@@ -28,6 +28,42 @@ const DOWNLOAD_READ_AHEAD: usize = 4;
 /// Retry delay of a download refused for the cap: downloads of honest callers take seconds.
 const DOWNLOAD_RETRY_AFTER: Duration = Duration::from_secs(2);
 
+/// DownloadRenderOutput streams at once: each holds an open file and up to 4 MiB read ahead.
+pub(crate) const DEFAULT_MAX_DOWNLOADS: u32 = 64;
+/// A download whose caller reads nothing for this long is ended and frees its file and
+/// buffer: a minute covers any honest pause (a proxy, a GC), not a parked stream.
+pub(crate) const DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS: u64 = 60_000;
+
+/// The downloads' flags (turned into [`DownloadLimits`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DownloadSettings {
+    /// DownloadRenderOutput streams at once, shared fairly between callers; one more is
+    /// answered RESOURCE_EXHAUSTED (TOO_MANY_DOWNLOADS).
+    #[arg(long, env = "LOTTIE_RENDER_MAX_DOWNLOADS", default_value_t = DEFAULT_MAX_DOWNLOADS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_downloads: u32,
+    /// A download whose caller reads nothing for this long is ended, milliseconds.
+    #[arg(long, env = "LOTTIE_RENDER_DOWNLOAD_IDLE_TIMEOUT_MS", default_value_t = DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub download_idle_timeout_ms: u64,
+}
+
+impl Default for DownloadSettings {
+    fn default() -> DownloadSettings {
+        DownloadSettings {
+            max_downloads: DEFAULT_MAX_DOWNLOADS,
+            download_idle_timeout_ms: DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS,
+        }
+    }
+}
+
+impl DownloadSettings {
+    pub(crate) fn limits(&self) -> DownloadLimits {
+        DownloadLimits::new(
+            self.max_downloads as usize,
+            Duration::from_millis(self.download_idle_timeout_ms),
+        )
+    }
+}
+
 /// How many downloads may run at once and how long one may wait for its caller to read.
 #[derive(Debug, Clone)]
 pub struct DownloadLimits {
@@ -297,10 +333,7 @@ async fn drained(
 
 impl Default for DownloadLimits {
     fn default() -> DownloadLimits {
-        DownloadLimits::new(
-            crate::config::DEFAULT_MAX_DOWNLOADS as usize,
-            Duration::from_millis(crate::config::DEFAULT_DOWNLOAD_IDLE_TIMEOUT_MS),
-        )
+        DownloadSettings::default().limits()
     }
 }
 

@@ -83,7 +83,7 @@ pub(crate) struct SharedQueueSettings {
     /// Jobs one tenant may have in the queue (waiting or rendering) across the farm, plus
     /// its followers on the accepting instance.
     pub tenant_max_jobs: Option<usize>,
-    /// See [`crate::config::DEFAULT_JOB_LEASE_MS`].
+    /// See [`crate::jobs::settings::DEFAULT_JOB_LEASE_MS`].
     pub lease: Duration,
     /// How long job records are kept (the record written with an entry expires with it).
     pub retention: Duration,

@@ -19,8 +19,8 @@ async fn required_auth_refuses_calls_without_a_known_api_key_and_serves_known_on
     let keys_dir = tempfile::tempdir().unwrap();
     let keys = api_keys_file(keys_dir.path(), &[("acme", "billing", "acme-secret-key")]);
     let app = spawn_app_with(|settings| {
-        settings.auth = lottie_render::auth::AuthMode::Required;
-        settings.api_keys = Some(keys);
+        settings.auth.mode = lottie_render::auth::AuthMode::Required;
+        settings.auth.api_keys = Some(keys);
     })
     .await;
 

@@ -19,7 +19,7 @@ fn stderr(output: &std::process::Output) -> String {
 
 #[tokio::test]
 async fn job_watch_and_cancel_exit_as_the_job_ended_and_a_full_queue_exits_75_with_its_delay() {
-    let app = spawn_app_with(|settings| settings.queue_capacity = 1).await;
+    let app = spawn_app_with(|settings| settings.jobs.queue_capacity = 1).await;
     let never = app.create_template(NEVER_FINISHES).await;
     let running = app
         .start_running(small_request(&never.template_id, proto::Format::Gif))

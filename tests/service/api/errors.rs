@@ -62,7 +62,7 @@ fn with_colors(
 #[tokio::test]
 async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told_not_to_retry() {
     // A small job budget, so that a 1080×1080 render of a 2 s template is over it.
-    let app = spawn_app_with(|settings| settings.max_job_megapixels = 50).await;
+    let app = spawn_app_with(|settings| settings.jobs.max_job_megapixels = 50).await;
     let template = app.create_template(BALL).await;
     let id = template.template_id.as_str();
     let base = small_request(id, proto::Format::Mp4);

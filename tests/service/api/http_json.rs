@@ -373,8 +373,8 @@ async fn refusals_are_problems_with_the_status_of_their_class_and_every_field_pa
 #[tokio::test]
 async fn a_full_queue_answers_429_with_the_retry_delay_grpc_gives_for_it() {
     let app = spawn_app_with(|settings| {
-        settings.queue_capacity = 1;
-        settings.shutdown_grace_seconds = 0.1;
+        settings.jobs.queue_capacity = 1;
+        settings.application.shutdown_grace_seconds = 0.1;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -500,8 +500,8 @@ async fn a_lost_redis_answers_503_and_a_tenant_at_its_job_limit_429_with_the_grp
     let redis = OwnRedis::start();
     let url_of_redis = redis.url();
     let app = spawn_app_with(|settings| {
-        settings.redis_url = Some(url_of_redis);
-        settings.redis_key_prefix = unique_prefix();
+        settings.redis.redis_url = Some(url_of_redis);
+        settings.redis.redis_key_prefix = unique_prefix();
     })
     .await;
     drop(redis);
@@ -524,8 +524,8 @@ async fn a_lost_redis_answers_503_and_a_tenant_at_its_job_limit_429_with_the_grp
     app.stop().await;
 
     let app = spawn_app_with(|settings| {
-        settings.tenant_max_jobs = Some(1);
-        settings.shutdown_grace_seconds = 0.1;
+        settings.jobs.tenant_max_jobs = Some(1);
+        settings.application.shutdown_grace_seconds = 0.1;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;

@@ -347,8 +347,8 @@ async fn the_api_keys_file_is_re_read_when_it_changes_and_a_broken_one_keeps_the
     let dir = tempfile::tempdir().unwrap();
     let keys = api_keys_file(dir.path(), &[("acme", "billing", "old-key")]);
     let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys.clone());
+        settings.auth.mode = AuthMode::Required;
+        settings.auth.api_keys = Some(keys.clone());
     })
     .await;
     let list = |key: &'static str| {
@@ -400,9 +400,9 @@ async fn the_identities_file_is_re_read_when_it_changes() {
     )
     .unwrap();
     let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.identities = Some(identities.clone());
-        settings.trust_sidecar_identity = Some(TrustedSidecar::Linkerd);
+        settings.auth.mode = AuthMode::Required;
+        settings.auth.identities = Some(identities.clone());
+        settings.auth.trust_sidecar_identity = Some(TrustedSidecar::Linkerd);
     })
     .await;
     let linkerd = "web.initech.serviceaccount.identity.linkerd.cluster.local";

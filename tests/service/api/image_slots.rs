@@ -434,8 +434,8 @@ async fn an_uploaded_image_is_named_by_its_id_by_its_tenant_only() {
         &[("acme", "billing", ACME), ("globex", "web", GLOBEX)],
     );
     let app = spawn_app_with(move |settings| {
-        settings.auth = lottie_render::auth::AuthMode::Required;
-        settings.api_keys = Some(keys);
+        settings.auth.mode = lottie_render::auth::AuthMode::Required;
+        settings.auth.api_keys = Some(keys);
     })
     .await;
     let mut acme = app.templates_as(Some(ACME));
@@ -554,7 +554,7 @@ fn keyed<T>(message: T) -> tonic::Request<T> {
 /// retryable.
 #[tokio::test]
 async fn replacement_images_count_in_the_job_budget_by_the_pixels_they_decode_to() {
-    let app = spawn_app_with(|settings| settings.max_job_megapixels = 1).await;
+    let app = spawn_app_with(|settings| settings.jobs.max_job_megapixels = 1).await;
     let template = app.create("photo", template_json()).await.unwrap();
     let plain = with_images(&template.template_id, Vec::new());
     app.submit(plain)

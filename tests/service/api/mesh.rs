@@ -50,10 +50,10 @@ async fn wait_for_health(app: &TestApp, service: &str, status: ServingStatus) {
 async fn readiness_is_not_serving_while_the_queue_is_full_and_while_draining_and_liveness_stays_serving(
 ) {
     let mut app = spawn_app_with(|settings| {
-        settings.workers = Some(1);
-        settings.queue_capacity = 1;
+        settings.render_workers.workers = Some(1);
+        settings.jobs.queue_capacity = 1;
         // The drain waits this long on the render that never finishes: time to look.
-        settings.shutdown_grace_seconds = 10.0;
+        settings.application.shutdown_grace_seconds = 10.0;
     })
     .await;
     wait_for_health(&app, READINESS, ServingStatus::Serving).await;
@@ -125,8 +125,8 @@ async fn readiness_is_not_serving_while_redis_is_down_and_serving_again_when_it_
     let redis = OwnRedis::start();
     let port = redis.port;
     let app = spawn_app_with(|settings| {
-        settings.redis_url = Some(redis.url());
-        settings.redis_key_prefix = format!("{}:", unique_key());
+        settings.redis.redis_url = Some(redis.url());
+        settings.redis.redis_key_prefix = format!("{}:", unique_key());
     })
     .await;
     wait_for_health(&app, READINESS, ServingStatus::Serving).await;

@@ -150,8 +150,8 @@ async fn a_call_over_the_limit_in_flight_is_server_overloaded_with_a_delay_and_h
     let hold = Hold::new(dir.path());
     let script = hold.script.clone();
     let app = spawn_app_with(|settings| {
-        settings.analysis_executable = Some(script);
-        settings.max_concurrent_requests = 1;
+        settings.analysis.analysis_executable = Some(script);
+        settings.limits.max_concurrent_requests = 1;
     })
     .await;
     // The one call in flight: a CreateTemplate whose analysis is held.
@@ -222,8 +222,8 @@ async fn a_job_lookup_with_its_redis_gone_is_job_store_unavailable_with_a_delay(
     let redis = OwnRedis::start();
     let url = redis.url();
     let app = spawn_app_with(|settings| {
-        settings.redis_url = Some(url);
-        settings.redis_key_prefix = unique_prefix();
+        settings.redis.redis_url = Some(url);
+        settings.redis.redis_key_prefix = unique_prefix();
     })
     .await;
     drop(redis);
@@ -282,10 +282,10 @@ async fn compressed_calls_beyond_the_inflation_budget_are_compressed_requests_bu
     let hold = Hold::new(dir.path());
     let script = hold.script.clone();
     let app = spawn_app_with(|settings| {
-        settings.analysis_executable = Some(script);
+        settings.analysis.analysis_executable = Some(script);
         // A tenant holds half the analysis workers: room for every holder.
-        settings.analysis_workers = 2 * holders as u16;
-        settings.inflation_wait = Some(Duration::from_millis(300));
+        settings.analysis.analysis_workers = 2 * holders as u16;
+        settings.limits.inflation_wait = Some(Duration::from_millis(300));
     })
     .await;
     let compressed = || app.templates().send_compressed(CompressionEncoding::Gzip);

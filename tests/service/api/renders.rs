@@ -118,8 +118,10 @@ async fn a_valid_request_is_queued_then_succeeds_and_its_output_is_the_video_ask
 #[tokio::test]
 async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue() {
     let (_dir, executable) = own_worker();
-    let app =
-        spawn_app_with(|settings| settings.worker_executable = Some(executable.clone())).await;
+    let app = spawn_app_with(|settings| {
+        settings.render_workers.worker_executable = Some(executable.clone())
+    })
+    .await;
     let template = app.create_template(NEVER_FINISHES).await;
     let request = small_request(&template.template_id, proto::Format::Webm);
     let running = app.submit(request.clone()).await.unwrap();
@@ -162,8 +164,8 @@ async fn cancelling_kills_a_running_worker_and_takes_a_queued_job_off_the_queue(
 async fn a_render_past_its_deadline_fails_by_its_cpu_time_verdict_and_leaves_nothing_behind() {
     let (_dir, executable) = own_worker();
     let app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(executable.clone());
-        settings.max_job_seconds = 1.0;
+        settings.render_workers.worker_executable = Some(executable.clone());
+        settings.jobs.max_job_seconds = 1.0;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -209,7 +211,9 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     let dir = tempfile::tempdir().unwrap();
     let starts = dir.path().join("starts");
     let script = crashing_worker(dir.path(), &starts);
-    let app = spawn_app_with(|settings| settings.worker_executable = Some(script.clone())).await;
+    let app =
+        spawn_app_with(|settings| settings.render_workers.worker_executable = Some(script.clone()))
+            .await;
     let template = app.create_template(BALL).await;
     let request = small_request(&template.template_id, proto::Format::Mp4);
     let key = crate::helpers::unique_key();
@@ -282,8 +286,8 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
 #[tokio::test]
 async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
     let app = spawn_app_with(|settings| {
-        settings.queue_capacity = 1;
-        settings.shutdown_grace_seconds = 0.1;
+        settings.jobs.queue_capacity = 1;
+        settings.application.shutdown_grace_seconds = 0.1;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -317,8 +321,8 @@ async fn a_full_queue_is_resource_exhausted_with_a_retry_delay() {
 async fn shutdown_refuses_new_work_cancels_running_renders_retryably_and_leaves_no_process() {
     let (_dir, executable) = own_worker();
     let mut app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(executable.clone());
-        settings.shutdown_grace_seconds = 0.5;
+        settings.render_workers.worker_executable = Some(executable.clone());
+        settings.application.shutdown_grace_seconds = 0.5;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -383,7 +387,8 @@ const EXPIRY_LIMIT: Duration = Duration::from_secs(60);
 #[tokio::test]
 async fn finished_jobs_and_their_outputs_expire_after_the_retention() {
     let retention = Duration::from_secs(SHORT_RETENTION_SECONDS);
-    let app = spawn_app_with(|settings| settings.retention_seconds = SHORT_RETENTION_SECONDS).await;
+    let app =
+        spawn_app_with(|settings| settings.jobs.retention_seconds = SHORT_RETENTION_SECONDS).await;
     let template = app.create_template(BALL).await;
     let job = app.submit_small(&template, proto::Format::Gif).await;
     let seen = app.watch(&job.job_id, WATCH_LIMIT).await;

@@ -28,8 +28,8 @@ async fn app_with_spare(
 ) -> TestApp {
     let executable = executable.to_path_buf();
     spawn_app_with(move |settings| {
-        settings.worker_executable = Some(executable);
-        settings.spare_workers = 1;
+        settings.render_workers.worker_executable = Some(executable);
+        settings.render_workers.spare_workers = 1;
         configure(settings);
     })
     .await
@@ -183,7 +183,7 @@ async fn a_spare_killed_while_waiting_is_replaced_and_the_next_job_runs_on_the_r
 #[tokio::test]
 async fn a_spare_that_waited_longer_than_a_jobs_deadline_still_renders_the_job() {
     let (_dir, executable) = own_worker();
-    let app = app_with_spare(&executable, |settings| settings.max_job_seconds = 1.0).await;
+    let app = app_with_spare(&executable, |settings| settings.jobs.max_job_seconds = 1.0).await;
     let template = app.create_template(BALL).await;
     let spare = the_spare(&executable).await;
     // The wait is the point: longer than any job's deadline here (1 s).
@@ -234,7 +234,10 @@ async fn a_spare_handed_a_job_has_the_jobs_cpu_budget_not_the_loosest_it_started
 #[tokio::test]
 async fn as_many_spares_wait_as_asked_for_and_shutdown_ends_them_all() {
     let (_dir, executable) = own_worker();
-    let app = app_with_spare(&executable, |settings| settings.spare_workers = 2).await;
+    let app = app_with_spare(&executable, |settings| {
+        settings.render_workers.spare_workers = 2
+    })
+    .await;
     wait_for_workers(&executable, 2).await;
     assert_eq!(zygote_processes(&executable).len(), 1);
     app.stop().await;

@@ -42,8 +42,8 @@ async fn mtls_app(
     std::fs::write(&path, identities).unwrap();
     spawn_app_with(|settings| {
         settings.tls = tls;
-        settings.auth = AuthMode::Required;
-        settings.identities = Some(path);
+        settings.auth.mode = AuthMode::Required;
+        settings.auth.identities = Some(path);
     })
     .await
 }
@@ -182,8 +182,8 @@ async fn the_client_verbs_call_over_tls_and_mtls_with_an_api_key_or_a_certificat
     let tls = server_tls(dir.path(), &server_ca, None);
     let app = spawn_app_with(|settings| {
         settings.tls = tls;
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys);
+        settings.auth.mode = AuthMode::Required;
+        settings.auth.api_keys = Some(keys);
     })
     .await;
     let server = format!("https://localhost:{}", app.address.port());
@@ -237,8 +237,8 @@ async fn the_client_verbs_call_over_tls_and_mtls_with_an_api_key_or_a_certificat
     let tls = server_tls(dir.path(), &server_ca, Some(&client_ca));
     let app = spawn_app_with(|settings| {
         settings.tls = tls;
-        settings.auth = AuthMode::Required;
-        settings.identities = Some(identities);
+        settings.auth.mode = AuthMode::Required;
+        settings.auth.identities = Some(identities);
     })
     .await;
     let (cert, key) = client_ca

@@ -22,7 +22,7 @@ const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 async fn traced_app() -> (TestApp, InMemorySpanExporter) {
     let exporter = InMemorySpanExporter::default();
     let tracing = Tracing::with_exporter(exporter.clone());
-    let app = spawn_app_with(move |settings| settings.tracing = Some(tracing)).await;
+    let app = spawn_app_with(move |settings| settings.telemetry.tracing = Some(tracing)).await;
     (app, exporter)
 }
 
@@ -261,7 +261,8 @@ impl Collector {
 async fn spans_reach_the_otlp_endpoint_and_the_last_ones_are_flushed_on_shutdown() {
     let collector = Collector::start().await;
     let endpoint = collector.endpoint.clone();
-    let app = spawn_app_with(move |settings| settings.otlp_endpoint = Some(endpoint)).await;
+    let app =
+        spawn_app_with(move |settings| settings.telemetry.otlp_endpoint = Some(endpoint)).await;
     let mut request = Request::new(proto::ListTemplatesRequest::default());
     request.metadata_mut().insert(
         "traceparent",
@@ -314,7 +315,8 @@ async fn a_collector_that_never_answers_does_not_slow_calls() {
     // its timeout.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", silent.local_addr().unwrap());
-    let app = spawn_app_with(move |settings| settings.otlp_endpoint = Some(endpoint)).await;
+    let app =
+        spawn_app_with(move |settings| settings.telemetry.otlp_endpoint = Some(endpoint)).await;
     let spent = twenty_listings(&app).await;
     assert!(
         spent < baseline * SLOWDOWN_FACTOR + SLOWDOWN_FLOOR,

@@ -422,11 +422,11 @@ async fn a_delivery_pending_at_a_restart_is_delivered_after_it(store: Store) {
     })
     .await;
     let configure = |settings: &mut lottie_render::config::ServerSettings| match store {
-        Store::Memory => settings.data_dir = data.clone(),
+        Store::Memory => settings.application.data_dir = data.clone(),
         Store::Redis => {
             // Another instance: its own data directory, the same Redis.
-            settings.redis_url = Some(redis_url());
-            settings.redis_key_prefix = prefix.clone();
+            settings.redis.redis_url = Some(redis_url());
+            settings.redis.redis_key_prefix = prefix.clone();
         }
     };
     let app = spawn_webhook_app(dir.path(), configure).await;
@@ -602,7 +602,7 @@ async fn fifty_jobs_with_a_receiver_failing_half_the_time_deliver_every_event_on
     let app = spawn_webhook_app(dir.path(), |settings| {
         Store::Redis.configure(settings);
         // The never-ending template fails here; a small ball renders in well under it.
-        settings.max_job_seconds = 4.0;
+        settings.jobs.max_job_seconds = 4.0;
     })
     .await;
     let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));

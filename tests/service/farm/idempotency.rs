@@ -34,7 +34,7 @@ async fn app_on(
 ) -> TestApp {
     let worker = counting_worker(dir, &dir.join("starts"));
     spawn_app_with(|settings| {
-        settings.worker_executable = Some(worker);
+        settings.render_workers.worker_executable = Some(worker);
         store.configure(settings);
         configure(settings);
     })
@@ -309,9 +309,9 @@ async fn a_transient_failure_frees_the_key_and_a_deterministic_one_pins_it(store
         ),
     );
     let app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(stuck);
+        settings.render_workers.worker_executable = Some(stuck);
         store.configure(settings);
-        settings.max_job_seconds = 1.0;
+        settings.jobs.max_job_seconds = 1.0;
     })
     .await;
     let hangs = app.create_template(NEVER_FINISHES).await;
@@ -357,7 +357,7 @@ async fn a_cancelled_job_frees_its_key(store: Store) {
     // The retry's render never finishes: the server stops without waiting the default grace
     // (30 s) for it.
     let app = app_on(store, dir.path(), |settings| {
-        settings.shutdown_grace_seconds = 0.1;
+        settings.application.shutdown_grace_seconds = 0.1;
     })
     .await;
     let hangs = app.create_template(NEVER_FINISHES).await;
@@ -379,8 +379,8 @@ async fn with_redis_down_submissions_are_unavailable_and_start_nothing_until_it_
     let mut redis = OwnRedis::start();
     let url = redis.url();
     let app = app_on(Store::Redis, dir.path(), |settings| {
-        settings.redis_url = Some(url);
-        settings.redis_timeout_ms = 300;
+        settings.redis.redis_url = Some(url);
+        settings.redis.redis_timeout_ms = 300;
     })
     .await;
     let template = app.create_template(BALL).await;
@@ -429,8 +429,8 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix();
     let app = app_on(Store::Redis, dir.path(), |settings| {
-        settings.redis_key_prefix = prefix.clone();
-        settings.idempotency_lease_seconds = 3;
+        settings.redis.redis_key_prefix = prefix.clone();
+        settings.idempotency.idempotency_lease_seconds = 3;
     })
     .await;
     let template = app.create_template(BALL).await;
@@ -469,14 +469,14 @@ async fn a_key_whose_first_call_died_is_freed_when_its_lease_runs_out() {
 async fn two_instances(dir: &Path, configure: fn(&mut ServerSettings)) -> (TestApp, TestApp) {
     let prefix = unique_prefix();
     let first = app_on(Store::Redis, dir, |settings| {
-        settings.redis_key_prefix = prefix.clone();
+        settings.redis.redis_key_prefix = prefix.clone();
         configure(settings);
     })
     .await;
     let shared_data = first.data_dir.path().to_path_buf();
     let second = app_on(Store::Redis, dir, |settings| {
-        settings.redis_key_prefix = prefix.clone();
-        settings.data_dir = shared_data;
+        settings.redis.redis_key_prefix = prefix.clone();
+        settings.application.data_dir = shared_data;
         configure(settings);
     })
     .await;
@@ -636,11 +636,11 @@ async fn a_job_refused_half_shared_frees_its_key_and_ends_its_record() {
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix();
     let app = app_on(Store::Redis, dir.path(), |settings| {
-        settings.redis_key_prefix = prefix.clone();
+        settings.redis.redis_key_prefix = prefix.clone();
         // The record must be written and the claim refused; on a loaded machine the record's
         // write could time out at the default 500 ms, which answers the same code without a
         // record. This test is about the claim, not a slow Redis.
-        settings.redis_timeout_ms = 5_000;
+        settings.redis.redis_timeout_ms = 5_000;
     })
     .await;
     let template = app.create_template(BALL).await;

@@ -37,10 +37,10 @@ async fn app_on(
 ) -> TestApp {
     let script = hold.script.clone();
     spawn_app_with(|settings| {
-        settings.analysis_executable = Some(script);
+        settings.analysis.analysis_executable = Some(script);
         // Two analyses of the one tenant are held at once, and a tenant holds at most half
         // of the analysis workers.
-        settings.analysis_workers = 4;
+        settings.analysis.analysis_workers = 4;
         store.configure(settings);
         configure(settings);
     })
@@ -117,7 +117,7 @@ async fn the_lease_the_server_took_runs_out_and_the_key_is_first_use_again() {
         let dir = tempfile::tempdir().unwrap();
         let hold = Hold::new(dir.path());
         let app = app_on(store, &hold, |settings| {
-            settings.idempotency_lease_seconds = LEASE.as_secs();
+            settings.idempotency.idempotency_lease_seconds = LEASE.as_secs();
         })
         .await;
         let key = unique_key();
@@ -182,11 +182,11 @@ async fn a_bound_key_that_expired_makes_the_next_call_a_new_job() {
         let worker = counting_worker(dir.path(), &dir.path().join("starts"));
         let prefix = unique_prefix();
         let app = spawn_app_with(|settings| {
-            settings.worker_executable = Some(worker);
-            settings.retention_seconds = RETENTION_SECONDS;
+            settings.render_workers.worker_executable = Some(worker);
+            settings.jobs.retention_seconds = RETENTION_SECONDS;
             if store == Store::Redis {
-                settings.redis_url = Some(redis_url());
-                settings.redis_key_prefix = prefix.clone();
+                settings.redis.redis_url = Some(redis_url());
+                settings.redis.redis_key_prefix = prefix.clone();
             }
         })
         .await;
@@ -240,10 +240,10 @@ async fn a_slow_redis_is_unavailable_with_a_delay_and_the_key_works_once_it_answ
     let worker = counting_worker(dir.path(), &dir.path().join("starts"));
     let url = redis.url();
     let app = spawn_app_with(|settings| {
-        settings.worker_executable = Some(worker);
-        settings.redis_url = Some(url);
-        settings.redis_key_prefix = unique_prefix();
-        settings.redis_timeout_ms = REDIS_TIMEOUT_MS;
+        settings.render_workers.worker_executable = Some(worker);
+        settings.redis.redis_url = Some(url);
+        settings.redis.redis_key_prefix = unique_prefix();
+        settings.redis.redis_timeout_ms = REDIS_TIMEOUT_MS;
     })
     .await;
     let template = app.create_template(BALL).await;
@@ -344,7 +344,7 @@ async fn outlived_lease_case(
     let dir = tempfile::tempdir().unwrap();
     let hold = Hold::new(dir.path());
     let app = app_on(store, &hold, |settings| {
-        settings.idempotency_lease_seconds = lease.as_secs();
+        settings.idempotency.idempotency_lease_seconds = lease.as_secs();
     })
     .await;
     let key = unique_key();

@@ -279,7 +279,7 @@ async fn a_replacement_image_is_pinned_in_the_bucket_staged_for_the_worker_and_r
 async fn retention_deletes_an_output_from_the_bucket() {
     let bucket = TestBucket::create().await;
     let app = app_on_bucket(&bucket, |settings| {
-        settings.retention_seconds = 1;
+        settings.jobs.retention_seconds = 1;
     })
     .await;
     let template = app.create_template(BALL).await;
@@ -303,7 +303,7 @@ async fn retention_deletes_an_output_from_the_bucket() {
 async fn a_template_deleted_while_its_job_is_queued_still_renders_from_the_bucket() {
     let bucket = TestBucket::create().await;
     let app = app_on_bucket(&bucket, |settings| {
-        settings.workers = Some(1);
+        settings.render_workers.workers = Some(1);
     })
     .await;
     let blocker_template = app.create_template(NEVER_FINISHES).await;
@@ -559,8 +559,8 @@ async fn two_instances_on_one_bucket_and_one_redis_share_templates_and_outputs_w
     let prefix = unique_prefix();
     let configure = |settings: &mut ServerSettings| {
         bucket.configure(settings, &s3_endpoint());
-        settings.redis_url = Some(crate::helpers::redis_url());
-        settings.redis_key_prefix = prefix.clone();
+        settings.redis.redis_url = Some(crate::helpers::redis_url());
+        settings.redis.redis_key_prefix = prefix.clone();
     };
     let first = spawn_app_with(configure).await;
     let second = spawn_app_with(configure).await;

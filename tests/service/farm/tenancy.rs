@@ -44,12 +44,12 @@ fn two_tenants(
     let configure = {
         let prefix = prefix.clone();
         move |settings: &mut lottie_render::config::ServerSettings| {
-            settings.auth = AuthMode::Required;
-            settings.api_keys = Some(keys);
-            settings.worker_executable = Some(worker);
+            settings.auth.mode = AuthMode::Required;
+            settings.auth.api_keys = Some(keys);
+            settings.render_workers.worker_executable = Some(worker);
             if store == Store::Redis {
-                settings.redis_url = Some(redis_url());
-                settings.redis_key_prefix = prefix;
+                settings.redis.redis_url = Some(redis_url());
+                settings.redis.redis_key_prefix = prefix;
             }
         }
     };
@@ -277,8 +277,8 @@ async fn two_tenants_cannot_see_cancel_download_replay_or_share_each_others_work
         let (_, configure) = two_tenants(store, other_dir.path());
         let other = spawn_app_with(move |settings| {
             configure(settings);
-            settings.redis_key_prefix = prefix;
-            settings.data_dir = data_dir;
+            settings.redis.redis_key_prefix = prefix;
+            settings.application.data_dir = data_dir;
         })
         .await;
         assert_job_hidden(&other, GLOBEX_KEY, &acme_job.job_id).await;
@@ -317,7 +317,7 @@ async fn a_deleted_templates_queued_job_still_renders_and_new_submissions_are_re
     // One worker: the first, endless job keeps the second queued.
     let app = spawn_app_with(|settings| {
         configure(settings);
-        settings.workers = Some(1);
+        settings.render_workers.workers = Some(1);
     })
     .await;
     let endless = create_as(&app, ACME_KEY, NEVER_FINISHES).await;
@@ -431,7 +431,7 @@ async fn a_request_quarantined_for_one_tenant_is_still_accepted_for_another(stor
     let crashing = crate::helpers::crashing_worker(dir.path(), &dir.path().join("starts"));
     let app = spawn_app_with(|settings| {
         configure(settings);
-        settings.worker_executable = Some(crashing);
+        settings.render_workers.worker_executable = Some(crashing);
     })
     .await;
     let acme_template = create_as(&app, ACME_KEY, BALL).await;
@@ -473,7 +473,7 @@ async fn a_tenant_over_its_template_share_is_refused_while_another_still_creates
     let (_, configure) = two_tenants(Store::Memory, dir.path());
     let app = spawn_app_with(|settings| {
         configure(settings);
-        settings.max_templates_per_tenant = 1;
+        settings.storage.max_templates_per_tenant = 1;
     })
     .await;
     create_as(&app, ACME_KEY, BALL).await;
@@ -506,7 +506,7 @@ async fn another_tenants_job_on_this_instance_is_answered_as_an_unknown_id_while
     let url = redis.url();
     let app = spawn_app_with(|settings| {
         configure(settings);
-        settings.redis_url = Some(url);
+        settings.redis.redis_url = Some(url);
     })
     .await;
     let template = create_as(&app, ACME_KEY, BALL).await;

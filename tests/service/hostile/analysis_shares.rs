@@ -34,9 +34,9 @@ async fn two_tenants() -> (TestApp, tempfile::TempDir) {
         &[("hog", "attacker", HOG), ("bystander", "app", BYSTANDER)],
     );
     let app = spawn_app_with(|settings| {
-        settings.auth = AuthMode::Required;
-        settings.api_keys = Some(keys);
-        settings.analysis_cpu_seconds = CPU_SECONDS;
+        settings.auth.mode = AuthMode::Required;
+        settings.auth.api_keys = Some(keys);
+        settings.analysis.analysis_cpu_seconds = CPU_SECONDS;
     })
     .await;
     (app, dir)

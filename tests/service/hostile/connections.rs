@@ -124,8 +124,8 @@ async fn a_connection_cannot_open_more_streams_than_its_limit_and_others_are_ser
     // so that only the stream limit can hold the 101st call (at the default, the
     // per-connection concurrency limit queued it even with no stream limit at all).
     let app = spawn_app_with(|settings| {
-        settings.request_body_timeout_ms = 60_000;
-        settings.max_concurrent_requests = 1024;
+        settings.limits.request_body_timeout_ms = 60_000;
+        settings.limits.max_concurrent_requests = 1024;
     })
     .await;
     // A client that ignores nothing but opens streams before it has read our settings.
@@ -194,7 +194,7 @@ async fn open_health_watch(
 async fn watchers_beyond_the_cap_are_resource_exhausted_until_one_closes_and_health_has_its_own_cap(
 ) {
     // Twelve slots, of which one caller (this test's address) may hold a quarter, three.
-    let app = spawn_app_with(|settings| settings.max_watchers = 12).await;
+    let app = spawn_app_with(|settings| settings.limits.max_watchers = 12).await;
     let mut open = Vec::new();
     for _ in 0..3 {
         open.push(open_health_watch(&app.channel).await.unwrap());
@@ -253,8 +253,8 @@ async fn succeeded_job(app: &TestApp) -> proto::RenderJob {
 #[tokio::test]
 async fn a_stalled_download_is_ended_and_its_slot_freed() {
     let app = spawn_app_with(|settings| {
-        settings.max_downloads = 1;
-        settings.download_idle_timeout_ms = 3000;
+        settings.downloads.max_downloads = 1;
+        settings.downloads.download_idle_timeout_ms = 3000;
     })
     .await;
     let job = succeeded_job(&app).await;
@@ -394,15 +394,15 @@ const POOL_SIZE: u32 = 4;
 fn on_redis(settings: &mut ServerSettings, redis: &OwnRedis, prefix: &str, data: &Path) {
     // Instances on one Redis render each other's jobs (one shared queue), so on the default
     // file store they share one data directory.
-    settings.data_dir = data.to_path_buf();
-    settings.redis_url = Some(redis.url());
-    settings.redis_key_prefix = prefix.to_owned();
-    settings.redis_pool_size = POOL_SIZE;
-    settings.shutdown_grace_seconds = 0.5;
+    settings.application.data_dir = data.to_path_buf();
+    settings.redis.redis_url = Some(redis.url());
+    settings.redis.redis_key_prefix = prefix.to_owned();
+    settings.redis.redis_pool_size = POOL_SIZE;
+    settings.application.shutdown_grace_seconds = 0.5;
     // Sixty calls at once on two loaded cores may wait longer than the default 500 ms for a
     // pooled connection: these tests are about counts and subscriptions, not Redis being
     // slow (a slow Redis has its own tests), so a timed-out call must not stand for one.
-    settings.redis_timeout_ms = 5_000;
+    settings.redis.redis_timeout_ms = 5_000;
 }
 
 #[tokio::test]
@@ -535,8 +535,8 @@ async fn sixty_identical(app: &TestApp, request: &proto::RenderRequest) -> (usiz
 #[tokio::test]
 async fn followers_of_a_running_render_count_against_the_queue() {
     let app = spawn_app_with(|settings| {
-        settings.queue_capacity = 1;
-        settings.shutdown_grace_seconds = 0.5;
+        settings.jobs.queue_capacity = 1;
+        settings.application.shutdown_grace_seconds = 0.5;
     })
     .await;
     let template = app.create_template(NEVER_FINISHES).await;
@@ -556,7 +556,7 @@ async fn followers_of_another_instances_render_count_against_the_queue() {
     let a = spawn_app_with(|settings| on_redis(settings, &redis, prefix, data.path())).await;
     let b = spawn_app_with(|settings| {
         on_redis(settings, &redis, prefix, data.path());
-        settings.queue_capacity = 1;
+        settings.jobs.queue_capacity = 1;
     })
     .await;
     let template = a.create_template(NEVER_FINISHES).await;
@@ -579,12 +579,12 @@ async fn after_redis_comes_back_the_shared_subscription_is_made_again_and_cancel
     let prefix = "connections-restart:";
     let a = spawn_app_with(|settings| {
         on_redis(settings, &redis, prefix, data.path());
-        settings.redis_timeout_ms = 300;
+        settings.redis.redis_timeout_ms = 300;
     })
     .await;
     let b = spawn_app_with(|settings| {
         on_redis(settings, &redis, prefix, data.path());
-        settings.redis_timeout_ms = 300;
+        settings.redis.redis_timeout_ms = 300;
     })
     .await;
     let cancel_channel = format!("{prefix}cancel");

@@ -64,10 +64,10 @@ impl Tenants {
         );
         let worker = gated_worker(dir.path(), &dir.path().join("gate"));
         let app = spawn_app_with(|settings| {
-            settings.auth = AuthMode::Required;
-            settings.api_keys = Some(keys);
-            settings.worker_executable = Some(worker);
-            settings.shutdown_grace_seconds = 0.1;
+            settings.auth.mode = AuthMode::Required;
+            settings.auth.api_keys = Some(keys);
+            settings.render_workers.worker_executable = Some(worker);
+            settings.application.shutdown_grace_seconds = 0.1;
             configure(settings);
         })
         .await;
@@ -147,8 +147,8 @@ fn started_at(job: &proto::RenderJob) -> (i64, i32) {
 #[tokio::test]
 async fn a_tenant_at_its_job_limit_waits_with_a_delay_while_another_tenants_jobs_run() {
     let tenants = Tenants::start(|settings| {
-        settings.tenant_max_jobs = Some(2);
-        settings.workers = Some(3);
+        settings.jobs.tenant_max_jobs = Some(2);
+        settings.render_workers.workers = Some(3);
     })
     .await;
     let first = tenants.submit(ACME, 100).await.unwrap();
@@ -210,7 +210,7 @@ async fn a_tenant_at_its_job_limit_waits_with_a_delay_while_another_tenants_jobs
 
 #[tokio::test]
 async fn with_one_worker_another_tenants_job_runs_before_a_tenants_queued_backlog() {
-    let tenants = Tenants::start(|settings| settings.workers = Some(1)).await;
+    let tenants = Tenants::start(|settings| settings.render_workers.workers = Some(1)).await;
     let running = tenants.submit(ACME, 100).await.unwrap();
     tenants
         .wait_for(ACME, &running.job_id, &[JobState::Running])
@@ -250,8 +250,8 @@ async fn with_one_worker_another_tenants_job_runs_before_a_tenants_queued_backlo
 #[tokio::test]
 async fn a_tenant_over_its_request_rate_is_told_the_wait_while_another_is_served() {
     let tenants = Tenants::start(|settings| {
-        settings.tenant_requests_per_second = Some(1);
-        settings.tenant_burst = Some(3);
+        settings.limits.tenant_requests_per_second = Some(1);
+        settings.limits.tenant_burst = Some(3);
     })
     .await;
     let list = |key: &'static str| {

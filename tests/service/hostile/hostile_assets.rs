@@ -498,13 +498,13 @@ async fn two_servers_on_one_data_directory_list_the_same_templates_and_share_the
     let shared = tempfile::tempdir().unwrap();
     let path = shared.path().to_path_buf();
     let first = spawn_app_with(|settings| {
-        settings.data_dir = path.clone();
-        settings.max_templates = 2;
+        settings.application.data_dir = path.clone();
+        settings.storage.max_templates = 2;
     })
     .await;
     let second = spawn_app_with(|settings| {
-        settings.data_dir = path.clone();
-        settings.max_templates = 2;
+        settings.application.data_dir = path.clone();
+        settings.storage.max_templates = 2;
     })
     .await;
     let a = first.create_template("tiny-solid-layer.json").await;
@@ -548,12 +548,12 @@ async fn two_servers_on_one_data_directory_list_the_same_templates_and_share_the
 async fn a_nearly_full_disk_refuses_new_templates_and_renders_with_a_retry_delay() {
     let shared = tempfile::tempdir().unwrap();
     let path = shared.path().to_path_buf();
-    let roomy = spawn_app_with(|settings| settings.data_dir = path.clone()).await;
+    let roomy = spawn_app_with(|settings| settings.application.data_dir = path.clone()).await;
     let template = roomy.create_template("tiny-solid-layer.json").await;
     // The same data directory, with a watermark above any disk's free space.
     let full = spawn_app_with(|settings| {
-        settings.data_dir = path.clone();
-        settings.min_free_disk_mb = u64::MAX / (1024 * 1024);
+        settings.application.data_dir = path.clone();
+        settings.storage.min_free_disk_mb = u64::MAX / (1024 * 1024);
     })
     .await;
     let status = full

@@ -68,7 +68,7 @@ fn seconds(duration: Duration) -> Option<Actual> {
 /// The constants the tables may name, by their path in the crate.
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
-        analysis, app, auth, config, fair_share, grpc, http_json, idempotency, lottie, middleware,
+        analysis, app, auth, fair_share, grpc, http_json, idempotency, jobs, lottie, middleware,
         os, sandbox, spec, storage, tls, webhooks,
     };
     use middleware::request_body;
@@ -310,7 +310,9 @@ fn constant(name: &str) -> Option<Actual> {
         "middleware::request_body::MAX_RENDER_REQUEST_BYTES" => {
             bytes(middleware::request_body::MAX_RENDER_REQUEST_BYTES as f64)
         }
-        "config::DEFAULT_TENANT_MAX_JOBS" => count(f64::from(config::DEFAULT_TENANT_MAX_JOBS)),
+        "jobs::settings::DEFAULT_TENANT_MAX_JOBS" => {
+            count(f64::from(jobs::settings::DEFAULT_TENANT_MAX_JOBS))
+        }
         "middleware::request_body::MAX_HEALTH_REQUEST_BYTES" => {
             bytes(request_body::MAX_HEALTH_REQUEST_BYTES as f64)
         }

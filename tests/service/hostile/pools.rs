@@ -190,7 +190,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "request buffers: large bodies",
         callers: BOTH,
-        server: Server::InProcess(|settings| settings.request_buffers_mb = 32),
+        server: Server::InProcess(|settings| settings.limits.request_buffers_mb = 32),
         needs: Needs::Nothing,
         attack: Attack::Bodies {
             path: "/lottie.render.v1.TemplateService/CreateTemplate",
@@ -203,7 +203,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "request buffers: large bodies",
         callers: BOTH,
-        server: Server::InProcess(|settings| settings.request_buffers_mb = 32),
+        server: Server::InProcess(|settings| settings.limits.request_buffers_mb = 32),
         needs: Needs::Nothing,
         attack: Attack::DoorBodies {
             declared: DECLARED_LARGE_BODY,
@@ -240,7 +240,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "watch streams",
         callers: BOTH,
-        server: Server::InProcess(|settings| settings.max_watchers = 64),
+        server: Server::InProcess(|settings| settings.limits.max_watchers = 64),
         needs: Needs::UnendedJob,
         attack: Attack::Streams {
             path: "/lottie.render.v1.RenderService/WatchRenderJob",
@@ -251,7 +251,7 @@ const ROWS: &[Row] = &[
     Row {
         pool: "health watch streams",
         callers: ADDRESSES,
-        server: Server::InProcess(|settings| settings.max_watchers = 64),
+        server: Server::InProcess(|settings| settings.limits.max_watchers = 64),
         needs: Needs::Nothing,
         attack: Attack::Streams {
             path: "/grpc.health.v1.Health/Watch",
@@ -263,8 +263,8 @@ const ROWS: &[Row] = &[
         pool: "downloads",
         callers: BOTH,
         server: Server::InProcess(|settings| {
-            settings.max_downloads = 32;
-            settings.workers = Some(2);
+            settings.downloads.max_downloads = 32;
+            settings.render_workers.workers = Some(2);
         }),
         needs: Needs::LargeOutput,
         attack: Attack::Streams {
@@ -305,9 +305,9 @@ const ROWS: &[Row] = &[
         // they can leave one. A held analysis (no CPU) holds its worker until the analysis
         // stall limit, set longer than the row.
         server: Server::InProcess(|settings| {
-            settings.analysis_workers = 16;
-            settings.analysis_cpu_seconds = 2;
-            settings.analysis_stall_seconds = HELD_ANALYSIS_SECONDS;
+            settings.analysis.analysis_workers = 16;
+            settings.analysis.analysis_cpu_seconds = 2;
+            settings.analysis.analysis_stall_seconds = HELD_ANALYSIS_SECONDS;
         }),
         needs: Needs::HeldAnalyses,
         attack: Attack::Creations { calls: 8 },
@@ -429,8 +429,8 @@ async fn row_server(row: &Row, callers: Callers, setup: &Setup) -> RowServer {
     RowServer::InProcess(
         spawn_app_with(move |settings| {
             if let Some(keys) = keys {
-                settings.auth = lottie_render::auth::AuthMode::Required;
-                settings.api_keys = Some(keys);
+                settings.auth.mode = lottie_render::auth::AuthMode::Required;
+                settings.auth.api_keys = Some(keys);
             }
             if let Some(secrets) = secrets {
                 settings.webhooks.webhook_secrets = Some(secrets);
@@ -444,10 +444,10 @@ async fn row_server(row: &Row, callers: Callers, setup: &Setup) -> RowServer {
                 settings.tls = tls;
             }
             if held_analyses {
-                settings.analysis_executable = Some(script.clone());
+                settings.analysis.analysis_executable = Some(script.clone());
             }
-            settings.worker_executable = Some(script);
-            settings.shutdown_grace_seconds = 0.1;
+            settings.render_workers.worker_executable = Some(script);
+            settings.application.shutdown_grace_seconds = 0.1;
             configure(settings);
         })
         .await,

@@ -85,7 +85,7 @@ async fn a_thousand_instant_reuses_under_fresh_keys_keep_the_tenants_bound_and_e
     const REUSES: usize = 1_000;
     let dir = tempfile::tempdir().unwrap();
     let app = acme_app(dir.path(), |settings| {
-        settings.retained_jobs.max_retained_jobs_per_tenant = BOUND;
+        settings.jobs.retained.max_retained_jobs_per_tenant = BOUND;
     })
     .await;
     let (request, rendered) = rendered_once(&app).await;
@@ -141,9 +141,9 @@ async fn a_submission_is_refused_with_a_delay_while_every_job_the_tenant_keeps_i
     let dir = tempfile::tempdir().unwrap();
     let hold = Hold::new(dir.path());
     let app = acme_app(dir.path(), |settings| {
-        settings.worker_executable = Some(hold.script.clone());
-        settings.shutdown_grace_seconds = 0.1;
-        settings.retained_jobs.max_retained_jobs_per_tenant = 2;
+        settings.render_workers.worker_executable = Some(hold.script.clone());
+        settings.application.shutdown_grace_seconds = 0.1;
+        settings.jobs.retained.max_retained_jobs_per_tenant = 2;
     })
     .await;
     let (request, _) = rendered_once(&app).await;
@@ -193,11 +193,11 @@ async fn submissions_refused_for_the_job_limit_leave_nothing_in_redis() {
     let dir = tempfile::tempdir().unwrap();
     let hold = Hold::new(dir.path());
     let app = acme_app(dir.path(), |settings| {
-        settings.worker_executable = Some(hold.script.clone());
-        settings.shutdown_grace_seconds = 0.1;
-        settings.redis_url = Some(redis_url());
-        settings.redis_key_prefix = prefix.clone();
-        settings.tenant_max_jobs = Some(1);
+        settings.render_workers.worker_executable = Some(hold.script.clone());
+        settings.application.shutdown_grace_seconds = 0.1;
+        settings.redis.redis_url = Some(redis_url());
+        settings.redis.redis_key_prefix = prefix.clone();
+        settings.jobs.tenant_max_jobs = Some(1);
     })
     .await;
     let template = app.create_template(BALL).await.template_id;
@@ -250,9 +250,9 @@ async fn instant_reuses_with_redis_evict_the_oldest_jobs_and_their_shared_record
     let prefix = unique_prefix();
     let dir = tempfile::tempdir().unwrap();
     let app = acme_app(dir.path(), |settings| {
-        settings.redis_url = Some(redis_url());
-        settings.redis_key_prefix = prefix.clone();
-        settings.retained_jobs.max_retained_jobs_per_tenant = BOUND;
+        settings.redis.redis_url = Some(redis_url());
+        settings.redis.redis_key_prefix = prefix.clone();
+        settings.jobs.retained.max_retained_jobs_per_tenant = BOUND;
     })
     .await;
     let (request, rendered) = rendered_once(&app).await;

@@ -131,13 +131,16 @@ fn serve_settings(args: &[String]) -> ServerSettings {
 /// What every shipped way of running the service must say.
 fn assert_safe(settings: &ServerSettings, source: &str) {
     assert!(
-        settings.check_exposure(settings.listen).is_ok(),
+        settings
+            .auth
+            .check_exposure(settings.application.listen)
+            .is_ok(),
         "{source}: would answer anonymous callers on {}",
-        settings.listen
+        settings.application.listen
     );
-    assert_eq!(settings.auth, AuthMode::Required, "{source}");
+    assert_eq!(settings.auth.mode, AuthMode::Required, "{source}");
     assert!(
-        settings.api_keys.is_some() || settings.identities.is_some(),
+        settings.auth.api_keys.is_some() || settings.auth.identities.is_some(),
         "{source}"
     );
     assert!(settings.tls.files().is_some(), "{source}: no TLS");
@@ -145,17 +148,17 @@ fn assert_safe(settings: &ServerSettings, source: &str) {
         settings.tenant_job_limit().is_some(),
         "{source}: no job limit"
     );
-    assert!(settings.tenant_rate().is_some(), "{source}: no rate");
+    assert!(settings.limits.tenant_rate().is_some(), "{source}: no rate");
     assert!(
-        settings.max_templates_per_tenant > 0,
+        settings.storage.max_templates_per_tenant > 0,
         "{source}: no template quota"
     );
     assert!(
-        settings.max_template_storage_mb_per_tenant > 0,
+        settings.storage.max_template_storage_mb_per_tenant > 0,
         "{source}: no storage quota"
     );
     assert!(
-        !settings.allow_unauthenticated_network,
+        !settings.auth.allow_unauthenticated_network,
         "{source}: allows anonymous callers"
     );
 }

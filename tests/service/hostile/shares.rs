@@ -79,7 +79,7 @@ async fn refusals(answers: Vec<h2::client::ResponseFuture>) -> Vec<tonic::Status
 
 #[tokio::test]
 async fn a_health_body_flood_is_refused_at_once_and_bystanders_are_answered_meanwhile() {
-    let app = spawn_app_with(|settings| settings.request_body_timeout_ms = 30_000).await;
+    let app = spawn_app_with(|settings| settings.limits.request_body_timeout_ms = 30_000).await;
     let (answers, streams) = four_silent_largest_bodies(&app, "/grpc.health.v1.Health/Check").await;
     let list = || async {
         app.templates()

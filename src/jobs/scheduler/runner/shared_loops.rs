@@ -25,7 +25,7 @@ use std::time::Duration;
 /// Redis is down or in trouble, and every free worker loop of every instance is reading.
 const READ_RETRY_MIN: Duration = Duration::from_millis(200);
 const READ_RETRY_MAX: Duration = Duration::from_secs(5);
-/// Renewals of a lease within one lease time (see [`crate::config::DEFAULT_JOB_LEASE_MS`]).
+/// Renewals of a lease within one lease time (see [`crate::jobs::settings::DEFAULT_JOB_LEASE_MS`]).
 const RENEWALS_PER_LEASE: u32 = 3;
 /// How long a finished job's entry may wait for its terminal record to be stored and for
 /// its acknowledgement (Redis down meanwhile), retried with these pauses; past it, the entry
