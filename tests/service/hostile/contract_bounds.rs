@@ -23,6 +23,12 @@ use tonic::Code;
 const RSS_ALLOWANCE_BYTES: u64 = 16 * 1024 * 1024;
 /// How long one call may take (a 100 MiB JSON body over loopback to a debug build).
 const CALL_LIMIT: Duration = Duration::from_secs(60);
+/// How many times a call refused for a reason worth retrying (the buffers still held on a
+/// loaded machine, a transport broken under its body) is sent in all.
+const TRANSIENT_ATTEMPTS: usize = 5;
+/// The pause before sending it again: the buffers' retry delay
+/// (`REQUEST_BUFFERS_RETRY_AFTER`, 2 s).
+const TRANSIENT_RETRY_DELAY: Duration = Duration::from_secs(2);
 
 /// One step from a request message to the field under test: the field, taken once (a map
 /// field by the key `k`, a list by its first item).
@@ -433,7 +439,26 @@ fn grpc_path(method: &MethodDescriptor) -> String {
 }
 
 /// Calls `method` with `message` over gRPC; answers the refusal's code and violated fields.
+/// RESOURCE_EXHAUSTED, UNAVAILABLE and a broken transport (UNKNOWN) are sent again after the
+/// buffers' retry delay, a bounded number of times, as for the door (`json_call`).
 async fn grpc_call(
+    channel: &tonic::transport::Channel,
+    method: &MethodDescriptor,
+    message: Vec<u8>,
+) -> (Code, Vec<String>) {
+    for _ in 1..TRANSIENT_ATTEMPTS {
+        let (code, fields) = grpc_call_once(channel, method, message.clone()).await;
+        match code {
+            Code::ResourceExhausted | Code::Unavailable | Code::Unknown => {
+                tokio::time::sleep(TRANSIENT_RETRY_DELAY).await
+            }
+            _ => return (code, fields),
+        }
+    }
+    grpc_call_once(channel, method, message).await
+}
+
+async fn grpc_call_once(
     channel: &tonic::transport::Channel,
     method: &MethodDescriptor,
     message: Vec<u8>,
@@ -469,12 +494,33 @@ async fn grpc_call(
 }
 
 /// Posts `body` to the door at `route`; answers the HTTP status and the problem's fields.
+///
+/// A send that breaks while the body is still being written (the server answered and closed
+/// before reading it all: a body that found the request buffers still held by the previous
+/// call's 64 MiB, refused after `REQUEST_BUFFER_WAIT`, seen at load 13 beside two busy
+/// loops) and a 429 or 503 are what a client retries; they are sent again, a bounded number
+/// of times, after the buffers' retry delay. Any other answer is returned as it is.
 async fn json_call(
     client: &reqwest::Client,
     server: &ServerProcess,
     route: &str,
     body: String,
 ) -> (u16, String) {
+    for _ in 1..TRANSIENT_ATTEMPTS {
+        match json_call_once(client, server, route, body.clone()).await {
+            Ok((429 | 503, _)) | Err(_) => tokio::time::sleep(TRANSIENT_RETRY_DELAY).await,
+            Ok(answer) => return answer,
+        }
+    }
+    json_call_once(client, server, route, body).await.unwrap()
+}
+
+async fn json_call_once(
+    client: &reqwest::Client,
+    server: &ServerProcess,
+    route: &str,
+    body: String,
+) -> Result<(u16, String), reqwest::Error> {
     let answer = tokio::time::timeout(
         CALL_LIMIT,
         client
@@ -485,10 +531,9 @@ async fn json_call(
             .send(),
     )
     .await
-    .expect("the call is answered")
-    .unwrap();
+    .expect("the call is answered")?;
     let status = answer.status().as_u16();
-    (status, answer.text().await.unwrap())
+    Ok((status, answer.text().await?))
 }
 
 /// The field paths an RFC 9457 problem of the door names.
