@@ -7,6 +7,7 @@
 mod idempotency;
 mod key_leases;
 mod object_storage;
+mod scaling;
 mod shared_queue;
 mod signed_urls;
 mod tenancy;

@@ -31,7 +31,7 @@ const FARM_LIMIT: Duration = Duration::from_secs(240);
 const SUBMIT_ATTEMPTS: usize = 60;
 
 /// One instance of the farm under test.
-struct Instance {
+pub(super) struct Instance {
     server: ServerProcess,
     channel: Channel,
 }
@@ -101,7 +101,7 @@ impl Instance {
     /// the instance's Redis timeout, 300 ms in the restart test, which a loaded machine
     /// misses; ABORTED: a concurrent call with the key), after the delay it asks for, for at
     /// most `SUBMIT_ATTEMPTS`. The key is kept, so a retry never makes a second job.
-    async fn submit(&self, request: proto::RenderRequest) -> proto::RenderJob {
+    pub(super) async fn submit(&self, request: proto::RenderRequest) -> proto::RenderJob {
         self.submit_keyed(&unique_key(), request).await
     }
 
@@ -170,7 +170,7 @@ async fn create_template(instance: &Instance) -> String {
 }
 
 /// A small, quick render; `variant` makes its fingerprint its own.
-fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
+pub(super) fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
     let mut request = small_request(template_id, proto::Format::Gif);
     if let Some(output) = request.output.as_mut() {
         output.width = 100 + variant;
@@ -180,7 +180,7 @@ fn request(template_id: &str, variant: u32) -> proto::RenderRequest {
 
 /// Waits until every job of `job_ids` has ended, seen through `instance`, and checks that
 /// each one succeeded.
-async fn assert_all_succeed(instance: &Instance, job_ids: &[String]) {
+pub(super) async fn assert_all_succeed(instance: &Instance, job_ids: &[String]) {
     for job in wait_until_ended(instance, job_ids).await {
         assert_eq!(state(&job), JobState::Succeeded, "{job:?}");
     }
@@ -368,7 +368,7 @@ async fn start_farm(bucket: &TestBucket) -> Vec<Instance> {
 
 /// `count` instances whose workers each hold their render until released ([`Hold`],
 /// engaged), on one Redis and `bucket`; the hold directories must outlive the farm.
-async fn start_held_farm(
+pub(super) async fn start_held_farm(
     count: usize,
     redis: &str,
     prefix: &str,
