@@ -79,7 +79,10 @@ fn read_scaled_object(text: &str) -> (Vec<Trigger>, String) {
             }
         }
     }
-    (triggers, formula.expect("the ScaledObject has a scaling formula"))
+    (
+        triggers,
+        formula.expect("the ScaledObject has a scaling formula"),
+    )
 }
 
 /// A key the file names, moved from the default prefix to the test's own.
@@ -161,7 +164,10 @@ async fn settles_at(
         tokio::time::sleep(Duration::from_millis(100)).await;
         seen = measured(connection, stream, group, list).await;
     }
-    assert_eq!(seen, expected, "(waiting, rendering) as KEDA would read them");
+    assert_eq!(
+        seen, expected,
+        "(waiting, rendering) as KEDA would read them"
+    );
 }
 
 #[tokio::test]
@@ -207,7 +213,11 @@ async fn the_scaled_object_names_the_farms_stream_group_and_wake_list_and_measur
     settles_at(&mut connection, keys, (0, 1)).await;
     assert_eq!(key_type(&mut connection, &stream).await, "stream");
     let groups = groups(&mut connection, &stream).await;
-    assert_eq!(groups.get(group), Some(&1), "the groups of {stream}: {groups:?}");
+    assert_eq!(
+        groups.get(group),
+        Some(&1),
+        "the groups of {stream}: {groups:?}"
+    );
 
     // Two more wait behind the held render: the backlog rises by two.
     for variant in 1..3 {
