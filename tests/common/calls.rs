@@ -307,3 +307,37 @@ pub fn refusal_delay(status: &Status, code: tonic::Code, reason: &str) -> Option
         }
     }
 }
+
+/// Sends `call` until it is answered, retrying what the server says is worth retrying as a
+/// well-behaved client does: ABORTED (a concurrent call with the key is creating its job)
+/// and UNAVAILABLE (the key store or the shared job records did not answer in time on a
+/// loaded machine), each after the delay the server asks for, and a call whose connection
+/// closed under it (a transport error, not an answer; the key makes sending it again safe)
+/// after a second. Any other refusal, or no answer after `attempts`, fails the test.
+pub async fn until_answered<T, F, Fut>(attempts: usize, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Status>>,
+{
+    use std::error::Error as _;
+    use tonic::Code;
+    use tonic_types::StatusExt;
+    for _ in 0..attempts {
+        match call().await {
+            Ok(answer) => return answer,
+            Err(status) if matches!(status.code(), Code::Aborted | Code::Unavailable) => {
+                let delay = status
+                    .get_error_details()
+                    .retry_info()
+                    .and_then(|info| info.retry_delay)
+                    .unwrap_or_else(|| panic!("a retryable refusal without a delay: {status:?}"));
+                tokio::time::sleep(delay).await;
+            }
+            Err(status) if status.code() == Code::Cancelled && status.source().is_some() => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(status) => panic!("{status:?}"),
+        }
+    }
+    panic!("not answered after {attempts} attempts");
+}

@@ -7,15 +7,14 @@ mod store_contract;
 
 use crate::helpers::{
     counting_worker, on_both_stores, redis_url, refusal_delay, small_request, spawn_app_with,
-    state, unique_key, unique_prefix, with_idempotency_key, with_replayed, worker_starts, OwnRedis,
-    Store, TestApp,
+    state, unique_key, unique_prefix, until_answered, with_idempotency_key, with_replayed,
+    worker_starts, OwnRedis, Store, TestApp,
 };
 use lottie_render::config::ServerSettings;
 use lottie_render::grpc::proto::{self, JobState};
 use lottie_render::idempotency::redis_store::RedisStore;
 use lottie_render::idempotency::store::IdempotencyStore;
 use lottie_render::redis_client::{RedisClient, RedisSettings};
-use std::error::Error as _;
 use std::path::Path;
 use std::time::Duration;
 use tonic::{Code, Status};
@@ -47,36 +46,19 @@ async fn app_on(
 /// second, so a slow Redis gets minutes to come back. A call never answered still fails.
 const SUBMIT_ATTEMPTS: usize = 300;
 
-/// Submits, retrying what the server says is worth retrying as a well-behaved client does:
-/// ABORTED (a concurrent call with the key is creating its job) and UNAVAILABLE (the key
-/// store or the shared job records did not answer in time on a loaded machine), each after
-/// the delay the server asks for, a bounded number of times.
+/// Submits under `key` until answered (`until_answered`: ABORTED and UNAVAILABLE after the
+/// delay asked for, a connection closed under the call).
 async fn submit_until_answered(
     app: &TestApp,
     key: &str,
     request: proto::RenderRequest,
 ) -> proto::RenderJob {
-    for _ in 0..SUBMIT_ATTEMPTS {
-        match app.submit_keyed(key, request.clone()).await {
-            Ok((job, _)) => return job,
-            Err(status) if matches!(status.code(), Code::Aborted | Code::Unavailable) => {
-                let delay = status
-                    .get_error_details()
-                    .retry_info()
-                    .and_then(|info| info.retry_delay)
-                    .unwrap_or_else(|| panic!("a retryable refusal without a delay: {status:?}"));
-                tokio::time::sleep(delay).await;
-            }
-            // The call's connection closed under it (a transport error, not an answer: seen
-            // once beside two busy loops at load 17 after minutes of ABORTED retries); the
-            // key makes sending it again safe, as a client's retry policy would.
-            Err(status) if status.code() == Code::Cancelled && status.source().is_some() => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(status) => panic!("{status:?}"),
-        }
-    }
-    panic!("not answered after {SUBMIT_ATTEMPTS} attempts");
+    until_answered(SUBMIT_ATTEMPTS, || async {
+        app.submit_keyed(key, request.clone())
+            .await
+            .map(|(job, _)| job)
+    })
+    .await
 }
 
 fn redis_store(settings: &RedisSettings) -> RedisStore {

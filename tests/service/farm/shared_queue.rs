@@ -7,7 +7,7 @@
 use crate::farm::object_storage::{s3_endpoint, TestBucket};
 use crate::helpers::{
     corpus, create_request, redis_url, sample_value, small_request, state, unique_key,
-    unique_prefix, with_idempotency_key, Hold, OwnRedis, ServerProcess,
+    unique_prefix, until_answered, with_idempotency_key, Hold, OwnRedis, ServerProcess,
 };
 use lottie_render::grpc::proto;
 use lottie_render::grpc::proto::render_service_client::RenderServiceClient;
@@ -17,7 +17,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
-use tonic_types::StatusExt;
 
 const BALL: &str = "slots-ball-colors-opacity.json";
 /// Short leases, so that a dead instance's jobs start again within seconds.
@@ -107,23 +106,10 @@ impl Instance {
 
     /// `submit` under a key of the caller's.
     async fn submit_keyed(&self, key: &str, request: proto::RenderRequest) -> proto::RenderJob {
-        for _ in 0..SUBMIT_ATTEMPTS {
-            match self.submit_with_key(key, request.clone()).await {
-                Ok(job) => return job,
-                Err(status) if matches!(status.code(), Code::Unavailable | Code::Aborted) => {
-                    let delay = status
-                        .get_error_details()
-                        .retry_info()
-                        .and_then(|info| info.retry_delay)
-                        .unwrap_or_else(|| {
-                            panic!("a retryable refusal without a delay: {status:?}")
-                        });
-                    tokio::time::sleep(delay).await;
-                }
-                Err(status) => panic!("{status:?}"),
-            }
-        }
-        panic!("not answered after {SUBMIT_ATTEMPTS} attempts");
+        until_answered(SUBMIT_ATTEMPTS, || {
+            self.submit_with_key(key, request.clone())
+        })
+        .await
     }
 
     async fn get(&self, job_id: &str) -> Result<proto::RenderJob, Status> {
@@ -138,16 +124,7 @@ impl Instance {
     /// A job's snapshot, riding out UNAVAILABLE (the shared records slow on a loaded machine)
     /// as `submit` does.
     async fn current(&self, job_id: &str) -> proto::RenderJob {
-        for _ in 0..SUBMIT_ATTEMPTS {
-            match self.get(job_id).await {
-                Ok(job) => return job,
-                Err(status) if status.code() == Code::Unavailable => {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Err(status) => panic!("{status:?}"),
-            }
-        }
-        panic!("{job_id} not answered after {SUBMIT_ATTEMPTS} attempts");
+        until_answered(SUBMIT_ATTEMPTS, || self.get(job_id)).await
     }
 
     /// A counter of this instance (exposed from the start, at 0): a name it does not expose
