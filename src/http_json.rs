@@ -13,7 +13,8 @@
 //! JSON (with the status and `Location` of what it created), Server-Sent Events, or the
 //! output file ([`download`]); a refusal as an RFC 9457 problem with the status the same
 //! classification gives ([`problem`]). The door holds no logic of its own, so the two
-//! protocols cannot drift.
+//! protocols cannot drift. The web console's files are answered here too, before any route
+//! (`crate::console`).
 //!
 //! Why not axum (already built, tonic routes with it): its router would be a second table
 //! of the routes the annotations already say (and has no custom verbs, `{id}:cancel`), its
@@ -28,6 +29,7 @@ pub(crate) mod problem;
 pub(crate) mod routes;
 pub mod transcode;
 
+use crate::console;
 use crate::error::{FieldViolation, ServiceError};
 use crate::grpc::json::message_named;
 use crate::grpc::methods::DoorAnswer;
@@ -111,6 +113,12 @@ impl AroundCall<Body, Body> for HttpJson {
             return self.answer_now("openapi", self.openapi());
         }
         let (call, body_read) = BodyRead::follow(call);
+        // The console's files, like the contract, need no identity: they hold no secret, and
+        // the page sends the caller's key with each API call it makes (docs/console.md).
+        if let Some(answer) = console::answer(call.method(), call.uri().path(), call.headers()) {
+            let answer = console::harden(answer.unwrap_or_else(problem::of_error));
+            return self.answer_now("console", body_read.mark(answer));
+        }
         let (route, path_fields) = match self.routes.find(call.method(), call.uri().path()) {
             Found::Route(route, fields) => (route.clone(), fields),
             Found::OtherVerbs(verbs) => {

@@ -34,6 +34,8 @@
 //!   model, fingerprint, job table, bounded queue, quarantine, the Redis mode, and the
 //!   scheduler that runs them in worker processes.
 //! - [`http_json`]: the HTTP/JSON door, a transcoder in front of the same gRPC stack.
+//! - `console`: the web console's files (HTML, ES modules, CSS compiled in), served by the
+//!   door at `/console/` with their security headers; the page's only API is the door.
 //! - [`webhooks`]: a job's events POSTed, signed and retried, to its caller's receiver.
 //! - [`middleware`]: tower layers of the server (trace context, request metrics, catch-panic,
 //!   identity, tenant rate, the Idempotency-Key's presence, request body deadline and budget,
@@ -67,6 +69,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+mod console;
 pub mod encode;
 pub mod error;
 pub mod fair_share;
