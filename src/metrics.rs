@@ -6,7 +6,10 @@
 //! Encoded in the OpenMetrics text format (what prometheus-client's text encoder writes,
 //! `# EOF` last) and served over HTTP (`GET /metrics`, by `crate::app::http_endpoint`) on
 //! `--metrics-listen`, said so by its content type; each server instance has its own
-//! registry, so tests running several servers stay apart.
+//! registry, so tests running several servers stay apart. Beside the registry, the
+//! refusals of the last hour by reason ([`recent_refusals`], for GetServiceStatus).
+
+pub mod recent_refusals;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -116,6 +119,8 @@ macro_rules! metrics {
         #[derive(Debug)]
         pub struct Metrics {
             registry: Registry,
+            /// Every refusal [`Metrics::rejection`] counts, in a rolling hour.
+            pub refusals_last_hour: recent_refusals::RecentRefusals,
             $(pub $field: $type,)*
         }
 
@@ -123,6 +128,7 @@ macro_rules! metrics {
             pub fn new() -> Arc<Metrics> {
                 let mut metrics = Metrics {
                     registry: Registry::with_prefix("lottie_render"),
+                    refusals_last_hour: Default::default(),
                     $($field: metrics!(@init $($init)?),)*
                 };
                 $(metrics.registry.register($name, $help, metrics.$field.clone());)*
@@ -310,7 +316,10 @@ impl Metrics {
             .inc();
     }
 
+    /// One call answered with an error of `reason` (its ErrorInfo reason), counted since
+    /// start and in the last hour.
     pub(crate) fn rejection(&self, reason: &str) {
+        self.refusals_last_hour.record(reason);
         self.rejections
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),

@@ -330,6 +330,8 @@ mod tests {
                 "",
             ),
             ("GetRenderJob", "get", "/v1/renders/{job_id}", ""),
+            ("GetServiceStatus", "get", "/v1/status", ""),
+            ("ListRenderJobs", "get", "/v1/renders", ""),
             ("GetTemplate", "get", "/v1/templates/{template_id}", ""),
             ("ListTemplates", "get", "/v1/templates", ""),
             ("SubmitRender", "post", "/v1/renders", "*"),
