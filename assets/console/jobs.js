@@ -47,6 +47,7 @@ export function show(root, [jobId], signal) {
       filters.templateId = templateInput.value.trim();
       filters.reason = reasonInput.value.trim();
       list.pages = 1;
+      list.names = undefined;
       refresh(list, body, more, status, errors, signal, false);
     },
   }, stateSelect, templateInput, reasonInput, h('button', { type: 'submit', id: 'filter-apply' }, 'Filter'));
@@ -93,8 +94,9 @@ async function refresh(list, body, more, status, errors, signal, nextPage) {
     body.replaceChildren();
     list.rows.clear();
   }
+  if (!list.names) list.names = await templateNames(signal);
   for (const job of page.jobs || []) {
-    const row = jobRow(job);
+    const row = jobRow(job, list.names);
     list.rows.set(job.jobId, row);
     body.append(row);
   }
@@ -124,7 +126,7 @@ function follow(list, signal) {
     watch(jobId, (job) => {
       const current = list.rows.get(jobId);
       if (!current) return;
-      const updated = jobRow(job);
+      const updated = jobRow(job, list.names);
       current.replaceWith(updated);
       list.rows.set(jobId, updated);
     }, follower.signal).catch(() => {}).finally(() => {
@@ -141,12 +143,23 @@ function progress(job) {
   return h('progress', { max: total, value: done, title: `${done} / ${total} frames` });
 }
 
-function jobRow(job) {
+// The names of the caller's templates (the first page of them), by id, for the list.
+async function templateNames(signal) {
+  try {
+    const page = await get('/v1/templates', { pageSize: 100 }, signal);
+    return new Map((page.templates || []).map((template) => [template.templateId, template.name || '']));
+  } catch {
+    return new Map();
+  }
+}
+
+function jobRow(job, names = new Map()) {
   const link = h('a', { href: `#/jobs/${encodeURIComponent(job.jobId)}`, class: 'job-link' }, shortId(job.jobId));
   const row = h('tr', { class: `job state-${stateName(job.state)}`, dataset: { jobId: job.jobId, state: job.state || '' } },
     h('td', {}, when(job.createdAt)),
     h('td', {}, link),
-    h('td', { class: 'mono' }, shortId(job.templateId)),
+    h('td', { class: 'template' }, names.has(job.templateId)
+      ? names.get(job.templateId) : h('span', { class: 'mono' }, shortId(job.templateId))),
     h('td', { class: 'state' }, stateName(job.state)),
     h('td', {}, progress(job)),
     h('td', { class: 'reason' }, job.error ? job.error.reason : ''),

@@ -7,7 +7,8 @@ step it saw happen and exits 0, or prints what it did not see (with the page's c
 messages and a screenshot `failed.png`) and exits 1.
 
   walk_console.py --base http://127.0.0.1:PORT --screenshots DIR
-                  [--key KEY] [--full --hang-template FILE]
+                  [--key KEY [--other-key KEY]] [--full --hang-template FILE]
+                  [--also-upload FILE]...
 
 The template it uploads is written here (`template`): a 320×180 canvas filled by a colour
 slot (`background`, a fill's name), with a text slot (a text layer's name) in the middle.
@@ -95,6 +96,9 @@ class Walk:
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
         self.driver.set_window_size(*WINDOW)
+        # The page's own size (the window's holds the browser's frame too): the screenshots'.
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
         self.wait = WebDriverWait(self.driver, STEP_WAIT_S, poll_frequency=0.2)
 
     # --- helpers -------------------------------------------------------------------------
@@ -250,8 +254,9 @@ class Walk:
             self.find(field).clear()
             self.find(field).send_keys(value)
         self.find("#try-submit").click()
-        link = self.until("the job's link", lambda: self.driver.find_elements(By.CSS_SELECTOR, "#try-job"))
-        return link[0].get_attribute("href").rsplit("/", 1)[1]
+        # The job's line is drawn anew at each of its events: read in one script.
+        href = self.until_js("the job's link", "const link = document.getElementById('try-job'); return link && link.href")
+        return href.rsplit("/", 1)[1]
 
     def cancel(self, job_id):
         self.go(f"jobs/{job_id}")
@@ -272,7 +277,8 @@ class Walk:
                           "const r = document.querySelector(arguments[0]);"
                           "return r !== null && r.dataset.state === 'JOB_STATE_FAILED' && r.querySelector('.reason').textContent !== ''",
                           row)
-            reason = self.find(f"{row} .reason").text
+            # Rows are drawn anew at each poll and event: read in one script.
+            reason = self.driver.execute_script("return document.querySelector(arguments[0]).querySelector('.reason').textContent", row)
             log(f"ok: the jobs list shows the failed job's reason {reason}")
         self.until_js("a thumbnail", "return Array.from(document.querySelectorAll('#jobs-body img.thumb')).some((i) => i.naturalWidth > 0)")
         self.shot("jobs")
@@ -287,19 +293,29 @@ class Walk:
             self.find("#filter-apply").click()
             self.until_js("only failed jobs", "const rows = document.querySelectorAll('#jobs-body tr.job');"
                           "return rows.length > 0 && Array.from(rows).every((r) => r.dataset.state === 'JOB_STATE_FAILED')")
-            self.find(f"#jobs-body tr[data-job-id='{failed_job}'] a.job-link").click()
+            self.until_js("the failed job's link clicked",
+                          "const link = document.querySelector(arguments[0]);"
+                          "if (link) link.click(); return link !== null",
+                          f"#jobs-body tr[data-job-id='{failed_job}'] a.job-link")
             error = self.until("the failed job's reason and retry advice",
                                lambda: self.driver.find_elements(By.CSS_SELECTOR, "#job-error .retry"))
             reason = self.find("#job-error .reason").text
             log(f"ok: the failed job's page: {reason}: {self.find('#job-error .message').text!r}; {error[0].text}")
 
-    def instance(self, must_show):
+    def instance(self):
         self.go("instance")
-        self.until("the instance page", lambda: self.driver.find_elements(By.CSS_SELECTOR, "#instance-waiting, #instance-forbidden"))
-        tiles = self.driver.find_elements(By.CSS_SELECTOR, "#instance-waiting")
-        assert tiles or not must_show, "the instance's figures shown"
-        log("ok: the instance page shows " + ("its figures" if tiles else "operators only"))
+        self.until("the instance's figures", lambda: self.driver.find_elements(By.CSS_SELECTOR, "#instance-waiting"))
+        refusals = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#instance-refusals code')).map((c) => c.textContent)")
+        log(f"ok: the instance page shows its figures; refusals of the last hour: {refusals}")
         self.shot("instance")
+
+    def not_an_operator(self, key):
+        """Another key, of a caller that is no operator: the status is not for it."""
+        self.set_value(self.find("#api-key"), key)
+        self.find("#key-save").click()
+        self.until("operators only", lambda: self.driver.find_elements(By.CSS_SELECTOR, "#instance-forbidden"))
+        log("ok: with a key that is no operator's the instance page says operators only")
 
     def safe(self):
         self.until_js("nothing run from the hostile texts",
@@ -327,6 +343,16 @@ def walk(args, steps):
     document.write_text(json.dumps(template(text_slot)))
     template_id = steps.upload(name, document)
     steps.gallery(template_id, name, [text_slot, COLOUR_SLOT])
+    added = [steps.api("POST", f"/v1/templates?name={Path(extra).stem}", raw=Path(extra).read_bytes())["templateId"]
+             for extra in args.also_upload]
+    if added:
+        steps.go("jobs")
+        steps.go("templates")
+        for other in added:
+            steps.until_js("its picture", "const img = document.querySelector(arguments[0]);"
+                           "return img !== null && img.naturalWidth > 0",
+                           f"article[data-template-id='{other}'] img.template-picture")
+        log(f"ok: {len(added)} more templates uploaded, their pictures shown")
     steps.shot("templates")
     hang = failed = None
     if args.full:
@@ -339,7 +365,9 @@ def walk(args, steps):
         steps.field_errors()
         steps.cancel(steps.submit_hang(hang, 120))
     steps.jobs(failed)
-    steps.instance(must_show=not args.key)
+    steps.instance()
+    if args.other_key:
+        steps.not_an_operator(args.other_key)
     steps.safe()
 
 
@@ -348,6 +376,8 @@ def main():
     parser.add_argument("--base", required=True)
     parser.add_argument("--screenshots", required=True)
     parser.add_argument("--key", default="")
+    parser.add_argument("--other-key", default="")
+    parser.add_argument("--also-upload", action="append", default=[])
     parser.add_argument("--full", action="store_true")
     parser.add_argument("--hang-template")
     args = parser.parse_args()
@@ -357,8 +387,9 @@ def main():
     try:
         walk(args, steps)
     except Exception as error:
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        log(f"FAILED at line {where.lineno} ({where.line}): {str(error).splitlines()[0]}")
+        ours = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == __file__]
+        where = "; ".join(f"line {frame.lineno} ({frame.line})" for frame in ours[-2:])
+        log(f"FAILED at {where}: {str(error).splitlines()[0]}")
         steps.failure_report()
         steps.driver.quit()
         sys.exit(1)

@@ -9,12 +9,15 @@
 //!   against both stores.
 //! - `hostile`: hostile callers, limits and fair shares.
 //! - `load`: verdicts with the machine saturated on purpose (busy loops on every core).
+//! - `console`: the web console's answers, and a person's walk through it in headless
+//!   Chromium.
 
 /// The helpers every part uses (tests/common/).
 #[path = "../common/mod.rs"]
 mod helpers;
 
 mod api;
+mod console;
 mod farm;
 mod hostile;
 mod load;
