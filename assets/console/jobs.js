@@ -162,7 +162,7 @@ function jobRow(job, names = new Map()) {
       ? names.get(job.templateId) : h('span', { class: 'mono' }, shortId(job.templateId))),
     h('td', { class: 'state' }, stateName(job.state)),
     h('td', {}, progress(job)),
-    h('td', { class: 'reason' }, job.error ? job.error.reason : ''),
+    h('td', { class: 'reason', title: job.error ? job.error.message || '' : null }, job.error ? job.error.reason : ''),
     h('td', { class: 'thumb-cell' }));
   if (job.state === 'JOB_STATE_SUCCEEDED') thumbnailInto(row.lastChild, job);
   return row;

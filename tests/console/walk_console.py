@@ -301,6 +301,7 @@ class Walk:
                                lambda: self.driver.find_elements(By.CSS_SELECTOR, "#job-error .retry"))
             reason = self.find("#job-error .reason").text
             log(f"ok: the failed job's page: {reason}: {self.find('#job-error .message').text!r}; {error[0].text}")
+            self.shot("job-failed")
 
     def instance(self):
         self.go("instance")
