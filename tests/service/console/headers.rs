@@ -194,7 +194,7 @@ async fn writes_to_the_console_are_405_and_an_unknown_file_is_a_404_problem() {
     }
     for path in [
         "/console/missing.js",
-        "/console/%2e%2e/openapi.json",
+        "/console/..%2fopenapi.json",
         "/console/index.html/x",
     ] {
         let response = client.get(url(&app, path)).send().await.unwrap();
