@@ -72,6 +72,9 @@ export function show(root, [jobId], signal) {
 }
 
 async function refresh(list, body, more, status, errors, signal, nextPage) {
+  // Only the latest call's answer is drawn (a poll's may come back after a new filter's).
+  list.calls = (list.calls || 0) + 1;
+  const call = list.calls;
   let page;
   try {
     page = await get('/v1/renders', {
@@ -82,11 +85,12 @@ async function refresh(list, body, more, status, errors, signal, nextPage) {
       pageToken: nextPage ? list.nextPageToken : '',
     }, signal);
   } catch (error) {
-    if (signal.aborted) return;
+    if (signal.aborted || call !== list.calls) return;
     fill(errors, problemView(error));
     return;
   }
-  if (signal.aborted) return;
+  if (!list.names) list.names = await templateNames(signal);
+  if (signal.aborted || call !== list.calls) return;
   fill(errors);
   if (nextPage) {
     list.pages += 1;
@@ -94,7 +98,6 @@ async function refresh(list, body, more, status, errors, signal, nextPage) {
     body.replaceChildren();
     list.rows.clear();
   }
-  if (!list.names) list.names = await templateNames(signal);
   for (const job of page.jobs || []) {
     const row = jobRow(job, list.names);
     list.rows.set(job.jobId, row);

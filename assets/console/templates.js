@@ -29,10 +29,15 @@ export function show(root, _params, signal) {
   const gallery = h('div', { class: 'gallery', id: 'templates-gallery' });
   const more = h('button', { type: 'button', id: 'templates-more', hidden: true }, 'More');
   const errors = h('div', { id: 'templates-error' });
-  const state = { nextPageToken: '' };
+  const state = { nextPageToken: '', calls: 0 };
   const load = async (append) => {
+    // Only the latest call's answer is drawn (the first page may be asked for again by an
+    // upload while it is on its way).
+    state.calls += 1;
+    const call = state.calls;
     try {
       const page = await get('/v1/templates', { pageSize: 24, pageToken: append ? state.nextPageToken : '' }, signal);
+      if (call !== state.calls) return;
       if (!append) gallery.replaceChildren();
       for (const template of page.templates || []) gallery.append(card(template, () => load(false), signal));
       if (!gallery.childElementCount) gallery.append(h('p', { class: 'muted' }, 'No templates yet: upload one above.'));

@@ -283,11 +283,13 @@ class Walk:
         self.until_js("a thumbnail", "return Array.from(document.querySelectorAll('#jobs-body img.thumb')).some((i) => i.naturalWidth > 0)")
         self.shot("jobs")
         if failed_job:
-            # A hostile reason filter shows as text, then the failed jobs by state.
+            # A hostile reason filter is refused (no reason of the contract), then the failed
+            # jobs by state.
             self.find("#filter-reason").send_keys(XSS_IMG)
             self.find("#filter-apply").click()
-            self.until_js("the filtered list", "return document.getElementById('jobs-status').textContent !== '' ||"
-                          " document.getElementById('jobs-error').textContent !== ''")
+            self.until_js("the hostile filter refused", "const e = document.querySelector('#jobs-error .problem');"
+                          "return e !== null && e.textContent.includes('reason')")
+            log("ok: a hostile reason filter refused, its field named")
             self.find("#filter-reason").clear()
             Select(self.find("#filter-state")).select_by_value("JOB_STATE_FAILED")
             self.find("#filter-apply").click()
