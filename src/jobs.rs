@@ -34,3 +34,4 @@ pub use model::{Job, JobFailure, JobState, RenderWork};
 pub use quarantine::Quarantine;
 pub use queue::RenderQueue;
 pub(crate) use scheduler::Scheduler;
+pub use shared::records::MAX_INDEXED_JOBS_PER_TENANT;

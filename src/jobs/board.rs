@@ -730,6 +730,22 @@ mod tests {
         let evicted: Vec<Uuid> = board.take_evicted().iter().map(|job| job.id).collect();
         assert_eq!(evicted, [leader.id, reuses[0], reuses[1]]);
         assert!(board.get(leader.id).is_none());
+        // The jobs evicted have left their tenant's listing too; another tenant has none.
+        let everything = crate::jobs::listing::JobQuery {
+            after: None,
+            filter: Default::default(),
+            limit: 10,
+        };
+        let mut listed: Vec<Uuid> = (board.list(&TenantId::default(), &everything).jobs)
+            .iter()
+            .map(|job| job.id)
+            .collect();
+        listed.sort();
+        let mut kept = reuses[2..].to_vec();
+        kept.sort();
+        assert_eq!(listed, kept);
+        let other = TenantId::parse("other").unwrap();
+        assert!(board.list(&other, &everything).jobs.is_empty());
         let (next, _) = job(&fingerprint);
         assert!(
             matches!(board.admit(&next, &work), Admission::Reuses(source) if source.id == reuses[4]),

@@ -25,7 +25,8 @@ use uuid::Uuid;
 mod render_index;
 mod tenant_index;
 
-use tenant_index::{index_member, MAX_INDEXED_JOBS_PER_TENANT};
+use tenant_index::index_member;
+pub use tenant_index::MAX_INDEXED_JOBS_PER_TENANT;
 
 /// The key of job `id`'s record.
 pub(crate) fn job_key(redis: &RedisClient, id: Uuid) -> String {

@@ -32,7 +32,7 @@ use uuid::Uuid;
 /// instance keeps per tenant by default (`--max-retained-jobs-per-tenant`, 10,000), some
 /// 6 MB of Redis per tenant at the most. A tenant over it loses its oldest jobs from the
 /// listing only (GetRenderJob still answers them until their records expire).
-pub(crate) const MAX_INDEXED_JOBS_PER_TENANT: usize = 100_000;
+pub const MAX_INDEXED_JOBS_PER_TENANT: usize = 100_000;
 /// Members read per round trip: a page's worth (the largest page is 100).
 const LIST_BATCH: usize = 100;
 
@@ -217,6 +217,83 @@ impl SharedJobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::listing::JobFilter;
+    use crate::jobs::test_support::{gif_fingerprint, queued_job, test_redis};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// Three jobs of `tenant`, created a millisecond apart, oldest first.
+    fn three_jobs(tenant: &TenantId) -> Vec<Job> {
+        (0..3)
+            .map(|i| {
+                let mut job = queued_job(tenant.clone(), gif_fingerprint(tenant, &i.to_string()));
+                job.created_at = UNIX_EPOCH + Duration::from_millis(1_000 + i);
+                job.version = 1;
+                job
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_index_follows_the_records_written_forgotten_and_expired() {
+        let prefix = format!("test-tenant-index-{}:", Uuid::new_v4());
+        let records = SharedJobs::new(test_redis(&prefix), Duration::from_secs(60));
+        let (acme, globex) = (
+            TenantId::parse("acme").unwrap(),
+            TenantId::parse("globex").unwrap(),
+        );
+        let jobs = three_jobs(&acme);
+        for job in &jobs {
+            records.publish(job).await.unwrap();
+            // A later snapshot of the same job is the same member.
+            let mut running = job.clone();
+            running.version = 2;
+            records.publish(&running).await.unwrap();
+        }
+        let query = JobQuery {
+            after: None,
+            filter: JobFilter::default(),
+            limit: 10,
+        };
+        let listed = |page: JobPage| page.jobs.iter().map(|job| job.id).collect::<Vec<_>>();
+        let page = records.list(&acme, &query, Some).await.unwrap();
+        assert_eq!(listed(page), [jobs[2].id, jobs[1].id, jobs[0].id]);
+        assert_eq!(
+            records.list(&globex, &query, Some).await.unwrap(),
+            JobPage::default()
+        );
+        // Forgotten: its record and its member go together.
+        records
+            .forget(&acme, ListPosition::of(&jobs[1]))
+            .await
+            .unwrap();
+        // Expired (its record gone by itself): its member goes with the listing that finds it.
+        let index = records.tenant_index_key(&acme);
+        let mut connection = records.redis().connection().await.unwrap();
+        let expired: () = redis::cmd("DEL")
+            .arg(records.job_key(jobs[0].id))
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let page = records.list(&acme, &query, Some).await.unwrap();
+        assert_eq!((listed(page), expired), (vec![jobs[2].id], ()));
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&index)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(members, [index_member(ListPosition::of(&jobs[2]))]);
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&index)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(
+            ttl > 0 && ttl <= 60_000,
+            "the index lives as long as its records: {ttl}"
+        );
+    }
 
     #[test]
     fn members_sort_as_the_listing_order_and_read_back_as_their_positions() {
