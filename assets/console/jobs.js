@@ -14,6 +14,9 @@ const POLL_MS = 4000;
 const MAX_FOLLOWED = 3;
 // Jobs per page of the list.
 const PAGE_SIZE = 20;
+// A job's deliveries are made once its events were seen, shortly after it ended: its page asks
+// for it again for this long after it ended.
+const DELIVERIES_MAY_COME_MS = 60000;
 // Thumbnails kept (object URLs of fetched posters and still outputs).
 const MAX_THUMBNAILS = 60;
 
@@ -204,8 +207,25 @@ async function showJob(root, jobId, signal) {
   }
   renderJob(view, job, signal);
   if (!TERMINAL.has(job.state)) {
-    watch(jobId, (next) => { if (!signal.aborted) renderJob(view, next, signal); }, signal).catch(() => {});
+    job = (await watch(jobId, (next) => { if (!signal.aborted) renderJob(view, next, signal); }, signal)
+      .catch(() => undefined)) || job;
   }
+  // Webhook deliveries go on after the job ended: asked for again while one is pending, or
+  // may still come (the job ended within the last minute).
+  while (!signal.aborted && (pendingDeliveries(job) || Date.now() - Date.parse(job.finishedAt) < DELIVERIES_MAY_COME_MS)) {
+    await new Promise((resolve) => { setTimeout(resolve, POLL_MS); });
+    if (signal.aborted || document.hidden) continue;
+    try {
+      job = await get(`/v1/renders/${encodeURIComponent(jobId)}`, {}, signal);
+      renderJob(view, job, signal);
+    } catch {
+      return;
+    }
+  }
+}
+
+function pendingDeliveries(job) {
+  return (job.webhooks || []).some((delivery) => delivery.state === 'WEBHOOK_DELIVERY_STATE_PENDING');
 }
 
 function renderJob(view, job, signal) {
@@ -226,14 +246,19 @@ function renderJob(view, job, signal) {
       },
     }, 'Cancel'));
   }
-  const preview = h('div', { class: 'preview', id: 'job-preview' });
+  // The output, fetched once: a view drawn again (webhooks pending) keeps the one it shows.
+  const shown = view.querySelector('#job-preview');
+  const preview = shown && shown.dataset.jobId === job.jobId ? shown : h('div', { class: 'preview', id: 'job-preview' });
   if (job.state === 'JOB_STATE_SUCCEEDED' && out) {
     actions.append(h('button', {
       type: 'button',
       id: 'job-download',
       onclick: () => download(job, actions),
     }, `Download (${bytes(out.sizeBytes)})`));
-    showOutput(preview, job, signal);
+    if (preview !== shown) {
+      preview.dataset.jobId = job.jobId;
+      showOutput(preview, job, signal);
+    }
   }
   fill(view,
     facts([
@@ -267,10 +292,10 @@ function webhooksView(webhooks) {
   if (!webhooks.length) return null;
   return h('section', {},
     h('h2', {}, 'Webhook deliveries'),
-    h('table', { class: 'webhooks' },
+    h('table', { class: 'webhooks', id: 'job-webhooks' },
       h('thead', {}, h('tr', {}, ['Event', 'Delivery id', 'State', 'Attempts', 'Last status', 'Next attempt']
         .map((title) => h('th', {}, title)))),
-      h('tbody', {}, webhooks.map((delivery) => h('tr', {},
+      h('tbody', {}, webhooks.map((delivery) => h('tr', { class: 'delivery' },
         h('td', {}, String(delivery.event || '').replace(/^WEBHOOK_EVENT_/, '').toLowerCase()),
         h('td', { class: 'mono' }, delivery.webhookId || ''),
         h('td', {}, String(delivery.state || '').replace(/^WEBHOOK_DELIVERY_STATE_/, '').toLowerCase()),

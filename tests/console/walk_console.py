@@ -19,6 +19,8 @@ request's field errors, a failed job's reason, and a cancel.
 """
 
 import argparse
+import http.server
+import threading
 import json
 import signal
 import sys
@@ -94,11 +96,19 @@ class Walk:
                      "--lang=en-US", f"--window-size={WINDOW[0]},{WINDOW[1]}"):
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.downloads = (self.shots / "downloads").resolve()
+        self.downloads.mkdir(exist_ok=True)
+        for old in self.downloads.iterdir():
+            old.unlink()
+        options.add_experimental_option("prefs", {
+            "download.default_directory": str(self.downloads), "download.prompt_for_download": False})
         self.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
         self.driver.set_window_size(*WINDOW)
         # The page's own size (the window's holds the browser's frame too): the screenshots'.
         self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
             "width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
+        self.driver.execute_cdp_cmd("Browser.setDownloadBehavior", {
+            "behavior": "allow", "downloadPath": str(self.downloads)})
         self.wait = WebDriverWait(self.driver, STEP_WAIT_S, poll_frequency=0.2)
 
     # --- helpers -------------------------------------------------------------------------
@@ -139,10 +149,12 @@ class Walk:
             "arguments[0].dispatchEvent(new Event(arguments[2], {bubbles: true}));",
             element, value, event)
 
-    def api(self, method, path, body=None, raw=None):
+    def api(self, method, path, body=None, raw=None, key=None):
         """A call of the test's own, beside the browser's (urllib, the same door)."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         request = urllib.request.Request(self.base + path, data=data, method=method)
+        if key:
+            request.add_header("idempotency-key", key)
         if self.args.key:
             request.add_header("authorization", f"Bearer {self.args.key}")
         with urllib.request.urlopen(request, timeout=30) as answer:
@@ -233,6 +245,48 @@ class Walk:
         assert all(abs(a - b) <= TOLERANCE for a, b in zip(got, ASKED)), f"pixel {got} != asked {ASKED} ({pixel})"
         assert (pixel["w"], pixel["h"]) == (320, 180), pixel
         log(f"ok: the video played ({pixel['t']:.2f} s) and its frame shows {got} for {list(ASKED)}")
+        return self.driver.execute_script("return document.getElementById('try-job').href").rsplit("/", 1)[1]
+
+    def download(self, job_id):
+        """The job's page plays the output, and its download button saves the file."""
+        self.go(f"jobs/{job_id}")
+        self.until_js("the output playing on the job's page",
+                      "const v = document.querySelector('#job-preview video'); return v !== null && v.readyState >= 2")
+        size = int(self.api("GET", f"/v1/renders/{job_id}")["output"]["sizeBytes"])
+        self.until_js("the download clicked", "const b = document.getElementById('job-download');"
+                      "if (b) b.click(); return b !== null")
+        saved = self.downloads / f"{job_id}.mp4"
+        self.until(f"{saved.name} downloaded", lambda: saved.exists() and saved.stat().st_size == size)
+        log(f"ok: the job's page plays its output and downloads it ({size} bytes)")
+
+    def webhooks(self, template_id):
+        """A job whose webhook receiver answers 503: its page shows the delivery pending,
+        with its attempts and the receiver's last status."""
+        class Refusing(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (the standard library's name)
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(503)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        job = self.api("POST", "/v1/renders", key="walk-webhook", body={
+            "templateId": template_id,
+            "output": {"format": "FORMAT_PNG", "width": 160, "height": 100, "at": {"frame": 0}},
+            "notify": {"webhookUrl": f"http://127.0.0.1:{receiver.server_address[1]}/hook"}})
+        self.go(f"jobs/{job['jobId']}")
+        self.until_js("the delivery's attempt on the job's page",
+                      "const row = document.querySelector('#job-webhooks tr.delivery');"
+                      "if (!row) return false; const cells = Array.from(row.cells).map((c) => c.textContent);"
+                      "return Number(cells[3]) >= 1 && cells[4] === '503'")
+        cells = self.driver.execute_script(
+            "return Array.from(document.querySelector('#job-webhooks tr.delivery').cells).map((c) => c.textContent)")
+        receiver.shutdown()
+        log(f"ok: the job's webhook delivery shown: {cells}")
 
     def field_errors(self):
         width = self.find("#output-width")
@@ -362,11 +416,14 @@ def walk(args, steps):
         hang = steps.api("POST", "/v1/templates?name=never-finishes", raw=Path(args.hang_template).read_bytes())["templateId"]
         failed = steps.submit_hang(hang, 100)
         log(f"ok: submitted job {failed[:8]}, which runs out of its budget")
-    steps.try_render(template_id, text_slot, COLOUR_SLOT, XSS_SCRIPT if args.full else "Hello, console")
+    rendered = steps.try_render(template_id, text_slot, COLOUR_SLOT, XSS_SCRIPT if args.full else "Hello, console")
     steps.shot("try")
     if args.full:
         steps.field_errors()
         steps.cancel(steps.submit_hang(hang, 120))
+        steps.webhooks(template_id)
+    else:
+        steps.download(rendered)
     steps.jobs(failed)
     steps.instance()
     if args.other_key:

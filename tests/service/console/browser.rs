@@ -2,11 +2,14 @@
 //! (`tests/console/walk_console.py`: Debian's python3-selenium and chromium-driver, which
 //! `./dev test` installs), against the real server: with API keys (the key refused, then
 //! entered; hostile texts in every field a caller controls; a refused request's field errors;
-//! a failed job's reason; a cancel; the status page shown to an operator and refused to a
-//! caller that is none), and with authentication off (where everyone may read the status). Each walk leaves a screenshot of each
+//! a failed job's reason; a cancel; a webhook delivery's attempts; the status page shown to an operator and refused to a
+//! caller that is none), and with authentication off (a download; where everyone may read the
+//! status). Each walk leaves a screenshot of each
 //! page in `target/console-screenshots/` (those in docs/images/console/ were taken so).
 
+use crate::api::webhooks::{secrets_file, SECRET};
 use crate::helpers::*;
+use lottie_render::webhooks::settings::Networks;
 use std::path::PathBuf;
 
 /// An operator's key (it may read the service's status), and a key of the same tenant that
@@ -66,10 +69,16 @@ async fn walk(app: &TestApp, walk: &str, extra: Vec<String>) {
 async fn a_person_walks_the_console_in_chromium_with_an_api_key() {
     let dir = tempfile::tempdir().unwrap();
     let keys = [("acme", "alice", KEY), ("acme", "bob", OTHER_KEY)];
+    let secrets = secrets_file(dir.path(), &format!("acme {SECRET}\n"));
     let app = spawn_app_with_keys(dir.path(), &keys, |settings| {
         settings.render_workers.workers = Some(2);
         settings.jobs.max_job_seconds = MAX_JOB_SECONDS;
         settings.auth.operators = vec!["acme/alice".parse().unwrap()];
+        // The walk's webhook receiver listens on 127.0.0.1, over plain HTTP.
+        settings.webhooks.webhook_secrets = Some(secrets);
+        settings.webhooks.webhook_allow_http = true;
+        settings.webhooks.webhook_allow_networks =
+            Some(Networks(vec!["127.0.0.0/8".parse().unwrap()]));
     })
     .await;
     let hang = corpus_path(NEVER_FINISHES);
