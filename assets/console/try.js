@@ -131,6 +131,8 @@ function imageField(slot, modifications, key) {
       const { body } = await call('POST', '/v1/images', { body: { data } });
       imageId = body.imageId;
       fill(status, `uploaded: ${body.format} ${body.width}×${body.height}`);
+      // The commands shown are written again on the form's input events.
+      file.dispatchEvent(new Event('input', { bubbles: true }));
     } catch (error) {
       fill(status, problemView(error));
     }

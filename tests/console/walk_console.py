@@ -8,7 +8,7 @@ messages and a screenshot `failed.png`) and exits 1.
 
   walk_console.py --base http://127.0.0.1:PORT --screenshots DIR
                   [--key KEY [--other-key KEY]] [--full --hang-template FILE]
-                  [--also-upload FILE]...
+                  [--also-upload FILE]... [--image-template FILE]
 
 The template it uploads is written here (`template`): a 320×180 canvas filled by a colour
 slot (`background`, a fill's name), with a text slot (a text layer's name) in the middle.
@@ -259,6 +259,19 @@ class Walk:
         self.until(f"{saved.name} downloaded", lambda: saved.exists() and saved.stat().st_size == size)
         log(f"ok: the job's page plays its output and downloads it ({size} bytes)")
 
+    def image_slot(self, template_id, picture):
+        """An image slot's file is uploaded at once (POST /v1/images) and named by its id."""
+        self.go(f"try/{template_id}")
+        file = self.until("the image slot", lambda: self.driver.find_elements(By.CSS_SELECTOR, "input.slot-image"))
+        file[0].send_keys(str(picture.resolve()))
+        self.until_js("the image uploaded", "return Array.from(document.querySelectorAll('.field span.muted'))"
+                      ".some((s) => s.textContent.startsWith('uploaded: png'))")
+        curl = self.find("#try-curl").get_attribute("textContent")
+        request = json.loads(curl.split("<<'JSON'\n")[1].split("\nJSON")[0])
+        images = request["modifications"]["images"]
+        assert all(len(image["imageId"]) == 64 for image in images.values()), images
+        log(f"ok: an image slot's picture uploaded and named by its id in the request: {list(images)}")
+
     def webhooks(self, template_id):
         """A job whose webhook receiver answers 503: its page shows the delivery pending,
         with its attempts and the receiver's last status."""
@@ -424,6 +437,9 @@ def walk(args, steps):
         steps.webhooks(template_id)
     else:
         steps.download(rendered)
+        if args.image_template:
+            picture = steps.api("POST", "/v1/templates?name=image-slot", raw=Path(args.image_template).read_bytes())
+            steps.image_slot(picture["templateId"], steps.shots / "templates.png")
     steps.jobs(failed)
     steps.instance()
     if args.other_key:
@@ -440,6 +456,7 @@ def main():
     parser.add_argument("--also-upload", action="append", default=[])
     parser.add_argument("--full", action="store_true")
     parser.add_argument("--hang-template")
+    parser.add_argument("--image-template")
     args = parser.parse_args()
     signal.signal(signal.SIGALRM, lambda *_: (log(f"the walk passed {WALK_DEADLINE_S} s"), sys.exit(1)))
     signal.alarm(WALK_DEADLINE_S)

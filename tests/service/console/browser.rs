@@ -22,6 +22,8 @@ const NEVER_FINISHES: &str = "malformed/real-rlottie-repro-infinite-loop.json";
 /// CPU (its budget plus a second) instead of the default half minute; the walk's own renders
 /// (a 1 s 320×180 MP4 and PNG stills) take a fraction of it.
 const MAX_JOB_SECONDS: f64 = 3.0;
+/// An image asset, so an image slot.
+const IMAGE_SLOT: &str = "image-base64-heart.json";
 /// Uploaded beside the walk's template when authentication is off.
 const GALLERY: [&str; 2] = [
     "slots-ball-colors-opacity.json",
@@ -115,6 +117,11 @@ async fn a_person_walks_the_console_in_chromium_without_authentication() {
             corpus_path(file).display().to_string(),
         ]);
     }
+    // A template with an image slot: the walk uploads a picture for it.
+    extra.extend([
+        "--image-template".to_owned(),
+        corpus_path(IMAGE_SLOT).display().to_string(),
+    ]);
     walk(&app, "no-auth", extra).await;
     app.stop().await;
 }
