@@ -387,12 +387,12 @@ impl Metrics {
             .inc();
     }
 
-    /// A job that ended FAILED with `failure`.
-    pub(crate) fn job_failed(&self, failure: &crate::jobs::model::JobFailure) {
+    /// A job that ended FAILED for `reason`, `retryable` or not.
+    pub(crate) fn job_failed(&self, reason: crate::reason::Reason, retryable: bool) {
         self.jobs_failed
             .get_or_create(&FailureLabels {
-                reason: failure.reason.as_str(),
-                retryable: failure.retryable,
+                reason: reason.as_str(),
+                retryable,
             })
             .inc();
     }

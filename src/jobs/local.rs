@@ -164,7 +164,7 @@ impl LocalJobs {
         };
         self.metrics.jobs_finished.get_or_create(&labels).inc();
         if let (JobState::Failed, Some(failure)) = (state, failure) {
-            self.metrics.job_failed(failure);
+            self.metrics.job_failed(failure.reason, failure.retryable);
         }
         if let Some(seconds) = seconds {
             self.metrics
