@@ -617,3 +617,47 @@ fn a_name_the_server_does_not_expose_is_reported() {
         ["test: no metric of the expression has label tenant"]
     );
 }
+
+/// Every alert's runbook_url names a heading of docs/operations.md (GitHub's anchors:
+/// lower case, spaces as `-`, other punctuation dropped).
+#[test]
+fn every_alert_points_to_a_runbook_section_that_exists() {
+    let rules = deploy_file("prometheus-rules.yaml");
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"),
+    )
+    .unwrap();
+    let anchors: BTreeSet<String> = docs
+        .lines()
+        .filter_map(|line| line.strip_prefix('#'))
+        .map(|heading| {
+            heading
+                .trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let alerts = rules.matches("- alert:").count();
+    let pointers: Vec<&str> = rules
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("runbook_url: docs/operations.md#"))
+        .collect();
+    assert_eq!(
+        pointers.len(),
+        alerts,
+        "one runbook_url into docs/operations.md per alert"
+    );
+    for anchor in pointers {
+        assert!(
+            anchors.contains(anchor),
+            "docs/operations.md has no heading #{anchor}"
+        );
+    }
+}
