@@ -41,6 +41,9 @@ pub enum ServiceErrorCode {
     /// The call carries no known identity where one is required (or a credential that is
     /// not known): never retry with the same credential.
     Unauthenticated,
+    /// The caller is known but may not make this call (GetServiceStatus by a caller who is
+    /// no operator): never retry with the same identity.
+    PermissionDenied,
     /// The call needs another state of the resource (downloading a job that has not
     /// succeeded): do not retry until that changes.
     FailedPrecondition,
@@ -60,6 +63,7 @@ impl ServiceErrorCode {
             ServiceErrorCode::InvalidArgument
             | ServiceErrorCode::NotFound
             | ServiceErrorCode::Unauthenticated
+            | ServiceErrorCode::PermissionDenied
             | ServiceErrorCode::FailedPrecondition => Some(ErrorClass::Deterministic),
             ServiceErrorCode::ResourceExhausted
             | ServiceErrorCode::Unavailable

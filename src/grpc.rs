@@ -3,7 +3,8 @@
 //! scan before anything is built; [`codec`] decodes strictly (INVALID_ARGUMENT for
 //! undecodable bodies, unknown fields and broken bounds); [`convert`] turns wire requests into domain types exactly once;
 //! [`status`] is the single mapping from service errors to gRPC statuses; [`templates`]
-//! serves TemplateService and [`renders`] RenderService. [`methods`] is the table of every
+//! serves TemplateService and [`renders`] RenderService, their lists in pages of one kind
+//! ([`paging`]). [`methods`] is the table of every
 //! RPC and what each layer of the stack needs to know of it; [`json`] is the contract's
 //! messages in the canonical JSON mapping (the HTTP/JSON door's bodies and answers).
 
@@ -12,6 +13,7 @@ pub mod codec;
 pub mod convert;
 pub mod json;
 pub(crate) mod methods;
+pub mod paging;
 pub mod proto;
 pub(crate) mod renders;
 pub(crate) mod status;

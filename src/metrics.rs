@@ -10,7 +10,10 @@
 //! Encoded in the OpenMetrics text format (what prometheus-client's text encoder writes,
 //! `# EOF` last) and served over HTTP (`GET /metrics`, by `crate::app::http_endpoint`) on
 //! `--metrics-listen`, said so by its content type; each server instance has its own
-//! registry, so tests running several servers stay apart.
+//! registry, so tests running several servers stay apart. Beside the registry, the
+//! refusals of the last hour by reason ([`recent_refusals`], for GetServiceStatus).
+
+pub mod recent_refusals;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -158,6 +161,8 @@ macro_rules! metrics {
         #[derive(Debug)]
         pub struct Metrics {
             registry: Registry,
+            /// Every refusal [`Metrics::rejection`] counts, in a rolling hour.
+            pub refusals_last_hour: recent_refusals::RecentRefusals,
             $(pub $field: $type,)*
         }
 
@@ -165,6 +170,7 @@ macro_rules! metrics {
             pub fn new() -> Arc<Metrics> {
                 let mut metrics = Metrics {
                     registry: Registry::with_prefix("lottie_render"),
+                    refusals_last_hour: Default::default(),
                     $($field: metrics!(@init $($init)?),)*
                 };
                 $(metrics.registry.register($name, $help, metrics.$field.clone());)*
@@ -377,7 +383,10 @@ impl Metrics {
             .inc();
     }
 
+    /// One call of `method` answered with an error of `code` and `reason` (its ErrorInfo
+    /// reason), counted since start and in the last hour.
     pub(crate) fn rejection(&self, method: &str, code: &str, reason: &str) {
+        self.refusals_last_hour.record(reason);
         self.rejections
             .get_or_create(&RefusalLabels {
                 method: method.to_owned(),

@@ -55,6 +55,7 @@ reasons! {
     IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
     IdempotencyKeyInProgress => "IDEMPOTENCY_KEY_IN_PROGRESS",
     Unauthenticated => "UNAUTHENTICATED",
+    NotAnOperator => "NOT_AN_OPERATOR",
     // Templates and the job budget.
     TemplateNotFound => "TEMPLATE_NOT_FOUND",
     TemplateInvalid => "TEMPLATE_INVALID",

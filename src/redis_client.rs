@@ -189,15 +189,6 @@ impl RedisClient {
         .await
     }
 
-    /// Removes `key`.
-    pub(crate) async fn delete(&self, key: &str) -> Result<(), RedisError> {
-        self.within_deadline(async {
-            let mut connection = self.connection().await?;
-            connection.del::<_, ()>(key).await.map_err(unavailable)
-        })
-        .await
-    }
-
     /// Publishes `message` on `channel`.
     pub(crate) async fn publish(&self, channel: &str, message: &str) -> Result<(), RedisError> {
         self.within_deadline(async {

@@ -551,7 +551,8 @@ impl Services {
                 notify_check(&self.webhooks),
             ))
             .with_download_limits(settings.downloads.limits())
-            .with_webhook_deliveries(self.webhooks.store),
+            .with_webhook_deliveries(self.webhooks.store)
+            .with_operators(settings.auth.operators()),
         );
         let renders_limit = message_limit_of(&renders);
         let renders = renders

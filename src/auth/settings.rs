@@ -1,9 +1,9 @@
 //! Who may call, from the flags: the authentication mode, the API keys and identities files,
-//! the mesh sidecar whose identity header is believed, and the one exception to "anonymous
-//! callers only on loopback" ([`AuthSettings::check_exposure`]). Read at start-up to build
+//! the mesh sidecar whose identity header is believed, the operators, and the one exception
+//! to "anonymous callers only on loopback" ([`AuthSettings::check_exposure`]). Read at start-up to build
 //! [`super::Identities`]; flattened into `serve`'s flags.
 
-use super::{AuthMode, TrustedSidecar};
+use super::{AuthMode, OperatorPattern, Operators, TrustedSidecar};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -36,6 +36,17 @@ pub struct AuthSettings {
     /// caller wrote it). Only behind such a sidecar: anyone else could write the header.
     #[arg(long, env = "LOTTIE_RENDER_TRUST_SIDECAR_IDENTITY", value_enum)]
     pub trust_sidecar_identity: Option<TrustedSidecar>,
+    /// The identities that operate the service and may read its status (GetServiceStatus,
+    /// `GET /v1/status`: every tenant's queue, workers and refusals), separated by commas:
+    /// `TENANT/CALLER` (the caller name of an API key, a certificate's or sidecar's identity)
+    /// or `TENANT/*` (every caller of the tenant). With `--auth off` every caller is one.
+    #[arg(
+        long,
+        env = "LOTTIE_RENDER_OPERATORS",
+        value_name = "TENANT/CALLER,...",
+        value_delimiter = ','
+    )]
+    pub operators: Vec<OperatorPattern>,
 }
 
 /// `serve` was asked to answer anonymous callers beyond this machine (DESIGN.md, "Trust
@@ -52,6 +63,11 @@ pub struct UnauthenticatedNetworkListen {
 }
 
 impl AuthSettings {
+    /// The operators these settings name (everyone with authentication off).
+    pub fn operators(&self) -> Operators {
+        Operators::new(self.mode, self.operators.clone())
+    }
+
     /// Whether callers on `listen` (the address actually bound) are authenticated, or
     /// reachable only from this machine, or the operator said that exposure is meant.
     pub fn check_exposure(&self, listen: SocketAddr) -> Result<(), UnauthenticatedNetworkListen> {

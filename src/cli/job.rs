@@ -1,5 +1,5 @@
-//! `lottie-render job get|watch|cancel|download`: following render jobs, and the watching
-//! and downloading that `submit --wait -o` shares.
+//! `lottie-render job get|watch|cancel|download|list`: following render jobs, and the
+//! watching and downloading that `submit --wait -o` shares.
 
 use super::client::{
     connect, job_exit_code, print_job, run_client, state_name, ClientError, Connection,
@@ -35,6 +35,61 @@ pub enum JobCommand {
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
     },
+    /// List the jobs, newest first: one line each (id, state, template, created, error).
+    List {
+        /// Only jobs in this state: queued, running, succeeded, failed or cancelled.
+        #[arg(long, value_parser = parse_state)]
+        state: Option<proto::JobState>,
+        /// Only jobs of this template.
+        #[arg(long = "template", value_name = "TEMPLATE_ID")]
+        template_id: Option<String>,
+        /// Only jobs whose error has this reason (e.g. RENDER_CRASHED).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// A state as `--state` names it (`failed`, or `JOB_STATE_FAILED`).
+fn parse_state(name: &str) -> Result<proto::JobState, String> {
+    let upper = name.to_ascii_uppercase();
+    let wire = if upper.starts_with("JOB_STATE_") {
+        upper
+    } else {
+        format!("JOB_STATE_{upper}")
+    };
+    proto::JobState::from_str_name(&wire)
+        .filter(|state| *state != proto::JobState::Unspecified)
+        .ok_or_else(|| "one of queued, running, succeeded, failed, cancelled".to_owned())
+}
+
+/// Prints every job `filters` keeps, page after page.
+async fn list(
+    client: &mut RenderServiceClient<Connection>,
+    filters: proto::ListRenderJobsRequest,
+) -> Result<(), ClientError> {
+    let mut request = filters;
+    loop {
+        let page = client.list_render_jobs(request.clone()).await?.into_inner();
+        for job in &page.jobs {
+            let created = job
+                .created_at
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), ToString::to_string);
+            let error = job.error.as_ref().map_or("", |error| error.reason.as_str());
+            println!(
+                "{}  {:<9}  {}  {}  {}",
+                job.job_id,
+                state_name(job.state),
+                job.template_id,
+                created,
+                error
+            );
+        }
+        if page.next_page_token.is_empty() {
+            return Ok(());
+        }
+        request.page_token = page.next_page_token;
+    }
 }
 
 pub(crate) fn run(args: JobArgs) -> ExitCode {
@@ -56,6 +111,20 @@ pub(crate) fn run(args: JobArgs) -> ExitCode {
                 let job = watch(&mut client, &job_id).await?;
                 print_job(&job);
                 return Ok(job_exit_code(&job));
+            }
+            JobCommand::List {
+                state,
+                template_id,
+                reason,
+            } => {
+                let filters = proto::ListRenderJobsRequest {
+                    state: state.map_or(0, |state| state as i32),
+                    template_id: template_id.unwrap_or_default(),
+                    reason: reason.unwrap_or_default(),
+                    ..proto::ListRenderJobsRequest::default()
+                };
+                list(&mut client, filters).await?;
+                return Ok(ExitCode::SUCCESS);
             }
             JobCommand::Download { job_id, output } => {
                 let job = client

@@ -56,6 +56,10 @@ contract_messages!(
     CancelRenderJobRequest,
     DownloadRenderOutputRequest,
     OutputChunk,
+    ListRenderJobsRequest,
+    ListRenderJobsResponse,
+    GetServiceStatusRequest,
+    ServiceStatus,
 );
 
 /// The codec of every generated service and client (`codec_path` in build.rs).

@@ -135,7 +135,7 @@ macro_rules! methods {
 pub enum RequestKind {
     /// A health probe's service name.
     Probe,
-    /// One template, job or image id, or a list page.
+    /// One template, job or image id, a list page (with its filters), or nothing.
     IdOnly,
     /// A template and its fonts.
     Template,
@@ -266,6 +266,16 @@ methods! {
             request: "lottie.render.v1.DownloadRenderOutputRequest",
             response: "lottie.render.v1.OutputChunk",
             body: IdOnly, key: Ignored, watch: None, door: Some(DoorAnswer::File), raw_upload: None,
+        },
+        ListRenderJobs => "ListRenderJobs" {
+            request: "lottie.render.v1.ListRenderJobsRequest",
+            response: "lottie.render.v1.ListRenderJobsResponse",
+            body: IdOnly, key: Ignored, watch: None, door: Some(DoorAnswer::Json), raw_upload: None,
+        },
+        GetServiceStatus => "GetServiceStatus" {
+            request: "lottie.render.v1.GetServiceStatusRequest",
+            response: "lottie.render.v1.ServiceStatus",
+            body: IdOnly, key: Ignored, watch: None, door: Some(DoorAnswer::Json), raw_upload: None,
         },
     }
     "grpc.health.v1.Health" {

@@ -198,6 +198,25 @@ mod tests {
                 "DownloadRenderOutputRequest",
                 &["job_id", "offset", "length", "part"],
             ),
+            (
+                "ListRenderJobsRequest",
+                &["page_size", "page_token", "state", "template_id", "reason"],
+            ),
+            ("ListRenderJobsResponse", &["jobs", "next_page_token"]),
+            (
+                "ServiceStatus",
+                &[
+                    "jobs_waiting",
+                    "jobs_rendering",
+                    "workers",
+                    "workers_busy",
+                    "refusals_last_hour",
+                    "webhooks_pending",
+                    "instance_id",
+                    "version",
+                ],
+            ),
+            ("RefusalCount", &["reason", "count"]),
         ];
         for (message, names) in messages {
             let numbered: Vec<(String, i32)> = (1..)
@@ -236,6 +255,8 @@ mod tests {
                 "WatchRenderJob".into(),
                 "CancelRenderJob".into(),
                 "DownloadRenderOutput".into(),
+                "ListRenderJobs".into(),
+                "GetServiceStatus".into(),
             ]
         )));
     }
@@ -330,6 +351,8 @@ mod tests {
                 "",
             ),
             ("GetRenderJob", "get", "/v1/renders/{job_id}", ""),
+            ("GetServiceStatus", "get", "/v1/status", ""),
+            ("ListRenderJobs", "get", "/v1/renders", ""),
             ("GetTemplate", "get", "/v1/templates/{template_id}", ""),
             ("ListTemplates", "get", "/v1/templates", ""),
             ("SubmitRender", "post", "/v1/renders", "*"),

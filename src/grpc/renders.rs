@@ -1,4 +1,5 @@
-//! RenderService: submitting, following, cancelling and downloading render jobs.
+//! RenderService: submitting, following, cancelling, downloading and listing render jobs
+//! ([`listing`]), and the service's status for its operators ([`service_status`]).
 //!
 //! SubmitRender converts the wire request to a [`RenderSubmission`] (garde,
 //! [`super::convert`]) and hands it to [`Intake::submit`], the use case (admission, the
@@ -11,12 +12,14 @@
 //! include the tenant (so de-duplication and the quarantine never cross tenants).
 
 mod download;
+mod listing;
+mod service_status;
 
 pub use download::{read_chunk, DownloadLimits, DownloadSettings, DownloadStream, StoredOutput};
 
 use super::convert::parse_id;
 use super::proto::{self, render_service_server::RenderService};
-use crate::auth::{Caller, TenantId};
+use crate::auth::{Caller, Operators, TenantId};
 use crate::error::{ServiceError, ServiceErrorCode};
 use crate::idempotency::IdempotencyKey;
 use crate::jobs::intake::{Intake, Submission, Submitted};
@@ -45,6 +48,8 @@ pub(crate) struct RenderApi {
     downloads: DownloadLimits,
     /// Where the webhook deliveries GetRenderJob shows are kept (none: no webhooks).
     webhooks: Option<Deliveries>,
+    /// Who may read the service's status (none until [`RenderApi::with_operators`]).
+    operators: Operators,
 }
 
 impl RenderApi {
@@ -55,7 +60,13 @@ impl RenderApi {
             intake,
             downloads: DownloadLimits::default(),
             webhooks: None,
+            operators: Operators::default(),
         }
+    }
+
+    /// The same API letting `operators` read the service's status.
+    pub(crate) fn with_operators(self, operators: Operators) -> RenderApi {
+        RenderApi { operators, ..self }
     }
 
     /// The same API showing the webhook deliveries kept in `webhooks`.
@@ -399,6 +410,31 @@ impl RenderService for RenderApi {
             .ok_or_else(|| job_not_found(id))?;
         tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "cancel requested");
         Ok(Response::new(job_to_proto(&job)))
+    }
+
+    async fn list_render_jobs(
+        &self,
+        request: Request<proto::ListRenderJobsRequest>,
+    ) -> Result<Response<proto::ListRenderJobsResponse>, Status> {
+        let tenant = Caller::of(request.extensions()).tenant;
+        let query = listing::job_query(request.get_ref())?;
+        let page = self
+            .scheduler
+            .lookup()
+            .list_jobs(&tenant, &query)
+            .await
+            .map_err(ServiceError::from)?;
+        Ok(Response::new(listing::page_answer(&page)))
+    }
+
+    async fn get_service_status(
+        &self,
+        request: Request<proto::GetServiceStatusRequest>,
+    ) -> Result<Response<proto::ServiceStatus>, Status> {
+        let caller = Caller::of(request.extensions());
+        let status =
+            service_status::service_status(&self.scheduler, &self.operators, &caller).await?;
+        Ok(Response::new(status))
     }
 
     type DownloadRenderOutputStream = DownloadStream;

@@ -36,6 +36,7 @@ impl From<ServiceError> for Status {
             ServiceErrorCode::InvalidArgument => Code::InvalidArgument,
             ServiceErrorCode::NotFound => Code::NotFound,
             ServiceErrorCode::Unauthenticated => Code::Unauthenticated,
+            ServiceErrorCode::PermissionDenied => Code::PermissionDenied,
             ServiceErrorCode::FailedPrecondition => Code::FailedPrecondition,
             ServiceErrorCode::ResourceExhausted => Code::ResourceExhausted,
             ServiceErrorCode::Unavailable => Code::Unavailable,

@@ -9,8 +9,8 @@
 
 mod slots;
 
-use super::blocking;
 use super::proto::{self, template_service_server::TemplateService};
+use super::{blocking, paging};
 use crate::analysis::AnalysisPool;
 use crate::auth::{Caller, TenantId};
 use crate::error::{FieldViolation, ServiceError};
@@ -26,15 +26,10 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
+/// Encoded bytes of one ListTemplates page (as of every list: [`super::paging`]).
+pub use super::paging::MAX_PAGE_BYTES;
 pub use crate::lottie::lowering::text::fonts::{MAX_FONTS_PER_TEMPLATE, MAX_FONT_BYTES};
 pub use crate::templates::{MAX_CONCURRENT_TEMPLATE_PARSES, MAX_TEMPLATE_NAME_CHARS, PARSE_WAIT};
-/// ListTemplates page size when the request says 0, and the largest allowed.
-pub(crate) const DEFAULT_PAGE_SIZE: usize = 50;
-pub(crate) const MAX_PAGE_SIZE: usize = 100;
-/// Encoded bytes of one ListTemplates page: a quarter of gRPC's default 4 MiB message limit,
-/// so stock clients read every page. A template's own answer is bounded far below it
-/// (`storage::summary`), so a page always holds at least one.
-pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub(crate) struct TemplateApi {
@@ -180,8 +175,7 @@ fn list_page(
             }
             Err(error) => return Err(ServiceError::from(error)),
         };
-        // A repeated field's element costs its length, its length's varint and a tag byte.
-        let size = template.encoded_len() + prost::length_delimiter_len(template.encoded_len()) + 1;
+        let size = paging::element_bytes(template.encoded_len());
         if !templates.is_empty() && page_bytes + size > MAX_PAGE_BYTES {
             more = true;
             break;
@@ -191,24 +185,13 @@ fn list_page(
         last_shown = Some(entry);
     }
     let next_page_token = match last_shown {
-        Some(last) if more => page_token(last.created_at_ms, last.id),
+        Some(last) if more => paging::page_token(last.created_at_ms, last.id),
         _ => String::new(),
     };
     Ok(proto::ListTemplatesResponse {
         templates,
         next_page_token,
     })
-}
-
-/// ListTemplates page token: the sort key of the last template shown ("v1.<ms>.<id>").
-fn page_token(created_at_ms: u64, id: Uuid) -> String {
-    format!("v1.{created_at_ms}.{id}")
-}
-
-fn parse_page_token(token: &str) -> Option<(u64, Uuid)> {
-    let rest = token.strip_prefix("v1.")?;
-    let (millis, id) = rest.split_once('.')?;
-    Some((millis.parse().ok()?, Uuid::try_parse(id).ok()?))
 }
 
 #[tonic::async_trait]
@@ -249,29 +232,8 @@ impl TemplateService for TemplateApi {
         let tenant = Caller::of(request.extensions()).tenant;
         let request = request.into_inner();
         let mut violations = Vec::new();
-        let page_size = match request.page_size as usize {
-            0 => DEFAULT_PAGE_SIZE,
-            size if size <= MAX_PAGE_SIZE => size,
-            size => {
-                violations.push(FieldViolation {
-                    field: "page_size".into(),
-                    description: format!("must be 0..={MAX_PAGE_SIZE}, got {size}"),
-                });
-                0
-            }
-        };
-        let after = if request.page_token.is_empty() {
-            None
-        } else {
-            let parsed = parse_page_token(&request.page_token);
-            if parsed.is_none() {
-                violations.push(FieldViolation {
-                    field: "page_token".into(),
-                    description: "is not a token this service issued".into(),
-                });
-            }
-            parsed
-        };
+        let page_size = paging::page_size(request.page_size, &mut violations);
+        let after = paging::page_position(&request.page_token, &mut violations);
         if !violations.is_empty() {
             return Err(ServiceError::invalid_argument(
                 Reason::RequestInvalid,

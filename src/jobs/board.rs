@@ -1,8 +1,9 @@
 //! The table of jobs: the current snapshot of each, the work it stands for, its cancel token,
 //! and, while someone watches a job that has not ended, a broadcast of its changes so
 //! WatchRenderJob can follow it (made by the first watcher, dropped once nobody listens or
-//! the job ends: a watcher of an ended job reads its final snapshot). Snapshots are cheap
-//! clones; every critical section is a map operation (no I/O under the lock).
+//! the job ends: a watcher of an ended job reads its final snapshot), and each tenant's jobs
+//! in the order ListRenderJobs answers them ([`listing`]). Snapshots are cheap clones; every
+//! critical section is a map operation or a bounded walk (no I/O under the lock).
 //!
 //! The jobs kept are bounded per tenant and per instance ([`super::retention`]): a new job
 //! that would go over makes the oldest ended job go first (handed to the scheduler, which
@@ -15,6 +16,7 @@
 //! takes a slot of the queue's capacity ([`FollowerSlot`]) when it joins and gives it back
 //! when it ends, so followers count against admission like queued renders.
 
+use super::listing::ListPosition;
 use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::queue::{FollowerSlot, PushRefused, RenderQueue};
 use super::retention::{RetainedJobs, RetentionLimits};
@@ -30,6 +32,7 @@ use uuid::Uuid;
 
 mod entries;
 mod forgetting;
+mod listing;
 mod mirroring;
 
 use entries::{entry_bytes, BoardState, Entry, WATCH_BACKLOG};
@@ -59,8 +62,9 @@ pub(crate) enum Replication {
     Snapshot(Box<Job>),
     /// A fingerprint to quarantine for every instance.
     Quarantine(Fingerprint),
-    /// A job evicted here ([`super::retention`]): its record goes too.
-    Forget(Uuid),
+    /// A job evicted here ([`super::retention`]) of this tenant at this place in its
+    /// listing order: its record goes too, and its place in the tenant's index.
+    Forget(TenantId, ListPosition),
     /// Answered once everything sent before has been written.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -137,7 +141,8 @@ impl JobBoard {
             for job in evicted {
                 // Before the forget is sent: the writer may do it at once.
                 self.forgetting.add(job.id);
-                let _ = replication.send(Replication::Forget(job.id));
+                let forgotten = Replication::Forget(job.tenant.clone(), ListPosition::of(job));
+                let _ = replication.send(forgotten);
             }
         }
         if let Some(metrics) = &self.metrics {
@@ -725,6 +730,22 @@ mod tests {
         let evicted: Vec<Uuid> = board.take_evicted().iter().map(|job| job.id).collect();
         assert_eq!(evicted, [leader.id, reuses[0], reuses[1]]);
         assert!(board.get(leader.id).is_none());
+        // The jobs evicted have left their tenant's listing too; another tenant has none.
+        let everything = crate::jobs::listing::JobQuery {
+            after: None,
+            filter: Default::default(),
+            limit: 10,
+        };
+        let mut listed: Vec<Uuid> = (board.list(&TenantId::default(), &everything).jobs)
+            .iter()
+            .map(|job| job.id)
+            .collect();
+        listed.sort();
+        let mut kept = reuses[2..].to_vec();
+        kept.sort();
+        assert_eq!(listed, kept);
+        let other = TenantId::parse("other").unwrap();
+        assert!(board.list(&other, &everything).jobs.is_empty());
         let (next, _) = job(&fingerprint);
         assert!(
             matches!(board.admit(&next, &work), Admission::Reuses(source) if source.id == reuses[4]),

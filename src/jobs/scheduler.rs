@@ -92,6 +92,20 @@ pub(crate) struct Scheduler {
     mode: Mode,
     runner: Arc<Runner>,
     lookup: Lookup,
+    /// This instance: with shared jobs its id in the farm, else one made at start.
+    instance: Uuid,
+}
+
+/// What the jobs and workers are doing now (GetServiceStatus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JobActivity {
+    /// Jobs waiting for a worker: in this instance's queue, or the farm's shared queue.
+    pub waiting: usize,
+    /// Jobs being rendered: by this instance, or by the farm with shared jobs.
+    pub rendering: usize,
+    /// This instance's workers, and those rendering now.
+    pub workers: usize,
+    pub workers_busy: usize,
 }
 
 impl Scheduler {
@@ -139,11 +153,38 @@ impl Scheduler {
         };
         let runner = Runner::start(local.clone(), mode.clone(), settings);
         let lookup = Lookup::new(local.clone(), mode.clone());
+        let instance = match &mode {
+            Mode::Shared(shared) => shared.records().instance(),
+            Mode::Local => Uuid::new_v4(),
+        };
         Arc::new(Scheduler {
             local,
             mode,
             runner,
             lookup,
+            instance,
+        })
+    }
+
+    /// This instance: with shared jobs its id in the farm (its records' owner, its consumer
+    /// of the shared queue), else an id made when it started.
+    pub(crate) fn instance(&self) -> Uuid {
+        self.instance
+    }
+
+    /// What the jobs and this instance's workers are doing now; with shared jobs the queue
+    /// is the farm's, read from Redis.
+    pub(crate) async fn activity(&self) -> Result<JobActivity, SharedError> {
+        let busy = usize::try_from(self.local.metrics.jobs_running.get()).unwrap_or(0);
+        let (waiting, rendering) = match &self.mode {
+            Mode::Local => (self.local.queue.len(), busy),
+            Mode::Shared(shared) => shared.queue().counts().await?,
+        };
+        Ok(JobActivity {
+            waiting,
+            rendering,
+            workers: self.local.workers,
+            workers_busy: busy.min(self.local.workers),
         })
     }
 

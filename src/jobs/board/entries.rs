@@ -1,14 +1,16 @@
 //! What the board keeps per job ([`Entry`]: its snapshot, work, cancel token, watchers'
 //! broadcast, followers) and the table of them ([`BoardState`]) with its accounting against
-//! the bounds of the jobs kept: each entry's bytes, room made by evicting ended jobs.
+//! the bounds of the jobs kept: each entry's bytes, room made by evicting ended jobs; and
+//! each tenant's jobs in the listing order (ListRenderJobs).
 
 use crate::auth::TenantId;
+use crate::jobs::listing::ListPosition;
 use crate::jobs::model::{Job, RenderWork};
 use crate::jobs::queue::{FollowerSlot, PushRefused};
 use crate::jobs::retention::{RetainedJobs, Room};
 use crate::jobs::Fingerprint;
 use crate::sandbox::CancelToken;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 use uuid::Uuid;
@@ -22,6 +24,9 @@ const ALLOCATION_OVERHEAD: u64 = 16;
 /// A B-tree item of the eviction order (an order number and an id) with its share of a
 /// node's slack; each ended job has one in the instance's order and one in its tenant's.
 const EVICTION_ORDER_ITEM: u64 = 48;
+/// A B-tree item of its tenant's listing order (a [`ListPosition`]: a time and an id, the
+/// same size) with its share of a node's slack; every job has one.
+const LISTING_ORDER_ITEM: u64 = EVICTION_ORDER_ITEM;
 
 pub(super) struct Entry {
     pub(super) job: Job,
@@ -52,7 +57,8 @@ fn string_bytes(length: usize) -> u64 {
 /// plus a control byte: counted at the worst), the cancel token's allocation, its
 /// fingerprint (again in the render index: counted for every job), the output's strings and
 /// the failure's message (its reason is a [`crate::reason::Reason`], held in the entry), its
-/// followers' ids and its place in the eviction order. The work of a
+/// followers' ids, its place in the eviction order and in its tenant's listing order. The
+/// work of a
 /// job that has not ended (its modifications) is bounded by the job limits, not here.
 pub(super) fn entry_bytes(entry: &Entry) -> u64 {
     let slot = (std::mem::size_of::<Uuid>() + std::mem::size_of::<Entry>()) as u64 * 16 / 7 + 1;
@@ -80,6 +86,7 @@ pub(super) fn entry_bytes(entry: &Entry) -> u64 {
         + error
         + followers
         + 2 * EVICTION_ORDER_ITEM
+        + LISTING_ORDER_ITEM
 }
 
 impl Entry {
@@ -129,6 +136,9 @@ pub(super) struct BoardState {
     pub(super) retained: RetainedJobs,
     /// Jobs evicted to make room, until the scheduler takes them (to remove their outputs).
     pub(super) evicted: Vec<Job>,
+    /// Each tenant's jobs in the listing order (ascending: read from the end for newest
+    /// first); a tenant with no job has no set.
+    pub(super) listing: HashMap<TenantId, BTreeSet<ListPosition>>,
 }
 
 impl BoardState {
@@ -138,6 +148,7 @@ impl BoardState {
         if self.renders.get(&entry.job.fingerprint) == Some(&id) {
             self.renders.remove(&entry.job.fingerprint);
         }
+        self.unlist(&entry.job);
         self.retained
             .remove(&entry.job.tenant, entry.bytes, entry.ended);
         Some(entry.job)
@@ -178,11 +189,24 @@ impl BoardState {
         if entry.job.state.is_terminal() {
             entry.ended = Some(self.retained.ended(&tenant, id));
         }
+        let position = ListPosition::of(&entry.job);
         if let Some(old) = self.entries.insert(id, entry) {
             // The same id twice (never): the older entry is no longer counted.
             self.retained.remove(&old.job.tenant, old.bytes, old.ended);
+            self.unlist(&old.job);
         }
+        self.listing.entry(tenant).or_default().insert(position);
         Ok(())
+    }
+
+    /// Takes `job` out of its tenant's listing order (the tenant's set goes with its last).
+    fn unlist(&mut self, job: &Job) {
+        if let Some(positions) = self.listing.get_mut(&job.tenant) {
+            positions.remove(&ListPosition::of(job));
+            if positions.is_empty() {
+                self.listing.remove(&job.tenant);
+            }
+        }
     }
 
     /// After a change of `id`: its bytes counted anew and, once it has ended, its place in

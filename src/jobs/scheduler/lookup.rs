@@ -1,11 +1,14 @@
-//! Get, Watch and Cancel of a tenant's job wherever it lives: this instance's board first,
-//! then, with shared jobs, the records of the other instances. Another tenant's job is
+//! Get, Watch, Cancel and List of a tenant's jobs wherever they live: this instance's board
+//! first, then, with shared jobs, the records of the other instances (a listing reads the
+//! tenant's index of the records: every instance's jobs, this instance's as its board has
+//! them now). Another tenant's job is
 //! absent for the caller exactly as an unknown id: it is looked for in the shared records as
 //! an unknown id is, so that neither the answer (UNAVAILABLE while Redis is down) nor its
 //! time (a Redis round trip) tells that the id is a job of this instance.
 
 use super::Mode;
 use crate::auth::TenantId;
+use crate::jobs::listing::{JobPage, JobQuery};
 use crate::jobs::local::{LocalJobs, CANCEL_SETTLE};
 use crate::jobs::model::Job;
 use crate::jobs::shared::{follow_shared_job, FollowLost, SharedError, SharedJobs};
@@ -48,6 +51,27 @@ impl Lookup {
             (None, Mode::Local) => None,
         };
         Ok(job.filter(|job| job.tenant == *tenant))
+    }
+
+    /// One page of `tenant`'s jobs, as `query` asks: from the board alone in memory, from
+    /// the records of every instance with shared jobs (a job of this instance as its board
+    /// has it, which may be newer; a job evicted here is not shown, as GetRenderJob does not
+    /// find it).
+    pub(crate) async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        query: &JobQuery,
+    ) -> Result<JobPage, SharedError> {
+        let Mode::Shared(shared) = &self.mode else {
+            return Ok(self.local.board.list(tenant, query));
+        };
+        let current = |record: Job| {
+            if self.local.evicted_here(record.id) {
+                return None;
+            }
+            Some(self.local_job(tenant, record.id).unwrap_or(record))
+        };
+        shared.records().list(tenant, query, current).await
     }
 
     /// A job of `tenant` on this instance's board.

@@ -8,18 +8,25 @@
 //! `{prefix}job-events:{id}`. Others read the record, subscribe to the channel, and ask the
 //! owner to cancel on `{prefix}cancel`. `{prefix}render:{fingerprint}` names the job that
 //! renders (or rendered) a fingerprint; it is claimed with `SET NX` and taken over with a
-//! compare-and-set when that job failed or was cancelled.
+//! compare-and-set when that job failed or was cancelled. `{prefix}tenant-jobs:{tenant}`
+//! lists a tenant's jobs for ListRenderJobs ([`tenant_index`]), written with every record.
 
 use crate::error::{ServiceError, ServiceErrorCode};
+use crate::jobs::listing::ListPosition;
 use crate::jobs::{Fingerprint, Job, JobFailure, JobState};
 use crate::reason::Reason;
 use crate::redis_client::{millis, RedisClient, RedisError, Subscription};
 use deadpool_redis::redis::Script;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
 mod render_index;
+mod tenant_index;
+
+use tenant_index::index_member;
+pub use tenant_index::MAX_INDEXED_JOBS_PER_TENANT;
 
 /// The key of job `id`'s record.
 pub(crate) fn job_key(redis: &RedisClient, id: Uuid) -> String {
@@ -36,7 +43,7 @@ pub(crate) fn events_channel(redis: &RedisClient, id: Uuid) -> String {
 /// stored snapshot is as new or newer (snapshots may arrive out of order, an older one must
 /// never overwrite a newer one), or the stored one is of a job of the shared queue taken by
 /// another instance (an instance whose lease ran out must not overwrite the new owner's
-/// snapshots).
+/// snapshots). A snapshot written is listed in its tenant's index ([`INDEX_WRITTEN`]).
 const PUBLISH_IF_NEWER: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current then
@@ -52,12 +59,13 @@ if current then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[1])
-return 1";
+";
 
 /// Stores snapshot `ARGV[1]` (expiry `ARGV[3]` ms) at `KEYS[1]` and publishes it on channel
 /// `KEYS[2]` only if the stored snapshot's version is exactly `ARGV[2]` (`ARGV[4]`, the owner,
 /// is not read): the change was
-/// decided on that snapshot (a compare-and-set for taking or cancelling a queued job).
+/// decided on that snapshot (a compare-and-set for taking or cancelling a queued job). Listed
+/// in its tenant's index as [`PUBLISH_IF_NEWER`] is.
 const PUBLISH_IF_VERSION: &str = r"
 local current = redis.call('GET', KEYS[1])
 if not current then
@@ -69,6 +77,17 @@ if not ok or type(decoded) ~= 'table' or decoded['version'] ~= tonumber(ARGV[2])
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[1])
+";
+
+/// The tail of both publishing scripts, once the snapshot is written: its job is listed in
+/// its tenant's index `KEYS[3]` as member `ARGV[5]` (a member new there makes the index keep
+/// only its newest `ARGV[6]`), and the index lives `ARGV[7]` ms (the retention) past this
+/// write, as long as the record written last by any of its jobs.
+const INDEX_WRITTEN: &str = r"
+if redis.call('ZADD', KEYS[3], 0, ARGV[5]) == 1 then
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -tonumber(ARGV[6]) - 1)
+end
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
 return 1";
 
 /// How long the record of a job not admitted yet lives. It is written just before the job
@@ -179,8 +198,8 @@ impl SharedJobs {
             instance: Uuid::new_v4(),
             redis,
             retention,
-            publish_if_newer: Script::new(PUBLISH_IF_NEWER),
-            publish_if_version: Script::new(PUBLISH_IF_VERSION),
+            publish_if_newer: Script::new(&format!("{PUBLISH_IF_NEWER}{INDEX_WRITTEN}")),
+            publish_if_version: Script::new(&format!("{PUBLISH_IF_VERSION}{INDEX_WRITTEN}")),
         }
     }
 
@@ -290,25 +309,24 @@ impl SharedJobs {
         let key = self.job_key(job.id);
         let channel = self.events_channel(job.id);
         let owner = job.owner.map(|owner| owner.to_string()).unwrap_or_default();
+        let index = self.tenant_index_key(&job.tenant);
         let written: i64 = self
             .redis
             .run_script(
                 script
                     .key(&key)
                     .key(&channel)
+                    .key(&index)
                     .arg(&json)
                     .arg(version)
                     .arg(millis(lifetime))
-                    .arg(&owner),
+                    .arg(&owner)
+                    .arg(index_member(ListPosition::of(job)))
+                    .arg(MAX_INDEXED_JOBS_PER_TENANT)
+                    .arg(millis(self.retention)),
             )
             .await?;
         Ok(written == 1)
-    }
-
-    /// Removes job `id`'s record (a job this instance evicted to make room: every instance
-    /// answers for it as gone, and its idempotency key is freed).
-    pub(crate) async fn forget(&self, id: Uuid) -> Result<(), SharedError> {
-        Ok(self.redis.delete(&self.job_key(id)).await?)
     }
 
     /// Writes `job` (whose version is one above `expected`) only if the stored record is
@@ -400,15 +418,34 @@ impl SharedJobs {
     /// The record, read as failed (INSTANCE_LOST, retryable) when the instance that owns a
     /// job outside the shared queue stopped before it ended.
     pub(crate) async fn get(&self, id: Uuid) -> Result<Option<Job>, SharedError> {
-        let Some(mut job) = self.stored(id).await? else {
+        let Some(job) = self.stored(id).await? else {
             return Ok(None);
         };
+        Ok(Some(self.as_read(job, &mut HashMap::new()).await?))
+    }
+
+    /// A stored record as readers see it: failed (INSTANCE_LOST, retryable) when the instance
+    /// that owns a job outside the shared queue stopped before it ended. `alive` keeps the
+    /// owners asked about within one call (a listing asks once per instance, not per job).
+    async fn as_read(
+        &self,
+        mut job: Job,
+        alive: &mut HashMap<Uuid, bool>,
+    ) -> Result<Job, SharedError> {
         // A job of the shared queue is reclaimed by another instance instead.
         if let Some(owner) = job
             .owner
             .filter(|_| !job.state.is_terminal() && !job.reclaimable)
         {
-            if !self.alive(owner).await? {
+            let owner_alive = match alive.get(&owner) {
+                Some(known) => *known,
+                None => {
+                    let asked = self.alive(owner).await?;
+                    alive.insert(owner, asked);
+                    asked
+                }
+            };
+            if !owner_alive {
                 // Its instance died mid-render: nobody will finish it.
                 job.finish(
                     JobState::Failed,
@@ -422,7 +459,7 @@ impl SharedJobs {
                 job.version += 1;
             }
         }
-        Ok(Some(job))
+        Ok(job)
     }
 
     /// The job's snapshot now and every later one, until the returned stream is dropped. A

@@ -116,11 +116,11 @@ pub(super) async fn replicate(
                     tracing::warn!(%fingerprint, %error, "cannot share a quarantine");
                 }
             }
-            Replication::Forget(id) => {
-                if let Err(error) = shared.forget(id).await {
-                    tracing::warn!(job_id = %id, %error, "cannot remove an evicted job's record; it expires with the retention");
+            Replication::Forget(tenant, position) => {
+                if let Err(error) = shared.forget(&tenant, position).await {
+                    tracing::warn!(job_id = %position.id, %error, "cannot remove an evicted job's record; it expires with the retention");
                 }
-                forgetting.done(id);
+                forgetting.done(position.id);
             }
             Replication::Flush(done) => {
                 let _ = done.send(());

@@ -2,8 +2,8 @@
 //! runs them (the real binary against a real server): `job watch` exits as its job ended (0
 //! succeeded, 75 cancelled: worth submitting again), `job cancel` cancels, a refusal worth
 //! retrying exits 75 and prints its delay, `LOTTIE_RENDER_SERVER` names the server when
-//! `--server` does not, and `job download` checks the bytes against the job's sha256 and
-//! leaves nothing behind when they do not match.
+//! `--server` does not, `job download` checks the bytes against the job's sha256 and
+//! leaves nothing behind when they do not match, and `job list` prints the jobs newest first.
 
 use super::cli_flags::{assert_exit, field, lottie_render};
 use crate::helpers::*;
@@ -159,5 +159,53 @@ async fn lottie_render_server_names_the_server_and_a_download_that_does_not_matc
     );
     let left: Vec<_> = std::fs::read_dir(&damaged).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn job_list_prints_the_jobs_newest_first_and_its_filters_keep_their_own() {
+    let app = spawn_app().await;
+    let ball = app.create_template(BALL).await;
+    let first = app
+        .render(small_request(&ball.template_id, proto::Format::Gif))
+        .await;
+    let second = app.submit_small(&ball, proto::Format::Gif).await;
+    let listed = lottie_render(Some(app.address), &["job", "list"], &[]).await;
+    assert_exit(&listed, 0);
+    let lines: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with(&second.job_id), "{lines:?}");
+    assert!(lines[1].starts_with(&first.job_id), "{lines:?}");
+    assert!(lines[0].contains("SUCCEEDED"), "{lines:?}");
+    let failed = lottie_render(
+        Some(app.address),
+        &["job", "list", "--state", "failed"],
+        &[],
+    )
+    .await;
+    assert_exit(&failed, 0);
+    assert!(
+        failed.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&failed.stdout)
+    );
+    let bad = lottie_render(Some(app.address), &["job", "list", "--state", "done"], &[]).await;
+    // Refused by the command line's parser (clap's own exit code), naming the states.
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("one of queued, running"),
+        "{}",
+        stderr(&bad)
+    );
+    let refused = lottie_render(Some(app.address), &["job", "list", "--reason", "NOPE"], &[]).await;
+    assert_exit(&refused, 65);
+    assert!(
+        stderr(&refused).contains("[REQUEST_INVALID]"),
+        "{}",
+        stderr(&refused)
+    );
     app.stop().await;
 }

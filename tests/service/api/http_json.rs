@@ -299,7 +299,7 @@ async fn refusals_are_problems_with_the_status_of_their_class_and_every_field_pa
     let not_a_uuid = client.get(url(&app, "/v1/renders/x")).send().await.unwrap();
     problem(not_a_uuid, StatusCode::UNPROCESSABLE_ENTITY).await;
     let verb = client.put(url(&app, "/v1/renders")).send().await.unwrap();
-    assert_eq!(verb.headers()["allow"], "POST");
+    assert_eq!(verb.headers()["allow"], "POST, GET");
     problem(verb, StatusCode::METHOD_NOT_ALLOWED).await;
     let query = client
         .get(url(&app, "/v1/templates?colour=red"))

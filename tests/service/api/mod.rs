@@ -14,6 +14,7 @@ mod errors;
 mod http_json;
 mod identity_sources;
 pub(crate) mod image_slots;
+mod job_listing;
 mod mesh;
 mod outputs;
 mod panic;

@@ -68,8 +68,8 @@ fn seconds(duration: Duration) -> Option<Actual> {
 /// The constants the tables may name, by their path in the crate.
 fn constant(name: &str) -> Option<Actual> {
     use lottie_render::{
-        analysis, app, auth, fair_share, grpc, http_json, idempotency, jobs, lottie, middleware,
-        os, sandbox, spec, storage, tls, webhooks,
+        analysis, app, auth, fair_share, grpc, http_json, idempotency, jobs, lottie, metrics,
+        middleware, os, sandbox, spec, storage, tls, webhooks,
     };
     use middleware::request_body;
     match name {
@@ -247,6 +247,11 @@ fn constant(name: &str) -> Option<Actual> {
         }
         "grpc::templates::PARSE_WAIT" => seconds(grpc::templates::PARSE_WAIT),
         "grpc::templates::MAX_PAGE_BYTES" => bytes(grpc::templates::MAX_PAGE_BYTES as f64),
+        "jobs::MAX_JOBS_EXAMINED_PER_LIST" => count(jobs::MAX_JOBS_EXAMINED_PER_LIST as f64),
+        "jobs::MAX_INDEXED_JOBS_PER_TENANT" => count(jobs::MAX_INDEXED_JOBS_PER_TENANT as f64),
+        "metrics::recent_refusals::WINDOW_MINUTES" => {
+            count(metrics::recent_refusals::WINDOW_MINUTES as f64)
+        }
         "storage::MAX_TEMPLATE_RECORD_BYTES" => bytes(storage::MAX_TEMPLATE_RECORD_BYTES as f64),
         "storage::record_cache::MAX_CACHED_RECORDS" => {
             count(storage::record_cache::MAX_CACHED_RECORDS as f64)
