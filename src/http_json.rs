@@ -122,12 +122,17 @@ impl AroundCall<Body, Body> for HttpJson {
         let (route, path_fields) = match self.routes.find(call.method(), call.uri().path()) {
             Found::Route(route, fields) => (route.clone(), fields),
             Found::OtherVerbs(verbs) => {
-                self.metrics.rejection(Reason::MethodNotAllowed.as_str());
+                self.metrics.rejection(
+                    "none",
+                    "InvalidArgument",
+                    Reason::MethodNotAllowed.as_str(),
+                );
                 let answer = method_not_allowed(call.method(), &verbs);
                 return self.answer_now("none", body_read.mark(answer));
             }
             Found::Nothing => {
-                self.metrics.rejection(Reason::RouteNotFound.as_str());
+                self.metrics
+                    .rejection("none", "NotFound", Reason::RouteNotFound.as_str());
                 let answer = route_not_found(call.uri().path());
                 return self.answer_now("none", body_read.mark(answer));
             }
@@ -147,7 +152,9 @@ impl AroundCall<Body, Body> for HttpJson {
             Ok(converted) => converted,
             Err(error) => {
                 // Refused before the stack (whose metrics layer counts the others).
-                self.metrics.rejection(error.reason.as_str());
+                let code = format!("{:?}", error.code);
+                let method = route.rpc.name();
+                self.metrics.rejection(method, &code, error.reason.as_str());
                 let answer = body_read.mark(problem::of_error(error));
                 return self.answer_now(route.method.name(), answer);
             }

@@ -1,8 +1,12 @@
 //! Prometheus metrics: requests by method and code, request latency by method, rejections by
-//! reason, queue depth, job durations and outcomes, frames per second, worker crashes,
+//! method, code and reason, queue depth and wait, job durations and outcomes, failures by
+//! reason, render time and frames per second by format, render time by tenant, worker crashes,
 //! quarantined fingerprints, jobs kept and evicted, shared renders (joins, cache hits),
 //! idempotent replays, and the shared work queue (jobs taken, reclaimed, lease renewals that
-//! failed, renders started).
+//! failed, renders started), and webhook deliveries (attempts, backlog, lag).
+//! `deploy/grafana-dashboard.json` and `deploy/prometheus-rules.yaml` read these names; a
+//! service test (tests/service/api/dashboards.rs) scrapes a running server for every name and
+//! label they use.
 //! Encoded in the OpenMetrics text format (what prometheus-client's text encoder writes,
 //! `# EOF` last) and served over HTTP (`GET /metrics`, by `crate::app::http_endpoint`) on
 //! `--metrics-listen`, said so by its content type; each server instance has its own
@@ -28,11 +32,28 @@ pub struct RequestLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// gRPC method name, as in [`RequestLabels`].
+    pub method: String,
+    /// gRPC status code name, e.g. `ResourceExhausted`.
+    pub code: String,
+    /// The ErrorInfo reason, `UNSPECIFIED` when the answer has none.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookAttemptLabels {
     /// `delivered`, `refused` (a permanent answer or a refused address), `retried`,
     /// `expired` (given up after its window) or `not_kept` (an event never kept to be sent:
     /// its tenant's or the instance's deliveries waiting at their bound, or the store down).
     pub outcome: &'static str,
+}
+
+impl WebhookAttemptLabels {
+    /// Every outcome, exposed at 0 from the start: a rate over a series that appears with its
+    /// first attempt misses that attempt, and an alert on it would see no series at all.
+    pub const OUTCOMES: [&'static str; 5] =
+        ["delivered", "refused", "retried", "expired", "not_kept"];
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -69,6 +90,21 @@ pub struct OutcomeLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    /// The failed job's reason (`crate::reason::Reason`: a bounded set).
+    pub reason: &'static str,
+    /// Whether the same request may succeed later (a transient failure: the service's or its
+    /// machine's); `false` for a verdict on the request itself.
+    pub retryable: bool,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantLabels {
+    /// A tenant from configuration (API keys) or `default`: a bounded set.
+    pub tenant: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FormatLabels {
     pub format: String,
 }
@@ -96,6 +132,12 @@ fn request_duration_histogram() -> Histogram {
     // 1 ms … ~33 s: a health check or a GetRenderJob takes about a millisecond, a
     // CreateTemplate with its analysis seconds.
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+fn wait_histogram() -> Histogram {
+    // 10 ms … ~11 min: a job on an idle instance starts within milliseconds; a backlog is
+    // minutes.
+    Histogram::new(exponential_buckets(0.01, 2.0, 17))
 }
 
 fn fps_histogram() -> Histogram {
@@ -132,6 +174,7 @@ macro_rules! metrics {
                     $($field: metrics!(@init $($init)?),)*
                 };
                 $(metrics.registry.register($name, $help, metrics.$field.clone());)*
+                metrics.expose_known_series();
                 Arc::new(metrics)
             }
         }
@@ -149,21 +192,33 @@ metrics! {
     http_requests: Family<HttpLabels, Counter>, "http_requests",
         "HTTP/JSON calls answered (also counted as the gRPC call they stand for), by method \
          and HTTP status";
-    rejections: Family<ReasonLabels, Counter>, "rejections",
-        "Calls answered with an error, by ErrorInfo reason";
+    rejections: Family<RefusalLabels, Counter>, "rejections",
+        "Calls answered with an error, by method, gRPC status code and ErrorInfo reason";
     // Jobs: queued, running, finished, kept, quarantined, shared.
     queue_depth: Gauge, "queue_depth",
         "Jobs waiting for a worker";
+    queue_wait_seconds: Histogram = wait_histogram(), "queue_wait_seconds",
+        "Time from a job's submission to the start of its render here (with the shared \
+         queue: on whichever instance submitted it; a reclaimed job's whole wait)";
     jobs_running: Gauge, "jobs_running",
         "Jobs being rendered now";
     jobs_finished: Family<OutcomeLabels, Counter>, "jobs_finished",
         "Jobs that reached a terminal state, by outcome";
+    jobs_failed: Family<FailureLabels, Counter>, "jobs_failed",
+        "Jobs that ended FAILED, by reason and whether the failure is retryable (transient: \
+         the service's or its machine's) or a verdict on the request";
     job_duration_seconds: Histograms<OutcomeLabels> =
         Family::new_with_constructor(duration_histogram), "job_duration_seconds",
         "Time from a job's start to its end (all worker attempts), by outcome";
     frames_per_second: Histograms<FormatLabels> =
         Family::new_with_constructor(fps_histogram), "job_frames_per_second",
         "Frames rendered and encoded per second of a succeeded job's worker run";
+    render_duration_seconds: Histograms<FormatLabels> =
+        Family::new_with_constructor(wait_histogram), "render_duration_seconds",
+        "Wall time of a succeeded job's worker run, by output format";
+    tenant_render_seconds: Family<TenantLabels, Counter<f64>>, "tenant_render_seconds",
+        "Seconds of rendering (from a render's start to its end, all worker attempts) spent \
+         on each tenant's jobs here: the tenants' shares of the workers";
     frames_rendered: Counter, "frames_rendered",
         "Frames of succeeded jobs";
     worker_crashes: Counter, "worker_crashes",
@@ -243,11 +298,23 @@ metrics! {
          expired; not_kept: an event never kept to be sent)";
     webhook_deliveries_pending: Gauge, "webhook_deliveries_pending",
         "Webhook deliveries not yet ended, as this instance's store last counted them";
+    webhook_delivery_lag_seconds: Gauge, "webhook_delivery_lag_seconds",
+        "How long the most overdue pending webhook delivery has been due and not sent (0 \
+         when none is overdue), as this instance's store last saw it";
     webhook_breakers_open: Gauge, "webhook_breakers_open",
         "Webhook destinations this instance leaves alone for a while (circuit breaker open)";
 }
 
 impl Metrics {
+    /// The series of a bounded, known label set, exposed at 0 from the start.
+    fn expose_known_series(&self) {
+        for outcome in WebhookAttemptLabels::OUTCOMES {
+            let _ = self
+                .webhook_attempts
+                .get_or_create(&WebhookAttemptLabels { outcome });
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
@@ -316,15 +383,36 @@ impl Metrics {
             .inc();
     }
 
-    /// One call answered with an error of `reason` (its ErrorInfo reason), counted since
-    /// start and in the last hour.
-    pub(crate) fn rejection(&self, reason: &str) {
+    /// One call of `method` answered with an error of `code` and `reason` (its ErrorInfo
+    /// reason), counted since start and in the last hour.
+    pub(crate) fn rejection(&self, method: &str, code: &str, reason: &str) {
         self.refusals_last_hour.record(reason);
         self.rejections
-            .get_or_create(&ReasonLabels {
+            .get_or_create(&RefusalLabels {
+                method: method.to_owned(),
+                code: code.to_owned(),
                 reason: reason.to_owned(),
             })
             .inc();
+    }
+
+    /// A job that ended FAILED for `reason`, `retryable` or not.
+    pub(crate) fn job_failed(&self, reason: crate::reason::Reason, retryable: bool) {
+        self.jobs_failed
+            .get_or_create(&FailureLabels {
+                reason: reason.as_str(),
+                retryable,
+            })
+            .inc();
+    }
+
+    /// `seconds` of rendering spent on a job of `tenant`.
+    pub(crate) fn tenant_rendered(&self, tenant: &str, seconds: f64) {
+        self.tenant_render_seconds
+            .get_or_create(&TenantLabels {
+                tenant: tenant.to_owned(),
+            })
+            .inc_by(seconds);
     }
 }
 

@@ -6,7 +6,7 @@
 //! and lookup each hold it; it holds none of them.
 
 use super::board::{Admission, JobBoard};
-use super::model::{Job, JobState, RenderWork};
+use super::model::{Job, JobFailure, JobState, RenderWork};
 use super::outcome::refused_failure;
 use super::quarantine::Quarantine;
 use super::queue::{PushRefused, QueuedJob, RenderQueue};
@@ -151,11 +151,21 @@ impl LocalJobs {
         }
     }
 
-    pub(crate) fn count_finished(&self, state: JobState, seconds: Option<f64>) {
+    /// Counts a job that ended in `state` (FAILED with `failure`), its render having taken
+    /// `seconds` when it had one.
+    pub(crate) fn count_finished(
+        &self,
+        state: JobState,
+        failure: Option<&JobFailure>,
+        seconds: Option<f64>,
+    ) {
         let labels = OutcomeLabels {
             outcome: state.label().to_owned(),
         };
         self.metrics.jobs_finished.get_or_create(&labels).inc();
+        if let (JobState::Failed, Some(failure)) = (state, failure) {
+            self.metrics.job_failed(failure.reason, failure.retryable);
+        }
         if let Some(seconds) = seconds {
             self.metrics
                 .job_duration_seconds
@@ -200,7 +210,7 @@ impl LocalJobs {
                 job.finish(JobState::Cancelled, None);
                 true
             });
-            self.count_finished(JobState::Cancelled, None);
+            self.count_finished(JobState::Cancelled, None, None);
             tracing::info!(job_id = %id, template_id = %job.as_ref()?.template_id, "job cancelled while queued");
             return job;
         }

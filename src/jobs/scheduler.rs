@@ -288,7 +288,7 @@ impl Scheduler {
             }) {
                 tracing::info!(job_id = %id, template_id = %job.template_id, "queued job cancelled by shutdown (retryable)");
             }
-            self.local.count_finished(JobState::Cancelled, None);
+            self.local.count_finished(JobState::Cancelled, None, None);
         }
         // Jobs following another instance's render stop here; that render goes on there.
         for id in self.local.board.remote_followers() {

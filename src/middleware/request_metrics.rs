@@ -1,5 +1,5 @@
 //! `RequestMetricsLayer`: counts every answered call by method and gRPC status code, every
-//! error by its ErrorInfo reason (rejections by reason), and times every call by method (to
+//! error by its method, code and ErrorInfo reason (rejections), and times every call by method (to
 //! its answer's headers: a unary call's whole handling, a stream's start; a Watch stream's
 //! life is not latency), as the caller sees them:
 //! it sits outermost, so refusals by the layers inside it are counted too. Errors travel as
@@ -49,12 +49,13 @@ impl<B, R: Send + 'static> AroundCall<B, R> for RequestMetrics {
             metrics.request_duration(method, started.elapsed());
             match Status::from_header_map(response.headers()) {
                 Some(status) if status.code() != tonic::Code::Ok => {
-                    metrics.request(method, &format!("{:?}", status.code()));
+                    let code = format!("{:?}", status.code());
+                    metrics.request(method, &code);
                     let details = status.get_error_details();
                     let reason = details
                         .error_info()
                         .map_or("UNSPECIFIED", |info| info.reason.as_str());
-                    metrics.rejection(reason);
+                    metrics.rejection(method, &code, reason);
                 }
                 _ => metrics.request(method, "Ok"),
             }

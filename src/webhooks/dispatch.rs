@@ -381,6 +381,18 @@ async fn housekeeping(dispatcher: &Dispatcher) {
         }
         Err(error) => tracing::warn!(%error, "cannot count the pending webhook deliveries"),
     }
+    match dispatcher.store.earliest_due().await {
+        Ok(earliest) => {
+            let lag = earliest
+                .and_then(|at| SystemTime::now().duration_since(at).ok())
+                .unwrap_or_default();
+            dispatcher
+                .metrics
+                .webhook_delivery_lag_seconds
+                .set(i64::try_from(lag.as_secs()).unwrap_or(i64::MAX));
+        }
+        Err(error) => tracing::warn!(%error, "cannot read the earliest webhook delivery due"),
+    }
 }
 
 /// Sends a claimed delivery on a task of its own, holding the `slot` of its tenant's turn,

@@ -201,6 +201,15 @@ impl Deliveries {
         }
     }
 
+    /// The earliest time a pending delivery is due at (none: nothing pending): the dispatcher
+    /// is behind by `now` minus it when that is in the past.
+    pub async fn earliest_due(&self) -> Result<Option<SystemTime>, StoreError> {
+        match self {
+            Deliveries::Directory(directory) => Ok(directory.earliest_due()),
+            Deliveries::Redis(redis) => redis.earliest_due().await,
+        }
+    }
+
     /// Removes the records of deliveries that ended more than `kept` ago (the Redis records
     /// expire on their own; there it takes over the due index of an earlier version).
     pub async fn sweep(&self, kept: Duration) -> Result<(), StoreError> {
@@ -279,6 +288,7 @@ pub(crate) mod tests {
     async fn claims_by_tenant_the_earliest_first_once(store: &Deliveries) {
         let start = start();
         let later = start + Duration::from_secs(3600);
+        assert_eq!(store.earliest_due().await.unwrap(), None, "nothing pending");
         for (tenant, id, at) in [
             ("acme", "msg_b", start + Duration::from_secs(5)),
             ("acme", "msg_a", start),
@@ -296,6 +306,8 @@ pub(crate) mod tests {
             "an event announced twice is kept once"
         );
         assert_eq!(store.pending().await.unwrap(), 4);
+        // What the lag gauge reads: the earliest due, of any tenant.
+        assert_eq!(store.earliest_due().await.unwrap(), Some(start));
         let now = start + Duration::from_secs(10);
         let mut due = store.due(now, 10).await.unwrap();
         due.sort();
@@ -306,6 +318,11 @@ pub(crate) mod tests {
         );
         let claimed = store.claim(&[("acme".into(), 1)], now).await.unwrap();
         assert_eq!(ids(&claimed), ["msg_a"]);
+        assert_eq!(
+            store.earliest_due().await.unwrap(),
+            Some(start + Duration::from_secs(5)),
+            "a delivery being sent is not behind"
+        );
         let claimed_too = store
             .claim(&[("acme".into(), 5), ("globex".into(), 5)], now)
             .await

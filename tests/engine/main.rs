@@ -25,5 +25,6 @@ mod moving;
 mod pixels;
 mod property_slots;
 mod sandbox;
+mod small_outputs;
 mod text;
 mod text_animators;

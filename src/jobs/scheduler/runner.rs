@@ -142,18 +142,24 @@ impl Runner {
             .get(id)
             .map(|job| job.template_id.to_string());
         tracing::error!(job_id = %id, template_id = template_id.as_deref().unwrap_or("-"), %error, "the job runner panicked");
+        let failure = JobFailure {
+            reason: Reason::Internal,
+            message: "internal error; it has been logged".into(),
+            retryable: true,
+            retry_after: Some(MIN_RETRY_AFTER),
+        };
+        let mut ended_here = false;
         self.local.board.update(id, |job| {
-            job.finish(
-                JobState::Failed,
-                Some(JobFailure {
-                    reason: Reason::Internal,
-                    message: "internal error; it has been logged".into(),
-                    retryable: true,
-                    retry_after: Some(MIN_RETRY_AFTER),
-                }),
-            );
+            ended_here = !job.state.is_terminal();
+            job.finish(JobState::Failed, Some(failure.clone()));
             true
         });
+        // Counted like any failure (a job that had ended already was counted then): the
+        // render-success SLO sees the service's own bugs.
+        if ended_here {
+            self.local
+                .count_finished(JobState::Failed, Some(&failure), None);
+        }
     }
 
     /// Runs job `id` to a terminal state (blocking: waits for worker processes). Its tenant's
@@ -185,12 +191,22 @@ impl Runner {
             return;
         };
         if job.state.is_terminal() {
-            self.local.count_finished(job.state, None);
+            self.local
+                .count_finished(job.state, job.error.as_ref(), None);
             tracing::info!(job_id = %id, template_id = %job.template_id, state = job.state.label(), "job ended before its render started");
             return;
         }
         if job.state != JobState::Running {
             return;
+        }
+        if let Some(waited) = job
+            .started_at
+            .and_then(|started| started.duration_since(job.created_at).ok())
+        {
+            self.local
+                .metrics
+                .queue_wait_seconds
+                .observe(waited.as_secs_f64());
         }
         let span = tracing::info_span!("job", job_id = %id, template_id = %job.template_id);
         let _entered = span.enter();
@@ -231,6 +247,7 @@ impl Runner {
             );
             return;
         }
+        let tenant = job.tenant.clone();
         let job = self.local.board.update(id, |job| {
             if state == JobState::Succeeded {
                 job.frames_done = job.frames_total;
@@ -245,7 +262,9 @@ impl Runner {
         }
         self.local.metrics.jobs_running.dec();
         let seconds = started.elapsed().as_secs_f64();
-        self.local.count_finished(state, Some(seconds));
+        self.local
+            .count_finished(state, error.as_ref(), Some(seconds));
+        self.local.metrics.tenant_rendered(tenant.as_str(), seconds);
         if state != JobState::Cancelled {
             self.local.record_job_seconds(seconds);
         }
@@ -384,6 +403,13 @@ impl Runner {
                         format: extension.to_owned(),
                     })
                     .observe(fps);
+                self.local
+                    .metrics
+                    .render_duration_seconds
+                    .get_or_create(&FormatLabels {
+                        format: extension.to_owned(),
+                    })
+                    .observe(run.wall.as_secs_f64());
                 self.local
                     .metrics
                     .frames_rendered

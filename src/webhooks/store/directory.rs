@@ -207,6 +207,16 @@ impl DirectoryDeliveries {
         lock(&self.index).pending()
     }
 
+    /// The earliest time a pending delivery not being sent now is due at.
+    pub(super) fn earliest_due(&self) -> Option<SystemTime> {
+        let index = lock(&self.index);
+        index
+            .due
+            .values()
+            .filter_map(|due| due.first().map(|(at, _)| *at))
+            .min()
+    }
+
     pub(super) fn sweep(&self, kept: Duration) -> Result<(), StoreError> {
         let now = SystemTime::now();
         for entry in std::fs::read_dir(&self.dir)? {

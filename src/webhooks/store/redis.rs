@@ -56,6 +56,21 @@ end
 return counts
 ";
 
+/// The earliest time (ms) of any tenant's due index, or nil when none has an entry: KEYS
+/// tenants; ARGV due index prefix.
+const EARLIEST: &str = r"
+local earliest = nil
+for _, tenant in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local first = redis.call('ZRANGE', ARGV[1] .. tenant, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local at = tonumber(first[2])
+    if earliest == nil or at < earliest then earliest = at end
+  end
+end
+if earliest == nil then return false end
+return tostring(earliest)
+";
+
 /// Claims due deliveries: ARGV now (ms), lease end (ms), record prefix, due index prefix,
 /// then tenant, count pairs. Answers the records (a missing one, expired, leaves the index).
 const CLAIM: &str = r"
@@ -127,6 +142,7 @@ pub struct RedisDeliveries {
     caps: PendingCaps,
     create: Script,
     due: Script,
+    earliest: Script,
     claim: Script,
     put: Script,
     adopt: Script,
@@ -151,6 +167,7 @@ impl RedisDeliveries {
             caps,
             create: Script::new(CREATE),
             due: Script::new(DUE),
+            earliest: Script::new(EARLIEST),
             claim: Script::new(CLAIM),
             put: Script::new(PUT),
             adopt: Script::new(ADOPT),
@@ -293,6 +310,17 @@ impl RedisDeliveries {
         // Claimed ones too: their time is their claim's end.
         let counts = self.due_until("+inf", MAX_PENDING_DELIVERIES).await?;
         Ok(counts.iter().map(|(_, count)| count).sum())
+    }
+
+    /// The earliest time a pending delivery is due at (a claimed one's is its claim's end).
+    pub(super) async fn earliest_due(&self) -> Result<Option<SystemTime>, StoreError> {
+        let earliest: Option<String> = self
+            .redis
+            .run_script(self.earliest.key(&self.tenants).arg(&self.due_prefix))
+            .await?;
+        Ok(earliest
+            .and_then(|ms| ms.parse::<f64>().ok())
+            .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms.max(0.0) as u64)))
     }
 
     /// Moves the deliveries of an earlier version's single due index to their tenants'

@@ -209,7 +209,7 @@ async fn every_invalid_submission_is_invalid_argument_naming_its_fields_and_told
     assert_eq!(app.metric("lottie_render_queue_depth").await, 0.0);
     assert_eq!(app.metric("lottie_render_workers_started_total").await, 0.0);
     assert_eq!(
-        app.metric("lottie_render_rejections_total{reason=\"REQUEST_INVALID\"}")
+        app.metric("lottie_render_rejections_total{method=\"SubmitRender\",code=\"InvalidArgument\",reason=\"REQUEST_INVALID\"}")
             .await,
         4.0
     );

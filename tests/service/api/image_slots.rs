@@ -278,7 +278,7 @@ async fn an_image_over_ten_mebibytes_is_refused_before_it_is_queued() {
 /// A PNG whose header says `width`×`height` (RGBA) followed by one pixel row's worth of
 /// image data: what a check of the header reads, checksums included, with nothing to decode
 /// behind it.
-fn png_header_of(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn png_header_of(width: u32, height: u32) -> Vec<u8> {
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
     let mut chunk = |kind: &[u8; 4], data: &[u8]| {
         png.extend((data.len() as u32).to_be_bytes());

@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 pub(crate) mod cli_flags;
 mod cli_jobs;
+mod dashboards;
 pub(crate) mod dotlottie_js;
 mod downloads;
 mod drain;

@@ -181,7 +181,7 @@ async fn a_call_over_the_limit_in_flight_is_server_overloaded_with_a_delay_and_h
         .expect("a retry delay");
     assert!(delay >= Duration::from_secs(1), "{delay:?}");
     assert_eq!(
-        app.metric("lottie_render_rejections_total{reason=\"SERVER_OVERLOADED\"}")
+        app.metric("lottie_render_rejections_total{method=\"ListTemplates\",code=\"ResourceExhausted\",reason=\"SERVER_OVERLOADED\"}")
             .await,
         1.0
     );

@@ -260,12 +260,18 @@ async fn a_worker_crash_is_retried_once_then_quarantined_and_refused_without_spa
     let quarantined = refusal_delay(&status, Code::InvalidArgument, "RENDER_QUARANTINED");
     assert_eq!(quarantined, None, "do not retry");
     assert_eq!(app.metric("lottie_render_worker_crashes_total").await, 2.0);
+    // A verdict on the request, not the service's failure (the render-success SLO's split).
+    assert_eq!(
+        app.metric(r#"lottie_render_jobs_failed_total{reason="RENDER_CRASHED",retryable="false"}"#)
+            .await,
+        1.0
+    );
     assert_eq!(
         app.metric("lottie_render_quarantined_fingerprints").await,
         1.0
     );
     assert_eq!(
-        app.metric("lottie_render_rejections_total{reason=\"RENDER_QUARANTINED\"}")
+        app.metric("lottie_render_rejections_total{method=\"SubmitRender\",code=\"InvalidArgument\",reason=\"RENDER_QUARANTINED\"}")
             .await,
         1.0
     );
