@@ -458,7 +458,12 @@ def main():
     parser.add_argument("--hang-template")
     parser.add_argument("--image-template")
     args = parser.parse_args()
-    signal.signal(signal.SIGALRM, lambda *_: (log(f"the walk passed {WALK_DEADLINE_S} s"), sys.exit(1)))
+
+    def overdue(*_):
+        # An exception, not an exit: the browser is still reported on and quit below.
+        raise AssertionError(f"the walk passed {WALK_DEADLINE_S} s")
+
+    signal.signal(signal.SIGALRM, overdue)
     signal.alarm(WALK_DEADLINE_S)
     steps = Walk(args)
     try:
@@ -467,6 +472,7 @@ def main():
         ours = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == __file__]
         where = "; ".join(f"line {frame.lineno} ({frame.line})" for frame in ours[-2:])
         log(f"FAILED at {where}: {str(error).splitlines()[0]}")
+        signal.alarm(0)
         steps.failure_report()
         steps.driver.quit()
         sys.exit(1)
