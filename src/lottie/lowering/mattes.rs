@@ -36,7 +36,7 @@
 mod as_masks;
 mod geometry;
 
-pub use as_masks::MAX_SAMPLED_MASK_VERTICES;
+pub use as_masks::{MAX_MATTE_GROUP_DEPTH, MAX_SAMPLED_MASK_VERTICES};
 
 use crate::lottie::lowering::expressions::sampling::{compositions, Sampling};
 use crate::lottie::reading::model::{for_each_layer_list, layer_type, property_values};

@@ -316,8 +316,9 @@ fn matte_outlines(matte: &Value) -> Option<Vec<Outline>> {
     )
 }
 
-/// Group nesting read: deeper than any designer's file.
-const MAX_GROUP_DEPTH: usize = 64;
+/// Group levels a matte's shapes are read within: deeper than any designer's file (the
+/// fence already bounds the JSON's nesting); a deeper matte stays a matte.
+pub const MAX_MATTE_GROUP_DEPTH: usize = 64;
 
 /// Reads `items` (a shape list) inside `groups`: appends its outlines to `outlines` and, per
 /// fill, the outlines it fills to `fills`. Answers the list's outlines (which fills after
@@ -329,7 +330,7 @@ fn collect(
     fills: &mut Vec<Vec<usize>>,
     depth: usize,
 ) -> Option<Vec<usize>> {
-    if depth > MAX_GROUP_DEPTH {
+    if depth > MAX_MATTE_GROUP_DEPTH {
         return None;
     }
     let mut before = Vec::new();
@@ -466,6 +467,19 @@ impl Scene {
             if let Some(time) = keyframe.get("t").and_then(Value::as_f64) {
                 keyframe.insert("t".to_owned(), Value::from(time + shift));
             }
+            // rlottie 0.1 draws a mask path whose handles are arrays as nothing past its
+            // first keyframe; lottie-web reads a path's `[x]` as `x`.
+            for handle in ["o", "i"] {
+                let Some(Value::Object(handle)) = keyframe.get_mut(handle) else {
+                    continue;
+                };
+                for axis in ["x", "y"] {
+                    if let Some(Value::Array(items)) = handle.get(axis) {
+                        let first = items.first().cloned().unwrap_or(Value::from(0));
+                        handle.insert(axis.to_owned(), first);
+                    }
+                }
+            }
             for key in ["s", "e"] {
                 let Some(value) = keyframe.get_mut(key) else {
                     continue;
@@ -506,7 +520,9 @@ impl Scene {
             *left = left.checked_sub(contour.len())?;
             keyframes.push(json!({
                 "t": time - self.matted_start, "s": [contour.to_json()],
-                "o": {"x": [0], "y": [0]}, "i": {"x": [1], "y": [1]}
+                // Scalar handles: rlottie 0.1 draws a mask path whose handles are arrays
+                // (`"x": [0]`) as nothing past its first keyframe.
+                "o": {"x": 0, "y": 0}, "i": {"x": 1, "y": 1}
             }));
         }
         match keyframes.len() {
@@ -713,7 +729,7 @@ mod tests {
                                         "v": [[0, 0], [side, 0], [side, side]]})
         };
         let path = json!({"ty": "sh", "ks": {"a": 1, "k": [
-            {"t": 4, "s": [square(10.0)], "o": {"x": 0.3, "y": 0}, "i": {"x": 0.7, "y": 1}},
+            {"t": 4, "s": [square(10.0)], "o": {"x": [0.3], "y": [0]}, "i": {"x": [0.7], "y": [1]}},
             {"t": 14, "s": [square(20.0)]}]}});
         let mut layers = pair(filled(vec![path]), [50.0, 50.0], 1);
         layers[0]["st"] = json!(3);
@@ -722,7 +738,11 @@ mod tests {
         let keyframes = &layers[1]["masksProperties"][0]["pt"]["k"];
         // Times move from the matte's frames (start 3) to the matted layer's (start 0).
         assert_eq!(keyframes[0]["t"], json!(7.0));
-        assert_eq!(keyframes[0]["o"], json!({"x": 0.3, "y": 0}));
+        assert_eq!(
+            keyframes[0]["o"],
+            json!({"x": 0.3, "y": 0}),
+            "scalar handles"
+        );
         assert_eq!(
             keyframes[1]["s"][0]["v"],
             json!([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0]])
