@@ -41,8 +41,8 @@ use crate::lottie::reading::model::layer_type;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
-/// Mask path vertices written for one template when a matte moves (a vertex per outline
-/// point per sampled frame). A real template's moving mattes take a few thousand (a
+/// Mask path vertices written for one template (a vertex per outline point, per keyframe
+/// or sampled frame when the matte moves). A real template's moving mattes take a few thousand (a
 /// rectangle over 10 s at 60 fps is 2 400); at about 70 bytes of JSON a vertex this bound
 /// adds at most about the largest accepted template again. Mattes beyond it stay mattes.
 pub const MAX_SAMPLED_MASK_VERTICES: usize = 100_000;
@@ -119,8 +119,6 @@ fn masks_for(
     let scene = Scene {
         matte_chain,
         matted_chain,
-        matte_start: number(matte, "st").unwrap_or(0.0),
-        matted_start: number(matted, "st").unwrap_or(0.0),
         visible: (number(matted, "ip")?, number(matted, "op")?),
     };
     let paths = scene.mask_paths(&outlines, grid, vertices_left)?;
@@ -165,9 +163,10 @@ fn matte_layer_allows_masks(matte: &Value, matted: &Value) -> bool {
             .is_none_or(|opacity| all_values_are(opacity, 100.0))
 }
 
-/// A layer's transform and its parents', each with its start time (its keyframes are in
-/// the composition's frames less it).
-struct Chain(Vec<(Transform, f64)>);
+/// A layer's transform and its parents'. Their keyframes are all in the composition's frames
+/// (lottie-web subtracts a layer's start `st` from both the time and the keyframe times), so
+/// a start time changes nothing here.
+struct Chain(Vec<Transform>);
 
 impl Chain {
     /// `None` when a transform is not read here, a layer of the chain is 3D or
@@ -185,7 +184,7 @@ impl Chain {
                 Some(ks) => Transform::parse(ks)?,
                 None => Transform::parse(&json!({}))?,
             };
-            links.push((transform, number(layer, "st").unwrap_or(0.0)));
+            links.push(transform);
             current = match layer.get("parent").and_then(Value::as_i64) {
                 Some(parent) => Some(*by_index.get(&parent)?),
                 None => None,
@@ -195,16 +194,14 @@ impl Chain {
     }
 
     fn is_animated(&self) -> bool {
-        self.0.iter().any(|(transform, _)| transform.is_animated())
+        self.0.iter().any(Transform::is_animated)
     }
 
     /// Layer space to composition space at `time` (the composition's frames).
     fn at(&self, time: f64) -> Affine {
-        self.0
-            .iter()
-            .fold(Affine::IDENTITY, |map, (transform, start)| {
-                map.then(transform.at(time - start))
-            })
+        self.0.iter().fold(Affine::IDENTITY, |map, transform| {
+            map.then(transform.at(time))
+        })
     }
 }
 
@@ -244,7 +241,7 @@ impl Outline {
             }
     }
 
-    /// The groups' transforms at `time` (the matte layer's frames).
+    /// The groups' transforms at `time` (the composition's frames).
     fn groups_at(&self, time: f64) -> Affine {
         self.groups
             .iter()
@@ -405,8 +402,6 @@ fn collect(
 struct Scene {
     matte_chain: Chain,
     matted_chain: Chain,
-    matte_start: f64,
-    matted_start: f64,
     /// The matted layer's in and out points (the composition's frames).
     visible: (f64, f64),
 }
@@ -457,16 +452,13 @@ impl Scene {
     }
 
     /// A keyframed matte path mapped by a static `map`, keyframe by keyframe (exact: an
-    /// affine map commutes with the vertex interpolation), its times moved from the matte
-    /// layer's frames to the matted layer's.
+    /// affine map commutes with the vertex interpolation), at the same times.
     fn mapped_keyframes(&self, path: &Value, map: Affine, left: &mut usize) -> Option<Value> {
         let mut property = path.clone();
-        let shift = self.matte_start - self.matted_start;
-        for keyframe in property.get_mut("k")?.as_array_mut()? {
+        let keyframes = property.get_mut("k")?.as_array_mut()?;
+        without_last_easing(keyframes);
+        for keyframe in keyframes.iter_mut() {
             let keyframe = keyframe.as_object_mut()?;
-            if let Some(time) = keyframe.get("t").and_then(Value::as_f64) {
-                keyframe.insert("t".to_owned(), Value::from(time + shift));
-            }
             // rlottie 0.1 draws a mask path whose handles are arrays as nothing past its
             // first keyframe; lottie-web reads a path's `[x]` as `x`.
             for handle in ["o", "i"] {
@@ -509,7 +501,7 @@ impl Scene {
             if time < from || time >= to {
                 continue;
             }
-            let shape = outline.at(time - self.matte_start)?;
+            let shape = outline.at(time)?;
             if *count.get_or_insert(shape.len()) != shape.len() {
                 return None;
             }
@@ -519,9 +511,10 @@ impl Scene {
             };
             *left = left.checked_sub(contour.len())?;
             keyframes.push(json!({
-                "t": time - self.matted_start, "s": [contour.to_json()],
+                "t": time, "s": [contour.to_json()],
                 // Scalar handles: rlottie 0.1 draws a mask path whose handles are arrays
-                // (`"x": [0]`) as nothing past its first keyframe.
+                // (`"x": [0]`) as nothing past its first keyframe (as it does when the last
+                // keyframe has handles at all).
                 "o": {"x": 0, "y": 0}, "i": {"x": 1, "y": 1}
             }));
         }
@@ -530,8 +523,20 @@ impl Scene {
             1 => keyframes.pop().and_then(|mut only| {
                 Some(json!({"a": 0, "k": only.get_mut("s")?.get_mut(0)?.take()}))
             }),
-            _ => Some(json!({"a": 1, "k": keyframes})),
+            _ => {
+                without_last_easing(&mut keyframes);
+                Some(json!({"a": 1, "k": keyframes}))
+            }
         }
+    }
+}
+
+/// rlottie 0.1 draws a mask path whose last keyframe has easing handles as nothing past its
+/// first keyframe; lottie-web never reads them (no keyframe follows).
+fn without_last_easing(keyframes: &mut [Value]) {
+    if let Some(Value::Object(last)) = keyframes.last_mut() {
+        last.remove("o");
+        last.remove("i");
     }
 }
 
@@ -736,8 +741,8 @@ mod tests {
         layers[0]["ip"] = json!(-5);
         assert_eq!(lower(&mut layers, None), 1);
         let keyframes = &layers[1]["masksProperties"][0]["pt"]["k"];
-        // Times move from the matte's frames (start 3) to the matted layer's (start 0).
-        assert_eq!(keyframes[0]["t"], json!(7.0));
+        // Keyframe times are the composition's, whatever the layers' start times.
+        assert_eq!(keyframes[0]["t"], json!(4));
         assert_eq!(
             keyframes[0]["o"],
             json!({"x": 0.3, "y": 0}),
@@ -762,6 +767,7 @@ mod tests {
             .unwrap();
         assert_eq!(keyframes.len(), 20, "frames 10..30");
         // At frame 20 the matte is at x 70: 20 right of the matted layer's 50, halved.
+        assert!(keyframes[19].get("o").is_none() && keyframes[19].get("i").is_none());
         let at_20 = &keyframes[10];
         assert_eq!(at_20["t"], json!(20.0));
         assert_eq!(at_20["s"][0]["v"][0], json!([12.5, -2.5]));

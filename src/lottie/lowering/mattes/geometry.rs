@@ -149,7 +149,7 @@ impl Transform {
             || self.rotation.is_animated()
     }
 
-    /// The map at `time` (the layer's own frames).
+    /// The map at `time` (the composition's frames, as keyframe times are).
     pub(super) fn at(&self, time: f64) -> Affine {
         let pair = |values: Vec<f64>, default: f64| {
             [
