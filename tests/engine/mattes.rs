@@ -552,3 +552,41 @@ fn a_half_transparent_matte_stays_a_matte_and_lets_half_the_white_through() {
         }
     }
 }
+
+/// Layers of every composition of `json` answering `count`.
+fn count_layers(json: &Value, count: impl Fn(&Value) -> bool) -> usize {
+    let lists = std::iter::once(&json["layers"]).chain(
+        json["assets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|asset| &asset["layers"]),
+    );
+    lists
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter(|layer| count(layer))
+        .count()
+}
+
+#[test]
+fn the_corpus_mattes_that_masks_draw_alike_become_masks() {
+    // (file, mattes made masks, mattes left): mattes-22's mattes fill two paths each.
+    for (file, masked, left) in [
+        ("gradient-radial-mattes-100fps.json", 12, 0),
+        ("heavy-tractor-263-layers.json", 3, 0),
+        ("masks-mattes-bell-precomp.json", 1, 0),
+        ("mattes-22-track-mattes.json", 0, 11),
+    ] {
+        let bytes = std::fs::read(crate::helpers::corpus(file)).unwrap();
+        let mut json = Template::parse(&bytes).unwrap().json;
+        lottie_render::lottie::lowering::mattes::lower_mattes_and_masks(&mut json, 60);
+        let made_masks = count_layers(&json, |layer| {
+            layer["masksProperties"]
+                .as_array()
+                .is_some_and(|masks| masks.iter().any(|mask| mask["nm"] == "track matte"))
+        });
+        let mattes_left = count_layers(&json, |layer| layer["tt"].as_i64().unwrap_or(0) != 0);
+        assert_eq!((made_masks, mattes_left), (masked, left), "{file}");
+    }
+}
