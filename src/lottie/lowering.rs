@@ -104,7 +104,7 @@ pub fn lower<E: From<TextError>>(
         text::convert_text_layers_at(json, lowering.fonts, lowering.text_animators_fps)?;
     warnings.extend(drawn_text.warnings);
     // After text: lowered text layers can be matted or matte sources like any shape layer.
-    warnings.extend(mattes::lower_mattes_and_masks(json).warnings);
+    warnings.extend(mattes::lower_mattes_and_masks(json, lowering.expressions_fps).warnings);
     // rlottie ignores layer effects: after text, so that text layers are recoloured as glyph
     // shapes, and after the mattes.
     warnings.extend(effects::lower_layer_effects(json).warnings);

@@ -390,3 +390,203 @@ fn a_text_layer_is_a_matte_source_like_a_shape_layer() {
     }
     assert!(red > 500, "only {red} pixels of the letter");
 }
+
+// Alpha mattes made masks (`lottie::lowering::mattes::as_masks`): rlottie left the inside of
+// an alpha matte at alpha 251 (250 under two mattes), so what lies beneath showed through.
+// Each template puts an opaque white solid beneath black under mattes; inside, the pixels
+// must be black and opaque exactly, as lottie-web draws them.
+
+const WHITE: [u8; 4] = [255, 255, 255, 255];
+const BLACK: [u8; 4] = [0, 0, 0, 255];
+
+/// A white solid filling the canvas, at the bottom.
+fn white_solid(ind: i64) -> Value {
+    json!({"ddd": 0, "ind": ind, "ty": 1, "nm": "white", "sr": 1, "ks": transform([0.0, 0.0]),
+           "sc": "#ffffff", "sw": SIZE, "sh": SIZE, "ip": 0, "op": 30, "st": 0})
+}
+
+fn rectangle(size: [f64; 2]) -> Value {
+    json!({"ty": "rc", "d": 1, "s": {"a": 0, "k": size}, "p": {"a": 0, "k": [0, 0]}, "r": {"a": 0, "k": 0}})
+}
+
+/// A black square of side 50 around its origin, scaled 200 % about it at the canvas centre:
+/// it covers the canvas, and a mask must be drawn in its own (half-size) space.
+fn black_canvas(ind: i64) -> Value {
+    let mut layer = shape_layer(ind, rectangle([50.0, 50.0]), [0, 0, 0], [50.0, 50.0]);
+    layer["ks"]["s"] = json!({"a": 0, "k": [200, 200, 100]});
+    layer
+}
+
+/// Checks every pixel of frame `index` off the edges that `inside(x, y)` (pixel centres)
+/// draws: black inside, white outside, exactly. `edges` are the lines x = e or y = e to skip.
+fn assert_black_inside(template: &Value, index: u32, inside: impl Fn(f64, f64) -> Option<bool>) {
+    let rgba = library_frame(template.to_string().as_bytes(), (SIZE, SIZE), index);
+    let mut black = 0;
+    for (pixel_index, pixel) in rgba.chunks(4).enumerate() {
+        let (x, y) = (
+            (pixel_index % SIZE as usize) as f64 + 0.5,
+            (pixel_index / SIZE as usize) as f64 + 0.5,
+        );
+        let Some(within) = inside(x, y) else { continue };
+        let expected = if within { BLACK } else { WHITE };
+        assert_eq!(pixel, expected, "frame {index}, pixel ({x}, {y})");
+        black += usize::from(within);
+    }
+    assert!(black > 300, "frame {index}: only {black} black pixels");
+}
+
+/// Inside the box `left..right` × `top..bottom`, `None` within the edge margin.
+fn in_box(x: f64, y: f64, (left, top, right, bottom): (f64, f64, f64, f64)) -> Option<bool> {
+    let distance = (left - x).max(x - right).max(top - y).max(y - bottom);
+    (!on_edge(distance)).then_some(distance < 0.0)
+}
+
+#[test]
+fn black_under_an_alpha_matte_inside_a_matted_precomp_is_opaque_black_over_white() {
+    // Inside the precomp, a rectangle 80×80 at (50, 50) mattes the black canvas: 10..90.
+    let inner = vec![
+        with(
+            shape_layer(1, rectangle([80.0, 80.0]), [0, 0, 255], [50.0, 50.0]),
+            "td",
+            json!(1),
+        ),
+        with(black_canvas(2), "tt", json!(1)),
+    ];
+    // Above, a 60×100 rectangle mattes the precomp, moved to x 20..80 by its own position
+    // (40, 50) and its parent's (10, 0): a null layer listed below everything.
+    let outer_matte = with(
+        with(
+            shape_layer(1, rectangle([60.0, 100.0]), [255, 255, 255], [40.0, 50.0]),
+            "td",
+            json!(1),
+        ),
+        "parent",
+        json!(10),
+    );
+    let precomp = json!({
+        "ddd": 0, "ind": 2, "ty": 0, "nm": "precomp", "refId": "inner", "sr": 1, "tt": 1,
+        "ks": transform([0.0, 0.0]), "w": SIZE, "h": SIZE, "ip": 0, "op": 30, "st": 0
+    });
+    let null = json!({"ddd": 0, "ind": 10, "ty": 3, "nm": "mover", "sr": 1,
+                      "ks": transform([10.0, 0.0]), "ip": 0, "op": 30, "st": 0});
+    let template = animation(
+        vec![outer_matte, precomp, white_solid(3), null],
+        vec![json!({"id": "inner", "layers": inner})],
+    );
+    assert_black_inside(&template, 0, |x, y| in_box(x, y, (20.0, 10.0, 80.0, 90.0)));
+}
+
+#[test]
+fn black_outside_an_inverted_alpha_matte_is_opaque_black_over_white() {
+    let template = animation(
+        vec![
+            with(circle_layer(1, [0, 0, 255]), "td", json!(1)),
+            with(black_canvas(2), "tt", json!(2)),
+            white_solid(3),
+        ],
+        vec![],
+    );
+    let (cx, cy, radius) = CIRCLE;
+    assert_black_inside(&template, 0, |x, y| {
+        let distance = ((x - cx).powi(2) + (y - cy).powi(2)).sqrt() - radius;
+        (!on_edge(distance)).then_some(distance > 0.0)
+    });
+}
+
+#[test]
+fn a_moving_alpha_matte_over_a_moving_layer_cuts_where_the_geometry_puts_it() {
+    // A 20-wide band moving linearly from x = 10 to x = 90 over frames 0..30, matting the
+    // black canvas, which itself drifts 10 down over the same time (still covering it).
+    let linear = |from: [f64; 2], to: [f64; 2]| {
+        json!({"a": 1, "k": [
+            {"t": 0, "s": [from[0], from[1], 0], "o": {"x": [0], "y": [0]}, "i": {"x": [1], "y": [1]}},
+            {"t": 30, "s": [to[0], to[1], 0]}]})
+    };
+    let mut band = shape_layer(1, rectangle([20.0, 100.0]), [0, 0, 255], [0.0, 0.0]);
+    band["ks"]["p"] = linear([10.0, 50.0], [90.0, 50.0]);
+    let mut matted = black_canvas(2);
+    matted["ks"]["p"] = linear([50.0, 50.0], [50.0, 60.0]);
+    matted["ks"]["s"] = json!({"a": 0, "k": [250, 250, 100]});
+    let template = animation(
+        vec![
+            with(band, "td", json!(1)),
+            with(matted, "tt", json!(1)),
+            white_solid(3),
+        ],
+        vec![],
+    );
+    for frame in [3, 15, 27] {
+        let centre = 10.0 + 80.0 * f64::from(frame) / 30.0;
+        assert_black_inside(&template, frame, |x, y| {
+            in_box(x, y, (centre - 10.0, -10.0, centre + 10.0, 110.0))
+        });
+    }
+}
+
+#[test]
+fn a_half_transparent_matte_stays_a_matte_and_lets_half_the_white_through() {
+    // lottie-web multiplies by the matte's alpha: black at 50 % over white is grey 127.5.
+    let mut matte = shape_layer(1, rectangle([60.0, 60.0]), [0, 0, 255], [50.0, 50.0]);
+    matte["shapes"][0]["it"][1]["o"] = json!({"a": 0, "k": 50});
+    let template = animation(
+        vec![
+            with(matte, "td", json!(1)),
+            with(black_canvas(2), "tt", json!(1)),
+            white_solid(3),
+        ],
+        vec![],
+    );
+    let rgba = library_frame(template.to_string().as_bytes(), (SIZE, SIZE), 0);
+    for (index, pixel) in rgba.chunks(4).enumerate() {
+        let (x, y) = (
+            (index % SIZE as usize) as f64 + 0.5,
+            (index / SIZE as usize) as f64 + 0.5,
+        );
+        match in_box(x, y, (20.0, 20.0, 80.0, 80.0)) {
+            Some(true) => assert!(
+                pixel[3] == 255 && pixel[..3].iter().all(|c| c.abs_diff(128) <= 3),
+                "({x}, {y}) is {pixel:?}"
+            ),
+            Some(false) => assert_eq!(pixel, WHITE, "({x}, {y})"),
+            None => {}
+        }
+    }
+}
+
+/// Layers of every composition of `json` answering `count`.
+fn count_layers(json: &Value, count: impl Fn(&Value) -> bool) -> usize {
+    let lists = std::iter::once(&json["layers"]).chain(
+        json["assets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|asset| &asset["layers"]),
+    );
+    lists
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter(|layer| count(layer))
+        .count()
+}
+
+#[test]
+fn the_corpus_mattes_that_masks_draw_alike_become_masks() {
+    // (file, mattes made masks, mattes left): mattes-22's mattes fill two paths each.
+    for (file, masked, left) in [
+        ("gradient-radial-mattes-100fps.json", 12, 0),
+        ("heavy-tractor-263-layers.json", 3, 0),
+        ("masks-mattes-bell-precomp.json", 1, 0),
+        ("mattes-22-track-mattes.json", 0, 11),
+    ] {
+        let bytes = std::fs::read(crate::helpers::corpus(file)).unwrap();
+        let mut json = Template::parse(&bytes).unwrap().json;
+        lottie_render::lottie::lowering::mattes::lower_mattes_and_masks(&mut json, 60);
+        let made_masks = count_layers(&json, |layer| {
+            layer["masksProperties"]
+                .as_array()
+                .is_some_and(|masks| masks.iter().any(|mask| mask["nm"] == "track matte"))
+        });
+        let mattes_left = count_layers(&json, |layer| layer["tt"].as_i64().unwrap_or(0) != 0);
+        assert_eq!((made_masks, mattes_left), (masked, left), "{file}");
+    }
+}

@@ -16,7 +16,7 @@
 
 mod engine;
 pub mod paths;
-mod sampling;
+pub(crate) mod sampling;
 
 use engine::Engine;
 use serde::Deserialize;

@@ -23,11 +23,22 @@
 //! - **Lighten (`l`) and darken (`d`) masks** hide the whole layer in rlottie; lottie-web
 //!   draws every mode but `n`, `s` and `i` as an added path. They become `a`.
 //!
+//! - **Alpha track mattes rlottie would leave translucent.** rlottie composites a matte by
+//!   multiplying alphas with rounding down, so black inside an alpha matte over white comes
+//!   out (3, 3, 3); a shape or solid matte that masks draw exactly becomes masks of the
+//!   matted layer ([`as_masks`], which says when).
+//!
 //! Not lowered, reported as warnings: mask expansion (`x`, rlottie ignores it), a matte
 //! source that has a matte of its own (rlottie cannot chain mattes), a `tp` naming no layer.
 //! Difference masks (`f`) stay as rlottie draws them (exclusive or, as After Effects does),
 //! where lottie-web adds them.
 
+mod as_masks;
+mod geometry;
+
+pub use as_masks::{MAX_MATTE_GROUP_DEPTH, MAX_SAMPLED_MASK_VERTICES};
+
+use crate::lottie::lowering::expressions::sampling::{compositions, Sampling};
 use crate::lottie::reading::model::{for_each_layer_list, layer_type, property_values};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -64,15 +75,27 @@ const COPY_BUDGET_WARNING: &str =
     "track matte sources shared by many layers exceed the copy budget: the extra layers use the layer above as their matte";
 
 /// Rewrites `json`'s mattes and masks into forms rlottie draws as lottie-web does (see the
-/// module documentation). Linear in the template, but for matte source copies, which are
-/// bounded by [`MAX_MATTE_SOURCE_COPY_BYTES`].
-pub fn lower_mattes_and_masks(json: &mut Value) -> MatteReport {
-    lower_within_copy_budget(json, MAX_MATTE_SOURCE_COPY_BYTES)
+/// module documentation), for an output at `fps` (the frames a moving matte's masks are
+/// sampled at). Linear in the template, but for matte source copies, which are bounded by
+/// [`MAX_MATTE_SOURCE_COPY_BYTES`], and sampled masks ([`MAX_SAMPLED_MASK_VERTICES`]).
+pub fn lower_mattes_and_masks(json: &mut Value, fps: u32) -> MatteReport {
+    lower_within_copy_budget(json, fps, MAX_MATTE_SOURCE_COPY_BYTES)
 }
 
-fn lower_within_copy_budget(json: &mut Value, copy_budget: usize) -> MatteReport {
+fn lower_within_copy_budget(json: &mut Value, fps: u32, copy_budget: usize) -> MatteReport {
+    let grids = compositions(json, fps);
     let mut lowering = Lowering::new(json, copy_budget);
-    for_each_layer_list(json, |layers| lowering.composition(layers));
+    if let Some(Value::Array(assets)) = json.get_mut("assets") {
+        for asset in assets.iter_mut() {
+            let id = asset.get("id").and_then(Value::as_str).map(str::to_owned);
+            if let Some(Value::Array(layers)) = asset.get_mut("layers") {
+                lowering.composition(layers, id.and_then(|id| grids.get(&Some(id)).copied()));
+            }
+        }
+    }
+    if let Some(Value::Array(layers)) = json.get_mut("layers") {
+        lowering.composition(layers, grids.get(&None).copied());
+    }
     if !lowering.new_assets.is_empty() {
         if let Some(root) = json.as_object_mut() {
             let assets = root
@@ -105,6 +128,7 @@ struct Lowering {
     next_wrapper: u64,
     new_assets: Vec<Value>,
     copy_budget: usize,
+    sampled_vertices_left: usize,
     lowered_layers: usize,
     warnings: BTreeSet<String>,
 }
@@ -133,14 +157,19 @@ impl Lowering {
             next_wrapper: 0,
             new_assets: Vec::new(),
             copy_budget,
+            sampled_vertices_left: MAX_SAMPLED_MASK_VERTICES,
             lowered_layers: 0,
             warnings: BTreeSet::new(),
         }
     }
 
-    /// One composition's layers (front to back, as in the file).
-    fn composition(&mut self, layers: &mut Vec<Value>) {
+    /// One composition's layers (front to back, as in the file), shown at `grid`'s times.
+    fn composition(&mut self, layers: &mut Vec<Value>, grid: Option<Sampling>) {
         self.place_matte_parents(layers);
+        // Once each source is directly above its layer; the sources of mattes made masks
+        // become null layers next.
+        self.lowered_layers +=
+            as_masks::lower_composition(layers, grid, &mut self.sampled_vertices_left);
         self.hide_unused_matte_sources(layers);
         self.wrap_matted_layers(layers);
     }
@@ -390,206 +419,4 @@ fn identity_transform() -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn layer(ind: i64, ty: i64) -> Value {
-        json!({"ind": ind, "ty": ty, "ks": {"p": {"a": 0, "k": [ind, 0, 0]}}, "ip": 0, "op": 10, "st": 0,
-               "shapes": [{"ty": "gr", "it": []}]})
-    }
-
-    fn with(mut layer: Value, key: &str, value: Value) -> Value {
-        layer[key] = value;
-        layer
-    }
-
-    fn animation(layers: Vec<Value>) -> Value {
-        json!({"w": 10, "h": 10, "fr": 30, "ip": 0, "op": 10, "layers": layers})
-    }
-
-    fn indices(layers: &Value) -> Vec<i64> {
-        layers
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|layer| layer["ind"].as_i64().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn a_template_with_nothing_to_lower_is_left_as_it_is() {
-        // Adjacent matte on a precomp layer, masks rlottie draws right, no orphan source.
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            with(with(layer(2, 0), "tt", json!(1)), "refId", json!("a")),
-            with(
-                layer(3, 4),
-                "masksProperties",
-                json!([{"mode": "a", "x": {"a": 0, "k": 0}}, {"mode": "s"}, {"mode": "f"}]),
-            ),
-        ]);
-        json["assets"] = json!([{"id": "a", "layers": [layer(1, 4)]}]);
-        let before = json.clone();
-        let report = lower_mattes_and_masks(&mut json);
-        assert_eq!(report, MatteReport::default());
-        assert_eq!(json.to_string(), before.to_string());
-    }
-
-    #[test]
-    fn a_matted_shape_layer_becomes_a_matted_precomp_of_itself() {
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            with(with(layer(2, 4), "tt", json!(2)), "parent", json!(1)),
-        ]);
-        let report = lower_mattes_and_masks(&mut json);
-        assert_eq!(report.lowered_layers, 1);
-        let wrapper = &json["layers"][1];
-        assert_eq!(wrapper["ty"], json!(0));
-        assert_eq!(wrapper["ind"], json!(2));
-        assert_eq!(wrapper["tt"], json!(2));
-        assert_eq!(wrapper["parent"], json!(1));
-        assert_eq!(
-            wrapper["ks"]["p"]["k"],
-            json!([2, 0, 0]),
-            "the transform moves out"
-        );
-        assert_eq!(
-            (wrapper["st"].clone(), wrapper["sr"].clone()),
-            (json!(0), json!(1))
-        );
-        assert!(
-            wrapper.get("w").is_none(),
-            "an unsized precomp clips nothing"
-        );
-        let asset = &json["assets"][0];
-        assert_eq!(asset["id"], wrapper["refId"]);
-        let inner = &asset["layers"][0];
-        assert_eq!(inner["ty"], json!(4));
-        assert_eq!(inner["shapes"], layer(2, 4)["shapes"]);
-        assert_eq!(inner["ks"], identity_transform());
-        assert!(inner.get("tt").is_none() && inner.get("parent").is_none());
-    }
-
-    #[test]
-    fn wrapper_asset_ids_do_not_collide_with_the_templates_own() {
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            with(layer(2, 4), "tt", json!(1)),
-        ]);
-        json["assets"] = json!([{"id": format!("{WRAPPER_ASSET_PREFIX}0"), "layers": []}]);
-        lower_mattes_and_masks(&mut json);
-        assert_eq!(json["assets"].as_array().unwrap().len(), 2);
-        assert_eq!(
-            json["layers"][1]["refId"],
-            json!(format!("{WRAPPER_ASSET_PREFIX}1"))
-        );
-    }
-
-    #[test]
-    fn a_matte_parent_elsewhere_is_moved_directly_above_its_layer() {
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            layer(3, 4),
-            with(with(layer(2, 0), "tt", json!(1)), "tp", json!(1)),
-        ]);
-        lower_mattes_and_masks(&mut json);
-        assert_eq!(indices(&json["layers"]), vec![3, 1, 2]);
-        assert_eq!(json["layers"][1]["td"], json!(1));
-    }
-
-    #[test]
-    fn a_matte_parent_shared_by_two_layers_is_copied_for_the_second() {
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            with(with(layer(2, 0), "tt", json!(1)), "tp", json!(1)),
-            layer(3, 4),
-            with(with(layer(4, 0), "tt", json!(1)), "tp", json!(1)),
-        ]);
-        let report = lower_mattes_and_masks(&mut json);
-        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-        // The copy takes a fresh index above every other; the original stays in place.
-        assert_eq!(indices(&json["layers"]), vec![1, 2, 3, 5, 4]);
-        assert_eq!(json["layers"][3]["td"], json!(1));
-        assert_eq!(json["layers"][3]["ks"], json["layers"][0]["ks"]);
-    }
-
-    #[test]
-    fn copies_beyond_the_budget_are_reported_and_not_made() {
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            with(with(layer(2, 0), "tt", json!(1)), "tp", json!(1)),
-            layer(3, 4),
-            with(with(layer(4, 0), "tt", json!(1)), "tp", json!(1)),
-        ]);
-        let report = lower_within_copy_budget(&mut json, 10);
-        assert_eq!(report.warnings, vec![COPY_BUDGET_WARNING.to_owned()]);
-        assert_eq!(indices(&json["layers"]), vec![1, 2, 3, 4]);
-    }
-
-    #[test]
-    fn a_matte_parent_naming_no_layer_is_reported() {
-        let mut json = animation(vec![
-            with(layer(1, 4), "td", json!(1)),
-            with(with(layer(2, 0), "tt", json!(1)), "tp", json!(99)),
-        ]);
-        let report = lower_mattes_and_masks(&mut json);
-        assert_eq!(
-            report.warnings,
-            vec![MISSING_MATTE_PARENT_WARNING.to_owned()]
-        );
-        assert_eq!(indices(&json["layers"]), vec![1, 2]);
-    }
-
-    #[test]
-    fn a_matte_source_with_nothing_matted_below_becomes_a_null_layer() {
-        let mut json = animation(vec![
-            layer(3, 4),
-            with(layer(1, 4), "td", json!(1)),
-            layer(2, 4),
-        ]);
-        lower_mattes_and_masks(&mut json);
-        let source = &json["layers"][1];
-        assert_eq!(source["ty"], json!(layer_type::NULL));
-        assert!(source.get("td").is_none() && source.get("shapes").is_none());
-        assert_eq!(source["ks"], layer(1, 4)["ks"], "it still parents");
-        assert_eq!(json["layers"][0]["ty"], json!(4));
-    }
-
-    #[test]
-    fn masks_lose_mode_none_and_draw_lighten_and_darken_as_add() {
-        let mut json = animation(vec![with(
-            with(layer(1, 4), "hasMask", json!(true)),
-            "masksProperties",
-            json!([{"mode": "n"}, {"mode": "l"}, {"mode": "d"}, {"mode": "s"}]),
-        )]);
-        lower_mattes_and_masks(&mut json);
-        let modes: Vec<&str> = json["layers"][0]["masksProperties"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|mask| mask["mode"].as_str().unwrap())
-            .collect();
-        assert_eq!(modes, vec!["a", "a", "s"]);
-
-        let mut only_none = animation(vec![with(
-            with(layer(1, 4), "hasMask", json!(true)),
-            "masksProperties",
-            json!([{"mode": "n"}]),
-        )]);
-        lower_mattes_and_masks(&mut only_none);
-        assert!(only_none["layers"][0].get("masksProperties").is_none());
-        assert_eq!(only_none["layers"][0]["hasMask"], json!(false));
-    }
-
-    #[test]
-    fn animated_mask_expansion_is_reported() {
-        let mut json = animation(vec![with(
-            layer(1, 4),
-            "masksProperties",
-            json!([{"mode": "a", "x": {"a": 1, "k": [{"t": 0, "s": [0]}, {"t": 5, "s": [4]}]}}]),
-        )]);
-        let report = lower_mattes_and_masks(&mut json);
-        assert_eq!(report.warnings, vec![EXPANSION_WARNING.to_owned()]);
-        assert_eq!(report.lowered_layers, 0);
-    }
-}
+mod tests;

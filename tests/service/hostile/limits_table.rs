@@ -175,6 +175,12 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::lowering::gradients::MAX_RESAMPLED_GRADIENT_VALUES" => {
             count(lottie::lowering::gradients::MAX_RESAMPLED_GRADIENT_VALUES as f64)
         }
+        "lottie::lowering::mattes::MAX_SAMPLED_MASK_VERTICES" => {
+            count(lottie::lowering::mattes::MAX_SAMPLED_MASK_VERTICES as f64)
+        }
+        "lottie::lowering::mattes::MAX_MATTE_GROUP_DEPTH" => {
+            count(lottie::lowering::mattes::MAX_MATTE_GROUP_DEPTH as f64)
+        }
         "lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH" => {
             count(lottie::lowering::skew::MAX_SKEWED_GROUP_DEPTH as f64)
         }

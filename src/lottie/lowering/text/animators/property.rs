@@ -49,7 +49,7 @@ fn ease_part(keyframe: &Value, handle: &str, axis: &str) -> Vec<f64> {
 
 impl Property {
     /// A static property of `value`.
-    pub(super) fn constant(value: Vec<f64>) -> Property {
+    pub(crate) fn constant(value: Vec<f64>) -> Property {
         Property {
             value,
             keyframes: Vec::new(),
@@ -88,7 +88,7 @@ impl Property {
         numbers(k).map(Property::constant)
     }
 
-    pub(super) fn is_animated(&self) -> bool {
+    pub(crate) fn is_animated(&self) -> bool {
         self.keyframes.len() > 1
     }
 
@@ -167,7 +167,7 @@ impl Property {
             .collect()
     }
 
-    pub(super) fn scalar(&self, time: f64) -> f64 {
+    pub(crate) fn scalar(&self, time: f64) -> f64 {
         self.at(time).first().copied().unwrap_or(0.0)
     }
 }
