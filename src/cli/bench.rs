@@ -5,8 +5,10 @@
 //! as the service runs it ([`workers`]), and a fresh one (which also starts and loads its
 //! libraries). It prints fps, CPU time, the pipeline's ratio to its bound (issue #2: max(encoder
 //! alone, (render + conversion + encoder CPU) ÷ cores)) and the worker's peak RSS, each the
-//! median of `--repeat` runs; then that its peak RSS stays flat as an animation grows.
+//! median of `--repeat` runs; what a blurred layer costs per frame ([`blur`]); then that its
+//! peak RSS stays flat as an animation grows.
 
+mod blur;
 mod measure;
 mod workers;
 
@@ -111,6 +113,7 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
     if let Some(render) = &first_render {
         bench.image_slots(render)?;
     }
+    bench.blurred_layer()?;
     if !args.no_rss {
         rss_versus_length(args, &bench.executable, bench.scratch.path())?;
     }

@@ -105,6 +105,7 @@ pub fn plan(
                 effects
                     .iter()
                     .filter_map(|effect| root.filter_at(index, *effect, time))
+                    .filter(|filter| !filter.changes_nothing())
                     .collect()
             })
             .collect();

@@ -33,7 +33,18 @@ pub(crate) enum FrameFilter {
     },
 }
 
+/// A standard deviation below which a blur moves no level.
+const NO_BLUR: f64 = 0.05;
+
 impl FrameFilter {
+    /// Whether the filter leaves the layer as it is (a blurriness of 0, a transparent shadow).
+    pub(crate) fn changes_nothing(&self) -> bool {
+        match self {
+            FrameFilter::Blur { sigma } => sigma[0] <= NO_BLUR && sigma[1] <= NO_BLUR,
+            FrameFilter::Shadow { opacity, .. } => *opacity <= 0.0,
+        }
+    }
+
     /// How far beyond its input this filter draws, in pixels.
     pub(crate) fn reach(&self) -> f64 {
         match self {
