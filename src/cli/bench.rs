@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// Skip the peak-RSS-versus-length check.
     #[arg(long)]
     pub no_rss: bool,
+    /// Only what a blurred layer costs per frame.
+    #[arg(long)]
+    pub blur_only: bool,
 }
 
 pub(crate) fn run(args: BenchArgs) -> ExitCode {
@@ -100,6 +103,9 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
         !cfg!(debug_assertions),
         bench.repeat,
     );
+    if args.blur_only {
+        return bench.blurred_layer();
+    }
     let mut first_render: Option<(String, u32, Measure)> = None;
     for file in &files {
         let subject = bench.subject(file)?;

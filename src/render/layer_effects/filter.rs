@@ -71,9 +71,23 @@ fn to_linear_table() -> &'static [f32] {
     TABLE.get_or_init(|| table(srgb_to_linear))
 }
 
+/// An opaque pixel's 8-bit level in linear light.
+fn opaque_to_linear_table() -> &'static [f32; 256] {
+    static TABLE: OnceLock<[f32; 256]> = OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|level| srgb_to_linear(level as f64 / 255.0) as f32))
+}
+
+/// Steps of the linear-to-sRGB table, read without interpolation: where the curve is steepest
+/// (12.92 near black) a step is a fifth of a level.
+const SRGB_STEPS: usize = 16384;
+
 fn to_srgb_table() -> &'static [f32] {
     static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
-    TABLE.get_or_init(|| table(linear_to_srgb))
+    TABLE.get_or_init(|| {
+        (0..=SRGB_STEPS)
+            .map(|i| linear_to_srgb(i as f64 / SRGB_STEPS as f64) as f32)
+            .collect()
+    })
 }
 
 /// The smallest rectangle holding every pixel of `pixels` (`width` wide) with some alpha.
@@ -115,6 +129,7 @@ pub(super) fn grown(rect: Rect, by: usize, width: usize, height: usize) -> Rect 
 /// The pixels of `rect` of a premultiplied sRGB surface `width` wide, in linear light.
 pub(super) fn to_linear(surface: &[Bgra], width: usize, rect: Rect, into: &mut Image) {
     let table = to_linear_table();
+    let opaque = opaque_to_linear_table();
     into.width = rect.width;
     into.height = rect.height;
     into.pixels.clear();
@@ -123,6 +138,10 @@ pub(super) fn to_linear(surface: &[Bgra], width: usize, rect: Rect, into: &mut I
         into.pixels.extend(row.iter().map(|pixel| {
             if pixel.a == 0 {
                 return [0.0; 4];
+            }
+            if pixel.a == 255 {
+                let channel = |c: u8| opaque[usize::from(c)];
+                return [channel(pixel.r), channel(pixel.g), channel(pixel.b), 1.0];
             }
             let alpha = f32::from(pixel.a) / 255.0;
             let channel = |c: u8| lookup(table, f32::from(c) / 255.0 / alpha) * alpha;
@@ -143,12 +162,16 @@ pub(super) fn to_srgb(pixel: [f32; 4]) -> Bgra {
         };
     }
     let table = to_srgb_table();
-    let channel = |c: f32| (lookup(table, c / alpha) * alpha * 255.0 + 0.5) as u8;
+    let (unpremultiply, premultiply) = (1.0 / alpha, alpha * 255.0);
+    let channel = |c: f32| {
+        let straight = (c * unpremultiply).clamp(0.0, 1.0);
+        (table[(straight * SRGB_STEPS as f32 + 0.5) as usize] * premultiply + 0.5) as u8
+    };
     Bgra {
         b: channel(pixel[2]),
         g: channel(pixel[1]),
         r: channel(pixel[0]),
-        a: (alpha * 255.0 + 0.5) as u8,
+        a: (premultiply + 0.5) as u8,
     }
 }
 
@@ -296,45 +319,42 @@ impl Pass {
     ) {
         match axis {
             Axis::Rows => {
+                let mut padded = Vec::new();
                 for (input, output) in input
                     .chunks_exact(width)
                     .zip(output.chunks_exact_mut(width))
                 {
-                    self.run_line(input, output);
+                    self.run_line(input, output, &mut padded);
                 }
             }
             Axis::Columns => self.run_columns(input, output, width, height),
         }
     }
 
-    /// Along one row.
-    fn run_line(&self, input: &[[f32; 4]], output: &mut [[f32; 4]]) {
+    /// Along one row; `padded` is reused between rows.
+    fn run_line(&self, input: &[[f32; 4]], output: &mut [[f32; 4]], padded: &mut Vec<[f32; 4]>) {
         let length = input.len();
         match self {
             Pass::Box { radius, end_weight } => {
-                let (radius, end_weight) = (*radius, f64::from(*end_weight));
-                let scale = 1.0 / (2.0 * radius as f64 + 1.0 + 2.0 * end_weight);
-                let at = |i: isize| {
-                    usize::try_from(i)
-                        .ok()
-                        .and_then(|i| input.get(i))
-                        .copied()
-                        .unwrap_or([0.0; 4])
-                };
-                // The sum over i − r ..= i + r, kept running.
-                let mut sum = [0.0f64; 4];
-                for pixel in &input[..radius.min(length)] {
-                    add(&mut sum, *pixel, 1.0);
+                let (radius, end_weight) = (*radius, *end_weight);
+                let scale = 1.0 / (2.0 * radius as f32 + 1.0 + 2.0 * end_weight);
+                // The row with r + 1 transparent pixels either side: the window of output i is
+                // padded[i + 1 ..= i + 2r + 1], its two ends padded[i] and padded[i + 2r + 2].
+                padded.clear();
+                padded.resize(radius + 1, [0.0; 4]);
+                padded.extend_from_slice(input);
+                padded.resize(length + 2 * radius + 2, [0.0; 4]);
+                let mut sum = [0.0f32; 4];
+                for pixel in &padded[1..=2 * radius] {
+                    add(&mut sum, pixel, 1.0);
                 }
-                for i in 0..length {
-                    let i = i as isize;
-                    let r = radius as isize;
-                    add(&mut sum, at(i + r), 1.0);
-                    let mut total = sum;
-                    add(&mut total, at(i - r - 1), end_weight);
-                    add(&mut total, at(i + r + 1), end_weight);
-                    output[i as usize] = total.map(|s| (s * scale) as f32);
-                    add(&mut sum, at(i - r), -1.0);
+                for (i, out) in output.iter_mut().enumerate() {
+                    add(&mut sum, &padded[i + 2 * radius + 1], 1.0);
+                    let (before, after) = (padded[i], padded[i + 2 * radius + 2]);
+                    *out = std::array::from_fn(|c| {
+                        (sum[c] + end_weight * (before[c] + after[c])) * scale
+                    });
+                    add(&mut sum, &padded[i + 1], -1.0);
                 }
             }
             Pass::Kernel(weights) => {
@@ -344,10 +364,7 @@ impl Pass {
                     let first = i.saturating_sub(radius);
                     let last = (i + radius).min(length - 1);
                     for (j, pixel) in input.iter().enumerate().take(last + 1).skip(first) {
-                        let weight = weights[j + radius - i];
-                        for c in 0..4 {
-                            sum[c] += pixel[c] * weight;
-                        }
+                        add(&mut sum, pixel, weights[j + radius - i]);
                     }
                     *out = sum;
                 }
@@ -363,55 +380,52 @@ impl Pass {
         width: usize,
         height: usize,
     ) {
-        let row = |y: usize| &input[y * width..(y + 1) * width];
+        let row_at = |y: isize| {
+            usize::try_from(y)
+                .ok()
+                .filter(|y| *y < height)
+                .map(|y| &input[y * width..(y + 1) * width])
+        };
         match self {
             Pass::Box { radius, end_weight } => {
-                let (radius, end_weight) = (*radius, f64::from(*end_weight));
-                let scale = 1.0 / (2.0 * radius as f64 + 1.0 + 2.0 * end_weight);
-                let mut sums = vec![[0.0f64; 4]; width];
-                let add_row = |sums: &mut [[f64; 4]], y: isize, weight: f64| {
-                    if let Some(y) = usize::try_from(y).ok().filter(|y| *y < height) {
-                        for (sum, pixel) in sums.iter_mut().zip(row(y)) {
-                            add(sum, *pixel, weight);
+                let (radius, end_weight) = (*radius as isize, *end_weight);
+                let scale = 1.0 / (2.0 * radius as f32 + 1.0 + 2.0 * end_weight);
+                let mut sums = vec![[0.0f32; 4]; width];
+                let add_row = |sums: &mut [[f32; 4]], y: isize, weight: f32| {
+                    if let Some(row) = row_at(y) {
+                        for (sum, pixel) in sums.iter_mut().zip(row) {
+                            add(sum, pixel, weight);
                         }
                     }
                 };
-                let r = radius as isize;
-                for y in 0..r {
+                for y in 0..radius {
                     add_row(&mut sums, y, 1.0);
                 }
                 for y in 0..height as isize {
-                    add_row(&mut sums, y + r, 1.0);
+                    add_row(&mut sums, y + radius, 1.0);
                     let out = &mut output[y as usize * width..(y as usize + 1) * width];
                     for (out, sum) in out.iter_mut().zip(&sums) {
-                        *out = sum.map(|s| (s * scale) as f32);
+                        *out = sum.map(|s| s * scale);
                     }
-                    if end_weight > 0.0 {
-                        for (edge, weight) in [(y - r - 1, end_weight), (y + r + 1, end_weight)] {
-                            if let Some(edge) = usize::try_from(edge).ok().filter(|e| *e < height) {
-                                for (out, pixel) in out.iter_mut().zip(row(edge)) {
-                                    for c in 0..4 {
-                                        out[c] += (f64::from(pixel[c]) * weight * scale) as f32;
-                                    }
-                                }
+                    for edge in [y - radius - 1, y + radius + 1] {
+                        if let (Some(row), true) = (row_at(edge), end_weight > 0.0) {
+                            for (out, pixel) in out.iter_mut().zip(row) {
+                                add(out, pixel, end_weight * scale);
                             }
                         }
                     }
-                    add_row(&mut sums, y - r, -1.0);
+                    add_row(&mut sums, y - radius, -1.0);
                 }
             }
             Pass::Kernel(weights) => {
-                let radius = weights.len() / 2;
-                for y in 0..height {
-                    let out = &mut output[y * width..(y + 1) * width];
+                let radius = weights.len() as isize / 2;
+                for y in 0..height as isize {
+                    let out = &mut output[y as usize * width..(y as usize + 1) * width];
                     out.fill([0.0; 4]);
-                    let first = y.saturating_sub(radius);
-                    let last = (y + radius).min(height - 1);
-                    for j in first..=last {
-                        let weight = weights[j + radius - y];
-                        for (out, pixel) in out.iter_mut().zip(row(j)) {
-                            for c in 0..4 {
-                                out[c] += pixel[c] * weight;
+                    for (offset, weight) in (-radius..=radius).zip(weights) {
+                        if let Some(row) = row_at(y + offset) {
+                            for (out, pixel) in out.iter_mut().zip(row) {
+                                add(out, pixel, *weight);
                             }
                         }
                     }
@@ -421,9 +435,9 @@ impl Pass {
     }
 }
 
-fn add(sum: &mut [f64; 4], pixel: [f32; 4], sign: f64) {
+fn add(sum: &mut [f32; 4], pixel: &[f32; 4], weight: f32) {
     for c in 0..4 {
-        sum[c] += f64::from(pixel[c]) * sign;
+        sum[c] += pixel[c] * weight;
     }
 }
 
