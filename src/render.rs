@@ -1,5 +1,6 @@
 //! A render from template bytes to an encoded file: [`prepare`] validates, modifies, lowers
-//! ([`crate::lottie::lower`]) and retimes the template; [`run`] renders frames in parallel ([`frames`]), converts them for
+//! ([`crate::lottie::lower`]) and retimes the template, and plans the blurs and shadows drawn
+//! on pixels ([`layer_effects`]); [`run`] renders frames in parallel ([`frames`]), converts them for
 //! the encoder on the render threads (`encode::FramePreparer`) and feeds them in
 //! order to the encoder, reporting progress as it goes.
 
