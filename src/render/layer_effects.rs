@@ -41,6 +41,17 @@ pub const MAX_BLURRED_PIXELS_PER_FRAME: u64 = 16_000_000;
 /// into it (a blur that wide is all but flat anyway).
 pub const MAX_EFFECT_MARGIN_PIXELS: usize = 256;
 
+/// Megapixels a job of `frames` frames of `width` × `height` is charged for `filters` filters
+/// drawn on pixels, counted as output megapixels in its deadline and CPU budget: each filter
+/// over its layer's canvas grown by the widest margin. A filtered megapixel costs a worker
+/// some 55 ms of CPU with the extra rlottie renders and the composite beside it
+/// (docs/performance.md), an output megapixel is given 250 ms: one for one keeps the budget
+/// honest without a second constant.
+pub fn charged_megapixels(filters: usize, width: u32, height: u32, frames: u32) -> f64 {
+    let grown = |side: u32| f64::from(side) + 2.0 * MAX_EFFECT_MARGIN_PIXELS as f64;
+    filters as f64 * grown(width) * grown(height) * f64::from(frames) / 1e6
+}
+
 /// One part of the composition: a template variant and, for a filtered layer, its filters.
 struct Part {
     json: Arc<String>,

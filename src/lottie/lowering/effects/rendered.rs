@@ -25,8 +25,9 @@ pub const MAX_RENDERED_EFFECT_LAYERS: usize = 4;
 pub const GAUSSIAN_BLUR: i64 = 29;
 pub const DROP_SHADOW: i64 = 25;
 
-/// Layer types that draw pixels of their own: precomposition, solid, image, shape.
-const DRAWING_LAYER_TYPES: [i64; 4] = [0, 1, 2, 4];
+/// Layer types that draw pixels of their own: precomposition, solid, image, shape, and text
+/// (shapes once lowered; counted before as after, so a template's charge is the same).
+const DRAWING_LAYER_TYPES: [i64; 5] = [0, 1, 2, 4, 5];
 
 /// An effect the render draws, with its parameters as properties (`{ "a", "k" }`), read per
 /// frame by the render.
@@ -113,6 +114,17 @@ pub fn rendered_effect_layers(root_layers: &[Value]) -> Vec<usize> {
         .collect()
 }
 
+/// How many filters the render runs on pixels for `root_layers` (each blur and drop shadow of
+/// each layer [`rendered_effect_layers`] names): what a job is charged for them.
+pub fn rendered_filter_count(root_layers: &[Value]) -> usize {
+    rendered_effect_layers(root_layers)
+        .into_iter()
+        .filter_map(|index| root_layers[index].get("ef")?.as_array())
+        .flatten()
+        .filter(|effect| rendered_effect(effect).is_some())
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +153,6 @@ mod tests {
             blurred(json!({})),
         ];
         assert_eq!(rendered_effect_layers(&layers), vec![5, 6, 7, 8]);
+        assert_eq!(rendered_filter_count(&layers), 4);
     }
 }
