@@ -10,7 +10,8 @@
 //! - [`spec`]: what a render asks for, as valid-by-construction domain types; each output
 //!   format's facts and limits.
 //! - [`render`]: a render's steps in the worker (`prepare`), rlottie frames rendered in
-//!   parallel, the frame pipeline to the encoder.
+//!   parallel (blurred and shadowed root layers drawn in parts and filtered on pixels,
+//!   `render::layer_effects`), the frame pipeline to the encoder.
 //! - [`encode`]: the encoder interface; GIF (gifski), MP4 (H.264, HEVC, AV1), WebM (VP9,
 //!   alpha), animated WebP and APNG, ProRes 4444, PNG and JPEG stills.
 //! - [`sandbox`]: one render in a sandboxed `worker` child process (allow-listed

@@ -1,9 +1,11 @@
 //! A render from template bytes to an encoded file: [`prepare`] validates, modifies, lowers
-//! ([`crate::lottie::lower`]) and retimes the template; [`run`] renders frames in parallel ([`frames`]), converts them for
+//! ([`crate::lottie::lower`]) and retimes the template, and plans the blurs and shadows drawn
+//! on pixels ([`layer_effects`]); [`run`] renders frames in parallel ([`frames`]), converts them for
 //! the encoder on the render threads (`encode::FramePreparer`) and feeds them in
 //! order to the encoder, reporting progress as it goes.
 
 pub(crate) mod frames;
+pub mod layer_effects;
 
 use crate::encode::{self, EncodeError};
 use crate::error::{Classified, ErrorClass};
@@ -56,6 +58,9 @@ pub enum RenderError {
     ImageMissing { slot: String },
     #[error("output: {0}")]
     WindowOutside(String),
+    /// Blurs and shadows over [`layer_effects::MAX_BLURRED_PIXELS_PER_FRAME`].
+    #[error("output: {0}")]
+    EffectsOverBudget(String),
     #[error("cannot read the template: {0}")]
     ReadTemplate(std::io::Error),
     #[error("cannot read the output: {0}")]
@@ -72,6 +77,7 @@ impl Classified for RenderError {
             RenderError::RendererRefused
             | RenderError::Output(_)
             | RenderError::ExpressionsOverBudget(_)
+            | RenderError::EffectsOverBudget(_)
             | RenderError::WindowOutside(_)
             | RenderError::Image { .. } => ErrorClass::Deterministic,
             // Staging lost a file: another attempt stages it again.
@@ -94,6 +100,9 @@ impl Classified for RenderError {
             RenderError::Text(error) => error.reason(),
             RenderError::RendererRefused => Reason::TemplateUnrenderable,
             RenderError::WindowOutside(_) => Reason::RequestInvalid,
+            // The job's work (its output's size times its filters), as an output too large
+            // for the megapixel budget is.
+            RenderError::EffectsOverBudget(_) => Reason::JobTooLarge,
             RenderError::Output(violation) => violation.reason(),
             RenderError::Image { .. } => Reason::ImageInvalid,
             RenderError::ImageMissing { .. } => Reason::StorageUnavailable,
@@ -207,11 +216,15 @@ pub fn prepare_with_images(input: RenderInput<'_>) -> Result<PreparedRender, Ren
         Some(window) => show_window(&mut json, window, timeline.frame_count)?,
         None => timeline.frame_count,
     };
+    let (width, height) = (spec.width.get() as usize, spec.height.get() as usize);
+    // Blurs and shadows on pixels: the composition in parts, their cost checked first.
+    let effects = layer_effects::plan(&json, width, height, frame_count)?;
     let source = FrameSource {
         json: Arc::new(json.to_string()),
-        width: spec.width.get() as usize,
-        height: spec.height.get() as usize,
+        width,
+        height,
         frame_count,
+        effects,
     };
     Ok(PreparedRender {
         source,

@@ -5,8 +5,10 @@
 //! as the service runs it ([`workers`]), and a fresh one (which also starts and loads its
 //! libraries). It prints fps, CPU time, the pipeline's ratio to its bound (issue #2: max(encoder
 //! alone, (render + conversion + encoder CPU) ÷ cores)) and the worker's peak RSS, each the
-//! median of `--repeat` runs; then that its peak RSS stays flat as an animation grows.
+//! median of `--repeat` runs; what a blurred layer costs per frame ([`blur`]); then that its
+//! peak RSS stays flat as an animation grows.
 
+mod blur;
 mod measure;
 mod workers;
 
@@ -55,6 +57,9 @@ pub struct BenchArgs {
     /// Skip the peak-RSS-versus-length check.
     #[arg(long)]
     pub no_rss: bool,
+    /// Only what a blurred layer costs per frame.
+    #[arg(long)]
+    pub blur_only: bool,
 }
 
 pub(crate) fn run(args: BenchArgs) -> ExitCode {
@@ -98,6 +103,9 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
         !cfg!(debug_assertions),
         bench.repeat,
     );
+    if args.blur_only {
+        return bench.blurred_layer();
+    }
     let mut first_render: Option<(String, u32, Measure)> = None;
     for file in &files {
         let subject = bench.subject(file)?;
@@ -111,6 +119,7 @@ fn execute(args: &BenchArgs) -> Result<(), String> {
     if let Some(render) = &first_render {
         bench.image_slots(render)?;
     }
+    bench.blurred_layer()?;
     if !args.no_rss {
         rss_versus_length(args, &bench.executable, bench.scratch.path())?;
     }

@@ -255,6 +255,7 @@ fn execute(args: &RenderArgs) -> Result<ExitCode, String> {
         modifications = theme.overridden_by(modifications);
     }
     let frames = crate::spec::output::frames(&spec, template.duration_seconds());
+    let image_megapixels = image_megapixels + filter_megapixels(&template, &spec, frames);
     let deadline = args
         .timeout
         .map(Duration::from_secs)
@@ -468,4 +469,22 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Megapixels the blurs and shadows drawn on pixels are charged, as admission charges them
+/// (`jobs::admission`).
+fn filter_megapixels(template: &Template, spec: &OutputSpec, frames: u32) -> f64 {
+    let filters = template
+        .json
+        .get("layers")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, |layers| {
+            crate::lottie::lowering::effects::rendered::rendered_filter_count(layers)
+        });
+    crate::render::layer_effects::charged_megapixels(
+        filters,
+        spec.width.get(),
+        spec.height.get(),
+        frames,
+    )
 }

@@ -82,8 +82,15 @@ pub(crate) fn admit(
     limits: JobLimits,
 ) -> Result<Plan, ServiceError> {
     let frames = check_against_record(record, &mut submission, limits)?;
-    let image_megapixels = image_megapixels(&submission);
     let output = submission.output;
+    // Replacement images to decode and blurs to draw: work beside the output's frames.
+    let image_megapixels = image_megapixels(&submission)
+        + crate::render::layer_effects::charged_megapixels(
+            record.pixel_filters,
+            output.width.get(),
+            output.height.get(),
+            frames,
+        );
     let fingerprint = Fingerprint::of(
         &tenant,
         &record.render_identity,

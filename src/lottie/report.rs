@@ -42,6 +42,15 @@ pub struct InspectReport {
     /// name (absent from reports before markers: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub markers: Vec<Marker>,
+    /// Blurs and drop shadows a render draws on pixels
+    /// ([`super::lowering::effects::rendered`]): admission charges a job for them (absent
+    /// from reports before they were drawn: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pixel_filters: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 /// Markers a report lists, and so a render may name: a template is its designer's, and
@@ -122,6 +131,12 @@ impl InspectReport {
                 warnings.push(warning);
             }
         }
+        let pixel_filters = converted
+            .get("layers")
+            .and_then(serde_json::Value::as_array)
+            .map_or(0, |layers| {
+                lowering::effects::rendered::rendered_filter_count(layers)
+            });
         // The converted copy is not needed past its warnings: free it before slot discovery.
         drop(converted);
         let slots = slots::discover(&template.json);
@@ -151,6 +166,7 @@ impl InspectReport {
             slots,
             warnings,
             markers,
+            pixel_filters,
         })
     }
 }

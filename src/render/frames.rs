@@ -7,6 +7,7 @@
 //! (so its preparer can compare a frame with the one before without copying it), and the
 //! encoder hands frame buffers back for reuse ([`OrderedFrames::recycle`]).
 
+use super::layer_effects::{LayerEffects, PartsRenderer};
 use super::RenderError;
 use crate::encode::{EncoderInput, Frame, FramePreparer, PreparerFactory};
 use rlottie::{Animation, Bgra, Size, Surface};
@@ -31,6 +32,8 @@ pub struct FrameSource {
     pub width: usize,
     pub height: usize,
     pub frame_count: u32,
+    /// The composition in parts, when layers have blurs or shadows drawn on their pixels.
+    pub effects: Option<Arc<LayerEffects>>,
 }
 
 impl FrameSource {
@@ -40,15 +43,25 @@ impl FrameSource {
             .ok_or(RenderError::RendererRefused)
     }
 
-    /// A renderer for one thread: its own `Animation` and a surface reused for every frame.
+    /// A renderer for one thread: its own `Animation` (one per part when layers are filtered)
+    /// and surfaces reused for every frame.
     pub fn renderer(&self) -> Result<Renderer, RenderError> {
+        let drawing = match &self.effects {
+            Some(effects) => Drawing::Parts {
+                current: PartsRenderer::new(Arc::clone(effects))?,
+                previous: None,
+            },
+            None => Drawing::Whole {
+                animation: self.load()?,
+                surface: Surface::new(Size {
+                    width: self.width,
+                    height: self.height,
+                }),
+                previous: None,
+            },
+        };
         Ok(Renderer {
-            animation: self.load()?,
-            surface: Surface::new(Size {
-                width: self.width,
-                height: self.height,
-            }),
-            previous: None,
+            drawing,
             has_rendered: false,
         })
     }
@@ -133,39 +146,74 @@ fn render_and_prepare(
 
 /// Renders frames on one thread.
 pub struct Renderer {
-    animation: Animation,
-    /// Where the last frame was rendered.
-    surface: Surface,
-    /// The frame rendered before that one, kept by [`Renderer::render_beside_previous`] (made
-    /// on its first use: tests and the bench's render-only figure use one surface).
-    previous: Option<Surface>,
+    drawing: Drawing,
     has_rendered: bool,
+}
+
+/// What a renderer draws with: the whole template in one `Animation`, or its parts.
+enum Drawing {
+    Whole {
+        animation: Animation,
+        /// Where the last frame was rendered.
+        surface: Surface,
+        /// The frame rendered before that one, kept by [`Renderer::render_beside_previous`]
+        /// (made on its first use: tests and the bench's render-only figure use one surface).
+        previous: Option<Surface>,
+    },
+    Parts {
+        current: PartsRenderer,
+        /// The frame before, kept as [`Drawing::Whole`] keeps its surface.
+        previous: Option<Vec<Bgra>>,
+    },
 }
 
 impl Renderer {
     /// Renders frame `index` (relative to the in point): premultiplied BGRA, row-major,
     /// valid until the next call.
     pub fn render(&mut self, index: u32) -> &[Bgra] {
-        self.animation.render(index as usize, &mut self.surface);
         self.has_rendered = true;
-        self.surface.data()
+        match &mut self.drawing {
+            Drawing::Whole {
+                animation, surface, ..
+            } => {
+                animation.render(index as usize, surface);
+                surface.data()
+            }
+            Drawing::Parts { current, .. } => current.render(index),
+        }
     }
 
     /// Renders frame `index` into the other surface than last time: the frame, and the one
     /// this renderer rendered before it (`None` for its first), both valid until the next call.
     pub(crate) fn render_beside_previous(&mut self, index: u32) -> (&[Bgra], Option<&[Bgra]>) {
-        if self.has_rendered {
-            let free = self
-                .previous
-                .take()
-                .unwrap_or_else(|| Surface::new(self.surface.size()));
-            self.previous = Some(std::mem::replace(&mut self.surface, free));
+        let has_rendered = self.has_rendered;
+        self.has_rendered = true;
+        match &mut self.drawing {
+            Drawing::Whole {
+                animation,
+                surface,
+                previous,
+            } => {
+                if has_rendered {
+                    let free = previous
+                        .take()
+                        .unwrap_or_else(|| Surface::new(surface.size()));
+                    *previous = Some(std::mem::replace(surface, free));
+                }
+                animation.render(index as usize, surface);
+                (surface.data(), previous.as_ref().map(Surface::data))
+            }
+            Drawing::Parts { current, previous } => {
+                if has_rendered {
+                    // The frame before is copied: the parts draw into one buffer.
+                    let mut kept = previous.take().unwrap_or_default();
+                    kept.clear();
+                    kept.extend_from_slice(current.last_frame());
+                    *previous = Some(kept);
+                }
+                (current.render(index), previous.as_deref())
+            }
         }
-        self.render(index);
-        (
-            self.surface.data(),
-            self.previous.as_ref().map(Surface::data),
-        )
     }
 }
 

@@ -46,6 +46,8 @@ pub struct AdmissionRecord {
     pub animation: Option<String>,
     /// The template's markers, for a render's still time and segment.
     pub markers: Vec<crate::spec::Marker>,
+    /// Blurs and drop shadows its renders draw on pixels (the report's), charged to a job.
+    pub pixel_filters: usize,
 }
 
 impl AdmissionRecord {
@@ -54,6 +56,7 @@ impl AdmissionRecord {
             themes: record.report.themes.clone(),
             animation: record.report.animation.clone(),
             markers: record.report.markers.clone(),
+            pixel_filters: record.report.pixel_filters,
             id: record.id,
             tenant: record.tenant.clone(),
             duration_seconds: record.report.duration_seconds,

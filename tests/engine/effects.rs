@@ -1,5 +1,6 @@
 //! Layer effects that render: rlottie ignores `ef`, so Fill, Tint, Tritone and Drop Shadow
-//! are written into the layers before it loads the template. Pixels are rendered by the
+//! are written into the layers before it loads the template (a root layer's drop shadow is
+//! drawn on its pixels: tests/engine/blur.rs). Pixels are rendered by the
 //! library directly (no codec) and compared with the colour the effect asks for, computed
 //! here from lottie-web's filter maths, at places computed from the template's geometry.
 //! Effects lottie-web does not draw either are left undrawn and reported.
@@ -264,10 +265,13 @@ fn effects_lottie_web_does_not_draw_are_left_undrawn_and_reported() {
     let invert = json!({"ty": 5, "nm": "Invert", "mn": "ADBE Invert", "ef": [
         parameter(7, "Channel", json!(1)), parameter(0, "Blend With Original", json!(0))
     ]});
-    let blur = json!({"ty": 29, "nm": "Gaussian Blur", "mn": "ADBE Gaussian Blur 2", "ef": [
-        parameter(0, "Blurriness", json!(10))
+    let stroke = json!({"ty": 22, "nm": "Stroke", "mn": "ADBE Stroke", "ef": [
+        parameter(0, "Brush Size", json!(2))
     ]});
-    let bytes = template(json!([square_layer(RED, json!([invert, blur]))]), json!([]));
+    let bytes = template(
+        json!([square_layer(RED, json!([invert, stroke]))]),
+        json!([]),
+    );
     // lottie-web (the designer's preview) draws the square as it is: so do we.
     assert_close(
         pixel(&render_frame(&bytes), SQUARE_CENTRE),
@@ -275,13 +279,14 @@ fn effects_lottie_web_does_not_draw_are_left_undrawn_and_reported() {
         "square",
     );
     let warnings = warnings(&bytes);
+    // (A blur inside a precomposition is reported too: tests/engine/blur.rs.)
     for (name, why) in [
         (
             "'Invert' (ADBE Invert)",
             "lottie-web does not draw it either",
         ),
         (
-            "'Gaussian Blur' (ADBE Gaussian Blur 2)",
+            "'Stroke' (ADBE Stroke)",
             "lottie-web draws it; the renderer cannot",
         ),
     ] {

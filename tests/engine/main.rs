@@ -1,6 +1,7 @@
 //! Render-engine integration tests: real rlottie, real encoders, real worker processes,
 //! outputs probed with ffprobe and decoded with ffmpeg.
 
+mod blur;
 mod cli;
 mod cli_promises;
 mod colours;

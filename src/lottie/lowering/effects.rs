@@ -25,12 +25,18 @@
 //! image layers (their pixels are not ours to recolour) and animated effect parameters other
 //! than Fill's colour (drawn at their first value).
 //!
+//! Blurs and drop shadows on a few layers of the root composition are not lowered here: the
+//! render draws them on the layer's pixels, softness and animation included ([`rendered`]
+//! says which; `render::layer_effects` draws them). Elsewhere a shadow is the copy above and a
+//! blur is reported.
+//!
 //! Here the walk over compositions and layers; what an `ef` entry asks for is read in
 //! `parameters`, the colour maps are in `colour_map` and written into layers by `recolour`.
 
 mod colour_map;
 mod parameters;
 mod recolour;
+pub mod rendered;
 
 use colour_map::{parse_hex, to_hex, ColourMap};
 use parameters::{DropShadow, Effect, DRAWN_BY_LOTTIE_WEB_ONLY};
@@ -46,6 +52,10 @@ pub(crate) const MAX_EFFECT_LAYER_COPIES: usize = 5000;
 /// Distinct effect warnings kept per template: a handful is normal; thousands of layers each
 /// carrying an undrawn effect would otherwise make thousands of lines.
 pub(crate) const MAX_EFFECT_WARNINGS: usize = 256;
+/// Where the render draws blurs and soft shadows, for the warnings about the others.
+pub(super) const RENDERED_WHERE: &str =
+    "blurs and soft shadows are drawn on up to 4 shown layers of the root composition \
+     outside track mattes";
 /// Characters of a layer or effect name quoted in a warning (names are the caller's).
 const MAX_NAME_CHARS_IN_WARNINGS: usize = 100;
 
@@ -97,7 +107,7 @@ pub fn lower_layer_effects(json: &mut Value) -> EffectsReport {
         seen_warnings: HashSet::new(),
     };
     if let Some(Value::Array(layers)) = json.get_mut("layers") {
-        lowering.lower_composition(layers);
+        lowering.lower_composition(layers, Composition::Root);
     }
     let report = lowering.report;
     if let Some(Value::Array(slot)) = json.get_mut("assets") {
@@ -133,6 +143,14 @@ fn name_of(value: &Value) -> String {
     truncated(value.get("nm").and_then(Value::as_str).unwrap_or_default())
 }
 
+/// Which composition a list of layers is: the root's blurs and shadows may be drawn by the
+/// render ([`rendered`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Composition {
+    Root,
+    Precomposition,
+}
+
 struct Lowering<'a> {
     assets: &'a mut Vec<Value>,
     asset_index: HashMap<String, usize>,
@@ -154,7 +172,7 @@ impl Lowering<'_> {
 
     /// Lowers the effects of one composition's layers, the precomps it draws first (so a
     /// recoloured copy of a precomp carries its own layers' effects).
-    fn lower_composition(&mut self, layers: &mut Vec<Value>) {
+    fn lower_composition(&mut self, layers: &mut Vec<Value>, composition: Composition) {
         for layer in layers.iter() {
             if layer.get("ty").and_then(Value::as_i64) != Some(0) {
                 continue;
@@ -172,7 +190,7 @@ impl Lowering<'_> {
                     Some(Value::Array(inner)) => std::mem::take(inner),
                     _ => continue,
                 };
-                self.lower_composition(&mut inner);
+                self.lower_composition(&mut inner, Composition::Precomposition);
                 if let Some(Value::Array(slot)) = self.assets[index].get_mut("layers") {
                     *slot = inner;
                 }
@@ -189,13 +207,23 @@ impl Lowering<'_> {
             .filter_map(|layer| layer.get("ind").and_then(Value::as_i64))
             .max()
             .unwrap_or(0);
+        let rendered = match composition {
+            Composition::Root => rendered::rendered_effect_layers(layers),
+            Composition::Precomposition => Vec::new(),
+        };
         let mut lowered = Vec::with_capacity(layers.len());
-        for layer in std::mem::take(layers) {
+        for (index, layer) in std::mem::take(layers).into_iter().enumerate() {
             let hidden = layer.get("hd").and_then(Value::as_bool) == Some(true);
             match layer_effects(&layer) {
                 Some(effects) if !effects.is_empty() && !hidden => {
                     let effects = effects.clone();
-                    lowered.extend(self.lower_layer(layer, &effects, &mut next_index));
+                    let drawn_by_render = rendered.contains(&index);
+                    lowered.extend(self.lower_layer(
+                        layer,
+                        &effects,
+                        &mut next_index,
+                        drawn_by_render,
+                    ));
                 }
                 _ => lowered.push(layer),
             }
@@ -204,11 +232,21 @@ impl Lowering<'_> {
     }
 
     /// The layer with its effects applied in order, followed by the shadow copies drawn below
-    /// it.
-    fn lower_layer(&mut self, layer: Value, effects: &[Value], next_index: &mut i64) -> Vec<Value> {
+    /// it. `drawn_by_render`: its blurs and shadows are left for the render ([`rendered`]).
+    fn lower_layer(
+        &mut self,
+        layer: Value,
+        effects: &[Value],
+        next_index: &mut i64,
+        drawn_by_render: bool,
+    ) -> Vec<Value> {
         let layer_name = name_of(&layer);
         let mut parts = vec![layer];
         for effect in effects {
+            if drawn_by_render && rendered::rendered_effect(effect).is_some() {
+                self.report.lowered_effects += 1;
+                continue;
+            }
             let effect_name = name_of(effect);
             let on = EffectOn {
                 layer: &layer_name,
@@ -220,7 +258,9 @@ impl Lowering<'_> {
                     let match_name =
                         truncated(effect.get("mn").and_then(Value::as_str).unwrap_or_default());
                     let ty = effect.get("ty").and_then(Value::as_i64).unwrap_or(-1);
-                    let why = if DRAWN_BY_LOTTIE_WEB_ONLY.contains(&ty) {
+                    let why = if ty == rendered::GAUSSIAN_BLUR {
+                        RENDERED_WHERE
+                    } else if DRAWN_BY_LOTTIE_WEB_ONLY.contains(&ty) {
                         "lottie-web draws it; the renderer cannot"
                     } else {
                         "lottie-web does not draw it either"

@@ -133,6 +133,15 @@ fn constant(name: &str) -> Option<Actual> {
         "lottie::reading::assets::MAX_JPEG_SCANS" => {
             count(lottie::reading::assets::MAX_JPEG_SCANS as f64)
         }
+        "render::layer_effects::MAX_BLURRED_PIXELS_PER_FRAME" => {
+            count(lottie_render::render::layer_effects::MAX_BLURRED_PIXELS_PER_FRAME as f64)
+        }
+        "render::layer_effects::MAX_EFFECT_MARGIN_PIXELS" => {
+            count(lottie_render::render::layer_effects::MAX_EFFECT_MARGIN_PIXELS as f64)
+        }
+        "lottie::lowering::effects::rendered::MAX_RENDERED_EFFECT_LAYERS" => {
+            count(lottie::lowering::effects::rendered::MAX_RENDERED_EFFECT_LAYERS as f64)
+        }
         "lottie::lowering::text::MAX_TEXT_VERTICES_PER_TEMPLATE" => {
             count(lottie::lowering::text::MAX_TEXT_VERTICES_PER_TEMPLATE as f64)
         }

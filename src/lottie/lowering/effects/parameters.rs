@@ -174,7 +174,10 @@ impl Lowering<'_> {
                 let angle = (number_parameter(effect, 2).unwrap_or(0.0) - 90.0).to_radians();
                 let distance = number_parameter(effect, 3).unwrap_or(0.0);
                 if number_parameter(effect, 4).unwrap_or(0.0) > 0.0 {
-                    self.warn(on.says("is drawn without its softness (the renderer cannot blur)"));
+                    self.warn(on.says(format_args!(
+                        "is drawn without its softness ({})",
+                        super::RENDERED_WHERE
+                    )));
                 }
                 Effect::Shadow(DropShadow {
                     colour,
