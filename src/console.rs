@@ -12,11 +12,11 @@
 //! referrer. Only GET and HEAD: nothing here changes state.
 
 use crate::error::ServiceError;
+use crate::lottie::reading::template::hex_sha256;
 use crate::reason::Reason;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
-use sha2::{Digest, Sha256};
 use std::sync::OnceLock;
 use tonic::body::Body;
 
@@ -78,9 +78,7 @@ fn etags() -> &'static [HeaderValue] {
         ASSETS
             .iter()
             .map(|asset| {
-                let digest = Sha256::digest(asset.bytes);
-                let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-                HeaderValue::from_str(&format!("\"{hex}\""))
+                HeaderValue::from_str(&format!("\"{}\"", hex_sha256(asset.bytes)))
                     .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
             })
             .collect()

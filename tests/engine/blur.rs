@@ -242,6 +242,13 @@ fn the_layers_beneath_and_above_a_blurred_layer_are_drawn_untouched() {
     assert!(edge[0] > 60 && edge[2] > 60 && edge[3] == 255, "{edge:?}");
 }
 
+/// Frame 0 of a 100-pixel red square at (100, 100) carrying `effect`, alone on the canvas.
+fn red_square_with_effect(effect: Value) -> Vec<u8> {
+    let layer = square(1, [1.0, 0.0, 0.0], 100.0, [100.0, 100.0], json!([effect]));
+    let bytes = template(json!([layer]), json!([]), SIZE);
+    frames(&bytes, SIZE, &[0]).remove(0)
+}
+
 #[test]
 fn a_drop_shadow_is_offset_by_direction_and_distance_in_its_colour_and_opacity() {
     // Direction 135° (After Effects: clockwise from up, so down and right), distance 20√2:
@@ -253,18 +260,7 @@ fn a_drop_shadow_is_offset_by_direction_and_distance_in_its_colour_and_opacity()
         20.0 * std::f64::consts::SQRT_2,
         0.0,
     );
-    let bytes = template(
-        json!([square(
-            1,
-            [1.0, 0.0, 0.0],
-            100.0,
-            [100.0, 100.0],
-            json!([shadow])
-        )]),
-        json!([]),
-        SIZE,
-    );
-    let frame = frames(&bytes, SIZE, &[0]).remove(0);
+    let frame = red_square_with_effect(shadow);
     let pixel = |x: u32, y: u32| {
         let at = ((y * SIZE + x) * 4) as usize;
         [frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]
@@ -287,18 +283,7 @@ fn a_drop_shadows_softness_blurs_it_by_a_quarter() {
     // Direction 90° (to the right), distance 20, softness 40: σ = 10. Along the middle row the
     // shadow spans 70..170 and shows right of the square (150..200).
     let shadow = drop_shadow([0.0, 0.0, 0.0], 255.0, 90.0, 20.0, 40.0);
-    let bytes = template(
-        json!([square(
-            1,
-            [1.0, 0.0, 0.0],
-            100.0,
-            [100.0, 100.0],
-            json!([shadow])
-        )]),
-        json!([]),
-        SIZE,
-    );
-    let frame = frames(&bytes, SIZE, &[0]).remove(0);
+    let frame = red_square_with_effect(shadow);
     let worst = (150..SIZE)
         .map(|x| {
             let expected = blurred_span(f64::from(x), (70.0, 170.0), 10.0);
