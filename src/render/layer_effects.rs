@@ -80,6 +80,16 @@ impl std::fmt::Debug for LayerEffects {
     }
 }
 
+/// The refusal of filters over [`MAX_BLURRED_PIXELS_PER_FRAME`] (`pixels` of them a frame).
+fn over_budget(pixels: u64, filtered: &[usize], width: usize, height: usize) -> RenderError {
+    RenderError::EffectsOverBudget(format!(
+        "the blurs and shadows of {} layers run over {pixels} pixels a frame at \
+         {width}×{height}, more than {MAX_BLURRED_PIXELS_PER_FRAME}; render smaller, or \
+         blur fewer layers",
+        filtered.len()
+    ))
+}
+
 /// The parts `json` (lowered, retimed, the output's frame 0 at its in point) is drawn in at
 /// `width` × `height` for `frame_count` frames; `None` when no layer needs them. Fails when
 /// the filters would run over more than [`MAX_BLURRED_PIXELS_PER_FRAME`] pixels a frame.
@@ -110,6 +120,18 @@ pub fn plan(
             .flatten()
             .filter_map(rendered::rendered_effect)
             .collect();
+        // The least these filters cost (no margin), checked before their parameters are read
+        // at every frame: a layer's effects are not counted by anything else, so thousands of
+        // them must be refused before that work, not after.
+        let least = (width * height) as u64 * effects.len() as u64;
+        if blurred_pixels + least > MAX_BLURRED_PIXELS_PER_FRAME {
+            return Err(over_budget(
+                blurred_pixels + least,
+                &filtered,
+                width,
+                height,
+            ));
+        }
         let frames: Vec<Vec<FrameFilter>> = (0..frame_count)
             .map(|frame| {
                 let time = in_point + f64::from(frame);
@@ -131,12 +153,7 @@ pub fn plan(
         filters.push(Filtered { margin, frames });
     }
     if blurred_pixels > MAX_BLURRED_PIXELS_PER_FRAME {
-        return Err(RenderError::EffectsOverBudget(format!(
-            "the blurs and shadows of {} layers run over {blurred_pixels} pixels a frame at \
-             {width}×{height}, more than {MAX_BLURRED_PIXELS_PER_FRAME}; render smaller, or \
-             blur fewer layers",
-            filtered.len()
-        )));
+        return Err(over_budget(blurred_pixels, &filtered, width, height));
     }
     // The parts, top first: a run of other layers, the filtered layer, …
     let mut parts = Vec::new();

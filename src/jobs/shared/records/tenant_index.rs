@@ -15,10 +15,12 @@
 //! read, in batches of [`LIST_BATCH`], each batch two round trips: one `ZREVRANGEBYLEX`
 //! (O(log N + batch), N the tenant's members) and one `MGET` of the batch's records (O(batch);
 //! a record is some hundreds of bytes of JSON, so at most a few hundred KB a call); one
-//! `EXISTS` per instance owning a listed job that has not ended (is it still alive), and one
-//! `ZREM` of the members whose records are gone. So at most 10 round trips, whatever the
-//! tenant holds and whatever its filters keep, and every call is charged to the tenant by
-//! its request rate.
+//! `EXISTS` per distinct instance owning a listed job that has not ended (is it still alive;
+//! one or a few in a running farm, at most one per record read after many restarts), and one
+//! `ZREM` of the members whose records are gone. So 10 round trips for the index and the
+//! records, whatever the tenant holds and whatever its filters keep (a member this version
+//! cannot read counts as examined and moves the cursor on), and every call is charged to the
+//! tenant by its request rate.
 
 use super::{unavailable, SharedError, SharedJobs};
 use crate::auth::TenantId;
@@ -101,20 +103,27 @@ impl SharedJobs {
         let mut read: Vec<(ListPosition, Option<Job>)> = Vec::new();
         let mut gone = Vec::new();
         let mut alive = HashMap::new();
-        let mut cursor = query.after;
+        // The member to read below, raw, so that a member this version cannot read still
+        // moves it on (and counts as examined: the bound holds whatever the index holds).
+        let mut below = query.after.map_or_else(
+            || "+".to_owned(),
+            |after| format!("({}", index_member(after)),
+        );
+        let mut unreadable = 0;
         let mut kept = 0;
         // Whether members are left past the last one read.
         let mut more = false;
-        while kept < query.limit && read.len() < MAX_JOBS_EXAMINED_PER_LIST {
-            let examined = LIST_BATCH.min(MAX_JOBS_EXAMINED_PER_LIST - read.len());
-            let batch = self.read_batch(&index, cursor, examined).await?;
+        while kept < query.limit && read.len() + unreadable < MAX_JOBS_EXAMINED_PER_LIST {
+            let examined = LIST_BATCH.min(MAX_JOBS_EXAMINED_PER_LIST - read.len() - unreadable);
+            let batch = self.read_batch(&index, &below, examined).await?;
             more = batch.members.len() > examined;
             for (at, (member, record)) in batch.members.iter().zip(batch.records).enumerate() {
+                below = format!("({member}");
                 let Some(position) = member_position(member) else {
                     gone.push(member.clone());
+                    unreadable += 1;
                     continue;
                 };
-                cursor = Some(position);
                 let job = match record.map(|json| serde_json::from_str::<Job>(&json)) {
                     None => {
                         gone.push(member.clone());
@@ -147,21 +156,21 @@ impl SharedJobs {
         Ok(walk(query, read.into_iter().chain(past_the_last)))
     }
 
-    /// The members of `index` below `cursor` (from the newest without one), `examined` of
-    /// them with their records and one more when there is one.
+    /// The members of `index` below `below` (a `ZREVRANGEBYLEX` bound: `+` for the newest,
+    /// `(member` below one), `examined` of them with their records and one more when there
+    /// is one.
     async fn read_batch(
         &self,
         index: &str,
-        cursor: Option<ListPosition>,
+        below: &str,
         examined: usize,
     ) -> Result<Batch, SharedError> {
-        let below = cursor.map_or_else(|| "+".to_owned(), |c| format!("({}", index_member(c)));
         self.redis
             .within_deadline(async {
                 let mut connection = self.redis.connection().await?;
                 let members: Vec<String> = redis::cmd("ZREVRANGEBYLEX")
                     .arg(index)
-                    .arg(&below)
+                    .arg(below)
                     .arg("-")
                     .arg("LIMIT")
                     .arg(0)
@@ -293,6 +302,48 @@ mod tests {
             ttl > 0 && ttl <= 60_000,
             "the index lives as long as its records: {ttl}"
         );
+    }
+
+    #[tokio::test]
+    async fn members_this_version_cannot_read_are_examined_passed_and_removed() {
+        let prefix = format!("test-tenant-index-{}:", Uuid::new_v4());
+        let records = SharedJobs::new(test_redis(&prefix), Duration::from_secs(60));
+        let acme = TenantId::parse("acme").unwrap();
+        let jobs = three_jobs(&acme);
+        for job in &jobs {
+            records.publish(job).await.unwrap();
+        }
+        // More unreadable members than a batch, all sorting above the jobs (`~` > digits):
+        // the cursor must move past them, or the same batch would be read forever.
+        let index = records.tenant_index_key(&acme);
+        let mut connection = records.redis().connection().await.unwrap();
+        for n in 0..LIST_BATCH + 50 {
+            let added: i64 = redis::cmd("ZADD")
+                .arg(&index)
+                .arg(0)
+                .arg(format!("~written by another version {n:04}"))
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert_eq!(added, 1);
+        }
+        let query = JobQuery {
+            after: None,
+            filter: JobFilter::default(),
+            limit: 10,
+        };
+        let page = tokio::time::timeout(Duration::from_secs(30), records.list(&acme, &query, Some))
+            .await
+            .expect("the listing ends")
+            .unwrap();
+        let listed: Vec<Uuid> = page.jobs.iter().map(|job| job.id).collect();
+        assert_eq!(listed, [jobs[2].id, jobs[1].id, jobs[0].id]);
+        let left: i64 = redis::cmd("ZCARD")
+            .arg(&index)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(left, 3, "the unreadable members were removed");
     }
 
     #[test]

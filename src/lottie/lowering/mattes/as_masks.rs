@@ -417,21 +417,22 @@ impl Scene {
     }
 
     /// One mask path property per outline; `None` when one cannot be made within the budget.
+    /// What was sampled is spent from `left` whether or not the matte became masks: a matte
+    /// that ran out part-way must not let the next one start from the whole budget again.
     fn mask_paths(
         &self,
         outlines: &[Outline],
         grid: Option<Sampling>,
-        vertices_left: &mut usize,
+        left: &mut usize,
     ) -> Option<Vec<Value>> {
         let moving = self.matte_chain.is_animated() || self.matted_chain.is_animated();
         let mut paths = Vec::with_capacity(outlines.len());
-        let mut left = *vertices_left;
         for outline in outlines {
             let path = if !moving && !outline.is_animated() {
                 let contour = outline
                     .at(0.0)?
                     .transformed(self.matte_to_matted(self.visible.0)?);
-                left = left.checked_sub(contour.len())?;
+                *left = left.checked_sub(contour.len())?;
                 json!({"a": 0, "k": contour.to_json()})
             } else if let (false, Shape::Path(path), true) = (
                 moving,
@@ -441,13 +442,12 @@ impl Scene {
                 let map = outline
                     .groups_at(0.0)
                     .then(self.matte_to_matted(self.visible.0)?);
-                self.mapped_keyframes(path, map, &mut left)?
+                self.mapped_keyframes(path, map, left)?
             } else {
-                self.sampled(outline, grid?, &mut left)?
+                self.sampled(outline, grid?, left)?
             };
             paths.push(path);
         }
-        *vertices_left = left;
         Some(paths)
     }
 
@@ -776,6 +776,8 @@ mod tests {
         let mut tight = layers;
         let mut budget = 4 * 19;
         assert_eq!(lower_composition(&mut tight, grid(), &mut budget), 0);
-        assert_eq!(budget, 4 * 19, "nothing spent");
+        // The 19 frames sampled before the budget ran out are spent all the same: the next
+        // matte does not start from the whole budget again.
+        assert_eq!(budget, 0, "what was sampled is spent");
     }
 }
