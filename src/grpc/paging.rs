@@ -61,8 +61,29 @@ fn parse_page_token(token: &str) -> Option<(u64, Uuid)> {
 
 /// What an item of `encoded_len` bytes adds to its page: a repeated field's element costs
 /// its length, its length's varint and a tag byte.
-pub(crate) fn element_bytes(encoded_len: usize) -> usize {
+fn element_bytes(encoded_len: usize) -> usize {
     encoded_len + prost::length_delimiter_len(encoded_len) + 1
+}
+
+/// The bytes of a page being filled, held to [`MAX_PAGE_BYTES`]: every list's one rule.
+#[derive(Debug, Default)]
+pub(crate) struct PageBytes {
+    used: usize,
+    items: usize,
+}
+
+impl PageBytes {
+    /// Takes an item of `encoded_len` bytes when it fits; the first item always fits (a page
+    /// shows at least one), so `false` means the page ends before it.
+    pub(crate) fn take(&mut self, encoded_len: usize) -> bool {
+        let size = element_bytes(encoded_len);
+        if self.items > 0 && self.used + size > MAX_PAGE_BYTES {
+            return false;
+        }
+        self.used += size;
+        self.items += 1;
+        true
+    }
 }
 
 #[cfg(test)]
@@ -95,5 +116,16 @@ mod tests {
             violations.last().map(|v| v.field.as_str()),
             Some("page_size")
         );
+    }
+
+    #[test]
+    fn a_page_takes_its_first_item_whatever_its_size_and_then_what_fits() {
+        let mut page = PageBytes::default();
+        assert!(page.take(MAX_PAGE_BYTES * 2), "the first item always");
+        assert!(!page.take(1), "nothing after a full page");
+        let mut page = PageBytes::default();
+        let half = MAX_PAGE_BYTES / 2 - 8;
+        assert!(page.take(half) && page.take(half));
+        assert!(!page.take(half));
     }
 }

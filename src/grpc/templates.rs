@@ -158,7 +158,7 @@ fn list_page(
             .unwrap_or(index.len())
     });
     let mut templates = Vec::new();
-    let mut page_bytes = 0;
+    let mut page_bytes = paging::PageBytes::default();
     let mut last_shown: Option<&IndexEntry> = None;
     let mut more = false;
     for entry in &index[start..] {
@@ -175,12 +175,10 @@ fn list_page(
             }
             Err(error) => return Err(ServiceError::from(error)),
         };
-        let size = paging::element_bytes(template.encoded_len());
-        if !templates.is_empty() && page_bytes + size > MAX_PAGE_BYTES {
+        if !page_bytes.take(template.encoded_len()) {
             more = true;
             break;
         }
-        page_bytes += size;
         templates.push(template);
         last_shown = Some(entry);
     }

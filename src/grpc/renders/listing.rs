@@ -88,16 +88,14 @@ fn job_state(state: proto::JobState) -> Option<JobState> {
 /// token of where the next page starts (after the last job shown when the bytes ran out).
 pub(super) fn page_answer(page: &JobPage) -> proto::ListRenderJobsResponse {
     let mut jobs = Vec::with_capacity(page.jobs.len());
-    let mut page_bytes = 0;
+    let mut page_bytes = paging::PageBytes::default();
     let mut resume_after = page.resume_after;
     for (shown, job) in page.jobs.iter().enumerate() {
         let answer = job_to_proto(job);
-        let size = paging::element_bytes(answer.encoded_len());
-        if shown > 0 && page_bytes + size > paging::MAX_PAGE_BYTES {
+        if !page_bytes.take(answer.encoded_len()) {
             resume_after = page.jobs.get(shown - 1).map(ListPosition::of);
             break;
         }
-        page_bytes += size;
         jobs.push(answer);
     }
     proto::ListRenderJobsResponse {
